@@ -1,0 +1,46 @@
+"""Benchmark: the full reference-decider grid (all templates, 3 seeds, every budget, every
+policy and control). Prints wall time and decisions per second; writes benchmarks/results/grid.json.
+
+    python benchmarks/bench_grid.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+from crossprofile_lib.runner import RunConfig, run_grid
+from crossprofile_lib.templates import load_templates
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    templates = load_templates(ROOT / "templates")
+    load_s = time.perf_counter() - t0
+    cfg = RunConfig(templates=[str(ROOT / "templates")])
+    times, rows = [], 0
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        df = run_grid(cfg, templates=templates)
+        times.append(time.perf_counter() - t0)
+        rows = len(df)
+    out = {"templates": len(templates), "decisions": rows, "load_validate_s": round(load_s, 3),
+           "grid_s_min": round(min(times), 3), "grid_s_all": [round(t, 3) for t in times],
+           "decisions_per_s": round(rows / min(times)), "cpus": os.cpu_count(),
+           "python": platform.python_version(), "machine": platform.machine()}
+    print(json.dumps(out, indent=2))
+    (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
+    (ROOT / "benchmarks" / "results" / "grid.json").write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The scripted (controlled) discussion and its claim list (SPEC section 4).
+
+A seeded random speaker order; each speaker in turn states every fact it holds, one line
+per fact, verbatim, in a seeded random order. The claim list has one entry per distinct
+fact: its text, the sorted agents that stated it, their count and the position of its
+first mention. A memory line shows the contributors first: ``[A1,A3] <fact text>``.
+
+The claim list type is shared with HiddenBench's natural discussion (claims extracted from
+messages), so every memory policy runs on either. Claims carry an optional ``fact_id`` (the
+template fact they restate) that only the reference decider and the measures read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .rng import stream
+from .templates import Template
+from .variants import Variant, agent_names, assign_holders
+
+
+def agent_key(a: str) -> tuple[int, str]:
+    """Natural order of agent names: A2 before A10."""
+    digits = "".join(c for c in a if c.isdigit())
+    return (int(digits) if digits else 0, a)
+
+
+def label(agents: Sequence[str]) -> str:
+    """``[A1,A3]`` for the given agents (sorted naturally)."""
+    return "[" + ",".join(sorted(agents, key=agent_key)) + "]"
+
+
+@dataclass(frozen=True)
+class Utterance:
+    position: int          # 0-based index in the transcript
+    speaker: str
+    text: str
+    fact_id: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One distinct fact of a discussion."""
+
+    text: str
+    speakers: tuple[str, ...]    # sorted naturally
+    first_mention: int           # position of the first utterance stating it
+    fact_id: Optional[str] = None
+    first_speaker: Optional[str] = None
+
+    @property
+    def count(self) -> int:
+        return len(self.speakers)
+
+    def line(self, speakers: Optional[Sequence[str]] = None) -> str:
+        """The memory line ``[A1,A3] text`` (``speakers`` overrides the label, e.g. shuffled)."""
+        return f"{label(self.speakers if speakers is None else speakers)} {self.text}"
+
+
+@dataclass(frozen=True)
+class Transcript:
+    speaker_order: tuple[str, ...]
+    utterances: tuple[Utterance, ...]
+
+    def render(self) -> str:
+        """The full transcript, one ``A3: text`` line per utterance (the REF memory)."""
+        return "\n".join(f"{u.speaker}: {u.text}" for u in self.utterances)
+
+
+@dataclass(frozen=True)
+class ClaimList:
+    claims: tuple[Claim, ...]          # in first-mention order
+    speaker_order: tuple[str, ...]
+    agents: tuple[str, ...] = field(default=())
+    #: for each speaker, the indices of the claims it stated, in the order it stated them
+    by_speaker: tuple[tuple[str, tuple[int, ...]], ...] = field(default=())
+
+    def __len__(self) -> int:
+        return len(self.claims)
+
+    def __iter__(self):
+        return iter(self.claims)
+
+
+def claim_list_from_utterances(utterances: Sequence[Utterance], speaker_order: Sequence[str],
+                               agents: Sequence[str] = ()) -> ClaimList:
+    """Merge utterances with identical text (or fact id) into claims, in first-mention order."""
+    by_key: dict[str, list] = {}
+    for u in utterances:
+        key = u.fact_id if u.fact_id is not None else " ".join(u.text.split()).lower()
+        if key not in by_key:
+            by_key[key] = [u.text, set(), u.position, u.fact_id, u.speaker]
+        by_key[key][1].add(u.speaker)
+    claims = sorted((Claim(text=t, speakers=tuple(sorted(s, key=agent_key)), first_mention=p, fact_id=fid,
+                           first_speaker=fs)
+                     for t, s, p, fid, fs in by_key.values()), key=lambda c: c.first_mention)
+    index = {(c.fact_id if c.fact_id is not None else " ".join(c.text.split()).lower()): i
+             for i, c in enumerate(claims)}
+    said: dict[str, list[int]] = {}
+    for u in utterances:
+        i = index[u.fact_id if u.fact_id is not None else " ".join(u.text.split()).lower()]
+        if i not in said.setdefault(u.speaker, []):
+            said[u.speaker].append(i)
+    by_speaker = tuple((s, tuple(said.get(s, ()))) for s in speaker_order)
+    return ClaimList(tuple(claims), tuple(speaker_order), tuple(agents), by_speaker)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One template in one attribution variant for one seed: who holds what."""
+
+    template: Template
+    variant: Variant
+    seed: int
+    n_agents: int
+    holders: dict  # fact id -> tuple of agents
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.template.id}/{self.variant.name}/s{self.seed}"
+
+
+def make_task(template: Template, variant: Variant | str, seed: int, n_agents: int = 4) -> Task:
+    variant = Variant(variant) if isinstance(variant, str) else variant
+    rng = stream(seed, template.id, "holders", variant.name, n_agents)
+    return Task(template, variant, seed, n_agents, assign_holders(template, variant, n_agents, rng))
+
+
+def scripted_discussion(task: Task, rng: Optional[np.random.Generator] = None) -> Transcript:
+    """Each speaker, in a seeded order, states each fact it holds, in a seeded order."""
+    if rng is None:
+        rng = stream(task.seed, task.template.id, "discussion", task.variant.name, task.n_agents)
+    agents = agent_names(task.n_agents)
+    order = tuple(agents[i] for i in rng.permutation(len(agents)))
+    utterances = []
+    for speaker in order:
+        held = [f for f in task.template.facts if speaker in task.holders[f.id]]
+        for j in rng.permutation(len(held)):
+            f = held[j]
+            utterances.append(Utterance(len(utterances), speaker, f.text, f.id))
+    return Transcript(order, tuple(utterances))
+
+
+def claim_list(transcript: Transcript, agents: Sequence[str] = ()) -> ClaimList:
+    return claim_list_from_utterances(transcript.utterances, transcript.speaker_order, agents)

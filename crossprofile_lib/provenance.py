@@ -1,0 +1,62 @@
+"""Provenance formats: how a memory line shows who said it.
+
+Each format maps the kept claims to the label shown before each line and the number of
+speakers that label *reveals* (what a decision maker could read as social proof):
+
+* ``full``       ``[A1,A3] text``  the paper's contributor labels;
+* ``unlabeled``  ``text``          labels stripped (the paper's control);
+* ``shuffled``   label sets permuted among the kept lines (seeded; the paper's control);
+* ``first-speaker`` ``[A3] text``  the first agent that stated it: traceable, count-free;
+* ``claim-id``   ``[C07] text``    a stable claim id; contributors kept outside the memory.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .discussion import Claim, label
+
+# (claims, rng) -> list of (prefix shown, number of speakers the prefix reveals)
+Format = Callable[[Sequence[Claim], np.random.Generator], list[tuple[str, int]]]
+
+
+def _full(claims, rng):
+    return [(label(c.speakers), c.count) for c in claims]
+
+
+def _unlabeled(claims, rng):
+    return [("", 1) for _ in claims]
+
+
+def _shuffled(claims, rng):
+    perm = rng.permutation(len(claims))
+    return [(label(claims[j].speakers), claims[j].count) for j in perm]
+
+
+def _first_speaker(claims, rng):
+    return [(f"[{c.first_speaker or c.speakers[0]}]", 1) for c in claims]
+
+
+def _claim_id(claims, rng):
+    return [(f"[C{c.first_mention + 1:02d}]", 1) for c in claims]
+
+
+FORMATS: dict[str, Format] = {
+    "full": _full,
+    "unlabeled": _unlabeled,
+    "shuffled": _shuffled,
+    "first-speaker": _first_speaker,
+    "claim-id": _claim_id,
+}
+
+
+def render_lines(claims: Sequence[Claim], fmt: str, rng: np.random.Generator) -> list[tuple[str, int]]:
+    """``[(line text, speakers revealed)]`` for ``claims`` in the given format."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown provenance format '{fmt}' (known: {', '.join(FORMATS)})")
+    out = []
+    for c, (prefix, n) in zip(claims, FORMATS[fmt](claims, rng)):
+        out.append((f"{prefix} {c.text}" if prefix else c.text, n))
+    return out

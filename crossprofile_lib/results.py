@@ -1,0 +1,91 @@
+"""The tidy results table (one row per decision) and the run header (``run.json``).
+
+``DIR/results.parquet`` holds the rows; ``DIR/run.json`` the resolved configuration, the
+package version and the git commit. :func:`read_results` checks the columns and types and
+names the file and the column when something is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+#: Columns every results table has (later modules may add more; none may be renamed).
+REQUIRED_COLUMNS = (
+    "template_id", "domain", "variant", "support_attr", "decoy_attr", "irrelevant_attr", "seed",
+    "policy", "budget_ratio", "budget_tokens", "memory_tokens", "n_kept", "kept_support",
+    "kept_decoy", "kept_irrelevant", "net_lead", "decision", "correct", "chose_decoy", "invalid",
+    "backend", "model", "tokenizer",
+)
+BOOL_COLUMNS = ("correct", "chose_decoy", "invalid")
+INT_COLUMNS = ("seed", "n_kept", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead",
+               "memory_tokens")
+
+
+class ResultsError(ValueError):
+    """A results file is missing, unreadable or breaks the table's schema."""
+
+
+def git_commit(cwd: Path | str | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        commit = out.stdout.strip() if out.returncode == 0 else None
+        if commit:
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
+    """Write ``results.parquet`` (rows sorted deterministically) and ``run.json``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    check_frame(df, out / "results.parquet")
+    tmp = out / "results.parquet.tmp"
+    df.reset_index(drop=True).to_parquet(tmp, index=False)
+    tmp.replace(out / "results.parquet")
+    (out / "run.json").write_text(json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
+    return out / "results.parquet"
+
+
+def check_frame(df: pd.DataFrame, where: Path | str = "<results>") -> None:
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ResultsError(f"{where}: missing column(s) {missing} (rule: every results table has "
+                           f"the columns of crossprofile_lib.results.REQUIRED_COLUMNS)")
+    for c in BOOL_COLUMNS:
+        if not pd.api.types.is_bool_dtype(df[c]):
+            raise ResultsError(f"{where}: column '{c}' must be boolean, found {df[c].dtype}")
+    for c in INT_COLUMNS:
+        if not pd.api.types.is_integer_dtype(df[c]):
+            raise ResultsError(f"{where}: column '{c}' must be integer, found {df[c].dtype}")
+
+
+def read_results(run_dir: Path | str) -> pd.DataFrame:
+    """Read ``DIR/results.parquet`` (or a parquet path) and check its schema."""
+    p = Path(run_dir)
+    f = p / "results.parquet" if p.is_dir() else p
+    if not f.exists():
+        raise ResultsError(f"{f}: no results file (run 'crossprofile run --out {p}' first)")
+    try:
+        df = pd.read_parquet(f)
+    except Exception as e:  # pyarrow raises several types for broken files
+        raise ResultsError(f"{f}: cannot read as parquet ({type(e).__name__}: {e})") from None
+    check_frame(df, f)
+    return df
+
+
+def read_header(run_dir: Path | str) -> dict:
+    f = Path(run_dir) / "run.json"
+    try:
+        return json.loads(f.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{f}: no run header") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{f}: not valid JSON ({e})") from None

@@ -1,0 +1,152 @@
+"""Run a grid: templates x variants x seeds x policies x budgets -> one row per decision.
+
+The runner builds every task, discussion, claim list and memory, sends all decision
+requests to the backend in one batch (LLM backends cache and parallelise them), and writes
+the tidy table plus ``run.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from . import __version__
+from .budgets import Budget, t_all
+from .decider import DecisionRequest, option_order, oracle_relevance
+from .discussion import claim_list, make_task, scripted_discussion
+from .evidence import composition
+from .policies import DEFAULT_POLICIES, parse_policy, select_memory
+from .results import git_commit, write_results
+from .rng import stream
+from .templates import load_templates
+from .variants import VARIANT_NAMES, Variant, agent_names
+
+DEFAULT_BUDGETS = ("0.4", "0.6", "0.8", "128t")
+
+
+@dataclass
+class RunConfig:
+    backend: str = "ledger"
+    templates: Sequence[str] = ("templates",)
+    seeds: Sequence[int] = (0, 1, 2)
+    budgets: Sequence[str] = DEFAULT_BUDGETS
+    policies: Sequence[str] = DEFAULT_POLICIES
+    variants: Sequence[str] = VARIANT_NAMES
+    n_agents: int = 4
+    n_options: int = 3
+    tokenizer: Optional[str] = None
+    backend_options: dict = field(default_factory=dict)
+
+
+def _relevance_metrics(pred: frozenset[int], truth: frozenset[int]) -> tuple[float, float]:
+    tp = len(pred & truth)
+    prec = tp / len(pred) if pred else math.nan
+    rec = tp / len(truth) if truth else math.nan
+    return prec, rec
+
+
+def build_requests(templates, cfg: RunConfig, backend):
+    """Yield ``(request, row)`` pairs: the decision request and the row's known columns."""
+    tok = backend.tokenizer
+    budgets = [Budget.parse(b) for b in cfg.budgets]
+    specs = [parse_policy(p) for p in cfg.policies]
+    for t in templates:
+        total = t_all(t, tok, cfg.n_agents)
+        for vname in cfg.variants:
+            v = Variant(vname)
+            for seed in cfg.seeds:
+                task = make_task(t, v, seed, cfg.n_agents)
+                tr = scripted_discussion(task)
+                cl = claim_list(tr, agent_names(cfg.n_agents))
+                truth = oracle_relevance(cl, task)
+                model_rel = None
+                order = option_order(task)
+                base = dict(template_id=t.id, template_version=t.version, domain=t.domain, variant=v.name,
+                            support_attr=v.support_attr, decoy_attr=v.decoy_attr,
+                            irrelevant_attr=v.irrelevant_attr, cell=v.cell, seed=seed, n_agents=cfg.n_agents,
+                            t_all=total, option_order=",".join(order))
+                for spec in specs:
+                    rel, rel_kind = None, ""
+                    if spec.base == "R1-rel-oracle":
+                        rel, rel_kind = truth, "oracle"
+                    elif spec.base == "R1-rel":
+                        if model_rel is None:
+                            model_rel = backend.relevance(task, cl)
+                        rel, rel_kind = model_rel, backend.relevance_kind
+                    blist = budgets if spec.selection in ("budget", "generated") else [None]
+                    for b in blist:
+                        btok = b.tokens(total) if b is not None else None
+                        key = f"{task.task_id}/{spec.name}/{b.label if b else '-'}"
+                        rng = stream(seed, "policy", key)
+                        if spec.selection == "generated":
+                            mem = backend.generate_memory(spec, task, tr, cl, btok, rng)
+                        else:
+                            mem = select_memory(spec, cl, btok, tok, rng, transcript=tr, relevant=rel)
+                        comp = composition(task, mem)
+                        prec, rec = _relevance_metrics(rel, truth) if rel is not None else (math.nan, math.nan)
+                        row = dict(base, policy=spec.name, base_policy=spec.base, selection=spec.selection,
+                                   label_format=spec.fmt, relevance_filter=rel_kind,
+                                   budget_label=b.label if b else "none",
+                                   budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
+                                   budget_tokens=(btok if btok is not None else -1),
+                                   memory_tokens=mem.tokens, memory_truncated=mem.truncated,
+                                   n_kept=mem.n_kept, kept_support=comp.kept_support,
+                                   kept_decoy=comp.kept_decoy, kept_irrelevant=comp.kept_irrelevant,
+                                   retention=comp.retention, net_lead=comp.net_lead,
+                                   irrelevant_tone=comp.irrelevant_tone,
+                                   relevance_precision=prec, relevance_recall=rec,
+                                   memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16])
+                        yield DecisionRequest(task, mem, order, key), row
+
+
+def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False) -> pd.DataFrame:
+    """Run the grid and return the tidy table (not written; see :func:`run_to_dir`)."""
+    from .backends import get_backend
+    backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
+    templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options,
+                                                                       tokenizer=None)
+    pairs = list(build_requests(templates, cfg, backend))
+    decisions = backend.decide([r for r, _ in pairs])
+    rows = []
+    for (req, row), d in zip(pairs, decisions):
+        t = req.task.template
+        row.update(decision=d.option if d.option is not None else "",
+                   decision_letter=d.letter or "",
+                   correct=(d.option == t.correct_option) and not d.invalid,
+                   chose_decoy=(d.option == t.decoy_option) and not d.invalid,
+                   invalid=bool(d.invalid),
+                   backend=backend.name, model=backend.model, decision_mode=backend.decision_mode,
+                   tokenizer=backend.tokenizer.name)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for c in ("seed", "n_kept", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
+              "budget_tokens", "t_all", "n_agents", "template_version", "irrelevant_tone"):
+        df[c] = df[c].astype("int64")
+    return df
+
+
+def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None) -> tuple[pd.DataFrame, dict]:
+    from .backends import get_backend
+    t0 = time.perf_counter()
+    backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
+    df = run_grid(cfg, backend)
+    header = {
+        "config": asdict(cfg),
+        "backend": backend.name,
+        "model": backend.model,
+        "decision_mode": backend.decision_mode,
+        "tokenizer": backend.tokenizer.name,
+        "package_version": __version__,
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "rows": len(df),
+        "seconds": round(time.perf_counter() - t0, 3),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_results(df, out_dir, header)
+    return df, header

@@ -1,0 +1,344 @@
+"""Templates: the YAML schema, the loader and the answer-key validator (SPEC section 2).
+
+One YAML file holds one template. The loader parses it into a :class:`Template` (pydantic
+checks the field types) and :func:`validate_template` applies the five rules of SPEC
+section 2. Every failure is a :class:`TemplateError` naming the file, the field and the rule.
+
+Rules (numbered as in SPEC section 2):
+
+1. all facts: the correct option wins strictly;
+2. decoy group only: the decoy wins strictly;
+3. support group only: the correct option wins strictly;
+4. role counts and polarities exactly as specified; distinct fact texts; neutral ids;
+   relevant facts name a stated criterion, irrelevant facts none;
+5. hint check: no hint words in facts or description; each fact names the option it is
+   about and no other option.
+
+The option count is a parameter (``n_options``, default 3); the agent count never enters a
+template (it is a parameter of the variants).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+ROLES = ("support", "decoy", "irrelevant")
+
+#: Exact role structure: (role, about) -> count of facts by polarity.
+#: ``about`` is "correct", "decoy" or "any" (irrelevant facts may be about any option).
+ROLE_STRUCTURE: dict[tuple[str, str, int], int] = {
+    ("support", "correct", +1): 3,
+    ("support", "decoy", -1): 2,
+    ("decoy", "decoy", +1): 2,
+    ("decoy", "correct", -1): 1,
+    ("irrelevant", "any", +1): 2,
+    ("irrelevant", "any", -1): 2,
+}
+N_FACTS = sum(ROLE_STRUCTURE.values())  # 12
+
+#: Words and phrases that give the answer away (rule 5), matched as whole words.
+HINT_PATTERNS = (
+    r"best", r"recommended", r"recommend", r"recommends", r"should\s+choose", r"should",
+    r"correct", r"correctly", r"decoy", r"decoys", r"misleading", r"winner", r"optimal",
+    r"the\s+right\s+choice", r"preferred", r"superior", r"ideal",
+)
+HINT_RE = re.compile(r"\b(" + "|".join(HINT_PATTERNS) + r")\b", re.IGNORECASE)
+FACT_ID_RE = re.compile(r"^F\d{2}$")
+
+#: Fact lengths (default tokenizer, text only) outside this range draw a warning: the
+#: paper's R1 composition in PSP at r = .6 (5 / 0 / 4) needs facts of roughly 15-30 tokens.
+FACT_TOKENS_WARN = (15, 30)
+
+
+class TemplateError(ValueError):
+    """A template broke a rule. ``str()`` names the file, the field and the rule."""
+
+    def __init__(self, path: str, field: str, rule: str, message: str):
+        self.path, self.field, self.rule, self.detail = str(path), field, rule, message
+        super().__init__(f"{path}: field '{field}': {rule}: {message}")
+
+
+class TemplateWarning(UserWarning):
+    """A template passes the rules but something about it may change the paper's figures."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Criterion(_Model):
+    id: str
+    name: str
+
+
+class Option(_Model):
+    id: str
+    name: str
+    aliases: tuple[str, ...] = ()
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+class Fact(_Model):
+    id: str
+    text: str
+    role: Literal["support", "decoy", "irrelevant"]
+    about: str
+    polarity: Literal[-1, 1]
+    criterion: Optional[str] = None
+
+    @field_validator("text")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        v = " ".join(v.split())
+        if not v:
+            raise ValueError("fact text is empty")
+        return v
+
+    @property
+    def relevant(self) -> bool:
+        return self.role != "irrelevant"
+
+
+class Template(_Model):
+    id: str
+    version: int
+    domain: str
+    title: str
+    description: str
+    criteria: tuple[Criterion, ...]
+    options: tuple[Option, ...]
+    correct_option: str
+    decoy_option: str
+    facts: tuple[Fact, ...]
+
+    @field_validator("description")
+    @classmethod
+    def _norm(cls, v: str) -> str:
+        return " ".join(v.split())
+
+    # -- convenience -------------------------------------------------------------------
+    def option(self, option_id: str) -> Option:
+        for o in self.options:
+            if o.id == option_id:
+                return o
+        raise KeyError(option_id)
+
+    def fact(self, fact_id: str) -> Fact:
+        for f in self.facts:
+            if f.id == fact_id:
+                return f
+        raise KeyError(fact_id)
+
+    def facts_by_role(self, role: str) -> tuple[Fact, ...]:
+        return tuple(f for f in self.facts if f.role == role)
+
+    @property
+    def option_ids(self) -> tuple[str, ...]:
+        return tuple(o.id for o in self.options)
+
+
+@dataclass(frozen=True)
+class LoadedTemplate:
+    """A validated template and the file it came from."""
+
+    template: Template
+    path: Path
+
+
+def scores(template: Template, facts: Iterable[Fact]) -> dict[str, int]:
+    """Score of each option over ``facts``: sum of polarities of the *relevant* facts about it."""
+    out = {o: 0 for o in template.option_ids}
+    for f in facts:
+        if f.relevant:
+            out[f.about] += f.polarity
+    return out
+
+
+def _strict_winner(score: dict[str, int]) -> Optional[str]:
+    best = max(score.values())
+    top = [o for o, s in score.items() if s == best]
+    return top[0] if len(top) == 1 else None
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text, re.IGNORECASE) is not None
+
+
+def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
+                      tokenizer=None) -> list[str]:
+    """Apply rules 1-5 to ``t``; raise :class:`TemplateError` on the first broken rule.
+
+    Returns a list of warning messages (fact lengths outside the range that keeps the
+    paper's R1 composition); they are also issued as :class:`TemplateWarning`.
+    """
+    R4, R5 = "rule 4 (role structure)", "rule 5 (hint check)"
+    # --- structure: options, criteria, ids -------------------------------------------
+    if len(t.options) != n_options:
+        raise TemplateError(path, "options", R4, f"expected {n_options} options, found {len(t.options)}")
+    ids = [o.id for o in t.options]
+    if len(set(ids)) != len(ids):
+        raise TemplateError(path, "options", R4, f"option ids are not distinct: {ids}")
+    if t.correct_option not in ids:
+        raise TemplateError(path, "correct_option", R4, f"'{t.correct_option}' is not an option id")
+    if t.decoy_option not in ids:
+        raise TemplateError(path, "decoy_option", R4, f"'{t.decoy_option}' is not an option id")
+    if t.decoy_option == t.correct_option:
+        raise TemplateError(path, "decoy_option", R4, "decoy option equals the correct option")
+    if not 2 <= len(t.criteria) <= 6:
+        raise TemplateError(path, "criteria", R4, f"expected 2-6 criteria, found {len(t.criteria)}")
+    crit_ids = {c.id for c in t.criteria}
+    if len(crit_ids) != len(t.criteria):
+        raise TemplateError(path, "criteria", R4, "criterion ids are not distinct")
+    if len(t.facts) != N_FACTS:
+        raise TemplateError(path, "facts", R4, f"expected {N_FACTS} facts, found {len(t.facts)}")
+    seen_ids, seen_texts = set(), {}
+    for i, f in enumerate(t.facts):
+        fld = f"facts[{i}]"
+        if not FACT_ID_RE.match(f.id):
+            raise TemplateError(path, f"{fld}.id", R4, f"fact id '{f.id}' is not neutral (expected F01-F99)")
+        if f.id in seen_ids:
+            raise TemplateError(path, f"{fld}.id", R4, f"duplicate fact id '{f.id}'")
+        seen_ids.add(f.id)
+        key = f.text.lower()
+        if key in seen_texts:
+            raise TemplateError(path, f"{fld}.text", R4, f"same text as facts[{seen_texts[key]}]")
+        seen_texts[key] = i
+        if f.about not in ids:
+            raise TemplateError(path, f"{fld}.about", R4, f"'{f.about}' is not an option id")
+        if f.relevant:
+            if f.criterion is None:
+                raise TemplateError(path, f"{fld}.criterion", R4, f"a {f.role} fact must name a criterion")
+            if f.criterion not in crit_ids:
+                raise TemplateError(path, f"{fld}.criterion", R4, f"'{f.criterion}' is not a criterion id")
+        elif f.criterion is not None:
+            raise TemplateError(path, f"{fld}.criterion", R4, "an irrelevant fact bears on no criterion (use null)")
+    # --- rules 1-3: the answer key ---------------------------------------------------
+    checks = (
+        ("rule 1 (all facts: correct wins strictly)", t.facts, t.correct_option),
+        ("rule 2 (decoy group only: decoy wins strictly)", t.facts_by_role("decoy"), t.decoy_option),
+        ("rule 3 (support group only: correct wins strictly)", t.facts_by_role("support"), t.correct_option),
+    )
+    for rule, facts, want in checks:
+        sc = scores(t, facts)
+        if _strict_winner(sc) != want:
+            raise TemplateError(path, "facts", rule, f"scores {sc}; expected '{want}' to win strictly")
+    # --- role counts and polarities --------------------------------------------------
+    found: Counter = Counter()
+    for i, f in enumerate(t.facts):
+        if f.role == "irrelevant":
+            key = ("irrelevant", "any", f.polarity)
+        elif f.about == t.correct_option:
+            key = (f.role, "correct", f.polarity)
+        elif f.about == t.decoy_option:
+            key = (f.role, "decoy", f.polarity)
+        else:
+            raise TemplateError(path, f"facts[{i}].about", R4,
+                                f"a {f.role} fact must be about the correct or the decoy option")
+        if key not in ROLE_STRUCTURE:
+            raise TemplateError(path, f"facts[{i}].polarity", R4,
+                                f"no {f.role} fact may have polarity {f.polarity:+d} about the {key[1]} option")
+        found[key] += 1
+    for key, n in ROLE_STRUCTURE.items():
+        if found[key] != n:
+            role, about, pol = key
+            raise TemplateError(path, "facts", R4,
+                                f"expected {n} {role} facts with polarity {pol:+d}"
+                                + ("" if about == "any" else f" about the {about} option") + f", found {found[key]}")
+    # --- rule 5: hints ---------------------------------------------------------------
+    for fld, text in [("description", t.description), ("title", t.title)] + [
+            (f"facts[{i}].text", f.text) for i, f in enumerate(t.facts)]:
+        m = HINT_RE.search(text)
+        if m:
+            raise TemplateError(path, fld, R5, f"hint word '{m.group(0)}' gives the answer away")
+    for i, f in enumerate(t.facts):
+        named = [o.id for o in t.options if any(_mentions(f.text, n) for n in o.names())]
+        if f.about not in named:
+            raise TemplateError(path, f"facts[{i}].text", R5,
+                                f"the fact does not name the option it is about ('{t.option(f.about).name}')")
+        if len(named) > 1:
+            raise TemplateError(path, f"facts[{i}].text", R5,
+                                f"the fact names several options {named}: facts must not compare options")
+    # --- warnings: fact length -------------------------------------------------------
+    msgs = []
+    if tokenizer is None:
+        from .tokenizer import default_tokenizer
+        tokenizer = default_tokenizer()
+    lo, hi = FACT_TOKENS_WARN
+    for i, f in enumerate(t.facts):
+        n = tokenizer.count(f.text)
+        if not lo <= n <= hi:
+            msgs.append(f"{path}: field 'facts[{i}].text': fact length {n} tokens ({tokenizer.name}) is outside "
+                        f"{lo}-{hi}; the paper's R1 composition in PSP at r=.6 may not hold")
+    for m in msgs:
+        warnings.warn(m, TemplateWarning, stacklevel=2)
+    return msgs
+
+
+def parse_template(path: Path | str, text: Optional[str] = None) -> Template:
+    """Parse one YAML file into a :class:`Template` (types only; no rules)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8") if text is None else text)
+    except yaml.YAMLError as e:
+        raise TemplateError(path, "<file>", "schema", f"not valid YAML: {e}") from None
+    except OSError as e:
+        raise TemplateError(path, "<file>", "schema", f"cannot read: {e}") from None
+    if not isinstance(raw, dict):
+        raise TemplateError(path, "<file>", "schema", "a template file must hold a mapping")
+    try:
+        return Template.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if j else str(p))
+                      for j, p in enumerate(err["loc"]))
+        raise TemplateError(path, loc or "<file>", "schema", err["msg"]) from None
+
+
+def load_template(path: Path | str, n_options: int = 3, tokenizer=None) -> Template:
+    """Load and validate one template file."""
+    t = parse_template(path)
+    validate_template(t, str(path), n_options=n_options, tokenizer=tokenizer)
+    return t
+
+
+def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
+    """Expand files, folders (recursively, ``*.yaml``) and glob patterns into sorted paths."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(sorted(p.rglob("*.yaml")))
+        elif p.exists():
+            out.append(p)
+        else:
+            matches = sorted(Path().glob(str(p))) if not p.is_absolute() else sorted(
+                Path(p.anchor).glob(str(p.relative_to(p.anchor))))
+            if not matches:
+                raise FileNotFoundError(f"no template file matches '{p}'")
+            for m in matches:
+                out.extend(sorted(m.rglob("*.yaml")) if m.is_dir() else [m])
+    return out
+
+
+def load_templates(paths, n_options: int = 3, tokenizer=None) -> list[Template]:
+    """Load and validate every template under ``paths``; ids must be unique."""
+    out, seen = [], {}
+    for p in template_paths(paths):
+        t = load_template(p, n_options=n_options, tokenizer=tokenizer)
+        if t.id in seen:
+            raise TemplateError(p, "id", "rule 4 (role structure)", f"template id '{t.id}' also used by {seen[t.id]}")
+        seen[t.id] = p
+        out.append(t)
+    return out

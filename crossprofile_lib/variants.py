@@ -1,0 +1,80 @@
+"""Attribution variants (SPEC section 3): who holds each fact.
+
+Each group (support, decoy, irrelevant) is independently **S**hared (held by every agent) or
+**P**rivate (each fact held by one agent). A variant is named by three letters,
+support-decoy-irrelevant: ``PSP`` = support private, decoy shared, irrelevant private.
+
+Private facts are dealt group by group (support, decoy, irrelevant), each group in a seeded
+random order, to agents in a seeded random rotation that continues across groups: every
+group, and the variant as a whole, is spread over agents as evenly as possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+from .templates import ROLES, Template
+
+GROUP_ORDER = ROLES  # support, decoy, irrelevant
+VARIANT_NAMES = tuple("".join(v) for v in product("PS", repeat=3))  # PPP, PPS, ..., SSS
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+
+    def __post_init__(self):
+        if self.name not in VARIANT_NAMES:
+            raise ValueError(f"variant '{self.name}' is not three letters of P/S (e.g. PSP)")
+
+    def attr(self, role: str) -> str:
+        """'shared' or 'private' for a role."""
+        return "shared" if self.name[GROUP_ORDER.index(role)] == "S" else "private"
+
+    @property
+    def support_attr(self) -> str:
+        return self.attr("support")
+
+    @property
+    def decoy_attr(self) -> str:
+        return self.attr("decoy")
+
+    @property
+    def irrelevant_attr(self) -> str:
+        return self.attr("irrelevant")
+
+    @property
+    def cell(self) -> str:
+        """'classic' (support private, decoy shared), 'mirror' (the reverse) or 'other'."""
+        return {"PS": "classic", "SP": "mirror"}.get(self.name[:2], "other")
+
+
+VARIANTS = tuple(Variant(n) for n in VARIANT_NAMES)
+
+
+def agent_names(n_agents: int) -> tuple[str, ...]:
+    if n_agents < 1:
+        raise ValueError("n_agents must be at least 1")
+    return tuple(f"A{i + 1}" for i in range(n_agents))
+
+
+def assign_holders(template: Template, variant: Variant, n_agents: int,
+                   rng: np.random.Generator) -> dict[str, tuple[str, ...]]:
+    """Map fact id -> sorted tuple of the agents holding it."""
+    agents = agent_names(n_agents)
+    holders: dict[str, tuple[str, ...]] = {}
+    rotation = [agents[i] for i in rng.permutation(n_agents)]
+    cursor = 0
+    for role in GROUP_ORDER:
+        facts = template.facts_by_role(role)
+        if variant.attr(role) == "shared":
+            for f in facts:
+                holders[f.id] = agents
+        else:
+            for j in rng.permutation(len(facts)):
+                holders[facts[j].id] = (rotation[cursor % n_agents],)
+                cursor += 1
+    return {f.id: holders[f.id] for f in template.facts}

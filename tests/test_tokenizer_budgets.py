@@ -1,0 +1,50 @@
+import math
+
+import pytest
+
+from crossprofile_lib.budgets import Budget, budget_tokens, line_cost, t_all
+from crossprofile_lib.tokenizer import OfflineTokenizer, get_tokenizer
+from crossprofile_lib.variants import VARIANTS
+from crossprofile_lib.discussion import make_task, scripted_discussion, claim_list
+
+
+@pytest.mark.parametrize("text,n", [("[A1,A2,A3,A4] ", 14), ("[A2] ", 5), ("\n", 1), ("2024", 4),
+                                    ("[A1,A3] ", 8), ("the", 1), (" supplier", 1), ("", 0)])
+def test_offline_tokenizer_prices_like_a_bpe(text, n):
+    assert OfflineTokenizer().count(text) == n
+
+
+def test_long_words_split():
+    tok = OfflineTokenizer()
+    assert tok.count("internationalisation") == 1 + math.ceil((20 - 8) / 6)
+
+
+def test_get_tokenizer_rejects_unknown():
+    assert get_tokenizer(None).name == "offline-bpe-approx-v1"
+    with pytest.raises(ValueError, match="unknown tokenizer"):
+        get_tokenizer("sentencepiece:x")
+
+
+def test_budget_parse():
+    assert Budget.parse("0.6").tokens(100) == 60
+    assert Budget.parse("128t").tokens(999) == 128
+    assert Budget.parse("0.4").tokens(101) == 40  # floor
+    with pytest.raises(ValueError):
+        Budget.parse("1.5")
+
+
+def test_t_all_prices_every_fact_with_all_labels(hospital):
+    tok = OfflineTokenizer()
+    want = sum(tok.count(f"[A1,A2,A3,A4] {f.text}") + 1 for f in hospital.facts)
+    assert t_all(hospital, tok) == want
+
+
+def test_budget_identical_across_variants(dev_templates):
+    tok = OfflineTokenizer()
+    for t in dev_templates:
+        b = {v.name: budget_tokens(t, Budget(0.6), tok) for v in VARIANTS}
+        assert len(set(b.values())) == 1
+        # and the ALL memory of a fully shared variant costs exactly T_all
+        task = make_task(t, "SSS", 0)
+        cl = claim_list(scripted_discussion(task))
+        assert sum(line_cost(c.line(), tok) for c in cl) == t_all(t, tok)
