@@ -87,6 +87,11 @@ class ReferenceDecider:
     def relevance(self, task: Task, cl: ClaimList) -> frozenset[int]:
         return oracle_relevance(cl, task)
 
+    def stances(self, task: Task, cl: ClaimList):
+        """The ledger has no model: its stances are the oracle's."""
+        from .balance import oracle_stances
+        return oracle_stances(cl, task)
+
     def option_scores(self, task: Task, memory: Memory, order: Sequence[str]) -> np.ndarray:
         t = task.template
         s = np.zeros(len(order))

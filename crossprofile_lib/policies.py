@@ -4,7 +4,7 @@ A policy spec is ``BASE[-kK][:FORMAT]``:
 
 * ``BASE`` a registered policy: the copy policies ``R1``, ``B4``, ``Random``, ``M1``,
   ``R1-rel`` (tiers from the backend's relevance filter), ``R1-rel-oracle`` (tiers from the
-  roles); the unbudgeted controls ``EMPTY``, ``ALL``, ``REF``; the reference memories
+  roles), and the repair ``BAL`` / ``BAL-oracle`` (balance-aware, :mod:`balance`); the unbudgeted controls ``EMPTY``, ``ALL``, ``REF``; the reference memories
   ``private-only``, ``shared-only``; and ``B3`` (a generated summary; needs a model backend).
 * ``-k7`` the fixed-k control: keep exactly the first 7 claims of the policy's priority
   order, whatever their cost (removes the "R1 fits more lines" confound).
@@ -36,6 +36,7 @@ FIXED_K_DEFAULT = 7
 class PolicyContext:
     rng: np.random.Generator
     relevant: Optional[frozenset[int]] = None  # claim indices judged relevant (R1-rel)
+    stances: Optional[tuple] = None            # one balance.Stance per claim (BAL)
 
 
 Ordering = Callable[[ClaimList, PolicyContext], list[int]]
@@ -85,6 +86,14 @@ def order_r1_rel(cl: ClaimList, ctx: PolicyContext) -> list[int]:
     return _tiered_r1(cl, ctx.relevant)
 
 
+def order_bal(cl: ClaimList, ctx: PolicyContext) -> list[int]:
+    """Balance-aware: keep each option's pro/con proportions (see :mod:`balance`)."""
+    from .balance import balanced_order
+    if ctx.stances is None:
+        raise ValueError("BAL needs stances (the backend's stance call, or the oracle for BAL-oracle)")
+    return balanced_order(cl, ctx.stances)
+
+
 ORDERINGS: dict[str, Ordering] = {
     "R1": order_r1,
     "B4": order_b4,
@@ -92,6 +101,8 @@ ORDERINGS: dict[str, Ordering] = {
     "M1": order_m1,
     "R1-rel": order_r1_rel,
     "R1-rel-oracle": order_r1_rel,  # same ordering; the runner passes the oracle tiers
+    "BAL": order_bal,
+    "BAL-oracle": order_bal,        # same ordering; the runner passes the oracle stances
 }
 UNBUDGETED = ("EMPTY", "ALL", "REF", "private-only", "shared-only")
 GENERATED = ("B3",)
@@ -180,7 +191,7 @@ def _claims_memory(spec: PolicySpec, cl: ClaimList, idx: Sequence[int], tokenize
 
 def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], tokenizer,
                   rng: np.random.Generator, transcript: Optional[Transcript] = None,
-                  relevant: Optional[frozenset[int]] = None) -> Memory:
+                  relevant: Optional[frozenset[int]] = None, stances: Optional[tuple] = None) -> Memory:
     """Build the memory ``spec`` keeps from the claim list ``cl`` (all policies but B3)."""
     spec = parse_policy(spec) if isinstance(spec, str) else spec
     b = spec.base
@@ -200,11 +211,14 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
         return Memory(spec.name, "transcript", tuple(cl.claims), tuple(c.count for c in cl.claims), text, tokens)
     if b in GENERATED:
         raise ValueError(f"{b} is a generated summary: it needs a model backend, not the reference decider")
-    order = ORDERINGS[b](cl, PolicyContext(rng, relevant))
+    order = ORDERINGS[b](cl, PolicyContext(rng, relevant, stances))
     if spec.fixed_k is not None:
         idx = order[:spec.fixed_k]
+    elif budget is None:
+        raise ValueError(f"policy '{spec.name}' needs a token budget")
+    elif b in ("BAL", "BAL-oracle"):
+        from .balance import pack_balanced  # packs by deficit, not first-fit (see balance)
+        idx = pack_balanced(cl, stances, budget, tokenizer)
     else:
-        if budget is None:
-            raise ValueError(f"policy '{spec.name}' needs a token budget")
         idx = pack(cl, order, budget, tokenizer)
     return _claims_memory(spec, cl, idx, tokenizer, rng)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import __version__
 from .budgets import Budget, t_all
+from .balance import oracle_stances
 from .decider import DecisionRequest, option_order, oracle_relevance
 from .discussion import claim_list, make_task, scripted_discussion
 from .evidence import composition
@@ -71,8 +72,15 @@ def build_requests(templates, cfg: RunConfig, backend):
                             support_attr=v.support_attr, decoy_attr=v.decoy_attr,
                             irrelevant_attr=v.irrelevant_attr, cell=v.cell, seed=seed, n_agents=cfg.n_agents,
                             t_all=total, option_order=",".join(order))
+                stances = model_stances = None
                 for spec in specs:
-                    rel, rel_kind = None, ""
+                    rel, rel_kind, stance_kind = None, "", ""
+                    if spec.base == "BAL-oracle":
+                        stances, stance_kind = oracle_stances(cl, task), "oracle"
+                    elif spec.base == "BAL":
+                        if model_stances is None:
+                            model_stances = backend.stances(task, cl)
+                        stances, stance_kind = model_stances, backend.relevance_kind
                     if spec.base == "R1-rel-oracle":
                         rel, rel_kind = truth, "oracle"
                     elif spec.base == "R1-rel":
@@ -87,11 +95,12 @@ def build_requests(templates, cfg: RunConfig, backend):
                         if spec.selection == "generated":
                             mem = backend.generate_memory(spec, task, tr, cl, btok, rng)
                         else:
-                            mem = select_memory(spec, cl, btok, tok, rng, transcript=tr, relevant=rel)
+                            mem = select_memory(spec, cl, btok, tok, rng, transcript=tr, relevant=rel,
+                                                stances=stances)
                         comp = composition(task, mem)
                         prec, rec = _relevance_metrics(rel, truth) if rel is not None else (math.nan, math.nan)
                         row = dict(base, policy=spec.name, base_policy=spec.base, selection=spec.selection,
-                                   label_format=spec.fmt, relevance_filter=rel_kind,
+                                   label_format=spec.fmt, relevance_filter=rel_kind, stance_source=stance_kind,
                                    budget_label=b.label if b else "none",
                                    budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
                                    budget_tokens=(btok if btok is not None else -1),
