@@ -20,3 +20,10 @@ def accuracy_table(df: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:
     """Accuracy (%) per policy x variant at one budget label (plus unbudgeted policies)."""
     d = df[df["budget_label"].isin([budget, "none"])]
     return (100 * d.pivot_table(index="policy", columns="variant", values="correct", aggfunc="mean")).round(1)
+
+
+def composition_wide(df: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:
+    """Policy x variant table of ``support/decoy/irrelevant`` mean kept counts (strings)."""
+    c = composition_table(df, budget)
+    cell = c.apply(lambda r: f"{r['support']:.2f}/{r['decoy']:.2f}/{r['irrelevant']:.2f}", axis=1)
+    return cell.unstack("variant")
