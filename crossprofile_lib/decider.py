@@ -109,15 +109,16 @@ class ReferenceDecider:
         # common random numbers: the tie-break depends on the task and the kept facts only, so
         # two memories that keep the same facts (e.g. a policy and its unlabeled control)
         # break ties alike and differ only through what the ledger scores
-        kept = ",".join(sorted(c.fact_id or c.text for c in req.memory.kept))
-        rng = stream(req.task.seed, "ledger-decision", req.task.task_id, kept)
+        def rng():
+            kept = ",".join(sorted(c.fact_id or c.text for c in req.memory.kept))
+            return stream(req.task.seed, "ledger-decision", req.task.task_id, kept)
         if math.isinf(self.inverse_temperature):
-            top = np.flatnonzero(np.isclose(s, s.max()))
-            j = int(top[rng.integers(len(top))]) if len(top) > 1 else int(top[0])
+            top = np.flatnonzero(np.abs(s - s.max()) <= 1e-9)
+            j = int(top[rng().integers(len(top))]) if len(top) > 1 else int(top[0])
         else:
             z = self.inverse_temperature * (s - s.max())
             p = np.exp(z) / np.exp(z).sum()
-            j = int(rng.choice(len(s), p=p))
+            j = int(rng().choice(len(s), p=p))
         return Decision(req.option_order[j], LETTERS[j], False, raw=f"scores={s.tolist()}")
 
     def decide(self, requests: Sequence[DecisionRequest]) -> list[Decision]:

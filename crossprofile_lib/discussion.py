@@ -13,6 +13,7 @@ template fact they restate) that only the reference decider and the measures rea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Optional, Sequence
 
 import numpy as np
@@ -30,6 +31,11 @@ def agent_key(a: str) -> tuple[int, str]:
 
 def label(agents: Sequence[str]) -> str:
     """``[A1,A3]`` for the given agents (sorted naturally)."""
+    return _label(tuple(agents))
+
+
+@lru_cache(maxsize=4096)
+def _label(agents: tuple[str, ...]) -> str:
     return "[" + ",".join(sorted(agents, key=agent_key)) + "]"
 
 
@@ -57,7 +63,13 @@ class Claim:
 
     def line(self, speakers: Optional[Sequence[str]] = None) -> str:
         """The memory line ``[A1,A3] text`` (``speakers`` overrides the label, e.g. shuffled)."""
-        return f"{label(self.speakers if speakers is None else speakers)} {self.text}"
+        if speakers is None:
+            return self._line
+        return f"{label(speakers)} {self.text}"
+
+    @cached_property
+    def _line(self) -> str:
+        return f"{label(self.speakers)} {self.text}"
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,11 @@ class PolicySpec:
         return self.base in ORDERINGS and self.fixed_k is None or self.base in GENERATED
 
     @property
+    def uses_rng(self) -> bool:
+        """Whether building this memory draws random numbers (a seeded order or shuffled labels)."""
+        return self.base == "Random" or self.fmt == "shuffled" or self.base in GENERATED
+
+    @property
     def selection(self) -> str:
         if self.base in GENERATED:
             return "generated"

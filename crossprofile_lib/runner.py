@@ -91,7 +91,7 @@ def build_requests(templates, cfg: RunConfig, backend):
                     for b in blist:
                         btok = b.tokens(total) if b is not None else None
                         key = f"{task.task_id}/{spec.name}/{b.label if b else '-'}"
-                        rng = stream(seed, "policy", key)
+                        rng = stream(seed, "policy", key) if spec.uses_rng else None
                         if spec.selection == "generated":
                             mem = backend.generate_memory(spec, task, tr, cl, btok, rng)
                         else:
