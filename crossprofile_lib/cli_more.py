@@ -71,3 +71,4 @@ def register(sub) -> None:
     c.add_argument("--budget", default="0.6", help="budget label (0.6, 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")
     c.set_defaults(func=_cmd_composition)
+    from .cli_stats import register as _register_stats; _register_stats(sub)  # noqa: E702

@@ -1,0 +1,201 @@
+"""``crossprofile stats DIR``: the paper's inference (SPEC section 8) over a run's results table.
+
+Prints, per backend/model: the headroom check, the preregistered contrasts (``prereg.yaml``,
+Holm-corrected), accuracy per policy x budget x variant, the classic and mirror cells,
+decoy-choice rates, kept composition and retention, relevance-filter precision and recall,
+label effects, ALL memory support shared minus private, accuracy by net lead with the
+mixed and GEE regressions, and the fitted social-proof weight. ``--json`` prints all of it
+(every budget) as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pandas as pd
+
+
+def _ci(e, lo, hi, d: int = 1) -> str:
+    if e is None or (isinstance(e, float) and math.isnan(e)):
+        return "n/a"
+    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
+        return f"{e:.{d}f}"
+    return f"{e:.{d}f} [{lo:.{d}f}, {hi:.{d}f}]"
+
+
+def _p(p) -> str:
+    return "" if p is None or (isinstance(p, float) and math.isnan(p)) else (f"{p:.4f}" if p >= 1e-4 else "<1e-4")
+
+
+def _with_ci(t: pd.DataFrame, d: int = 1) -> pd.Series:
+    return pd.Series([_ci(e, l, h, d) for e, l, h in zip(t["estimate"], t["lo"], t["hi"])], index=t.index)
+
+
+def _pivot(t: pd.DataFrame, index, columns, d: int = 1) -> pd.DataFrame:
+    if t.empty:
+        return t
+    t = t.assign(ci=_with_ci(t, d))
+    order = list(dict.fromkeys(t[columns]))
+    rows = list(dict.fromkeys(map(tuple, t[index].to_numpy())))
+    p = t.pivot_table(index=index, columns=columns, values="ci", aggfunc="first", sort=False)
+    return p.reindex(index=pd.MultiIndex.from_tuples(rows, names=index) if len(index) > 1 else [r[0] for r in rows],
+                     columns=order).fillna("")
+
+
+def _budget_rows(t: pd.DataFrame, primary: str) -> pd.DataFrame:
+    return t[t["budget_label"].isin([primary, "none"])] if "budget_label" in t.columns else t
+
+
+def print_report(res: dict, primary: str = "0.6", out=None) -> None:
+    out = out or sys.stdout
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    head = f"== {res['backend']} / {res['model']}"
+    if res.get("note"):
+        head += f"  ({res['note']})"
+    w(head)
+    w(f"   {res['n_templates']} templates, {res['n_decisions']} decisions, tokenizer {res['tokenizer']}; "
+      f"template bootstrap, {res['resamples']} resamples, seed {res['seed']}, "
+      f"{round(100 * res['level'])}% percentile intervals")
+    h = res["headroom"]
+    w(f"   headroom: ALL - EMPTY = {_ci(h['estimate'], h['lo'], h['hi'])} points (lower bound must exceed "
+      f"{h['min_points']:g}): {'passed' if h['passed'] else 'FAILED'} -> results are {h['status']}"
+      + (f" ({h['reason']})" if h["reason"] else ""))
+    w()
+    c = res["contrasts"]
+    w(f"Preregistered contrasts ({res['prereg']}; p adjusted within family)")
+    rows = []
+    for r in c.itertuples():
+        paper = ", ".join(f"{k} {v}" for k, v in (r.paper or {}).items())
+        rows.append(dict(id=r.id, family=r.family, estimate=_ci(r.estimate, r.lo, r.hi) if r.estimable else
+                         f"not estimable: {r.reason}", p=_p(r.p), p_adj=_p(r.p_adjusted),
+                         reject=("yes" if r.reject else "no") if r.estimable and r.family else "",
+                         paper=paper, title=r.title))
+    w(pd.DataFrame(rows).to_string(index=False))
+    w("   paper = the paper's reported values (SPEC sections 8, 10), not results of this run")
+    w()
+    w("Accuracy (%) per policy x budget x variant")
+    w(_pivot(res["accuracy"], ["policy", "budget_label"], "variant").to_string())
+    w()
+    w(f"Classic (PS*) and mirror (SP*) cells at budget {primary} and unbudgeted: accuracy and decoy choice (%)")
+    cells = _budget_rows(res["cells"], primary)
+    if not cells.empty:
+        cells = cells.assign(col=cells["outcome"].map({"correct": "accuracy", "chose_decoy": "chose decoy"})
+                             + " " + cells["cell"])
+        w(_pivot(cells, ["policy", "budget_label"], "col").to_string())
+    w()
+    w(f"Kept composition (mean facts kept; retention = kept support / 5) at budget {primary} and unbudgeted")
+    comp = _budget_rows(res["composition"], primary)
+    if not comp.empty:
+        comp = comp.assign(col=comp["outcome"].str.replace("kept_", "") + " " + comp["cell"])
+        comp = comp[comp["cell"].isin(["classic", "mirror", "all"])]
+        w(_pivot(comp, ["policy", "budget_label"], "col", d=2).to_string())
+    w()
+    rel = res["relevance"]
+    w("Relevance filter precision / recall (%) against the roles")
+    w(_pivot(rel, ["relevance_filter"], "outcome").to_string() if not rel.empty else "   (no relevance-filter rows)")
+    w()
+    le = res["label_effects"]
+    w("Label effects: label control minus labelled policy (points)")
+    if le.empty:
+        w("   (no label-control policies in this run)")
+    else:
+        le = le.assign(col=le["cell"])
+        w(_pivot(le, ["policy", "budget_label"], "col").to_string())
+    w()
+    ss = res["support_shared_minus_private"]
+    w("ALL memory: accuracy with support shared minus support private (points)")
+    w(ss.assign(estimate=_with_ci(ss), p=ss["p"].map(_p))[["policy", "n", "estimate", "p"]].to_string(index=False)
+      if not ss.empty else "   (no ALL rows)")
+    w()
+    nl = res["net_lead"]
+    w(f"Accuracy (%) by net evidence lead (rows: {nl['where'] or 'all'}; {nl['n']} decisions); "
+      f"never falls as net lead rises: {'yes' if nl['nondecreasing'] else 'NO'}")
+    t = nl["by_net_lead"]
+    w(t.assign(accuracy=_with_ci(t))[["net_lead", "n", "accuracy"]].to_string(index=False))
+    for key in ("mixed", "gee"):
+        if key not in nl:
+            continue
+        m = nl[key]
+        w(f"   {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
+        if isinstance(m["terms"], pd.DataFrame) and not m["terms"].empty:
+            cols = [c for c in ("term", "coef", "sd", "z", "p", "p_holm") if c in m["terms"].columns]
+            w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        if key == "mixed":
+            w(f"   template random-intercept SD {m['template_sd']:.3f}; policy terms significant after Holm: "
+              f"{m['policy_significant']}")
+        elif m.get("wald"):
+            wd = m["wald"]
+            w(f"   joint Wald test of the policy terms: chi2 = {wd['chi2']:.1f}, df = {wd['df']}, p = {_p(wd['p'])}; "
+              f"significant: {m['policy_significant']}")
+        for msg in m.get("warnings", []):
+            if "separation" in msg:
+                w(f"   note: {msg}")
+    w()
+    sp = res["social_proof"]
+    w("Fitted decider parameters (conditional logit; beyond the paper): score = sum polarity * w_f * (1 + s*(n-1)), "
+      "P = softmax(beta * score)")
+    if "skipped" in sp:
+        w(f"   skipped: {sp['skipped']}")
+    elif sp.get("n_decisions", 0) == 0:
+        w(f"   {sp.get('note', 'no decisions')}")
+    else:
+        tb = sp["table"]
+        w(tb.assign(estimate=[_ci(e, l, h, 3) for e, l, h in zip(tb.estimate, tb.lo, tb.hi)],
+                    p=tb["p"].map(_p))[["parameter", "estimate", "p", "at_bound"]].to_string(index=False))
+        info = sp.get("rebuild", {})
+        w(f"   {sp['n_decisions']} decisions ({sp['n_patterns']} distinct patterns), {sp['resamples']} bootstrap fits"
+          + (f"; left out: {info.get('invalid', 0)} invalid, {info.get('memory_mismatch', 0)} memories not "
+             f"rebuilt identically, {info.get('not_rebuilt', 0)} not rebuilt" if info else ""))
+        if sp.get("note"):
+            w(f"   note: {sp['note']}")
+    w()
+
+
+def _cmd_stats(args) -> int:
+    from .results import ResultsError, read_header, read_results
+    from .stats.analysis import analyse, to_jsonable
+    from .stats.contrasts import PreregError, load_prereg
+    try:
+        df = read_results(args.dir)
+        prereg = load_prereg(args.prereg)
+    except (ResultsError, PreregError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.resamples < 1:
+        print("error: --resamples must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        config = read_header(args.dir).get("config")
+    except ResultsError:
+        config = None
+    try:
+        res = analyse(df, prereg, n_resamples=args.resamples, seed=args.seed, config=config,
+                      templates=args.templates, regressions=not args.no_regressions,
+                      fit_resamples=args.fit_resamples)
+    except PreregError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(to_jsonable({"run": str(args.dir), "models": res}), indent=1))
+    else:
+        for r in res:
+            print_report(r, str(prereg.settings["primary_budget"]))
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
+                                     "net-lead regressions, fitted social-proof weight")
+    s.add_argument("dir", help="a run folder (results.parquet + run.json)")
+    s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
+    s.add_argument("--prereg", default=None, help="contrast file (default: the repository's prereg.yaml)")
+    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the resample index matrix (default 0)")
+    s.add_argument("--fit-resamples", type=int, default=1000,
+                   help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
+    s.add_argument("--no-regressions", action="store_true", help="skip the mixed and GEE net-lead regressions")
+    s.add_argument("--templates", nargs="+", default=None,
+                   help="template paths to rebuild memories from (default: those in run.json)")
+    s.set_defaults(func=_cmd_stats)

@@ -1,0 +1,94 @@
+"""One call that computes every statistic of a run, per (backend, model): what
+``crossprofile stats DIR`` prints.
+
+All statistics of a model share one template-bootstrap resample index matrix drawn from
+``numpy.random.default_rng(seed)``; the social-proof fit uses its first ``fit_resamples`` rows.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from . import tables as T
+from .bootstrap import DEFAULT_RESAMPLES, TemplateBootstrap
+from .contrasts import Prereg, evaluate_contrasts, load_prereg
+from .netlead import net_lead_analysis, subset
+from .socialproof import fit_social_proof, rebuild_choice_data
+
+
+def analyse_model(df: pd.DataFrame, prereg: Prereg, rng: np.random.Generator,
+                  n_resamples: int = DEFAULT_RESAMPLES, config: Optional[dict] = None, templates=None,
+                  regressions: bool = True, fit_resamples: Optional[int] = 1000) -> dict:
+    """Every statistic for the rows of one model (``df`` holds a single backend/model)."""
+    boot = TemplateBootstrap.draw(df["template_id"].astype(str).unique(), n_resamples, rng)
+    st = prereg.settings
+    first = df.iloc[0]
+    out = dict(backend=str(first["backend"]), model=str(first["model"]),
+               decision_mode=str(first.get("decision_mode", "")), tokenizer=str(first["tokenizer"]),
+               n_decisions=len(df), n_templates=len(boot.units), resamples=boot.n_resamples,
+               level=boot.level, prereg=prereg.source)
+    if out["backend"] == "ledger":
+        out["note"] = "reference decider (a normative evidence counter), not a language model"
+    out["headroom"] = T.headroom(df, boot, float(st["headroom_min_points"]))
+    out["status"] = out["headroom"]["status"]
+    out["contrasts"] = evaluate_contrasts(df, prereg, boot)
+    out["accuracy"] = T.accuracy_table(df, boot)
+    out["cells"] = T.cell_table(df, boot)
+    out["composition"] = T.composition_table(df, boot)
+    out["relevance"] = T.relevance_table(df, boot)
+    out["label_effects"] = T.label_effects(df, boot)
+    out["support_shared_minus_private"] = T.support_shared_minus_private(df, boot)
+    out["net_lead"] = net_lead_analysis(df, boot, st["net_lead_where"], regressions=regressions)
+    if fit_resamples is not None and fit_resamples <= 0:
+        out["social_proof"] = dict(skipped="not requested (--fit-resamples 0)")
+    elif config is None:
+        out["social_proof"] = dict(skipped="no run header (run.json) to rebuild the memories from")
+    else:
+        try:
+            data, info = rebuild_choice_data(subset(df, st["social_proof_where"]), config, templates)
+        except (FileNotFoundError, ValueError) as e:
+            out["social_proof"] = dict(skipped=f"cannot rebuild the memories: {e}")
+        else:
+            out["social_proof"] = fit_social_proof(data, boot, fit_resamples)
+            out["social_proof"]["rebuild"] = info
+    return out
+
+
+def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int = DEFAULT_RESAMPLES,
+            seed: int = 0, config: Optional[dict] = None, templates=None, regressions: bool = True,
+            fit_resamples: Optional[int] = 1000) -> list[dict]:
+    """:func:`analyse_model` for each (backend, model) of ``df``; each draws its resamples from
+    ``numpy.random.default_rng(seed)`` (same seed and templates -> same index matrix)."""
+    prereg = prereg or load_prereg()
+    out = []
+    for (_, _), d in df.groupby(["backend", "model"], sort=True):
+        out.append(analyse_model(d, prereg, np.random.default_rng(seed), n_resamples, config, templates,
+                                 regressions, fit_resamples))
+        out[-1]["seed"] = seed
+    return out
+
+
+def to_jsonable(x):
+    """DataFrames -> lists of records; NaN -> None; numpy scalars -> Python."""
+    if isinstance(x, pd.DataFrame):
+        return [to_jsonable(r) for r in x.to_dict(orient="records")]
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if isinstance(x, np.ndarray):
+        return to_jsonable(x.tolist())
+    if isinstance(x, Path):
+        return str(x)
+    return x

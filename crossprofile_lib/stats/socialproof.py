@@ -1,0 +1,352 @@
+"""Beyond the paper: the fitted social-proof weight.
+
+The reference decider (:mod:`crossprofile_lib.decider`) scores option o from the kept facts as
+``sum polarity * w_f * (1 + s * (n_f - 1))`` (``w_f`` = 1 for relevant facts, ``w`` for
+irrelevant ones; ``n_f`` the speakers a line's label reveals) and picks it with probability
+``softmax(beta * score)``. Read as a **conditional logit** over the options, its utility is
+
+    u(o) = beta * (x0 + s * x1 + w * (x2 + s * x3))
+
+with four features per option, over the kept facts about o (see :data:`FEATURES`):
+``x0`` = sum of relevant polarities, ``x1`` = sum of relevant polarity * (n - 1), ``x2`` and ``x3``
+the same for irrelevant facts. :func:`fit` finds the maximum-likelihood ``(s, w, beta)`` for
+any run's decisions (an LLM's or the ledger's), and :func:`fit_social_proof` adds
+template-bootstrap percentile intervals (the same count matrix as every other statistic).
+``s`` is the paper's label-removal experiment as one number: the extra weight a fact gets per
+extra speaker label. ``beta`` is bounded above (:data:`BOUNDS`); a deterministic decider (the
+default ledger) drives it to the bound, and the fit says so.
+
+The results table holds no per-fact detail, so :func:`rebuild_choice_data` rebuilds every
+memory from the run's configuration (templates, seeds, policies, budgets, tokenizer) with
+:func:`crossprofile_lib.runner.build_requests` and keeps only decisions whose rebuilt memory
+has the row's ``memory_sha`` (generated B3 summaries and memories built from a model's own
+relevance filter or stances usually do not, and are left out and counted).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .bootstrap import TemplateBootstrap
+
+FEATURES = ("relevant", "relevant_x_extra_labels", "irrelevant", "irrelevant_x_extra_labels")
+PARAMS = ("social_proof", "irrelevant_weight", "inverse_temperature")
+#: bounds of (s, w, beta) for the optimiser
+BOUNDS = ((-0.3, 20.0), (-5.0, 5.0), (1e-3, 50.0))
+
+
+@dataclass
+class ChoiceData:
+    """Decisions as a conditional-logit data set.
+
+    ``X`` ``(n, K, 4)`` option features; ``choice`` ``(n,)`` chosen option index;
+    ``template`` ``(n,)`` template ids; ``count`` ``(n,)`` multiplicity (see :func:`compress`).
+    """
+
+    X: np.ndarray
+    choice: np.ndarray
+    template: np.ndarray
+    count: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+
+def option_features(task, memory, order: Sequence[str]) -> np.ndarray:
+    """``(K, 4)`` features of each option in ``order`` from a memory's kept facts and labels."""
+    t = task.template
+    pos = {o: j for j, o in enumerate(order)}
+    x = np.zeros((len(order), 4))
+    for c, n in zip(memory.kept, memory.revealed):
+        if c.fact_id is None:
+            continue
+        f = t.fact(c.fact_id)
+        k = 0 if f.relevant else 2
+        x[pos[f.about], k] += f.polarity
+        x[pos[f.about], k + 1] += f.polarity * (max(n, 1) - 1)
+    return x
+
+
+def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
+    """Join rebuilt ``(request, row)`` pairs with the results rows (valid decisions only).
+
+    A row is used when a pair has its key (template, variant, seed, policy, budget) and the same
+    ``memory_sha``; ``info`` counts the rows left out and why.
+    """
+    key = ["template_id", "variant", "seed", "policy", "budget_label"]
+    built = {}
+    for req, row in pairs:
+        built[tuple(row[k] for k in key)] = (req, row.get("memory_sha"))
+    X, ch, tid = [], [], []
+    info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
+            "left_out_by_policy": {}}
+    d = df[key + ["memory_sha", "decision", "invalid"]]
+    for r in d.itertuples(index=False):
+        k = tuple(getattr(r, c) for c in key)
+        why = None
+        if r.invalid or not r.decision:
+            why = "invalid"
+        elif k not in built:
+            why = "not_rebuilt"
+        elif built[k][1] != r.memory_sha:
+            why = "memory_mismatch"
+        if why is None:
+            req = built[k][0]
+            if r.decision not in req.option_order:
+                why = "not_rebuilt"
+        if why:
+            info[why] += 1
+            if why != "invalid":
+                info["left_out_by_policy"][r.policy] = info["left_out_by_policy"].get(r.policy, 0) + 1
+            continue
+        X.append(option_features(req.task, req.memory, req.option_order))
+        ch.append(req.option_order.index(r.decision))
+        tid.append(r.template_id)
+    info["used"] = len(X)
+    if not X:
+        return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0)), info
+    K = {x.shape[0] for x in X}
+    if len(K) > 1:
+        raise ValueError(f"decisions have different option counts {sorted(K)}; fit one option count at a time")
+    return ChoiceData(np.stack(X), np.array(ch), np.array(tid, dtype=object), np.ones(len(X))), info
+
+
+def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[ChoiceData, dict]:
+    """Rebuild the memories of a run (``config``: its ``run.json`` ``config`` dict or a
+    :class:`RunConfig`) and return the decisions' :class:`ChoiceData` plus bookkeeping.
+
+    ``templates``: loaded templates or paths (default: the config's template paths, as the
+    run named them). Generated (B3) policies cannot be rebuilt and are left out.
+    """
+    from dataclasses import asdict
+    from ..decider import ReferenceDecider
+    from ..policies import parse_policy
+    from ..runner import RunConfig, build_requests
+    from ..templates import load_templates
+    from ..tokenizer import get_tokenizer
+    cfg = dict(config) if isinstance(config, dict) else asdict(config)
+    known = set(RunConfig.__dataclass_fields__)
+    cfg = {k: v for k, v in cfg.items() if k in known}
+    pols = [p for p in cfg.get("policies", ()) if p in set(df["policy"])]
+    pols = [p for p in pols if parse_policy(p).selection != "generated"]
+    cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in set(df["variant"])],
+               seeds=[s for s in cfg.get("seeds", ()) if s in set(df["seed"])])
+    run_cfg = RunConfig(**cfg)
+    first = None if templates is None or isinstance(templates, (str, bytes)) else next(iter(templates), None)
+    if templates is None or isinstance(templates, (str, bytes)) or isinstance(first, (str, bytes)) or \
+            hasattr(first, "__fspath__"):   # paths, not loaded templates
+        paths = templates if templates is not None else run_cfg.templates
+        try:
+            templates = load_templates(paths, n_options=run_cfg.n_options)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"cannot rebuild memories: templates {list(paths)} not found ({e}); "
+                                    f"pass the template paths the run used") from None
+    ids = set(df["template_id"].astype(str))
+    templates = [t for t in templates if t.id in ids]
+    stub = ReferenceDecider(tokenizer=get_tokenizer(run_cfg.tokenizer))
+    pairs = list(build_requests(templates, run_cfg, stub)) if pols else []
+    data, info = choice_data(pairs, df)
+    info["policies_rebuilt"] = pols
+    return data, info
+
+
+def patterns(data: ChoiceData, units: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Collapse decisions into distinct choice patterns and per-template counts.
+
+    The conditional logit does not care about option order, so each decision is written with
+    the chosen option first and the others in a canonical order; identical patterns merge.
+    Returns ``Xp`` ``(P, K, 4)`` (chosen option at index 0) and ``C`` ``(T, P)``: how many
+    decisions of template ``units[t]`` show pattern p. A resample's pattern weights are then
+    ``W[b] @ C``, so bootstrap fits run on the P patterns, not on every decision.
+    """
+    n, K, F = data.X.shape
+    pos = {u: i for i, u in enumerate(units)}
+    unit = np.array([pos[str(t)] for t in data.template], dtype=np.int64)
+    rows = np.arange(n)
+    others = np.stack([data.X[rows, (data.choice + j) % K] for j in range(1, K)], axis=1)   # (n, K-1, F)
+    key = (others + 64.0) @ (128.0 ** np.arange(F)[::-1])     # features are small integers
+    others = np.take_along_axis(others, np.argsort(key, axis=1, kind="stable")[:, :, None], axis=1)
+    canon = np.concatenate([data.X[rows, data.choice][:, None], others], axis=1).reshape(n, K * F)
+    uniq, inv = np.unique(canon, axis=0, return_inverse=True)
+    C = np.zeros((len(units), len(uniq)))
+    np.add.at(C, (unit, inv.ravel()), 1.0)
+    return uniq.reshape(-1, K, F), C
+
+
+def log_likelihood(theta: Sequence[float], Xp: np.ndarray, weight: np.ndarray) -> tuple[float, np.ndarray]:
+    """Weighted log-likelihood of ``theta = (s, w, beta)`` and its gradient ``(3,)``.
+
+    ``Xp`` ``(P, K, 4)`` with the chosen option at index 0; ``weight`` ``(P,)`` decision counts.
+    """
+    s, w, beta = theta
+    phi = np.array([beta, beta * s, beta * w, beta * w * s])
+    u = Xp @ phi                                       # (P, K)
+    m = u.max(axis=1, keepdims=True)
+    e = np.exp(u - m)
+    Z = e.sum(axis=1)
+    p = e / Z[:, None]
+    ll = float(weight @ (u[:, 0] - m[:, 0] - np.log(Z)))
+    g_phi = weight @ (Xp[:, 0] - np.einsum("pk,pkf->pf", p, Xp))   # (4,)
+    J = np.array([[0.0, 0.0, 1.0], [beta, 0.0, s], [0.0, beta, w], [beta * w, beta * s, w * s]])
+    return ll, g_phi @ J
+
+
+DEFAULT_STARTS = ((0.0, 0.0, 1.0), (0.5, 0.5, 5.0))
+
+
+def fit(Xp: np.ndarray, weight: np.ndarray, starts: Sequence[Sequence[float]] = DEFAULT_STARTS) -> dict:
+    """Maximum-likelihood ``(s, w, beta)`` (L-BFGS-B within :data:`BOUNDS`, best of ``starts``)."""
+    from scipy.optimize import minimize
+
+    def nll(th):
+        ll, g = log_likelihood(th, Xp, weight)
+        return -ll, -g
+
+    best = None
+    for st in starts:
+        r = minimize(nll, np.asarray(st, dtype=float), jac=True, method="L-BFGS-B", bounds=BOUNDS)
+        if best is None or r.fun < best.fun:
+            best = r
+    th = best.x
+    at = [bool(min(abs(th[i] - BOUNDS[i][0]), abs(th[i] - BOUNDS[i][1])) < 1e-6 * max(1, abs(th[i])))
+          for i in range(3)]
+    return dict(theta=th, log_likelihood=-float(best.fun), n=float(weight.sum()), converged=bool(best.success),
+                at_bound=at)
+
+
+def fit_choice_data(data: ChoiceData) -> dict:
+    """Maximum-likelihood fit on all decisions of ``data`` (no intervals)."""
+    units = sorted(set(map(str, data.template)))
+    Xp, C = patterns(data, units)
+    return fit(Xp, C.sum(axis=0))
+
+
+def _derivs(th: np.ndarray, Xp: np.ndarray, Wp: np.ndarray, hess: bool = True):
+    """Log-likelihood ``(b,)``, gradient ``(b, 3)`` and Hessian ``(b, 3, 3)`` for a batch of
+    parameter rows ``th`` ``(b, 3)`` and pattern weights ``Wp`` ``(b, P)``."""
+    P, K, F = Xp.shape
+    s, w, beta = th[:, 0], th[:, 1], th[:, 2]
+    phi = np.stack([beta, beta * s, beta * w, beta * w * s], axis=1)          # (b, 4)
+    u = (phi @ Xp.reshape(P * K, F).T).reshape(len(th), P, K)
+    m = u.max(axis=2, keepdims=True)
+    e = np.exp(u - m)
+    Z = e.sum(axis=2)
+    ll = np.einsum("bp,bp->b", Wp, u[:, :, 0] - m[:, :, 0] - np.log(Z))
+    if not hess:
+        return ll, None, None
+    p = e / Z[:, :, None]
+    xbar = np.matmul(p[:, :, None, :], Xp[None])[:, :, 0, :]                     # (b, P, F)
+    g_phi = np.einsum("bp,bpf->bf", Wp, Xp[None, :, 0, :] - xbar)
+    XX = (Xp[:, :, :, None] * Xp[:, :, None, :]).reshape(P * K, F * F)
+    second = ((Wp[:, :, None] * p).reshape(len(th), P * K) @ XX).reshape(len(th), F, F)
+    second -= np.matmul((Wp[:, :, None] * xbar).transpose(0, 2, 1), xbar)
+    J = np.zeros((len(th), 4, 3))
+    J[:, 0, 2] = 1.0
+    J[:, 1, 0], J[:, 1, 2] = beta, s
+    J[:, 2, 1], J[:, 2, 2] = beta, w
+    J[:, 3, 0], J[:, 3, 1], J[:, 3, 2] = beta * w, beta * s, w * s
+    g = np.einsum("bf,bft->bt", g_phi, J)
+    H = -np.matmul(J.transpose(0, 2, 1), np.matmul(second, J))
+    H[:, 0, 2] += g_phi[:, 1] + g_phi[:, 3] * w
+    H[:, 1, 2] += g_phi[:, 2] + g_phi[:, 3] * s
+    H[:, 0, 1] += g_phi[:, 3] * beta
+    H[:, 2, 0], H[:, 2, 1], H[:, 1, 0] = H[:, 0, 2], H[:, 1, 2], H[:, 0, 1]
+    return ll, g, H
+
+
+def batched_newton(Xp: np.ndarray, Wp: np.ndarray, theta0: Sequence[float], max_iter: int = 50,
+                   tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray]:
+    """Maximise the log-likelihood for every row of ``Wp`` ``(B, P)`` at once (damped Newton
+    from ``theta0``, clipped to :data:`BOUNDS`). Returns ``theta`` ``(B, 3)`` and a converged
+    flag ``(B,)``; the caller refits rows that did not converge."""
+    lo = np.array([b[0] for b in BOUNDS])
+    hi = np.array([b[1] for b in BOUNDS])
+    th = np.tile(np.asarray(theta0, dtype=float), (Wp.shape[0], 1))
+    done = np.zeros(len(th), dtype=bool)
+    for _ in range(max_iter):
+        act = np.flatnonzero(~done)
+        if not len(act):
+            break
+        ll, g, H = _derivs(th[act], Xp, Wp[act])
+        with np.errstate(all="ignore"):
+            try:
+                d = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
+            except np.linalg.LinAlgError:
+                d = np.full_like(g, np.nan)
+        bad = ~np.isfinite(d).all(axis=1) | ((d * g).sum(axis=1) <= 0)
+        d[bad] = g[bad] * 1e-3 / np.maximum(1.0, np.abs(g[bad]).max(axis=1, keepdims=True))
+        t = np.ones(len(act))
+        new = np.clip(th[act] + d, lo, hi)
+        for _half in range(30):
+            ll_new, _, _ = _derivs(new, Xp, Wp[act], hess=False)
+            worse = ~(ll_new >= ll - 1e-12 * np.abs(ll))
+            if not worse.any():
+                break
+            t[worse] /= 2
+            new[worse] = np.clip(th[act][worse] + t[worse, None] * d[worse], lo, hi)
+        step = np.abs(new - th[act]).max(axis=1)
+        gain = ll_new - ll
+        th[act] = new
+        # settled: the step or the log-likelihood gain is negligible (a flat direction, e.g. a
+        # near-deterministic decider's beta, stops here instead of creeping to the bound)
+        done[act] = (step < tol * np.maximum(1.0, np.abs(new).max(axis=1))) | (
+            (gain >= 0) & (gain < tol * np.maximum(1.0, np.abs(ll))) & ~worse)
+    return th, done
+
+
+#: beta at or above this makes a one-point score difference worth odds of e^10 (about 22,000:1)
+DETERMINISTIC_BETA = 10.0
+_CHUNK = 100
+
+
+def fit_social_proof(data: ChoiceData, boot: TemplateBootstrap, n_resamples: Optional[int] = 1000) -> dict:
+    """Fit ``(s, w, beta)`` with template-bootstrap percentile intervals.
+
+    Uses the first ``n_resamples`` rows of ``boot``'s count matrix (all when None): one fit
+    per resample on the resample's pattern weights ``W[b] @ C``, warm-started at the
+    full-data estimate (a batched Newton over all resamples, :func:`batched_newton`;
+    L-BFGS-B for any resample it does not settle). Returns a table with one row per parameter (estimate, lo, hi,
+    bootstrap p against 0 for ``s`` and ``w``, whether the estimate sits at a bound and in how
+    many resamples) and the fit's details.
+    """
+    if len(data) == 0:
+        return dict(table=pd.DataFrame(), n_decisions=0, resamples=0, deterministic=False,
+                    note="no decisions to fit")
+    Xp, C = patterns(data, boot.units)
+    full = fit(Xp, C.sum(axis=0))
+    det = bool(full["theta"][2] >= DETERMINISTIC_BETA)
+    if det:   # the likelihood is flat towards beta -> inf: no interval would mean anything
+        table = pd.DataFrame(dict(parameter=PARAMS, estimate=full["theta"], lo=math.nan, hi=math.nan, p=math.nan,
+                                  at_bound=full["at_bound"], resamples_at_bound=0))
+        return dict(table=table, n_decisions=int(round(full["n"])), n_patterns=int(Xp.shape[0]), resamples=0,
+                    refit_resamples=0, log_likelihood=full["log_likelihood"], converged=full["converged"],
+                    deterministic=True,
+                    note=(f"inverse temperature >= {DETERMINISTIC_BETA:g}: the decisions are (almost) deterministic "
+                          "in the features; s and w are only bounded by them, not point-identified, so no "
+                          "bootstrap intervals are given"))
+    B = boot.n_resamples if n_resamples is None else max(1, min(int(n_resamples), boot.n_resamples))
+    draws = np.empty((B, 3))
+    refit = 0
+    for c0 in range(0, B, _CHUNK):
+        Wp = boot.weights[c0:min(c0 + _CHUNK, B)] @ C          # (b, P)
+        th, ok = batched_newton(Xp, Wp, full["theta"])
+        for i in np.flatnonzero(~ok):                          # the rare row Newton did not settle
+            th[i] = fit(Xp, Wp[i], starts=(full["theta"],))["theta"]
+            refit += 1
+        draws[c0:c0 + _CHUNK] = th
+    lo = np.array([b[0] for b in BOUNDS])
+    hi = np.array([b[1] for b in BOUNDS])
+    hits = (np.isclose(draws, lo) | np.isclose(draws, hi)).sum(axis=0)
+    sub = TemplateBootstrap(boot.units, boot.idx[:B], boot.level)
+    s = sub.summarize(full["theta"], draws, np.zeros(3))
+    table = pd.DataFrame(dict(parameter=PARAMS, estimate=full["theta"], lo=s["lo"], hi=s["hi"],
+                              p=[s["p"][0], s["p"][1], math.nan], at_bound=full["at_bound"],
+                              resamples_at_bound=hits))
+    return dict(table=table, n_decisions=int(round(full["n"])), n_patterns=int(Xp.shape[0]), resamples=B,
+                refit_resamples=refit, log_likelihood=full["log_likelihood"], converged=full["converged"],
+                deterministic=False, note="")

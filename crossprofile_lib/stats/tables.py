@@ -1,0 +1,191 @@
+"""Inference tables over a results table: cell means and differences with template-bootstrap
+intervals (SPEC section 8). Every function takes the run's :class:`TemplateBootstrap`, so all
+tables of a run share one resample index matrix.
+
+Each table is a long :class:`pandas.DataFrame` with the grouping columns, ``outcome``, ``n``
+(decisions), ``estimate``, ``lo``, ``hi`` (percentile interval) and, for differences, ``p``.
+Rates (boolean outcomes) are in percent; counts (kept facts) and retention are plain means.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .bootstrap import TemplateBootstrap
+
+#: Order in which tables list policies (the runner's default grid first).
+_POLICY_ORDER = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "B3", "R1-k7", "B4-k7", "Random-k7",
+                 "M1-k7", "R1-rel-k7", "R1:unlabeled", "B4:unlabeled", "ALL", "ALL:unlabeled", "ALL:shuffled",
+                 "EMPTY", "REF", "private-only", "shared-only")
+_BUDGET_ORDER = ("0.4", "0.6", "0.8", "128t", "none")
+CELLS = ("classic", "mirror", "other")
+
+
+def _scale(df: pd.DataFrame, outcome: str) -> float:
+    return 100.0 if pd.api.types.is_bool_dtype(df[outcome]) else 1.0
+
+
+def _order_key(col: str):
+    def key(s: pd.Series):
+        if col == "policy":
+            rank = {p: i for i, p in enumerate(_POLICY_ORDER)}
+            return s.map(lambda x: (rank.get(x, len(rank)), x))
+        if col == "budget_label":
+            rank = {b: i for i, b in enumerate(_BUDGET_ORDER)}
+            return s.map(lambda x: (rank.get(x, len(rank)), x))
+        if col in ("variant", "cell"):
+            return s.map(lambda x: (x == "all", str(x)))
+        return s
+    return key
+
+
+def group_draws(df: pd.DataFrame, by: Sequence[str], outcomes: Sequence[str], boot: TemplateBootstrap,
+                pool: Sequence[str] = ()) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Cell means of ``outcomes`` per group of ``by``, with their resampled values.
+
+    ``pool``: columns of ``by`` for which a pooled level ``'all'`` is added. Returns ``keys``
+    (one row per (group, outcome) with ``n``), ``point`` ``(J,)`` and ``draws`` ``(B, J)``.
+    """
+    by = list(by)
+    unit = boot.codes(df["template_id"].astype(str).tolist())
+    groupings = [by] + [[c for c in by if c != p] for p in pool]
+    S_cols, N_cols, key_frames = [], [], []
+    for g_cols in groupings:
+        if g_cols:
+            g = df.groupby(g_cols, sort=True, dropna=False, observed=True)
+            codes = g.ngroup().to_numpy()
+            keys = g.size().reset_index()[g_cols]
+        else:
+            codes, keys = np.zeros(len(df), dtype=np.int64), pd.DataFrame(index=[0])
+        for c in by:
+            if c not in g_cols:
+                keys[c] = "all"
+        for o in outcomes:
+            S, N = boot.sums(unit, codes, df[o].astype(float).to_numpy(), len(keys))
+            sc = _scale(df, o)
+            S_cols.append(S * sc)
+            N_cols.append(N)
+            k = keys[by].copy()
+            k["outcome"] = o
+            k["n"] = N.sum(axis=0).astype(int)
+            key_frames.append(k)
+    if not key_frames:
+        return pd.DataFrame(columns=by + ["outcome", "n"]), np.zeros(0), np.zeros((boot.n_resamples, 0))
+    point, draws = boot.means(np.hstack(S_cols), np.hstack(N_cols))
+    return pd.concat(key_frames, ignore_index=True), point, draws
+
+
+def summarize(keys: pd.DataFrame, point: np.ndarray, draws: np.ndarray, boot: TemplateBootstrap,
+              with_p: bool = False) -> pd.DataFrame:
+    """Attach estimate, interval (and p) to ``keys``; sort in the tables' order."""
+    out = keys.reset_index(drop=True).copy()
+    s = boot.summarize(point, draws)
+    cols = ("estimate", "lo", "hi", "p") if with_p else ("estimate", "lo", "hi")
+    for c in cols:
+        out[c] = s[c]
+    sort_cols = [c for c in ("outcome", "policy", "budget_label", "variant", "cell") if c in out.columns]
+    if sort_cols:
+        first = {o: i for i, o in enumerate(pd.unique(out["outcome"]))} if "outcome" in out.columns else {}
+        out = out.sort_values(sort_cols, kind="stable",
+                              key=lambda s: s.map(first) if s.name == "outcome" else _order_key(s.name)(s))
+    return out.reset_index(drop=True)
+
+
+def means_table(df: pd.DataFrame, by: Sequence[str], outcomes: Sequence[str], boot: TemplateBootstrap,
+                pool: Sequence[str] = ()) -> pd.DataFrame:
+    keys, point, draws = group_draws(df, by, outcomes, boot, pool)
+    return summarize(keys, point, draws, boot)
+
+
+def accuracy_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+    """Accuracy (%) per policy x budget x variant, plus the mean over variants (``variant='all'``)."""
+    return means_table(df, ["policy", "budget_label", "variant"], ["correct"], boot, pool=["variant"])
+
+
+def cell_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+    """Accuracy and decoy-choice rate (%) per policy x budget in the classic (PS*) and mirror
+    (SP*) cells, each pooling both irrelevant levels."""
+    d = df[df["cell"].isin(["classic", "mirror"])]
+    return means_table(d, ["policy", "budget_label", "cell"], ["correct", "chose_decoy"], boot)
+
+
+def composition_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+    """Kept support / decoy / irrelevant facts and evidence retention (kept support / 5) per
+    policy x budget x cell (classic, mirror, other, all)."""
+    return means_table(df, ["policy", "budget_label", "cell"],
+                       ["kept_support", "kept_decoy", "kept_irrelevant", "retention"], boot, pool=["cell"])
+
+
+def relevance_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+    """Relevance-filter precision and recall (%) against the roles, per filter kind.
+
+    One value per task (template x variant x seed) and filter: the mean over tasks (macro).
+    """
+    if "relevance_filter" not in df.columns:
+        return pd.DataFrame()
+    d = df[(df["relevance_filter"].astype(str) != "") & df["relevance_precision"].notna()]
+    d = d.drop_duplicates(["template_id", "variant", "seed", "relevance_filter"])
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(precision=d["relevance_precision"] * 100, recall=d["relevance_recall"] * 100)
+    return means_table(d, ["relevance_filter"], ["precision", "recall"], boot)
+
+
+def _differences(keys, point, draws, pairs, boot) -> pd.DataFrame:
+    """``pairs``: list of (row dict, index a, index b): estimate a - b."""
+    if not pairs:
+        return pd.DataFrame()
+    ia = np.array([a for _, a, _ in pairs])
+    ib = np.array([b for _, _, b in pairs])
+    out = pd.DataFrame([r for r, _, _ in pairs])
+    out["n"] = np.minimum(keys["n"].to_numpy()[ia], keys["n"].to_numpy()[ib])
+    return summarize(out, point[ia] - point[ib], draws[:, ia] - draws[:, ib], boot, with_p=True)
+
+
+def label_effects(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+    """Accuracy of each label control minus its labelled policy, in points, per budget x cell.
+
+    A policy ``P:FORMAT`` (unlabeled, shuffled, ...) is compared with ``P`` at the same budget,
+    in the classic, mirror and other cells and over all variants.
+    """
+    keys, point, draws = group_draws(df, ["policy", "budget_label", "cell"], ["correct"], boot, pool=["cell"])
+    index = {(r.policy, r.budget_label, r.cell): i for i, r in enumerate(keys.itertuples())}
+    pairs = []
+    for (pol, bud, cell), i in index.items():
+        base, _, fmt = pol.partition(":")
+        if fmt and fmt != "full" and (base, bud, cell) in index:
+            pairs.append((dict(policy=pol, versus=base, label_format=fmt, budget_label=bud, cell=cell),
+                          i, index[(base, bud, cell)]))
+    return _differences(keys, point, draws, pairs, boot)
+
+
+def support_shared_minus_private(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+    """ALL memory (and its label controls): accuracy with support shared minus support private."""
+    d = df[df["base_policy"] == "ALL"] if "base_policy" in df.columns else df[df["policy"].str.startswith("ALL")]
+    if d.empty:
+        return pd.DataFrame()
+    keys, point, draws = group_draws(d, ["policy", "support_attr"], ["correct"], boot)
+    index = {(r.policy, r.support_attr): i for i, r in enumerate(keys.itertuples())}
+    pairs = [(dict(policy=p, contrast="support shared - support private"), i, index[(p, "private")])
+             for (p, a), i in index.items() if a == "shared" and (p, "private") in index]
+    return _differences(keys, point, draws, pairs, boot)
+
+
+def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = 15.0) -> dict:
+    """ALL - EMPTY accuracy over all variants, in points. The model's results count as
+    confirmatory only when the lower interval bound exceeds ``min_points``; else 'exploratory'."""
+    d = df[df["policy"].isin(["ALL", "EMPTY"])]
+    if set(d["policy"]) != {"ALL", "EMPTY"}:
+        return dict(estimate=None, lo=None, hi=None, min_points=min_points, passed=False,
+                    status="exploratory", reason="the run has no ALL and EMPTY rows to check headroom")
+    keys, point, draws = group_draws(d, ["policy"], ["correct"], boot)
+    i, j = (keys.index[keys.policy == p][0] for p in ("ALL", "EMPTY"))
+    s = boot.summarize(np.array([point[i] - point[j]]), (draws[:, i] - draws[:, j])[:, None])
+    lo = float(s["lo"][0])
+    ok = bool(lo > min_points)
+    return dict(estimate=float(s["estimate"][0]), lo=lo, hi=float(s["hi"][0]), min_points=min_points,
+                passed=ok, status="confirmatory" if ok else "exploratory",
+                reason="" if ok else f"ALL - EMPTY lower bound {lo:.1f} <= {min_points:g} points")

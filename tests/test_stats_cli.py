@@ -1,0 +1,66 @@
+"""``crossprofile stats DIR``: text and JSON output, seeding, errors."""
+
+import json
+
+import pytest
+
+from crossprofile_lib.cli import main
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("stats") / "run"
+    assert main(["run", "--out", str(out), "--templates", "templates/dev", "--seeds", "0,1", "--budgets", "0.6",
+                 "--policies", "R1,B4,Random,R1-rel,ALL,ALL:unlabeled,EMPTY",
+                 "--backend-option", "inverse_temperature=3", "--backend-option", "social_proof=0.4"]) == 0
+    return out
+
+
+def _stats(capsys, *args):
+    capsys.readouterr()
+    rc = main(["stats", *map(str, args)])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_text_report(run_dir, capsys):
+    rc, out, _ = _stats(capsys, run_dir, "--resamples", 300, "--fit-resamples", 30)
+    assert rc == 0
+    for s in ("== ledger / reference-decider(sp=0.4,irr=0,beta=3)", "not a language model", "headroom",
+              "H1", "H2", "H3", "p adjusted", "paper", "Accuracy (%) per policy",
+              "Label effects", "net evidence lead", "BinomialBayesMixedGLM", "GEE", "social_proof"):
+        assert s in out, s
+
+
+def test_json_same_seed_same_numbers_other_seed_differs(run_dir, capsys):
+    args = [run_dir, "--json", "--resamples", 300, "--fit-resamples", 20, "--no-regressions"]
+    rc, a, _ = _stats(capsys, *args, "--seed", 1)
+    _, b, _ = _stats(capsys, *args, "--seed", 1)
+    _, c, _ = _stats(capsys, *args, "--seed", 2)
+    assert rc == 0 and a == b
+    ma, mc = json.loads(a)["models"][0], json.loads(c)["models"][0]
+    h1a = next(x for x in ma["contrasts"] if x["id"] == "H1")
+    h1c = next(x for x in mc["contrasts"] if x["id"] == "H1")
+    assert h1a["estimate"] == h1c["estimate"] and (h1a["lo"], h1a["hi"]) != (h1c["lo"], h1c["hi"])
+    assert ma["backend"] == "ledger" and ma["model"].startswith("reference-decider")
+    sp = {r["parameter"]: r for r in ma["social_proof"]["table"]}
+    assert sp["social_proof"]["lo"] <= 0.4 <= sp["social_proof"]["hi"]
+    assert ma["social_proof"]["rebuild"]["used"] == ma["n_decisions"]
+
+
+def test_errors_name_the_file(run_dir, tmp_path, capsys):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("contrasts:\n  - id: X\n    terms: [{weight: 1, where: {colour: red}}]\n")
+    rc, _, err = _stats(capsys, run_dir, "--prereg", bad, "--resamples", 50, "--fit-resamples", 0)
+    assert rc == 2 and str(bad) in err and "terms[0].where.colour" in err
+    rc, _, err = _stats(capsys, tmp_path / "nothing")
+    assert rc == 2 and str(tmp_path / "nothing") in err and "no results file" in err
+
+
+def test_without_header_the_fit_is_skipped(run_dir, tmp_path, capsys):
+    import shutil
+    d = tmp_path / "copy"
+    d.mkdir()
+    shutil.copy(run_dir / "results.parquet", d / "results.parquet")
+    rc, out, _ = _stats(capsys, d, "--resamples", 100, "--no-regressions")
+    assert rc == 0 and "skipped: no run header" in out
