@@ -1,20 +1,204 @@
 """Build the book: run the default experiments, execute the notebooks, build the HTML offline.
 
-    python scripts/build_book.py            # what `make book` runs
+    python scripts/build_book.py                 # what `make book` runs (defaults: book.DEFAULTS)
+    python scripts/build_book.py --quick --out /tmp/book   # small parameters, staged in a folder
+    BACKEND=deepseek/deepseek-chat TEMPLATES=templates/formal SEEDS=0,1,2 BUDGETS=0.4,0.6,0.8 \
+        python scripts/build_book.py             # the same as `make book BACKEND=... ...`
+
+Steps: (1) run every experiment the chapters read (the reference decider's full grid, its
+social-proof and group-size runs, the language-model sample, HiddenBench) -- a model backend
+answers from its call cache, so a rebuild makes no model calls; (2) convert each
+``notebooks/*.md`` (jupytext) to a notebook and execute it with papermill into ``book/``
+(``.ipynb``, generated, not tracked); (3) ``jupyter-book build . -W -n --keep-going``;
+(4) check that no built page loads a script or stylesheet over http(s).
+
+Environment / Make variables: BACKEND (``provider/model``; ``none`` for the reference decider
+only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS, BUDGETS, VARIANTS
+(the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench file; default
+the bundled fixture), JOBS (notebooks executed at once).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from crossprofile_lib import book  # noqa: E402
+
+NOTEBOOKS = ROOT / "notebooks"
+EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//[^"']+["']""", re.IGNORECASE)
 
 
-def main() -> int:
-    jb = Path(sys.executable).with_name("jupyter-book")
-    return subprocess.call([str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"], cwd=ROOT)
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parameters(quick: bool = False, env: dict | None = None) -> dict:
+    """The notebooks' parameters: book.DEFAULTS (or book.QUICK) with Make-variable overrides."""
+    env = os.environ if env is None else env
+    p = json.loads(json.dumps(book.QUICK if quick else book.DEFAULTS))
+    p["widgets"] = False  # the built book shows chapter 10's static view (no kernel behind a web page)
+    backend = env.get("BACKEND", "").strip()
+    if backend:
+        if env.get("MODEL") and "/" not in backend:
+            backend = f"{backend}/{env['MODEL']}"
+        p["backend"] = "" if backend in ("none", "ledger") else backend
+    if env.get("TEMPLATES"):
+        p["model_templates"] = _csv(env["TEMPLATES"])
+    if env.get("SEEDS"):
+        p["model_seeds"] = [int(s) for s in _csv(env["SEEDS"])]
+    if env.get("BUDGETS"):
+        p["model_budgets"] = _csv(env["BUDGETS"])
+    if env.get("VARIANTS"):
+        p["model_variants"] = _csv(env["VARIANTS"])
+    if env.get("RESAMPLES"):
+        p["n_resamples"] = int(env["RESAMPLES"])
+    if env.get("HIDDENBENCH"):
+        p["hiddenbench_path"] = env["HIDDENBENCH"]
+    return p
+
+
+def _selected(stem: str, only: list[str]) -> bool:
+    return not only or stem in only or stem.split("-")[0] in only
+
+
+def stage(out: Path, only: list[str] | None = None) -> None:
+    """Copy the book's sources (config, text pages, static files) into ``out``; with ``only``,
+    the staged table of contents keeps just those chapters (a partial book that still builds
+    with warnings as errors)."""
+    import yaml
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "_config.yml", out / "_config.yml")
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    if only:
+        parts = []
+        for part in toc.get("parts", []):
+            ch = [c for c in part["chapters"] if _selected(Path(c["file"]).name, only)]
+            if ch:
+                parts.append(dict(part, chapters=ch))
+        toc["parts"] = parts
+    (out / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    (out / "book").mkdir(exist_ok=True)
+    for f in (ROOT / "book").glob("*.md"):
+        shutil.copy2(f, out / "book" / f.name)
+    shutil.copytree(ROOT / "book" / "_static", out / "book" / "_static", dirs_exist_ok=True)
+
+
+def execute(md: Path, out_dir: Path, params: dict) -> float:
+    """jupytext-convert ``md`` and execute it with papermill into ``out_dir/<name>.ipynb``."""
+    import jupytext
+    import papermill as pm
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / (md.stem + ".ipynb")
+        jupytext.write(jupytext.read(md), src)
+        declared = pm.inspect_notebook(str(src))
+        use = {k: v for k, v in params.items() if k in declared}
+        dst = out_dir / src.name
+        pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(ROOT),
+                            kernel_name="python3", progress_bar=False, request_save_on_cell_execute=False)
+        tidy(dst)
+    return time.perf_counter() - t0
+
+
+def tidy(path: Path) -> None:
+    """Fold papermill's injected-parameters cell like the parameters cell (shown on demand)."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    for c in nb.cells:
+        tags = c.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "hide-input" not in tags:
+            tags.append("hide-input")
+    nbformat.write(nb, path)
+
+
+def check_offline(html_dir: Path) -> list[str]:
+    """Pages that load a script or stylesheet from another host."""
+    bad = []
+    for f in html_dir.rglob("*.html"):
+        for m in EXTERNAL.finditer(f.read_text(errors="replace")):
+            bad.append(f"{f.relative_to(html_dir)}: {m.group(0)[:120]}")
+    return bad
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small parameters (book.QUICK): seconds, no model")
+    ap.add_argument("--out", default=None, help="stage and build in this folder (default: the repository)")
+    ap.add_argument("--only", default="", help="comma-separated notebook names to execute (default: all)")
+    ap.add_argument("--no-html", action="store_true", help="execute the notebooks but skip jupyter-book")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", os.cpu_count() or 1)))
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    params = parameters(args.quick)
+    root = Path(args.out).resolve() if args.out else ROOT
+    only = _csv(args.only)
+    if root != ROOT:
+        stage(root, only)
+        params["runs_root"] = str(root / "runs")
+    out_dir = root / "book"
+    print(f"parameters: {json.dumps(params)}", flush=True)
+
+    # (1) experiments, once, before the notebooks read them (a notebook that finds its run reruns nothing)
+    t = time.perf_counter()
+    for name, run in book.prepare(params, log=lambda s: print(s, flush=True)).items():
+        rows = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values()) \
+            if run is not None else 0
+        print(f"  {name}: {'skipped' if run is None else f'{rows} rows, {run.label}'}", flush=True)
+    t_runs = time.perf_counter() - t
+
+    # (2) notebooks
+    mds = [m for m in sorted(NOTEBOOKS.glob("*.md")) if _selected(m.stem, only)]
+    t = time.perf_counter()
+    failed = []
+
+    def one(md: Path):
+        try:
+            s = execute(md, out_dir, params)
+            print(f"  executed {md.stem} in {s:.1f} s", flush=True)
+        except Exception as e:  # report every failing notebook, then fail the build
+            failed.append(md.stem)
+            print(f"  FAILED {md.stem}: {type(e).__name__}: {str(e)[-2000:]}", flush=True)
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as ex:
+        list(ex.map(one, mds))
+    t_nb = time.perf_counter() - t
+    if failed:
+        print(f"notebooks failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+
+    # (3) HTML
+    t_html = 0.0
+    if not args.no_html:
+        t = time.perf_counter()
+        jb = Path(sys.executable).with_name("jupyter-book")
+        rc = subprocess.call([str(jb), "build", str(root), "-W", "-n", "--keep-going"], cwd=root)
+        t_html = time.perf_counter() - t
+        if rc:
+            return rc
+        bad = check_offline(root / "_build" / "html")
+        if bad:
+            print("pages load scripts or stylesheets from the network:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
+            return 1
+    total = time.perf_counter() - t0
+    timing = dict(experiments_s=round(t_runs, 1), notebooks_s=round(t_nb, 1), html_s=round(t_html, 1),
+                  total_s=round(total, 1), cpus=os.cpu_count(), quick=args.quick, backend=params["backend"])
+    (root / "_build").mkdir(exist_ok=True)
+    (root / "_build" / "book_timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+    print(f"book built in {total:.0f} s ({json.dumps(timing)}) -> {root / '_build' / 'html' / 'index.html'}")
+    return 0
 
 
 if __name__ == "__main__":

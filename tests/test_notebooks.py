@@ -1,0 +1,180 @@
+"""The book's notebooks: every chapter runs at small parameters (``pytest --nbval-lax``), its
+parameters match the book's defaults, and the helpers keep the honesty rules (captions name the
+backend and model, paper values only in 'paper' columns, a failed headroom check is visible)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.md"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def _small(runs_root: Path) -> dict:
+    from crossprofile_lib import book
+    return dict(book.QUICK, runs_root=str(runs_root), widgets=True, paper_templates=["templates/dev"],
+                paper_seeds=[0], paper_budgets=["0.6"], fit_resamples=100, hb_seeds=[0])
+
+
+@pytest.fixture(scope="module")
+def small_notebooks(tmp_path_factory):
+    """Each notebook converted with jupytext, small parameters injected by papermill (not run)."""
+    import jupytext
+    import papermill as pm
+    d = tmp_path_factory.mktemp("notebooks")
+    params = _small(d / "runs")
+    out = {}
+    for md in NOTEBOOKS:
+        src = d / f"{md.stem}.src.ipynb"
+        jupytext.write(jupytext.read(md), src)
+        declared = pm.inspect_notebook(str(src))
+        dst = d / f"{md.stem}.ipynb"
+        pm.execute_notebook(str(src), str(dst), parameters={k: v for k, v in params.items() if k in declared},
+                            prepare_only=True, progress_bar=False, kernel_name="python3")
+        src.unlink()
+        out[md.stem] = dst
+    return out
+
+
+def test_there_are_twelve_chapters():
+    assert [m.stem.split("-")[0] for m in NOTEBOOKS] == [f"{i:02d}" for i in range(1, 13)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [m.stem for m in NOTEBOOKS])
+def test_notebook_runs_under_nbval(name, small_notebooks):
+    nb = small_notebooks[name]
+    env = dict(os.environ, CROSSPROFILE_CACHE=str(nb.parent / "cache"), MPLBACKEND="Agg")
+    r = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
+                        "--rootdir", str(nb.parent), str(nb)], cwd=nb.parent, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"{name} failed under nbval:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("md", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cell_first_and_defaults_match_the_book(md):
+    """A `parameters` cell comes first; its defaults equal book.DEFAULTS where they share a name."""
+    import jupytext
+    import papermill as pm
+    from crossprofile_lib import book
+    nb = jupytext.read(md)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", []), f"{md.name}: the first code cell is not tagged parameters"
+    tmp = md.parent.parent / ".pytest-params.ipynb"
+    try:
+        jupytext.write(nb, tmp)
+        declared = pm.inspect_notebook(str(tmp))
+    finally:
+        tmp.unlink(missing_ok=True)
+    for k, v in declared.items():
+        if k in book.DEFAULTS:
+            assert eval(v["default"]) == book.DEFAULTS[k], f"{md.name}: parameter {k} = {v['default']} differs from book.DEFAULTS"
+
+
+def test_paper_figures_hold_every_spec_section_10_number():
+    from crossprofile_lib.book_tables import load_paper_figures
+    items = load_paper_figures()
+    vals = {v for it in items for v in it.paper.values()}
+    spec10 = [88.2, 87.7, 51.3, 59.0, 91.3, 90.3, 5.6, 4.6, 35.4, 36.4, 64.0, 63.0, 64.5, 63.4, 96.7, 97.2, 26.1,
+              31.1, 22.2, 18.3, 96.1, 95.6, -22.2, -20.0, -32.2, -23.3, -31.1, 99.4, 98.9, 4.43, 1.89, 2.16, 4.98,
+              0.01, 4.00, 21.0, 13.8, 14.4, 13.3, 72.8, 97.2, 12.8, 13.5, 10.3, 76.0, 75.6, 96.2, 96.1, 71.1,
+              "23.6-31.8", "22.1-33.8", "61.5-89.7", "33.8-36.9", 64.6, 62.6, -0.5, -0.4, 72.6, 74.6]
+    missing = [v for v in spec10 if not any(v == w or (isinstance(v, float) and isinstance(w, (int, float))
+                                                       and math.isclose(v, w)) for w in vals)]
+    assert not missing, f"data/paper_figures.yaml lacks paper numbers {missing}"
+    for it in items:
+        assert it.paper, it.label
+        assert all(isinstance(m, str) and m for m in it.paper), f"{it.figure_id}: every paper value names its model"
+
+
+def test_paper_vs_suite_puts_paper_values_only_under_paper(tmp_path):
+    from crossprofile_lib import book
+    from crossprofile_lib.book_tables import load_paper_figures, paper_vs_suite
+    run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])
+    items = load_paper_figures()
+    t = paper_vs_suite(items, {"crossprofile": [run]}, n_resamples=50)
+    assert set(t.columns.get_level_values(0)) <= {"result", "quantity", "unit", "paper", "this suite"}
+    suite_cols = [c for c in t.columns if c[0] == "this suite"]
+    assert suite_cols == [("this suite", run.label)] and "reference decider" in run.label
+    for c in t.columns:
+        if c[0] == "paper":
+            assert all(v == "" or isinstance(v, (int, float, str)) and "[" not in str(v) for v in t[c])
+    row = [it.figure_id for it in items].index("classic-r1-b4")
+    assert t[suite_cols[0]].iloc[row].startswith("100.0")   # R1 keeps every support fact in the classic cell
+
+
+def test_captions_name_backend_and_reference_decider(tmp_path):
+    from crossprofile_lib import book
+    run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])
+    cap = book.Captions(4)
+    text = cap.text("Figure", "Accuracy.", run)
+    assert text.startswith("Figure 4.1. Accuracy.")
+    assert "Backend: ledger" in text and "reference decider" in text and "not a language model" in text
+    assert run.model in text
+
+
+def test_failed_headroom_shows_a_warning(tmp_path):
+    from crossprofile_lib import book
+    run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])
+    boot = book.bootstrap(run, 200)
+    assert not any("Headroom check failed" in b.data for b in book.run_notices(run, boot))
+    df = run.df.copy()
+    empty = df[df.policy == "EMPTY"].set_index(["template_id", "variant", "seed"])["correct"]
+    is_all = df.policy == "ALL"
+    df.loc[is_all, "correct"] = [empty[k] for k in zip(df.template_id[is_all], df.variant[is_all], df.seed[is_all])]
+    bad = book.Run(run.path, df, run.header)
+    boxes = [b.data for b in book.run_notices(bad, boot)]
+    assert any("Headroom check failed" in b and "exploratory" in b for b in boxes)
+
+
+def test_smollm2_is_called_near_chance():
+    from crossprofile_lib import book
+    import pandas as pd
+    run = book.Run(Path("x"), pd.DataFrame({"policy": ["R1"], "template_id": ["t"]}),
+                   {"backend": "llamacpp/smollm2-135m", "model": "smollm2-135m", "decision_mode": "score"})
+    assert any("near chance" in b.data for b in book.run_notices(run))
+
+
+def test_make_variables_set_the_model_run():
+    import build_book
+    p = build_book.parameters(env={"BACKEND": "deepseek", "MODEL": "deepseek-chat", "TEMPLATES": "templates/formal",
+                                   "SEEDS": "0,1,2", "BUDGETS": "0.4,0.6", "VARIANTS": "PSP,SPP"})
+    assert p["backend"] == "deepseek/deepseek-chat"
+    assert p["model_templates"] == ["templates/formal"] and p["model_seeds"] == [0, 1, 2]
+    assert p["model_budgets"] == ["0.4", "0.6"] and p["model_variants"] == ["PSP", "SPP"]
+    assert build_book.parameters(env={"BACKEND": "none"})["backend"] == ""
+    assert build_book.parameters(env={})["widgets"] is False
+
+
+def test_offline_check_flags_cdn_scripts(tmp_path):
+    import build_book
+    (tmp_path / "a.html").write_text('<script src="../_static/mathjax/tex-chtml-full.js"></script>'
+                                     '<a href="https://mybinder.org">binder</a>')
+    assert build_book.check_offline(tmp_path) == []
+    (tmp_path / "b.html").write_text('<script defer src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js">')
+    (tmp_path / "c.html").write_text('<link rel="stylesheet" href="//fonts.example.org/x.css">')
+    assert len(build_book.check_offline(tmp_path)) == 2
+
+
+def test_mathjax_is_vendored_and_configured():
+    import yaml
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    mj = cfg["sphinx"]["config"]["mathjax_path"]
+    assert not mj.startswith(("http:", "https:", "//"))
+    static = [ROOT / s for s in cfg["sphinx"]["config"]["html_static_path"]]
+    assert any((s / mj).exists() for s in static)
+    assert cfg["execute"]["execute_notebooks"] == "off" and cfg["only_build_toc_files"] is True
+    assert cfg["launch_buttons"]["binderhub_url"] and cfg["launch_buttons"]["colab_url"]
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for p in toc["parts"] for c in p["chapters"]]
+    assert [Path(f).name for f in files] == [m.stem for m in NOTEBOOKS]
+    assert all(p.get("caption") for p in toc["parts"])
+    json.dumps(cfg)  # plain data
