@@ -103,8 +103,15 @@ def concept_figure(views: Sequence, title: str = "") -> plt.Figure:
                      f"{c.kept_support}/{c.kept_decoy}/{c.kept_irrelevant}", fontsize=9)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Line2D([], [], marker="o", linestyle="none", color=ROLE_COLORS[r], label=f"{r} fact held")
+               for r in ("support", "decoy", "irrelevant")]
+    handles += [Line2D([], [], marker="o", linestyle="none", mfc="white", mec="#777777", label="not held"),
+                Patch(fill=False, edgecolor="#0072B2", linewidth=1.6, label=f"kept by {views[0].policies[0]}")]
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
     return fig
 
 
