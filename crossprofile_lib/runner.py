@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -110,8 +111,35 @@ def build_requests(templates, cfg: RunConfig, backend):
                                    retention=comp.retention, net_lead=comp.net_lead,
                                    irrelevant_tone=comp.irrelevant_tone,
                                    relevance_precision=prec, relevance_recall=rec,
-                                   memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16])
+                                   memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16],
+                                   memory_kind=mem.kind,
+                                   relevance_invalid=bool(getattr(rel, "invalid", False)),
+                                   error="; ".join(e for e in (getattr(rel, "error", ""),
+                                                               (mem.meta or {}).get("error", "")) if e))
                         yield DecisionRequest(task, mem, order, key), row
+
+
+def prefetch_model_calls(templates, cfg: RunConfig, backend) -> None:
+    """Send a model backend's relevance-filter and B3 calls for the whole grid as one batch
+    (concurrent / batched by the provider); :func:`build_requests` then finds them cached."""
+    specs = [parse_policy(p) for p in cfg.policies]
+    want_rel = any(s.base == "R1-rel" for s in specs)
+    want_b3 = any(s.selection == "generated" for s in specs)
+    if not (want_rel or want_b3) or not hasattr(backend, "prefetch"):
+        return
+    budgets = [Budget.parse(b) for b in cfg.budgets]
+    rel, summ = [], []
+    for t in templates:
+        total = t_all(t, backend.tokenizer, cfg.n_agents)
+        for vname in cfg.variants:
+            for seed in cfg.seeds:
+                task = make_task(t, Variant(vname), seed, cfg.n_agents)
+                tr = scripted_discussion(task)
+                if want_rel:
+                    rel.append((task, claim_list(tr, agent_names(cfg.n_agents))))
+                if want_b3:
+                    summ.extend((task, tr, b.tokens(total)) for b in budgets)
+    backend.prefetch(relevance=rel, summaries=summ)
 
 
 def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False) -> pd.DataFrame:
@@ -120,18 +148,26 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
     backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
     templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options,
                                                                        tokenizer=None)
+    if progress and hasattr(backend, "progress"):
+        backend.progress = True
+    prefetch_model_calls(templates, cfg, backend)
     pairs = list(build_requests(templates, cfg, backend))
     decisions = backend.decide([r for r, _ in pairs])
     rows = []
     for (req, row), d in zip(pairs, decisions):
         t = req.task.template
+        meta = d.meta or {}
         row.update(decision=d.option if d.option is not None else "",
                    decision_letter=d.letter or "",
                    correct=(d.option == t.correct_option) and not d.invalid,
                    chose_decoy=(d.option == t.decoy_option) and not d.invalid,
                    invalid=bool(d.invalid),
                    backend=backend.name, model=backend.model, decision_mode=backend.decision_mode,
-                   tokenizer=backend.tokenizer.name)
+                   tokenizer=backend.tokenizer.name,
+                   error="; ".join(e for e in (row.get("error", ""), meta.get("error", "")) if e),
+                   cached=bool(meta.get("cached", False)), call_retries=int(meta.get("retries", 0)),
+                   format_retry=bool(meta.get("format_retry", False)), prompt_file=meta.get("prompt_file", ""),
+                   prompt_sha=meta.get("prompt_sha", ""), letter_logprobs=meta.get("letter_logprobs", ""))
         rows.append(row)
     df = pd.DataFrame(rows)
     for c in ("seed", "n_kept", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
@@ -140,13 +176,55 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
     return df
 
 
-def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None) -> tuple[pd.DataFrame, dict]:
+_SECRET = re.compile(r"key|token|secret|password", re.IGNORECASE)
+
+
+def _redacted_config(cfg: RunConfig) -> dict:
+    """The resolved configuration for ``run.json``; option values named like a secret are hidden."""
+    d = asdict(cfg)
+    d["backend_options"] = {k: ("***" if _SECRET.search(k) else v) for k, v in d["backend_options"].items()}
+    return d
+
+
+def headroom_check(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> dict:
+    """SPEC section 8: ALL - EMPTY accuracy (points) with a template-bootstrap interval; a lower
+    bound of 15 points or less marks the model's results exploratory."""
+    from .stats.bootstrap import TemplateBootstrap
+    from .stats.tables import headroom
+    d = df[df["policy"].isin(["ALL", "EMPTY"])]
+    boot = TemplateBootstrap.draw(d["template_id"].unique() if len(d) else ["-"], n_resamples,
+                                  stream(seed, "headroom"))
+    return headroom(df, boot)
+
+
+def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
+    """Print the call counts and the headroom check at the end of a model run."""
+    st = dict(getattr(backend, "stats", {}) or {})
+    header["calls"] = {k: int(v) for k, v in sorted(st.items())}
+    print(f"{backend.name} [{backend.decision_mode}]: {st.get('calls', 0)} model calls, "
+          f"{st.get('cached', 0)} cache hits, {int(df['invalid'].sum())} invalid answers, "
+          f"{header['errors']} errors")
+    h = headroom_check(df)
+    header["headroom"] = h
+    header["status"] = h["status"]
+    if h["estimate"] is None:
+        print(f"headroom check: not run ({h['reason']}); results are exploratory")
+    else:
+        print(f"headroom check: ALL - EMPTY = {h['estimate']:+.1f} points (95% CI {h['lo']:+.1f} to "
+              f"{h['hi']:+.1f}); {'PASS' if h['passed'] else 'FAIL'} -> results are {h['status']}")
+
+
+def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
+               ) -> tuple[pd.DataFrame, dict]:
+    """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls,
+    cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
+    print the headroom check."""
     from .backends import get_backend
     t0 = time.perf_counter()
     backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
-    df = run_grid(cfg, backend)
+    df = run_grid(cfg, backend, progress=progress)
     header = {
-        "config": asdict(cfg),
+        "config": _redacted_config(cfg),
         "backend": backend.name,
         "model": backend.model,
         "decision_mode": backend.decision_mode,
@@ -156,6 +234,12 @@ def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None) -> tuple[pd.Da
         "rows": len(df),
         "seconds": round(time.perf_counter() - t0, 3),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "errors": int((df["error"] != "").sum()) if "error" in df else 0,
+        "invalid": int(df["invalid"].sum()),
     }
+    if getattr(backend, "decision_mode", "ledger") != "ledger":
+        cache = getattr(backend, "cache", None)
+        header["cache"] = getattr(cache, "path", None)
+        _report_model_run(df, backend, header)
     write_results(df, out_dir, header)
     return df, header

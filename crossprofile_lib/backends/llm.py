@@ -1,0 +1,444 @@
+"""What every language-model backend shares: the cached ``chat()``, and the paper's decision,
+relevance-filter and B3 calls built on it.
+
+A provider subclass of :class:`LLMBackend` implements two things: :meth:`LLMBackend.identity`
+(what the cache key names: provider, model, base URL(s), output-changing extras; never a key)
+and :meth:`LLMBackend._complete` (send uncached requests, report each result as it finishes).
+Everything else lives here, once:
+
+* ``chat(requests)``: cache look-up (identical requests in one batch are sent once), the
+  provider call, one cache entry committed per finished call (resumability), progress bar;
+* ``decide``: the decision prompt (:mod:`crossprofile_lib.prompts`); the answer is parsed as
+  ``Decision: <letter>``; an unparsable answer is retried once with the format reminder; a
+  second failure counts as wrong and ``invalid``;
+* ``relevance``: one relevance-filter call per task (JSON ``{"relevant": [numbers]}``);
+* ``generate_memory``: the B3 summary, at most ``max(1, floor(B / 1.3))`` words, cut to the
+  budget when it runs over (``Memory.truncated``).
+
+Decision modes (recorded in every row):
+
+* ``generate`` -- the paper's: free generation (temperature 0) of reasoning then
+  ``Decision: X``;
+* ``grammar`` -- generation constrained (llama.cpp grammar, vLLM structured outputs) to one
+  paragraph of reasoning and a final ``Decision: X`` with X a valid letter; JSON-schema
+  requests (relevance filter, votes) are constrained to the schema;
+* ``score`` -- no generation: the reply is prefilled with ``Decision:`` and the option
+  letters' log-probabilities as the next token are compared (``choice_logprobs``); JSON-schema
+  requests are constrained as in ``grammar``. Letters missing from the top log-probabilities
+  count as ``-inf``; when none is present the answer is invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from typing import Callable, Optional, Sequence
+
+from .. import prompts as P
+from ..budgets import line_cost
+from ..decider import Decision, DecisionRequest, option_order
+from ..policies import Memory
+from .base import ChatBackend, ChatRequest, ChatResult
+from .cache import CallCache, call_key, messages_sha
+
+DECISION_MODES = ("generate", "grammar", "score")
+SCORE_PREFILL = "Decision:"
+#: Reasoning is bounded in ``grammar`` mode so the constrained answer always ends in time.
+GRAMMAR_REASON_CHARS = 400
+TOP_LOGPROBS = 20
+
+_DECISION_RE = re.compile(r"decision\s*[:：]\s*[*_\s]*[(\[]?\s*([A-J])\b", re.IGNORECASE)
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+def parse_decision(text: str, letters: Sequence[str]) -> Optional[str]:
+    """The letter of the last ``Decision: X`` in ``text`` if X is one of ``letters``, else None."""
+    found = [m.group(1).upper() for m in _DECISION_RE.finditer(text or "")]
+    return found[-1] if found and found[-1] in letters else None
+
+
+def relevance_schema(n: int) -> dict:
+    return {"type": "object", "additionalProperties": False, "required": ["relevant"],
+            "properties": {"relevant": {"type": "array", "maxItems": n,
+                                        "items": {"type": "integer", "minimum": 1, "maximum": n}}}}
+
+
+def parse_relevance(text: str, n: int) -> Optional[list[int]]:
+    """0-based indices from ``{"relevant": [1, 4]}`` (or a bare list of numbers after
+    ``relevant``); numbers outside 1..n are dropped; None when nothing parses."""
+    text = text or ""
+    m = re.search(r"\{.*\}", text, re.DOTALL)
+    nums = None
+    if m:
+        try:
+            obj = json.loads(m.group(0))
+            if isinstance(obj, dict) and isinstance(obj.get("relevant"), list):
+                nums = [x for x in obj["relevant"] if isinstance(x, int) and not isinstance(x, bool)]
+        except json.JSONDecodeError:
+            pass
+    if nums is None:
+        m = re.search(r"relevant\W*\[?([\d,\s]+)", text, re.IGNORECASE)
+        if not m:
+            return None
+        nums = [int(x) for x in re.findall(r"\d+", m.group(1))]
+    return sorted({x - 1 for x in nums if 1 <= x <= n})
+
+
+def choice_logprobs(top: dict, choices: Sequence[str]) -> dict:
+    """``{choice: log-probability}`` from a ``{token text: logprob}`` map; a choice matches a token
+    equal to it after stripping spaces (``" A"`` and ``"A"``; the larger wins)."""
+    out = {}
+    for tok, lp in top.items():
+        c = tok.strip()
+        if c in choices and (c not in out or lp > out[c]):
+            out[c] = float(lp)
+    return out
+
+
+def best_choice(lps: Optional[dict], choices: Sequence[str]) -> Optional[str]:
+    """Arg-max over ``choices`` (ties: earlier choice); None when no choice has a log-probability."""
+    if not lps:
+        return None
+    return max((c for c in choices if c in lps), key=lambda c: (lps[c], -choices.index(c)), default=None)
+
+
+def decision_gbnf(letters: Sequence[str], reason_chars: int = GRAMMAR_REASON_CHARS) -> str:
+    """llama.cpp grammar: one paragraph of reasoning (at most ``reason_chars``), then the decision."""
+    alts = " | ".join(f'"{c}"' for c in letters)
+    return (f'root ::= reason "\\nDecision: " choice\n'
+            f'reason ::= [^\\n]{{0,{reason_chars}}}\n'
+            f'choice ::= {alts}\n')
+
+
+def decision_regex(letters: Sequence[str], reason_chars: int = GRAMMAR_REASON_CHARS) -> str:
+    """The same constraint as :func:`decision_gbnf` as a regular expression (vLLM)."""
+    return f"[^\\n]{{0,{reason_chars}}}\\nDecision: ({'|'.join(letters)})"
+
+
+# --- B3 summaries --------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("the a an and or of to in on for at by with from its it is was were has had that this "
+                  "than per".split())
+
+
+def summary_kept(summary: str, claims: Sequence) -> list[int]:
+    """Claims a summary keeps, by a documented string-matching rule: a claim is kept when at least
+    60% of its content words (lower-cased, stop words dropped) occur in the summary."""
+    have = set(_WORD.findall(summary.lower()))
+    kept = []
+    for i, c in enumerate(claims):
+        words = [w for w in _WORD.findall(c.text.lower()) if w not in _STOP]
+        if words and sum(w in have for w in words) >= 0.6 * len(words):
+            kept.append(i)
+    return kept
+
+
+def memory_tokens(text: str, tokenizer) -> int:
+    return sum(line_cost(ln, tokenizer) for ln in text.split("\n")) if text else 0
+
+
+def cut_to_budget(text: str, budget: int, tokenizer) -> tuple[str, bool]:
+    """Longest word prefix of ``text`` (line breaks kept) that fits ``budget`` tokens."""
+    if memory_tokens(text, tokenizer) <= budget:
+        return text, False
+    parts = re.split(r"(\s+)", text)
+    words = parts[0::2]
+    lo, hi = 0, len(words)
+    while lo < hi:  # largest k with prefix(k) fitting
+        k = (lo + hi + 1) // 2
+        if memory_tokens("".join(parts[:2 * k - 1]).strip(), tokenizer) <= budget:
+            lo = k
+        else:
+            hi = k - 1
+    return "".join(parts[:2 * lo - 1]).strip() if lo else "", True
+
+
+# --- relevance result ------------------------------------------------------------------------
+
+class Relevance(frozenset):
+    """Claim indices judged relevant, with ``error`` / ``invalid`` of the call that judged them."""
+
+    error: str = ""
+    invalid: bool = False
+
+    @classmethod
+    def of(cls, idx, error: str = "", invalid: bool = False) -> "Relevance":
+        r = cls(idx)
+        r.error, r.invalid = error, invalid
+        return r
+
+
+# --- the shared backend ------------------------------------------------------------------------
+
+class LLMBackend(ChatBackend):
+    """Base of the ``llamacpp``, ``openai``/``deepseek`` and ``vllm`` backends (see module doc)."""
+
+    relevance_kind = "model"
+    supported_modes: tuple[str, ...] = DECISION_MODES
+
+    def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
+                 progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS):
+        from ..tokenizer import default_tokenizer
+        if decision_mode not in self.supported_modes:
+            raise ValueError(f"backend {self.provider}/{model}: decision_mode '{decision_mode}' is not one of "
+                             f"{', '.join(self.supported_modes)}")
+        self.model = model
+        self.decision_mode = decision_mode
+        self.tokenizer = tokenizer or default_tokenizer()
+        self.cache = cache if isinstance(cache, CallCache) else CallCache(cache)
+        self.progress = progress
+        self.max_tokens = int(max_tokens)
+        self.reason_chars = int(reason_chars)  # grammar mode: longest reasoning paragraph
+        self.stats: Counter = Counter()
+        self._lock = threading.Lock()
+
+    # -- provider hooks --
+    def identity(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _complete(self, requests: Sequence[ChatRequest],
+                  on_done: Callable[[int, ChatResult], None]) -> None:  # pragma: no cover - abstract
+        """Send ``requests`` (none cached); call ``on_done(i, result)`` as each one finishes."""
+        raise NotImplementedError
+
+    # -- chat --
+    def cache_key(self, request: ChatRequest) -> str:
+        return call_key(self.identity(), request, self.decision_mode)
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        """One result per request, in order; cached where possible (see module doc)."""
+        requests = list(requests)
+        keys = [self.cache_key(r) for r in requests]
+        found = self.cache.get_many(keys)
+        todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        todo = [requests[first[k]] for k in todo_keys]
+        with self._lock:
+            self.stats["cached"] += sum(k in found for k in keys)          # answered from the cache
+            self.stats["deduplicated"] += sum(k not in found for k in keys) - len(todo)  # same call twice
+        if todo:
+            from tqdm.auto import tqdm
+            purposes = sorted({r.purpose for r in todo})
+            bar = tqdm(total=len(todo), desc=f"{self.name} {'+'.join(purposes)}", unit="call",
+                       disable=not self.progress, leave=False)
+            identity = self.identity()
+
+            def on_done(j: int, res: ChatResult) -> None:
+                k = todo_keys[j]
+                self.cache.put(k, todo[j], res, identity, self.decision_mode)
+                found[k] = res
+                with self._lock:
+                    self.stats["calls"] += 1
+                    self.stats["retries"] += res.retries
+                    if res.error is not None:
+                        self.stats["errors"] += 1
+                bar.update(1)
+                bar.set_postfix(calls=self.stats["calls"], cached=self.stats["cached"],
+                                invalid=self.stats["invalid"], errors=self.stats["errors"], refresh=False)
+
+            try:
+                self._complete(todo, on_done)
+            finally:
+                bar.close()
+        out = []
+        for k in keys:
+            r = found.get(k)
+            if r is None:  # a provider that failed to report a call: never drop it silently
+                r = ChatResult(text="", error="no result reported by the backend")
+                with self._lock:
+                    self.stats["errors"] += 1
+            out.append(r)
+        return out
+
+    # -- decisions --
+    def _decision_request(self, req: DecisionRequest) -> ChatRequest:
+        prompt = P.decision_prompt(req.task, req.memory, req.option_order)
+        letters = P.letters_for(req.option_order)
+        if self.decision_mode == "score":
+            return ChatRequest((prompt.message(), {"role": "assistant", "content": SCORE_PREFILL}), max_tokens=1,
+                               purpose="decision", prompt_file=prompt.file, choices=letters)
+        return ChatRequest((prompt.message(),), max_tokens=self.max_tokens, purpose="decision",
+                           prompt_file=prompt.file, choices=letters)
+
+    def _parse(self, res: ChatResult, letters: Sequence[str]) -> Optional[str]:
+        if res.error is not None:
+            return None
+        if self.decision_mode == "score":
+            return best_choice(res.choice_logprobs, list(letters))
+        return parse_decision(res.text, letters)
+
+    def decide(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        creqs = [self._decision_request(r) for r in requests]
+        results = self.chat(creqs)
+        letters = [P.letters_for(r.option_order) for r in requests]
+        parsed = [self._parse(res, lt) for res, lt in zip(results, letters)]
+        # one retry with the format reminder for unparsable answers (not for failed calls)
+        redo = [i for i, (p, res) in enumerate(zip(parsed, results)) if p is None and res.error is None
+                and self.decision_mode != "score"]
+        retried: dict[int, ChatResult] = {}
+        retry_reqs: dict[int, ChatRequest] = {}
+        for i in redo:
+            rem = P.format_reminder(requests[i].option_order)
+            msgs = creqs[i].messages + ({"role": "assistant", "content": results[i].text}, rem.message())
+            retry_reqs[i] = ChatRequest(msgs, max_tokens=self.max_tokens, purpose="decision-retry",
+                                        prompt_file=rem.file, choices=creqs[i].choices)
+        if redo:
+            for i, res in zip(redo, self.chat([retry_reqs[i] for i in redo])):
+                retried[i] = res
+                parsed[i] = self._parse(res, letters[i])
+        out = []
+        for i, (req, res) in enumerate(zip(requests, results)):
+            final = retried.get(i, res)
+            letter = parsed[i]
+            error = final.error or ""
+            invalid = letter is None and not error
+            with self._lock:
+                self.stats["invalid"] += int(invalid)
+                self.stats["decisions"] += 1
+            if res.error is None and not res.cached:
+                self.cache.set_parsed(self.cache_key(creqs[i]), letter if i not in retried else None)
+            if i in retried and final.error is None and not final.cached:
+                self.cache.set_parsed(self.cache_key(retry_reqs[i]), letter)
+            option = req.option_order[P.LETTERS.index(letter)] if letter else None
+            both = (res, final) if i in retried else (res,)
+            meta = {"prompt_file": creqs[i].prompt_file, "prompt_sha": messages_sha(creqs[i].messages),
+                    "cached": all(r.cached for r in both), "retries": sum(r.retries for r in both),
+                    "format_retry": i in retried, "error": error,
+                    "letter_logprobs": json.dumps(res.choice_logprobs, sort_keys=True) if res.choice_logprobs else "",
+                    "latency_s": sum(r.latency_s for r in both)}
+            out.append(Decision(option, letter, invalid, raw=final.text, meta=meta))
+        return out
+
+    # -- relevance filter --
+    def relevance_request(self, task, cl) -> ChatRequest:
+        prompt = P.relevance_prompt(task, cl.claims, option_order(task))
+        schema = relevance_schema(len(cl)) if self.decision_mode in ("grammar", "score") else None
+        return ChatRequest((prompt.message(),), max_tokens=16 + 4 * len(cl), purpose="relevance",
+                           prompt_file=prompt.file, json_schema=schema)
+
+    def relevance(self, task, cl) -> Relevance:
+        res = self.chat([self.relevance_request(task, cl)])[0]
+        if res.error is not None:
+            return Relevance.of((), error=res.error)
+        idx = parse_relevance(res.text, len(cl))
+        if idx is None:
+            with self._lock:
+                self.stats["relevance_invalid"] += 1
+            return Relevance.of((), invalid=True)
+        return Relevance.of(idx)
+
+    # -- B3 summary --
+    def summary_request(self, task, transcript, budget_tokens: int) -> ChatRequest:
+        prompt = P.b3_prompt(task, transcript.render(), option_order(task), P.b3_word_limit(budget_tokens))
+        # generation stops a little past the budget: a longer summary would be cut anyway
+        return ChatRequest((prompt.message(),), max_tokens=int(budget_tokens) + 32, purpose="b3",
+                           prompt_file=prompt.file)
+
+    def generate_memory(self, spec, task, transcript, cl, budget_tokens, rng) -> Memory:
+        """B3: the model's evidence-preserving summary, cut to ``budget_tokens`` if it runs over.
+        ``kept`` lists the claims the summary restates (:func:`summary_kept`); ``rng`` is unused
+        (decoding is greedy)."""
+        req = self.summary_request(task, transcript, budget_tokens)
+        res = self.chat([req])[0]
+        meta = {"prompt_file": req.prompt_file, "prompt_sha": messages_sha(req.messages), "cached": res.cached,
+                "error": res.error or "", "word_limit": P.b3_word_limit(budget_tokens)}
+        text = " ".join((res.text or "").split()) if res.error is None else ""
+        text, truncated = cut_to_budget(text, int(budget_tokens), self.tokenizer)
+        idx = summary_kept(text, cl.claims)
+        kept = tuple(cl.claims[i] for i in idx)
+        return Memory(spec.name, "summary" if text else "empty", kept, tuple(1 for _ in kept), text,
+                      memory_tokens(text, self.tokenizer), truncated, meta)
+
+    def stances(self, task, cl):
+        """BAL's model stance call is not part of these backends (yet)."""
+        raise ValueError(f"policy BAL needs a model stance call, which backend {self.name} does not provide; "
+                         f"use BAL-oracle (stances from the roles)")
+
+    # -- batching the runner's per-task calls --
+    def prefetch(self, relevance=(), summaries=()) -> None:
+        """Send all relevance (``(task, cl)``) and B3 (``(task, transcript, budget)``) calls of a
+        grid as one batch, so the per-task calls the runner makes later are cache hits."""
+        reqs = [self.relevance_request(t, cl) for t, cl in relevance]
+        reqs += [self.summary_request(t, tr, b) for t, tr, b in summaries]
+        if reqs:
+            self.chat(reqs)
+
+
+
+# --- chat templates (score mode renders the prompt itself, to prefill the reply) ---------------
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+class ChatTemplate:
+    """A Hugging Face-style Jinja chat template, rendered as llama.cpp and transformers render it.
+
+    A final ``assistant`` message is a *prefill*: the reply starts with its text (score mode
+    prefills ``Decision:``). Sources (:meth:`from_spec`): ``chatml``; ``gguf:PATH`` (the template
+    in a GGUF file's metadata); ``hf:FOLDER`` (``tokenizer_config.json``); a ``.jinja`` file.
+    """
+
+    def __init__(self, source: str, bos_token: str = "", eos_token: str = "", name: str = ""):
+        import hashlib
+
+        import jinja2
+        import jinja2.ext
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+        self.source, self.bos_token, self.eos_token = source, bos_token, eos_token
+        self.sha = hashlib.sha256(f"{source}\0{bos_token}\0{eos_token}".encode()).hexdigest()[:16]
+        self.name = name or f"template:{self.sha}"
+        env = ImmutableSandboxedEnvironment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
+                                            extensions=[jinja2.ext.loopcontrols])
+        env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
+        self._tmpl = env.from_string(source)
+
+    @classmethod
+    def from_llama(cls, llama, name: str = "") -> "ChatTemplate":
+        src = llama.metadata.get("tokenizer.chat_template")
+        if not src:
+            raise ValueError(f"model {name or llama.model_path}: no tokenizer.chat_template in its metadata "
+                             f"(pass chat_template=chatml or a .jinja file)")
+        def tok_text(i):
+            return llama._model.token_get_text(i) if i != -1 else ""
+        return cls(src, tok_text(llama.token_bos()), tok_text(llama.token_eos()), name=name)
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "ChatTemplate":
+        from pathlib import Path
+        if spec == "chatml":
+            return cls(CHATML, "", "<|im_end|>", name="chatml")
+        kind, _, arg = spec.partition(":")
+        if kind == "gguf":
+            from llama_cpp import Llama
+            return cls.from_llama(Llama(model_path=arg, vocab_only=True, verbose=False), name=spec)
+        if kind == "hf":
+            cfg = json.loads((Path(arg) / "tokenizer_config.json").read_text())
+            tok = {k: (v.get("content", "") if isinstance(v, dict) else (v or "")) for k, v in cfg.items()
+                   if k in ("bos_token", "eos_token")}
+            return cls(cfg["chat_template"], tok.get("bos_token", ""), tok.get("eos_token", ""), name=spec)
+        p = Path(spec)
+        if not p.exists():
+            raise ValueError(f"chat_template '{spec}': not chatml, gguf:PATH, hf:FOLDER or an existing file")
+        return cls(p.read_text(), name=p.name)
+
+    def render(self, messages: Sequence[dict]) -> str:
+        msgs = [dict(m) for m in messages]
+        prefill = msgs.pop()["content"] if msgs and msgs[-1]["role"] == "assistant" else ""
+
+        def raise_exception(msg):
+            raise ValueError(f"chat template: {msg}")
+        return self._tmpl.render(messages=msgs, add_generation_prompt=True, bos_token=self.bos_token,
+                                 eos_token=self.eos_token, raise_exception=raise_exception) + prefill
+
+
+def score_text(request: ChatRequest, best: Optional[str]) -> str:
+    """The text a score-mode call reports: the prefill plus the best choice (``Decision: B``)."""
+    if best is None:
+        return ""
+    last = request.messages[-1] if request.messages else {}
+    return f"{last['content']} {best}" if last.get("role") == "assistant" else best

@@ -1,0 +1,129 @@
+"""``vllm/<model-path>``: the in-process vLLM offline engine (GPU; optional extra ``[vllm]``).
+
+vLLM's wheel is CUDA-only and pins its own torch, so it is not installed on CPU machines; the
+adapter is tested against a fake module with the same interface (``tests/test_backend_vllm.py``)
+and checked for real by ``scripts/gpu_smoke.sh``.
+
+* All uncached prompts of one ``chat()`` call (the runner sends every decision of a grid in
+  one) go to the engine in **one** ``LLM.generate`` call, with prefix caching on
+  (``enable_prefix_caching=True``): prompts of one task share the description and options.
+* ``tensor_parallel_size`` and ``distributed_executor_backend`` (``"ray"`` for models that
+  outgrow one GPU or node) are passed through, as are ``max_model_len`` (8192, the paper's
+  context), ``dtype`` (``float16``, the paper's), ``gpu_memory_utilization`` and any further
+  ``engine_kwargs``.
+* Prompts are rendered with the model's chat template (its tokenizer's
+  ``apply_chat_template``); a final ``assistant`` message is a prefill (score mode).
+  ``grammar`` mode and JSON-schema requests use vLLM structured outputs
+  (``StructuredOutputsParams``, or ``GuidedDecodingParams`` on older vLLM).
+* The engine's tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from . import register
+from .base import ChatRequest, ChatResult
+from .llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, LLMBackend, best_choice, choice_logprobs, decision_regex, score_text
+
+
+class EngineTokenizer:
+    """Budgets priced with the engine's own (Hugging Face) tokenizer."""
+
+    def __init__(self, hf_tokenizer, model: str):
+        self._tok = hf_tokenizer
+        self.name = f"vllm:{Path(model).name}"
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False))
+
+
+class VLLMBackend(LLMBackend):
+    """See module doc."""
+
+    provider = "vllm"
+
+    def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
+                 tensor_parallel_size: int = 1, distributed_executor_backend: Optional[str] = None,
+                 max_model_len: int = 8192, dtype: str = "float16", gpu_memory_utilization: float = 0.9,
+                 seed: int = 0, engine_kwargs: Optional[dict] = None, progress: bool = False,
+                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS):
+        try:
+            import vllm  # imported only when used
+        except ImportError as e:
+            raise ValueError("backend vllm/...: vLLM is not installed (pip install 'crossprofile[vllm]' on a "
+                             f"CUDA machine; it cannot be installed on CPU-only machines) ({e})") from None
+        if not model:
+            raise ValueError("backend 'vllm/': name the model folder, e.g. vllm//models/Qwen2.5-7B-Instruct")
+        self._vllm = vllm
+        kw = dict(model=model, tensor_parallel_size=int(tensor_parallel_size), enable_prefix_caching=True,
+                  max_model_len=int(max_model_len), dtype=dtype, gpu_memory_utilization=float(gpu_memory_utilization),
+                  seed=int(seed))
+        if distributed_executor_backend:
+            kw["distributed_executor_backend"] = distributed_executor_backend
+        kw.update(engine_kwargs or {})
+        self.engine_config = {k: v for k, v in kw.items() if k != "model"}
+        self.engine = vllm.LLM(**kw)
+        self.hf_tokenizer = self.engine.get_tokenizer()
+        from ..tokenizer import get_tokenizer
+        tok = EngineTokenizer(self.hf_tokenizer, model) if tokenizer in (None, "", "model") else (
+            get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
+        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars)
+
+    def identity(self) -> dict:
+        return {"provider": self.provider, "model": self.model, "base_url": None,
+                "max_model_len": self.engine_config["max_model_len"], "dtype": self.engine_config["dtype"],
+                "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None}
+
+    def render(self, messages: Sequence[dict]) -> str:
+        msgs = [dict(m) for m in messages]
+        prefill = msgs.pop()["content"] if msgs and msgs[-1]["role"] == "assistant" else ""
+        return self.hf_tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + prefill
+
+    def _structured(self, **kw):
+        sp = self._vllm.sampling_params
+        if hasattr(sp, "StructuredOutputsParams"):
+            return {"structured_outputs": sp.StructuredOutputsParams(**kw)}
+        return {"guided_decoding": sp.GuidedDecodingParams(**kw)}
+
+    def _params(self, r: ChatRequest):
+        SP = self._vllm.SamplingParams
+        if self.decision_mode == "score" and r.choices and r.json_schema is None:
+            return SP(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS)
+        extra = {}
+        if self.decision_mode in ("grammar", "score") and r.json_schema is not None:
+            extra = self._structured(json=r.json_schema)
+        elif self.decision_mode == "grammar" and r.choices:
+            extra = self._structured(regex=decision_regex(r.choices, self.reason_chars))
+        return SP(max_tokens=r.max_tokens, temperature=r.temperature, stop=list(r.stop) if r.stop else None,
+                  seed=0, **extra)
+
+    def _complete(self, requests: Sequence[ChatRequest], on_done: Callable[[int, ChatResult], None]) -> None:
+        t0 = time.perf_counter()
+        try:
+            prompts = [self.render(r.messages) for r in requests]
+            outs = self.engine.generate(prompts, [self._params(r) for r in requests], use_tqdm=self.progress)
+        except Exception as e:  # one failed batch: every call in it is recorded as an error
+            for j in range(len(requests)):
+                on_done(j, ChatResult(text="", error=f"{type(e).__name__}: {e}"[:500]))
+            return
+        per_call = (time.perf_counter() - t0) / max(1, len(requests))
+        for j, (r, o) in enumerate(zip(requests, outs)):
+            c = o.outputs[0]
+            lps = None
+            if self.decision_mode == "score" and r.choices and r.json_schema is None:
+                top = {lp.decoded_token: lp.logprob for lp in (c.logprobs[0] if c.logprobs else {}).values()}
+                lps = choice_logprobs(top, r.choices)
+                text = score_text(r, best_choice(lps, list(r.choices)))
+            else:
+                text = c.text
+            on_done(j, ChatResult(text=text, prompt_tokens=len(o.prompt_token_ids or ()),
+                                  completion_tokens=len(c.token_ids or ()), latency_s=per_call,
+                                  choice_logprobs=lps))
+
+
+@register("vllm")
+def _make(model: str = "", tokenizer=None, **opts) -> VLLMBackend:
+    return VLLMBackend(model, tokenizer=tokenizer, **opts)

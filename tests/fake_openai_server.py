@@ -1,0 +1,196 @@
+"""A local fake OpenAI-compatible server for fault tests and the runner benchmark.
+
+Answers ``POST /v1/chat/completions`` and ``POST /v1/completions`` instantly (no model) with
+deterministic content derived from the prompt: a decision prompt gets ``... Decision: X``
+(X from a hash of the prompt), a relevance prompt ``{"relevant": [...]}``, anything else a
+short summary; a completion request with ``logprobs`` gets top log-probabilities for A, B, C.
+
+Faults (per distinct request body, counted by attempts):
+
+* ``fail_first=N, fail_status=429`` -- the first N attempts of every request get that status;
+* ``burst_500=K`` -- the first K requests the server receives get 500;
+* ``delay_first=N, delay_s=S`` -- the first N attempts of every request sleep S seconds (timeouts);
+* ``malformed_first=N`` -- the first N attempts of every request get a body that is not JSON;
+* ``latency_s=S`` -- every answer waits S seconds (to kill a run mid-way);
+* ``api_key=K`` -- requests without ``Authorization: Bearer K`` get 401.
+
+``keep_bodies`` keeps every answered request (path, authorization header, parsed body) in
+``bodies``. ``log`` names a file that gets one line per successful answer: the SHA-256 of the request
+body (to count duplicates). Run as a script (``python tests/fake_openai_server.py --port P``)
+or in-process with :func:`start`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import threading
+from collections import Counter
+
+
+class FakeServer:
+    def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
+                 malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False):
+        self.fail_first, self.fail_status, self.burst_500 = fail_first, fail_status, burst_500
+        self.delay_first, self.delay_s, self.malformed_first = delay_first, delay_s, malformed_first
+        self.latency_s, self.api_key = latency_s, api_key
+        self.log = open(log, "a", buffering=1) if log else None
+        self.attempts: Counter = Counter()
+        self.bodies: list = [] if keep_bodies else None  # parsed request bodies, with the auth header
+        self.received = 0
+        self.answered = 0
+
+    # -- content --
+    @staticmethod
+    def _answer_chat(body: dict) -> str:
+        msgs = body.get("messages", [])
+        text = "\n".join(str(m.get("content", "")) for m in msgs)
+        h = int(hashlib.sha256(text.encode()).hexdigest(), 16)
+        last = str(msgs[-1].get("content", "")) if msgs else ""
+        if '"relevant"' in last:
+            n = len(re.findall(r"^\d+\. ", last, re.MULTILINE))
+            return json.dumps({"relevant": [i for i in range(1, n + 1) if (h >> i) % 3]})
+        if "Decision" in last:
+            return f"The notes favour one option over the others.\nDecision: {'ABC'[h % 3]}"
+        return "A1 and A3 reported the main points about each option. " * 2
+
+    @staticmethod
+    def _answer_completion(body: dict) -> dict:
+        h = int(hashlib.sha256(str(body.get("prompt", "")).encode()).hexdigest(), 16)
+        lps = {f" {c}": -1.0 - ((h >> (4 * i)) % 16) / 8 for i, c in enumerate("ABC")}
+        best = max(lps, key=lps.get)
+        return {"text": best, "index": 0, "finish_reason": "length",
+                "logprobs": {"tokens": [best], "token_logprobs": [lps[best]], "top_logprobs": [lps],
+                             "text_offset": [0]}}
+
+    def respond(self, path: str, headers: dict, raw: bytes) -> tuple[int, bytes, float]:
+        """(status, body, delay seconds) for one request; delay -1 marks a malformed answer."""
+        self.received += 1
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            return 401, json.dumps({"error": {"message": "invalid api key"}}).encode(), 0.0
+        if path.endswith("/models"):
+            return 200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode(), 0.0
+        key = hashlib.sha256(raw).hexdigest()
+        self.attempts[key] += 1
+        n = self.attempts[key]
+        if self.received <= self.burst_500:
+            return 500, b'{"error": {"message": "burst"}}', 0.0
+        if n <= self.fail_first:
+            return self.fail_status, b'{"error": {"message": "try again"}}', 0.0
+        if n <= self.malformed_first:
+            return 200, b'{"id": "x", "choices": [ this is not json', -1.0
+        delay = self.delay_s if n <= self.delay_first else self.latency_s
+        body = json.loads(raw or b"{}")
+        if self.bodies is not None:
+            self.bodies.append((path, headers.get("authorization", ""), body))
+        model = body.get("model", "fake")
+        if path.endswith("/chat/completions"):
+            text = self._answer_chat(body)
+            out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        elif path.endswith("/completions"):
+            out = {"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": model,
+                   "choices": [self._answer_completion(body)],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+        else:
+            return 404, b'{"error": {"message": "not found"}}', 0.0
+        return 200, json.dumps(out).encode(), delay
+
+    def answered_ok(self, raw: bytes) -> None:
+        self.answered += 1
+        if self.log:
+            self.log.write(hashlib.sha256(raw).hexdigest() + "\n")
+
+    # -- HTTP/1.1 with keep-alive --
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for ln in lines[1:]:
+                    if ":" in ln:
+                        k, v = ln.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                raw = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                status, body, delay = self.respond(path.split("?")[0], headers, raw)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
+                          500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
+                writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+                             f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+                if status == 200 and delay >= 0 and method == "POST" and not path.endswith("/models"):
+                    self.answered_ok(raw)
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+def start(port: int = 0, host: str = "127.0.0.1", **faults):
+    """Start a fake server in a background thread; returns ``(server, base_url, stop)``."""
+    fake = FakeServer(**faults)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box = {}
+
+    async def main():
+        box["stop"] = asyncio.Event()
+        srv = await asyncio.start_server(fake.handle, host, port)
+        box["port"] = srv.sockets[0].getsockname()[1]
+        ready.set()
+        await box["stop"].wait()
+        srv.close()
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in handlers:
+            t.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await srv.wait_closed()
+
+    def runner():
+        loop.run_until_complete(main())
+        loop.close()
+    t = threading.Thread(target=runner, daemon=True)
+    t.start()
+    ready.wait(10)
+
+    def stop():
+        loop.call_soon_threadsafe(box["stop"].set)
+        t.join(10)
+    return fake, f"http://{host}:{box['port']}/v1", stop
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--fail-first", type=int, default=0)
+    p.add_argument("--fail-status", type=int, default=429)
+    p.add_argument("--burst-500", type=int, default=0)
+    p.add_argument("--delay-first", type=int, default=0)
+    p.add_argument("--delay-s", type=float, default=0.0)
+    p.add_argument("--malformed-first", type=int, default=0)
+    p.add_argument("--latency-s", type=float, default=0.0)
+    p.add_argument("--api-key", default=None)
+    p.add_argument("--log", default=None)
+    a = p.parse_args(argv)
+    fake = FakeServer(a.fail_first, a.fail_status, a.burst_500, a.delay_first, a.delay_s, a.malformed_first,
+                      a.latency_s, a.api_key, a.log)
+
+    async def serve():
+        srv = await asyncio.start_server(fake.handle, "127.0.0.1", a.port)
+        print(f"fake OpenAI server on http://127.0.0.1:{a.port}/v1", flush=True)
+        async with srv:
+            await srv.serve_forever()
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The OpenAI-compatible backend against a local fake server: faults, resumability, secrets."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crossprofile_lib.backends import get_backend
+from crossprofile_lib.cli import main
+from crossprofile_lib.results import read_results
+from crossprofile_lib.runner import RunConfig, run_grid, run_to_dir
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fake_openai_server as F  # noqa: E402
+
+FAST = dict(retry_wait=0.01, retry_wait_max=0.05)
+GRID = dict(templates=["templates/dev"], seeds=[0], budgets=["0.6"], policies=["R1", "B4", "ALL", "EMPTY"],
+            variants=["PSP", "SPS"])
+CLI_GRID = ["--templates", "templates/dev", "--seeds", "0", "--budgets", "0.6", "--policies", "R1,B4,ALL,EMPTY",
+            "--variants", "PSP,SPS,PPP,SSS"]
+
+
+@pytest.fixture
+def server():
+    started = []
+
+    def start(**faults):
+        fake, url, stop = F.start(**faults)
+        started.append(stop)
+        return fake, url
+    yield start
+    for stop in started:
+        stop()
+
+
+def _backend(url, tmp_path, **kw):
+    return get_backend("openai/fake", base_url=url, cache=tmp_path / "cache", **{**FAST, **kw})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn_server(port, log, **args):
+    cmd = [sys.executable, str(Path(__file__).parent / "fake_openai_server.py"), "--port", str(port), "--log", str(log)]
+    for k, v in args.items():
+        cmd += [f"--{k.replace('_', '-')}", str(v)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert "fake OpenAI server" in p.stdout.readline()
+    return p
+
+
+def _lines(path) -> list[str]:
+    return Path(path).read_text().split() if Path(path).exists() else []
+
+
+def test_grid_through_the_server_then_a_rerun_makes_zero_calls(server, tmp_path, capsys):
+    fake, url = server()
+    b = _backend(url, tmp_path)
+    df, h = run_to_dir(RunConfig(backend="openai/fake", **GRID), tmp_path / "out", backend=b)
+    n = len(df)
+    assert n == 10 * 2 * 4 and (df.error == "").all() and not df.invalid.any()
+    assert (df.backend == "openai/fake").all() and (df.decision_mode == "generate").all()
+    assert (df.prompt_file == "decision_v1.txt").all() and df.prompt_sha.str.len().eq(16).all()
+    assert h["errors"] == 0 and h["calls"]["calls"] == fake.answered > 0
+    out = capsys.readouterr().out
+    assert "headroom check: ALL - EMPTY" in out and h["status"] in ("exploratory", "confirmatory")
+    sent = fake.received
+    b2 = _backend(url, tmp_path)
+    df2, h2 = run_to_dir(RunConfig(backend="openai/fake", **GRID), tmp_path / "out2", backend=b2)
+    assert fake.received == sent and b2.stats["calls"] == 0 and df2.cached.all()
+    assert (df2.decision.values == df.decision.values).all()
+
+
+@pytest.mark.parametrize("faults,kw", [
+    (dict(fail_first=2, fail_status=429), {}),                    # rate limited, then success
+    (dict(burst_500=12), dict(concurrency=4)),                    # a burst of 500s
+    (dict(fail_first=1, fail_status=503), {}),                    # service unavailable once
+    (dict(delay_first=1, delay_s=2.0), dict(timeout=0.25)),       # the first attempt times out
+    (dict(malformed_first=1), {}),                                # a 200 whose body is not JSON
+])
+def test_transient_faults_are_retried_and_nothing_is_lost(server, tmp_path, faults, kw):
+    fake, url = server(**faults)
+    b = _backend(url, tmp_path, **kw)
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]}), b)
+    assert (df.error == "").all() and not df.invalid.any() and len(df) == 8
+    assert b.stats["errors"] == 0 and b.stats["retries"] >= 1
+    if "fail_first" in faults or "malformed_first" in faults or "delay_first" in faults:
+        assert (df.call_retries >= 1).all()
+
+
+def test_persistent_failure_is_an_error_the_run_finishes_and_exits_nonzero(tmp_path, capsys):
+    port, log = _free_port(), tmp_path / "served.log"
+    cache = str(tmp_path / "cache")
+    srv = _spawn_server(port, log, fail_first=10_000, fail_status=503)
+    try:
+        rc = main(["run", "--backend", "openai/fake", "--base-url", f"http://127.0.0.1:{port}/v1", "--cache", cache,
+                   "--max-retries", "1", "--out", str(tmp_path / "out"), "--no-progress"] + CLI_GRID[:2]
+                  + ["--seeds", "0", "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP"])
+    finally:
+        srv.kill()
+        srv.wait()
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "decisions failed after their retries" in err
+    df = read_results(tmp_path / "out")
+    assert len(df) == 10 * 2 and (df.error != "").all() and df.error.str.contains("InternalServerError|503").all()
+    assert json.loads((tmp_path / "out/run.json").read_text())["errors"] == 20
+    # the server recovers: the same command makes only the missing calls and exits 0
+    srv = _spawn_server(port, log)
+    try:
+        rc = main(["run", "--backend", "openai/fake", "--base-url", f"http://127.0.0.1:{port}/v1", "--cache", cache,
+                   "--out", str(tmp_path / "out"), "--no-progress", "--templates", "templates/dev", "--seeds", "0",
+                   "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP"])
+    finally:
+        srv.kill()
+        srv.wait()
+    assert rc == 0 and (read_results(tmp_path / "out").error == "").all()
+    assert len(_lines(log)) == len(set(_lines(log)))
+
+
+def test_client_errors_are_not_retried(server, tmp_path):
+    fake, url = server(api_key="right-key")
+    b = _backend(url, tmp_path, api_key="wrong-key")
+    d = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert d.error.str.contains("AuthenticationError").all() and (d.call_retries == 0).all()
+    assert "wrong-key" not in " ".join(d.error)
+
+
+def test_several_base_urls_share_the_load_and_a_dead_one_is_skipped(server, tmp_path):
+    f1, u1 = server()
+    f2, u2 = server()
+    b = _backend(f"{u1},{u2}", tmp_path, concurrency=4)
+    df = run_grid(RunConfig(**GRID), b)
+    assert (df.error == "").all() and f1.answered > 5 and f2.answered > 5
+    assert b.identity()["base_url"] == sorted([u1, u2])
+    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    b = get_backend("openai/fake", base_url=f"{dead},{u1}", cache=tmp_path / "c2", **FAST)
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]}), b)
+    assert (df.error == "").all() and (df.call_retries <= 1).all()
+
+
+def _cli_env(tmp_path, **extra):
+    env = {**os.environ, "CROSSPROFILE_CACHE": str(tmp_path / "cache"), **extra}
+    env.pop("CROSSPROFILE_BASE_URL", None)
+    return env
+
+
+def test_kill_9_mid_run_loses_no_finished_call(tmp_path):
+    """A run killed with SIGKILL keeps every finished call; the rerun makes only the missing ones."""
+    port, log = _free_port(), tmp_path / "served.log"
+    srv = _spawn_server(port, log, latency_s=0.03)
+    cmd = [sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake", "--base-url",
+           f"http://127.0.0.1:{port}/v1", "--concurrency", "2", "--no-progress", "--out", str(tmp_path / "out")] + CLI_GRID
+    try:
+        run = subprocess.Popen(cmd, env=_cli_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t0 = time.time()
+        while len(_lines(log)) < 30 and time.time() - t0 < 60:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        before = set(_lines(log))
+        assert 30 <= len(before) and not (tmp_path / "out/results.parquet").exists()
+        import sqlite3
+        kept = sqlite3.connect(tmp_path / "cache/calls.sqlite").execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        assert kept >= len(before) - 2  # at most the calls in flight (concurrency 2) were lost
+        done = subprocess.run(cmd, env=_cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    finally:
+        srv.kill()
+        srv.wait()
+    served = _lines(log)
+    dup = len(served) - len(set(served))
+    assert dup <= 2, f"{dup} calls were answered twice"
+    df = read_results(tmp_path / "out")
+    assert len(df) == 10 * 4 * 4 and (df.error == "").all()
+    assert "0 errors" in done.stdout and "cache hits" in done.stdout
+
+
+def test_server_killed_and_restarted_mid_run(tmp_path):
+    port, log = _free_port(), tmp_path / "served.log"
+    srv = _spawn_server(port, log, latency_s=0.02)
+    b = get_backend("openai/fake", base_url=f"http://127.0.0.1:{port}/v1", cache=tmp_path / "cache",
+                    concurrency=2, max_retries=12, retry_wait=0.05, retry_wait_max=0.3)
+    import threading
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("df", run_grid(RunConfig(**GRID), b)))
+    t.start()
+    try:
+        t0 = time.time()
+        while len(_lines(log)) < 20 and time.time() - t0 < 60:
+            time.sleep(0.02)
+        srv.kill()
+        srv.wait()
+        time.sleep(0.5)
+        srv = _spawn_server(port, log, latency_s=0.0)
+        t.join(120)
+    finally:
+        srv.kill()
+        srv.wait()
+    df = box["df"]
+    assert len(df) == 80 and (df.error == "").all() and not df.invalid.any()
+    served = _lines(log)
+    assert len(served) - len(set(served)) <= 2 and b.stats["retries"] >= 1
+
+
+def test_a_canary_key_appears_in_no_file_the_run_writes(tmp_path):
+    canary = "sk-canary-4f1d2e9b7c"
+    port, log = _free_port(), tmp_path / "served.log"
+    srv = _spawn_server(port, log, api_key=canary, fail_first=1, fail_status=429)
+    try:
+        out = subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake",
+                              "--base-url", f"http://127.0.0.1:{port}/v1", "--no-progress", "--out",
+                              str(tmp_path / "out"), "--backend-option", f"api_key={canary}",
+                              "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6",
+                              "--policies", "R1,R1-rel,B3,ALL,EMPTY", "--variants", "PSP"],
+                             env=_cli_env(tmp_path, CROSSPROFILE_API_KEY=canary), capture_output=True, text=True,
+                             timeout=300)
+        # a wrong key: the failure message must not carry the key either
+        bad = subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake",
+                              "--base-url", f"http://127.0.0.1:{port}/v1", "--no-progress",
+                              "--out", str(tmp_path / "out-bad"), "--templates", "templates/dev/dev-hospital-01.yaml",
+                              "--seeds", "1", "--budgets", "0.6", "--policies", "ALL", "--variants", "PSP"],
+                             env=_cli_env(tmp_path, CROSSPROFILE_API_KEY=canary + "-wrong"), capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        srv.kill()
+        srv.wait()
+    assert out.returncode == 0, out.stderr
+    assert bad.returncode == 1
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "served.log"]
+    assert any(p.name == "calls.sqlite" for p in files) and any(p.name == "run.json" for p in files)
+    for p in files:
+        assert canary.encode() not in p.read_bytes(), p
+    for text in (out.stdout, out.stderr, bad.stdout, bad.stderr):
+        assert canary not in text
+    h = json.loads((tmp_path / "out/run.json").read_text())
+    assert h["config"]["backend_options"]["api_key"] == "***"
+
+
+def test_deepseek_preset_sends_temperature_zero_and_thinking_off(server, tmp_path, monkeypatch):
+    fake, url = server(keep_bodies=True, api_key="ds-key")
+    monkeypatch.setenv("DEEPSEEK_BASE_URL", url)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "ds-key")
+    monkeypatch.delenv("CROSSPROFILE_BASE_URL", raising=False)
+    monkeypatch.delenv("CROSSPROFILE_API_KEY", raising=False)
+    b = get_backend("deepseek/deepseek-chat", cache=tmp_path / "c", **FAST)
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert (df.error == "").all() and (df.backend == "deepseek/deepseek-chat").all()
+    path, auth, body = fake.bodies[0]
+    assert path.endswith("/chat/completions") and auth == "Bearer ds-key"
+    assert body["temperature"] == 0 and body["thinking"] == {"type": "disabled"} and body["model"] == "deepseek-chat"
+    with pytest.raises(ValueError, match="decision_mode 'score'"):
+        get_backend("deepseek/deepseek-chat", decision_mode="score", cache=":memory:")
+
+
+def test_grammar_and_score_modes_over_http(server, tmp_path):
+    fake, url = server(keep_bodies=True)
+    b = _backend(url, tmp_path, decision_mode="grammar")
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert (df.error == "").all() and (df.decision_mode == "grammar").all()
+    assert all('"\\nDecision: " choice' in body["grammar"] for _, _, body in fake.bodies)
+    with pytest.raises(ValueError, match="chat_template"):
+        _backend(url, tmp_path, decision_mode="score")
+    b = _backend(url, tmp_path, decision_mode="score", chat_template="chatml")
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert (df.error == "").all() and not df.invalid.any() and df.letter_logprobs.str.startswith("{").all()
+    path, _, body = fake.bodies[-1]
+    assert path.endswith("/v1/completions") and body["prompt"].endswith("<|im_start|>assistant\nDecision:")
+    assert body["max_tokens"] == 1 and body["logprobs"] == 20
