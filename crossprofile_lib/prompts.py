@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Sequence
 
 DECISION = "decision_v1.txt"
+#: Decision-prompt variants selectable by name (backend option ``decision_prompt``):
+#: ``labels-not-evidence`` adds that the number of members who stated a note is not evidence
+#: strength (a repair the paper proposes for social proof).
+DECISION_PROMPTS = {"default": DECISION, "labels-not-evidence": "decision_labels_not_evidence_v1.txt"}
 FORMAT_REMINDER = "format_reminder_v1.txt"
 RELEVANCE = "relevance_v1.txt"
 B3_SUMMARY = "b3_summary_v1.txt"
@@ -112,10 +116,10 @@ def _letters_text(letters: Sequence[str]) -> str:
     return ", ".join(letters[:-1]) + " or " + letters[-1] if len(letters) > 1 else letters[0]
 
 
-def decision_prompt(task, memory, order: Sequence[str]) -> Prompt:
+def decision_prompt(task, memory, order: Sequence[str], variant: str = "default") -> Prompt:
     """The decision call (SPEC section 7): description, lettered options, memory."""
     t = task.template
-    return render(DECISION, description=t.description, options=lettered_options(t, order),
+    return render(DECISION_PROMPTS[variant], description=t.description, options=lettered_options(t, order),
                   memory=memory.text if memory.text.strip() else EMPTY_MEMORY,
                   letters=_letters_text(letters_for(order)))
 

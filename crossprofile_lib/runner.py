@@ -74,6 +74,7 @@ def build_requests(templates, cfg: RunConfig, backend):
                             irrelevant_attr=v.irrelevant_attr, cell=v.cell, seed=seed, n_agents=cfg.n_agents,
                             t_all=total, option_order=",".join(order))
                 stances = model_stances = None
+                stance_agree = math.nan
                 for spec in specs:
                     rel, rel_kind, stance_kind = None, "", ""
                     if spec.base == "BAL-oracle":
@@ -81,6 +82,8 @@ def build_requests(templates, cfg: RunConfig, backend):
                     elif spec.base == "BAL":
                         if model_stances is None:
                             model_stances = backend.stances(task, cl)
+                            truth_st = oracle_stances(cl, task)
+                            stance_agree = sum(a == b for a, b in zip(model_stances, truth_st)) / max(1, len(cl))
                         stances, stance_kind = model_stances, backend.relevance_kind
                     if spec.base == "R1-rel-oracle":
                         rel, rel_kind = truth, "oracle"
@@ -102,6 +105,7 @@ def build_requests(templates, cfg: RunConfig, backend):
                         prec, rec = _relevance_metrics(rel, truth) if rel is not None else (math.nan, math.nan)
                         row = dict(base, policy=spec.name, base_policy=spec.base, selection=spec.selection,
                                    label_format=spec.fmt, relevance_filter=rel_kind, stance_source=stance_kind,
+                                   stance_agreement=stance_agree if spec.base == "BAL" else math.nan,
                                    budget_label=b.label if b else "none",
                                    budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
                                    budget_tokens=(btok if btok is not None else -1),
@@ -125,21 +129,26 @@ def prefetch_model_calls(templates, cfg: RunConfig, backend) -> None:
     specs = [parse_policy(p) for p in cfg.policies]
     want_rel = any(s.base == "R1-rel" for s in specs)
     want_b3 = any(s.selection == "generated" for s in specs)
-    if not (want_rel or want_b3) or not hasattr(backend, "prefetch"):
+    want_stance = any(s.base == "BAL" for s in specs)
+    if not (want_rel or want_b3 or want_stance) or not hasattr(backend, "prefetch"):
         return
     budgets = [Budget.parse(b) for b in cfg.budgets]
-    rel, summ = [], []
+    rel, summ, stance = [], [], []
     for t in templates:
         total = t_all(t, backend.tokenizer, cfg.n_agents)
         for vname in cfg.variants:
             for seed in cfg.seeds:
                 task = make_task(t, Variant(vname), seed, cfg.n_agents)
                 tr = scripted_discussion(task)
-                if want_rel:
-                    rel.append((task, claim_list(tr, agent_names(cfg.n_agents))))
+                if want_rel or want_stance:
+                    cl = claim_list(tr, agent_names(cfg.n_agents))
+                    if want_rel:
+                        rel.append((task, cl))
+                    if want_stance:
+                        stance.append((task, cl))
                 if want_b3:
                     summ.extend((task, tr, b.tokens(total)) for b in budgets)
-    backend.prefetch(relevance=rel, summaries=summ)
+    backend.prefetch(relevance=rel, summaries=summ, stances=stance)
 
 
 def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False) -> pd.DataFrame:

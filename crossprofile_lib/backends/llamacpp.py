@@ -71,7 +71,8 @@ class LlamaCppBackend(LLMBackend):
 
     def __init__(self, model: str = DEFAULT_ALIAS, decision_mode: str = DEFAULT_MODE, tokenizer=None, cache=None,
                  n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512, progress: bool = False,
-                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS):
+                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
+                 decision_prompt: str = "default"):
         from llama_cpp import Llama  # imported only when used
         from ..tokenizer import GGUFTokenizer, get_tokenizer
         self.path = model_path(model or DEFAULT_ALIAS)
@@ -82,7 +83,8 @@ class LlamaCppBackend(LLMBackend):
                            logits_all=(decision_mode == "score"), seed=0, verbose=False)
         tok = GGUFTokenizer(self.path, llama=self.llama) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
-        super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars)
+        super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
+                         decision_prompt)
         self.template = ChatTemplate.from_llama(self.llama, name=f"gguf:{self.path.name}")
 
     def identity(self) -> dict:

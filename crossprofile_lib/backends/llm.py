@@ -181,8 +181,13 @@ class LLMBackend(ChatBackend):
     supported_modes: tuple[str, ...] = DECISION_MODES
 
     def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
-                 progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS):
+                 progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
+                 decision_prompt: str = "default"):
         from ..tokenizer import default_tokenizer
+        if decision_prompt not in P.DECISION_PROMPTS:
+            raise ValueError(f"backend {self.provider}/{model}: decision_prompt '{decision_prompt}' is not one of "
+                             f"{', '.join(P.DECISION_PROMPTS)}")
+        self.decision_prompt = decision_prompt
         if decision_mode not in self.supported_modes:
             raise ValueError(f"backend {self.provider}/{model}: decision_mode '{decision_mode}' is not one of "
                              f"{', '.join(self.supported_modes)}")
@@ -256,7 +261,7 @@ class LLMBackend(ChatBackend):
 
     # -- decisions --
     def _decision_request(self, req: DecisionRequest) -> ChatRequest:
-        prompt = P.decision_prompt(req.task, req.memory, req.option_order)
+        prompt = P.decision_prompt(req.task, req.memory, req.option_order, variant=self.decision_prompt)
         letters = P.letters_for(req.option_order)
         if self.decision_mode == "score":
             return ChatRequest((prompt.message(), {"role": "assistant", "content": SCORE_PREFILL}), max_tokens=1,
@@ -353,16 +358,28 @@ class LLMBackend(ChatBackend):
         return Memory(spec.name, "summary" if text else "empty", kept, tuple(1 for _ in kept), text,
                       memory_tokens(text, self.tokenizer), truncated, meta)
 
+    def stance_request(self, task, cl) -> ChatRequest:
+        from .stance import stance_request
+        return stance_request(task, cl.claims, option_order(task), self.decision_mode in ("grammar", "score"))
+
     def stances(self, task, cl):
-        """BAL's model stance call is not part of these backends (yet)."""
-        raise ValueError(f"policy BAL needs a model stance call, which backend {self.name} does not provide; "
-                         f"use BAL-oracle (stances from the roles)")
+        """BAL's stance call (:mod:`.stance`): one stance (or None) per claim."""
+        from .stance import parse_stances
+        res = self.chat([self.stance_request(task, cl)])[0]
+        parsed = parse_stances(res.text, len(cl), option_order(task)) if res.error is None else None
+        if parsed is None:
+            with self._lock:
+                self.stats["stance_invalid"] += 1
+            return tuple(None for _ in cl.claims)
+        return parsed
 
     # -- batching the runner's per-task calls --
-    def prefetch(self, relevance=(), summaries=()) -> None:
-        """Send all relevance (``(task, cl)``) and B3 (``(task, transcript, budget)``) calls of a
-        grid as one batch, so the per-task calls the runner makes later are cache hits."""
+    def prefetch(self, relevance=(), summaries=(), stances=()) -> None:
+        """Send all relevance (``(task, cl)``), B3 (``(task, transcript, budget)``) and BAL stance
+        (``(task, cl)``) calls of a grid as one batch, so the per-task calls the runner makes
+        later are cache hits."""
         reqs = [self.relevance_request(t, cl) for t, cl in relevance]
+        reqs += [self.stance_request(t, cl) for t, cl in stances]
         reqs += [self.summary_request(t, tr, b) for t, tr, b in summaries]
         if reqs:
             self.chat(reqs)

@@ -97,12 +97,13 @@ class OpenAICompatBackend(LLMBackend):
                  concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0, retry_wait: float = 1.0,
                  retry_wait_max: float = 60.0, chat_template: Optional[str] = None, grammar_style: str = "gbnf",
                  extra_body: Optional[dict] = None, progress: bool = False, max_tokens: int = 512,
-                 reason_chars: int = GRAMMAR_REASON_CHARS):
+                 reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default"):
         from ..tokenizer import get_tokenizer
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         tok = get_tokenizer(tokenizer) if tokenizer is None or isinstance(tokenizer, str) else tokenizer
-        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars)
+        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
+                         decision_prompt)
         urls = base_url or _env(["CROSSPROFILE_BASE_URL", f"{self.service}_BASE_URL"]) or self.default_base_url
         if not urls:
             raise ValueError(f"backend {self.name}: no base URL (set CROSSPROFILE_BASE_URL or "

@@ -49,7 +49,8 @@ class VLLMBackend(LLMBackend):
                  tensor_parallel_size: int = 1, distributed_executor_backend: Optional[str] = None,
                  max_model_len: int = 8192, dtype: str = "float16", gpu_memory_utilization: float = 0.9,
                  seed: int = 0, engine_kwargs: Optional[dict] = None, progress: bool = False,
-                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS):
+                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
+                 decision_prompt: str = "default"):
         try:
             import vllm  # imported only when used
         except ImportError as e:
@@ -70,7 +71,8 @@ class VLLMBackend(LLMBackend):
         from ..tokenizer import get_tokenizer
         tok = EngineTokenizer(self.hf_tokenizer, model) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
-        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars)
+        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
+                         decision_prompt)
 
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "base_url": None,
