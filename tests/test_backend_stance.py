@@ -102,3 +102,23 @@ def test_labels_not_evidence_prompt_is_selectable(dev_templates):
     assert "not evidence of its strength" in text and "[A1,A2,A3,A4]" in text
     with pytest.raises(ValueError, match="decision_prompt"):
         Scripted(lambda r: "", decision_prompt="louder")
+
+
+def test_repairs_run_on_the_embedded_model(tmp_path):
+    """BAL (model stances), count-free provenance and the labels-not-evidence prompt through llama.cpp."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run 'make install-llm')")
+    from crossprofile_lib.backends import get_backend
+    b = get_backend("llamacpp/smollm2-135m", cache=tmp_path / "cache", decision_prompt="labels-not-evidence")
+    cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"],
+                    policies=["BAL", "ALL:first-speaker", "ALL:claim-id"], variants=["PSP"])
+    df = run_grid(cfg, backend=b)
+    assert len(df) == 3 and not df.invalid.any() and (df.error == "").all()
+    assert (df.prompt_file == "decision_labels_not_evidence_v1.txt").all()
+    bal = df[df.policy == "BAL"].iloc[0]
+    assert bal.stance_source == "model" and 0 <= bal.stance_agreement <= 1 and bal.n_kept > 0
+    calls = b.stats["calls"]
+    run_grid(cfg, backend=b)  # cached: a rerun makes no model call
+    assert b.stats["calls"] == calls
+
+
+test_repairs_run_on_the_embedded_model = pytest.mark.llm(pytest.mark.slow(test_repairs_run_on_the_embedded_model))

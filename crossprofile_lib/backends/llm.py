@@ -360,7 +360,9 @@ class LLMBackend(ChatBackend):
 
     def stance_request(self, task, cl) -> ChatRequest:
         from .stance import stance_request
-        return stance_request(task, cl.claims, option_order(task), self.decision_mode in ("grammar", "score"))
+        # constrained only in grammar mode: a JSON grammar over a dozen stances costs minutes per
+        # call in llama.cpp on two cores, while score mode exists to avoid long constrained output
+        return stance_request(task, cl.claims, option_order(task), self.decision_mode == "grammar")
 
     def stances(self, task, cl):
         """BAL's stance call (:mod:`.stance`): one stance (or None) per claim."""
