@@ -111,4 +111,5 @@ def register(sub) -> None:
     c.add_argument("--budget", default="0.6", help="budget label (0.6, 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")
     c.set_defaults(func=_cmd_composition)
+    from .cli_hiddenbench import register as _register_hiddenbench; _register_hiddenbench(sub)  # noqa: E702
     from .cli_stats import register as _register_stats; _register_stats(sub)  # noqa: E702

@@ -1,0 +1,102 @@
+"""``crossprofile hiddenbench validate PATH`` and ``crossprofile hiddenbench run ...``."""
+
+from __future__ import annotations
+
+import sys
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _cmd_validate(args) -> int:
+    from .hiddenbench.importer import HiddenBenchError, load_hiddenbench
+    try:
+        data = load_hiddenbench(args.path)
+    except HiddenBenchError as e:
+        print(f"FAIL {e}", file=sys.stderr)
+        return 1
+    for n in data.notes:
+        print(f"note: {n}", file=sys.stderr)
+    for e in data.errors:
+        print(f"FAIL {e}", file=sys.stderr)
+    h = data.histogram()
+    print(f"{data.path}: {len(data.tasks)} valid task(s), {len(data.errors)} malformed, "
+          f"{data.n_records} record(s); data_source={data.data_source}")
+    print("agents:  " + ", ".join(f"{k}: {v}" for k, v in h["agents"].items()))
+    print("options: " + ", ".join(f"{k}: {v}" for k, v in h["options"].items()))
+    return 1 if data.errors else 0
+
+
+def _backend_options(pairs) -> dict:
+    opts = {}
+    for kv in pairs or []:
+        k, _, v = kv.partition("=")
+        try:
+            opts[k.replace("-", "_")] = float(v)
+        except ValueError:
+            opts[k.replace("-", "_")] = v
+    return opts
+
+
+def _cmd_run(args) -> int:
+    from .hiddenbench.importer import HiddenBenchError
+    from .hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
+    from .prompts import PromptError
+    protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
+    try:
+        cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
+                       seeds=[int(s) for s in _csv(args.seeds)], ablations=_csv(args.ablations),
+                       policies=_csv(args.policies) if args.policies else HBConfig.policies,
+                       budgets=_csv(args.budgets), tasks=_csv(args.tasks) if args.tasks else None,
+                       limit=args.limit, batch_tasks=args.batch_tasks, max_words=args.max_words,
+                       confirm_duplicates=args.confirm_duplicates, tokenizer=args.tokenizer,
+                       backend_options=_backend_options(args.backend_option), resume=not args.fresh)
+        header = run_hiddenbench(cfg, args.out, progress=args.progress)
+    except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for n in header["data_notes"]:
+        print(f"note: {n}", file=sys.stderr)
+    for p, info in header["protocols"].items():
+        print(f"{p}: {info['sessions_run']} session(s) run, {info['sessions_resumed']} resumed, rows {info['rows']} "
+              f"by {header['backend']} ({header['model']}) on {header['data_source']}")
+        for pol, why in info["skipped_policies"].items():
+            print(f"  skipped {pol}: {why}")
+        if "invalid_votes" in info:
+            print(f"  invalid votes {info['invalid_votes']} (after {info['vote_retries']} retries), "
+                  f"extraction fallbacks {info['extraction_fallbacks']}, chat errors {info['chat_errors']}")
+    print(f"-> {args.out}/hiddenbench_run.json")
+    return 0
+
+
+def register(sub) -> None:
+    from .hiddenbench.ablations import DEFAULT_ABLATIONS
+    from .hiddenbench.common import HB_BUDGETS, HB_POLICIES
+    hb = sub.add_parser("hiddenbench", help="HiddenBench: validate a file, run the controlled/natural protocols")
+    hsub = hb.add_subparsers(dest="hb_cmd", required=True)
+    v = hsub.add_parser("validate", help="check a HiddenBench JSON file; print task count and histograms")
+    v.add_argument("path", help="a file in the public HiddenBench format (never copied into the project)")
+    v.set_defaults(func=_cmd_validate)
+    r = hsub.add_parser("run", help="run HiddenBench and write the tables and artefacts to --out")
+    r.add_argument("--backend", default="ledger", help="ledger (composition only) or provider/model")
+    r.add_argument("--out", required=True, help="output folder")
+    r.add_argument("--hiddenbench", default=None, metavar="PATH",
+                   help="HiddenBench file (default: $HIDDENBENCH_PATH, else the project's FIXTURE)")
+    r.add_argument("--protocol", choices=["controlled", "natural", "both"], default="controlled")
+    r.add_argument("--ablations", default=",".join(DEFAULT_ABLATIONS), help="natural prompt ablations")
+    r.add_argument("--seeds", default="0,1,2")
+    r.add_argument("--policies", default=None, help="comma-separated policy specs (default: "
+                   + ",".join(HB_POLICIES) + ")")
+    r.add_argument("--budgets", default=",".join(HB_BUDGETS))
+    r.add_argument("--tasks", default=None, help="comma-separated task ids (default: all)")
+    r.add_argument("--limit", type=int, default=None, help="first N tasks only")
+    r.add_argument("--batch-tasks", type=int, default=4, help="tasks per lockstep chunk (default 4)")
+    r.add_argument("--max-words", type=int, default=60, help="word limit asked for in round messages")
+    r.add_argument("--confirm-duplicates", action="store_true",
+                   help="ask the model to confirm near-duplicate claims in the grey zone")
+    r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
+    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
+    r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")
+    r.add_argument("--progress", action="store_true")
+    r.set_defaults(func=_cmd_run)

@@ -1,0 +1,214 @@
+"""What both HiddenBench protocols share: the task as the decision call sees it, budgets,
+memories and their composition.
+
+**Task view.** Backends take a :class:`~crossprofile_lib.discussion.Task` whose ``template``
+gives the description and the options. :func:`task_view` wraps a HiddenBench task in a
+:class:`HiddenBenchView` (a ``Task`` subclass) whose template is built *without* the
+CrossProfile answer-key validator (HiddenBench tasks have no criteria, polarities or decoy
+option): option ids ``O1..On`` in file order, names = the answers, ``decoy_option = ""``,
+facts ``S1..Sm`` (shared, role ``shared``) and ``H1..Hn`` (hidden; ``H{i}`` held by
+``A{i}``, role ``hidden``), all relevant. The view's ``variant`` says ``hiddenbench``.
+Option letters are rotated by the seed exactly as for templates
+(:func:`crossprofile_lib.decider.option_order`).
+
+**Budget.** ``T_all`` prices every fact of the task (shared and hidden) written with all
+``n`` agents' labels plus a newline, as SPEC section 5 does for templates; ``B(r) =
+floor(r * T_all)``. Both protocols use the same budget for a task.
+
+**Composition.** A memory's ``kept_hidden`` / ``kept_shared`` count the task's hidden /
+shared facts it keeps: by fact id for the scripted discussion's claims (and REF), and by the
+"restated in full" rule of :mod:`disclosure` on each memory line otherwise (natural claims,
+B3 summaries). ``hidden_retention = kept_hidden / n_hidden``; ``profile_complete`` says
+whether every hidden fact was kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..budgets import Budget, line_cost
+from ..decider import DecisionRequest, option_order
+from ..discussion import ClaimList, Task, Transcript, label
+from ..policies import Memory, PolicySpec, parse_policy, select_memory
+from ..rng import stream
+from ..templates import Fact, Option, Template
+from ..variants import agent_names
+from .disclosure import facts_restated
+from .importer import HiddenBenchTask
+
+#: HiddenBench's policy grid: the paper's copy policies, B3 and the reference memories.
+HB_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "B3",
+               "EMPTY", "ALL", "REF", "private-only", "shared-only")
+HB_BUDGETS = ("0.6",)
+
+
+@dataclass(frozen=True)
+class HiddenBenchVariant:
+    """HiddenBench's fixed attribution in CrossProfile's words: hidden facts private, shared shared."""
+
+    name: str = "hiddenbench"
+    cell: str = "hiddenbench"
+    support_attr: str = "private"
+    decoy_attr: str = "shared"
+    irrelevant_attr: str = "none"
+
+
+@dataclass(frozen=True)
+class HiddenBenchView(Task):
+    """A HiddenBench task for one seed, in the shape backends take (see the module doc)."""
+
+    source: Optional[HiddenBenchTask] = None
+
+    @property
+    def task_id(self) -> str:
+        return f"hb-{self.source.id}/s{self.seed}"
+
+
+def option_id(j: int) -> str:
+    return f"O{j + 1}"
+
+
+def fact_ids(task: HiddenBenchTask) -> tuple[list[str], list[str]]:
+    """``(shared ids S1..Sm, hidden ids H1..Hn)``."""
+    return [f"S{j + 1}" for j in range(len(task.shared))], [f"H{i + 1}" for i in range(task.n_agents)]
+
+
+def task_view(task: HiddenBenchTask, seed: int) -> HiddenBenchView:
+    opts = tuple(Option(id=option_id(j), name=a) for j, a in enumerate(task.answers))
+    correct = option_id(task.correct_index)
+    sids, hids = fact_ids(task)
+    facts = tuple(Fact.model_construct(id=i, text=t, role="shared", about="", polarity=0, criterion=None)
+                  for i, t in zip(sids, task.shared)) + tuple(
+        Fact.model_construct(id=i, text=t, role="hidden", about=correct, polarity=1, criterion=None)
+        for i, t in zip(hids, task.hidden))
+    tpl = Template.model_construct(id=f"hb-{task.id}", version=1, domain="hiddenbench", title=task.name,
+                                   description=task.description, criteria=(), options=opts,
+                                   correct_option=correct, decoy_option="", facts=facts)
+    agents = agent_names(task.n_agents)
+    holders = {i: agents for i in sids} | {h: (agents[k],) for k, h in enumerate(hids)}
+    return HiddenBenchView(tpl, HiddenBenchVariant(), seed, task.n_agents, holders, task)
+
+
+def t_all(task: HiddenBenchTask, tokenizer) -> int:
+    full = label(agent_names(task.n_agents))
+    return sum(line_cost(f"{full} {f}", tokenizer) for f in (*task.shared, *task.hidden))
+
+
+@dataclass(frozen=True)
+class Composition:
+    kept_hidden: int
+    kept_shared: int
+    n_hidden: int
+
+    @property
+    def hidden_retention(self) -> float:
+        return self.kept_hidden / self.n_hidden if self.n_hidden else math.nan
+
+    @property
+    def profile_complete(self) -> bool:
+        return self.kept_hidden == self.n_hidden
+
+
+def composition_by_ids(task: HiddenBenchTask, memory: Memory) -> Composition:
+    ids = {c.fact_id for c in memory.kept if c.fact_id}
+    return Composition(sum(1 for i in ids if i.startswith("H")), sum(1 for i in ids if i.startswith("S")),
+                       task.n_agents)
+
+
+def composition_by_text(task: HiddenBenchTask, memory: Memory) -> Composition:
+    lines = [ln for ln in memory.text.split("\n") if ln.strip()]
+    return Composition(sum(facts_restated(task.hidden, lines)), sum(facts_restated(task.shared, lines)),
+                       task.n_agents)
+
+
+@dataclass(frozen=True)
+class PolicyPlan:
+    """Which policies run on a backend, and why the others are skipped."""
+
+    specs: tuple[PolicySpec, ...]
+    skipped: dict
+
+    @classmethod
+    def for_backend(cls, policies: Sequence[str], backend, protocol: str) -> "PolicyPlan":
+        specs, skipped = [], {}
+        ledger = getattr(backend, "decision_mode", "") == "ledger"
+        for p in policies:
+            s = parse_policy(p)
+            if s.base == "B3" and (ledger or not hasattr(backend, "generate_memory")):
+                skipped[s.name] = "B3 is a generated summary and needs a model backend"
+            elif s.base == "R1-rel" and (getattr(backend, "relevance_kind", "") != "model"
+                                         or not hasattr(backend, "relevance")):
+                skipped[s.name] = "R1-rel needs a model relevance filter (the backend has none)"
+            elif s.base in ("BAL", "BAL-oracle"):
+                skipped[s.name] = ("BAL needs each claim's stance on the options; HiddenBench facts carry no "
+                                   "polarities (not implemented for HiddenBench)")
+            elif s.base == "R1-rel-oracle" and protocol == "natural":
+                skipped[s.name] = "natural claims have no roles, so there is no oracle relevance"
+            else:
+                specs.append(s)
+        return cls(tuple(specs), skipped)
+
+
+def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript, plan: PolicyPlan,
+                   budgets: Sequence[str], backend, key_prefix: str, by_ids: bool):
+    """Yield ``(DecisionRequest, row)`` for every policy x budget of one discussion.
+
+    ``row`` holds the memory's columns (policy, budget, tokens, composition, memory text and
+    its sha); the caller adds the decision columns.
+    """
+    task = view.source
+    tok = backend.tokenizer
+    total = t_all(task, tok)
+    order = option_order(view)
+    parsed = [Budget.parse(b) for b in budgets]
+    model_rel = None
+    for spec in plan.specs:
+        rel = None
+        if spec.base == "R1-rel-oracle":
+            rel = frozenset(i for i, c in enumerate(cl.claims) if c.fact_id)  # every HiddenBench fact is relevant
+        elif spec.base == "R1-rel":
+            if model_rel is None:  # one relevance call per discussion (none for an empty claim list)
+                model_rel = frozenset(backend.relevance(view, cl)) if len(cl) else frozenset()
+            rel = model_rel
+        for b in (parsed if spec.selection in ("budget", "generated") else [None]):
+            btok = b.tokens(total) if b is not None else None
+            key = f"{key_prefix}/{spec.name}/{b.label if b else '-'}"
+            rng = stream(view.seed, "hb-policy", key)
+            if spec.selection == "generated":
+                mem = backend.generate_memory(spec, view, transcript, cl, btok, rng)
+            else:
+                mem = select_memory(spec, cl, btok, tok, rng, transcript=transcript, relevant=rel)
+            comp = (composition_by_ids(task, mem) if by_ids and mem.kind in ("claims", "transcript", "empty")
+                    else composition_by_text(task, mem))
+            row = dict(policy=spec.name, base_policy=spec.base, selection=spec.selection, label_format=spec.fmt,
+                       budget_label=b.label if b else "none",
+                       budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
+                       budget_tokens=(btok if btok is not None else -1), t_all=total,
+                       memory_kind=mem.kind, memory_tokens=mem.tokens, memory_truncated=bool(mem.truncated),
+                       n_kept=mem.n_kept, kept_hidden=comp.kept_hidden, kept_shared=comp.kept_shared,
+                       n_hidden=comp.n_hidden, hidden_retention=comp.hidden_retention,
+                       profile_complete=comp.profile_complete, option_order=",".join(order),
+                       memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16], memory_text=mem.text)
+            yield DecisionRequest(view, mem, order, key), row
+
+
+def decide(backend, requests: list) -> Optional[list]:
+    """The backend's decisions, or ``None`` for the ledger (see :mod:`controlled`)."""
+    if getattr(backend, "decision_mode", "") == "ledger" or not requests:
+        return None
+    return backend.decide(requests)
+
+
+def decision_columns(task: HiddenBenchTask, req: DecisionRequest, d) -> dict:
+    """The decision columns of a row; ``d`` None = not decided (ledger)."""
+    if d is None:
+        return dict(decided=False, decision="", decision_letter="", decision_answer="", correct=None,
+                    invalid=False, decision_raw="")
+    correct_id = option_id(task.correct_index)
+    answer = req.task.template.option(d.option).name if d.option else ""
+    return dict(decided=True, decision=d.option or "", decision_letter=d.letter or "", decision_answer=answer,
+                correct=bool(d.option == correct_id and not d.invalid), invalid=bool(d.invalid),
+                decision_raw=(d.raw or "")[:2000])

@@ -1,0 +1,83 @@
+"""Controlled HiddenBench (SPEC section 9): the scripted discussion on HiddenBench tasks.
+
+Agent ``A{i}`` holds every shared fact (``S1..Sm``) and its own hidden fact ``H{i}``. The
+discussion is SPEC section 4's: a seeded speaker order; each speaker states every fact it
+holds, one line each, verbatim, in a seeded order, so shared facts are repeated by every
+speaker and each hidden fact is stated once. The claim list has one claim per fact, with
+``fact_id`` the stable id (``S2``, ``H3``), so the memory policies, the reference memories
+(EMPTY, ALL, private-only, shared-only, REF) and the composition measures read them.
+
+**The reference decider (``ledger``) on HiddenBench.** The public format carries no
+polarities and does not say *which* wrong answer the shared facts point to, so the
+normative ledger cannot score the options. Rather than invent a ledger, a ``ledger`` run
+makes no decisions: its rows say ``decided = False`` (``correct`` is missing) and report
+what each memory kept: ``kept_hidden``, ``kept_shared``, ``hidden_retention`` and
+``profile_complete`` (every hidden fact kept). Decision accuracy, the headroom check and the
+paper's accuracy figures come from model backends only (``backend.decide``). Policies that
+need a model (B3, and R1-rel without a model relevance filter) are skipped on the ledger and
+listed in the run header; ``R1-rel-oracle`` treats every HiddenBench fact as relevant (so it
+equals R1 here).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from ..discussion import Transcript, Utterance, claim_list_from_utterances
+from ..rng import stream
+from ..variants import agent_names
+from .common import PolicyPlan, build_memories, decide, decision_columns, fact_ids, task_view
+from .importer import HiddenBenchTask
+
+
+def scripted_discussion(task: HiddenBenchTask, seed: int) -> Transcript:
+    """Seeded speaker order; each speaker states its facts (shared + its hidden one) in a seeded order."""
+    rng = stream(seed, "hb-controlled", task.id)
+    agents = agent_names(task.n_agents)
+    sids, hids = fact_ids(task)
+    order = tuple(agents[i] for i in rng.permutation(len(agents)))
+    utterances = []
+    for speaker in order:
+        k = agents.index(speaker)
+        held = list(zip(sids, task.shared)) + [(hids[k], task.hidden[k])]
+        for j in rng.permutation(len(held)):
+            fid, text = held[j]
+            utterances.append(Utterance(len(utterances), speaker, text, fid))
+    return Transcript(order, tuple(utterances))
+
+
+def run_controlled_chunk(units: Sequence[tuple[HiddenBenchTask, int]], plan: PolicyPlan, budgets: Sequence[str],
+                         backend, base_columns: dict) -> Iterable[dict]:
+    """Run ``(task, seed)`` units; yield one artefact record per unit (rows included).
+
+    All decision requests of the chunk go to the backend in one batch.
+    """
+    staged = []
+    for task, seed in units:
+        view = task_view(task, seed)
+        tr = scripted_discussion(task, seed)
+        cl = claim_list_from_utterances(tr.utterances, tr.speaker_order, agent_names(task.n_agents))
+        pairs = list(build_memories(view, cl, tr, plan, budgets, backend, view.task_id, by_ids=True))
+        staged.append((task, seed, tr, cl, pairs))
+    flat = [req for *_, pairs in staged for req, _ in pairs]
+    decisions = decide(backend, flat)
+    it = iter(decisions) if decisions is not None else None
+    for task, seed, tr, cl, pairs in staged:
+        rows, memories = [], []
+        for req, row in pairs:
+            d = next(it) if it is not None else None
+            text = row.pop("memory_text")
+            memories.append(dict(policy=row["policy"], budget=row["budget_label"], text=text,
+                                 tokens=row["memory_tokens"], kept=[c.fact_id for c in req.memory.kept],
+                                 decision=(d.letter if d else None), raw=(d.raw if d else None)))
+            rows.append(dict(base_columns, protocol="controlled", task_id=task.id, task_name=task.name,
+                             n_agents=task.n_agents, n_options=task.n_options, n_shared=len(task.shared),
+                             seed=seed, ablation="scripted", **row, **decision_columns(task, req, d)))
+        yield dict(protocol="controlled", task_id=task.id, seed=seed, ablation="scripted",
+                   artefacts=dict(speaker_order=list(tr.speaker_order),
+                                  transcript=[dict(speaker=u.speaker, text=u.text, fact_id=u.fact_id)
+                                              for u in tr.utterances],
+                                  claims=[dict(text=c.text, speakers=list(c.speakers), fact_id=c.fact_id,
+                                               first_mention=c.first_mention) for c in cl.claims],
+                                  memories=memories),
+                   rows=dict(decisions=rows))

@@ -1,0 +1,108 @@
+"""Disclosure: is a fact restated in full in a piece of text? (SPEC section 9)
+
+**Rule.** Both texts are normalised to word tokens: case-folded, every run of letters or
+digits is a token, everything else (punctuation, apostrophes, hyphens) separates tokens, so
+``Kestrel's`` -> ``kestrel s`` and ``4.5`` -> ``4 5``. A fact of ``n`` tokens is *restated
+in full* in a text when the longest common subsequence of their token sequences covers at
+least ``DISCLOSURE_THRESHOLD`` (80%) of the fact's tokens: the fact's words appear in the
+text, in the fact's order, with at most one in five left out or changed. A lead-in ("I know
+that ...") or a tail ("... so I vote B") does not matter; a summary that keeps half the words
+or a paraphrase does not count; a changed number costs one token like any changed word.
+
+The **disclosure rate** of a discussion is the share of its hidden facts restated in full
+in at least one message (by any speaker). :func:`disclosure` also reports whether the holder
+itself restated its fact. The same rule decides which task facts a memory line restates
+(the composition of natural-discussion memories).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+DISCLOSURE_THRESHOLD = 0.8
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def tokens(text: str) -> list[str]:
+    """Normalised word tokens (see the module doc)."""
+    return _TOKEN.findall(text.casefold())
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token sequences.
+
+    Bit-parallel (Allison-Dix / Crochemore et al.): ``a`` is the pattern, one bit per token;
+    one pass over ``b`` with a few integer operations per token, so a short fact against a
+    long message costs O(len(b)). Equal to the textbook O(len(a) * len(b)) table.
+    """
+    if not a or not b:
+        return 0
+    masks: dict[str, int] = {}
+    for i, x in enumerate(a):
+        masks[x] = masks.get(x, 0) | (1 << i)
+    full = (1 << len(a)) - 1
+    v = full
+    for y in b:
+        u = v & masks.get(y, 0)
+        v = ((v + u) | (v - u)) & full
+    return len(a) - bin(v).count("1")
+
+
+def coverage(fact: str, text: str) -> float:
+    """Share of the fact's tokens covered, in order, by ``text`` (0 for an empty fact)."""
+    f = tokens(fact)
+    return lcs_length(f, tokens(text)) / len(f) if f else 0.0
+
+
+def restates(fact: str, text: str, threshold: float = DISCLOSURE_THRESHOLD) -> bool:
+    """Whether ``text`` restates ``fact`` in full (coverage >= threshold)."""
+    return coverage(fact, text) >= threshold
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """Per hidden fact: restated in some message, restated by its holder; and the rate."""
+
+    disclosed: tuple[bool, ...]            # shape (n_hidden,)
+    by_holder: tuple[bool, ...]            # shape (n_hidden,)
+    first_message: tuple[int, ...]         # index of the first message restating it, -1 if none
+
+    @property
+    def n_disclosed(self) -> int:
+        return sum(self.disclosed)
+
+    @property
+    def rate(self) -> float:
+        return self.n_disclosed / len(self.disclosed) if self.disclosed else float("nan")
+
+    @property
+    def holder_rate(self) -> float:
+        return sum(self.by_holder) / len(self.by_holder) if self.by_holder else float("nan")
+
+
+def disclosure(hidden: Sequence[str], holders: Sequence[str], messages: Sequence[tuple[str, str]],
+               threshold: float = DISCLOSURE_THRESHOLD) -> Disclosure:
+    """``hidden[i]`` is held by ``holders[i]``; ``messages`` are ``(speaker, text)`` in order."""
+    msg_tokens = [(s, tokens(t)) for s, t in messages]
+    disc, own, first = [], [], []
+    for fact, holder in zip(hidden, holders):
+        f = tokens(fact)
+        hits = [k for k, (_, mt) in enumerate(msg_tokens)
+                if f and lcs_length(f, mt) / len(f) >= threshold]
+        disc.append(bool(hits))
+        own.append(any(msg_tokens[k][0] == holder for k in hits))
+        first.append(hits[0] if hits else -1)
+    return Disclosure(tuple(disc), tuple(own), tuple(first))
+
+
+def facts_restated(facts: Sequence[str], lines: Sequence[str],
+                   threshold: float = DISCLOSURE_THRESHOLD) -> list[bool]:
+    """For each fact: is it restated in full by at least one of ``lines``?"""
+    line_tokens = [tokens(ln) for ln in lines]
+    out = []
+    for fact in facts:
+        f = tokens(fact)
+        out.append(bool(f) and any(lcs_length(f, lt) / len(f) >= threshold for lt in line_tokens))
+    return out

@@ -1,0 +1,141 @@
+"""HiddenBench measures: the group vote, summary tables, the headroom check, paper figures.
+
+**Group answer** (:func:`group_vote`): the plurality of the agents' *valid* final votes.
+Tie rule: among the tied options, the one voted for by the earliest speaker in the speaking
+order wins (deterministic, no extra randomness); the tie is flagged. With no valid final vote
+the group answer is invalid (counted wrong). ``strict_majority`` says whether the winner had
+more than half of all agents' votes.
+
+Tables (inputs are the run folder's parquet tables; see :mod:`run`):
+
+* :func:`natural_summary` -- per ablation: agents' initial and final vote accuracy, group vote
+  accuracy, disclosure rate, invalid votes, and each policy's decision accuracy (REF, ALL, ...);
+* :func:`controlled_summary` -- per policy: decision accuracy (model backends) and the kept
+  composition (every backend);
+* :func:`headroom` -- ALL minus EMPTY accuracy with a task-bootstrap percentile interval; the
+  check passes when the lower bound exceeds 15 points (SPEC section 8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+HEADROOM_POINTS = 15.0
+
+#: The paper's HiddenBench figures (Qwen2.5-7B / Llama-3.1-8B; SPEC section 10), in percent.
+PAPER_FIGURES = {
+    "controlled": {"R1": (88.2, 87.7), "B3": (51.3, 59.0), "private-only": (91.3, 90.3),
+                   "shared-only": (5.6, 4.6), "EMPTY": (35.4, 36.4)},
+    "natural": {"group vote": (23.6, 31.8), "REF": (22.1, 33.8), "ALL": (61.5, 89.7), "EMPTY": (33.8, 36.9)},
+}
+PAPER_MODELS = ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct")
+PAPER_NOTE = ("paper figures; the natural-discussion entries are ranges over the paper's runs, not "
+              "per-model values")
+
+
+@dataclass(frozen=True)
+class GroupVote:
+    option: Optional[str]
+    tie: bool
+    strict_majority: bool
+    n_valid: int
+
+
+def group_vote(votes: Sequence[tuple[str, Optional[str]]], n_agents: Optional[int] = None) -> GroupVote:
+    """``votes`` = ``(agent, option or None)`` in speaking order (see the module doc)."""
+    n_agents = n_agents if n_agents is not None else len(votes)
+    valid = [(a, o) for a, o in votes if o is not None]
+    if not valid:
+        return GroupVote(None, False, False, 0)
+    counts = Counter(o for _, o in valid)
+    top = max(counts.values())
+    tied = {o for o, c in counts.items() if c == top}
+    winner = next(o for _, o in valid if o in tied)
+    return GroupVote(winner, len(tied) > 1, top > n_agents / 2, len(valid))
+
+
+def _pct(x) -> float:
+    return 100.0 * float(x) if x == x else math.nan
+
+
+def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.DataFrame,
+                    budget: str = "0.6") -> pd.DataFrame:
+    """One row per ablation; accuracies and rates in percent.
+
+    Columns: ``initial_vote``, ``final_vote`` (agents' accuracy; invalid votes count wrong),
+    ``group_vote``, ``disclosure``, ``invalid_votes`` (count), ``sessions``, then one column
+    per policy (decision accuracy at ``budget``, unbudgeted policies at their only level).
+    """
+    out = {}
+    for abl, s in sessions.groupby("ablation", sort=False):
+        v = votes[votes.ablation == abl]
+        row = {"sessions": len(s),
+               "initial_vote": _pct(v[v.phase == "initial"].correct.mean()),
+               "final_vote": _pct(v[v.phase == "final"].correct.mean()),
+               "group_vote": _pct(s.group_correct.mean()),
+               "disclosure": _pct(s.disclosure_rate.mean()),
+               "invalid_votes": int(v.invalid.sum())}
+        d = decisions[(decisions.ablation == abl) & decisions.budget_label.isin([budget, "none"])]
+        for pol, g in d.groupby("policy", sort=False):
+            row[pol] = _pct(g.correct.astype(float).mean())
+        out[abl] = row
+    from .ablations import DEFAULT_ABLATIONS
+    order = [a for a in DEFAULT_ABLATIONS if a in out] + [a for a in out if a not in DEFAULT_ABLATIONS]
+    return pd.DataFrame.from_dict(out, orient="index").loc[order]
+
+
+def controlled_summary(decisions: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:
+    """One row per policy: accuracy (%; NaN when nothing was decided) and mean composition."""
+    d = decisions[decisions.budget_label.isin([budget, "none"])]
+    rows = {}
+    for pol, g in d.groupby("policy", sort=False):
+        dec = g[g.decided]
+        rows[pol] = {"accuracy": _pct(dec.correct.astype(float).mean()) if len(dec) else math.nan,
+                     "invalid": int(dec.invalid.sum()) if len(dec) else 0,
+                     "kept_hidden": g.kept_hidden.mean(), "kept_shared": g.kept_shared.mean(),
+                     "hidden_retention": g.hidden_retention.mean(),
+                     "profile_complete": _pct(g.profile_complete.mean()), "decisions": len(dec)}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+@dataclass(frozen=True)
+class Headroom:
+    difference: float        # ALL minus EMPTY accuracy, points
+    low: float
+    high: float
+    n_tasks: int
+    passes: bool
+
+
+def headroom(decisions: pd.DataFrame, rng: np.random.Generator, n_resamples: int = 10_000,
+             level: float = 0.95) -> Optional[Headroom]:
+    """ALL - EMPTY accuracy with a percentile interval from resampling tasks.
+
+    ``decisions`` needs ``task_id``, ``policy``, ``correct`` and ``decided``; per task the
+    accuracy is averaged over seeds (and ablations), shape ``(n_tasks,)``; each resample draws
+    ``n_tasks`` tasks with replacement. ``None`` when nothing was decided (ledger runs).
+    """
+    d = decisions[decisions.decided & decisions.policy.isin(["ALL", "EMPTY"])]
+    if d.empty or set(d.policy) != {"ALL", "EMPTY"}:
+        return None
+    per = d.assign(c=d.correct.astype(float)).pivot_table(index="task_id", columns="policy", values="c",
+                                                          aggfunc="mean").dropna()
+    diff = 100.0 * (per["ALL"] - per["EMPTY"]).to_numpy()          # shape (n_tasks,)
+    idx = rng.integers(0, len(diff), size=(n_resamples, len(diff)))
+    draws = diff[idx].mean(axis=1)                                   # shape (n_resamples,)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(draws, [a, 1 - a])
+    return Headroom(float(diff.mean()), float(lo), float(hi), len(diff), bool(lo > HEADROOM_POINTS))
+
+
+def paper_table(protocol: str) -> pd.DataFrame:
+    """The paper's figures for ``controlled`` or ``natural`` (percent), one column per model."""
+    f = PAPER_FIGURES[protocol]
+    label = PAPER_MODELS if protocol == "controlled" else ("low", "high")
+    return pd.DataFrame.from_dict(f, orient="index", columns=[f"paper {m}" for m in label])

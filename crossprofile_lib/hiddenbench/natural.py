@@ -1,0 +1,433 @@
+"""The natural-discussion protocol on HiddenBench (SPEC section 9).
+
+For one task, seed and prompt ablation (a *session*):
+
+1. Agent ``A{i}`` sees the description, the options (lettered in the seed's rotated order,
+   as in the decision call) and its facts: every shared fact plus its hidden fact
+   ``hidden[i-1]``, shuffled with a seeded generator and numbered.
+2. **Initial vote**, private: JSON ``{"vote": "<letter>", "rationale": "..."}``.
+3. **Round 1**, in a seeded speaking order: each agent writes a short message and sees the
+   earlier round-1 messages. **Round 2**, same order: each agent sees the latest message of
+   every other agent (a round-2 message where that agent already spoke in round 2, else its
+   round-1 message). A message is asked for in at most ``max_words`` words; generation is
+   capped at about 1.5 tokens per word and stops at a blank line (one paragraph); the reply
+   is collapsed to one line, a leading ``A2:`` tag is dropped, and it is cut to
+   ``2 * max_words`` words (the raw reply is kept in the artefacts).
+4. **Final vote**: like the initial vote, after seeing the whole discussion.
+5. **Group answer**: :func:`~crossprofile_lib.hiddenbench.measures.group_vote` (plurality of
+   valid final votes; ties go to the earliest speaker's choice).
+6. **Claims**: each message -> claims (:mod:`claims`), merged into a claim list; the memory
+   policies and the backend's decision call then run on it as on the scripted discussion;
+   REF is the message transcript.
+
+**Votes** carry a JSON schema (``vote`` one of the letters, ``rationale`` at most
+``RATIONALE_CHARS`` characters) that backends with constrained decoding enforce (llama.cpp in
+``grammar``/``score`` mode); other backends see it only in the prompt. They are read from the
+first JSON object in the reply (code fences and text around it
+are ignored); ``vote`` may be the letter (``"B"``, ``"B."``, ``"(B)"``, ``"Option B"``) or
+an answer's exact text. An unreadable vote is retried once with the reply and a format
+reminder appended (``vote_retry_v1.txt``); a second failure is recorded ``invalid`` (the
+agent's vote counts as wrong and is left out of the group vote). A failed call
+(``ChatResult.error``) counts as an unreadable reply.
+
+Seeds: fact order and speaking order depend on (seed, task) only, so all ablations of a
+task and seed share them. Sessions run in lockstep (each protocol step is one
+``backend.chat`` batch over all sessions of a chunk), so vLLM batches and the cache serve
+resumed runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from ..backends.base import ChatRequest, ChatResult
+from ..decider import option_order
+from ..discussion import Transcript, Utterance
+from ..prompts import LETTERS, render
+from ..rng import stream
+from ..variants import agent_names
+from .ablations import PROMPT_FILES, Ablation
+from .claims import RawClaim, grey_pairs, merge_claims, parse_claims, sentence_claims
+from .common import PolicyPlan, build_memories, decide, decision_columns, option_id, task_view
+from .disclosure import disclosure, facts_restated
+from .importer import HiddenBenchTask
+from .measures import group_vote
+
+MAX_WORDS = 60
+VOTE_MAX_TOKENS = 100
+RATIONALE_CHARS = 80
+EXTRACT_MAX_TOKENS = 200
+#: A message is one paragraph: generation stops at a blank line (a rambling small model stops early).
+MESSAGE_STOP = ("\n\n",)
+_LETTER = re.compile(r"^\(?\s*(?:option\s+)?([A-J])\s*[).:]?\s*$", re.IGNORECASE)
+_TAG = re.compile(r"^[\s*]*(?:A\d{1,2}|Agent\s*\d{1,2}|Message)[\s*]*:[\s*]*", re.IGNORECASE)
+
+
+def _letters_text(letters: Sequence[str]) -> str:
+    return ", ".join(letters[:-1]) + " or " + letters[-1] if len(letters) > 1 else letters[0]
+
+
+def vote_schema(letters: Sequence[str]) -> dict:
+    """The vote's JSON schema (constrained decoding where the backend supports it); the
+    rationale is bounded so a looping small model stops early."""
+    return {"type": "object", "properties": {"vote": {"type": "string", "enum": list(letters)},
+                                             "rationale": {"type": "string", "maxLength": RATIONALE_CHARS}},
+            "required": ["vote", "rationale"], "additionalProperties": False}
+
+
+def parse_vote(text: str, letters: Sequence[str], answers: Sequence[str]) -> tuple[Optional[str], str]:
+    """``(letter or None, rationale)`` from a vote reply; ``answers`` in letter order."""
+    for start in (i for i, ch in enumerate(text or "") if ch == "{"):
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text[start:])
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        low = {str(k).strip().casefold(): v for k, v in obj.items()}
+        v = low.get("vote")
+        if not isinstance(v, str):
+            continue
+        rat = low.get("rationale")
+        rat = rat if isinstance(rat, str) else ""
+        m = _LETTER.match(v.strip())
+        if m and m.group(1).upper() in letters:
+            return m.group(1).upper(), rat
+        norm = " ".join(v.split()).casefold()
+        for letter, a in zip(letters, answers):
+            if norm == " ".join(a.split()).casefold():
+                return letter, rat
+        return None, rat
+    return None, ""
+
+
+def message_max_tokens(max_words: int) -> int:
+    """Generation cap of a round message: about 1.5 tokens per allowed word, plus a margin."""
+    return (3 * max_words) // 2 + 16
+
+
+def extract_max_tokens(message: str) -> int:
+    """Generation cap of a claim extraction: about twice the message's words plus a margin
+    (the claims restate the message; a rambling small model stops early), at most
+    ``EXTRACT_MAX_TOKENS``."""
+    return min(EXTRACT_MAX_TOKENS, 2 * len(message.split()) + 24)
+
+
+def clean_message(text: str, max_words: int) -> str:
+    """One line, no leading speaker tag, at most ``2 * max_words`` words."""
+    s = _TAG.sub("", (text or "").strip())
+    words = s.split()
+    return " ".join(words[:2 * max_words])
+
+
+def _sha(messages) -> str:
+    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Vote:
+    agent: str
+    phase: str
+    letter: Optional[str] = None
+    rationale: str = ""
+    raw: list = field(default_factory=list)
+    retried: bool = False
+
+    @property
+    def invalid(self) -> bool:
+        return self.letter is None
+
+
+@dataclass
+class Message:
+    index: int
+    round: int
+    speaker: str
+    text: str
+    raw: str
+
+
+class Session:
+    """One task x seed x ablation of the natural protocol (state between lockstep steps)."""
+
+    def __init__(self, task: HiddenBenchTask, seed: int, ablation: Ablation, max_words: int = MAX_WORDS):
+        self.task, self.seed, self.ablation, self.max_words = task, seed, ablation, max_words
+        self.view = task_view(task, seed)
+        self.order_ids = option_order(self.view)
+        self.letters = tuple(LETTERS[:len(self.order_ids)])
+        self.answers = tuple(self.view.template.option(o).name for o in self.order_ids)
+        self.agents = agent_names(task.n_agents)
+        rng = stream(seed, "hb-natural", task.id, "speaking-order")
+        self.speaking_order = tuple(self.agents[i] for i in rng.permutation(task.n_agents))
+        self.facts = {}
+        for k, a in enumerate(self.agents):
+            held = [*task.shared, task.hidden[k]]
+            perm = stream(seed, "hb-natural", task.id, "facts", a).permutation(len(held))
+            self.facts[a] = [held[j] for j in perm]
+        self.votes: dict[tuple[str, str], Vote] = {}
+        self.messages: list[Message] = []
+        self.extraction: list[dict] = []
+        self.calls: list[dict] = []
+
+    # -- prompt pieces -------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return f"{self.view.task_id}/{self.ablation.name}"
+
+    def options_text(self) -> str:
+        return "\n".join(f"{l}. {a}" for l, a in zip(self.letters, self.answers))
+
+    def facts_text(self, agent: str) -> str:
+        return "\n".join(f"{i + 1}. {f}" for i, f in enumerate(self.facts[agent]))
+
+    def transcript_text(self) -> str:
+        return "\n".join(f"{m.speaker} (round {m.round}): {m.text}" for m in self.messages) or "(no messages)"
+
+    def _system(self, agent: str) -> dict:
+        return {"role": "system", "content": render(PROMPT_FILES["system"], agent=agent,
+                                                    n_agents=self.task.n_agents).text}
+
+    def option_of(self, letter: Optional[str]) -> Optional[str]:
+        return None if letter is None else self.order_ids[self.letters.index(letter)]
+
+    def correct_letter(self) -> str:
+        return self.letters[self.order_ids.index(option_id(self.task.correct_index))]
+
+    # -- requests ------------------------------------------------------------------------
+    def vote_request(self, agent: str, phase: str) -> ChatRequest:
+        name = PROMPT_FILES["vote_initial" if phase == "initial" else "vote_final"]
+        values = dict(description=self.task.description, options=self.options_text(),
+                      facts=self.facts_text(agent), letters=_letters_text(self.letters))
+        if phase == "final":
+            values["discussion"] = self.transcript_text()
+        p = render(name, **values)
+        return ChatRequest((self._system(agent), p.message()), max_tokens=VOTE_MAX_TOKENS,
+                           purpose=f"hb-vote-{phase}", prompt_file=name, json_schema=vote_schema(self.letters))
+
+    def vote_retry_request(self, req: ChatRequest, reply: str) -> ChatRequest:
+        p = render(PROMPT_FILES["vote_retry"], letters=_letters_text(self.letters))
+        msgs = req.messages + ({"role": "assistant", "content": reply or ""}, p.message())
+        return ChatRequest(msgs, max_tokens=req.max_tokens, purpose=req.purpose + "-retry",
+                           prompt_file=PROMPT_FILES["vote_retry"], json_schema=req.json_schema)
+
+    def vote_reminder(self, agent: str) -> str:
+        v = self.votes.get((agent, "initial"))
+        if v is None or v.invalid:
+            return "none (your vote could not be read)"
+        return f"{v.letter} ({self.answers[self.letters.index(v.letter)]})"
+
+    def message_request(self, agent: str, rnd: int) -> ChatRequest:
+        if rnd == 1:
+            lines = [f"{m.speaker}: {m.text}" for m in self.messages]
+            scope = "Messages so far in this round"
+        else:
+            latest = {m.speaker: m for m in self.messages}
+            lines = [f"{a}: {latest[a].text}" for a in self.speaking_order if a != agent and a in latest]
+            scope = "The latest message of each other member"
+        values = dict(description=self.task.description, options=self.options_text(), facts=self.facts_text(agent),
+                      round=rnd, discussion_scope=scope, discussion="\n".join(lines) or "(no messages yet)",
+                      max_words=self.max_words)
+        if self.ablation.shows_initial_vote:
+            values["initial_vote"] = self.vote_reminder(agent)
+        name = self.ablation.message_prompt
+        p = render(name, **values)
+        return ChatRequest((self._system(agent), p.message()), max_tokens=message_max_tokens(self.max_words),
+                           purpose=f"hb-message-r{rnd}", prompt_file=name, stop=MESSAGE_STOP)
+
+    def extract_request(self, m: Message) -> ChatRequest:
+        p = render(PROMPT_FILES["extract"], speaker=m.speaker, message=m.text)
+        return ChatRequest((p.message(),), max_tokens=extract_max_tokens(m.text), purpose="hb-extract",
+                           prompt_file=PROMPT_FILES["extract"])
+
+    def extract_retry_request(self, req: ChatRequest, reply: str) -> ChatRequest:
+        p = render(PROMPT_FILES["extract_retry"])
+        return ChatRequest(req.messages + ({"role": "assistant", "content": reply or ""}, p.message()),
+                           max_tokens=req.max_tokens, purpose="hb-extract-retry",
+                           prompt_file=PROMPT_FILES["extract_retry"])
+
+    def log(self, req: ChatRequest, res: ChatResult, agent: str = "") -> None:
+        self.calls.append(dict(purpose=req.purpose, agent=agent, prompt_file=req.prompt_file,
+                               rendered_sha=_sha(req.messages), cached=bool(res.cached), error=res.error,
+                               retries=res.retries, completion_tokens=res.completion_tokens))
+
+
+def _chat(backend, items: list[tuple[Session, ChatRequest, str]]) -> list[ChatResult]:
+    if not items:
+        return []
+    results = backend.chat([r for _, r, _ in items])
+    if len(results) != len(items):
+        raise RuntimeError(f"backend {backend.name} returned {len(results)} results for {len(items)} requests")
+    for (s, req, agent), res in zip(items, results):
+        s.log(req, res, agent)
+    return results
+
+
+def _votes(backend, sessions: Sequence[Session], phase: str) -> None:
+    items = [(s, s.vote_request(a, phase), a) for s in sessions for a in s.speaking_order]
+    retry = []
+    for (s, req, a), res in zip(items, _chat(backend, items)):
+        text = "" if res.error else res.text
+        v = Vote(a, phase, raw=[text])
+        v.letter, v.rationale = parse_vote(text, s.letters, s.answers)
+        s.votes[(a, phase)] = v
+        if v.invalid:
+            retry.append((s, s.vote_retry_request(req, text), a))
+    for (s, _, a), res in zip(retry, _chat(backend, retry)):
+        text = "" if res.error else res.text
+        v = s.votes[(a, phase)]
+        v.retried = True
+        v.raw.append(text)
+        v.letter, v.rationale = parse_vote(text, s.letters, s.answers)
+
+
+def _round(backend, sessions: Sequence[Session], rnd: int) -> None:
+    for k in range(max(s.task.n_agents for s in sessions)):
+        items = [(s, s.message_request(s.speaking_order[k], rnd), s.speaking_order[k])
+                 for s in sessions if k < s.task.n_agents]
+        for (s, _, a), res in zip(items, _chat(backend, items)):
+            raw = "" if res.error else res.text
+            s.messages.append(Message(len(s.messages), rnd, a, clean_message(raw, s.max_words), raw))
+
+
+def _extract(backend, sessions: Sequence[Session]) -> None:
+    items, owners = [], []
+    for s in sessions:
+        for m in s.messages:
+            if m.text:
+                items.append((s, s.extract_request(m), m.speaker))
+                owners.append(m)
+    retry, state = [], []
+    for (s, req, a), m, res in zip(items, owners, _chat(backend, items)):
+        text = "" if res.error else res.text
+        claims, ok = parse_claims(text)
+        rec = dict(message_index=m.index, speaker=m.speaker, raw=[text], claims=claims, readable=ok,
+                   retried=False, fallback=False)
+        s.extraction.append(rec)
+        if not ok:
+            retry.append((s, s.extract_retry_request(req, text), a))
+            state.append((rec, m))
+    for (s, _, a), (rec, m), res in zip(retry, state, _chat(backend, retry)):
+        text = "" if res.error else res.text
+        claims, ok = parse_claims(text)
+        rec.update(retried=True, readable=ok, claims=claims)
+        rec["raw"].append(text)
+        if not ok:
+            rec.update(claims=sentence_claims(m.text), fallback=True)
+    for s in sessions:
+        s.extraction.sort(key=lambda r: r["message_index"])
+
+
+def _merge(backend, sessions: Sequence[Session], confirm: bool) -> list:
+    raws = [[RawClaim(r["speaker"], r["message_index"], c) for r in s.extraction for c in r["claims"]]
+            for s in sessions]
+    answers: list[dict] = [{} for _ in sessions]
+    if confirm:
+        items, keys = [], []
+        for j, (s, raw) in enumerate(zip(sessions, raws)):
+            for i, rep in grey_pairs(raw):
+                p = render(PROMPT_FILES["confirm_duplicate"], first=raw[rep].text, second=raw[i].text)
+                items.append((s, ChatRequest((p.message(),), max_tokens=4, purpose="hb-confirm-duplicate",
+                                             prompt_file=PROMPT_FILES["confirm_duplicate"], choices=("yes", "no")),
+                              ""))
+                keys.append((j, i, rep))
+        for (j, i, rep), res in zip(keys, _chat(backend, items)):
+            answers[j][(i, rep)] = (res.text or "").strip().casefold().startswith("yes")
+    out = []
+    for j, (s, raw) in enumerate(zip(sessions, raws)):
+        fn = (lambda i, rep, a=answers[j]: a.get((i, rep), False)) if confirm else None
+        out.append((raw, merge_claims(raw, s.speaking_order, s.agents, confirm=fn)))
+    return out
+
+
+def run_natural_chunk(units: Sequence[tuple[HiddenBenchTask, int, Ablation]], plan: PolicyPlan,
+                      budgets: Sequence[str], backend, base_columns: dict, max_words: int = MAX_WORDS,
+                      confirm_duplicates: bool = False) -> Iterable[dict]:
+    """Run the sessions of ``units`` in lockstep; yield one artefact record per session."""
+    if not hasattr(backend, "chat") or getattr(backend, "decision_mode", "") == "ledger":
+        raise ValueError(f"the natural protocol needs a model backend with chat(); '{backend.name}' has none "
+                         f"(use e.g. --backend llamacpp/smollm2-135m)")
+    sessions = [Session(t, seed, abl, max_words) for t, seed, abl in units]
+    if not sessions:
+        return
+    _votes(backend, sessions, "initial")
+    _round(backend, sessions, 1)
+    _round(backend, sessions, 2)
+    _votes(backend, sessions, "final")
+    _extract(backend, sessions)
+    merged = _merge(backend, sessions, confirm_duplicates)
+    staged = []
+    for s, (raw, mg) in zip(sessions, merged):
+        tr = Transcript(s.speaking_order, tuple(Utterance(m.index, m.speaker, m.text) for m in s.messages))
+        pairs = list(build_memories(s.view, mg.claim_list, tr, plan, budgets, backend, s.key, by_ids=False))
+        staged.append((s, raw, mg, pairs))
+    decisions = decide(backend, [req for *_, pairs in staged for req, _ in pairs])
+    it = iter(decisions) if decisions is not None else None
+    for s, raw, mg, pairs in staged:
+        yield _record(s, raw, mg, pairs, it, base_columns)
+
+
+def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
+    task = s.task
+    common = dict(base, protocol="natural", task_id=task.id, task_name=task.name, n_agents=task.n_agents,
+                  n_options=task.n_options, seed=s.seed, ablation=s.ablation.name)
+    correct = s.correct_letter()
+    vote_rows = []
+    for phase in ("initial", "final"):
+        for pos, a in enumerate(s.speaking_order):
+            v = s.votes[(a, phase)]
+            vote_rows.append(dict(common, agent=a, speaking_position=pos, phase=phase, vote_letter=v.letter or "",
+                                  vote=s.answers[s.letters.index(v.letter)] if v.letter else "",
+                                  correct=v.letter == correct, invalid=v.invalid, retried=v.retried))
+    gv = group_vote([(a, s.option_of(s.votes[(a, "final")].letter)) for a in s.speaking_order], task.n_agents)
+    disc = disclosure(task.hidden, s.agents, [(m.speaker, m.text) for m in s.messages])
+    rows, memories = [], []
+    for req, row in pairs:
+        d = next(it) if it is not None else None
+        text = row.pop("memory_text")
+        memories.append(dict(policy=row["policy"], budget=row["budget_label"], text=text,
+                             tokens=row["memory_tokens"], decision=(d.letter if d else None),
+                             invalid=(d.invalid if d else None), raw=(d.raw if d else None)))
+        rows.append(dict(common, **row, **decision_columns(task, req, d)))
+    ex = s.extraction
+    session_row = dict(
+        common, group_vote=(s.view.template.option(gv.option).name if gv.option else ""),
+        group_correct=gv.option == option_id(task.correct_index), group_invalid=gv.option is None,
+        group_tie=gv.tie, group_strict_majority=gv.strict_majority, n_valid_final_votes=gv.n_valid,
+        initial_accuracy=sum(r["correct"] for r in vote_rows if r["phase"] == "initial") / task.n_agents,
+        final_accuracy=sum(r["correct"] for r in vote_rows if r["phase"] == "final") / task.n_agents,
+        initial_invalid=sum(r["invalid"] for r in vote_rows if r["phase"] == "initial"),
+        final_invalid=sum(r["invalid"] for r in vote_rows if r["phase"] == "final"),
+        vote_retries=sum(r["retried"] for r in vote_rows),
+        n_hidden=task.n_agents, hidden_disclosed=disc.n_disclosed, disclosure_rate=disc.rate,
+        holder_disclosure_rate=disc.holder_rate, n_messages=len(s.messages),
+        empty_messages=sum(1 for m in s.messages if not m.text),
+        n_claims_raw=mg.n_raw, n_claims=len(mg.claim_list), extraction_retries=sum(r["retried"] for r in ex),
+        extraction_fallbacks=sum(r["fallback"] for r in ex),
+        merges_confirmed=sum(1 for *_, y in mg.confirmed_pairs if y),
+        chat_calls=len(s.calls), chat_cached=sum(c["cached"] for c in s.calls),
+        chat_errors=sum(1 for c in s.calls if c["error"]))
+    claims = []
+    for c in mg.claim_list.claims:
+        hid = [f"H{i + 1}" for i, ok in enumerate(facts_restated(task.hidden, [c.text])) if ok]
+        sh = [f"S{i + 1}" for i, ok in enumerate(facts_restated(task.shared, [c.text])) if ok]
+        claims.append(dict(text=c.text, speakers=list(c.speakers), first_mention=c.first_mention,
+                           restates=hid + sh))
+    art = dict(
+        speaking_order=list(s.speaking_order), options=dict(zip(s.letters, s.answers)), correct_letter=correct,
+        facts={a: s.facts[a] for a in s.agents},
+        votes=[dict(agent=v.agent, phase=v.phase, letter=v.letter, rationale=v.rationale, invalid=v.invalid,
+                    retried=v.retried, raw=v.raw) for v in s.votes.values()],
+        messages=[dict(index=m.index, round=m.round, speaker=m.speaker, text=m.text, raw=m.raw) for m in s.messages],
+        extraction=ex, raw_claims=[dict(speaker=r.speaker, message_index=r.message_index, text=r.text) for r in raw],
+        merge=dict(cluster=list(mg.cluster), confirmed=[list(p) for p in mg.confirmed_pairs]),
+        claims=claims,
+        disclosure=dict(disclosed=list(disc.disclosed), by_holder=list(disc.by_holder),
+                        first_message=list(disc.first_message)),
+        group=dict(option=gv.option, tie=gv.tie, strict_majority=gv.strict_majority),
+        memories=memories, calls=s.calls)
+    return dict(protocol="natural", task_id=task.id, seed=s.seed, ablation=s.ablation.name, artefacts=art,
+                rows=dict(votes=vote_rows, sessions=[session_row], decisions=rows))

@@ -1,0 +1,224 @@
+"""Run HiddenBench (controlled and/or natural) into a folder, streaming artefacts per chunk.
+
+Layout of ``DIR`` (every table carries ``data_source``, ``backend`` and ``model``):
+
+* ``hiddenbench_run.json`` -- resolved configuration, data source, backend, model,
+  tokenizer, prompt files with their SHA-256, skipped policies and why, counts, headroom,
+  package version and git commit;
+* ``hiddenbench_controlled.parquet`` -- one row per (task, seed, policy, budget);
+* ``hiddenbench_natural_decisions.parquet`` -- one row per (task, seed, ablation, policy, budget);
+* ``hiddenbench_natural_votes.parquet`` -- one row per (task, seed, ablation, agent, phase);
+* ``hiddenbench_natural_sessions.parquet`` -- one row per (task, seed, ablation): group vote,
+  disclosure, invalid and fallback counts;
+* ``artefacts/{controlled,natural}.jsonl`` -- one JSON line per session with everything it
+  produced (facts as each agent saw them, votes with raw replies, messages, extracted and
+  merged claims, every memory's text, decisions, the call log) and its table rows.
+
+**Streaming and resuming.** Tasks run in chunks of ``batch_tasks`` (all seeds and ablations
+of a chunk in lockstep); each finished session is appended to its ``.jsonl`` at once, so no
+more than one chunk of transcripts is held in memory. A line records the hash of the
+configuration that produced it; a rerun with the same configuration skips the sessions
+already on file (and the backend's call cache answers any repeated call), so an interrupted
+run resumes where it stopped. The tables are rebuilt at the end by streaming the ``.jsonl``
+(rows only), keeping the last record of each session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..prompts import prompt_dir
+from ..results import git_commit
+from .ablations import DEFAULT_ABLATIONS, parse_ablations, prompt_files
+from .common import HB_BUDGETS, HB_POLICIES, PolicyPlan
+from .controlled import run_controlled_chunk
+from .importer import HiddenBenchData, load_hiddenbench, select_tasks
+from .measures import headroom
+from .natural import MAX_WORDS, run_natural_chunk
+
+PROTOCOLS = ("controlled", "natural")
+TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},
+          "natural": {"decisions": "hiddenbench_natural_decisions.parquet",
+                      "votes": "hiddenbench_natural_votes.parquet",
+                      "sessions": "hiddenbench_natural_sessions.parquet"}}
+HEADER = "hiddenbench_run.json"
+
+
+@dataclass
+class HBConfig:
+    backend: str = "ledger"
+    hiddenbench: Optional[str] = None          # path; None -> $HIDDENBENCH_PATH -> the fixture
+    protocols: Sequence[str] = ("controlled",)
+    seeds: Sequence[int] = (0, 1, 2)
+    ablations: Sequence[str] = DEFAULT_ABLATIONS
+    policies: Sequence[str] = HB_POLICIES
+    budgets: Sequence[str] = HB_BUDGETS
+    tasks: Optional[Sequence[str]] = None      # task ids; None = all
+    limit: Optional[int] = None                # first N tasks
+    batch_tasks: int = 4
+    max_words: int = MAX_WORDS
+    confirm_duplicates: bool = False
+    tokenizer: Optional[str] = None
+    backend_options: dict = field(default_factory=dict)
+    resume: bool = True
+
+    def __post_init__(self):
+        bad = [p for p in self.protocols if p not in PROTOCOLS]
+        if bad:
+            raise ValueError(f"unknown protocol(s) {bad} (known: {', '.join(PROTOCOLS)})")
+        parse_ablations(list(self.ablations))
+        if self.batch_tasks < 1:
+            raise ValueError("batch_tasks must be at least 1")
+
+
+def _file_sha(name: str) -> str:
+    return hashlib.sha256((prompt_dir() / name).read_bytes()).hexdigest()
+
+
+def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, prompts: dict) -> str:
+    d = dict(protocol=protocol, backend=backend.name, model=backend.model, tokenizer=backend.tokenizer.name,
+             decision_mode=getattr(backend, "decision_mode", ""), backend_options=cfg.backend_options,
+             data=data.data_source if not data.is_fixture else f"fixture@{data.sha256[:12]}",
+             policies=list(cfg.policies), budgets=list(cfg.budgets))
+    if protocol == "natural":
+        d.update(max_words=cfg.max_words, confirm=cfg.confirm_duplicates, prompts=prompts)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _session_key(rec: dict) -> str:
+    return f"{rec['task_id']}/s{rec['seed']}/{rec['ablation']}"
+
+
+def iter_artefacts(out_dir: Path | str, protocol: str, config_sha: Optional[str] = "current") -> Iterator[dict]:
+    """Stream the session records of ``DIR/artefacts/<protocol>.jsonl`` (a torn last line is skipped).
+
+    ``config_sha``: ``"current"`` (default) keeps the records of the configuration in
+    ``DIR/hiddenbench_run.json`` (all records when there is no header yet); ``None`` keeps all;
+    a hash keeps that configuration's records.
+    """
+    f = Path(out_dir) / "artefacts" / f"{protocol}.jsonl"
+    if not f.exists():
+        return
+    if config_sha == "current":
+        try:
+            config_sha = json.loads((Path(out_dir) / HEADER).read_text())["protocols"][protocol]["config_sha"]
+        except (OSError, ValueError, KeyError):
+            config_sha = None
+    with f.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if config_sha is None or rec.get("config_sha") == config_sha:
+                yield rec
+
+
+def _chunks(seq: list, n: int):
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]
+
+
+def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
+    last: dict[str, dict] = {}
+    for rec in iter_artefacts(out, protocol, sha):
+        last[_session_key(rec)] = rec["rows"]   # rows only; artefacts are dropped as we go
+    frames = {}
+    for name, fname in TABLES[protocol].items():
+        rows = [r for k in sorted(last) for r in last[k].get(name, [])]
+        df = pd.DataFrame(rows)
+        if protocol == "controlled" and "correct" in df:
+            df["correct"] = df["correct"].astype("boolean")
+        frames[name] = df
+        tmp = out / (fname + ".tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(out / fname)
+    return frames
+
+
+def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
+    """Run the configured protocols into ``out_dir``; return the header (also written)."""
+    from ..backends import get_backend
+    t0 = time.perf_counter()
+    data = load_hiddenbench(cfg.hiddenbench)
+    tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)
+    if not tasks:
+        raise ValueError(f"{data.path}: no valid task to run ({len(data.errors)} malformed record(s))")
+    backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
+    out = Path(out_dir)
+    (out / "artefacts").mkdir(parents=True, exist_ok=True)
+    prompts = {p: _file_sha(p) for p in prompt_files()}
+    base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
+                decision_mode=getattr(backend, "decision_mode", ""), tokenizer=backend.tokenizer.name)
+    header = dict(config=asdict(cfg), data_source=data.data_source, data_path=str(data.path),
+                  data_sha256=data.sha256, data_is_fixture=data.is_fixture, data_notes=list(data.notes),
+                  malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks), backend=backend.name,
+                  model=backend.model, decision_mode=base["decision_mode"], tokenizer=backend.tokenizer.name,
+                  prompts=prompts, package_version=__version__,
+                  git_commit=git_commit(Path(__file__).resolve().parent), protocols={})
+    ablations = parse_ablations(list(cfg.ablations))
+    for protocol in cfg.protocols:
+        plan = PolicyPlan.for_backend(cfg.policies, backend, protocol)
+        sha = _config_sha(cfg, protocol, backend, data, prompts)
+        done = {_session_key(r) for r in iter_artefacts(out, protocol, sha)} if cfg.resume else set()
+        n_new = n_skip = 0
+        path = out / "artefacts" / f"{protocol}.jsonl"
+        if not cfg.resume and path.exists():
+            path.unlink()
+        for chunk in _chunks(tasks, cfg.batch_tasks):
+            if protocol == "controlled":
+                units = [(t, s) for t in chunk for s in cfg.seeds if f"{t.id}/s{s}/scripted" not in done]
+                n_skip += len(chunk) * len(cfg.seeds) - len(units)
+                records = run_controlled_chunk(units, plan, cfg.budgets, backend, base) if units else []
+            else:
+                units = [(t, s, a) for t in chunk for s in cfg.seeds for a in ablations
+                         if f"{t.id}/s{s}/{a.name}" not in done]
+                n_skip += len(chunk) * len(cfg.seeds) * len(ablations) - len(units)
+                records = (run_natural_chunk(units, plan, cfg.budgets, backend, base, cfg.max_words,
+                                             cfg.confirm_duplicates) if units else [])
+            with path.open("a", encoding="utf-8") as fh:
+                for rec in records:
+                    rec["config_sha"] = sha
+                    fh.write(json.dumps(rec, default=str) + "\n")
+                    n_new += 1
+            if progress:
+                print(f"[hiddenbench {protocol}] {chunk[-1].id}: {n_new} new, {n_skip} resumed", flush=True)
+        frames = _collect(out, protocol, sha)
+        info = dict(config_sha=sha, sessions_run=n_new, sessions_resumed=n_skip,
+                    policies=[s.name for s in plan.specs], skipped_policies=plan.skipped,
+                    rows={k: len(v) for k, v in frames.items()})
+        d = frames["decisions"]
+        h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d else None
+        info["headroom"] = asdict(h) if h else None
+        if protocol == "natural" and len(frames["votes"]):
+            v, s = frames["votes"], frames["sessions"]
+            info.update(invalid_votes=int(v.invalid.sum()), vote_retries=int(v.retried.sum()),
+                        extraction_fallbacks=int(s.extraction_fallbacks.sum()),
+                        chat_errors=int(s.chat_errors.sum()))
+        header["protocols"][protocol] = info
+    header.update(seconds=round(time.perf_counter() - t0, 3),
+                  created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    (out / HEADER).write_text(json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
+    return header
+
+
+def read_tables(out_dir: Path | str, protocol: str) -> dict[str, pd.DataFrame]:
+    """The protocol's tables from a run folder (names as in :data:`TABLES`)."""
+    out = Path(out_dir)
+    frames = {}
+    for name, fname in TABLES[protocol].items():
+        f = out / fname
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: no {protocol} table (run 'crossprofile hiddenbench run "
+                                    f"--protocol {protocol} --out {out}' first)")
+        frames[name] = pd.read_parquet(f)
+    return frames
