@@ -50,7 +50,10 @@ SWEEP_POLICIES = tuple(p if f == "full" else f"ALL:{f}" for p in ("ALL",) for f 
 #: The stochastic reference decider of chapter 7 (parameter recovery of the social-proof fit).
 FIT_POLICIES = ("R1", "B4", "Random", "R1-rel", "ALL", "ALL:unlabeled", "ALL:shuffled", "EMPTY")
 #: What a language-model sample runs (EMPTY and ALL give its headroom check).
-MODEL_POLICIES = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
+MODEL_POLICIES = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
+#: The model sample rerun with the 'labels are not evidence' decision prompt (chapter 12).
+LABELS_PROMPT = "labels-not-evidence"
+LABELS_POLICIES = ("ALL", "ALL:unlabeled", "EMPTY")
 
 #: The book's default parameters: every notebook's ``parameters`` cell holds the same literals
 #: (a test checks it), and ``make book`` passes them (with any Make-variable overrides).
@@ -77,7 +80,8 @@ DEFAULTS = dict(
     hb_seeds=[0, 1, 2],
     hb_model_seeds=[0],
     hb_model_protocols=["controlled", "natural"],
-    hb_ablations=["baseline", "evidence-first"],
+    hb_ablations=["baseline"],
+    hb_model_limit=2,
 )
 #: Small parameters for tests and a quick look (seconds, reference decider only).
 QUICK = dict(DEFAULTS, templates=["templates/dev"], seeds=[0], budgets=["0.6"], backend="",
@@ -121,25 +125,34 @@ class Run:
         return self.backend == "ledger"
 
     @property
+    def _extras(self) -> list[str]:
+        cfg = self.header.get("config", {}) or {}
+        out = []
+        if cfg.get("n_agents", 4) != 4:
+            out.append(f"{cfg['n_agents']} agents")
+        dp = (cfg.get("backend_options") or {}).get("decision_prompt")
+        if dp and dp != "default":
+            out.append(f"decision prompt {dp}")
+        return out
+
+    @property
     def label(self) -> str:
         """Short name for legends and table columns (backend and model)."""
+        extra = self._extras
         if self.is_reference:
             opts = self.header.get("config", {}).get("backend_options", {}) or {}
-            extra = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(opts.items())
-                              if isinstance(v, (int, float)))
-            n = self.header.get("config", {}).get("n_agents", 4)
-            extra = ", ".join(x for x in (extra, f"{n} agents" if n != 4 else "") if x)
-            return f"{REFERENCE} (ledger{', ' + extra if extra else ''})"
-        return f"{self.backend} ({self.header.get('decision_mode', '?')} mode)" if "/" in self.backend else \
-            f"{self.backend}/{self.model}"
+            extra = [f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(opts.items()) if isinstance(v, (int, float))] + extra
+            return f"{REFERENCE} (ledger{', ' + ', '.join(extra) if extra else ''})"
+        return f"{self.backend} ({', '.join([self.header.get('decision_mode', '?') + ' mode'] + extra)})"
 
     @property
     def who(self) -> str:
         """The sentence every caption ends with."""
+        extra = "".join(f"; {e}" for e in self._extras)
         if self.is_reference:
-            return reference_who(self.model)
+            return reference_who(self.model + extra)
         return (f"Backend: {self.backend}; model: {self.model}; decision mode: "
-                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}.")
+                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}{extra}.")
 
     @property
     def n_templates(self) -> int:
@@ -214,7 +227,8 @@ SKIPPED: dict = {}
 
 def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], seeds: Sequence[int] = (0,),
               budgets: Sequence[str] = ("0.6",), variants: Optional[Sequence[str]] = None,
-              policies: Sequence[str] = MODEL_POLICIES, backend_options: Optional[dict] = None) -> Optional[Run]:
+              policies: Sequence[str] = MODEL_POLICIES, backend_options: Optional[dict] = None,
+              suffix: str = "") -> Optional[Run]:
     """A language-model backend's run (``runs/<backend slug>``), or None when ``backend`` is
     empty or cannot be built here (the reason goes to :data:`SKIPPED`). Calls go through the
     backend's call cache: a finished grid makes no model calls."""
@@ -225,7 +239,7 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
     cfg = RunConfig(backend=backend, templates=list(templates), seeds=list(seeds), budgets=list(budgets),
                     policies=list(policies), variants=list(variants or VARIANT_NAMES),
                     backend_options=dict(backend_options or {}))
-    path = Path(runs_root) / slug(backend)
+    path = Path(runs_root) / (slug(backend) + (f"-{suffix}" if suffix else ""))
     try:
         return ensure_run(path, cfg)
     except (ImportError, FileNotFoundError, ValueError, OSError) as e:
@@ -234,6 +248,13 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
             return load_run(path)
         SKIPPED[backend] = f"{type(e).__name__}: {e}"
         return None
+
+
+def labels_prompt_run(runs_root, backend, templates, seeds, budgets, variants) -> Optional[Run]:
+    """The model sample's ALL memories decided with the 'labels are not evidence' decision
+    prompt (``runs/<backend>-labels-not-evidence``; chapter 12)."""
+    return model_run(runs_root, backend, templates, seeds, budgets, variants, policies=LABELS_POLICIES,
+                     backend_options={"decision_prompt": LABELS_PROMPT}, suffix=LABELS_PROMPT)
 
 
 def show_model_status(backend: str, run: Optional[Run]) -> None:
@@ -277,15 +298,22 @@ def prepare(params: dict, log=print) -> dict:
     steps.append(("hiddenbench-ledger", lambda: hiddenbench_run(p["runs_root"], "ledger", p["hiddenbench_path"],
                                                                 ["controlled"], p["hb_seeds"])))
     if p.get("backend"):
-        steps.append((f"hiddenbench-{slug(p['backend'])}",
-                      lambda: hiddenbench_run(p["runs_root"], p["backend"], p["hiddenbench_path"],
-                                              p["hb_model_protocols"], p["hb_model_seeds"], p["hb_ablations"])))
         steps.append((slug(p["backend"]), lambda: model_run(p["runs_root"], p["backend"], p["model_templates"],
                                                             p["model_seeds"], p["model_budgets"], p["model_variants"])))
+        steps.append((f"{slug(p['backend'])}-{LABELS_PROMPT}",
+                      lambda: labels_prompt_run(p["runs_root"], p["backend"], p["model_templates"], p["model_seeds"],
+                                                p["model_budgets"], p["model_variants"])))
+        steps.append((f"hiddenbench-{slug(p['backend'])}",
+                      lambda: hiddenbench_run(p["runs_root"], p["backend"], p["hiddenbench_path"],
+                                              p["hb_model_protocols"], p["hb_model_seeds"], p["hb_ablations"],
+                                              p["hb_model_limit"] or None)))
     for name, fn in steps:
         t0 = time.perf_counter()
         out[name] = fn()
-        log(f"{name}: {time.perf_counter() - t0:.1f} s" + (f" (skipped: {SKIPPED.get(p['backend'], '')})"
+        key = ("hiddenbench:ledger" if name == "hiddenbench-ledger" else
+               f"hiddenbench:{p['backend']}" if name.startswith("hiddenbench") else p.get("backend", ""))
+        why = SKIPPED.get(key, "")
+        log(f"{name}: {time.perf_counter() - t0:.1f} s" + (f" (skipped: {why})"
                                                            if out[name] is None else ""))
     return out
 
@@ -325,7 +353,7 @@ def reference_who(model: str) -> str:
 def _who_all(runs) -> str:
     """Caption sentence(s) for ``runs``: Run objects, or strings used as they are."""
     runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
-    return " ".join(r if isinstance(r, str) else r.who for r in runs)
+    return " ".join(dict.fromkeys(r if isinstance(r, str) else r.who for r in runs))
 
 
 class Captions:
