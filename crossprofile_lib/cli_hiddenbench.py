@@ -50,7 +50,8 @@ def _cmd_run(args) -> int:
                        policies=_csv(args.policies) if args.policies else HBConfig.policies,
                        budgets=_csv(args.budgets), tasks=_csv(args.tasks) if args.tasks else None,
                        limit=args.limit, batch_tasks=args.batch_tasks, max_words=args.max_words,
-                       confirm_duplicates=args.confirm_duplicates, tokenizer=args.tokenizer,
+                       confirm_duplicates=args.confirm_duplicates, constrained_votes=args.constrained_votes,
+                       tokenizer=args.tokenizer,
                        backend_options=_backend_options(args.backend_option), resume=not args.fresh)
         header = run_hiddenbench(cfg, args.out, progress=args.progress)
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
@@ -95,6 +96,8 @@ def register(sub) -> None:
     r.add_argument("--max-words", type=int, default=60, help="word limit asked for in round messages")
     r.add_argument("--confirm-duplicates", action="store_true",
                    help="ask the model to confirm near-duplicate claims in the grey zone")
+    r.add_argument("--constrained-votes", action="store_true",
+                   help="send the vote's JSON schema (constrained decoding where the backend has it)")
     r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
     r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")

@@ -1,8 +1,10 @@
 """End to end: the natural HiddenBench protocol on the embedded model over the fixture (small).
 
-Two 3-agent fixture tasks, one seed, the baseline ablation, a few policies. SmolLM2-135M is
-a junk-prone model: the test checks the protocol's bookkeeping (every artefact stored, every
-count consistent, invalid answers counted), never its accuracy.
+One 3-agent fixture task, one seed, the baseline ablation, five policies: about 50 model
+calls, several minutes on two busy cores (prompt evaluation dominates: about 35 ms per prompt
+token measured here), so the test stays at one session. SmolLM2-135M is a junk-prone model:
+the test checks the protocol's bookkeeping (every artefact stored, every count consistent,
+invalid answers counted), never its accuracy.
 """
 
 import json
@@ -28,7 +30,7 @@ def smollm2(tmp_path_factory):
 def run(smollm2, tmp_path_factory):
     out = tmp_path_factory.mktemp("hb_smollm2")
     cfg = HBConfig(backend="llamacpp/smollm2-135m", protocols=["natural"], seeds=[0], ablations=["baseline"],
-                   policies=["R1", "B4", "EMPTY", "ALL", "REF"], tasks=["1", "5"], max_words=15)
+                   policies=["R1", "B4", "EMPTY", "ALL", "REF"], tasks=["5"], max_words=15)
     header = run_hiddenbench(cfg, out, backend=smollm2)
     return out, header, read_tables(out, "natural")
 
@@ -37,7 +39,7 @@ def test_every_artefact_is_stored(run):
     out, header, t = run
     assert header["backend"] == "llamacpp/smollm2-135m" and header["data_source"] == "fixture"
     recs = list(iter_artefacts(out, "natural"))
-    assert len(recs) == 2
+    assert len(recs) == 1
     for rec in recs:
         a = rec["artefacts"]
         n = len(a["speaking_order"])
@@ -53,7 +55,7 @@ def test_every_artefact_is_stored(run):
 def test_counts_are_consistent(run):
     out, header, t = run
     v, s, d = t["votes"], t["sessions"], t["decisions"]
-    assert len(v) == 12 and len(s) == 2 and len(d) == 2 * 5
+    assert len(v) == 6 and len(s) == 1 and len(d) == 5
     assert (v.model == "smollm2-135m").all() and (d.backend == "llamacpp/smollm2-135m").all()
     assert (v.correct <= ~v.invalid).all()             # an invalid vote is never correct
     info = header["protocols"]["natural"]

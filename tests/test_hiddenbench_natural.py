@@ -155,7 +155,7 @@ def test_prompts_follow_the_protocol(natural_run, tasks):
         speakers = [ln.split(":")[0] for ln in disc.splitlines()]
         assert me not in speakers and len(speakers) == len(set(speakers))
     votes = [r for r in fake.requests if r.purpose == "hb-vote-initial"]
-    assert all(r.json_schema["properties"]["vote"]["enum"] for r in votes)
+    assert all(r.json_schema is None for r in votes)  # free generation unless constrained_votes
     assert not any("round" in r.messages[1]["content"] for r in votes)  # initial votes are private
 
 
@@ -173,9 +173,12 @@ def test_resume_skips_sessions_on_file(natural_run, tasks, tmp_path):
 def test_confirm_duplicates_asks_the_model(tasks, tmp_path):
     fake = ScriptedBackend(tasks)
     run_hiddenbench(HBConfig(backend="scripted/fake-v1", protocols=["natural"], seeds=[0], ablations=["baseline"],
-                             policies=["ALL"], tasks=["5"], confirm_duplicates=True), tmp_path, backend=fake)
+                             policies=["ALL"], tasks=["5"], confirm_duplicates=True, constrained_votes=True),
+                    tmp_path, backend=fake)
     s = read_tables(tmp_path, "natural")["sessions"]
     assert len(s) == 1 and s.n_claims.iloc[0] <= s.n_claims_raw.iloc[0]
+    votes = [r for r in fake.requests if r.purpose.startswith("hb-vote")]
+    assert votes and all(r.json_schema["properties"]["vote"]["enum"] == ["A", "B", "C"] for r in votes)
 
 
 def test_streams_65_tasks_x_3_seeds_x_4_ablations(tasks, tmp_path):

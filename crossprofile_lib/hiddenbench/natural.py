@@ -20,9 +20,12 @@ For one task, seed and prompt ablation (a *session*):
    policies and the backend's decision call then run on it as on the scripted discussion;
    REF is the message transcript.
 
-**Votes** carry a JSON schema (``vote`` one of the letters, ``rationale`` at most
-``RATIONALE_CHARS`` characters) that backends with constrained decoding enforce (llama.cpp in
-``grammar``/``score`` mode); other backends see it only in the prompt. They are read from the
+**Votes** are asked for as JSON in the prompt and generated freely, as in the paper. With
+``constrained_votes`` the request also carries a JSON schema (``vote`` one of the letters,
+``rationale`` at most ``RATIONALE_CHARS`` characters) that backends with constrained decoding
+enforce (llama.cpp in ``grammar``/``score`` mode, vLLM); it is off by default because
+llama.cpp's grammar sampling costs about a CPU-second per token on the embedded model
+(measured: 7-28 CPU-s per vote against 1 s unconstrained). Votes are read from the
 first JSON object in the reply (code fences and text around it
 are ignored); ``vote`` may be the letter (``"B"``, ``"B."``, ``"(B)"``, ``"Option B"``) or
 an answer's exact text. An unreadable vote is retried once with the reply and a format
@@ -154,8 +157,10 @@ class Message:
 class Session:
     """One task x seed x ablation of the natural protocol (state between lockstep steps)."""
 
-    def __init__(self, task: HiddenBenchTask, seed: int, ablation: Ablation, max_words: int = MAX_WORDS):
+    def __init__(self, task: HiddenBenchTask, seed: int, ablation: Ablation, max_words: int = MAX_WORDS,
+                 constrained_votes: bool = False):
         self.task, self.seed, self.ablation, self.max_words = task, seed, ablation, max_words
+        self.constrained_votes = constrained_votes
         self.view = task_view(task, seed)
         self.order_ids = option_order(self.view)
         self.letters = tuple(LETTERS[:len(self.order_ids)])
@@ -206,7 +211,8 @@ class Session:
             values["discussion"] = self.transcript_text()
         p = render(name, **values)
         return ChatRequest((self._system(agent), p.message()), max_tokens=VOTE_MAX_TOKENS,
-                           purpose=f"hb-vote-{phase}", prompt_file=name, json_schema=vote_schema(self.letters))
+                           purpose=f"hb-vote-{phase}", prompt_file=name,
+                           json_schema=vote_schema(self.letters) if self.constrained_votes else None)
 
     def vote_retry_request(self, req: ChatRequest, reply: str) -> ChatRequest:
         p = render(PROMPT_FILES["vote_retry"], letters=_letters_text(self.letters))
@@ -335,7 +341,8 @@ def _merge(backend, sessions: Sequence[Session], confirm: bool) -> list:
                               ""))
                 keys.append((j, i, rep))
         for (j, i, rep), res in zip(keys, _chat(backend, items)):
-            answers[j][(i, rep)] = (res.text or "").strip().casefold().startswith("yes")
+            said = re.findall(r"\b(yes|no)\b", (res.text or "").casefold())
+            answers[j][(i, rep)] = bool(said) and said[-1] == "yes"   # the last yes/no (grammar: "Decision: yes")
     out = []
     for j, (s, raw) in enumerate(zip(sessions, raws)):
         fn = (lambda i, rep, a=answers[j]: a.get((i, rep), False)) if confirm else None
@@ -345,12 +352,12 @@ def _merge(backend, sessions: Sequence[Session], confirm: bool) -> list:
 
 def run_natural_chunk(units: Sequence[tuple[HiddenBenchTask, int, Ablation]], plan: PolicyPlan,
                       budgets: Sequence[str], backend, base_columns: dict, max_words: int = MAX_WORDS,
-                      confirm_duplicates: bool = False) -> Iterable[dict]:
+                      confirm_duplicates: bool = False, constrained_votes: bool = False) -> Iterable[dict]:
     """Run the sessions of ``units`` in lockstep; yield one artefact record per session."""
     if not hasattr(backend, "chat") or getattr(backend, "decision_mode", "") == "ledger":
         raise ValueError(f"the natural protocol needs a model backend with chat(); '{backend.name}' has none "
                          f"(use e.g. --backend llamacpp/smollm2-135m)")
-    sessions = [Session(t, seed, abl, max_words) for t, seed, abl in units]
+    sessions = [Session(t, seed, abl, max_words, constrained_votes) for t, seed, abl in units]
     if not sessions:
         return
     _votes(backend, sessions, "initial")

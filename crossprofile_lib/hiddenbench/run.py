@@ -67,6 +67,7 @@ class HBConfig:
     batch_tasks: int = 4
     max_words: int = MAX_WORDS
     confirm_duplicates: bool = False
+    constrained_votes: bool = False            # JSON-schema votes (see natural); off: free generation
     tokenizer: Optional[str] = None
     backend_options: dict = field(default_factory=dict)
     resume: bool = True
@@ -91,6 +92,8 @@ def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, pr
              policies=list(cfg.policies), budgets=list(cfg.budgets))
     if protocol == "natural":
         d.update(max_words=cfg.max_words, confirm=cfg.confirm_duplicates, prompts=prompts)
+        if cfg.constrained_votes:  # only when on, so earlier runs' hashes stay valid
+            d["constrained_votes"] = True
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -184,7 +187,7 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
                          if f"{t.id}/s{s}/{a.name}" not in done]
                 n_skip += len(chunk) * len(cfg.seeds) * len(ablations) - len(units)
                 records = (run_natural_chunk(units, plan, cfg.budgets, backend, base, cfg.max_words,
-                                             cfg.confirm_duplicates) if units else [])
+                                             cfg.confirm_duplicates, cfg.constrained_votes) if units else [])
             with path.open("a", encoding="utf-8") as fh:
                 for rec in records:
                     rec["config_sha"] = sha
