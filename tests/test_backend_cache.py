@@ -8,10 +8,10 @@ import pytest
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.cache import CallCache, cache_folder, call_key
-from crossprofile_lib.backends.llm import (LLMBackend, cut_to_budget, parse_decision, parse_relevance,
-                                           summary_kept)
+from crossprofile_lib.backends.llm import cut_to_budget, parse_decision, parse_relevance, summary_kept
 from crossprofile_lib.runner import RunConfig, build_requests, run_grid
 from crossprofile_lib.tokenizer import default_tokenizer
+from scripted_llm import Scripted
 
 ID = {"provider": "openai", "model": "m", "base_url": "http://a/v1"}
 
@@ -69,25 +69,6 @@ def test_parsers():
     assert parse_relevance('{"relevant": [1, 3, 3, 99]}', 12) == [0, 2]
     assert parse_relevance("Relevant: 2, 5", 12) == [1, 4]
     assert parse_relevance("none of them", 12) is None
-
-
-class Scripted(LLMBackend):
-    """Answers from a function of the prompt; counts what reaches the 'provider'."""
-
-    provider = "scripted"
-
-    def __init__(self, answer, mode="generate", **kw):
-        super().__init__("s1", mode, default_tokenizer(), kw.pop("cache", ":memory:"), **kw)
-        self.answer, self.sent = answer, []
-
-    def identity(self):
-        return {"provider": "scripted", "model": self.model, "base_url": None}
-
-    def _complete(self, requests, on_done):
-        for j, r in enumerate(requests):
-            self.sent.append(r)
-            out = self.answer(r)
-            on_done(j, out if isinstance(out, ChatResult) else ChatResult(out))
 
 
 def _pairs(dev_templates, policies=("R1", "ALL")):

@@ -4,31 +4,13 @@ import json
 
 import pytest
 
-from crossprofile_lib.backends.base import ChatResult
-from crossprofile_lib.backends.llm import LLMBackend
 from crossprofile_lib.backends.stance import parse_stances
 from crossprofile_lib.balance import Stance, oracle_stances
 from crossprofile_lib.decider import option_order
 from crossprofile_lib.discussion import claim_list, make_task, scripted_discussion
 from crossprofile_lib.runner import RunConfig, run_grid
-from crossprofile_lib.tokenizer import default_tokenizer
 from crossprofile_lib import prompts as P
-
-
-class Scripted(LLMBackend):
-    provider = "scripted"
-
-    def __init__(self, answer, **kw):
-        super().__init__("s1", "generate", default_tokenizer(), ":memory:", **kw)
-        self.answer, self.sent = answer, []
-
-    def identity(self):
-        return {"provider": "scripted", "model": self.model, "base_url": None}
-
-    def _complete(self, requests, on_done):
-        for j, r in enumerate(requests):
-            self.sent.append(r)
-            on_done(j, ChatResult(self.answer(r)))
+from scripted_llm import Scripted
 
 
 def _oracle_answer(task_of_prompt):
