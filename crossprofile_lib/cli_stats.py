@@ -122,7 +122,9 @@ def print_report(res: dict, primary: str = "0.6", out=None) -> None:
         if isinstance(m["terms"], pd.DataFrame) and not m["terms"].empty:
             cols = [c for c in ("term", "coef", "sd", "z", "p", "p_holm") if c in m["terms"].columns]
             w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        if key == "mixed":
+        if m.get("error"):
+            w(f"   {m['error']}")
+        elif key == "mixed":
             w(f"   template random-intercept SD {m['template_sd']:.3f}; policy terms significant after Holm: "
               f"{m['policy_significant']}")
         elif m.get("wald"):

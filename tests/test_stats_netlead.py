@@ -57,3 +57,24 @@ def test_net_lead_analysis_subsets_rows():
     boot = TemplateBootstrap.draw(df.template_id.unique(), 200, np.random.default_rng(0))
     r = net_lead_analysis(df, boot, {"budget_label": "0.6"}, regressions=False)
     assert r["n"] == len(df) - 200 and r["by_net_lead"]["n"].sum() == r["n"] and "mixed" not in r
+
+
+
+def _same_letter_model(T: int, n: int = 28, seed: int = 0) -> pd.DataFrame:
+    """A model that always answers the same letter: correct depends on the template only (SmolLM2 in the book)."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(dict(template_id=np.repeat([f"t{i:02d}" for i in range(T)], n),
+                             policy=np.tile(["R1", "B4", "Random", "BAL"], T * n // 4),
+                             net_lead=rng.integers(-3, 6, T * n), irrelevant_tone=rng.integers(-2, 3, T * n),
+                             correct=np.repeat(np.arange(T) % 2 == 1, n)))
+
+
+def test_regressions_on_too_few_templates_are_refused_not_reported():
+    # with two clusters GEE's sandwich covariance gives sd ~ 1e-5 and p ~ 0 for every term: not a result
+    df = _same_letter_model(2)
+    for fit in (gee_logit(df), mixed_logit(df)):
+        assert "not fitted" in fit["method"] and fit["terms"].empty and fit["policy_significant"] is None
+        assert "2 template(s)" in fit["error"] and "at least" in fit["error"]
+    assert not mixed_logit(_same_letter_model(5))["terms"].empty      # 5 templates: the mixed model is fitted
+    assert "5 template(s)" in gee_logit(_same_letter_model(5))["error"]   # GEE needs 10 clusters
+

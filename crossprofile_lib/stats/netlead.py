@@ -16,6 +16,12 @@ whether they stay significant:
 
 Both take the rows of one model; they are slow on big tables, so the default subset is the
 budgeted copy policies with full labels at r = 0.6 (``settings.net_lead_where``).
+
+Neither is fitted on too few templates (a choice of this suite; the paper does not say): the
+random-intercept variance needs at least ``MIN_TEMPLATES_MIXED`` = 5 templates, and a
+cluster-robust (sandwich) covariance at least ``MIN_TEMPLATES_GEE`` = 10 clusters -- with two
+templates it returns standard errors near zero and p-values near 0 for any term. Such a fit is
+reported as "not fitted" with the reason, never as a result.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from .tables import means_table
 NET_LEADS = tuple(range(-3, 6))
 #: a logit coefficient this large signals (quasi-)separation, which the reports flag
 SEPARATION_COEF = 10.0
+#: the fewest templates (random-intercept groups / GEE clusters) a regression is fitted on
+MIN_TEMPLATES_MIXED = 5
+MIN_TEMPLATES_GEE = 10
 
 
 def subset(df: pd.DataFrame, where: Optional[dict]) -> pd.DataFrame:
@@ -76,6 +85,17 @@ def _policy_label(name: str) -> str:
     return name.split("[T.", 1)[1].rstrip("]") if "[T." in name else name
 
 
+def _not_fitted(method: str, formula: str, ref: str, d: pd.DataFrame, minimum: int) -> Optional[dict]:
+    """The report of a regression refused for too few templates (None when there are enough)."""
+    k = int(d["template_id"].nunique())
+    if k >= minimum:
+        return None
+    return dict(method=f"{method} (not fitted)", formula=formula, reference_policy=ref, n=len(d), n_templates=k,
+                terms=pd.DataFrame(), policy_significant=None, wald=None, template_sd=float("nan"), warnings=[],
+                error=f"not fitted: {k} template(s); this fit needs at least {minimum} (see "
+                      "crossprofile_lib/stats/netlead.py)")
+
+
 def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``)."""
     from scipy.stats import norm
@@ -83,6 +103,9 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     from .contrasts import holm
     d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
     formula, pols, ref = _formula(d, reference)
+    refused = _not_fitted("BinomialBayesMixedGLM.fit_vb", formula, ref, d, MIN_TEMPLATES_MIXED)
+    if refused:
+        return refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = BinomialBayesMixedGLM.from_formula(formula, {"template": "0 + C(template_id)"}, d)
@@ -110,17 +133,24 @@ def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     import statsmodels.formula.api as smf
     d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
     formula, pols, ref = _formula(d, reference)
+    refused = _not_fitted("GEE logit", formula, ref, d, MIN_TEMPLATES_GEE)
+    if refused:
+        return refused
     res, used, caught_all = None, "", []
     for name, cs in (("exchangeable", sm.cov_struct.Exchangeable()), ("independence", sm.cov_struct.Independence())):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 r = smf.gee(formula, groups="template_id", data=d, family=sm.families.Binomial(), cov_struct=cs).fit()
+                # the robust standard errors are computed lazily: evaluate them here, so that their warnings
+                # (e.g. a negative robust variance) are recorded with the fit, not printed by a later caller
+                finite = bool(np.all(np.isfinite(r.params)) and np.all(np.isfinite(r.bse))
+                              and np.all(np.isfinite(r.pvalues)))
             except (np.linalg.LinAlgError, ValueError) as e:
                 caught_all.append(f"{name}: {e}")
                 continue
         caught_all += [f"{name}: {str(w.message)[:160]}" for w in caught]
-        if np.all(np.isfinite(r.params)) and np.all(np.isfinite(r.bse)):
+        if finite:
             res, used = r, name
             break
     if res is None:
