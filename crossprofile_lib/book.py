@@ -404,12 +404,25 @@ def near_chance(run: Run) -> bool:
     return near_chance_name(run.backend + run.model)
 
 
+#: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
+#: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
+MIN_TEMPLATES_FOR_INTERVALS = 10
+
+
 def run_notices(run: Optional[Run], boot=None, min_points: float = 15.0) -> list:
     """Boxes to show above a run's results: what the reference decider is; that SmolLM2-135M
-    decides near chance; a warning when the headroom check (ALL - EMPTY) fails."""
+    decides near chance; a warning when the headroom check (ALL - EMPTY) fails; a warning when the
+    run has too few templates for its bootstrap intervals to mean much."""
     if run is None:
         return []
     out = []
+    k = int(run.df["template_id"].nunique()) if "template_id" in run.df.columns else 0
+    if boot is not None and 0 < k < MIN_TEMPLATES_FOR_INTERVALS:
+        out.append(admonition("warning", f"Only {k} template{'s' if k != 1 else ''}: intervals are not reliable",
+                              f"{html.escape(run.label)} ran on {k} template{'s' if k != 1 else ''}. Every 95% "
+                              "interval below resamples templates, and with so few the intervals (and the headroom "
+                              f"check) say little; read them as descriptive. Run at least {MIN_TEMPLATES_FOR_INTERVALS} "
+                              "templates (e.g. TEMPLATES=templates/formal) for intervals worth quoting."))
     if run.is_reference:
         out.append(admonition("note", f"Results of the {REFERENCE}",
                               f"These numbers come from the {REFERENCE} ({html.escape(run.model)}), a normative "

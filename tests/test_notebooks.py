@@ -135,6 +135,16 @@ def test_failed_headroom_shows_a_warning(tmp_path):
     assert any("Headroom check failed" in b and "exploratory" in b for b in boxes)
 
 
+def test_few_templates_flag_the_intervals(tmp_path):
+    from crossprofile_lib import book
+    run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])   # 10 templates
+    assert not any("intervals are not reliable" in b.data for b in book.run_notices(run, book.bootstrap(run, 50)))
+    two = book.Run(run.path, run.df[run.df.template_id.isin(sorted(run.df.template_id.unique())[:2])], run.header)
+    boxes = [b.data for b in book.run_notices(two, book.bootstrap(two, 50))]
+    assert any("Only 2 templates: intervals are not reliable" in b for b in boxes)
+    assert not any("intervals are not reliable" in b.data for b in book.run_notices(two))   # no intervals shown
+
+
 def test_smollm2_is_called_near_chance():
     from crossprofile_lib import book
     import pandas as pd
