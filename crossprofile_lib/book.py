@@ -606,17 +606,19 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
 def data_source_box(hb: HBRun):
     """The visible box naming HiddenBench's data source: the fixture or the user's file."""
     h = hb.header
+    used, total = h.get("n_tasks"), h.get("n_tasks_in_file", h.get("n_tasks"))
+    subset = f"; this run used {used} of its {total} valid tasks" if used != total else ""
     if h.get("data_is_fixture"):
         return admonition("warning", "Data source: the project's FIXTURE, not HiddenBench",
                           "These HiddenBench results were computed on <code>tests/fixtures/hiddenbench_fixture.json"
-                          f"</code> ({h.get('n_tasks')} tasks written for this project in the public file's format). "
+                          f"</code> (tasks written for this project in the public file's format{subset}). "
                           "They test the pipeline; they are not results on the public benchmark. Give the public "
                           "<code>benchmark_all_clean.json</code> with the parameter <code>hiddenbench_path</code> or "
                           "<code>HIDDENBENCH_PATH</code> (it is never bundled or copied).")
     return admonition("note", f"Data source: {html.escape(str(h.get('data_source')))}",
                       f"The user's HiddenBench file <code>{html.escape(Path(str(h.get('data_path', ''))).name)}</code> "
-                      f"(sha256 {html.escape(str(h.get('data_sha256', ''))[:16])}…, {h.get('n_tasks')} valid tasks, "
-                      f"{len(h.get('malformed_records', []))} malformed), read in place.")
+                      f"(sha256 {html.escape(str(h.get('data_sha256', ''))[:16])}…, {total} valid tasks, "
+                      f"{len(h.get('malformed_records', []))} malformed{subset}), read in place.")
 
 
 def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run]:

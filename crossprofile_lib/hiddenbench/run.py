@@ -164,7 +164,8 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
                 decision_mode=getattr(backend, "decision_mode", ""), tokenizer=backend.tokenizer.name)
     header = dict(config=asdict(cfg), data_source=data.data_source, data_path=str(data.path),
                   data_sha256=data.sha256, data_is_fixture=data.is_fixture, data_notes=list(data.notes),
-                  malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks), backend=backend.name,
+                  malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks),
+                  n_tasks_in_file=len(data.tasks), backend=backend.name,
                   model=backend.model, decision_mode=base["decision_mode"], tokenizer=backend.tokenizer.name,
                   prompts=prompts, package_version=__version__,
                   git_commit=git_commit(Path(__file__).resolve().parent), protocols={})
