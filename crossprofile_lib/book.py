@@ -621,6 +621,34 @@ def data_source_box(hb: HBRun):
                       f"{len(h.get('malformed_records', []))} malformed{subset}), read in place.")
 
 
+#: The pseudo-policy under which :func:`hb_natural_as_run` files each session's group vote.
+GROUP_VOTE = "group vote"
+
+
+def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
+    """The natural discussion as one :class:`Run` for the paper comparison (resampling unit: the
+    task): the decided memory-policy rows, plus one row per session under the pseudo-policy
+    ``"group vote"`` (``correct`` = the majority vote was right, ``budget_label`` ``none``) that
+    also carries the session's ``disclosure_rate``. None without a natural run."""
+    if hb is None or "natural" not in hb.tables:
+        return None
+    d = hb.decisions("natural")
+    s = hb.tables["natural"].get("sessions", pd.DataFrame())
+    parts = []
+    if not d.empty and "decided" in d:
+        d = d[d["decided"].astype(bool)].copy()
+        d["correct"] = d["correct"].astype(bool)
+        parts.append(d)
+    if not s.empty:
+        parts.append(pd.DataFrame({"task_id": s["task_id"], "seed": s["seed"], "ablation": s["ablation"],
+                                   "policy": GROUP_VOTE, "budget_label": "none",
+                                   "correct": s["group_correct"].astype(bool),
+                                   "disclosure_rate": s["disclosure_rate"].astype(float)}))
+    if not parts:
+        return None
+    return Run(hb.path, pd.concat(parts, ignore_index=True), dict(hb.header, config={}))
+
+
 def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run]:
     """A HiddenBench protocol's decided rows as a :class:`Run` (resampling unit: the task), or
     None when nothing was decided (the reference decider makes no HiddenBench decisions)."""

@@ -111,6 +111,32 @@ def test_paper_vs_suite_puts_paper_values_only_under_paper(tmp_path):
     assert t[suite_cols[0]].iloc[row].startswith("100.0")   # R1 keeps every support fact in the classic cell
 
 
+def test_natural_discussion_fills_its_paper_rows():
+    # two tasks: a hand-checkable natural run (group vote right on t1 only; t2 discloses 2 of 4 hidden facts)
+    import pandas as pd
+    from crossprofile_lib import book
+    from crossprofile_lib.book_tables import load_paper_figures, paper_vs_suite
+    dec = pd.DataFrame([dict(task_id=t, seed=0, ablation=a, policy=p, budget_label=b, decided=True, correct=c)
+                        for t, a, p, b, c in [("t1", "baseline", "REF", "none", True), ("t2", "baseline", "REF", "none", False),
+                                              ("t1", "evidence-first", "REF", "none", True),
+                                              ("t2", "evidence-first", "REF", "none", True),
+                                              ("t1", "baseline", "R1", "0.6", True), ("t2", "baseline", "R1", "0.6", True),
+                                              ("t1", "baseline", "B3", "0.6", False), ("t2", "baseline", "B3", "0.6", True)]])
+    ses = pd.DataFrame(dict(task_id=["t1", "t2", "t1", "t2"], seed=0, ablation=["baseline"] * 2 + ["evidence-first"] * 2,
+                            group_correct=[True, False, False, False], disclosure_rate=[0.0, 0.5, 1.0, 1.0]))
+    hb = book.HBRun(Path("x"), dict(backend="openai/m", model="m", data_source="fixture"),
+                    {"natural": {"decisions": dec, "sessions": ses}})
+    run = book.hb_natural_as_run(hb)
+    items = load_paper_figures()
+    t = paper_vs_suite(items, {"natural": [run]}, n_resamples=50)
+    col = [c for c in t.columns if c[0] == "this suite"][0]
+    assert col[1].endswith("· natural")
+    got = {it.label: t[col].iloc[k].split(" ")[0] for k, it in enumerate(items) if it.data == "natural"}
+    assert got == {"group vote": "50.0", "REF": "50.0", "ALL": "not", "EMPTY": "not", "R1 - B3": "50.0",
+                   "hidden facts restated in full (disclosure rate)": "25.0", "evidence-first prompt, REF change": "50.0"}
+    assert book.hb_natural_as_run(book.HBRun(Path("x"), {}, {"controlled": {}})) is None
+
+
 def test_captions_name_backend_and_reference_decider(tmp_path):
     from crossprofile_lib import book
     run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])
