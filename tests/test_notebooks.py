@@ -221,9 +221,10 @@ def test_hiddenbench_data_source_box_names_the_fixture_and_the_subset():
     fixture = dict(data_is_fixture=True, data_source="fixture", n_tasks=1, n_tasks_in_file=6)
     box = book.data_source_box(book.HBRun(Path("x"), fixture, {})).data
     assert "FIXTURE, not HiddenBench" in box and "this run used 1 of its 6 valid tasks" in box
+    assert "its intervals resample only 1 task and say little" in box
     full = book.data_source_box(book.HBRun(Path("x"), dict(fixture, n_tasks=6), {})).data
     assert "this run used" not in full
     user = dict(data_is_fixture=False, data_source="hiddenbench", data_path="/d/benchmark_all_clean.json",
                 data_sha256="ab" * 32, n_tasks=65, n_tasks_in_file=65, malformed_records=[])
     box = book.data_source_box(book.HBRun(Path("x"), user, {})).data
-    assert "benchmark_all_clean.json" in box and "65 valid tasks, 0 malformed" in box and "/d/" not in box
+    assert "benchmark_all_clean.json" in box and "65 valid tasks, 0 malformed)" in box and "/d/" not in box
