@@ -610,7 +610,7 @@ def data_source_box(hb: HBRun):
     subset = f"; this run used {used} of its {total} valid tasks" if used != total else ""
     if isinstance(used, int) and used < MIN_TEMPLATES_FOR_INTERVALS:
         subset += (f"; its intervals resample only {used} task{'s' if used != 1 else ''} and say little "
-                   f"below {MIN_TEMPLATES_FOR_INTERVALS}")
+                   f"(fewer than {MIN_TEMPLATES_FOR_INTERVALS})")
     if h.get("data_is_fixture"):
         return admonition("warning", "Data source: the project's FIXTURE, not HiddenBench",
                           "These HiddenBench results were computed on <code>tests/fixtures/hiddenbench_fixture.json"
