@@ -1,7 +1,7 @@
 """Build the book: run the default experiments, execute the notebooks, build the HTML offline.
 
     python scripts/build_book.py                 # what `make book` runs (defaults: book.DEFAULTS)
-    python scripts/build_book.py --quick --out /tmp/book   # small parameters, staged in a folder
+    python scripts/build_book.py --quick --out _build/quick   # small parameters, staged in a folder
     BACKEND=deepseek/deepseek-chat TEMPLATES=templates/formal SEEDS=0,1,2 BUDGETS=0.4,0.6,0.8 \
         python scripts/build_book.py             # the same as `make book BACKEND=... ...`
 
