@@ -409,6 +409,10 @@ def near_chance(run: Run) -> bool:
 MIN_TEMPLATES_FOR_INTERVALS = 10
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def run_notices(run: Optional[Run], boot=None, min_points: float = 15.0) -> list:
     """Boxes to show above a run's results: what the reference decider is; that SmolLM2-135M
     decides near chance; a warning when the headroom check (ALL - EMPTY) fails; a warning when the
@@ -418,8 +422,8 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = 15.0) -> list
     out = []
     k = int(run.df["template_id"].nunique()) if "template_id" in run.df.columns else 0
     if boot is not None and 0 < k < MIN_TEMPLATES_FOR_INTERVALS:
-        out.append(admonition("warning", f"Only {k} template{'s' if k != 1 else ''}: intervals are not reliable",
-                              f"{html.escape(run.label)} ran on {k} template{'s' if k != 1 else ''}. Every 95% "
+        out.append(admonition("warning", f"Only {_count(k, 'template')}: intervals are not reliable",
+                              f"{html.escape(run.label)} ran on {_count(k, 'template')}. Every 95% "
                               "interval below resamples templates, and with so few the intervals (and the headroom "
                               f"check) say little; read them as descriptive. Run at least {MIN_TEMPLATES_FOR_INTERVALS} "
                               "templates (e.g. TEMPLATES=templates/formal) for intervals worth quoting."))
@@ -609,7 +613,7 @@ def data_source_box(hb: HBRun):
     used, total = h.get("n_tasks"), h.get("n_tasks_in_file", h.get("n_tasks"))
     subset = f"; this run used {used} of its {total} valid tasks" if used != total else ""
     if isinstance(used, int) and used < MIN_TEMPLATES_FOR_INTERVALS:
-        subset += (f"; its intervals resample only {used} task{'s' if used != 1 else ''} and say little "
+        subset += (f"; its intervals resample only {_count(used, 'task')} and say little "
                    f"(fewer than {MIN_TEMPLATES_FOR_INTERVALS})")
     if h.get("data_is_fixture"):
         return admonition("warning", "Data source: the project's FIXTURE, not HiddenBench",
@@ -635,13 +639,9 @@ def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
     also carries the session's ``disclosure_rate``. None without a natural run."""
     if hb is None or "natural" not in hb.tables:
         return None
-    d = hb.decisions("natural")
+    decided = hb_as_run(hb, "natural")
     s = hb.tables["natural"].get("sessions", pd.DataFrame())
-    parts = []
-    if not d.empty and "decided" in d:
-        d = d[d["decided"].astype(bool)].copy()
-        d["correct"] = d["correct"].astype(bool)
-        parts.append(d)
+    parts = [decided.df] if decided is not None else []
     if not s.empty:
         parts.append(pd.DataFrame({"task_id": s["task_id"], "seed": s["seed"], "ablation": s["ablation"],
                                    "policy": GROUP_VOTE, "budget_label": "none",

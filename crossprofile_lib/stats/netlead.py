@@ -85,15 +85,18 @@ def _policy_label(name: str) -> str:
     return name.split("[T.", 1)[1].rstrip("]") if "[T." in name else name
 
 
-def _not_fitted(method: str, formula: str, ref: str, d: pd.DataFrame, minimum: int) -> Optional[dict]:
-    """The report of a regression refused for too few templates (None when there are enough)."""
+def _prepare(df: pd.DataFrame, reference: str, method: str, minimum: int) -> tuple[pd.DataFrame, str, str, Optional[dict]]:
+    """The regression's rows (``y``, string template ids), formula and reference policy, and the
+    report of a fit refused for too few templates (None when there are enough)."""
+    d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
+    formula, _, ref = _formula(d, reference)
     k = int(d["template_id"].nunique())
     if k >= minimum:
-        return None
-    return dict(method=f"{method} (not fitted)", formula=formula, reference_policy=ref, n=len(d), n_templates=k,
-                terms=pd.DataFrame(), policy_significant=None, wald=None, template_sd=float("nan"), warnings=[],
-                error=f"not fitted: {k} template(s); this fit needs at least {minimum} (see "
-                      "crossprofile_lib/stats/netlead.py)")
+        return d, formula, ref, None
+    return d, formula, ref, dict(
+        method=f"{method} (not fitted)", formula=formula, reference_policy=ref, n=len(d), n_templates=k,
+        terms=pd.DataFrame(), policy_significant=None, wald=None, template_sd=float("nan"), warnings=[],
+        error=f"not fitted: {k} template(s); this fit needs at least {minimum} (see crossprofile_lib/stats/netlead.py)")
 
 
 def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
@@ -101,9 +104,7 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     from scipy.stats import norm
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
     from .contrasts import holm
-    d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
-    formula, pols, ref = _formula(d, reference)
-    refused = _not_fitted("BinomialBayesMixedGLM.fit_vb", formula, ref, d, MIN_TEMPLATES_MIXED)
+    d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
     if refused:
         return refused
     with warnings.catch_warnings(record=True) as caught:
@@ -131,9 +132,7 @@ def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     """GEE logistic regression clustered by template (robust covariance); joint Wald test of policy."""
     import statsmodels.api as sm
     import statsmodels.formula.api as smf
-    d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
-    formula, pols, ref = _formula(d, reference)
-    refused = _not_fitted("GEE logit", formula, ref, d, MIN_TEMPLATES_GEE)
+    d, formula, ref, refused = _prepare(df, reference, "GEE logit", MIN_TEMPLATES_GEE)
     if refused:
         return refused
     res, used, caught_all = None, "", []
