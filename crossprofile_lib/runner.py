@@ -71,7 +71,7 @@ def build_requests(templates, cfg: RunConfig, backend):
                 order = option_order(task)
                 base = dict(template_id=t.id, template_version=t.version, domain=t.domain, variant=v.name,
                             support_attr=v.support_attr, decoy_attr=v.decoy_attr,
-                            irrelevant_attr=v.irrelevant_attr, cell=v.cell, seed=seed, n_agents=cfg.n_agents,
+                            irrelevant_attr=v.irrelevant_attr, cell=v.cell, pooled_cell=v.pooled_cell, seed=seed, n_agents=cfg.n_agents,
                             t_all=total, option_order=",".join(order))
                 stances = model_stances = None
                 stance_agree = math.nan

@@ -20,6 +20,8 @@ from .templates import ROLES, Template
 
 GROUP_ORDER = ROLES  # support, decoy, irrelevant
 VARIANT_NAMES = tuple("".join(v) for v in product("PS", repeat=3))  # PPP, PPS, ..., SSS
+CLASSIC, MIRROR = "PSP", "SPS"
+CELLS = {CLASSIC: "classic", MIRROR: "mirror"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,16 @@ class Variant:
 
     @property
     def cell(self) -> str:
-        """'classic' (support private, decoy shared), 'mirror' (the reverse) or 'other'."""
+        """The paper's cells (SPEC section 3, revised): 'classic' is the single variant ``PSP``
+        (support private, decoy shared, irrelevant private), 'mirror' is ``SPS`` (every holder
+        swapped; the paper does not state the mirror's irrelevant level, so ``SPS`` is our
+        reading); every other variant is 'other'."""
+        return CELLS.get(self.name, "other")
+
+    @property
+    def pooled_cell(self) -> str:
+        """The secondary, pooled cells: 'classic' for ``PS*`` and 'mirror' for ``SP*`` (mean over
+        both irrelevant levels), else 'other'. Shown only in rows labelled "pooled"."""
         return {"PS": "classic", "SP": "mirror"}.get(self.name[:2], "other")
 
 
