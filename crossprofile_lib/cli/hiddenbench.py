@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import sys
 
-
-def _csv(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
+from .args import backend_option, backend_options, csv
 
 
 def _cmd_validate(args) -> int:
-    from .hiddenbench.importer import HiddenBenchError, load_hiddenbench
+    from ..hiddenbench.importer import HiddenBenchError, load_hiddenbench
     try:
         data = load_hiddenbench(args.path)
     except HiddenBenchError as e:
@@ -28,31 +26,20 @@ def _cmd_validate(args) -> int:
     return 1 if data.errors else 0
 
 
-def _backend_options(pairs) -> dict:
-    opts = {}
-    for kv in pairs or []:
-        k, _, v = kv.partition("=")
-        try:
-            opts[k.replace("-", "_")] = float(v)
-        except ValueError:
-            opts[k.replace("-", "_")] = v
-    return opts
-
-
 def _cmd_run(args) -> int:
-    from .hiddenbench.importer import HiddenBenchError
-    from .hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
-    from .prompts import PromptError
+    from ..hiddenbench.importer import HiddenBenchError
+    from ..hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
+    from ..prompts import PromptError
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     try:
         cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
-                       seeds=[int(s) for s in _csv(args.seeds)], ablations=_csv(args.ablations),
-                       policies=_csv(args.policies) if args.policies else HBConfig.policies,
-                       budgets=_csv(args.budgets), tasks=_csv(args.tasks) if args.tasks else None,
+                       seeds=[int(s) for s in csv(args.seeds)], ablations=csv(args.ablations),
+                       policies=csv(args.policies) if args.policies else HBConfig.policies,
+                       budgets=csv(args.budgets), tasks=csv(args.tasks) if args.tasks else None,
                        limit=args.limit, batch_tasks=args.batch_tasks, max_words=args.max_words,
                        confirm_duplicates=args.confirm_duplicates, constrained_votes=args.constrained_votes,
                        tokenizer=args.tokenizer,
-                       backend_options=_backend_options(args.backend_option), resume=not args.fresh)
+                       backend_options=backend_options(args.backend_option), resume=not args.fresh)
         header = run_hiddenbench(cfg, args.out, progress=args.progress)
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -72,8 +59,8 @@ def _cmd_run(args) -> int:
 
 
 def register(sub) -> None:
-    from .hiddenbench.ablations import DEFAULT_ABLATIONS
-    from .hiddenbench.common import HB_BUDGETS, HB_POLICIES
+    from ..hiddenbench.ablations import DEFAULT_ABLATIONS
+    from ..hiddenbench.common import HB_BUDGETS, HB_POLICIES
     hb = sub.add_parser("hiddenbench", help="HiddenBench: validate a file, run the controlled/natural protocols")
     hsub = hb.add_subparsers(dest="hb_cmd", required=True)
     v = hsub.add_parser("validate", help="check a HiddenBench JSON file; print task count and histograms")
@@ -99,7 +86,7 @@ def register(sub) -> None:
     r.add_argument("--constrained-votes", action="store_true",
                    help="send the vote's JSON schema (constrained decoding where the backend has it)")
     r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
-    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
+    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=backend_option)
     r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")
     r.add_argument("--progress", action="store_true")
     r.set_defaults(func=_cmd_run)

@@ -1,31 +1,26 @@
-"""Sub-commands for runs and their tables: ``run``, ``composition``."""
+"""``crossprofile run``: run a grid and write DIR/results.parquet and DIR/run.json."""
 
 from __future__ import annotations
 
 import sys
 
-
-def _csv(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
+from .args import backend_option, backend_options, csv
 
 
 def _cmd_run(args) -> int:
-    from .runner import RunConfig, run_to_dir
-    from .templates import TemplateError
-    opts = {}
-    for kv in args.backend_option or []:
-        k, _, v = kv.partition("=")
-        opts[k.replace("-", "_")] = float(v) if v.replace(".", "", 1).replace("inf", "1").isdigit() or v == "inf" else v
-    cfg = RunConfig(backend=args.backend, templates=args.templates, seeds=[int(s) for s in _csv(args.seeds)],
-                    budgets=_csv(args.budgets), policies=_csv(args.policies) if args.policies else RunConfig.policies,
-                    variants=_csv(args.variants) if args.variants else RunConfig.variants,
+    from ..runner import RunConfig, run_to_dir
+    from ..templates import TemplateError
+    opts = backend_options(args.backend_option)
+    cfg = RunConfig(backend=args.backend, templates=args.templates, seeds=[int(s) for s in csv(args.seeds)],
+                    budgets=csv(args.budgets), policies=csv(args.policies) if args.policies else RunConfig.policies,
+                    variants=csv(args.variants) if args.variants else RunConfig.variants,
                     n_agents=args.agents, n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
     for name in _MODEL_OPTIONS:  # model-backend options, recorded in run.json like --backend-option
         v = getattr(args, name, None)
         if v is not None:
             opts[name] = v
     try:
-        from .backends import get_backend
+        from ..backends import get_backend
         try:
             backend = get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
         except TypeError as e:
@@ -69,27 +64,9 @@ def _add_model_options(r) -> None:
     g.add_argument("--no-progress", dest="progress", action="store_false")
 
 
-def _cmd_composition(args) -> int:
-    from .results import ResultsError, read_results
-    from .tables import composition_table, composition_wide
-    try:
-        df = read_results(args.dir)
-    except ResultsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    first = df.iloc[0]
-    print(f"kept support/decoy/irrelevant (mean over templates and seeds), budget {args.budget}; "
-          f"backend {first['backend']}, model {first['model']}")
-    if args.long:
-        print(composition_table(df, budget=args.budget).to_string(float_format=lambda x: f"{x:.2f}"))
-    else:
-        print(composition_wide(df, budget=args.budget).to_string())
-    return 0
-
-
 def register(sub) -> None:
-    from .policies import DEFAULT_POLICIES
-    from .runner import DEFAULT_BUDGETS
+    from ..policies import DEFAULT_POLICIES
+    from ..runner import DEFAULT_BUDGETS
     r = sub.add_parser("run", help="run a grid and write DIR/results.parquet and DIR/run.json")
     r.add_argument("--backend", default="ledger", help="ledger (reference decider) or provider/model")
     r.add_argument("--out", required=True, help="output folder")
@@ -102,14 +79,7 @@ def register(sub) -> None:
     r.add_argument("--agents", type=int, default=4)
     r.add_argument("--options", type=int, default=3)
     r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
-    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
+    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger")
     _add_model_options(r)
     r.set_defaults(func=_cmd_run)
-    c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
-    c.add_argument("dir")
-    c.add_argument("--budget", default="0.6", help="budget label (0.6, 128t, none, all)")
-    c.add_argument("--long", action="store_true", help="one row per policy x variant")
-    c.set_defaults(func=_cmd_composition)
-    from .cli_hiddenbench import register as _register_hiddenbench; _register_hiddenbench(sub)  # noqa: E702
-    from .cli_stats import register as _register_stats; _register_stats(sub)  # noqa: E702

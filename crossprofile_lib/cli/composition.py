@@ -1,0 +1,31 @@
+"""``crossprofile composition DIR``: kept support/decoy/irrelevant per policy x variant."""
+
+from __future__ import annotations
+
+import sys
+
+
+def _cmd_composition(args) -> int:
+    from ..results import ResultsError, read_results
+    from ..tables import composition_table, composition_wide
+    try:
+        df = read_results(args.dir)
+    except ResultsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    first = df.iloc[0]
+    print(f"kept support/decoy/irrelevant (mean over templates and seeds), budget {args.budget}; "
+          f"backend {first['backend']}, model {first['model']}")
+    if args.long:
+        print(composition_table(df, budget=args.budget).to_string(float_format=lambda x: f"{x:.2f}"))
+    else:
+        print(composition_wide(df, budget=args.budget).to_string())
+    return 0
+
+
+def register(sub) -> None:
+    c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
+    c.add_argument("dir")
+    c.add_argument("--budget", default="0.6", help="budget label (0.6, 128t, none, all)")
+    c.add_argument("--long", action="store_true", help="one row per policy x variant")
+    c.set_defaults(func=_cmd_composition)

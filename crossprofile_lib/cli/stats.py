@@ -1,0 +1,61 @@
+"""``crossprofile stats DIR``: the paper's inference (SPEC section 8) over a run's results table;
+the text report is :func:`crossprofile_lib.cli.report.print_report`, ``--json`` prints everything
+(every budget) as JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .report import print_report
+
+
+def _cmd_stats(args) -> int:
+    from ..results import ResultsError, read_header, read_results
+    from ..stats.analysis import analyse, to_jsonable
+    from ..stats.contrasts import PreregError, load_prereg
+    try:
+        df = read_results(args.dir)
+        prereg = load_prereg(args.prereg)
+    except (ResultsError, PreregError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.resamples < 1:
+        print("error: --resamples must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        config = read_header(args.dir).get("config")
+    except ResultsError:
+        config = None
+    try:
+        choice = None
+        if args.fit_resamples is None or args.fit_resamples > 0:
+            from ..rebuild import choice_data_by_model
+            choice = choice_data_by_model(df, config, args.templates, prereg.settings["social_proof_where"])
+        res = analyse(df, prereg, n_resamples=args.resamples, seed=args.seed, choice_data=choice,
+                      regressions=not args.no_regressions, fit_resamples=args.fit_resamples)
+    except PreregError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(to_jsonable({"run": str(args.dir), "models": res}), indent=1))
+    else:
+        for r in res:
+            print_report(r, str(prereg.settings["primary_budget"]))
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
+                                     "net-lead regressions, fitted social-proof weight")
+    s.add_argument("dir", help="a run folder (results.parquet + run.json)")
+    s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
+    s.add_argument("--prereg", default=None, help="contrast file (default: the repository's prereg.yaml)")
+    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the resample index matrix (default 0)")
+    s.add_argument("--fit-resamples", type=int, default=1000,
+                   help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
+    s.add_argument("--no-regressions", action="store_true", help="skip the mixed and GEE net-lead regressions")
+    s.add_argument("--templates", nargs="+", default=None,
+                   help="template paths to rebuild memories from (default: those in run.json)")
+    s.set_defaults(func=_cmd_stats)
