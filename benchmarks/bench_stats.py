@@ -28,7 +28,8 @@ from crossprofile_lib.runner import RunConfig, run_grid
 from crossprofile_lib.stats import tables as T
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg, row_mask
-from crossprofile_lib.stats.socialproof import fit_social_proof, rebuild_choice_data
+from crossprofile_lib.rebuild import rebuild_choice_data
+from crossprofile_lib.stats.socialproof import fit_social_proof
 from crossprofile_lib.templates import load_templates
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -523,7 +523,8 @@ def open_runs(runs_root, templates, seeds, budgets, backend, model_templates, mo
 def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
     """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a
     run's decisions (:mod:`crossprofile_lib.stats.socialproof`), memories rebuilt from its config."""
-    from .stats.socialproof import fit_social_proof, rebuild_choice_data
+    from .rebuild import rebuild_choice_data
+    from .stats.socialproof import fit_social_proof
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
     data, info = rebuild_choice_data(run.df, cfg, templates=paths)

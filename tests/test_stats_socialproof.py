@@ -7,9 +7,9 @@ import pytest
 from crossprofile_lib.decider import ReferenceDecider
 from crossprofile_lib.runner import RunConfig, build_requests, run_grid
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.stats.socialproof import (PARAMS, ChoiceData, batched_newton, choice_data, fit,
-                                                fit_social_proof, log_likelihood, option_features, patterns,
-                                                rebuild_choice_data)
+from crossprofile_lib.rebuild import choice_data, option_features, rebuild_choice_data
+from crossprofile_lib.stats.socialproof import (PARAMS, ChoiceData, batched_newton, fit, fit_social_proof,
+                                                log_likelihood, patterns)
 
 TRUE = dict(social_proof=0.5, irrelevant_weight=0.3, inverse_temperature=2.0)
 

@@ -12,8 +12,9 @@ Tables (inputs are the run folder's parquet tables; see :mod:`run`):
   accuracy, disclosure rate, invalid votes, and each policy's decision accuracy (REF, ALL, ...);
 * :func:`controlled_summary` -- per policy: decision accuracy (model backends) and the kept
   composition (every backend);
-* :func:`headroom` -- ALL minus EMPTY accuracy with a task-bootstrap percentile interval; the
-  check passes when the lower bound exceeds 15 points (SPEC section 8).
+* :func:`headroom` -- ALL minus EMPTY accuracy with a task-bootstrap percentile interval (the
+  template bootstrap of :mod:`crossprofile_lib.stats.bootstrap` with the task as the unit); the
+  check passes when the lower bound exceeds prereg.yaml's ``headroom_min_points`` (SPEC section 8).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-HEADROOM_POINTS = 15.0
+from ..constants import HEADROOM_MIN_POINTS
+from ..stats.bootstrap import TemplateBootstrap, resample_indices
+
+#: ALL - EMPTY must exceed this many points (prereg.yaml ``settings.headroom_min_points``)
+HEADROOM_POINTS = HEADROOM_MIN_POINTS
+
 
 #: The paper's HiddenBench figures (Qwen2.5-7B / Llama-3.1-8B; SPEC section 10), in percent.
 PAPER_FIGURES = {
@@ -127,11 +133,12 @@ def headroom(decisions: pd.DataFrame, rng: np.random.Generator, n_resamples: int
     per = d.assign(c=d.correct.astype(float)).pivot_table(index="task_id", columns="policy", values="c",
                                                           aggfunc="mean").dropna()
     diff = 100.0 * (per["ALL"] - per["EMPTY"]).to_numpy()          # shape (n_tasks,)
-    idx = rng.integers(0, len(diff), size=(n_resamples, len(diff)))
-    draws = diff[idx].mean(axis=1)                                   # shape (n_resamples,)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(draws, [a, 1 - a])
-    return Headroom(float(diff.mean()), float(lo), float(hi), len(diff), bool(lo > HEADROOM_POINTS))
+    # the project's one bootstrap (crossprofile_lib.stats.bootstrap), the task as the unit
+    boot = TemplateBootstrap(tuple(map(str, per.index)), resample_indices(len(diff), n_resamples, rng), level)
+    point, draws = boot.means(diff[:, None], np.ones((len(diff), 1)))
+    s = boot.summarize(point, draws)
+    lo, hi = float(s["lo"][0]), float(s["hi"][0])
+    return Headroom(float(point[0]), lo, hi, len(diff), bool(lo > HEADROOM_POINTS))
 
 
 def paper_table(protocol: str) -> pd.DataFrame:

@@ -3,6 +3,9 @@
 
 All statistics of a model share one template-bootstrap resample index matrix drawn from
 ``numpy.random.default_rng(seed)``; the social-proof fit uses its first ``fit_resamples`` rows.
+The social-proof fit needs the decisions' rebuilt memories: the caller rebuilds them
+(:func:`crossprofile_lib.rebuild.choice_data_by_model`) and hands them in as ``choice_data``;
+this module only computes.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ import pandas as pd
 from . import tables as T
 from .bootstrap import DEFAULT_RESAMPLES, TemplateBootstrap
 from .contrasts import Prereg, evaluate_contrasts, load_prereg
-from .netlead import net_lead_analysis, subset
-from .socialproof import fit_social_proof, rebuild_choice_data
+from .netlead import net_lead_analysis
+from .socialproof import fit_social_proof
 
 
 def analyse_model(df: pd.DataFrame, prereg: Prereg, rng: np.random.Generator,
-                  n_resamples: int = DEFAULT_RESAMPLES, config: Optional[dict] = None, templates=None,
+                  n_resamples: int = DEFAULT_RESAMPLES, choice_data=None,
                   regressions: bool = True, fit_resamples: Optional[int] = 1000) -> dict:
-    """Every statistic for the rows of one model (``df`` holds a single backend/model)."""
+    """Every statistic for the rows of one model (``df`` holds a single backend/model).
+
+    ``choice_data``: ``(ChoiceData, info)`` for the social-proof fit, or a string saying why
+    there is none (None: "not handed in").
+    """
     boot = TemplateBootstrap.draw(df["template_id"].astype(str).unique(), n_resamples, rng)
     st = prereg.settings
     first = df.iloc[0]
@@ -46,28 +53,28 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, rng: np.random.Generator,
     out["net_lead"] = net_lead_analysis(df, boot, st["net_lead_where"], regressions=regressions)
     if fit_resamples is not None and fit_resamples <= 0:
         out["social_proof"] = dict(skipped="not requested (--fit-resamples 0)")
-    elif config is None:
-        out["social_proof"] = dict(skipped="no run header (run.json) to rebuild the memories from")
+    elif choice_data is None or isinstance(choice_data, str):
+        out["social_proof"] = dict(skipped=choice_data or "no rebuilt choice data handed in")
     else:
-        try:
-            data, info = rebuild_choice_data(subset(df, st["social_proof_where"]), config, templates)
-        except (FileNotFoundError, ValueError) as e:
-            out["social_proof"] = dict(skipped=f"cannot rebuild the memories: {e}")
-        else:
-            out["social_proof"] = fit_social_proof(data, boot, fit_resamples)
-            out["social_proof"]["rebuild"] = info
+        data, info = choice_data
+        out["social_proof"] = fit_social_proof(data, boot, fit_resamples)
+        out["social_proof"]["rebuild"] = info
     return out
 
 
 def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int = DEFAULT_RESAMPLES,
-            seed: int = 0, config: Optional[dict] = None, templates=None, regressions: bool = True,
+            seed: int = 0, choice_data: Optional[dict] = None, regressions: bool = True,
             fit_resamples: Optional[int] = 1000) -> list[dict]:
     """:func:`analyse_model` for each (backend, model) of ``df``; each draws its resamples from
-    ``numpy.random.default_rng(seed)`` (same seed and templates -> same index matrix)."""
+    ``numpy.random.default_rng(seed)`` (same seed and templates -> same index matrix).
+
+    ``choice_data``: ``{(backend, model): (ChoiceData, info) or reason}`` from
+    :func:`crossprofile_lib.rebuild.choice_data_by_model` (None: no social-proof fit)."""
     prereg = prereg or load_prereg()
     out = []
-    for (_, _), d in df.groupby(["backend", "model"], sort=True):
-        out.append(analyse_model(d, prereg, np.random.default_rng(seed), n_resamples, config, templates,
+    for (backend, model), d in df.groupby(["backend", "model"], sort=True):
+        cd = (choice_data or {}).get((str(backend), str(model)))
+        out.append(analyse_model(d, prereg, np.random.default_rng(seed), n_resamples, cd,
                                  regressions, fit_resamples))
         out[-1]["seed"] = seed
     return out

@@ -1,0 +1,145 @@
+"""Rebuild a run's memories and turn its decisions into conditional-logit choice data.
+
+The results table holds no per-fact detail, so the fitted social-proof weight
+(:mod:`crossprofile_lib.stats.socialproof`) needs each decision's memory rebuilt from the run's
+configuration (templates, seeds, policies, budgets, tokenizer). This module does that with the
+pipeline (:func:`crossprofile_lib.runner.build_requests`) and hands the statistics a plain
+:class:`~crossprofile_lib.stats.socialproof.ChoiceData`; ``stats/`` itself never imports the
+pipeline.
+
+A decision is used only when its rebuilt memory has the row's ``memory_sha`` (generated B3
+summaries and memories built from a model's own relevance filter or stances usually do not, and
+are left out and counted in ``info``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .stats.socialproof import ChoiceData
+
+KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
+
+
+def option_features(task, memory, order: Sequence[str]) -> np.ndarray:
+    """``(K, 4)`` features (:data:`~crossprofile_lib.stats.socialproof.FEATURES`) of each option
+    in ``order`` from a memory's kept facts and the speaker counts their labels reveal."""
+    t = task.template
+    pos = {o: j for j, o in enumerate(order)}
+    x = np.zeros((len(order), 4))
+    for c, n in zip(memory.kept, memory.revealed):
+        if c.fact_id is None:
+            continue
+        f = t.fact(c.fact_id)
+        k = 0 if f.relevant else 2
+        x[pos[f.about], k] += f.polarity
+        x[pos[f.about], k + 1] += f.polarity * (max(n, 1) - 1)
+    return x
+
+
+def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
+    """Join rebuilt ``(request, row)`` pairs with the results rows (valid decisions only).
+
+    A row is used when a pair has its key (template, variant, seed, policy, budget) and the same
+    ``memory_sha``; ``info`` counts the rows left out and why.
+    """
+    built = {}
+    for req, row in pairs:
+        built[tuple(row[k] for k in KEY)] = (req, row.get("memory_sha"))
+    X, ch, tid = [], [], []
+    info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
+            "left_out_by_policy": {}}
+    d = df[KEY + ["memory_sha", "decision", "invalid"]]
+    for r in d.itertuples(index=False):
+        k = tuple(getattr(r, c) for c in KEY)
+        why = None
+        if r.invalid or not r.decision:
+            why = "invalid"
+        elif k not in built:
+            why = "not_rebuilt"
+        elif built[k][1] != r.memory_sha:
+            why = "memory_mismatch"
+        if why is None:
+            req = built[k][0]
+            if r.decision not in req.option_order:
+                why = "not_rebuilt"
+        if why:
+            info[why] += 1
+            if why != "invalid":
+                info["left_out_by_policy"][r.policy] = info["left_out_by_policy"].get(r.policy, 0) + 1
+            continue
+        X.append(option_features(req.task, req.memory, req.option_order))
+        ch.append(req.option_order.index(r.decision))
+        tid.append(r.template_id)
+    info["used"] = len(X)
+    if not X:
+        return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0)), info
+    K = {x.shape[0] for x in X}
+    if len(K) > 1:
+        raise ValueError(f"decisions have different option counts {sorted(K)}; fit one option count at a time")
+    return ChoiceData(np.stack(X), np.array(ch), np.array(tid, dtype=object), np.ones(len(X))), info
+
+
+def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[ChoiceData, dict]:
+    """Rebuild the memories of a run (``config``: its ``run.json`` ``config`` dict or a
+    :class:`~crossprofile_lib.runner.RunConfig`) and return the decisions' :class:`ChoiceData`
+    plus bookkeeping.
+
+    ``templates``: loaded templates or paths (default: the config's template paths, as the
+    run named them). Generated (B3) policies cannot be rebuilt and are left out.
+    """
+    from .decider import ReferenceDecider
+    from .policies import parse_policy
+    from .runner import RunConfig, build_requests
+    from .templates import load_templates
+    from .tokenizer import get_tokenizer
+    cfg = dict(config) if isinstance(config, dict) else asdict(config)
+    known = set(RunConfig.__dataclass_fields__)
+    cfg = {k: v for k, v in cfg.items() if k in known}
+    pols = [p for p in cfg.get("policies", ()) if p in set(df["policy"])]
+    pols = [p for p in pols if parse_policy(p).selection != "generated"]
+    cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in set(df["variant"])],
+               seeds=[s for s in cfg.get("seeds", ()) if s in set(df["seed"])])
+    run_cfg = RunConfig(**cfg)
+    first = None if templates is None or isinstance(templates, (str, bytes)) else next(iter(templates), None)
+    if templates is None or isinstance(templates, (str, bytes)) or isinstance(first, (str, bytes)) or \
+            hasattr(first, "__fspath__"):   # paths, not loaded templates
+        paths = templates if templates is not None else run_cfg.templates
+        if isinstance(paths, (str, bytes)):
+            paths = [paths]
+        try:
+            templates = load_templates(paths, n_options=run_cfg.n_options)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"cannot rebuild memories: templates {list(paths)} not found ({e}); "
+                                    f"pass the template paths the run used") from None
+    ids = set(df["template_id"].astype(str))
+    templates = [t for t in templates if t.id in ids]
+    stub = ReferenceDecider(tokenizer=get_tokenizer(run_cfg.tokenizer))
+    pairs = list(build_requests(templates, run_cfg, stub)) if pols else []
+    data, info = choice_data(pairs, df)
+    info["policies_rebuilt"] = pols
+    return data, info
+
+
+def choice_data_by_model(df: pd.DataFrame, config: Optional[dict], templates=None,
+                         where: Optional[dict] = None) -> dict:
+    """Choice data for every (backend, model) of ``df``, as :func:`crossprofile_lib.stats.analysis.analyse`
+    takes it: ``{(backend, model): (ChoiceData, info)}``, or ``{...: "reason"}`` where the memories
+    cannot be rebuilt (no run header, templates not found). ``where``: the rows to use
+    (prereg.yaml's ``settings.social_proof_where``)."""
+    from .stats.netlead import subset
+    out = {}
+    for (backend, model), d in df.groupby(["backend", "model"], sort=True):
+        key = (str(backend), str(model))
+        if config is None:
+            out[key] = "no run header (run.json) to rebuild the memories from"
+            continue
+        try:
+            out[key] = rebuild_choice_data(subset(d, where), config, templates)
+        except (FileNotFoundError, ValueError) as e:
+            out[key] = f"cannot rebuild the memories: {e}"
+    return out

@@ -1,0 +1,71 @@
+"""The one way estimates, intervals and p-values are written (``crossprofile stats`` and the book).
+
+* :func:`fmt_ci` -- ``"12.3 [10.1, 14.6]"``; the estimate alone when the interval is missing;
+  ``missing`` (default ``"n/a"``) when the estimate is;
+* :func:`fmt_p` -- four decimals, ``"<1e-4"`` below 0.0001, ``""`` when there is no p-value;
+* :func:`ci_column` / :func:`ci_pivot` -- the same for the ``estimate/lo/hi`` columns of a long
+  table (:mod:`crossprofile_lib.stats.tables`), pivoted in first-appearance order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pandas as pd
+
+MISSING = "n/a"
+
+
+def _absent(x) -> bool:
+    if x is None or x is pd.NA:
+        return True
+    try:
+        return math.isnan(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_ci(est, lo=None, hi=None, digits: int = 1, missing: str = MISSING) -> str:
+    """``"est [lo, hi]"`` with ``digits`` decimals.
+
+    >>> fmt_ci(12.345, 10.1, 14.61), fmt_ci(1.0, float("nan"), None), fmt_ci(None, 1, 2)
+    ('12.3 [10.1, 14.6]', '1.0', 'n/a')
+    """
+    if _absent(est):
+        return missing
+    if _absent(lo) or _absent(hi):
+        return f"{est:.{digits}f}"
+    return f"{est:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def fmt_p(p) -> str:
+    """A p-value as printed.
+
+    >>> fmt_p(0.04567), fmt_p(2e-5), fmt_p(float("nan"))
+    ('0.0457', '<1e-4', '')
+    """
+    if _absent(p):
+        return ""
+    return f"{p:.4f}" if p >= 1e-4 else "<1e-4"
+
+
+def ci_column(t: pd.DataFrame, digits: int = 1, missing: str = MISSING) -> pd.Series:
+    """:func:`fmt_ci` of every row of a table with ``estimate``, ``lo`` and ``hi`` columns."""
+    return pd.Series([fmt_ci(e, lo, hi, digits, missing) for e, lo, hi in zip(t["estimate"], t["lo"], t["hi"])],
+                     index=t.index, dtype=object)
+
+
+def ci_pivot(t: pd.DataFrame, index: str | Sequence[str], columns: str, digits: int = 1,
+             missing: str = MISSING) -> pd.DataFrame:
+    """Pivot a long ``estimate/lo/hi`` table into ``"est [lo, hi]"`` cells; rows and columns keep
+    their order of first appearance, absent cells are empty strings."""
+    if t.empty:
+        return t
+    index = [index] if isinstance(index, str) else list(index)
+    t = t.assign(_ci=ci_column(t, digits, missing))
+    order = list(dict.fromkeys(t[columns]))
+    rows = list(dict.fromkeys(map(tuple, t[index].to_numpy())))
+    p = t.pivot_table(index=index, columns=columns, values="_ci", aggfunc="first", sort=False)
+    return p.reindex(index=pd.MultiIndex.from_tuples(rows, names=index) if len(index) > 1 else [r[0] for r in rows],
+                     columns=order).fillna("")
