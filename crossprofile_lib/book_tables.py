@@ -78,44 +78,7 @@ def contrast_table(res: pd.DataFrame) -> pd.DataFrame:
 
 
 
-@dataclass(frozen=True)
-class PaperItem:
-    figure_id: str
-    result: str
-    source: str
-    chapter: str
-    data: str
-    label: str
-    unit: str
-    paper: dict
-    measure: Optional[dict] = None
-    note: str = ""
-
-
-class PaperFiguresError(ValueError):
-    pass
-
-
-def load_paper_figures(path: str | Path = PAPER_FIGURES) -> list[PaperItem]:
-    """Every paper number of ``data/paper_figures.yaml`` as one :class:`PaperItem` each."""
-    import yaml
-    p = resolve(path)
-    doc = yaml.safe_load(p.read_text())
-    out = []
-    for i, f in enumerate(doc.get("figures") or []):
-        for key in ("id", "result", "items", "data"):
-            if key not in f:
-                raise PaperFiguresError(f"{p}: field 'figures[{i}].{key}': required")
-        for j, it in enumerate(f["items"]):
-            where = f"{p}: field 'figures[{i}].items[{j}]"
-            if not isinstance(it.get("paper"), dict) or not it["paper"]:
-                raise PaperFiguresError(f"{where}.paper': a mapping model -> paper value is required")
-            if it.get("unit") not in ("%", "points", "facts"):
-                raise PaperFiguresError(f"{where}.unit': one of %, points, facts")
-            out.append(PaperItem(f["id"], f["result"], f.get("source", ""), f.get("chapter", ""), f["data"],
-                                 str(it["label"]), it["unit"], dict(it["paper"]), it.get("measure"),
-                                 str(it.get("note", ""))))
-    return out
+from .paper_figures import PaperFiguresError, PaperItem, load_paper_figures  # noqa: E402,F401  (the one loader)
 
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:

@@ -86,7 +86,8 @@ def test_default_file_holds_h1_h3_exactly_as_spec():
                                    (1.0, (("decoy_attr", "private"), ("policy", "B4")))])
     assert sig(c["H2"]) == sorted([(1.0, (("policy", "R1"),)), (-1.0, (("policy", "Random"),))])
     assert sig(c["H3"]) == sorted([(1.0, (("policy", "R1-rel"),)), (-1.0, (("policy", "R1"),))])
-    assert c["H1"].paper == {"Qwen2.5-7B-Instruct": 64.6, "Llama-3.1-8B-Instruct": 62.6}
+    assert c["H1"].paper == {"Qwen2.5-7B-Instruct": 64.6, "Llama-3.1-8B-Instruct": 62.6, "DeepSeek-V4.1-Flash": 62.6}
+    assert c["H3"].paper == {"Qwen2.5-7B-Instruct": 8.5, "Llama-3.1-8B-Instruct": 15.6}  # as the paper states H3
     assert pre.settings["headroom_min_points"] == 15
 
 

@@ -33,12 +33,12 @@ from ..stats.bootstrap import TemplateBootstrap, resample_indices
 #: ALL - EMPTY must exceed this many points (prereg.yaml ``settings.headroom_min_points``)
 HEADROOM_POINTS = HEADROOM_MIN_POINTS
 
-
-#: The paper's HiddenBench figures (Qwen2.5-7B / Llama-3.1-8B; SPEC section 10), in percent.
-PAPER_FIGURES = {
-    "controlled": {"R1": (88.2, 87.7), "B3": (51.3, 59.0), "private-only": (91.3, 90.3),
-                   "shared-only": (5.6, 4.6), "EMPTY": (35.4, 36.4)},
-    "natural": {"group vote": (23.6, 31.8), "REF": (22.1, 33.8), "ALL": (61.5, 89.7), "EMPTY": (33.8, 36.9)},
+#: Which items of data/paper_figures.yaml (the one source of paper numbers) each protocol's
+#: paper table shows, as "<figure id>/<item label>" references.
+PAPER_REFS = {
+    "controlled": ("hb-r1-b3/R1", "hb-r1-b3/B3", "hb-reference/private-only", "hb-reference/shared-only",
+                   "hb-reference/EMPTY"),
+    "natural": ("natural/group vote", "natural/REF", "natural/ALL", "natural/EMPTY"),
 }
 PAPER_MODELS = ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct")
 PAPER_NOTE = ("paper figures; the natural-discussion entries are ranges over the paper's runs, not "
@@ -142,7 +142,17 @@ def headroom(decisions: pd.DataFrame, rng: np.random.Generator, n_resamples: int
 
 
 def paper_table(protocol: str) -> pd.DataFrame:
-    """The paper's figures for ``controlled`` or ``natural`` (percent), one column per model."""
-    f = PAPER_FIGURES[protocol]
+    """The paper's figures for ``controlled`` (one column per model) or ``natural`` (its ranges as
+    low / high), in percent, read from data/paper_figures.yaml."""
+    from ..paper_figures import paper_item
+    rows, index = [], []
+    for ref in PAPER_REFS[protocol]:
+        it = paper_item(ref)
+        index.append(it.label)
+        if protocol == "controlled":
+            rows.append([it.paper.get(m, math.nan) for m in PAPER_MODELS])
+        else:
+            lo, _, hi = str(next(iter(it.paper.values()))).partition("-")
+            rows.append([float(lo), float(hi)])
     label = PAPER_MODELS if protocol == "controlled" else ("low", "high")
-    return pd.DataFrame.from_dict(f, orient="index", columns=[f"paper {m}" for m in label])
+    return pd.DataFrame(rows, index=index, columns=[f"paper {m}" for m in label])

@@ -185,13 +185,25 @@ def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
                 raise PreregError(path, f"{tf}.weight", "required", "every term needs a weight")
             w = {k: v for k, v in {**c_where, **_where(t.get("where"), path, f"{tf}.where")}.items() if v is not None}
             tl.append(Term(_num(t["weight"], path, f"{tf}.weight"), w))
-        paper = c.get("paper")
-        if paper is not None and not isinstance(paper, dict):
-            raise PreregError(path, f"{fld}.paper", "type", "a mapping model -> paper value")
+        paper = _paper(c.get("paper"), path, f"{fld}.paper")
         out.append(Contrast(cid, tuple(tl), str(c.get("title", "")), fam, str(c.get("outcome", d_outcome)),
                             _num(c.get("scale", d_scale), path, f"{fld}.scale"),
                             _num(c.get("test_value", 0.0), path, f"{fld}.test_value"), paper, str(c.get("note", ""))))
     return Prereg(tuple(out), families, settings, str(path))
+
+
+def _paper(x, path, fld) -> Optional[dict]:
+    """A contrast's paper values: a reference "<figure id>/<label>" into data/paper_figures.yaml
+    (the one source of paper numbers), or a mapping model -> value for a contrast of the user's own."""
+    if x is None or isinstance(x, dict):
+        return x
+    if isinstance(x, str):
+        from ..paper_figures import PaperFiguresError, paper_values
+        try:
+            return paper_values(x)
+        except PaperFiguresError as e:
+            raise PreregError(path, fld, "paper reference", str(e)) from None
+    raise PreregError(path, fld, "type", "a reference '<figure id>/<item label>' or a mapping model -> paper value")
 
 
 def load_prereg(path: str | Path | None = None) -> Prereg:

@@ -1,0 +1,91 @@
+"""The paper's reported numbers: ONE source, ``data/paper_figures.yaml``.
+
+Every paper value shown anywhere (prereg.yaml's ``paper:`` references, the book's "paper" columns,
+HiddenBench's paper table, ``crossprofile fit-paper``) is read through this module; no other file
+repeats a number. None of these values is a result of this suite.
+
+A **reference** names one item: ``"<figure id>/<item label>"`` (e.g. ``"h3/H3: R1-rel - R1"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from .constants import PAPER_FIGURES_PATH
+
+UNITS = ("%", "points", "facts")
+
+
+class PaperFiguresError(ValueError):
+    """``data/paper_figures.yaml`` (or a reference into it) breaks a rule; names file and field."""
+
+
+@dataclass(frozen=True)
+class PaperItem:
+    figure_id: str
+    result: str
+    source: str
+    chapter: str
+    data: str
+    label: str
+    unit: str
+    paper: dict
+    measure: Optional[dict] = None
+    note: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.figure_id}/{self.label}"
+
+
+def load_paper_figures(path: str | Path = PAPER_FIGURES_PATH) -> list[PaperItem]:
+    """Every paper number of ``data/paper_figures.yaml`` as one :class:`PaperItem` each."""
+    return list(_load(str(Path(path).resolve())))
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> tuple[PaperItem, ...]:
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise PaperFiguresError(f"{p}: cannot be read as YAML ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("figures"), list):
+        raise PaperFiguresError(f"{p}: field 'figures': required, a list")
+    out, seen = [], set()
+    for i, f in enumerate(doc["figures"]):
+        for key in ("id", "result", "items", "data"):
+            if not isinstance(f, dict) or key not in f:
+                raise PaperFiguresError(f"{p}: field 'figures[{i}].{key}': required")
+        for j, it in enumerate(f["items"]):
+            where = f"{p}: field 'figures[{i}].items[{j}]"
+            if not isinstance(it.get("paper"), dict) or not it["paper"]:
+                raise PaperFiguresError(f"{where}.paper': a mapping model -> paper value is required")
+            if it.get("unit") not in UNITS:
+                raise PaperFiguresError(f"{where}.unit': one of {', '.join(UNITS)}")
+            item = PaperItem(str(f["id"]), f["result"], f.get("source", ""), f.get("chapter", ""), f["data"],
+                             str(it["label"]), it["unit"], dict(it["paper"]), it.get("measure"),
+                             str(it.get("note", "")))
+            if item.ref in seen:
+                raise PaperFiguresError(f"{where}.label': duplicate reference '{item.ref}'")
+            seen.add(item.ref)
+            out.append(item)
+    return tuple(out)
+
+
+def paper_item(ref: str, path: str | Path = PAPER_FIGURES_PATH) -> PaperItem:
+    """The item a reference ``"<figure id>/<label>"`` names (error names the file and the ref)."""
+    items = {it.ref: it for it in load_paper_figures(path)}
+    if ref not in items:
+        raise PaperFiguresError(f"{path}: no paper figure '{ref}' (a reference is '<figure id>/<item label>')")
+    return items[ref]
+
+
+def paper_values(ref: str, path: str | Path = PAPER_FIGURES_PATH) -> dict:
+    """``{model: value}`` of the item ``ref`` names."""
+    return dict(paper_item(ref, path).paper)
