@@ -43,14 +43,17 @@ def git_commit(cwd: Path | str | None = None) -> str | None:
 
 
 def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
-    """Write ``results.parquet`` (rows sorted deterministically) and ``run.json``."""
+    """Write ``results.parquet`` (rows sorted deterministically) and ``run.json``, each to a unique
+    temporary name renamed into place (:func:`crossprofile_lib.outdir.atomic_write`): a reader sees
+    the old file or the new one, never a torn one. Callers that run a grid hold the folder's lock
+    (:func:`crossprofile_lib.outdir.locked_dir`)."""
+    from .outdir import atomic_write, write_text_atomic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_frame(df, out / "results.parquet")
-    tmp = out / "results.parquet.tmp"
-    df.reset_index(drop=True).to_parquet(tmp, index=False)
-    tmp.replace(out / "results.parquet")
-    (out / "run.json").write_text(json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
+    with atomic_write(out / "results.parquet") as tmp:
+        df.reset_index(drop=True).to_parquet(tmp, index=False)
+    write_text_atomic(out / "run.json", json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
     return out / "results.parquet"
 
 

@@ -37,6 +37,8 @@ import pandas as pd
 
 from .. import __version__
 from ..prompts import prompt_dir
+from ..outdir import atomic_write, locked_dir, write_text_atomic
+from ..redact import redact_url
 from ..results import git_commit
 from .ablations import DEFAULT_ABLATIONS, parse_ablations, prompt_files
 from .common import HB_BUDGETS, HB_POLICIES, PolicyPlan
@@ -87,7 +89,8 @@ def _file_sha(name: str) -> str:
 
 def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, prompts: dict) -> str:
     d = dict(protocol=protocol, backend=backend.name, model=backend.model, tokenizer=backend.tokenizer.name,
-             decision_mode=getattr(backend, "decision_mode", ""), backend_options=cfg.backend_options,
+             decision_mode=getattr(backend, "decision_mode", ""),
+             backend_options=_redacted({"backend_options": dict(cfg.backend_options)})["backend_options"],
              data=data.data_source if not data.is_fixture else f"fixture@{data.sha256[:12]}",
              policies=list(cfg.policies), budgets=list(cfg.budgets))
     if protocol == "natural":
@@ -95,6 +98,15 @@ def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, pr
         if cfg.constrained_votes:  # only when on, so earlier runs' hashes stay valid
             d["constrained_votes"] = True
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _redacted(config: dict) -> dict:
+    """The configuration for the header: secret-named backend options hidden, URLs redacted."""
+    opts = config.get("backend_options") or {}
+    secret = ("key", "token", "secret", "password")
+    config["backend_options"] = {k: ("***" if any(w in k.lower() for w in secret)
+                                      else redact_url(v) if "url" in k.lower() else v) for k, v in opts.items()}
+    return config
 
 
 def _session_key(rec: dict) -> str:
@@ -142,14 +154,19 @@ def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
         if protocol == "controlled" and "correct" in df:
             df["correct"] = df["correct"].astype("boolean")
         frames[name] = df
-        tmp = out / (fname + ".tmp")
-        df.to_parquet(tmp, index=False)
-        tmp.replace(out / fname)
+        with atomic_write(out / fname) as tmp:
+            df.to_parquet(tmp, index=False)
     return frames
 
 
 def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
-    """Run the configured protocols into ``out_dir``; return the header (also written)."""
+    """Run the configured protocols into ``out_dir``; return the header (also written). The folder
+    is locked for the whole run (:func:`crossprofile_lib.outdir.locked_dir`)."""
+    with locked_dir(out_dir):
+        return _run_locked(cfg, out_dir, backend, progress)
+
+
+def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
     from ..backends import get_backend
     t0 = time.perf_counter()
     data = load_hiddenbench(cfg.hiddenbench)
@@ -162,7 +179,7 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
     prompts = {p: _file_sha(p) for p in prompt_files()}
     base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
                 decision_mode=getattr(backend, "decision_mode", ""), tokenizer=backend.tokenizer.name)
-    header = dict(config=asdict(cfg), data_source=data.data_source, data_path=str(data.path),
+    header = dict(config=_redacted(asdict(cfg)), data_source=data.data_source, data_path=str(data.path),
                   data_sha256=data.sha256, data_is_fixture=data.is_fixture, data_notes=list(data.notes),
                   malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks),
                   n_tasks_in_file=len(data.tasks), backend=backend.name,
@@ -211,7 +228,7 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
         header["protocols"][protocol] = info
     header.update(seconds=round(time.perf_counter() - t0, 3),
                   created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    (out / HEADER).write_text(json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
+    write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
     return header
 
 
