@@ -191,7 +191,9 @@ _SECRET = re.compile(r"key|token|secret|password", re.IGNORECASE)
 def _redacted_config(cfg: RunConfig) -> dict:
     """The resolved configuration for ``run.json``; option values named like a secret are hidden."""
     d = asdict(cfg)
-    d["backend_options"] = {k: ("***" if _SECRET.search(k) else v) for k, v in d["backend_options"].items()}
+    from .redact import redact_url
+    d["backend_options"] = {k: ("***" if _SECRET.search(k) else redact_url(v) if k == "base_url" else v)
+                            for k, v in d["backend_options"].items()}
     return d
 
 
@@ -227,7 +229,15 @@ def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool
                ) -> tuple[pd.DataFrame, dict]:
     """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls,
     cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
-    print the headroom check."""
+    print the headroom check. The output folder is locked for the whole run
+    (:func:`crossprofile_lib.outdir.locked_dir`: a second run on it refuses at once)."""
+    from .outdir import locked_dir
+    with locked_dir(out_dir):
+        return _run_to_locked_dir(cfg, out_dir, backend, progress)
+
+
+def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
+                       ) -> tuple[pd.DataFrame, dict]:
     from .backends import get_backend
     t0 = time.perf_counter()
     backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
