@@ -1,15 +1,24 @@
-"""The book's figures (seaborn/matplotlib), one consistent colour per policy.
+"""The book's figures (seaborn/matplotlib): one colour per policy, the message in the title.
 
-Every function returns a :class:`matplotlib.figure.Figure` and stamps the backend and model
-of the run(s) it draws into the figure's footer (:func:`stamp`), so a figure saved on its own
-still says what produced it. Inputs are the long tables of :mod:`crossprofile_lib.stats.tables`
-(columns ``estimate``, ``lo``, ``hi`` plus grouping columns) or a :class:`~crossprofile_lib.book.Run`.
+Every function returns a :class:`matplotlib.figure.Figure` sized for the book's text column (at
+most 7 inches, drawn at full size: fonts 9-12 pt), with
+
+* a **message** title (bold) computed from the data it draws, never typed in (pass ``message=``
+  to override), and the chapter's ``title`` below it as the subtitle (what is plotted, from which run);
+* legends **outside** the axes (below them), never over the data;
+* the backend and model of the run(s) it draws stamped into the footer (:func:`stamp`), so a figure
+  saved on its own still says what produced it.
+
+In Jupyter (and so in the built book) figures are shown as SVG (:func:`use_svg`, called on import).
+:func:`model_signal` says whether a language model's run has any signal to draw; a chapter shows
+the model's panel only when it has, otherwise :func:`no_signal_note`'s one line saying why not.
 """
 
 from __future__ import annotations
 
 import colorsys
-from typing import Optional, Sequence
+import html
+from typing import NamedTuple, Optional, Sequence
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -27,7 +36,23 @@ BASE_COLORS = {
 }
 ROLE_COLORS = {"support": "#009E73", "decoy": "#D55E00", "irrelevant": "#9A9A9A"}
 FORMAT_SHADE = {"full": 0.0, "unlabeled": 0.45, "shuffled": 0.3, "first-speaker": 0.6, "claim-id": 0.75}
+PAPER_COLOR = "#D55E00"
 DPI = 96
+WIDTH = 7.0  # inches: the book's text column (688 px) at 96 px per inch
+FONT = dict(title=12, subtitle=9.5, label=10, tick=9.5, legend=9, note=8)
+
+
+def use_svg() -> None:
+    """Show figures as SVG in Jupyter (crisp at any zoom; the book embeds the SVG files).
+    Dated metadata is left out and ids are salted so a rebuild writes identical files."""
+    matplotlib.rcParams["svg.hashsalt"] = "crossprofile"
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # no IPython: figures are saved by the caller
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("svg", metadata={"Date": None})
 
 
 def _split(policy: str) -> tuple[str, bool, str]:
@@ -53,102 +78,200 @@ def palette(policies: Sequence[str]) -> dict:
     return {p: policy_color(p) for p in policies}
 
 
+def _hue_colors(values) -> dict:
+    """Policy colours for policies; a colour-blind-safe palette for anything else (runs, cells)."""
+    vals = [str(v) for v in values]
+    if all(_split(v)[0] in BASE_COLORS for v in vals):
+        return palette(vals)
+    return dict(zip(vals, sns.color_palette("colorblind", max(len(vals), 1)).as_hex()))
+
+
 def stamp(fig, runs, y: float = 0.005) -> None:
     """Write the backend and model of ``runs`` into the figure's footer."""
     runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
-    text = "; ".join(r.label + ("" if r.is_reference else f" - model {r.model}") for r in runs)
-    fig.text(0.01, y, text, fontsize=7, color="#555555", ha="left", va="bottom")
+    text = "; ".join(r if isinstance(r, str) else r.label + ("" if r.is_reference else f" - model {r.model}")
+                     for r in runs)
+    fig.text(0.01, y, text, fontsize=FONT["note"], color="#555555", ha="left", va="bottom")
 
 
 def _fig(w: float, h: float, **kw):
-    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.85)
-    return plt.subplots(figsize=(w, h), dpi=DPI, **kw)
+    sns.set_theme(style="whitegrid", context="notebook", rc={
+        "font.size": FONT["label"], "axes.labelsize": FONT["label"], "axes.titlesize": FONT["subtitle"],
+        "xtick.labelsize": FONT["tick"], "ytick.labelsize": FONT["tick"], "legend.fontsize": FONT["legend"]})
+    return plt.subplots(figsize=(min(w, WIDTH), h), dpi=DPI, **kw)
+
+
+def _finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = None, ncol: int = 4) -> None:
+    """Message title and subtitle on top, the legend below the axes (outside them), the run stamp
+    at the very bottom; the axes get the space left between."""
+    w, h = fig.get_size_inches()
+    top = 0.32 + (0.24 if subtitle else 0.0)
+    bottom = 0.24
+    if legend and legend[0]:
+        handles, labels = legend
+        rows = int(np.ceil(len(handles) / ncol))
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, bottom / h), ncol=min(ncol, len(handles)),
+                   frameon=False, fontsize=FONT["legend"], handlelength=1.4, columnspacing=1.2)
+        bottom += 0.26 * rows + 0.05
+    fig.tight_layout(rect=(0, bottom / h, 1, 1 - top / h))
+    fig.text(0.01, 1 - 0.08 / h, message, fontsize=FONT["title"], fontweight="bold", ha="left", va="top")
+    if subtitle:
+        fig.text(0.01, 1 - 0.36 / h, subtitle, fontsize=FONT["subtitle"], color="#444444", ha="left", va="top")
+    stamp(fig, runs)
+
+
+def _legend_of(ax) -> tuple:
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    return handles, labels
+
+
+# --------------------------------------------------------------------------- signal
+class Signal(NamedTuple):
+    ok: bool
+    reason: str
+
+
+def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
+    """Whether ``run``'s figure panel would show signal rather than noise.
+
+    The reference decider always has signal. A language model's run has it when its headroom check
+    passes (ALL - EMPTY accuracy, lower 95% template-bootstrap bound above ``min_points``, default
+    prereg.yaml's threshold); a run without ALL and EMPTY rows has it when its overall accuracy's
+    95% Wilson interval lies above chance (one over the number of options)."""
+    from .constants import HEADROOM_MIN_POINTS
+    if run is None:
+        return Signal(False, "no run")
+    if run.is_reference:
+        return Signal(True, "")
+    min_points = HEADROOM_MIN_POINTS if min_points is None else min_points
+    df = run.df
+    boot = boot if boot is not None else getattr(run, "boot", None)
+    if boot is not None and {"ALL", "EMPTY"} <= set(df["policy"]):
+        from .stats.tables import headroom
+        hr = headroom(df, boot, min_points)
+        if hr["passed"]:
+            return Signal(True, "")
+        return Signal(False, f"{run.label} has no signal to draw: its ALL - EMPTY headroom is {hr['estimate']:.1f} "
+                             f"points [{hr['lo']:.1f}, {hr['hi']:.1f}], and the lower bound must exceed "
+                             f"{min_points:g} points ({len(df)} decisions on {df['template_id'].nunique()} templates).")
+    n, k = len(df), int(df["correct"].sum())
+    chance = 1.0 / 3.0
+    p, z = k / max(n, 1), 1.96
+    lo = (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n) if n else 0.0
+    if lo > chance:
+        return Signal(True, "")
+    return Signal(False, f"{run.label} has no signal to draw: its accuracy {100 * p:.0f}% ({k} of {n} decisions) "
+                         f"is not above chance ({100 * chance:.0f}%, three options) at 95% confidence.")
+
+
+def no_signal_note(signal: Signal, what: str = "The model's panel"):
+    """One line in place of a panel without signal (renders in Jupyter and the book)."""
+    from IPython.display import HTML
+    return HTML(f"<p class='cp-no-signal'>{html.escape(what)} is not drawn: {html.escape(signal.reason)}</p>")
 
 
 # --------------------------------------------------------------------------- chapter 1
-def concept_figure(views: Sequence, title: str = "") -> plt.Figure:
-    """The hidden-profile concept diagram: one panel per attribution variant.
+def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
+    """The hidden-profile concept diagram: one panel per attribution variant (two columns).
 
-    ``views``: :class:`~crossprofile_lib.book.Walkthrough` objects (one template, eight
-    variants). Each panel has agents as rows and the 12 facts as columns (grouped support /
-    decoy / irrelevant); a filled dot marks a holder; a box marks what the memory policy kept.
+    ``views``: :class:`~crossprofile_lib.walkthrough.Walkthrough` objects (one template, several
+    variants). Each panel has agents as rows and the 12 facts as columns (grouped support / decoy /
+    irrelevant); a filled dot marks a holder; a box marks what the memory policy kept.
     """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
     n = len(views)
-    cols = 4 if n > 4 else n
+    cols = 2 if n > 1 else 1
     rows = int(np.ceil(n / cols))
-    fig, axes = _fig(3.4 * cols, 2.3 * rows + 0.6, nrows=rows, ncols=cols, squeeze=False)
+    fig, axes = _fig(WIDTH, 1.75 * rows + 1.3, nrows=rows, ncols=cols, squeeze=False)
+    policy = views[0].policies[0]
+    decoys = {}
     for ax, v in zip(axes.ravel(), views):
-        facts = v.facts_by_role
-        agents = list(v.agents)
-        kept = v.kept_fact_ids(v.policies[0])
+        facts, agents, kept = v.facts_by_role, list(v.agents), v.kept_fact_ids(policy)
         for x, f in enumerate(facts):
-            holders = v.task.holders[f.id]
             for y, a in enumerate(agents):
-                held = a in holders
-                ax.scatter(x, y, s=46, marker="o", facecolor=ROLE_COLORS[f.role] if held else "white",
+                held = a in v.task.holders[f.id]
+                ax.scatter(x, y, s=40, marker="o", facecolor=ROLE_COLORS[f.role] if held else "white",
                            edgecolor=ROLE_COLORS[f.role], linewidth=1.0, zorder=3)
             if f.id in kept:
-                ax.add_patch(matplotlib.patches.Rectangle((x - 0.42, -0.6), 0.84, len(agents) + 0.2, fill=False,
-                                                          edgecolor="#0072B2", linewidth=1.6, zorder=4))
+                ax.add_patch(Rectangle((x - 0.42, -0.6), 0.84, len(agents) + 0.2, fill=False,
+                                       edgecolor="#0072B2", linewidth=1.6, zorder=4))
         for b in (4.5, 7.5):
             ax.axvline(b, color="#cccccc", linewidth=0.8)
-        ax.set_xticks([2, 6, 9.5], ["support", "decoy", "irrelevant"], fontsize=8)
-        ax.set_yticks(range(len(agents)), agents, fontsize=8)
+        ax.set_xticks([2, 6, 9.5], ["support", "decoy", "irrelevant"])
+        ax.set_yticks(range(len(agents)), agents)
         ax.set_xlim(-0.7, len(facts) - 0.3)
         ax.set_ylim(len(agents) - 0.4, -0.8)
         ax.grid(False)
-        c = v.composition(v.policies[0])
+        c = v.composition(policy)
+        decoys[v.task.variant.name] = c.kept_decoy
         cell = {"classic": " (classic)", "mirror": " (mirror)"}.get(v.task.variant.cell, "")
-        ax.set_title(f"{v.task.variant.name}{cell}: {v.policies[0]} keeps "
-                     f"{c.kept_support}/{c.kept_decoy}/{c.kept_irrelevant}", fontsize=9)
+        ax.set_title(f"{v.task.variant.name}{cell} keeps {c.kept_support} sup., {c.kept_decoy} decoy, "
+                     f"{c.kept_irrelevant} irr.", fontsize=FONT["tick"], loc="left")
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     handles = [Line2D([], [], marker="o", linestyle="none", color=ROLE_COLORS[r], label=f"{r} fact held")
                for r in ("support", "decoy", "irrelevant")]
     handles += [Line2D([], [], marker="o", linestyle="none", mfc="white", mec="#777777", label="not held"),
-                Patch(fill=False, edgecolor="#0072B2", linewidth=1.6, label=f"kept by {views[0].policies[0]}")]
-    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+                Patch(fill=False, edgecolor="#0072B2", linewidth=1.6, label=f"kept by {policy}")]
+    if message is None:
+        lo, hi = min(decoys.values()), max(decoys.values())
+        message = (f"{policy} keeps {lo} to {hi} decoys, depending only on who holds them" if lo != hi else
+                   f"{policy} keeps {lo} decoys in every variant shown")
+    _finish(fig, message, title, [], (handles, [h.get_label() for h in handles]), ncol=5)
     return fig
 
 
 # --------------------------------------------------------------------------- accuracy
-def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlGn") -> plt.Figure:
-    """Heat map of accuracy (%) with rows = policies and columns = the 8 variants.
+def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlGn",
+                     message: Optional[str] = None) -> plt.Figure:
+    """Heat map of accuracy (%) with rows = policies and columns = the variants.
 
-    ``acc``: a wide ``(n_policies, n_variants)`` frame of percentages.
-    """
-    fig, ax = _fig(1.0 * acc.shape[1] + 2.4, 0.34 * acc.shape[0] + 1.5)
+    ``acc``: a wide ``(n_policies, n_variants)`` frame of percentages."""
+    from .constants import CLASSIC, MIRROR
+    fig, ax = _fig(0.62 * acc.shape[1] + 2.6, 0.3 * acc.shape[0] + 2.1)
     sns.heatmap(acc, annot=True, fmt=".0f", cmap=cmap, vmin=0, vmax=100, linewidths=0.5, ax=ax,
-                cbar_kws={"label": "accuracy (%)"}, annot_kws={"fontsize": 8})
-    lab = {"PSP": "PSP\nclassic", "PSS": "PSS\nclassic", "SPP": "SPP\nmirror", "SPS": "SPS\nmirror"}
+                cbar_kws={"label": "accuracy (%)", "shrink": 0.8}, annot_kws={"fontsize": FONT["tick"]})
+    lab = {CLASSIC: f"{CLASSIC}\nclassic", MIRROR: f"{MIRROR}\nmirror"}
     ax.set_xticklabels([lab.get(t.get_text(), t.get_text()) for t in ax.get_xticklabels()], rotation=0)
+    ax.tick_params(axis="y", rotation=0)
     for t in ax.get_yticklabels():
         t.set_color(policy_color(t.get_text()) if _split(t.get_text())[0] in BASE_COLORS else "black")
-    ax.set_xlabel("attribution variant (support - decoy - irrelevant; S shared, P private)")
+    ax.set_xlabel("attribution variant (support, decoy, irrelevant: S shared, P private)")
     ax.set_ylabel("")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    stamp(fig, run)
+    if message is None:
+        parts = []
+        for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
+            if v in acc.columns and acc[v].notna().any():
+                parts.append(f"{acc[v].idxmax()} leads the {name} cell {v} ({acc[v].max():.0f}%)")
+        message = "; ".join(parts) or f"Accuracy ranges {np.nanmin(acc.values):.0f}-{np.nanmax(acc.values):.0f}%"
+    _finish(fig, message, title, run)
     return fig
+
+
+def _leaders(t: pd.DataFrame, x: str, hue: str) -> str:
+    top = t.loc[t.groupby(x, sort=False)["estimate"].idxmax()]
+    leaders = list(dict.fromkeys(top[hue].astype(str)))
+    if len(leaders) == 1:
+        return f"{leaders[0]} is highest in every {x.replace('_', ' ')}"
+    return "Highest: " + ", ".join(f"{h} in {g}" for g, h in zip(top[x].astype(str), top[hue].astype(str)))
 
 
 def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accuracy (%)",
                   title: str = "", ylim: Optional[tuple] = (0, 100), hue_colors: Optional[dict] = None,
-                  width: float = 7.0, height: float = 3.4) -> plt.Figure:
+                  width: float = WIDTH, height: float = 3.6, message: Optional[str] = None) -> plt.Figure:
     """Grouped bars of ``estimate`` with ``[lo, hi]`` whiskers: groups by ``x``, bars by ``hue``."""
     xs = list(pd.unique(t[x]))
     hs = list(pd.unique(t[hue]))
-    colors = hue_colors or {h: policy_color(str(h)) for h in hs}
+    colors = hue_colors or _hue_colors(hs)
     fig, ax = _fig(width, height)
     w = 0.8 / max(len(hs), 1)
     for j, h in enumerate(hs):
         d = t[t[hue] == h].set_index(x).reindex(xs)
         pos = np.arange(len(xs)) - 0.4 + w * (j + 0.5)
-        ax.bar(pos, d["estimate"], width=w * 0.95, color=colors.get(h, "#777777"), label=str(h))
+        ax.bar(pos, d["estimate"], width=w * 0.95, color=colors.get(str(h), "#777777"), label=str(h))
         ax.errorbar(pos, d["estimate"], yerr=[d["estimate"] - d["lo"], d["hi"] - d["estimate"]], fmt="none",
                     ecolor="#333333", elinewidth=0.9, capsize=2)
     ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
@@ -156,20 +279,17 @@ def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accur
     if ylim:
         ax.set_ylim(*ylim)
     ax.axhline(0, color="#999999", linewidth=0.6)
-    ax.legend(fontsize=7, ncol=min(len(hs), 4), loc="best", frameon=True)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    stamp(fig, runs)
+    _finish(fig, message or _leaders(t, x, hue), title, runs, _legend_of(ax), ncol=min(len(hs), 6))
     return fig
 
 
 def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "points",
            lo: str = "lo", hi: str = "hi", extra: Optional[tuple[str, str, str]] = None,
-           paper: Optional[dict] = None) -> plt.Figure:
+           paper: Optional[dict] = None, message: Optional[str] = None) -> plt.Figure:
     """Contrasts as points with intervals (one row each). ``extra`` = ``(lo, hi, name)`` draws a
     second, wider interval (e.g. Holm-adjusted); ``paper`` maps a row label to paper values
     (drawn as hollow diamonds, labelled 'paper')."""
-    fig, ax = _fig(6.8, 0.55 * len(t) + 1.5)
+    fig, ax = _fig(WIDTH, 0.5 * len(t) + 2.0)
     ys = np.arange(len(t))[::-1]
     if extra:
         ax.hlines(ys, t[extra[0]], t[extra[1]], color="#9ecae1", linewidth=6, label=extra[2])
@@ -180,81 +300,135 @@ def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "p
         for y, lab in zip(ys, t[label]):
             for m, v in (paper.get(lab) or {}).items():
                 if isinstance(v, (int, float)):
-                    ax.plot(v, y, "D", mfc="none", mec="#D55E00", ms=7, label="paper (Qwen/Llama/...)" if first else None)
+                    ax.plot(v, y, "D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper (its models)" if first else None)
                     first = False
     ax.axvline(0, color="#777777", linewidth=0.8)
     ax.set_yticks(ys, list(t[label]))
+    ax.set_ylim(-0.6, len(t) - 0.4)
     ax.set_xlabel(x_label)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    stamp(fig, runs)
+    if message is None:
+        ex = int(((t[lo] > 0) | (t[hi] < 0)).sum())
+        message = f"{ex} of {len(t)} contrasts have intervals that exclude zero"
+    _finish(fig, message, title, runs, _legend_of(ax), ncol=4)
     return fig
 
 
-def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy") -> plt.Figure:
+def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy",
+                     message: Optional[str] = None) -> plt.Figure:
     """Stacked bars of mean kept support / decoy / irrelevant facts per ``by`` (wide input:
     columns ``kept_support``, ``kept_decoy``, ``kept_irrelevant``)."""
-    fig, ax = _fig(6.8, 0.45 * len(t) + 1.4)
+    fig, ax = _fig(WIDTH, 0.42 * len(t) + 1.9)
     left = np.zeros(len(t))
     ys = np.arange(len(t))[::-1]
     for role in ("support", "decoy", "irrelevant"):
         v = t[f"kept_{role}"].to_numpy(dtype=float)
         ax.barh(ys, v, left=left, color=ROLE_COLORS[role], label=role, height=0.7)
         for y, l0, vv in zip(ys, left, v):
-            if vv >= 0.4:
-                ax.text(l0 + vv / 2, y, f"{vv:.2f}", ha="center", va="center", fontsize=7, color="white")
+            if vv >= 0.5:
+                ax.text(l0 + vv / 2, y, f"{vv:.2f}", ha="center", va="center", fontsize=FONT["note"], color="white")
         left += v
     ax.set_yticks(ys, [str(s) for s in t[by]])
-    ax.set_xlabel("mean kept facts (of 5 support / 3 decoy / 4 irrelevant)")
+    ax.set_xlabel("mean kept facts (of 5 support, 3 decoy, 4 irrelevant)")
     ax.set_xlim(0, 12)
-    ax.legend(fontsize=7, ncol=3, loc="lower right")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    stamp(fig, runs)
+    if message is None:
+        i = int(np.argmax(t["kept_decoy"].to_numpy(dtype=float)))
+        message = f"{t[by].iloc[i]} keeps the most decoys ({float(t['kept_decoy'].iloc[i]):.2f} of 3)"
+    _finish(fig, message, title, runs, _legend_of(ax), ncol=3)
     return fig
 
 
-def net_lead_curves(tables: dict, runs, title: str = "", paper: Optional[dict] = None) -> plt.Figure:
+def net_lead_curves(tables: dict, runs, title: str = "", paper: Optional[dict] = None,
+                    message: Optional[str] = None) -> plt.Figure:
     """Accuracy (%) by net lead, one line per run label. ``tables``: label -> frame with
     ``net_lead, n, estimate, lo, hi``. ``paper``: model -> {net lead: value} (drawn as hollow
     markers labelled 'paper')."""
-    fig, ax = _fig(6.4, 3.6)
+    fig, ax = _fig(WIDTH, 3.8)
+    colors = sns.color_palette("dark", 8)
     for i, (lab, t) in enumerate(tables.items()):
         t = t[t["n"] > 0]
-        c = sns.color_palette("dark", 8)[i % 8]
-        ax.plot(t["net_lead"], t["estimate"], "o-", color=c, label=lab)
-        ax.fill_between(t["net_lead"], t["lo"], t["hi"], color=c, alpha=0.15)
+        ax.plot(t["net_lead"], t["estimate"], "o-", color=colors[i % 8], label=lab)
+        ax.fill_between(t["net_lead"], t["lo"], t["hi"], color=colors[i % 8], alpha=0.15)
     for j, (m, pts) in enumerate((paper or {}).items()):
-        ax.plot(list(pts), list(pts.values()), "D", mfc="none", ms=7, mec=["#D55E00", "#CC79A7", "#56B4E9"][j % 3],
+        ax.plot(list(pts), list(pts.values()), "D", mfc="none", ms=7, mec=[PAPER_COLOR, "#CC79A7", "#56B4E9"][j % 3],
                 linestyle="none", label=f"paper: {m}")
     ax.set_xlabel("net evidence lead of the kept facts (correct minus decoy)")
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(-2, 102)
     ax.set_xticks(range(-3, 6))
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    stamp(fig, runs)
+    if message is None and tables:
+        lab, t = next(iter(tables.items()))
+        t = t[t["n"] > 0].sort_values("net_lead")
+        message = (f"Accuracy goes from {t['estimate'].iloc[0]:.0f}% at net lead {int(t['net_lead'].iloc[0]):+d} to "
+                   f"{t['estimate'].iloc[-1]:.0f}% at {int(t['net_lead'].iloc[-1]):+d}" if len(t) else "No decisions")
+    _finish(fig, message or "", title, runs, _legend_of(ax), ncol=2)
     return fig
 
 
 def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = "",
-            ylim: Optional[tuple] = None) -> plt.Figure:
+            ylim: Optional[tuple] = None, message: Optional[str] = None) -> plt.Figure:
     """Lines of ``estimate`` against ``x`` per ``hue`` (policy colours), with interval bands."""
-    fig, ax = _fig(6.4, 3.6)
+    fig, ax = _fig(WIDTH, 3.8)
+    colors = _hue_colors(pd.unique(t[hue]))
+    change = []
     for h, d in t.groupby(hue, sort=False):
         d = d.sort_values(x)
-        c = policy_color(str(h))
+        c = colors[str(h)]
         ax.plot(d[x], d["estimate"], "o-", color=c, label=str(h))
         if "lo" in d:
             ax.fill_between(d[x], d["lo"], d["hi"], color=c, alpha=0.12)
+        change.append((abs(d["estimate"].iloc[-1] - d["estimate"].iloc[0]), str(h), d))
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(y_label)
     if ylim:
         ax.set_ylim(*ylim)
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    stamp(fig, runs)
+    if message is None and change:
+        _, h, d = max(change, key=lambda c: c[0])
+        a, b = d["estimate"].iloc[0], d["estimate"].iloc[-1]
+        message = (f"{h} moves most: {a:.0f} to {b:.0f} as {x.replace('_', ' ')} goes from {d[x].iloc[0]:g} to "
+                   f"{d[x].iloc[-1]:g}" if isinstance(d[x].iloc[0], (int, float, np.number))
+                   else f"{h} moves most: {a:.0f} to {b:.0f}")
+    _finish(fig, message or "", title, runs, _legend_of(ax), ncol=min(t[hue].nunique(), 5))
     return fig
+
+
+# --------------------------------------------------------------------------- landing page
+def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] = None) -> plt.Figure:
+    """One glance at the paper beside this run: one row per quantity, this run's estimate with its
+    95% interval (filled dot) and the paper's value per model (hollow diamonds, labelled "paper").
+
+    ``t``: tidy rows ``quantity, unit, estimate, lo, hi, paper_model, paper`` (one row per
+    quantity and paper model; the unit is '%' or 'points'); panels by unit."""
+    units = [u for u in ("%", "points") if (t["unit"] == u).any()]
+    qs = {u: list(dict.fromkeys(t.loc[t["unit"] == u, "quantity"])) for u in units}
+    fig, axes = _fig(WIDTH, 0.32 * sum(len(v) for v in qs.values()) + 0.6 * len(units) + 1.6, nrows=len(units),
+                     ncols=1, squeeze=False, gridspec_kw={"height_ratios": [max(len(qs[u]), 1) for u in units]})
+    models = list(dict.fromkeys(t["paper_model"].dropna()))
+    mcol = dict(zip(models, [PAPER_COLOR, "#CC79A7", "#56B4E9", "#009E73"] * 3))
+    within = total = 0
+    for ax, u in zip(axes[:, 0], units):
+        d = t[t["unit"] == u]
+        ys = {q: i for i, q in enumerate(qs[u][::-1])}
+        est = d.drop_duplicates("quantity")
+        ax.hlines([ys[q] for q in est["quantity"]], est["lo"], est["hi"], color="#0072B2", linewidth=2)
+        ax.plot(est["estimate"], [ys[q] for q in est["quantity"]], "o", color="#0072B2", label="this run [95% interval]")
+        for m in models:
+            p = d[(d["paper_model"] == m) & d["paper"].notna()]
+            ax.plot(p["paper"], [ys[q] for q in p["quantity"]], "D", mfc="none", mec=mcol[m], ms=7, mew=1.5,
+                    linestyle="none", label=f"paper: {m}")
+            ok = (p["paper"] >= p["lo"]) & (p["paper"] <= p["hi"])
+            within, total = within + int(ok.sum()), total + len(p)
+        ax.set_yticks(list(ys.values()), list(ys))
+        ax.set_ylim(-0.6, len(ys) - 0.4)
+        ax.set_xlabel("accuracy (%)" if u == "%" else "difference (points)")
+        if u == "points":
+            ax.axvline(0, color="#777777", linewidth=0.8)
+    handles, labels = {}, {}
+    for ax in axes[:, 0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    message = message or f"{within} of {total} paper values fall inside this run's 95% interval"
+    _finish(fig, message, title, runs, (list(handles.values()), list(handles)), ncol=3)
+    return fig
+
+
+use_svg()

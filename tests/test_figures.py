@@ -1,0 +1,126 @@
+"""The book's figures: sized for the text column at full size, legends outside the axes, a message
+title computed from the data, one colour per policy, SVG output, and the model-panel signal rule."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from crossprofile_lib import figures as F  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def _bars():
+    t = pd.DataFrame([(c, p, e, e - 8, e + 8) for c in ("classic", "mirror")
+                      for p, e in zip(("R1", "B4", "Random"), (35.0, 71.0, 52.0))],
+                     columns=["cell", "policy", "estimate", "lo", "hi"])
+    return t, F.interval_bars(t, "cell", "policy", [], title="what is plotted")
+
+
+def _boxes(fig):
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    return r, [ax.get_window_extent(r) for ax in fig.axes if ax.get_visible() and ax.has_data()]
+
+
+def test_legend_sits_outside_every_axes():
+    _, fig = _bars()
+    r, axes = _boxes(fig)
+    assert fig.legends, "the legend is a figure legend"
+    lb = fig.legends[0].get_window_extent(r)
+    assert not any(lb.overlaps(a) for a in axes), "the legend overlaps the data"
+    assert all(ax.get_legend() is None for ax in fig.axes)
+
+
+def test_message_title_is_computed_from_the_data():
+    t, fig = _bars()
+    texts = [x.get_text() for x in fig.texts]
+    top = t.loc[t.groupby("cell")["estimate"].idxmax(), "policy"]
+    msg = texts[0]
+    assert all(p in msg for p in top), msg
+    assert "what is plotted" in texts, "the chapter's title becomes the subtitle"
+    assert F.interval_bars(t, "cell", "policy", [], message="given").texts[0].get_text() == "given"
+
+
+def test_fonts_readable_and_width_fits_the_column():
+    _, fig = _bars()
+    assert fig.get_size_inches()[0] <= F.WIDTH
+    sizes = [t.get_fontsize() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    sizes += [t.get_fontsize() for t in fig.texts if t.get_text()]
+    assert min(sizes) >= 8, sizes
+
+
+def test_one_colour_per_policy_everywhere():
+    t, fig = _bars()
+    bars = {b.get_label(): matplotlib.colors.to_hex(b.patches[0].get_facecolor())
+            for b in fig.axes[0].containers if hasattr(b, "patches")}
+    assert bars["R1"] == F.policy_color("R1") and bars["B4"] == F.policy_color("B4")
+    assert F.policy_color("R1:unlabeled") != F.policy_color("R1")
+    assert len({F.policy_color(p) for p in F.BASE_COLORS}) == len(F.BASE_COLORS)
+
+
+def test_svg_output_is_deterministic():
+    outs = []
+    for _ in range(2):
+        _, fig = _bars()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1] and outs[0].startswith(b"<?xml")
+
+
+def test_paper_vs_run_labels_paper_values_and_counts_agreement():
+    t = pd.DataFrame([("R1", "%", 90, 85, 95, "Qwen", 88.0), ("B4", "%", 40, 30, 50, "Qwen", 60.0),
+                      ("R1 - B4", "points", 50, 40, 60, "Qwen", 43.0)],
+                     columns=["quantity", "unit", "estimate", "lo", "hi", "paper_model", "paper"])
+    fig = F.paper_vs_run(t, [])
+    assert fig.texts[0].get_text() == "2 of 3 paper values fall inside this run's 95% interval"
+    labels = fig.legends[0].get_texts()
+    assert "paper: Qwen" in [x.get_text() for x in labels]
+
+
+class _Run:
+    def __init__(self, df, reference=False):
+        self.df, self.is_reference, self.label, self.boot = df, reference, "m (score mode)", None
+
+
+def test_model_signal_hides_a_chance_level_panel_and_says_why():
+    n = 300
+    chance = pd.DataFrame({"policy": "R1", "template_id": "t", "correct": RNG.random(n) < 1 / 3})
+    good = chance.assign(correct=RNG.random(n) < 0.8)
+    s = F.model_signal(_Run(chance))
+    assert not s.ok and "not above chance" in s.reason and "m (score mode)" in s.reason
+    assert F.model_signal(_Run(good)).ok
+    assert F.model_signal(_Run(chance, reference=True)).ok
+    assert "not drawn" in F.no_signal_note(s).data
+
+
+def test_model_signal_uses_the_headroom_check_when_all_and_empty_ran():
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+    tids = [f"t{i}" for i in range(12)]
+    rows = [(p, t, c) for t in tids for p, c in (("ALL", True), ("EMPTY", False))] * 3
+    df = pd.DataFrame(rows, columns=["policy", "template_id", "correct"])
+    boot = TemplateBootstrap.draw(np.array(tids), 200, np.random.default_rng(0))
+    assert F.model_signal(_Run(df), boot).ok
+    flat = df.assign(correct=True)
+    s = F.model_signal(_Run(flat), boot)
+    assert not s.ok and "headroom" in s.reason
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_concept_figure_message_counts_kept_decoys(n):
+    from crossprofile_lib import walkthrough as W
+    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.variants import VARIANT_NAMES
+    tpl = load_templates(["templates/dev"])[0]
+    views = [W.walkthrough(tpl, v, policies=("R1",)) for v in VARIANT_NAMES[:n]]
+    fig = F.concept_figure(views, "sub")
+    kept = [v.composition("R1").kept_decoy for v in views]
+    assert f"{min(kept)}" in fig.texts[0].get_text() and fig.get_size_inches()[0] <= F.WIDTH
