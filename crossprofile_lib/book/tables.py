@@ -1,30 +1,32 @@
-"""Tables the book's chapters share, and the paper-value comparison.
+"""Tables the book's chapters share.
 
 * :func:`accuracy_matrix` -- ``(policy, variant)`` accuracy at one budget, for the heat maps;
+* :func:`cell_rows` -- the paper's classic (``PSP``) and mirror (``SPS``) cells, with the pooled
+  ``PS*`` / ``SP*`` cells as secondary rows labelled "pooled" (SPEC section 3, revised);
 * :func:`contrasts_with_holm` / :func:`contrast_table` -- the preregistered contrasts with
-  95% and Holm-adjusted intervals;
-* :func:`load_paper_figures` / :func:`paper_vs_suite` -- every number of SPEC section 10
-  (``data/paper_figures.yaml``) beside this suite's estimate, the paper's values in columns
-  labelled ``paper`` and this suite's in columns naming the backend and model.
+  95% and Holm-adjusted intervals (at the primary budget, or the budget a run has);
+* :func:`grid_calls` -- how many model calls a grid makes; :func:`cell_gaps` -- classic minus
+  mirror per policy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .book import PAPER_FIGURES, Run, bootstrap, fmt_ci, resolve, unit_column
+from ..constants import CLASSIC, MIRROR, PRIMARY_BUDGET
+from ..stats.format import fmt_p
+from .runs import Run, resolve, unit_column
 
 HEATMAP_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle",
                     "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
                     "private-only", "shared-only", "ALL", "REF", "EMPTY")
 
 
-def accuracy_matrix(df: pd.DataFrame, budget: str = "0.6", policies: Sequence[str] = HEATMAP_POLICIES,
+def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Sequence[str] = HEATMAP_POLICIES,
                     outcome: str = "correct") -> pd.DataFrame:
     """``(policy, variant)`` percentages at one budget (unbudgeted and fixed-k rows included),
     policies in ``policies`` order (those absent from the run left out)."""
@@ -33,16 +35,32 @@ def accuracy_matrix(df: pd.DataFrame, budget: str = "0.6", policies: Sequence[st
     return m.reindex([p for p in policies if p in m.index])
 
 
-def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory",), prereg=None) -> pd.DataFrame:
-    """The preregistered contrasts of ``families`` with 95% percentile intervals, Holm-adjusted
+def at_budget(pre, budget: str):
+    """``pre`` with every term's ``budget_label`` filter that names the primary budget moved to
+    ``budget`` (a run without the primary budget; its contrasts are then exploratory)."""
+    from dataclasses import replace
+    if budget == PRIMARY_BUDGET:
+        return pre
+
+    def move(where: dict) -> dict:
+        return {k: (budget if k == "budget_label" and str(v) == PRIMARY_BUDGET else v) for k, v in where.items()}
+    return replace(pre, contrasts=tuple(replace(c, terms=tuple(replace(t, where=move(t.where)) for t in c.terms))
+                                        for c in pre.contrasts))
+
+
+def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory",), prereg=None,
+                        budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
+    """The preregistered contrasts of ``families`` (at ``budget`` instead of the primary budget
+    when given, see :func:`at_budget`) with 95% percentile intervals, Holm-adjusted
     p-values and **Holm-adjusted intervals**: the percentile interval at the level at which
     Holm's step-down procedure tests that contrast (``1 - alpha / (m - i)`` for the contrast with
     the ``i``-th smallest p, ``i = 0 .. m-1``), drawn from the same resamples. Such an interval
     excludes the null value when Holm rejects (up to the bootstrap's discreteness).
     """
-    from .stats.bootstrap import TemplateBootstrap
-    from .stats.contrasts import evaluate_contrasts, load_prereg
+    from ..stats.bootstrap import TemplateBootstrap
+    from ..stats.contrasts import evaluate_contrasts, load_prereg
     pre = prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg)
+    pre = at_budget(pre, budget)
     res = evaluate_contrasts(run.df, pre, boot)
     res = res[res["family"].isin(families)].reset_index(drop=True)
     res["holm_level"], res["lo_holm"], res["hi_holm"] = np.nan, np.nan, np.nan
@@ -69,7 +87,7 @@ def contrast_table(res: pd.DataFrame) -> pd.DataFrame:
         "95% interval": [f"[{l:.1f}, {h:.1f}]" if pd.notna(l) else "–" for l, h in zip(res["lo"], res["hi"])],
         "Holm-adjusted interval": [f"[{l:.1f}, {h:.1f}] ({100 * v:.1f}%)" if pd.notna(l) else "–"
                                    for l, h, v in zip(res["lo_holm"], res["hi_holm"], res["holm_level"])],
-        "p": res["p"].to_numpy(), "Holm p": res["p_adjusted"].to_numpy(),
+        "p": [fmt_p(p) for p in res["p"]], "Holm p": [fmt_p(p) for p in res["p_adjusted"]],
         "reject at 0.05": res["reject"].to_numpy()}, index=res["id"].to_numpy())
     models = list(dict.fromkeys(m for p in res["paper"] if isinstance(p, dict) for m in p))
     for m in models:
@@ -78,55 +96,31 @@ def contrast_table(res: pd.DataFrame) -> pd.DataFrame:
 
 
 
-from .paper_figures import PaperFiguresError, PaperItem, load_paper_figures  # noqa: E402,F401  (the one loader)
+#: How the cells are labelled in the book's tables: the paper's single-variant cells first, the
+#: pooled cells as secondary rows (SPEC section 3, revised).
+CELL_LABELS = {"classic": f"classic ({CLASSIC})", "mirror": f"mirror ({MIRROR})"}
+POOLED_LABELS = {"classic": "pooled classic (PS*)", "mirror": "pooled mirror (SP*)"}
 
 
-def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
-    """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
-    from .stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
-    idx = [k for k, it in enumerate(items) if it.data == data and it.measure]
-    out: list[Optional[dict]] = [None] * len(items)
-    contrasts = []
-    for k in idx:
-        m = dict(items[k].measure)
-        contrasts.append({"id": f"item{k}", **{key: m[key] for key in ("outcome", "scale", "where", "terms") if key in m}})
-    for k, c in zip(idx, contrasts):  # one by one: a column missing for one item must not sink the rest
-        doc = {"defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": "0.6"}},
-               "contrasts": [c]}
-        try:
-            r = evaluate_contrasts(run.df, parse_prereg(doc, str(PAPER_FIGURES)), boot,
-                                   template_col=unit_column(run.df)).iloc[0]
-        except (PreregError, KeyError, ValueError) as e:
-            out[k] = dict(estimate=np.nan, lo=np.nan, hi=np.nan, reason=str(e))
-            continue
-        out[k] = dict(estimate=r.estimate, lo=r.lo, hi=r.hi, reason=r.reason)
-    return out
-
-
-def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """A wide table: one row per paper number; columns ``('paper', model)`` with the paper's
-    values and ``('this suite', run label)`` with this suite's estimate [95% interval].
-
-    ``runs`` maps a data kind (``crossprofile``, ``hiddenbench``) to a list of runs.
-    """
-    models = list(dict.fromkeys(m for it in items for m in it.paper))
-    rows = pd.DataFrame({("result", ""): [it.result for it in items],
-                         ("quantity", ""): [it.label for it in items],
-                         ("unit", ""): [it.unit for it in items]})
-    for m in models:
-        rows[("paper", m)] = [it.paper.get(m, "") for it in items]
-    for data, rs in runs.items():
-        for run in rs:
-            if run is None:
-                continue
-            vals = suite_values(items, run, bootstrap(run, n_resamples, seed), data)
-            col = ("this suite", run.label + ("" if data == "crossprofile" else f" · {data}"))
-            rows[col] = [("–" if v is None else "not in this run" if np.isnan(v["estimate"]) else
-                          fmt_ci(v["estimate"], v["lo"], v["hi"], 2 if it.unit == "facts" else 1))
-                         for it, v in zip(items, vals)]
-    rows.columns = pd.MultiIndex.from_tuples(rows.columns)
-    return rows
-
+def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> pd.DataFrame:
+    """Per policy x budget x cell: the paper's classic cell (``PSP``) and mirror cell (``SPS``,
+    this suite's reading of the mirror), then, with ``pooled``, the pooled ``PS*`` / ``SP*``
+    cells as secondary rows whose ``cell`` says "pooled". Long format (``outcome``,
+    ``estimate``, ``lo``, ``hi``), cell labels as in :data:`CELL_LABELS` / :data:`POOLED_LABELS`."""
+    from ..stats.tables import means_table
+    df = run.df
+    parts = []
+    d = df[df["cell"].isin(["classic", "mirror"])]
+    if len(d):
+        parts.append(means_table(d, ["policy", "budget_label", "cell"], list(outcomes), boot)
+                     .assign(cell=lambda x: x["cell"].map(CELL_LABELS)))
+    if pooled and "pooled_cell" in df.columns:
+        d = df[df["pooled_cell"].isin(["classic", "mirror"])]
+        if len(d):
+            parts.append(means_table(d, ["policy", "budget_label", "pooled_cell"], list(outcomes), boot)
+                         .rename(columns={"pooled_cell": "cell"}).assign(cell=lambda x: x["cell"].map(POOLED_LABELS)))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["policy", "budget_label", "cell", "outcome", "estimate", "lo", "hi"])
 
 
 def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence[str], policies: Sequence[str],
@@ -140,12 +134,12 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
     budget. Prompt tokens are the offline tokenizer's count over a seeded sample of rendered
     decision prompts (a model's own tokenizer differs by a few percent).
     """
-    from .decider import ReferenceDecider
-    from .policies import parse_policy
-    from .prompts import decision_prompt
-    from .runner import RunConfig, build_requests
-    from .templates import load_templates
-    from .variants import VARIANT_NAMES
+    from ..decider import ReferenceDecider
+    from ..policies import parse_policy
+    from ..prompts import decision_prompt
+    from ..runner import RunConfig, build_requests
+    from ..templates import load_templates
+    from ..variants import VARIANT_NAMES
     specs = [parse_policy(p) for p in policies]
     copy = [s.name for s in specs if s.selection != "generated"]
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
@@ -165,10 +159,10 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
                 b3_calls=n_b3, mean_prompt_tokens=float(np.mean(toks)) if toks else 0.0)
 
 
-def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = "0.6") -> pd.DataFrame:
+def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """Per policy: classic-cell minus mirror-cell accuracy and the mean over all variants, in
     points, with 95% intervals (contrasts in the language of ``prereg.yaml``)."""
-    from .stats.contrasts import evaluate_contrasts, parse_prereg
+    from ..stats.contrasts import evaluate_contrasts, parse_prereg
     present = [p for p in policies if p in set(run.df["policy"])]
     cs = []
     for p in present:
@@ -185,3 +179,19 @@ def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = "0.6") -> p
     res["quantity"] = res["id"].str.split("|").str[1].map({"gap": "classic - mirror (points)",
                                                             "mean": "mean accuracy (%)"})
     return res
+
+
+def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
+    """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a
+    run's decisions (:mod:`crossprofile_lib.stats.socialproof`), memories rebuilt from its config
+    (:mod:`crossprofile_lib.rebuild`)."""
+    from ..rebuild import rebuild_choice_data
+    from ..stats.socialproof import fit_social_proof
+    from .runs import bootstrap
+    cfg = run.header.get("config", {})
+    paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
+    data, info = rebuild_choice_data(run.df, cfg, templates=paths)
+    out = fit_social_proof(data, run.boot if run.boot is not None else bootstrap(run, fit_resamples or 1000),
+                           fit_resamples)
+    out["rebuild"] = info
+    return out

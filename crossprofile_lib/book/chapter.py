@@ -1,0 +1,149 @@
+"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")``.
+
+:func:`setup` reads the chapter's parameters (the names of :data:`DEFAULTS` found in the
+mapping it is given; the rest from :data:`DEFAULTS`), makes or finds the runs the chapter reads
+(:class:`BookRuns`), attaches each run's template bootstrap, and shows the page's "built with"
+line and its ONE provenance box (backends, models, run folders and every notice, collapsible).
+It returns a :class:`Chapter`: the runs, the captions, and the budget each run is shown at
+(prereg.yaml's primary budget, or the run's own when it lacks it, with a notice).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from ..constants import PRIMARY_BUDGET
+from .display import Captions, Notice, built_with, data_source_box, provenance_box, run_notices
+from .experiments import DEFAULTS, BookRuns
+from .hbruns import HBRun
+from .runs import REFERENCE, Run, bootstrap, primary_budget
+
+#: Runs a chapter may ask for besides the reference grid and the model sample.
+EXTRA_RUNS = ("social_proof", "fit_check", "hiddenbench", "hiddenbench_model")
+
+
+@dataclass
+class Chapter:
+    """What one chapter reads: its parameters, runs and captions."""
+
+    number: int
+    params: dict
+    runs: BookRuns
+    cap: Captions
+    ref: Optional[Run] = None
+    model: Optional[Run] = None
+    sp: Optional[Run] = None
+    fit: Optional[Run] = None
+    hb: Optional[HBRun] = None
+    hb_model: Optional[HBRun] = None
+    notices: list = field(default_factory=list)
+
+    @property
+    def shown(self) -> list[Run]:
+        """The reference grid and the model sample (when there is one)."""
+        return [r for r in (self.ref, self.model) if r is not None]
+
+    def budget(self, run: Optional[Run]) -> str:
+        """The budget ``run`` is shown at: the primary budget, or the run's own when it lacks it."""
+        return primary_budget(run)[0]
+
+    @property
+    def primary(self) -> str:
+        return PRIMARY_BUDGET
+
+
+def _params(given: dict) -> dict:
+    return {k: given[k] for k in DEFAULTS if k in given}
+
+
+def _attach(run: Optional[Run], p: dict) -> Optional[Run]:
+    if run is not None and run.boot is None:
+        run.boot = bootstrap(run, p["n_resamples"], p["boot_seed"])
+    return run
+
+
+def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model: bool = True,
+          notes: Sequence[tuple[str, str, str]] = (), show: bool = True) -> Chapter:
+    """The chapter preamble (see the module doc). ``extra``: names from :data:`EXTRA_RUNS`;
+    ``notes``: (kind, title, HTML body) boxes of this chapter, folded into the provenance box."""
+    from IPython.display import display
+    bad = [e for e in extra if e not in EXTRA_RUNS]
+    if bad:
+        raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
+    p = _params(params)
+    br = BookRuns(p)
+    ch = Chapter(chapter, br.params, br, Captions(chapter))
+    rows = []
+    if reference:
+        ch.ref = _attach(br.reference(), br.params)
+        rows.append(("reference grid", ch.ref, run_notices(ch.ref, ch.ref.boot)))
+    if model:
+        ch.model = _attach(br.model(), br.params)
+        rows.append(("language model", ch.model, _model_notices(br, ch.model)))
+    if "social_proof" in extra:
+        ch.sp = _attach(br.social_proof(), br.params)
+        s = br.params["social_proof"]
+        rows.append(("social-proof decider", ch.sp, [Notice(
+            "important", f"A reference decider with social-proof weight {s:g}",
+            f"The run labelled <b>{html.escape(ch.sp.label)}</b> is the {REFERENCE} with a social-proof parameter: "
+            f"a line revealing n speakers counts 1 + {s:g}(n - 1) times. It shows the mechanism the paper "
+            "describes; it is not a measurement of any language model.")]))
+    if "fit_check" in extra:
+        ch.fit = _attach(br.fit_check(), br.params)
+        rows.append(("stochastic decider", ch.fit, [Notice(
+            "important", "A stochastic reference decider",
+            f"<b>{html.escape(ch.fit.label)}</b> is the {REFERENCE} with social-proof weight "
+            f"{br.params['social_proof']:g} that samples its choice from softmax({br.params['stochastic_beta']:g} "
+            "x score) instead of taking the argmax. It checks that the social-proof fit recovers known "
+            "parameters; it is not a language model.")]))
+    hb_notices = []
+    if "hiddenbench" in extra:
+        ch.hb = br.hiddenbench()
+        if ch.hb is None:
+            hb_notices.append(Notice("warning", "HiddenBench: no reference run",
+                                     html.escape(br.skipped.get("hiddenbench:ledger", "unknown reason"))))
+    if "hiddenbench_model" in extra and br.backend:
+        ch.hb_model = br.hiddenbench(model=True)
+        if ch.hb_model is None:
+            hb_notices.append(Notice("warning", f"{br.backend}: no HiddenBench run",
+                                     html.escape(br.skipped.get(f"hiddenbench:{br.backend}", "unknown reason"))))
+    src = next((h for h in (ch.hb, ch.hb_model) if h is not None), None)
+    if src is not None:
+        box = data_source_box(src)
+        kind = "warning" if "FIXTURE" in box.data else "note"
+        hb_notices.append(Notice(kind, "HiddenBench data source" + (": the project's FIXTURE" if kind == "warning"
+                                                                     else ""), box.data))
+    ch.notices = [Notice(*n) for n in notes] + hb_notices
+    if show:
+        display(built_with(p))
+        if rows or ch.notices:
+            display(provenance_box(rows, ch.notices))
+    return ch
+
+
+def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:
+    b = br.backend
+    if not b:
+        return [Notice("note", "No language-model run on this page",
+                       f"This page was built with the {REFERENCE} only (parameter <code>backend</code> is empty). "
+                       "Chapter 9 shows how to rerun it on a model.")]
+    if run is None:
+        return [Notice("warning", f"{b}: no run",
+                       f"The model backend could not run here ({html.escape(br.skipped.get(b, 'unknown'))}); "
+                       f"this page shows the {REFERENCE} only.")]
+    out = []
+    if b in br.skipped:
+        out.append(Notice("warning", f"{b}: stored run shown", html.escape(br.skipped[b])))
+    _, why = primary_budget(run)
+    if why:
+        out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in the model run", html.escape(why) + "."))
+    return out + run_notices(run, run.boot)
+
+
+def page_header(params: dict):
+    """The "built with" line of a chapter that reads no runs (chapters 1-3, 9): the book's
+    parameters it declares, the commit and the date."""
+    from IPython.display import display
+    display(built_with(_params(params)))

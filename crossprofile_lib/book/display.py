@@ -1,0 +1,318 @@
+"""How a chapter shows things: boxes, captions, figures, the provenance box and the takeaways.
+
+* :class:`Captions` numbers figures and tables per chapter; every caption ends with ONE short
+  line naming the backend and model of its runs (the full sentence is in the provenance box).
+* :func:`show_figure` displays a figure, its caption and a link to the notebook cell that made
+  it (the downloadable ``.ipynb`` and the cell's execution number).
+* :func:`run_notices` lists what a reader must know about a run (the reference decider is not a
+  model; a near-chance model; a failed headroom check; too few templates for intervals);
+  :func:`provenance_box` folds them, with backend, model and run folder, into one compact box
+  whose details are collapsible; :func:`built_with` is the line naming the build's parameters,
+  commit and date; :func:`takeaways` is the box of what this build shows.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from ..constants import HEADROOM_MIN_POINTS
+from .runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+
+#: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
+#: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
+MIN_TEMPLATES_FOR_INTERVALS = 10
+
+
+def _html(s: str):
+    from IPython.display import HTML
+    return HTML(s)
+
+
+def admonition(kind: str, title: str, body: str):
+    """A visible box (``note``, ``warning``, ``important``, ``tip``) that renders in Jupyter
+    and in the book. ``body`` is HTML."""
+    return _html(f'<div class="admonition {kind}"><p class="admonition-title">{html.escape(title)}</p>'
+                 f"<p>{body}</p></div>")
+
+
+def details(summary: str, body_html: str, open_: bool = False):
+    """A collapsible HTML block (no JavaScript)."""
+    return _html(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>{body_html}</details>")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _labels(runs) -> str:
+    """The caption line for ``runs``: Run objects (their short label) or strings used as they are."""
+    runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
+    labels = list(dict.fromkeys(r if isinstance(r, str) else r.label for r in runs))
+    if not labels:
+        return ""
+    if all(isinstance(r, str) for r in runs):
+        return " ".join(labels)
+    return "Backend and model: " + "; ".join(labels) + "."
+
+
+def notebook_name(chapter) -> str:
+    """``4`` -> ``04-rarest-first`` (the chapter's notebook); the chapter itself when no file matches."""
+    try:
+        hits = sorted((ROOT / "notebooks").glob(f"{int(chapter):02d}-*.md"))
+    except (TypeError, ValueError):
+        hits = []
+    return hits[0].stem if hits else str(chapter)
+
+
+class Captions:
+    """Numbered captions for one chapter; each names the backend and model of its runs once."""
+
+    def __init__(self, chapter: int | str):
+        self.chapter, self._n = chapter, {"Figure": 0, "Table": 0}
+        self.notebook = notebook_name(chapter)
+
+    def _next(self, kind: str) -> str:
+        self._n[kind] += 1
+        return f"{kind} {self.chapter}.{self._n[kind]}"
+
+    def text(self, kind: str, text: str, runs) -> str:
+        return f"{self._next(kind)}. {text} {_labels(runs)}".strip()
+
+    def figure(self, text: str, runs):
+        num = self._next("Figure")
+        return _html(f'<p class="caption cp-caption"><strong>{num}.</strong> '
+                     f"{html.escape((text + ' ' + _labels(runs)).strip())}{self.source_link()}</p>")
+
+    def source_link(self) -> str:
+        """`` [source]``: the downloadable notebook and the execution number of the cell running now."""
+        try:
+            from IPython import get_ipython
+            n = get_ipython().execution_count
+        except (ImportError, AttributeError):
+            return ""
+        return (f' <a class="cp-source" href="../_sources/book/{html.escape(self.notebook)}.ipynb" '
+                f'title="the notebook this page was built from; the figure is made by its code cell [{n}]">'
+                f"[source: {html.escape(self.notebook)}.ipynb, cell [{n}]]</a>")
+
+    def table(self, df: pd.DataFrame, text: str, runs, fmt: Optional[str | dict] = None, precision: int = 1,
+              gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
+        """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns)."""
+        st = df.style.set_caption(html.escape(self.text("Table", text, runs)))
+        st = st.format(fmt, precision=precision, na_rep="–") if fmt is not None else st.format(precision=precision,
+                                                                                              na_rep="–")
+        if gradient is not None:
+            st = st.background_gradient(cmap="RdYlGn", subset=list(gradient), vmin=0, vmax=100)
+        if hide_index:
+            st = st.hide(axis="index")
+        return st.set_table_styles([{"selector": "caption",
+                                     "props": "caption-side: top; text-align: left; font-weight: bold;"}])
+
+
+def show_figure(fig, caption) -> None:
+    """Display a matplotlib figure, then its caption (with its source link); close the figure."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+    display(fig)
+    plt.close(fig)
+    display(caption)
+
+
+def near_chance_name(name: str) -> bool:
+    """Models known to decide near chance (SmolLM2-135M)."""
+    return "smollm2-135m" in name.lower()
+
+
+def near_chance(run: Run) -> bool:
+    return near_chance_name(run.backend + run.model)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One thing a reader must know about a run: ``kind`` (note, warning, important), a title and
+    an HTML body. ``data`` is the box's HTML (as IPython's HTML objects have it)."""
+
+    kind: str
+    title: str
+    body: str
+
+    @property
+    def data(self) -> str:
+        return admonition(self.kind, self.title, self.body).data
+
+    def _repr_html_(self) -> str:
+        return self.data
+
+
+def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_POINTS) -> list[Notice]:
+    """What a reader must know about a run's results: what the reference decider is; that
+    SmolLM2-135M decides near chance; a warning when the headroom check (ALL - EMPTY) fails; a
+    warning when the run has too few templates for its bootstrap intervals to mean much."""
+    if run is None:
+        return []
+    out = []
+    k = int(run.df["template_id"].nunique()) if "template_id" in run.df.columns else 0
+    if boot is not None and 0 < k < MIN_TEMPLATES_FOR_INTERVALS:
+        out.append(Notice("warning", f"Only {_count(k, 'template')}: intervals are not reliable",
+                          f"{html.escape(run.label)} ran on {_count(k, 'template')}. Every 95% "
+                          "interval resamples templates, and with so few the intervals (and the headroom "
+                          f"check) say little; read them as descriptive. Run at least {MIN_TEMPLATES_FOR_INTERVALS} "
+                          "templates (e.g. TEMPLATES=templates/formal) for intervals worth quoting."))
+    if run.is_reference:
+        out.append(Notice("note", f"Results of the {REFERENCE}",
+                          f"These numbers come from the {REFERENCE} ({html.escape(run.model)}), a normative "
+                          "evidence counter that scores each option by the kept facts' polarities. It is not a "
+                          "model of any LLM: it shows what the memory makes possible, never what a model does."))
+    if near_chance(run):
+        out.append(Notice("important", "SmolLM2-135M decides near chance",
+                          f"{html.escape(run.backend)} is a 135-million-parameter model that runs on any CPU. "
+                          "Its decisions are close to chance (one in three), so its differences between "
+                          "policies are mostly noise; it is here to show the pipeline runs end to end on a "
+                          "real model, not to estimate the paper's effects."))
+    if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
+        from ..stats.tables import headroom
+        h = headroom(run.df, boot, min_points)
+        if not h["passed"]:
+            out.append(Notice("warning", "Headroom check failed: exploratory results",
+                              f"ALL - EMPTY = {h['estimate']:.1f} points [{h['lo']:.1f}, {h['hi']:.1f}] for "
+                              f"{html.escape(run.label)}; the lower bound must exceed {min_points:g} points. "
+                              "Every result of this run is exploratory."))
+    return out
+
+
+def _commit() -> str:
+    from ..results import git_commit
+    c = git_commit(ROOT)
+    return (c[:10] + ("-dirty" if c.endswith("-dirty") else "")) if c else "unknown (not a git checkout)"
+
+
+def _listing(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v) if v else "(none)"
+    return str(v)
+
+
+#: The parameters the "built with" line names, in this order, with their display names.
+BUILT_WITH = (("backend", "backend"), ("templates", "templates"), ("seeds", "seeds"), ("budgets", "budgets"),
+              ("model_templates", "model templates"), ("model_seeds", "model seeds"),
+              ("model_budgets", "model budgets"), ("model_variants", "model variants"),
+              ("hb_budgets", "HiddenBench budgets"), ("n_resamples", "bootstrap resamples"))
+
+
+def built_with_text(params: dict) -> str:
+    """``Built with backend ..., templates ..., ...; commit ...; date ...`` from the parameters
+    the chapter declares (a chapter without a model says ``reference decider only``)."""
+    parts = []
+    for key, name in BUILT_WITH:
+        if key not in params:
+            continue
+        v = params[key]
+        if key == "backend":
+            v = v or f"none ({REFERENCE} only)"
+        parts.append(f"{name} {_listing(v)}")
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "Built with " + "; ".join(parts + [f"commit {_commit()}", f"date {date}"]) + "."
+
+
+def built_with(params: dict):
+    """The page's "built with" line (HTML)."""
+    return _html(f'<p class="cp-built-with"><small>{html.escape(built_with_text(params))}</small></p>')
+
+
+def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = ()):
+    """ONE compact box per chapter: a visible line naming each run (and the titles of any
+    warnings), and collapsible details with backend, model, run folder and every notice.
+
+    ``runs``: (role, run or None, notices); a None run is listed with its notices (why it is
+    missing)."""
+    line, rows, boxes = [], [], []
+    for role, run, notices in runs:
+        if run is not None:
+            line.append(f"{html.escape(role)}: <b>{html.escape(run.label)}</b>")
+            n_dec = len(run.df) if hasattr(run, "df") else 0
+            rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
+                        f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
+        else:
+            line.append(f"{html.escape(role)}: <i>none</i>")
+        boxes += notices
+    boxes += list(extra)
+    warn = [n.title for n in boxes if n.kind in ("warning", "important")]
+    kind = "warning" if any(n.kind == "warning" for n in boxes) else "note"
+    head = " · ".join(line)
+    if warn:
+        head += "<br>" + "; ".join(f"<b>{html.escape(w)}</b>" for w in warn) + " (details below)."
+    table = ("<table><tr><th>run</th><th>backend and model</th><th>folder</th><th>rows</th></tr>"
+             + "".join(rows) + "</table>") if rows else ""
+    body = (f'<details class="cp-provenance-details"><summary>Details: backends, models, run folders and '
+            f"{_count(len(boxes), 'notice')}</summary>{table}" + "".join(n.data for n in boxes) + "</details>")
+    return _html(f'<div class="admonition {kind} cp-provenance"><p class="admonition-title">What this page shows'
+                 f"</p><p>{head}</p>{body}</div>")
+
+
+def _short(p) -> str:
+    try:
+        return str(p.relative_to(ROOT))
+    except (ValueError, AttributeError):
+        return str(p)
+
+
+def takeaways(lines: Sequence[str], title: str = "What this build shows"):
+    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML)."""
+    items = "".join(f"<li>{line}</li>" for line in lines if line)
+    return _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
+                 f"<ul>{items}</ul></div>")
+
+
+def docstring_html(module: str) -> str:
+    """A module's documentation as preformatted HTML (an import failure is said, not raised)."""
+    import importlib
+    import inspect
+    try:
+        doc = inspect.getdoc(importlib.import_module(module)) or "(no documentation)"
+    except Exception as e:  # an optional backend may be missing here
+        doc = f"(module {module} cannot be imported here: {type(e).__name__}: {e})"
+    return (f"<p><code>{html.escape(module)}</code></p>"
+            f"<pre style='white-space: pre-wrap'>{html.escape(doc)}</pre>")
+
+
+#: The modules whose documentation states a choice the paper leaves open (chapter 3).
+SILENT_CHOICES = (
+    ("crossprofile_lib.tokenizer", "Tokenizer: a file-free default that prices labels like a byte-level BPE"),
+    ("crossprofile_lib.variants", "Private facts: how they are dealt to agents; the classic and mirror cells"),
+    ("crossprofile_lib.discussion", "Scripted discussion and claim list"),
+    ("crossprofile_lib.budgets", "Budgets: what T_all prices"),
+    ("crossprofile_lib.policies", "Policies: greedy first-fit, M1 rotation, fixed-k, formats"),
+    ("crossprofile_lib.provenance", "Label controls and count-free formats"),
+    ("crossprofile_lib.decider", "The reference decider, tie-breaking with common random numbers"),
+    ("crossprofile_lib.balance", "BAL, the balance-aware memory"),
+    ("crossprofile_lib.evidence", "Net lead and irrelevant-fact tone"),
+    ("crossprofile_lib.rng", "Seeded random streams"),
+    ("crossprofile_lib.backends.llamacpp", "The embedded model and its decision mode"),
+    ("crossprofile_lib.stats.netlead", "The net-lead regression"),
+    ("crossprofile_lib.stats.socialproof", "The fitted social-proof weight"),
+)
+
+
+def data_source_box(hb):
+    """The visible box naming HiddenBench's data source: the fixture or the user's file."""
+    h = hb.header
+    used, total = h.get("n_tasks"), h.get("n_tasks_in_file", h.get("n_tasks"))
+    subset = f"; this run used {used} of its {total} valid tasks" if used != total else ""
+    if isinstance(used, int) and used < MIN_TEMPLATES_FOR_INTERVALS:
+        subset += (f"; its intervals resample only {_count(used, 'task')} and say little "
+                   f"(fewer than {MIN_TEMPLATES_FOR_INTERVALS})")
+    if h.get("data_is_fixture"):
+        return admonition("warning", "Data source: the project's FIXTURE, not HiddenBench",
+                          "These HiddenBench results were computed on <code>tests/fixtures/hiddenbench_fixture.json"
+                          f"</code> (tasks written for this project in the public file's format{subset}). "
+                          "They test the pipeline; they are not results on the public benchmark. Give the public "
+                          "<code>benchmark_all_clean.json</code> with the parameter <code>hiddenbench_path</code> or "
+                          "<code>HIDDENBENCH_PATH</code> (it is never bundled or copied).")
+    return admonition("note", f"Data source: {html.escape(str(h.get('data_source')))}",
+                      f"The user's HiddenBench file <code>{html.escape(str(h.get('data_path', '')).split('/')[-1])}</code> "
+                      f"(sha256 {html.escape(str(h.get('data_sha256', ''))[:16])}…, {total} valid tasks, "
+                      f"{len(h.get('malformed_records', []))} malformed{subset}), read in place.")

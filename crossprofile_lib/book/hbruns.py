@@ -1,0 +1,137 @@
+"""HiddenBench run folders for the book (chapters 8 and 11): :class:`HBRun`, run or resume
+with :func:`hiddenbench_run` (a folder of its own for another configuration, as
+:func:`~crossprofile_lib.book.runs.ensure_run`), and the adapters that turn its decided rows
+into a :class:`~crossprofile_lib.book.runs.Run` for the paper comparison."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from .runs import REFERENCE, UNAVAILABLE, Run, _jsonable, _stored_config, own_folder, reference_who, resolve, slug
+
+
+# --------------------------------------------------------------------------- HiddenBench
+@dataclass
+class HBRun:
+    """A HiddenBench run folder: its header and, per protocol, its tables."""
+
+    path: Path
+    header: dict
+    tables: dict
+
+    @property
+    def backend(self) -> str:
+        return str(self.header.get("backend", "?"))
+
+    @property
+    def model(self) -> str:
+        return str(self.header.get("model", "?"))
+
+    @property
+    def is_reference(self) -> bool:
+        return self.backend == "ledger"
+
+    @property
+    def label(self) -> str:
+        return (f"{REFERENCE} (ledger)" if self.is_reference else
+                f"{self.backend} ({self.header.get('decision_mode', '?')} mode)")
+
+    @property
+    def who(self) -> str:
+        src = self.header.get("data_source", "?")
+        base = reference_who(self.model) if self.is_reference else (
+            f"Backend: {self.backend}; model: {self.model}; decision mode: {self.header.get('decision_mode', '?')}.")
+        return f"{base} Data: {src}."
+
+    def decisions(self, protocol: str = "controlled") -> pd.DataFrame:
+        return self.tables.get(protocol, {}).get("decisions", pd.DataFrame())
+
+
+def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = "", protocols=("controlled",),
+                    seeds=(0, 1, 2), ablations=None, limit: Optional[int] = None,
+                    policies: Optional[Sequence[str]] = None, budgets: Optional[Sequence[str]] = None,
+                    skipped: Optional[dict] = None) -> Optional[HBRun]:
+    """Run (or resume) HiddenBench into ``runs/hiddenbench-<backend>`` (a folder of its own when
+    that one holds another configuration); None when ``backend`` cannot run here (reason in
+    ``skipped['hiddenbench:<backend>']``). ``path`` = "" uses $HIDDENBENCH_PATH or the project's
+    fixture; the file is read in place, never copied."""
+    skipped = {} if skipped is None else skipped
+    key = f"hiddenbench:{backend or 'ledger'}"
+    try:
+        from ..hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
+        from ..hiddenbench.run import HEADER
+    except ImportError as e:
+        skipped[key] = f"the HiddenBench library is not available ({e})"
+        return None
+    kw = dict(backend=backend or "ledger", hiddenbench=path or None, protocols=tuple(protocols), seeds=tuple(seeds),
+              ablations=tuple(ablations or DEFAULT_ABLATIONS), limit=limit)
+    if policies:
+        kw["policies"] = tuple(policies)
+    if budgets:
+        kw["budgets"] = tuple(budgets)
+    cfg = HBConfig(**kw)
+    want = _jsonable(asdict(cfg))
+    out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
+    hdr = out / HEADER
+    try:
+        if _stored_config(out, HEADER) != want:
+            from ..outdir import locked_dir
+            out.mkdir(parents=True, exist_ok=True)
+            with locked_dir(out):
+                run_hiddenbench(cfg, out)
+    except UNAVAILABLE as e:
+        skipped[key] = f"{type(e).__name__}: {e}"
+        if not hdr.exists():
+            return None
+    header = json.loads(hdr.read_text())
+    tables = {}
+    for p in protocols:
+        try:
+            tables[p] = read_tables(out, p)
+        except FileNotFoundError:
+            pass
+    return HBRun(out, header, tables)
+
+
+#: The pseudo-policy under which :func:`hb_natural_as_run` files each session's group vote.
+GROUP_VOTE = "group vote"
+
+
+def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run]:
+    """A HiddenBench protocol's decided rows as a :class:`Run` (resampling unit: the task), or
+    None when nothing was decided (the reference decider makes no HiddenBench decisions)."""
+    if hb is None:
+        return None
+    d = hb.decisions(protocol)
+    if d.empty or "decided" not in d or not d["decided"].any():
+        return None
+    d = d[d["decided"].astype(bool)].copy()
+    d["correct"] = d["correct"].astype(bool)
+    return Run(hb.path, d, dict(hb.header, config={}))
+
+
+def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
+    """The natural discussion as one :class:`Run` for the paper comparison (resampling unit: the
+    task): the decided memory-policy rows, plus one row per session under the pseudo-policy
+    ``"group vote"`` (``correct`` = the majority vote was right, ``budget_label`` ``none``) that
+    also carries the session's ``disclosure_rate``. None without a natural run."""
+    if hb is None or "natural" not in hb.tables:
+        return None
+    decided = hb_as_run(hb, "natural")
+    s = hb.tables["natural"].get("sessions", pd.DataFrame())
+    parts = [decided.df] if decided is not None else []
+    if not s.empty:
+        parts.append(pd.DataFrame({"task_id": s["task_id"], "seed": s["seed"], "ablation": s["ablation"],
+                                   "policy": GROUP_VOTE, "budget_label": "none",
+                                   "correct": s["group_correct"].astype(bool),
+                                   "disclosure_rate": s["disclosure_rate"].astype(float)}))
+    if not parts:
+        return None
+    return Run(hb.path, pd.concat(parts, ignore_index=True), dict(hb.header, config={}))
+
+

@@ -1,0 +1,78 @@
+"""The paper beside this suite: every number of ``data/paper_figures.yaml`` (the ONE source of
+paper values, read through :mod:`crossprofile_lib.paper_figures`) set beside this suite's
+estimate of the same quantity. Paper values sit only in columns labelled ``paper``; this
+suite's in columns naming the backend and model of their run."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..constants import PAPER_FIGURES_PATH, PRIMARY_BUDGET
+from ..paper_figures import PaperFiguresError, PaperItem, load_paper_figures, paper_item, paper_values  # noqa: F401
+from ..stats.format import fmt_ci
+from .runs import Run, bootstrap, unit_column
+
+
+
+def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
+    """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
+    from ..stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
+    idx = [k for k, it in enumerate(items) if it.data == data and it.measure]
+    out: list[Optional[dict]] = [None] * len(items)
+    contrasts = []
+    for k in idx:
+        m = dict(items[k].measure)
+        contrasts.append({"id": f"item{k}", **{key: m[key] for key in ("outcome", "scale", "where", "terms") if key in m}})
+    for k, c in zip(idx, contrasts):  # one by one: a column missing for one item must not sink the rest
+        doc = {"defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": PRIMARY_BUDGET}},
+               "contrasts": [c]}
+        try:
+            r = evaluate_contrasts(run.df, parse_prereg(doc, str(PAPER_FIGURES_PATH)), boot,
+                                   template_col=unit_column(run.df)).iloc[0]
+        except (PreregError, KeyError, ValueError) as e:
+            out[k] = dict(estimate=np.nan, lo=np.nan, hi=np.nan, reason=str(e))
+            continue
+        out[k] = dict(estimate=r.estimate, lo=r.lo, hi=r.hi, reason=r.reason)
+    return out
+
+
+def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """A wide table: one row per paper number; columns ``('paper', model)`` with the paper's
+    values and ``('this suite', run label)`` with this suite's estimate [95% interval].
+
+    ``runs`` maps a data kind (``crossprofile``, ``hiddenbench``) to a list of runs.
+    """
+    models = list(dict.fromkeys(m for it in items for m in it.paper))
+    rows = pd.DataFrame({("result", ""): [it.result for it in items],
+                         ("quantity", ""): [it.label for it in items],
+                         ("unit", ""): [it.unit for it in items]})
+    for m in models:
+        rows[("paper", m)] = [it.paper.get(m, "") for it in items]
+    for data, rs in runs.items():
+        for run in rs:
+            if run is None:
+                continue
+            vals = suite_values(items, run, bootstrap(run, n_resamples, seed), data)
+            col = ("this suite", run.label + ("" if data == "crossprofile" else f" · {data}"))
+            rows[col] = [("–" if v is None else "not in this run" if np.isnan(v["estimate"]) else
+                          fmt_ci(v["estimate"], v["lo"], v["hi"], 2 if it.unit == "facts" else 1))
+                         for it, v in zip(items, vals)]
+    rows.columns = pd.MultiIndex.from_tuples(rows.columns)
+    return rows
+
+
+def paper_text(ref: str, digits: Optional[int] = None) -> str:
+    """A paper value for prose: ``"+8.5 (Qwen2.5-7B-Instruct) / +15.6 (Llama-3.1-8B-Instruct)"``
+    from the item ``ref`` (``"<figure id>/<item label>"``) of data/paper_figures.yaml."""
+    item = paper_item(ref)
+    sign = "+" if item.unit == "points" else ""
+
+    def one(v):
+        if not isinstance(v, (int, float)):
+            return str(v)
+        d = digits if digits is not None else (2 if item.unit == "facts" else 1)
+        return f"{v:{sign}.{d}f}"
+    return " / ".join(f"{one(v)} ({m})" for m, v in item.paper.items())

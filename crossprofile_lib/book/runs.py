@@ -1,0 +1,286 @@
+"""The runs the book reads: where they live, when they are (re)run, and why one is missing.
+
+* :class:`Run` is one run folder (the tidy results table plus its ``run.json`` header);
+  HiddenBench folders are in :mod:`.hbruns`.
+* :func:`ensure_run` loads a folder whose ``run.json`` records the configuration asked for,
+  and runs it otherwise. A folder holding **another** configuration is never overwritten: the
+  run goes to the sibling ``<name>-<digest>`` (8 hex digits of the configuration), so a
+  one-chapter rerun with new parameters (chapter 9) writes to a folder of its own while the
+  book's runs stay as they are. Writing holds the folder's lock
+  (:func:`crossprofile_lib.outdir.locked_dir`).
+* :func:`model_run` returns ``None`` for a backend that cannot run here and records why in the
+  ``skipped`` mapping it is handed (:class:`~crossprofile_lib.book.experiments.BookRuns` holds
+  one per parameter set; no module-level state).
+* Relative paths resolve against the repository root, so a notebook runs from any directory.
+  The ``ledger`` backend is always called the *reference decider*: a normative evidence
+  counter, not a model of any LLM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..constants import PRIMARY_BUDGET
+
+ROOT = Path(os.environ.get("CROSSPROFILE_ROOT", Path(__file__).resolve().parents[2]))
+REFERENCE = "reference decider"
+
+#: The book's reference-decider grid: the paper's policies and controls plus the BAL repair.
+REFERENCE_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle",
+                      "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
+                      "ALL:unlabeled", "ALL:shuffled", "R1:unlabeled", "B4:unlabeled",
+                      "EMPTY", "ALL", "REF", "private-only", "shared-only", "BAL", "BAL-oracle")
+#: Provenance formats compared under a social-proof reference decider (SPEC 6 and issue 8).
+FORMATS = ("full", "unlabeled", "shuffled", "first-speaker", "claim-id")
+SOCIAL_PROOF_POLICIES = tuple(p if f == "full" else f"{p}:{f}" for p in ("ALL", "R1", "B4", "BAL")
+                              for f in FORMATS) + ("Random", "R1-rel", "EMPTY")
+GROUP_SIZE_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "BAL", "ALL", "EMPTY")
+#: The social-proof sweep of chapter 6 needs only the ALL memory in its formats (unbudgeted).
+SWEEP_POLICIES = tuple("ALL" if f == "full" else f"ALL:{f}" for f in FORMATS)
+#: The stochastic reference decider of chapter 7 (parameter recovery of the social-proof fit).
+FIT_POLICIES = ("R1", "B4", "Random", "R1-rel", "ALL", "ALL:unlabeled", "ALL:shuffled", "EMPTY")
+#: What a language-model sample runs (EMPTY and ALL give its headroom check).
+MODEL_POLICIES = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
+#: The model sample rerun with the 'labels are not evidence' decision prompt (chapter 12).
+LABELS_PROMPT = "labels-not-evidence"
+LABELS_POLICIES = ("ALL", "ALL:unlabeled")
+
+def resolve(p: str | Path) -> Path:
+    p = Path(p)
+    return p if p.is_absolute() else ROOT / p
+
+
+def slug(backend: str) -> str:
+    """A folder name for a backend: ``llamacpp/smollm2-135m`` -> ``llamacpp-smollm2-135m``."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in backend).strip("-")
+
+
+def reference_who(model: str) -> str:
+    """The sentence naming the reference decider as the source of a result."""
+    return (f"Backend: ledger, the {REFERENCE} (a normative evidence counter, not a language model); "
+            f"model: {model}.")
+
+
+def _budget_labels(df: pd.DataFrame) -> list[str]:
+    if "budget_label" not in df.columns:
+        return []
+    return sorted(b for b in df["budget_label"].astype(str).unique() if b != "none")
+
+
+@dataclass
+class Run:
+    """One run folder: the tidy table (one row per decision) and its header."""
+
+    path: Path
+    df: pd.DataFrame
+    header: dict
+    boot: object = None  # the run's TemplateBootstrap, set by the chapter preamble
+
+    def _field(self, key: str) -> str:
+        if key in self.header:
+            return str(self.header[key])
+        return str(self.df[key].iat[0]) if key in self.df.columns and len(self.df) else "?"
+
+    @property
+    def backend(self) -> str:
+        return self._field("backend")
+
+    @property
+    def model(self) -> str:
+        return self._field("model")
+
+    @property
+    def is_reference(self) -> bool:
+        return self.backend == "ledger"
+
+    @property
+    def _extras(self) -> list[str]:
+        cfg = self.header.get("config", {}) or {}
+        out = []
+        if cfg.get("n_agents", 4) != 4:
+            out.append(f"{cfg['n_agents']} agents")
+        dp = (cfg.get("backend_options") or {}).get("decision_prompt")
+        if dp and dp != "default":
+            out.append(f"decision prompt {dp}")
+        return out
+
+    @property
+    def label(self) -> str:
+        """Short name for legends, table columns and captions (backend and model)."""
+        extra = self._extras
+        if self.is_reference:
+            opts = self.header.get("config", {}).get("backend_options", {}) or {}
+            extra = [f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(opts.items()) if isinstance(v, (int, float))] + extra
+            return f"{REFERENCE} (ledger{', ' + ', '.join(extra) if extra else ''})"
+        return f"{self.backend} ({', '.join([self.header.get('decision_mode', '?') + ' mode'] + extra)})"
+
+    @property
+    def who(self) -> str:
+        """The full sentence naming backend, model, decision mode and tokenizer."""
+        extra = "".join(f"; {e}" for e in self._extras)
+        if self.is_reference:
+            return reference_who(self.model + extra)
+        return (f"Backend: {self.backend}; model: {self.model}; decision mode: "
+                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}{extra}.")
+
+    @property
+    def n_templates(self) -> int:
+        return int(self.df["template_id"].nunique())
+
+    @property
+    def budgets(self) -> list[str]:
+        """The run's budget labels (``none`` left out)."""
+        return _budget_labels(self.df)
+
+    @property
+    def variants(self) -> list[str]:
+        return sorted(self.df["variant"].unique()) if "variant" in self.df.columns else []
+
+
+def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[str, str]:
+    """The budget a chapter shows for ``run``: ``wanted`` (prereg.yaml's primary budget) when the
+    run has it, else the run's first ratio budget. Returns ``(budget, notice)``; the notice is
+    empty when the primary budget is there."""
+    have = run.budgets if run is not None else []
+    if not have or wanted in have:
+        return wanted, ""
+    ratios = [b for b in have if not b.endswith("t")]
+    use = (ratios or have)[0]
+    return use, (f"this run has no r = {wanted} (its budgets: {', '.join(have)}); its results are shown at "
+                 f"r = {use} instead, where the paper's values (at r = {wanted}) are not comparable")
+
+
+def with_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """``cell`` (classic = PSP, mirror = SPS) and ``pooled_cell`` (PS* / SP*) recomputed from
+    ``variant``, so a run folder written before SPEC section 3's revision reads the same."""
+    if "variant" not in df.columns:
+        return df
+    from ..variants import Variant
+    names = df["variant"].astype(str)
+    cells = {v: Variant(v) for v in names.unique() if len(v) == 3 and set(v) <= {"P", "S"}}
+    if not cells:
+        return df
+    return df.assign(cell=names.map(lambda v: cells[v].cell if v in cells else "other"),
+                     pooled_cell=names.map(lambda v: cells[v].pooled_cell if v in cells else "other"))
+
+
+def load_run(path: str | Path) -> Run:
+    from ..results import read_header, read_results
+    p = resolve(path)
+    return Run(p, with_cells(read_results(p)), read_header(p))
+
+
+def _jsonable(x) -> object:
+    return json.loads(json.dumps(x, default=str))
+
+
+def config_digest(config: dict) -> str:
+    """8 hex digits naming a configuration (the suffix of a rerun's own folder)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
+    try:
+        return json.loads((folder / header).read_text()).get("config")
+    except (OSError, ValueError):
+        return None
+
+
+def own_folder(path: Path, want: dict, header: str = "run.json") -> Path:
+    """``path`` when it is empty or holds ``want``; else the sibling ``<name>-<digest>``."""
+    have = _stored_config(path, header)
+    return path if have is None or have == want else path.with_name(f"{path.name}-{config_digest(want)}")
+
+
+def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = False) -> Run:
+    """Load the run of ``cfg``: from ``path`` when its ``run.json`` records ``cfg``, else run it
+    (into ``path`` when that is empty, or into ``path``'s sibling of its own when ``path`` holds
+    another configuration; ``rerun=True`` reruns into ``path``)."""
+    from ..outdir import locked_dir, write_text_atomic
+    from ..runner import RunConfig, run_to_dir
+    want = _jsonable(asdict(cfg))
+    p = resolve(path) if rerun else own_folder(resolve(path), want)
+    if not rerun and _stored_config(p) == want and (p / "results.parquet").exists():
+        return load_run(p)
+    cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
+                                                    resolve(t).exists() else t for t in cfg.templates]})
+    p.mkdir(parents=True, exist_ok=True)
+    with locked_dir(p):
+        df, header = run_to_dir(cfg, p)
+        header["config"] = want  # record the configuration as asked for (paths as given)
+        write_text_atomic(p / "run.json", json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
+    return Run(p, with_cells(df), header)
+
+
+def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("templates/formal",),
+                  seeds: Sequence[int] = (0, 1, 2), budgets: Sequence[str] = ("0.4", "0.6", "0.8", "128t"),
+                  social_proof: float = 0.0, n_agents: int = 4, policies: Optional[Sequence[str]] = None,
+                  inverse_temperature: Optional[float] = None, name: Optional[str] = None) -> Run:
+    """The reference decider's grid: ``runs/ledger``, ``runs/ledger-sp0.5`` (social-proof
+    weight 0.5), ``runs/ledger-agents6`` (6 agents), ``runs/ledger-sp0.5-beta2`` (softmax with
+    inverse temperature 2 instead of argmax)."""
+    from ..runner import RunConfig
+    name = name or ("ledger" + (f"-sp{social_proof:g}" if social_proof else "") + (f"-agents{n_agents}" if n_agents != 4 else "")
+                    + (f"-beta{inverse_temperature:g}" if inverse_temperature is not None else ""))
+    if policies is None:
+        policies = SOCIAL_PROOF_POLICIES if social_proof else GROUP_SIZE_POLICIES if n_agents != 4 else REFERENCE_POLICIES
+    opts = {"social_proof": float(social_proof)} if social_proof else {}
+    if inverse_temperature is not None:
+        opts["inverse_temperature"] = float(inverse_temperature)
+    cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
+                    policies=list(policies), n_agents=n_agents, backend_options=opts)
+    return ensure_run(Path(runs_root) / name, cfg)
+
+
+#: What goes wrong when a model backend cannot run here (a missing library, file or key).
+UNAVAILABLE = (ImportError, FileNotFoundError, ValueError, OSError)
+
+
+def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], seeds: Sequence[int] = (0,),
+              budgets: Sequence[str] = (PRIMARY_BUDGET,), variants: Optional[Sequence[str]] = None,
+              policies: Sequence[str] = MODEL_POLICIES, backend_options: Optional[dict] = None,
+              suffix: str = "", skipped: Optional[dict] = None) -> Optional[Run]:
+    """A language-model backend's run (``runs/<backend slug>``), or None when ``backend`` is
+    empty or cannot be built here (the reason goes to ``skipped[backend]``). Calls go through
+    the backend's call cache: a finished grid makes no model calls."""
+    from ..runner import RunConfig
+    from ..variants import VARIANT_NAMES
+    skipped = {} if skipped is None else skipped
+    if not backend or backend == "ledger":
+        return None
+    cfg = RunConfig(backend=backend, templates=list(templates), seeds=list(seeds), budgets=list(budgets),
+                    policies=list(policies), variants=list(variants or VARIANT_NAMES),
+                    backend_options=dict(backend_options or {}))
+    path = Path(runs_root) / (slug(backend) + (f"-{suffix}" if suffix else ""))
+    try:
+        return ensure_run(path, cfg)
+    except UNAVAILABLE as e:
+        stored = own_folder(resolve(path), _jsonable(asdict(cfg)))
+        if (stored / "results.parquet").exists():
+            skipped[backend] = f"{type(e).__name__}: {e}; showing the stored run instead"
+            return load_run(stored)
+        skipped[backend] = f"{type(e).__name__}: {e}"
+        return None
+
+
+def unit_column(df: pd.DataFrame) -> str:
+    """The resampling unit: the template (CrossProfile) or the task (HiddenBench)."""
+    return "template_id" if "template_id" in df.columns else "task_id"
+
+
+def bootstrap(run, n_resamples: int = 10_000, seed: int = 0):
+    """The template bootstrap shared by every statistic of one run (``(B, T)`` count matrix);
+    HiddenBench tables resample tasks."""
+    from ..stats.bootstrap import TemplateBootstrap
+    df = run.df if hasattr(run, "df") else run
+    return TemplateBootstrap.draw(df[unit_column(df)].astype(str).unique(), n_resamples, np.random.default_rng(seed))
+
+
