@@ -9,37 +9,20 @@ mixed and GEE regressions, and the fitted social-proof weight.
 
 from __future__ import annotations
 
-import math
 import sys
 
 import pandas as pd
 
+from ..constants import CLASSIC, MIRROR
+from ..stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
 
-def _ci(e, lo, hi, d: int = 1) -> str:
-    if e is None or (isinstance(e, float) and math.isnan(e)):
-        return "n/a"
-    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
-        return f"{e:.{d}f}"
-    return f"{e:.{d}f} [{lo:.{d}f}, {hi:.{d}f}]"
-
-
-def _p(p) -> str:
-    return "" if p is None or (isinstance(p, float) and math.isnan(p)) else (f"{p:.4f}" if p >= 1e-4 else "<1e-4")
-
-
-def _with_ci(t: pd.DataFrame, d: int = 1) -> pd.Series:
-    return pd.Series([_ci(e, l, h, d) for e, l, h in zip(t["estimate"], t["lo"], t["hi"])], index=t.index)
+_ci = fmt_ci          # the one formatter (crossprofile_lib.stats.format), shared with the book
+_p = fmt_p
+_with_ci = ci_column
 
 
 def _pivot(t: pd.DataFrame, index, columns, d: int = 1) -> pd.DataFrame:
-    if t.empty:
-        return t
-    t = t.assign(ci=_with_ci(t, d))
-    order = list(dict.fromkeys(t[columns]))
-    rows = list(dict.fromkeys(map(tuple, t[index].to_numpy())))
-    p = t.pivot_table(index=index, columns=columns, values="ci", aggfunc="first", sort=False)
-    return p.reindex(index=pd.MultiIndex.from_tuples(rows, names=index) if len(index) > 1 else [r[0] for r in rows],
-                     columns=order).fillna("")
+    return ci_pivot(t, index, columns, d)
 
 
 def _budget_rows(t: pd.DataFrame, primary: str) -> pd.DataFrame:
@@ -56,17 +39,26 @@ def print_report(res: dict, primary: str = "0.6", out=None) -> None:
     w(f"   {res['n_templates']} templates, {res['n_decisions']} decisions, tokenizer {res['tokenizer']}; "
       f"template bootstrap, {res['resamples']} resamples, seed {res['seed']}, "
       f"{round(100 * res['level'])}% percentile intervals")
+    a = res.get("analysis_set") or {}
+    if a:
+        w(f"   analysis set: {a['name']} ({a['n_templates']} templates; {a['rule']}"
+          + (f"; {a['rows_dropped']} rows of {a['development_templates']} development templates dropped"
+             if a.get("rows_dropped") else "") + ")")
+    if res.get("failed_calls"):
+        w(f"   notice: {res['failed_calls']}")
     h = res["headroom"]
     w(f"   headroom: ALL - EMPTY = {_ci(h['estimate'], h['lo'], h['hi'])} points (lower bound must exceed "
-      f"{h['min_points']:g}): {'passed' if h['passed'] else 'FAILED'} -> results are {h['status']}"
-      + (f" ({h['reason']})" if h["reason"] else ""))
+      f"{h['min_points']:g}): {'passed' if h['passed'] else 'FAILED'}")
+    w(f"   results are {res.get('status_label', h['status'])}")
     w()
     c = res["contrasts"]
     w(f"Preregistered contrasts ({res['prereg']}; p adjusted within family)")
     rows = []
     for r in c.itertuples():
         paper = ", ".join(f"{k} {v}" for k, v in (r.paper or {}).items())
-        rows.append(dict(id=r.id, family=r.family, estimate=_ci(r.estimate, r.lo, r.hi) if r.estimable else
+        fam = r.family if r.family != "confirmatory" or res.get("status", "confirmatory") == "confirmatory" \
+            else "confirmatory (run exploratory)"
+        rows.append(dict(id=r.id, family=fam, estimate=_ci(r.estimate, r.lo, r.hi) if r.estimable else
                          f"not estimable: {r.reason}", p=_p(r.p), p_adj=_p(r.p_adjusted),
                          reject=("yes" if r.reject else "no") if r.estimable and r.family else "",
                          paper=paper, title=r.title))
@@ -76,7 +68,8 @@ def print_report(res: dict, primary: str = "0.6", out=None) -> None:
     w("Accuracy (%) per policy x budget x variant")
     w(_pivot(res["accuracy"], ["policy", "budget_label"], "variant").to_string())
     w()
-    w(f"Classic (PS*) and mirror (SP*) cells at budget {primary} and unbudgeted: accuracy and decoy choice (%)")
+    w(f"Classic ({CLASSIC}) and mirror ({MIRROR}) cells at budget {primary} and unbudgeted: accuracy and decoy "
+      "choice (%); 'pooled' = PS* / SP* (both irrelevant levels), secondary")
     cells = _budget_rows(res["cells"], primary)
     if not cells.empty:
         cells = cells.assign(col=cells["outcome"].map({"correct": "accuracy", "chose_decoy": "chose decoy"})
@@ -87,7 +80,7 @@ def print_report(res: dict, primary: str = "0.6", out=None) -> None:
     comp = _budget_rows(res["composition"], primary)
     if not comp.empty:
         comp = comp.assign(col=comp["outcome"].str.replace("kept_", "") + " " + comp["cell"])
-        comp = comp[comp["cell"].isin(["classic", "mirror", "all"])]
+        comp = comp[comp["cell"].isin(["classic", "mirror", "all", "classic (pooled)", "mirror (pooled)"])]
         w(_pivot(comp, ["policy", "budget_label"], "col", d=2).to_string())
     w()
     rel = res["relevance"]

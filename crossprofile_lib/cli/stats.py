@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from . import args as A
 from .report import print_report
 
 
@@ -20,20 +21,28 @@ def _cmd_stats(args) -> int:
     except (ResultsError, PreregError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.resamples < 1:
-        print("error: --resamples must be at least 1", file=sys.stderr)
-        return 2
     try:
         config = read_header(args.dir).get("config")
     except ResultsError:
         config = None
+    from ..stats.analysis_set import FailedCallsError, prepare
+    try:
+        rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
+    except FailedCallsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if prepared["failed_calls"]:
+        print(f"notice: {prepared['failed_calls']}", file=sys.stderr)
+    if rows.empty:
+        print(f"error: {args.dir}/results.parquet: no decisions left to analyse", file=sys.stderr)
+        return 1
     try:
         choice = None
         if args.fit_resamples is None or args.fit_resamples > 0:
             from ..rebuild import choice_data_by_model
-            choice = choice_data_by_model(df, config, args.templates, prereg.settings["social_proof_where"])
-        res = analyse(df, prereg, n_resamples=args.resamples, seed=args.seed, choice_data=choice,
-                      regressions=not args.no_regressions, fit_resamples=args.fit_resamples)
+            choice = choice_data_by_model(rows, config, args.templates, prereg.settings["social_proof_where"])
+        res = analyse(rows, prereg, n_resamples=args.resamples, seed=args.seed, choice_data=choice,
+                      regressions=not args.no_regressions, fit_resamples=args.fit_resamples, rows=prepared)
     except PreregError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -51,11 +60,16 @@ def register(sub) -> None:
     s.add_argument("dir", help="a run folder (results.parquet + run.json)")
     s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
     s.add_argument("--prereg", default=None, help="contrast file (default: the repository's prereg.yaml)")
-    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the resample index matrix (default 0)")
-    s.add_argument("--fit-resamples", type=int, default=1000,
+    s.add_argument("--resamples", type=A.positive_int, default=10_000, help="bootstrap resamples (default 10000)")
+    s.add_argument("--seed", type=A.seed, default=0, help="seed of the resample index matrix (default 0)")
+    s.add_argument("--fit-resamples", type=A.nonnegative_int, default=1000,
                    help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
     s.add_argument("--no-regressions", action="store_true", help="skip the mixed and GEE net-lead regressions")
+    s.add_argument("--allow-errors", action="store_true",
+                   help="drop rows whose model call failed (column 'error' set) instead of refusing the run")
+    s.add_argument("--analysis-set", choices=("formal", "all"), default="formal",
+                   help="formal (default): confirmatory statistics on the formal templates only (ids of the files "
+                        "under templates/formal/), development templates dropped; all: every template (exploratory)")
     s.add_argument("--templates", nargs="+", default=None,
                    help="template paths to rebuild memories from (default: those in run.json)")
     s.set_defaults(func=_cmd_stats)

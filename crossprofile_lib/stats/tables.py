@@ -105,18 +105,35 @@ def accuracy_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
     return means_table(df, ["policy", "budget_label", "variant"], ["correct"], boot, pool=["variant"])
 
 
-def cell_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
-    """Accuracy and decoy-choice rate (%) per policy x budget in the classic (PS*) and mirror
-    (SP*) cells, each pooling both irrelevant levels."""
+def pooled_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The secondary "pooled" cells: rows whose ``pooled_cell`` is classic (PS*) or mirror (SP*),
+    with ``cell`` set to ``'classic (pooled)'`` / ``'mirror (pooled)'`` (empty without the column)."""
+    if "pooled_cell" not in df.columns:
+        return df.iloc[:0]
+    d = df[df["pooled_cell"].isin(["classic", "mirror"])]
+    return d.assign(cell=d["pooled_cell"].astype(str) + " (pooled)")
+
+
+def cell_table(df: pd.DataFrame, boot: TemplateBootstrap, pooled: bool = False) -> pd.DataFrame:
+    """Accuracy and decoy-choice rate (%) per policy x budget in the paper's classic (PSP) and
+    mirror (SPS) cells (SPEC section 3, revised); with ``pooled``, also the secondary pooled
+    cells (PS*, SP*: both irrelevant levels) labelled ``'classic (pooled)'`` / ``'mirror (pooled)'``."""
     d = df[df["cell"].isin(["classic", "mirror"])]
+    if pooled:
+        d = pd.concat([d, pooled_rows(df)], ignore_index=True)
     return means_table(d, ["policy", "budget_label", "cell"], ["correct", "chose_decoy"], boot)
 
 
-def composition_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
+def composition_table(df: pd.DataFrame, boot: TemplateBootstrap, pooled: bool = False) -> pd.DataFrame:
     """Kept support / decoy / irrelevant facts and evidence retention (kept support / 5) per
-    policy x budget x cell (classic, mirror, other, all)."""
-    return means_table(df, ["policy", "budget_label", "cell"],
-                       ["kept_support", "kept_decoy", "kept_irrelevant", "retention"], boot, pool=["cell"])
+    policy x budget x cell (classic = PSP, mirror = SPS, other, all); with ``pooled``, then the
+    pooled cells (see :func:`cell_table`)."""
+    outcomes = ["kept_support", "kept_decoy", "kept_irrelevant", "retention"]
+    t = means_table(df, ["policy", "budget_label", "cell"], outcomes, boot, pool=["cell"])
+    pooled = pooled_rows(df) if pooled else df.iloc[:0]
+    if pooled.empty:
+        return t
+    return pd.concat([t, means_table(pooled, ["policy", "budget_label", "cell"], outcomes, boot)], ignore_index=True)
 
 
 def relevance_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:

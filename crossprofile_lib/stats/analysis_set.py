@@ -1,0 +1,122 @@
+"""Which rows the statistics may use: failed calls, the analysis set, and the run's status.
+
+**Failed calls are not decisions.** A row whose ``error`` is set is a model call that still
+failed after its retries; scoring it as a wrong answer would turn an outage into an effect.
+:func:`check_failed_calls` refuses such a table (:class:`FailedCallsError`, naming the file and
+the count) unless ``allow_errors``, which drops the rows and says how many
+(``crossprofile stats --allow-errors``; the book shows the same notice).
+
+**Analysis set** (SPEC section 8, issue 13.3). Confirmatory statistics (H1-H3 and every table
+that sits beside a paper value) use the **formal** templates only. The rule: a template is
+formal when its id is the ``id`` of a file under ``templates/formal/`` of this repository
+(read from the files, so a renamed or added formal template is picked up; ids are unique over
+all templates, SPEC/SCHEMA). Development templates (``templates/dev/``, ids ``dev-...``) never
+enter a confirmatory statistic: when a run holds formal templates, its development rows are
+dropped (``analysis_set="formal"``, the default) and counted; a run with no formal template is
+analysed as it is and labelled exploratory. ``analysis_set="all"`` keeps every row (exploratory).
+
+**Status.** A model's results are ``confirmatory`` only when the headroom check passes, the
+analysis set is the formal templates and there are at least :data:`MIN_TEMPLATES_CONFIRMATORY`
+templates (a template bootstrap over fewer units gives intervals too narrow to trust; the same
+floor as the cluster-robust regressions); otherwise ``exploratory: <reasons>``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import yaml
+
+from ..constants import ROOT
+
+FORMAL_DIR = ROOT / "templates" / "formal"
+#: fewest templates a run needs before its results may be called confirmatory
+MIN_TEMPLATES_CONFIRMATORY = 10
+ANALYSIS_SETS = ("formal", "all")
+
+
+class FailedCallsError(ValueError):
+    """A results table holds rows whose model call failed (``error`` set)."""
+
+
+def failed_mask(df: pd.DataFrame) -> pd.Series:
+    """True for rows whose ``error`` is set (non-empty); all False without an ``error`` column."""
+    if "error" not in df.columns:
+        return pd.Series(False, index=df.index)
+    e = df["error"]
+    return e.notna() & (e.astype(str).str.strip() != "")
+
+
+def check_failed_calls(df: pd.DataFrame, allow_errors: bool = False, source: str = "the results table"
+                       ) -> tuple[pd.DataFrame, str]:
+    """``(rows to analyse, notice)``: refuses (:class:`FailedCallsError`) a table with failed calls
+    unless ``allow_errors``; then drops them and the notice says how many (empty when none)."""
+    bad = failed_mask(df)
+    n = int(bad.sum())
+    if not n:
+        return df, ""
+    msg = (f"{source}: {n} of {len(df)} rows are failed model calls (column 'error' set); "
+           "they are not decisions")
+    if not allow_errors:
+        raise FailedCallsError(f"{msg}. Rerun the command that made the run (finished calls come from the "
+                               "cache) or pass --allow-errors to drop them")
+    return df[~bad], f"{msg}: {n} dropped (--allow-errors)"
+
+
+@lru_cache(maxsize=None)
+def formal_template_ids(folder: Optional[str] = None) -> frozenset:
+    """The ``id`` of every template file under ``templates/formal/`` (or ``folder``)."""
+    ids = set()
+    for p in sorted(Path(folder or FORMAL_DIR).rglob("*.y*ml")):
+        try:
+            doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue   # the validator names broken files; here they are simply not formal
+        if isinstance(doc, dict) and isinstance(doc.get("id"), str):
+            ids.add(doc["id"])
+    return frozenset(ids)
+
+
+def select_analysis_set(df: pd.DataFrame, analysis_set: str = "formal", formal_ids=None) -> tuple[pd.DataFrame, dict]:
+    """The rows of the analysis set and a record of it (``name``, ``rule``, template counts,
+    rows dropped), as ``crossprofile stats`` prints and writes it."""
+    if analysis_set not in ANALYSIS_SETS:
+        raise ValueError(f"analysis set '{analysis_set}': must be one of {', '.join(ANALYSIS_SETS)}")
+    formal = formal_template_ids() if formal_ids is None else frozenset(formal_ids)
+    tid = df["template_id"].astype(str)
+    is_formal = tid.isin(formal)
+    n_formal, n_other = int(tid[is_formal].nunique()), int(tid[~is_formal].nunique())
+    rec = dict(rule=f"formal = template ids of the files under {FORMAL_DIR.relative_to(ROOT).as_posix()}/",
+               formal_templates=n_formal, development_templates=n_other, rows_dropped=0)
+    if analysis_set == "all" or not n_other:
+        name = "formal" if not n_other else "all (formal and development templates)"
+        if not n_formal:
+            name = "development templates only"
+        return df, dict(rec, name=name, n_templates=n_formal + n_other)
+    if not n_formal:
+        return df, dict(rec, name="development templates only", n_templates=n_other)
+    return df[is_formal], dict(rec, name="formal", n_templates=n_formal, rows_dropped=int((~is_formal).sum()))
+
+
+def run_status(headroom: dict, analysis: dict, n_templates: int) -> tuple[str, list]:
+    """``("confirmatory" | "exploratory", reasons)`` for one model's results (module doc)."""
+    reasons = []
+    if not headroom.get("passed"):
+        reasons.append(headroom.get("reason") or "headroom check failed")
+    if n_templates < MIN_TEMPLATES_CONFIRMATORY:
+        reasons.append(f"too few templates ({n_templates} < {MIN_TEMPLATES_CONFIRMATORY})")
+    if analysis.get("name") != "formal":
+        reasons.append(f"analysis set: {analysis.get('name')}")
+    return ("exploratory" if reasons else "confirmatory"), reasons
+
+
+def prepare(df: pd.DataFrame, allow_errors: bool = False, analysis_set: str = "formal",
+            source: str = "the results table") -> tuple[pd.DataFrame, dict]:
+    """Failed calls checked (:func:`check_failed_calls`), then the analysis set selected: the rows
+    every statistic (and the rebuilt choice data) uses, and ``{"analysis_set", "failed_calls"}``."""
+    df, notice = check_failed_calls(df, allow_errors, source)
+    df, rec = select_analysis_set(df, analysis_set)
+    return df, {"analysis_set": rec, "failed_calls": notice}
