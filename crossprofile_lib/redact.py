@@ -28,8 +28,8 @@ def _redact_query(q: str) -> str:
     if not q:
         return q
     pairs = parse_qsl(q, keep_blank_values=True)
-    if not pairs and "=" not in q:
-        return q
+    if not any(_SECRET_NAME.search(k) for k, _ in pairs):
+        return q  # untouched, byte for byte (cache keys of clean URLs never change)
     return urlencode([(k, MASK if _SECRET_NAME.search(k) else v) for k, v in pairs], safe="*")
 
 

@@ -13,6 +13,16 @@ Each entry stores the raw text, the parsed answer (set after parsing), the retry
 prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
 Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
 (Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored.
+
+**Integrity.** A cache file is opened only after a check (:func:`open_problem`): it must be a
+regular, writable file, a SQLite database no shorter than its header says, pass
+``PRAGMA quick_check`` and hold the ``calls`` table with its columns; a row whose fields do not
+decode is named when it is read. Any failure raises :class:`CacheError` naming the file, the
+rule and how to recover -- never a silent fresh cache, which on a paid API would re-buy every
+call. A new cache file is built under a temporary name and linked into place, so a cache file
+is never empty. Maintenance: :func:`check_cache`, :func:`vacuum_cache`, :func:`export_cache`
+(``crossprofile cache check|vacuum|export``). Base URLs are redacted
+(:func:`crossprofile_lib.redact.redact_url`) in keys and stored fields.
 """
 
 from __future__ import annotations
@@ -21,19 +31,140 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..redact import redact_url
 from .base import ChatRequest, ChatResult
 
 DEFAULT_FOLDER = ".crossprofile_cache"
+FILE_NAME = "calls.sqlite"
 SCHEMA_VERSION = 1
+APPLICATION_ID = 0x43505246  # "CPRF", set on cache files made since the integrity check
 
 _COLUMNS = ("key", "created", "provider", "model", "base_url", "decision_mode", "purpose", "prompt_file",
             "prompt_sha", "text", "parsed", "retries", "prompt_tokens", "completion_tokens", "latency_s",
             "choice_logprobs", "meta")
+_CREATE = ("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, created REAL, provider TEXT, model TEXT, "
+           "base_url TEXT, decision_mode TEXT, purpose TEXT, prompt_file TEXT, prompt_sha TEXT, text TEXT, "
+           "parsed TEXT, retries INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, "
+           "choice_logprobs TEXT, meta TEXT)")
+_RECOVER = ("recover: move the file aside (mv {f} {f}.broken) and rerun -- a new cache is made and only the "
+            "calls it lacks are sent again; 'crossprofile cache check {f}' explains the damage and "
+            "'crossprofile cache export {f} calls.jsonl' saves the readable entries")
+
+
+class CacheError(ValueError):
+    """A call-cache file that cannot be used as it is (the message names file, rule and recovery;
+    a ``ValueError``, so the command line reports it with exit 2)."""
+
+
+def _err(path, what: str) -> CacheError:
+    return CacheError(f"call cache {path}: {what}; " + _RECOVER.format(f=path))
+
+
+def _header_problem(path: Path, size: int) -> Optional[str]:
+    """A problem visible in the file's first 100 bytes (SQLite header), else None."""
+    with open(path, "rb") as fh:
+        head = fh.read(100)
+    if not head.startswith(b"SQLite format 3\x00"):
+        return "not a SQLite database (its first bytes are not the SQLite header)"
+    if len(head) < 100:
+        return f"truncated ({size} bytes, shorter than a SQLite header)"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if page and pages and size < page * pages:
+        return f"truncated ({size} bytes; its header says {pages} pages of {page} bytes = {page * pages})"
+    return None
+
+
+def _schema_problem(db: sqlite3.Connection) -> Optional[str]:
+    cols = [r[1] for r in db.execute("PRAGMA table_info(calls)")]
+    if not cols:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return f"no 'calls' table (tables: {', '.join(tables) or 'none'}); not a call cache, or its table was dropped"
+    missing = [c for c in _COLUMNS if c not in cols]
+    if missing:
+        return f"wrong schema: table 'calls' lacks column(s) {', '.join(missing)}"
+    return None
+
+
+def _connect(path, timeout: float, readonly: bool = False) -> sqlite3.Connection:
+    uri = f"file:{Path(path).resolve()}?mode={'ro' if readonly else 'rw'}"
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=timeout)
+
+
+def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool = True,
+                 full: bool = False) -> Optional[str]:
+    """Why the cache file ``path`` cannot be used (None when it can); ``full`` runs
+    ``PRAGMA integrity_check`` instead of ``quick_check``."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "no such file"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a cache file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_size == 0:
+        return ("0 bytes (emptied or truncated; a cache file is never empty, and using it would silently "
+                "re-make every call)")
+    if writable and (not os.access(path, os.W_OK) or not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)):
+        return (f"read-only (mode {stat.filemode(st.st_mode)}): finished calls could not be stored; make it "
+                f"writable (chmod u+w) or point --cache at a copy")
+    try:
+        p = _header_problem(path, st.st_size)
+        if p:
+            return p
+        db = _connect(path, timeout, readonly=not writable)
+    except (OSError, sqlite3.Error) as e:
+        return f"cannot be opened ({type(e).__name__}: {e})"
+    try:
+        rows = [r[0] for r in db.execute("PRAGMA integrity_check" if full else "PRAGMA quick_check")]
+        if rows != ["ok"]:
+            return f"damaged (SQLite {'integrity' if full else 'quick'}_check: {'; '.join(map(str, rows[:3]))})"
+        p = _schema_problem(db)
+        if p:
+            return p
+        if writable:  # a writer holding the database past the timeout
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("ROLLBACK")
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e) or "busy" in str(e):
+            return (f"locked by another process for more than {timeout:g} s (another run may be writing it: "
+                    f"wait for it, or give this run its own --cache)")
+        return f"damaged ({type(e).__name__}: {e})"
+    except sqlite3.DatabaseError as e:
+        return f"damaged ({type(e).__name__}: {e})"
+    finally:
+        db.close()
+    return None
+
+
+def _create(path: Path) -> None:
+    """Make a new cache file at ``path`` atomically (built under a temporary name, then linked;
+    a cache made meanwhile by another process wins)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)  # sqlite makes the file itself
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute(_CREATE)
+        db.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
@@ -56,6 +187,8 @@ def messages_sha(messages: Iterable[dict]) -> str:
 def call_key(identity: dict, request: ChatRequest, decision_mode: str) -> str:
     """The cache key of ``request`` sent to the backend ``identity`` (provider, model, base URL,
     and output-changing extras). Nothing secret may be in ``identity``."""
+    if identity.get("base_url") is not None:
+        identity = {**identity, "base_url": redact_url(identity["base_url"])}
     payload = {
         "v": SCHEMA_VERSION,
         "identity": identity,
@@ -71,53 +204,90 @@ def call_key(identity: dict, request: ChatRequest, decision_mode: str) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class CallCache:
-    """A persistent ``key -> ChatResult`` map (see module doc). Thread-safe."""
+def _decode(path, row) -> ChatResult:
+    """A stored row as a cached :class:`ChatResult`; a row that does not decode raises :class:`CacheError`."""
+    k, text, retries, pt, ct, lat, lp, meta, parsed = row
+    try:
+        m = json.loads(meta) if meta else {}
+        lps = json.loads(lp) if lp else None
+        if not isinstance(m, dict) or not (lps is None or isinstance(lps, dict)) or not isinstance(text, str):
+            raise ValueError("meta/choice_logprobs must be JSON objects and text a string")
+        res = ChatResult(text=text, cached=True, retries=int(retries or 0), prompt_tokens=int(pt or 0),
+                         completion_tokens=int(ct or 0), latency_s=float(lat or 0.0), choice_logprobs=lps,
+                         meta=m)
+    except (ValueError, TypeError) as e:
+        raise _err(path, f"entry {k[:16]}... does not decode ({type(e).__name__}: {e}); the file was "
+                         f"edited or damaged") from None
+    if parsed is not None:
+        res.meta["parsed"] = parsed
+    return res
 
-    def __init__(self, folder: Optional[str | os.PathLike] = None):
+
+class CallCache:
+    """A persistent ``key -> ChatResult`` map (see module doc). Thread-safe. ``timeout``: seconds
+    to wait for another process's write lock."""
+
+    def __init__(self, folder: Optional[str | os.PathLike] = None, timeout: float = 60.0):
+        self._lock = threading.Lock()
         if str(folder) == ":memory:":
             self.path = ":memory:"
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute(_CREATE)
+            return
+        f = cache_folder(folder)
+        if f.is_file() and f.name.endswith((".sqlite", ".db")):  # the file itself was named
+            f, name = f.parent, f.name
         else:
-            f = cache_folder(folder)
+            name = FILE_NAME
+        try:
             f.mkdir(parents=True, exist_ok=True)
-            self.path = str(f / "calls.sqlite")
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=60)
-        if self.path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, created REAL, provider TEXT, model TEXT, "
-            "base_url TEXT, decision_mode TEXT, purpose TEXT, prompt_file TEXT, prompt_sha TEXT, text TEXT, "
-            "parsed TEXT, retries INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, "
-            "choice_logprobs TEXT, meta TEXT)")
+        except OSError as e:
+            raise CacheError(f"call cache folder {f}: cannot be made ({e}); choose another --cache") from None
+        path = f / name
+        self.path = str(path)
+        if not path.exists() and not path.is_symlink():
+            try:
+                _create(path)
+            except (OSError, sqlite3.Error) as e:
+                raise CacheError(f"call cache {path}: cannot be created ({type(e).__name__}: {e}); choose "
+                                 f"another --cache") from None
+        problem = open_problem(path, timeout)
+        if problem:
+            raise _err(path, problem)
+        self._db = _connect(path, timeout)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+
+    def _run(self, what: str, fn):
+        """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file."""
+        with self._lock:
+            try:
+                return fn()
+            except sqlite3.Error as e:
+                raise _err(self.path, f"{what} failed ({type(e).__name__}: {e})") from None
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        return self._run("counting entries", lambda: self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def get_many(self, keys: Iterable[str]) -> dict[str, ChatResult]:
         keys = list(dict.fromkeys(keys))
         out: dict[str, ChatResult] = {}
-        with self._lock:
+
+        def read():
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
                 q = ("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, choice_logprobs, "
                      f"meta, parsed FROM calls WHERE key IN ({','.join('?' * len(chunk))})")
-                for k, text, retries, pt, ct, lat, lp, meta, parsed in self._db.execute(q, chunk):
-                    m = json.loads(meta) if meta else {}
-                    if parsed is not None:
-                        m["parsed"] = parsed
-                    out[k] = ChatResult(text=text, cached=True, retries=retries or 0, prompt_tokens=pt or 0,
-                                        completion_tokens=ct or 0, latency_s=lat or 0.0,
-                                        choice_logprobs=json.loads(lp) if lp else None, meta=m)
+                for row in self._db.execute(q, chunk):
+                    out[row[0]] = _decode(self.path, row)
+        self._run("reading entries", read)
         return out
 
     def put(self, key: str, request: ChatRequest, result: ChatResult, identity: dict, decision_mode: str) -> None:
         """Store a finished call (failed calls, ``result.error`` set, are not stored)."""
         if result.error is not None:
             return
-        base_url = identity.get("base_url")
+        base_url = redact_url(identity.get("base_url"))
         row = (key, time.time(), identity.get("provider", ""), identity.get("model", ""),
                json.dumps(base_url) if not isinstance(base_url, str) else base_url, decision_mode,
                request.purpose, request.prompt_file, messages_sha(request.messages), result.text, None,
@@ -125,15 +295,93 @@ class CallCache:
                float(result.latency_s),
                json.dumps(result.choice_logprobs) if result.choice_logprobs is not None else None,
                json.dumps(result.meta, default=str) if result.meta else None)
-        with self._lock:
-            self._db.execute(f"INSERT OR REPLACE INTO calls ({','.join(_COLUMNS)}) VALUES "
-                             f"({','.join('?' * len(_COLUMNS))})", row)
+        self._run("storing a call", lambda: self._db.execute(
+            f"INSERT OR REPLACE INTO calls ({','.join(_COLUMNS)}) VALUES ({','.join('?' * len(_COLUMNS))})", row))
 
     def set_parsed(self, key: str, parsed: Optional[str]) -> None:
         """Record the parsed answer (e.g. the decision letter) of a stored call."""
-        with self._lock:
-            self._db.execute("UPDATE calls SET parsed = ? WHERE key = ?", (parsed, key))
+        self._run("recording a parsed answer",
+                  lambda: self._db.execute("UPDATE calls SET parsed = ? WHERE key = ?", (parsed, key)))
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+# --- maintenance: crossprofile cache check|vacuum|export ----------------------------------------
+
+def resolve_cache_file(path: str | os.PathLike) -> Path:
+    """``PATH`` as given to ``crossprofile cache``: a cache file, or a folder holding ``calls.sqlite``."""
+    p = Path(path).expanduser()
+    if p.is_dir() and (p / FILE_NAME).exists():
+        return p / FILE_NAME
+    return p
+
+
+def check_cache(path: str | os.PathLike) -> dict:
+    """Full check of a cache file: ``{"file", "ok", "problem", "entries", "bad_rows"}``; every row is
+    decoded (``bad_rows`` lists the keys that do not). Opens the file read-only."""
+    f = resolve_cache_file(path)
+    problem = open_problem(f, timeout=5.0, writable=False, full=True)
+    rep = {"file": str(f), "ok": problem is None, "problem": problem, "entries": None, "bad_rows": []}
+    if problem:
+        return rep
+    db = _connect(f, 5.0, readonly=True)
+    try:
+        n = 0
+        for row in db.execute("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, "
+                              "choice_logprobs, meta, parsed FROM calls"):
+            n += 1
+            try:
+                _decode(f, row)
+            except CacheError:
+                rep["bad_rows"].append(str(row[0]))
+        rep["entries"] = n
+    finally:
+        db.close()
+    if rep["bad_rows"]:
+        rep["ok"] = False
+        rep["problem"] = f"{len(rep['bad_rows'])} entr{'y' if len(rep['bad_rows']) == 1 else 'ies'} do not decode"
+    return rep
+
+
+def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
+    """Checkpoint the WAL and ``VACUUM`` a healthy cache file; returns its size before and after."""
+    f = resolve_cache_file(path)
+    problem = open_problem(f, timeout=5.0)
+    if problem:
+        raise _err(f, problem)
+    before = f.stat().st_size + (Path(f"{f}-wal").stat().st_size if Path(f"{f}-wal").exists() else 0)
+    db = _connect(f, 60.0)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+    finally:
+        db.close()
+    return before, f.stat().st_size
+
+
+def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
+    """Write every readable entry of a cache file as one JSON line (all columns) to ``out``, also
+    from a damaged file where SQLite can still read rows; returns (written, unreadable)."""
+    from ..outdir import atomic_write
+    f = resolve_cache_file(path)
+    if not f.is_file() or f.stat().st_size == 0:
+        raise _err(f, open_problem(f, writable=False) or "not a readable file")
+    written = bad = 0
+    try:
+        db = _connect(f, 5.0, readonly=True)
+        keys = [r[0] for r in db.execute("SELECT key FROM calls")]
+    except sqlite3.Error as e:
+        raise _err(f, f"no entries can be read ({type(e).__name__}: {e})") from None
+    with atomic_write(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for k in keys:
+            try:
+                row = db.execute(f"SELECT {','.join(_COLUMNS)} FROM calls WHERE key = ?", (k,)).fetchone()
+            except sqlite3.Error:
+                bad += 1
+                continue
+            fh.write(json.dumps(dict(zip(_COLUMNS, row)), ensure_ascii=False) + "\n")
+            written += 1
+    db.close()
+    return written, bad
