@@ -24,8 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    """Run one command; returns its exit status (2: a bad command line, named by argparse before
+    any work; ``--help``: 0)."""
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except SystemExit as e:  # argparse's usage errors and --help, also from a command's parser.error
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 
 
 if __name__ == "__main__":

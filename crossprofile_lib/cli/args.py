@@ -1,11 +1,24 @@
-"""The command line's shared argument types: every option is parsed here, by argparse ``type=``
-functions, so a bad command line stops with exit 2 and a message naming the option and the rule
-before any work starts."""
+"""The command line's shared argument types.
+
+Every option is parsed here, by argparse ``type=`` functions, so a bad command line stops with
+exit 2 and a message naming the option and the rule (``argument --seeds: ...``) before any work
+starts and before anything is written. Checks that need two options at once (a policy the chosen
+backend cannot run) are in :func:`unsupported_policies`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
+import tempfile
+from pathlib import Path
+
+ArgError = argparse.ArgumentTypeError
+
+#: Seeds are 32-bit unsigned (larger ones would wrap onto small ones in some generators).
+MAX_SEED = 2**32 - 1
 
 
 def csv(s: str) -> list[str]:
@@ -13,7 +26,175 @@ def csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
+def _items(s: str, what: str, example: str) -> list[str]:
+    """A non-empty comma-separated list without repeats."""
+    items = csv(s)
+    if not items:
+        raise ArgError(f"empty list: give at least one {what}, comma-separated (e.g. {example})")
+    seen = set()
+    dups = [x for x in items if x in seen or seen.add(x)]
+    if dups:
+        raise ArgError(f"{what} {', '.join(dict.fromkeys(dups))} given twice: each {what} may appear once")
+    return items
+
+
 _INT = re.compile(r"^[+-]?\d+$")
+
+
+# --- numbers --------------------------------------------------------------------------------
+
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(s: str) -> int:
+        if not _INT.match(s.strip()):
+            raise ArgError(f"'{s}' is not an integer")
+        v = int(s)
+        if v < low:
+            raise ArgError(f"{v} is below the minimum {low}")
+        return v
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+positive_int = int_at_least(1)
+nonnegative_int = int_at_least(0)
+
+
+def positive_float(s: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise ArgError(f"'{s}' is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ArgError(f"{s} is not a finite number above 0")
+    return v
+
+
+def seed(s: str) -> int:
+    """argparse type: one seed, an integer in [0, 2^32 - 1]."""
+    s = s.strip()
+    if not _INT.match(s):
+        raise ArgError(f"seed '{s}' is not an integer")
+    v = int(s)
+    if not 0 <= v <= MAX_SEED:
+        raise ArgError(f"seed {v} is outside 0..{MAX_SEED} (seeds are 32-bit unsigned)")
+    return v
+
+
+def seeds(s: str) -> list[int]:
+    """argparse type: comma-separated distinct seeds (``0,1,2``)."""
+    out = [seed(x) for x in _items(s, "seed", "0,1,2")]
+    if len(set(out)) < len(out):  # e.g. 1,01
+        raise ArgError(f"'{s}' names the same seed twice: each seed may appear once")
+    return out
+
+
+# --- budgets, policies, variants -------------------------------------------------------------
+
+_FIXED = re.compile(r"^(?:(\d+)t|t(\d+))$")
+
+
+def budget(s: str) -> str:
+    """One budget: a ratio in (0, 1] (``0.6``) or a fixed token count above 0 (``128t``)."""
+    s = s.strip()
+    m = _FIXED.match(s)
+    if m:
+        if int(m.group(1) or m.group(2)) < 1:
+            raise ArgError(f"budget '{s}': a fixed token budget must be at least 1 token")
+        return s
+    if s.startswith("-") and s.rstrip("t") != s:
+        raise ArgError(f"budget '{s}': a fixed token budget must be at least 1 token")
+    try:
+        r = float(s)
+    except ValueError:
+        raise ArgError(f"budget '{s}' is neither a ratio in (0, 1] (e.g. 0.6) nor a token count "
+                       f"(e.g. 128t)") from None
+    if not (math.isfinite(r) and 0 < r <= 1):
+        raise ArgError(f"budget ratio '{s}' is not in (0, 1]")
+    return s
+
+
+def budgets(s: str) -> list[str]:
+    """argparse type: comma-separated distinct budgets (``0.4,0.6,128t``)."""
+    out = [budget(x) for x in _items(s, "budget", "0.6,128t")]
+    labels = [f"{int(b.strip('t'))}t" if _FIXED.match(b) else f"{float(b):g}" for b in out]
+    if len(set(labels)) < len(labels):  # e.g. 0.6,0.60 or 128t,t128
+        raise ArgError(f"'{s}' names the same budget twice: each budget may appear once")
+    return out
+
+
+def policies(s: str) -> list[str]:
+    """argparse type: comma-separated distinct policy specs, each one the runner knows."""
+    from ..policies import DEFAULT_POLICIES, parse_policy
+    out = _items(s, "policy", "R1,ALL")
+    for p in out:
+        try:
+            parse_policy(p)
+        except ValueError as e:
+            raise ArgError(f"{e}; the default grid is {','.join(DEFAULT_POLICIES)}") from None
+    return out
+
+
+def variants(s: str) -> list[str]:
+    """argparse type: comma-separated distinct variants (three letters of P/S)."""
+    from ..variants import VARIANT_NAMES
+    out = _items(s, "variant", "PSP,SPS")
+    bad = [v for v in out if v not in VARIANT_NAMES]
+    if bad:
+        raise ArgError(f"unknown variant(s) {', '.join(bad)} (known: {', '.join(VARIANT_NAMES)})")
+    return out
+
+
+def ablations(s: str) -> list[str]:
+    """argparse type: comma-separated distinct HiddenBench prompt ablations (or ``all``)."""
+    from ..hiddenbench.ablations import get_ablation
+    out = _items(s, "ablation", "all")
+    for a in out:
+        if a != "all":
+            try:
+                get_ablation(a)
+            except ValueError as e:
+                raise ArgError(str(e)) from None
+    return out
+
+
+def names(s: str) -> list[str]:
+    """argparse type: a non-empty comma-separated list of distinct names (task ids, ...)."""
+    return _items(s, "name", "a,b")
+
+
+# --- backends --------------------------------------------------------------------------------
+
+def known_providers() -> tuple[str, ...]:
+    """Provider names a ``--backend`` may start with (without importing any SDK)."""
+    from .. import backends
+    table = getattr(backends, "PROVIDERS", None)
+    if table:
+        return tuple(sorted(table))
+    return ("deepseek", "ledger", "llamacpp", "openai", "vllm")
+
+
+def backend(s: str) -> str:
+    """argparse type: ``ledger`` or ``provider/model`` with a known provider."""
+    provider, _, model = s.strip().partition("/")
+    known = known_providers()
+    if provider not in known:
+        raise ArgError(f"unknown provider '{provider}' in '{s}' (known providers: {', '.join(known)}; "
+                       f"write ledger or provider/model)")
+    return s.strip()
+
+
+def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
+    """Policy -> why the backend cannot run it (empty when it can run them all)."""
+    from ..policies import parse_policy
+    provider = backend_spec.partition("/")[0]
+    out = {}
+    for p in policy_specs:
+        spec = parse_policy(p)
+        if provider == "ledger" and spec.selection == "generated":
+            out[p] = "the ledger has no model to write a summary; B3 needs a language-model backend"
+    return out
 
 
 def option_value(v: str):
@@ -37,12 +218,63 @@ def backend_option(s: str) -> tuple[str, object]:
     k, eq, v = s.partition("=")
     k = k.strip()
     if not eq or not k:
-        raise argparse.ArgumentTypeError(f"'{s}' is not KEY=VALUE")
+        raise ArgError(f"'{s}' is not KEY=VALUE")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", k):
-        raise argparse.ArgumentTypeError(f"'{k}' is not an option name (letters, digits, '_' or '-')")
+        raise ArgError(f"'{k}' is not an option name (letters, digits, '_' or '-')")
     return k.replace("-", "_"), option_value(v)
 
 
 def backend_options(pairs) -> dict:
     """The ``(key, value)`` pairs of repeated ``--backend-option`` as a dict (last one wins)."""
     return dict(pairs or [])
+
+
+# --- paths -----------------------------------------------------------------------------------
+
+def out_dir(s: str) -> str:
+    """argparse type of ``--out``: a folder this process can create and write. Checked by
+    creating (and at once removing) a temporary file in the folder or its nearest existing
+    parent, so nothing is left behind when a later option fails."""
+    if not s.strip():
+        raise ArgError("empty path")
+    p = Path(s)
+    if p.exists() and not p.is_dir():
+        raise ArgError(f"'{s}' is a file, not a folder")
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ArgError(f"'{s}' cannot be created: '{probe}' is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe, prefix=".crossprofile-probe-"):
+            pass
+    except OSError as e:
+        what = "is not writable" if probe == p else f"cannot be created: '{probe}' is not writable"
+        raise ArgError(f"'{s}' {what} ({e.strerror or e})") from None
+    return s
+
+
+def template_path(s: str) -> str:
+    """argparse type of a template file, folder or glob: it must name at least one file."""
+    from ..templates import template_paths
+    try:
+        found = template_paths([s])
+    except FileNotFoundError as e:
+        raise ArgError(str(e)) from None
+    if not found:
+        raise ArgError(f"folder '{s}' holds no template files (*.yaml)")
+    return s
+
+
+def existing_file(s: str) -> str:
+    """argparse type: a path to an existing, readable file."""
+    p = Path(s)
+    if not p.exists():
+        raise ArgError(f"'{s}' does not exist")
+    if p.is_dir():
+        raise ArgError(f"'{s}' is a folder, not a file")
+    if not os.access(p, os.R_OK):
+        raise ArgError(f"'{s}' is not readable")
+    return s

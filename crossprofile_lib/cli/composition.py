@@ -13,6 +13,12 @@ def _cmd_composition(args) -> int:
     except ResultsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if df.empty:
+        args.parser.error(f"argument dir: {args.dir}: the results table has no rows (nothing to tabulate)")
+    labels = list(dict.fromkeys(df["budget_label"]))
+    if args.budget not in set(labels) | {"none", "all"}:
+        args.parser.error(f"argument --budget: no rows at budget '{args.budget}' in {args.dir} "
+                          f"(budgets there: {', '.join(labels)}; or 'all')")
     first = df.iloc[0]
     print(f"kept support/decoy/irrelevant (mean over templates and seeds), budget {args.budget}; "
           f"backend {first['backend']}, model {first['model']}")
@@ -24,8 +30,10 @@ def _cmd_composition(args) -> int:
 
 
 def register(sub) -> None:
+    from ..constants import PRIMARY_BUDGET
     c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
-    c.add_argument("dir")
-    c.add_argument("--budget", default="0.6", help="budget label (0.6, 128t, none, all)")
+    c.add_argument("dir", help="a run folder (results.parquet) or a parquet file")
+    c.add_argument("--budget", default=PRIMARY_BUDGET,
+                   help=f"budget label (default {PRIMARY_BUDGET}; 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")
-    c.set_defaults(func=_cmd_composition)
+    c.set_defaults(func=_cmd_composition, parser=c)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .args import backend_option, backend_options, csv
+from . import args as A
 
 
 def _cmd_validate(args) -> int:
@@ -18,6 +18,8 @@ def _cmd_validate(args) -> int:
         print(f"note: {n}", file=sys.stderr)
     for e in data.errors:
         print(f"FAIL {e}", file=sys.stderr)
+    if data.n_records == 0:
+        args.parser.error(f"argument path: {args.path} holds an empty list (no HiddenBench tasks to check)")
     h = data.histogram()
     print(f"{data.path}: {len(data.tasks)} valid task(s), {len(data.errors)} malformed, "
           f"{data.n_records} record(s); data_source={data.data_source}")
@@ -33,13 +35,13 @@ def _cmd_run(args) -> int:
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     try:
         cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
-                       seeds=[int(s) for s in csv(args.seeds)], ablations=csv(args.ablations),
-                       policies=csv(args.policies) if args.policies else HBConfig.policies,
-                       budgets=csv(args.budgets), tasks=csv(args.tasks) if args.tasks else None,
+                       seeds=args.seeds, ablations=args.ablations,
+                       policies=args.policies if args.policies is not None else HBConfig.policies,
+                       budgets=args.budgets, tasks=args.tasks,
                        limit=args.limit, batch_tasks=args.batch_tasks, max_words=args.max_words,
                        confirm_duplicates=args.confirm_duplicates, constrained_votes=args.constrained_votes,
                        tokenizer=args.tokenizer,
-                       backend_options=backend_options(args.backend_option), resume=not args.fresh)
+                       backend_options=A.backend_options(args.backend_option), resume=not args.fresh)
         header = run_hiddenbench(cfg, args.out, progress=args.progress)
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -65,28 +67,30 @@ def register(sub) -> None:
     hsub = hb.add_subparsers(dest="hb_cmd", required=True)
     v = hsub.add_parser("validate", help="check a HiddenBench JSON file; print task count and histograms")
     v.add_argument("path", help="a file in the public HiddenBench format (never copied into the project)")
-    v.set_defaults(func=_cmd_validate)
+    v.set_defaults(func=_cmd_validate, parser=v)
     r = hsub.add_parser("run", help="run HiddenBench and write the tables and artefacts to --out")
-    r.add_argument("--backend", default="ledger", help="ledger (composition only) or provider/model")
-    r.add_argument("--out", required=True, help="output folder")
-    r.add_argument("--hiddenbench", default=None, metavar="PATH",
+    r.add_argument("--backend", type=A.backend, default="ledger", help="ledger (composition only) or provider/model")
+    r.add_argument("--out", type=A.out_dir, required=True, help="output folder (checked for writing first)")
+    r.add_argument("--hiddenbench", type=A.existing_file, default=None, metavar="PATH",
                    help="HiddenBench file (default: $HIDDENBENCH_PATH, else the project's FIXTURE)")
     r.add_argument("--protocol", choices=["controlled", "natural", "both"], default="controlled")
-    r.add_argument("--ablations", default=",".join(DEFAULT_ABLATIONS), help="natural prompt ablations")
-    r.add_argument("--seeds", default="0,1,2")
-    r.add_argument("--policies", default=None, help="comma-separated policy specs (default: "
+    r.add_argument("--ablations", type=A.ablations, default=",".join(DEFAULT_ABLATIONS), help="natural prompt ablations")
+    r.add_argument("--seeds", type=A.seeds, default="0,1,2", help="distinct seeds in 0..2^32-1 (default 0,1,2)")
+    r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
                    + ",".join(HB_POLICIES) + ")")
-    r.add_argument("--budgets", default=",".join(HB_BUDGETS))
-    r.add_argument("--tasks", default=None, help="comma-separated task ids (default: all)")
-    r.add_argument("--limit", type=int, default=None, help="first N tasks only")
-    r.add_argument("--batch-tasks", type=int, default=4, help="tasks per lockstep chunk (default 4)")
-    r.add_argument("--max-words", type=int, default=60, help="word limit asked for in round messages")
+    r.add_argument("--budgets", type=A.budgets, default=",".join(HB_BUDGETS),
+                   help="ratios in (0, 1] and fixed budgets (128t)")
+    r.add_argument("--tasks", type=A.names, default=None, help="comma-separated task ids (default: all)")
+    r.add_argument("--limit", type=A.positive_int, default=None, help="first N tasks only")
+    r.add_argument("--batch-tasks", type=A.positive_int, default=4, help="tasks per lockstep chunk (default 4)")
+    r.add_argument("--max-words", type=A.positive_int, default=60, help="word limit asked for in round messages")
     r.add_argument("--confirm-duplicates", action="store_true",
                    help="ask the model to confirm near-duplicate claims in the grey zone")
     r.add_argument("--constrained-votes", action="store_true",
                    help="send the vote's JSON schema (constrained decoding where the backend has it)")
     r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
-    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=backend_option)
+    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
+                   help="backend option (typed: int, float, true/false, else string)")
     r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")
     r.add_argument("--progress", action="store_true")
-    r.set_defaults(func=_cmd_run)
+    r.set_defaults(func=_cmd_run, parser=r)

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import sys
 
-from .args import backend_option, backend_options, csv
+from . import args as A
 
 
 def _cmd_run(args) -> int:
     from ..runner import RunConfig, run_to_dir
     from ..templates import TemplateError
-    opts = backend_options(args.backend_option)
-    cfg = RunConfig(backend=args.backend, templates=args.templates, seeds=[int(s) for s in csv(args.seeds)],
-                    budgets=csv(args.budgets), policies=csv(args.policies) if args.policies else RunConfig.policies,
-                    variants=csv(args.variants) if args.variants else RunConfig.variants,
+    policies = args.policies if args.policies is not None else list(RunConfig.policies)
+    cannot = A.unsupported_policies(args.backend, policies)
+    if cannot:
+        args.parser.error("argument --policies: backend '" + args.backend + "' cannot run "
+                          + "; ".join(f"{p} ({why})" for p, why in cannot.items()))
+    opts = A.backend_options(args.backend_option)
+    cfg = RunConfig(backend=args.backend, templates=args.templates, seeds=args.seeds, budgets=args.budgets,
+                    policies=policies, variants=args.variants if args.variants else RunConfig.variants,
                     n_agents=args.agents, n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
     for name in _MODEL_OPTIONS:  # model-backend options, recorded in run.json like --backend-option
         v = getattr(args, name, None)
@@ -52,13 +56,13 @@ def _add_model_options(r) -> None:
                         "(log-probabilities of the option letters); default: the backend's")
     g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
                    "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
-    g.add_argument("--concurrency", type=int, help="concurrent requests to OpenAI-compatible servers (default 8)")
+    g.add_argument("--concurrency", type=A.positive_int, help="concurrent requests to OpenAI-compatible servers (default 8)")
     g.add_argument("--cache", help="call-cache folder (default: CROSSPROFILE_CACHE or ./.crossprofile_cache)")
-    g.add_argument("--max-retries", dest="max_retries", type=int, help="retries on 429/5xx/timeouts (default 6)")
-    g.add_argument("--timeout", type=float, help="seconds per request (default 120)")
+    g.add_argument("--max-retries", dest="max_retries", type=A.nonnegative_int, help="retries on 429/5xx/timeouts (default 6)")
+    g.add_argument("--timeout", type=A.positive_float, help="seconds per request (default 120)")
     g.add_argument("--chat-template", dest="chat_template",
                    help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
-    g.add_argument("--max-tokens", dest="max_tokens", type=int, help="generation limit per decision (default 512)")
+    g.add_argument("--max-tokens", dest="max_tokens", type=A.positive_int, help="generation limit per decision (default 512)")
     g.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="progress bars (default: when stderr is a terminal)")
     g.add_argument("--no-progress", dest="progress", action="store_false")
@@ -68,18 +72,22 @@ def register(sub) -> None:
     from ..policies import DEFAULT_POLICIES
     from ..runner import DEFAULT_BUDGETS
     r = sub.add_parser("run", help="run a grid and write DIR/results.parquet and DIR/run.json")
-    r.add_argument("--backend", default="ledger", help="ledger (reference decider) or provider/model")
-    r.add_argument("--out", required=True, help="output folder")
-    r.add_argument("--templates", nargs="+", default=["templates"], help="template files, folders or globs")
-    r.add_argument("--seeds", default="0,1,2")
-    r.add_argument("--budgets", default=",".join(DEFAULT_BUDGETS), help="ratios and fixed budgets (128t)")
-    r.add_argument("--policies", default=None, help="comma-separated policy specs (default: "
+    r.add_argument("--backend", type=A.backend, default="ledger",
+                   help="ledger (reference decider) or provider/model")
+    r.add_argument("--out", type=A.out_dir, required=True, help="output folder (checked for writing first)")
+    r.add_argument("--templates", type=A.template_path, nargs="+", default=["templates"],
+                   help="template files, folders or globs")
+    r.add_argument("--seeds", type=A.seeds, default="0,1,2", help="distinct seeds in 0..2^32-1 (default 0,1,2)")
+    r.add_argument("--budgets", type=A.budgets, default=",".join(DEFAULT_BUDGETS),
+                   help="ratios in (0, 1] and fixed budgets (128t)")
+    r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
                    + ",".join(DEFAULT_POLICIES) + ")")
-    r.add_argument("--variants", default=None, help="comma-separated variants (default: all 8)")
-    r.add_argument("--agents", type=int, default=4)
-    r.add_argument("--options", type=int, default=3)
+    r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
+    r.add_argument("--agents", type=A.int_at_least(2), default=4, help="agents per group (at least 2; default 4)")
+    r.add_argument("--options", type=A.int_at_least(2), default=3, help="options per template (default 3)")
     r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
-    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=backend_option,
-                   help="backend option, e.g. social_proof=0.5 for the ledger")
+    r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
+                   help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
+                        "else string)")
     _add_model_options(r)
-    r.set_defaults(func=_cmd_run)
+    r.set_defaults(func=_cmd_run, parser=r)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import warnings
 
+from . import args as A
+
 
 def _cmd_validate(args) -> int:
     from collections import Counter
@@ -38,7 +40,7 @@ def _cmd_validate(args) -> int:
 
 def register(sub) -> None:
     v = sub.add_parser("validate", help="validate template files (rules 1-5 of SPEC section 2)")
-    v.add_argument("paths", nargs="+", help="files, folders or globs")
-    v.add_argument("--options", type=int, default=3, help="option count (default 3)")
+    v.add_argument("paths", type=A.template_path, nargs="+", help="files, folders or globs")
+    v.add_argument("--options", type=A.int_at_least(2), default=3, help="option count (default 3)")
     v.add_argument("-v", "--verbose", action="store_true", help="list domains")
     v.set_defaults(func=_cmd_validate)
