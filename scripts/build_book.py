@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from crossprofile_lib import book  # noqa: E402
+from crossprofile_lib import launch_buttons  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//[^"']+["']""", re.IGNORECASE)
@@ -74,8 +75,13 @@ def parameters(quick: bool = False, env: dict | None = None) -> dict:
     return p
 
 
+#: Pages every build keeps, even with --only: the landing page and the glossary/bibliography that
+#: chapters cross-reference.
+ALWAYS = ("intro", "glossary", "bibliography")
+
+
 def _selected(stem: str, only: list[str]) -> bool:
-    return not only or stem in only or stem.split("-")[0] in only
+    return not only or stem in only or stem.split("-")[0] in only or stem in ALWAYS
 
 
 def stage(out: Path, only: list[str] | None = None) -> None:
@@ -85,6 +91,7 @@ def stage(out: Path, only: list[str] | None = None) -> None:
     import yaml
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / "_config.yml", out / "_config.yml")
+    shutil.copy2(ROOT / "references.bib", out / "references.bib")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     if only:
         parts = []
@@ -153,6 +160,11 @@ def main(argv=None) -> int:
         stage(root, only)
         params["runs_root"] = str(root / "runs")
     out_dir = root / "book"
+    try:  # REPOSITORY_URL turns the Binder/Colab buttons on; a bad URL stops the build before it runs anything
+        jb_config = launch_buttons.config_args(root, os.environ)
+    except launch_buttons.LaunchConfigError as e:
+        print(str(e), file=sys.stderr)
+        return 2
     print(f"parameters: {json.dumps(params)}", flush=True)
 
     # (1) experiments, once, before the notebooks read them (a notebook that finds its run reruns nothing)
@@ -188,7 +200,7 @@ def main(argv=None) -> int:
     if not args.no_html:
         t = time.perf_counter()
         jb = Path(sys.executable).with_name("jupyter-book")
-        rc = subprocess.call([str(jb), "build", str(root), "-W", "-n", "--keep-going"], cwd=root)
+        rc = subprocess.call([str(jb), "build", str(root), "-W", "-n", "--keep-going", *jb_config], cwd=root)
         t_html = time.perf_counter() - t
         if rc:
             return rc

@@ -45,7 +45,7 @@ def small_notebooks(tmp_path_factory):
 
 
 def test_there_are_twelve_chapters():
-    assert [m.stem.split("-")[0] for m in NOTEBOOKS] == [f"{i:02d}" for i in range(1, 13)]
+    assert [m.stem.split("-")[0] for m in NOTEBOOKS if m.stem != "intro"] == [f"{i:02d}" for i in range(1, 13)]
 
 
 @pytest.mark.slow
@@ -208,10 +208,11 @@ def test_mathjax_is_vendored_and_configured():
     static = [ROOT / s for s in cfg["sphinx"]["config"]["html_static_path"]]
     assert any((s / mj).exists() for s in static)
     assert cfg["execute"]["execute_notebooks"] == "off" and cfg["only_build_toc_files"] is True
-    assert cfg["launch_buttons"]["binderhub_url"] and cfg["launch_buttons"]["colab_url"]
+    assert not cfg["launch_buttons"]["binderhub_url"] and not cfg["launch_buttons"]["colab_url"]  # REPOSITORY_URL
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for p in toc["parts"] for c in p["chapters"]]
-    assert [Path(f).name for f in files] == [m.stem for m in NOTEBOOKS]
+    executed = [Path(toc["root"]).name] + [Path(f).name for f in files if not (ROOT / f).with_suffix(".md").exists()]
+    assert sorted(executed) == sorted(m.stem for m in NOTEBOOKS)  # every notebook once; text pages live in book/
     assert all(p.get("caption") for p in toc["parts"])
     json.dumps(cfg)  # plain data
 
