@@ -11,8 +11,16 @@ Rules (numbered as in SPEC section 2):
 3. support group only: the correct option wins strictly;
 4. role counts and polarities exactly as specified; distinct fact texts; neutral ids;
    relevant facts name a stated criterion, irrelevant facts none;
-5. hint check: no hint words in facts or description; each fact names the option it is
-   about and no other option.
+5. hint check: no hint words (any inflection, any look-alike spelling: :mod:`.hints`) in the
+   title, description, domain, criterion and option names or facts; each fact names the
+   option it is about and no other option.
+
+Reading a file safely (size, encoding, control characters, strict YAML) is
+:mod:`.template_files`; :func:`.template_check.validate_paths` checks many files and gives
+each one a verdict, so one hostile file never stops the check of the others.
+
+This module imports nothing of the pipeline: the fact-length warning takes its tokenizer
+from the caller.
 
 The option count is a parameter (``n_options``, default 3); the agent count never enters a
 template (it is a parameter of the variants).
@@ -25,10 +33,16 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Optional
+from typing import Annotated, Iterable, Literal, Optional
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator
+
+from . import hints
+from .template_files import TemplateError, parse_yaml, read_template_text, template_paths
+
+__all__ = ["TemplateError", "TemplateWarning", "Template", "Fact", "Option", "Criterion", "LoadedTemplate",
+           "scores", "validate_template", "parse_template", "load_template", "load_templates",
+           "template_paths"]
 
 ROLES = ("support", "decoy", "irrelevant")
 
@@ -44,30 +58,26 @@ ROLE_STRUCTURE: dict[tuple[str, str, int], int] = {
 }
 N_FACTS = sum(ROLE_STRUCTURE.values())  # 12
 
-#: Words and phrases that give the answer away (rule 5), matched as whole words.
-HINT_PATTERNS = (
-    r"best", r"recommended", r"recommend", r"recommends", r"should\s+choose", r"should",
-    r"correct", r"correctly", r"decoy", r"decoys", r"misleading", r"winner", r"optimal",
-    r"the\s+right\s+choice", r"preferred", r"superior", r"ideal",
-)
-HINT_RE = re.compile(r"\b(" + "|".join(HINT_PATTERNS) + r")\b", re.IGNORECASE)
 FACT_ID_RE = re.compile(r"^F\d{2}$")
 
-#: Fact lengths (default tokenizer, text only) outside this range draw a warning: the
+#: Fact lengths (the caller's tokenizer, text only) outside this range draw a warning: the
 #: paper's R1 composition in PSP at r = .6 (5 / 0 / 4) needs facts of roughly 15-30 tokens.
 FACT_TOKENS_WARN = (15, 30)
 
 
-class TemplateError(ValueError):
-    """A template broke a rule. ``str()`` names the file, the field and the rule."""
-
-    def __init__(self, path: str, field: str, rule: str, message: str):
-        self.path, self.field, self.rule, self.detail = str(path), field, rule, message
-        super().__init__(f"{path}: field '{field}': {rule}: {message}")
-
-
 class TemplateWarning(UserWarning):
     """A template passes the rules but something about it may change the paper's figures."""
+
+
+def _nonblank(v: str) -> str:
+    v = " ".join(v.split())
+    if not v:
+        raise ValueError("must not be empty")
+    return v
+
+
+#: A string with its whitespace collapsed; empty or blank is a schema error.
+Text = Annotated[str, AfterValidator(_nonblank)]
 
 
 class _Model(BaseModel):
@@ -75,34 +85,26 @@ class _Model(BaseModel):
 
 
 class Criterion(_Model):
-    id: str
-    name: str
+    id: Text
+    name: Text
 
 
 class Option(_Model):
-    id: str
-    name: str
-    aliases: tuple[str, ...] = ()
+    id: Text
+    name: Text
+    aliases: tuple[Text, ...] = ()
 
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
 
 
 class Fact(_Model):
-    id: str
-    text: str
+    id: Text
+    text: Text
     role: Literal["support", "decoy", "irrelevant"]
-    about: str
+    about: Text
     polarity: Literal[-1, 1]
-    criterion: Optional[str] = None
-
-    @field_validator("text")
-    @classmethod
-    def _strip(cls, v: str) -> str:
-        v = " ".join(v.split())
-        if not v:
-            raise ValueError("fact text is empty")
-        return v
+    criterion: Optional[Text] = None
 
     @property
     def relevant(self) -> bool:
@@ -110,21 +112,23 @@ class Fact(_Model):
 
 
 class Template(_Model):
-    id: str
+    id: Text
     version: int
-    domain: str
-    title: str
-    description: str
+    domain: Text
+    title: Text
+    description: Text
     criteria: tuple[Criterion, ...]
     options: tuple[Option, ...]
-    correct_option: str
-    decoy_option: str
+    correct_option: Text
+    decoy_option: Text
     facts: tuple[Fact, ...]
 
-    @field_validator("description")
+    @field_validator("version")
     @classmethod
-    def _norm(cls, v: str) -> str:
-        return " ".join(v.split())
+    def _positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("version must be 1 or more")
+        return v
 
     # -- convenience -------------------------------------------------------------------
     def option(self, option_id: str) -> Option:
@@ -178,8 +182,10 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
                       tokenizer=None) -> list[str]:
     """Apply rules 1-5 to ``t``; raise :class:`TemplateError` on the first broken rule.
 
-    Returns a list of warning messages (fact lengths outside the range that keeps the
-    paper's R1 composition); they are also issued as :class:`TemplateWarning`.
+    With a ``tokenizer`` (an object with ``name`` and ``count(text) -> int``, e.g.
+    :func:`crossprofile_lib.tokenizer.default_tokenizer`), returns a list of warning messages
+    for fact lengths outside the range that keeps the paper's R1 composition; they are also
+    issued as :class:`TemplateWarning`. Without one, no length is checked.
     """
     R4, R5 = "rule 4 (role structure)", "rule 5 (hint check)"
     # --- structure: options, criteria, ids -------------------------------------------
@@ -255,11 +261,10 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
                                 f"expected {n} {role} facts with polarity {pol:+d}"
                                 + ("" if about == "any" else f" about the {about} option") + f", found {found[key]}")
     # --- rule 5: hints ---------------------------------------------------------------
-    for fld, text in [("description", t.description), ("title", t.title)] + [
-            (f"facts[{i}].text", f.text) for i, f in enumerate(t.facts)]:
-        m = HINT_RE.search(text)
-        if m:
-            raise TemplateError(path, fld, R5, f"hint word '{m.group(0)}' gives the answer away")
+    for fld, text in _hint_fields(t):
+        h = hints.find_hint(text)
+        if h:
+            raise TemplateError(path, fld, R5, hints.describe(h))
     for i, f in enumerate(t.facts):
         named = [o.id for o in t.options if any(_mentions(f.text, n) for n in o.names())]
         if f.about not in named:
@@ -271,8 +276,7 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     # --- warnings: fact length -------------------------------------------------------
     msgs = []
     if tokenizer is None:
-        from .tokenizer import default_tokenizer
-        tokenizer = default_tokenizer()
+        return msgs
     lo, hi = FACT_TOKENS_WARN
     for i, f in enumerate(t.facts):
         n = tokenizer.count(f.text)
@@ -284,17 +288,25 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     return msgs
 
 
+def _hint_fields(t: Template) -> list[tuple[str, str]]:
+    """Every free text of a template that rule 5 reads, with its field name."""
+    out = [("title", t.title), ("description", t.description), ("domain", t.domain)]
+    out += [(f"criteria[{i}].name", c.name) for i, c in enumerate(t.criteria)]
+    for i, o in enumerate(t.options):
+        out.append((f"options[{i}].name", o.name))
+        out += [(f"options[{i}].aliases[{j}]", a) for j, a in enumerate(o.aliases)]
+    return out + [(f"facts[{i}].text", f.text) for i, f in enumerate(t.facts)]
+
+
 def parse_template(path: Path | str, text: Optional[str] = None) -> Template:
-    """Parse one YAML file into a :class:`Template` (types only; no rules)."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8") if text is None else text)
-    except yaml.YAMLError as e:
-        raise TemplateError(path, "<file>", "schema", f"not valid YAML: {e}") from None
-    except OSError as e:
-        raise TemplateError(path, "<file>", "schema", f"cannot read: {e}") from None
+    """Parse one file (or ``text`` said to come from it) into a :class:`Template` (types only).
+
+    The file guards and the strict YAML loader of :mod:`.template_files` run first.
+    """
+    raw = parse_yaml(path, read_template_text(path) if text is None else text)
     if not isinstance(raw, dict):
-        raise TemplateError(path, "<file>", "schema", "a template file must hold a mapping")
+        raise TemplateError(path, "<file>", "schema", "a template file must hold a mapping"
+                            f" (found {type(raw).__name__ if raw is not None else 'an empty file'})")
     try:
         return Template.model_validate(raw)
     except ValidationError as e:
@@ -311,34 +323,19 @@ def load_template(path: Path | str, n_options: int = 3, tokenizer=None) -> Templ
     return t
 
 
-def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
-    """Expand files, folders (recursively, ``*.yaml``) and glob patterns into sorted paths."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    out: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            out.extend(sorted(p.rglob("*.yaml")))
-        elif p.exists():
-            out.append(p)
-        else:
-            matches = sorted(Path().glob(str(p))) if not p.is_absolute() else sorted(
-                Path(p.anchor).glob(str(p.relative_to(p.anchor))))
-            if not matches:
-                raise FileNotFoundError(f"no template file matches '{p}'")
-            for m in matches:
-                out.extend(sorted(m.rglob("*.yaml")) if m.is_dir() else [m])
-    return out
+UNIQUE_ID = "unique template id"
 
 
 def load_templates(paths, n_options: int = 3, tokenizer=None) -> list[Template]:
-    """Load and validate every template under ``paths``; ids must be unique."""
+    """Load and validate every template under ``paths``; raise on the first invalid file.
+
+    Ids must be unique (rule ``unique template id``).
+    """
     out, seen = [], {}
     for p in template_paths(paths):
         t = load_template(p, n_options=n_options, tokenizer=tokenizer)
         if t.id in seen:
-            raise TemplateError(p, "id", "rule 4 (role structure)", f"template id '{t.id}' also used by {seen[t.id]}")
+            raise TemplateError(p, "id", UNIQUE_ID, f"template id '{t.id}' also used by {seen[t.id]}")
         seen[t.id] = p
         out.append(t)
     return out

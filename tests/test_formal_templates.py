@@ -8,13 +8,14 @@ import pytest
 from crossprofile_lib.roleblind import role_blindness
 from crossprofile_lib.runner import RunConfig, run_grid
 from crossprofile_lib.templates import TemplateWarning, load_templates
+from crossprofile_lib.tokenizer import default_tokenizer
 
 
 @pytest.fixture(scope="module")
 def formal(root):
     with warnings.catch_warnings():
         warnings.simplefilter("error", TemplateWarning)  # no fact outside 15-30 tokens
-        return load_templates(root / "templates" / "formal")
+        return load_templates(root / "templates" / "formal", tokenizer=default_tokenizer())
 
 
 def test_all_templates_validate_12_domains_x_5(formal, root):

@@ -1,9 +1,13 @@
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
+from crossprofile_lib import hints
+from crossprofile_lib.tokenizer import default_tokenizer
 from crossprofile_lib.templates import (TemplateError, TemplateWarning, load_template, load_templates,
                                         parse_template, scores, validate_template)
 
@@ -15,14 +19,19 @@ EXPECTED = yaml.safe_load((BROKEN / "expected.yaml").read_text())
 def test_dev_templates_validate_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error", TemplateWarning)
-        ts = load_templates(ROOT / "templates" / "dev")
+        ts = load_templates(ROOT / "templates" / "dev", tokenizer=default_tokenizer())
     assert len(ts) == 10
     assert len({t.id for t in ts}) == 10
 
 
 def test_broken_corpus_is_large_enough():
-    assert len(EXPECTED) >= 20
-    assert {e["rule"] for e in EXPECTED} >= {"schema", "rule 1", "rule 2", "rule 3", "rule 4", "rule 5"}
+    assert len(EXPECTED) >= 70
+    assert {e["rule"] for e in EXPECTED} >= {
+        "schema", "rule 1", "rule 2", "rule 3", "rule 4", "rule 5", "file (encoding)", "file (control characters)",
+        "file (size limit)", "file (extension)", "yaml (duplicate key)", "yaml (tag)", "yaml (anchor or alias)",
+        "yaml (nesting depth)", "yaml (key type)"}
+    on_disk = {p.name for p in BROKEN.iterdir()} - {"expected.yaml", "make_broken.py", "__pycache__"}
+    assert on_disk == {e["file"] for e in EXPECTED}  # every file has its expected rule, and no stale files
 
 
 @pytest.mark.parametrize("case", EXPECTED, ids=[e["file"] for e in EXPECTED])
@@ -48,6 +57,12 @@ def test_option_count_is_a_parameter(hospital):
         validate_template(hospital, "x.yaml", n_options=4)
 
 
+def test_no_tokenizer_no_length_check(hospital):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TemplateWarning)
+        assert validate_template(hospital, "x.yaml") == []
+
+
 def test_fact_length_warning(hospital):
     class Short:
         name = "short"
@@ -62,6 +77,44 @@ def test_fact_length_warning(hospital):
 def test_missing_file_error_names_file(tmp_path):
     with pytest.raises(TemplateError, match="cannot read"):
         parse_template(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("text,lemma", [
+    ("Ideally placed", "ideal"), ("two recommendations", "recommendation"), ("optimally", "optimal"),
+    ("correctly", "correct"), ("BestCare Ltd", "best"), ("b\u0435st", "best"), ("\u03bfptimal", "optimal"),
+    ("\uff42\uff45\uff53\uff54", "best"), ("b\u00e9st", "best"), ("the RIGHT choice", "right choice"),
+    ("winners", "winner"), ("misled", "mislead"), ("preferable", "preferred"), ("should choose", "should choose"),
+])
+def test_hint_inflections_and_lookalikes(text, lemma):
+    h = hints.find_hint(text)
+    assert h is not None and h.lemma in (lemma, *[w for w in hints.HINT_WORDS if hints._stem(w) == hints._stem(lemma)])
+
+
+@pytest.mark.parametrize("text", ["optimised delivery routes", "a correction notice", "the winning bid",
+                                  "a bestseller list", "Corvane Medical", "a café with a garden", "the right wing"])
+def test_hint_check_leaves_innocent_words(text):
+    assert hints.find_hint(text) is None
+
+
+def test_hint_check_in_every_free_text(hospital):
+    for field, change in [("options[0].name", {"options": (hospital.options[0].model_copy(update={"name": "Optimal"}),
+                                                           *hospital.options[1:])}),
+                          ("criteria[1].name", {"criteria": (hospital.criteria[0],
+                                                             hospital.criteria[1].model_copy(update={"name": "best service"}),
+                                                             *hospital.criteria[2:])}),
+                          ("domain", {"domain": "recommended pumps"})]:
+        with pytest.raises(TemplateError) as ei:
+            validate_template(hospital.model_copy(update=change), "x.yaml")
+        assert ei.value.field == field and ei.value.rule.startswith("rule 5")
+
+
+def test_templates_module_imports_no_tokenizer():
+    # layering rule (issue 12): templates import nothing of the pipeline
+    code = ("import sys, crossprofile_lib.templates, crossprofile_lib.template_check; "
+            "bad = [m for m in sys.modules if m.startswith('crossprofile_lib.') and m.split('.')[1] not in "
+            "('templates', 'template_files', 'template_check', 'hints')]; print(bad); assert not bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_duplicate_template_ids_rejected(tmp_path):

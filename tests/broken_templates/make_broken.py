@@ -11,8 +11,8 @@ Each file is one deliberate break; expected.yaml names the rule and field it mus
 base = yaml.safe_load(open("templates/dev/dev-hospital-01.yaml"))
 out = pathlib.Path("tests/broken_templates")
 cases = []
-def case(name, rule, field, fn=None, raw=None):
-    cases.append((name, rule, field, fn, raw))
+def case(name, rule, field, fn=None, raw=None, post=None, ext=".yaml"):
+    cases.append((name, rule, field, fn, raw, post, ext))
 def fact(d, fid): return next(f for f in d["facts"] if f["id"] == fid)
 # schema
 case("missing-description", "schema", "description", lambda d: d.pop("description"))
@@ -50,15 +50,114 @@ case("fact-names-no-option", "rule 5", "facts[2].text", lambda d: fact(d, "F03")
 case("fact-compares-options", "rule 5", "facts[1].text", lambda d: fact(d, "F02").update(text="Helix Infusion Systems pumps logged fewer alarm faults than Corvane Medical pumps in a year of trials."))
 case("fact-names-wrong-option", "rule 5", "facts[2].text", lambda d: fact(d, "F03").update(text="Corvane Medical sponsors a charity cycling race that passes the hospital's main entrance every September."))
 case("hint-winner-title", "rule 5", "title", lambda d: d.update(title="Pick the winner: infusion pumps"))
+
+# ---- hostile files (issue 14 item 3): bytes, encodings, strict YAML, size, extension ----------
+def dumped(fn=None, name="x"):
+    d = copy.deepcopy(base)
+    if fn:
+        fn(d)
+    d["id"] = f"broken-{name}"
+    return yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=200)
+def sub(old, new, count=1):
+    def f(text):
+        assert old in text, old
+        return text.replace(old, new, count)
+    return f
+def after_fact(fid, line):  # insert an extra line into the mapping of fact ``fid``
+    return sub(f"- id: {fid}\n", f"- id: {fid}\n  {line}\n")
+F02 = "Helix Infusion Systems pumps logged 2 occlusion alarm faults"
+case("latin1", "file (encoding)", "<file>", post=lambda t: t.replace("café", "café").encode("latin-1"))
+case("utf16-bom", "file (encoding)", "<file>", post=lambda t: t.encode("utf-16"))
+case("utf16le-no-bom", "file (encoding)", "<file>", post=lambda t: t.encode("utf-16-le"))
+case("utf32", "file (encoding)", "<file>", post=lambda t: t.encode("utf-32"))
+case("binary-png", "file (encoding)", "<file>", raw=b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+case("random-bytes", "file (encoding)", "<file>", raw=bytes([0xC3, 0x28]) + bytes((i * 97 + 13) % 256 for i in range(2000)))
+case("nul-byte", "file (control characters)", "<file>", post=sub(F02, F02.replace("logged", "logged\x00")))
+case("escape-char", "file (control characters)", "<file>", post=sub("title: ", "title: \x1b[31m"))
+case("zero-width-space", "file (control characters)", "<file>", post=sub("Corvane Medical pumps passed", "Corvane Medical pumps pa\u200bssed"))
+case("bidi-override", "file (control characters)", "<file>", post=sub("title: ", "title: \u202e"))
+case("private-use-char", "file (control characters)", "<file>", post=sub("title: ", "title: \ue000"))
+case("escaped-nul-in-value", "yaml (control characters)", "facts[1].text", lambda d: fact(d, "F02").update(text="MARKER"), post=sub("text: MARKER", 'text: "Helix Infusion Systems pumps logged\\0 2 occlusion alarm faults per 1,000 hours in ward trials."'))
+case("escaped-zero-width-in-value", "yaml (control characters)", "title", post=sub("title: Infusion pump supplier", 'title: "Infusion pump supp\\u200blier"  #'))
+case("over-size-limit", "file (size limit)", "<file>", post=lambda t: t + ("# padding " + "x" * 100 + "\n") * 700)
+case("yml-extension", "file (extension)", "<file>", post=lambda t: t, ext=".yml")
+case("uppercase-extension", "file (extension)", "<file>", post=lambda t: t, ext=".YAML")
+case("empty-file", "schema", "<file>", raw=b"")
+case("only-comments", "schema", "<file>", raw="# nothing but a comment\n")
+case("top-level-list", "schema", "<file>", raw="- id: a\n- id: b\n")
+case("top-level-scalar", "schema", "<file>", raw="just a sentence\n")
+case("two-documents", "schema (YAML syntax)", "<file>", post=lambda t: t + "---\nid: second\n")
+case("tab-indentation", "schema (YAML syntax)", "<file>", post=sub("\n  text: ", "\n\ttext: "))
+case("unclosed-quote", "schema (YAML syntax)", "<file>", post=sub("title: ", 'title: "'))
+case("huge-integer", "schema (YAML value)", "<file>", post=sub("version: 1\n", "version: 1" + "0" * 5000 + "\n"))
+case("duplicate-key-correct-option", "yaml (duplicate key)", "correct_option", post=sub("correct_option: helix\n", "correct_option: helix\ncorrect_option: corvane\n"))
+case("duplicate-key-in-fact", "yaml (duplicate key)", "facts[3].role", post=after_fact("F04", "role: decoy"))
+case("duplicate-key-in-option", "yaml (duplicate key)", "options[1].name", post=sub("- id: helix\n  name: Helix Infusion Systems\n", "- id: helix\n  name: Helix Infusion Systems\n  name: Helix\n"))
+case("duplicate-key-facts", "yaml (duplicate key)", "facts", post=lambda t: t + "facts: []\n")
+case("tag-python-apply", "yaml (tag)", "title", post=sub("title: ", "title: !!python/object/apply:os.system ['echo pwned'] #"))
+case("tag-python-name", "yaml (tag)", "domain", post=sub("domain: ", "domain: !!python/name:os.system #"))
+case("tag-custom", "yaml (tag)", "description", post=sub("description: ", "description: !secret "))
+case("tag-binary", "yaml (tag)", "title", post=sub("title: ", "title: !!binary aGVsbG8= #"))
+case("tag-set", "yaml (tag)", "facts[0].about", post=sub("about: corvane\n", "about: !!set {corvane: null}\n"))
+case("tag-timestamp", "yaml (tag)", "version", post=sub("version: 1\n", "version: !!timestamp 2024-01-01\n"))
+case("anchor-and-alias", "yaml (anchor or alias)", "criteria[0]", post=sub("criteria:\n- id: reliability", "criteria:\n- &c\n  id: reliability"))
+case("alias-bomb", "yaml (anchor or alias)", "lol.a", post=lambda t: t + "lol:\n  a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"  {chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(8)))
+case("undefined-alias", "yaml (anchor or alias)", "title", post=sub("title: ", "title: *nowhere #"))
+case("merge-key", "yaml (merge key)", "facts[0].<<", post=after_fact("F01", "<<: {role: support}"))
+case("deep-flow-nesting", "yaml (nesting depth)", "extra[0][0][0][0][0][0][0]", post=lambda t: t + "extra: " + "[" * 5000 + "]" * 5000 + "\n")
+case("deep-block-nesting", "yaml (nesting depth)", "extra.a.a.a.a.a.a.a", post=lambda t: t + "extra:\n" + "".join("  " * (i + 1) + "a:\n" for i in range(40)) + "  " * 41 + "x\n")
+case("integer-key", "yaml (key type)", "1", post=lambda t: t + "1: one\n")
+case("null-key", "yaml (key type)", "~", post=lambda t: t + "~: nothing\n")
+case("complex-key", "yaml (key type)", "a sequence", post=lambda t: t + "? [a, b]\n: c\n")
+case("boolean-key", "yaml (key type)", "true", post=lambda t: t + "true: yes\n")
+# ---- schema: empty and mistyped values -------------------------------------------------------
+case("empty-description", "schema", "description", lambda d: d.update(description=""))
+case("blank-description", "schema", "description", lambda d: d.update(description="   \n  "))
+case("null-description", "schema", "description", lambda d: d.update(description=None))
+case("empty-title", "schema", "title", lambda d: d.update(title=""))
+case("empty-option-name", "schema", "options[2].name", lambda d: d["options"][2].update(name=""))
+case("empty-alias", "schema", "options[1].aliases[0]", lambda d: d["options"][1].update(aliases=[" "]))
+case("version-zero", "schema", "version", lambda d: d.update(version=0))
+case("version-string", "schema", "version", lambda d: d.update(version="one"))
+case("facts-not-a-list", "schema", "facts", lambda d: d.update(facts="twelve facts"))
+case("fact-text-number", "schema", "facts[0].text", lambda d: fact(d, "F01").update(text=42))
+case("description-list", "schema", "description", lambda d: d.update(description=["a", "b"]))
+# ---- rule 5: hint words in every free text, their inflections and disguised spellings ------
+case("hint-option-name", "rule 5", "options[2].name", lambda d: d["options"][2].update(name="Medora Optimal Devices"))
+case("hint-option-alias-camelcase", "rule 5", "options[0].aliases[0]", lambda d: d["options"][0].update(aliases=["BestCare"]))
+case("hint-criterion-name", "rule 5", "criteria[2].name", lambda d: d["criteria"][2].update(name="best five-year cost of ownership"))
+case("hint-domain", "rule 5", "domain", lambda d: d.update(domain="picking the superior pump"))
+case("hint-ideally-title", "rule 5", "title", lambda d: d.update(title="Ideally sourced infusion pumps for Riverside"))
+case("hint-recommendation-description", "rule 5", "description", lambda d: d.update(description=d["description"] + " A consultant's recommendation is attached."))
+case("hint-optimally-fact", "rule 5", "facts[5].text", lambda d: fact(d, "F06").update(text="Helix Infusion Systems keeps two field engineers optimally placed within forty minutes of the hospital."))
+case("hint-correctly-fact", "rule 5", "facts[4].text", lambda d: fact(d, "F05").update(text="Helix Infusion Systems correctly quoted a five-year maintenance contract priced above the pumps' list price."))
+case("hint-preferable-description", "rule 5", "description", lambda d: d.update(description=d["description"] + " One supplier is clearly preferable."))
+case("hint-winners-fact", "rule 5", "facts[0].text", lambda d: fact(d, "F01").update(text="Corvane Medical pumps were among the winners of every electrical safety inspection at three regional hospitals."))
+case("hint-misled-fact", "rule 5", "facts[3].text", lambda d: fact(d, "F04").update(text="Corvane Medical misled a partner clinic and took nine days to send an engineer after a pump failure in 2023."))
+case("hint-uppercase", "rule 5", "title", lambda d: d.update(title="RECOMMENDED: infusion pumps for Riverside General Hospital"))
+case("hint-hyphenated", "rule 5", "facts[7].text", lambda d: fact(d, "F08").update(text="Corvane Medical includes best-in-class spare batteries for every pump, worth about 30 pounds per device."))
+case("hint-right-choice", "rule 5", "description", lambda d: d.update(description=d["description"] + " Help them make the right choice."))
+case("hint-cyrillic-homoglyph", "rule 5", "facts[1].text", lambda d: fact(d, "F02").update(text="Helix Infusion Systems pumps are the b\u0435st on wards, logging 2 occlusion alarm faults per 1,000 hours."))
+case("hint-greek-homoglyph", "rule 5", "title", lambda d: d.update(title="The \u03bfptimal infusion pump supplier for Riverside"))
+case("hint-fullwidth", "rule 5", "description", lambda d: d.update(description=d["description"] + " \uff22\uff45\uff53\uff54 value wins."))
+case("hint-math-bold", "rule 5", "facts[8].text", lambda d: fact(d, "F09").update(text="Helix Infusion Systems ran the \U0001d41b\U0001d41e\U0001d42c\U0001d42d bulk-purchase scheme, cutting five-year costs by 18 percent."))
+case("hint-accented", "rule 5", "facts[10].text", lambda d: fact(d, "F11").update(text="Corvane Medical pumps, hardly the b\u00e9st, stopped mid-infusion 14 times during a six-month pilot in 2024."))
+case("hint-mixed-script-superior", "rule 5", "criteria[0].name", lambda d: d["criteria"][0].update(name="\u0455uperior device reliability"))
 lines = []
-for i, (name, rule, field, fn, raw) in enumerate(cases, 1):
-    fn_ = f"{i:02d}-{name}.yaml"
+for i, (name, rule, field, fn, raw, post, ext) in enumerate(cases, 1):
+    fn_ = f"{i:02d}-{name}{ext}"
+    header = f"# deliberately broken: expected {rule} on field {field}\n"
     if raw is not None:
-        text = raw
+        data = raw if isinstance(raw, bytes) else (header + raw).encode()
     else:
-        d = copy.deepcopy(base); fn(d); d["id"] = f"broken-{name}"
-        text = yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=200)
-    (out / fn_).write_text(f"# deliberately broken: expected {rule} on field {field}\n" + text)
+        d = copy.deepcopy(base)
+        if fn:
+            fn(d)
+        d["id"] = f"broken-{name}"
+        text = header + yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=200)
+        data = post(text) if post else text
+        data = data if isinstance(data, bytes) else data.encode()
+    (out / fn_).write_bytes(data)
     lines.append({"file": fn_, "rule": rule, "field": field})
 (out / "expected.yaml").write_text(yaml.safe_dump(lines, sort_keys=False))
 print(len(cases))

@@ -1,0 +1,72 @@
+"""Checking many template files: one verdict per file and a summary (``crossprofile validate``).
+
+:func:`validate_paths` never stops at a bad file: each file gets a :class:`Verdict` naming
+the file and, when it fails, the field and the rule; ids must be unique across files. The
+command line prints ``Verdict.line()`` for each file, then :func:`summary`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .template_files import TemplateError, template_paths
+from .templates import UNIQUE_ID, Template, TemplateWarning, load_template
+
+
+@dataclass
+class Verdict:
+    """The outcome of checking one file: valid (with its warnings) or the first broken rule."""
+
+    path: Path
+    template: Optional[Template] = None
+    error: Optional[TemplateError] = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def line(self) -> str:
+        """One line naming the file and, for a failure, the field and the rule."""
+        if self.ok:
+            return f"ok   {self.path} ({self.template.id})"
+        return "FAIL " + " ".join(str(self.error).split())
+
+
+def validate_paths(paths, n_options: int = 3, tokenizer=None) -> list[Verdict]:
+    """Check every template file under ``paths``; one :class:`Verdict` per file, in order.
+
+    A file that breaks a rule never stops the others. A template id used by an earlier
+    valid file fails the later file (rule ``unique template id``). An error the validator
+    did not foresee becomes a failed verdict too (rule ``internal error``), so the summary
+    is always printed. ``paths`` that match no file raise :class:`FileNotFoundError`.
+    """
+    out: list[Verdict] = []
+    seen: dict[str, Path] = {}
+    for p in template_paths(paths):
+        v = Verdict(p)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", TemplateWarning)
+                t = load_template(p, n_options=n_options, tokenizer=tokenizer)
+            if t.id in seen:
+                raise TemplateError(p, "id", UNIQUE_ID, f"template id '{t.id}' also used by {seen[t.id]}")
+            seen[t.id] = p
+            v.template, v.warnings = t, [str(w.message) for w in caught]
+        except TemplateError as e:
+            v.error = e
+        except Exception as e:  # noqa: BLE001 - a hostile file must not hide the others' verdicts
+            v.error = TemplateError(p, "<file>", "internal error",
+                                    f"{type(e).__name__}: {e} (a validator bug: please report it with the file)")
+        out.append(v)
+    return out
+
+
+def summary(verdicts: list[Verdict]) -> str:
+    """``N templates valid, M invalid (K domains)``."""
+    ok = [v for v in verdicts if v.ok]
+    domains = {v.template.domain for v in ok}
+    return f"{len(ok)} templates valid, {len(verdicts) - len(ok)} invalid ({len(domains)} domains)"
