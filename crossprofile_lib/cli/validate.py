@@ -3,39 +3,32 @@
 from __future__ import annotations
 
 import sys
-import warnings
 
 from . import args as A
 
 
 def _cmd_validate(args) -> int:
+    """One line per file (``ok`` on stdout, ``FAIL`` naming file, field and rule on stderr), then
+    the summary; exit 1 if any file is invalid. The checks live in :mod:`..template_check`."""
     from collections import Counter
 
-    from ..templates import TemplateError, TemplateWarning, load_template, template_paths
+    from ..template_check import summary, validate_paths
+    from ..tokenizer import default_tokenizer
     try:
-        paths = template_paths(args.paths)
+        verdicts = validate_paths(args.paths, n_options=args.options, tokenizer=default_tokenizer())
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    bad, ok, domains = 0, 0, Counter()
-    for p in paths:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TemplateWarning)
-            try:
-                t = load_template(p, n_options=args.options)
-            except TemplateError as e:
-                bad += 1
-                print(f"FAIL {e}", file=sys.stderr)
-                continue
-        ok += 1
-        domains[t.domain] += 1
-        for w in caught:
-            print(f"warning: {w.message}", file=sys.stderr)
-    print(f"{ok} templates valid, {bad} invalid ({len(domains)} domains)")
+    for v in verdicts:
+        print(v.line(), file=sys.stdout if v.ok else sys.stderr)
+        for w in v.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+    print(summary(verdicts))
     if args.verbose:
+        domains = Counter(v.template.domain for v in verdicts if v.ok)
         for d, n in sorted(domains.items()):
             print(f"  {n:3d}  {d}")
-    return 1 if bad else 0
+    return 0 if all(v.ok for v in verdicts) else 1
 
 
 def register(sub) -> None:
