@@ -70,14 +70,19 @@ class TemplateWarning(UserWarning):
 
 
 def _nonblank(v: str) -> str:
-    v = " ".join(v.split())
-    if not v:
+    if not v.strip():
         raise ValueError("must not be empty")
     return v
 
 
-#: A string with its whitespace collapsed; empty or blank is a schema error.
+def _collapse(v: str) -> str:
+    return _nonblank(" ".join(v.split()))
+
+
+#: A string that is not empty or blank (kept as written).
 Text = Annotated[str, AfterValidator(_nonblank)]
+#: Running text (description, fact text): whitespace collapsed to single spaces, not empty.
+Prose = Annotated[str, AfterValidator(_collapse)]
 
 
 class _Model(BaseModel):
@@ -100,7 +105,7 @@ class Option(_Model):
 
 class Fact(_Model):
     id: Text
-    text: Text
+    text: Prose
     role: Literal["support", "decoy", "irrelevant"]
     about: Text
     polarity: Literal[-1, 1]
@@ -116,7 +121,7 @@ class Template(_Model):
     version: int
     domain: Text
     title: Text
-    description: Text
+    description: Prose
     criteria: tuple[Criterion, ...]
     options: tuple[Option, ...]
     correct_option: Text
