@@ -7,8 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crossprofile_lib.template_check import summary, validate_paths
 from crossprofile_lib.template_files import MAX_BYTES, TemplateError, read_template_text, template_paths
@@ -127,3 +130,36 @@ def test_cli_validate_in_a_real_process(tmp_path):
     fails = [ln for ln in err_lines if ln.startswith("FAIL ")]
     assert len(fails) == 7 and all(str(folder) in ln and "field '" in ln for ln in fails)
     assert any("yaml (duplicate key)" in ln and "correct_option" in ln for ln in fails)
+
+
+def test_mutated_files_never_crash_the_validator(tmp_path):
+    """300 seeded byte-level mutations of a valid template: each file a verdict, no internal error."""
+    rng = np.random.default_rng(20261130)
+    good = GOOD.read_bytes()
+    tokens = [b"&a ", b"*a", b"!!python/object:x ", b"<<: ", b"[", b"]", b"{", b"}", b"? ", b": ", b"- ",
+              b"\t", b"\x00", b"\xff", b"---\n", b"%TAG ! tag:x,2000:\n", b"!x ", b"'", b'"', b"|\n",
+              b'"\\u200b"', b"~", b"1" * 5000, b"\xc3", b"\xe2\x80\xae", b"#", b"&b [*b]", b"[" * 50]
+    for i in range(300):
+        b = bytearray(good)
+        for _ in range(int(rng.integers(1, 5))):
+            pos, op = int(rng.integers(0, len(b))), int(rng.integers(0, 3))
+            if op == 0:
+                b[pos:pos] = tokens[int(rng.integers(len(tokens)))]
+            elif op == 1:
+                del b[pos:pos + int(rng.integers(1, 20))]
+            else:
+                b[pos] = int(rng.integers(0, 256))
+        (tmp_path / f"m{i:03d}.yaml").write_bytes(bytes(b))
+    verdicts = validate_paths(tmp_path)
+    assert len(verdicts) == 300
+    assert not [v.line() for v in verdicts if not v.ok and v.error.rule == "internal error"]
+    assert sum(not v.ok for v in verdicts) > 250  # the mutations do break files
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes_give_a_template_error(tmp_path_factory, data):
+    p = tmp_path_factory.mktemp("h") / "x.yaml"
+    p.write_bytes(data)
+    with pytest.raises(TemplateError):
+        load_template(p)
