@@ -12,10 +12,13 @@ answers from its call cache, so a rebuild makes no model calls; (2) convert each
 (``.ipynb``, generated, not tracked); (3) ``jupyter-book build . -W -n --keep-going``;
 (4) check that no built page loads a script or stylesheet over http(s).
 
-Environment / Make variables: BACKEND (``provider/model``; ``none`` for the reference decider
-only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS, BUDGETS, VARIANTS
-(the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench file; default
-the bundled fixture), JOBS (notebooks executed at once).
+Environment / Make variables (:data:`VARIABLES`): BACKEND (``provider/model``; ``none`` for the
+reference decider only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS,
+BUDGETS, VARIANTS (the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench
+file; default the bundled fixture), JOBS (notebooks executed at once). Every one is checked with
+the command line's rules before anything runs; a bad one stops the build (exit 2) with a message
+naming the variable and the rule. A model sample without the primary budget (``BUDGETS=0.4``) or
+with fewer variants builds every page: the chapters show it at its own budget, with a notice.
 """
 
 from __future__ import annotations
@@ -50,29 +53,97 @@ def _csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
+class BookConfigError(ValueError):
+    """A Make variable (or option) the book cannot be built with; names the variable and the rule."""
+
+
+#: The documented Make variables: name -> what it sets. Checked by :func:`parameters` before
+#: anything runs, with the command line's own rules (crossprofile_lib.cli.args).
+VARIABLES = {
+    "BACKEND": "the language-model backend, provider/model (none or ledger: the reference decider only)",
+    "MODEL": "the model, joined to BACKEND when BACKEND names only the provider",
+    "TEMPLATES": "the model sample's template files or folders (comma-separated)",
+    "SEEDS": "the model sample's seeds (comma-separated integers)",
+    "BUDGETS": "the model sample's budgets (ratios in (0, 1] or token counts such as 128t)",
+    "VARIANTS": "the model sample's attribution variants (e.g. PSP,SPS)",
+    "RESAMPLES": "bootstrap resamples (an integer >= 100)",
+    "HIDDENBENCH": "a HiddenBench file (default: the bundled fixture)",
+    "JOBS": "notebooks executed at once (an integer >= 1)",
+}
+
+
+def _check(name: str, value: str, parse):
+    from crossprofile_lib.cli.args import ArgError
+    try:
+        return parse(value)
+    except (ArgError, ValueError) as e:
+        raise BookConfigError(f"{name}={value}: {e} ({VARIABLES[name]})") from None
+
+
+def _templates(value: str) -> list[str]:
+    from crossprofile_lib.cli import args
+    out = []
+    for t in args.csv(value) or [""]:
+        if not t:
+            raise args.ArgError("empty list: give at least one template file or folder")
+        path = t if Path(t).is_absolute() else str(ROOT / t)
+        args.template_path(path)
+        out.append(t)
+    return out
+
+
+def _backend(env: dict) -> str:
+    from crossprofile_lib.cli import args
+    b = env.get("BACKEND", "").strip()
+    model = env.get("MODEL", "").strip()
+    if model and not b:
+        raise BookConfigError(f"MODEL={model}: set BACKEND too (e.g. BACKEND=openai MODEL={model})")
+    if not b or b in ("none", "ledger"):
+        if model:
+            raise BookConfigError(f"MODEL={model}: BACKEND={b} runs no language model")
+        return ""
+    if "/" not in b:
+        if not model:
+            raise BookConfigError(f"BACKEND={b}: name the model, BACKEND={b}/MODEL_NAME or BACKEND={b} MODEL=MODEL_NAME "
+                                  f"({VARIABLES['BACKEND']})")
+        b = f"{b}/{model}"
+    elif model:
+        raise BookConfigError(f"MODEL={model}: BACKEND={b} already names its model")
+    return _check("BACKEND", b, args.backend)
+
+
 def parameters(quick: bool = False, env: dict | None = None) -> dict:
-    """The notebooks' parameters: book.DEFAULTS (or book.QUICK) with Make-variable overrides."""
+    """The notebooks' parameters: book.DEFAULTS (or book.QUICK) with the Make variables'
+    overrides, each checked first: a bad one raises :class:`BookConfigError` naming it."""
+    from crossprofile_lib.cli import args
     env = os.environ if env is None else env
     p = json.loads(json.dumps(book.QUICK if quick else book.DEFAULTS))
     p["widgets"] = False  # the built book shows chapter 10's static view (no kernel behind a web page)
-    backend = env.get("BACKEND", "").strip()
-    if backend:
-        if env.get("MODEL") and "/" not in backend:
-            backend = f"{backend}/{env['MODEL']}"
-        p["backend"] = "" if backend in ("none", "ledger") else backend
-    if env.get("TEMPLATES"):
-        p["model_templates"] = _csv(env["TEMPLATES"])
-    if env.get("SEEDS"):
-        p["model_seeds"] = [int(s) for s in _csv(env["SEEDS"])]
-    if env.get("BUDGETS"):
-        p["model_budgets"] = _csv(env["BUDGETS"])
-    if env.get("VARIANTS"):
-        p["model_variants"] = _csv(env["VARIANTS"])
-    if env.get("RESAMPLES"):
-        p["n_resamples"] = int(env["RESAMPLES"])
-    if env.get("HIDDENBENCH"):
-        p["hiddenbench_path"] = env["HIDDENBENCH"]
+    if env.get("BACKEND", "").strip() or env.get("MODEL", "").strip():
+        p["backend"] = _backend(env)
+    if env.get("TEMPLATES", "").strip():
+        p["model_templates"] = _check("TEMPLATES", env["TEMPLATES"], _templates)
+    if env.get("SEEDS", "").strip():
+        p["model_seeds"] = _check("SEEDS", env["SEEDS"], args.seeds)
+    if env.get("BUDGETS", "").strip():
+        p["model_budgets"] = _check("BUDGETS", env["BUDGETS"], args.budgets)
+    if env.get("VARIANTS", "").strip():
+        p["model_variants"] = _check("VARIANTS", env["VARIANTS"], args.variants)
+    if env.get("RESAMPLES", "").strip():
+        p["n_resamples"] = _check("RESAMPLES", env["RESAMPLES"].strip(), args.int_at_least(100))
+    if env.get("HIDDENBENCH", "").strip():
+        h = env["HIDDENBENCH"].strip()
+        _check("HIDDENBENCH", h if Path(h).is_absolute() else str(ROOT / h), args.existing_file)
+        p["hiddenbench_path"] = h
     return p
+
+
+def jobs(env: dict | None = None) -> int:
+    """JOBS (default: the CPU count), checked."""
+    from crossprofile_lib.cli import args
+    env = os.environ if env is None else env
+    v = env.get("JOBS", "").strip()
+    return _check("JOBS", v, args.positive_int) if v else (os.cpu_count() or 1)
 
 
 #: Pages every build keeps, even with --only: the landing page and the glossary/bibliography that
@@ -150,12 +221,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="stage and build in this folder (default: the repository)")
     ap.add_argument("--only", default="", help="comma-separated notebook names to execute (default: all)")
     ap.add_argument("--no-html", action="store_true", help="execute the notebooks but skip jupyter-book")
-    ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", os.cpu_count() or 1)))
+    ap.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: JOBS or the CPUs)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    params = parameters(args.quick)
+    try:  # every Make variable is checked before anything runs
+        params = parameters(args.quick)
+        args.jobs = args.jobs if args.jobs is not None else jobs()
+        only = _csv(args.only)
+        known = [m.stem for m in NOTEBOOKS.glob("*.md")]
+        unknown = [o for o in only if not any(_selected(k, [o]) for k in known)]
+        if unknown:
+            raise BookConfigError(f"--only {args.only}: no notebook named {', '.join(unknown)} (notebooks: "
+                                  f"{', '.join(sorted(known))})")
+    except BookConfigError as e:
+        print(f"make book: {e}. Nothing was run.", file=sys.stderr)
+        return 2
     root = Path(args.out).resolve() if args.out else ROOT
-    only = _csv(args.only)
     if root != ROOT:
         stage(root, only)
         params["runs_root"] = str(root / "runs")

@@ -30,7 +30,8 @@ from .runs import (FIT_POLICIES, FORMATS, GROUP_SIZE_POLICIES, LABELS_POLICIES, 
                    Run, bootstrap, config_digest, ensure_run, load_run, model_run, primary_budget, reference_run,
                    reference_who, resolve, slug, unit_column, with_cells)
 from .tables import (CELL_LABELS, HEATMAP_POLICIES, POOLED_LABELS, accuracy_matrix, at_budget,  # noqa: F401
-                     cell_gaps, cell_rows, contrast_table, contrasts_with_holm, grid_calls, social_proof_fit)
+                     cell_gaps, cell_rows, contrast_table, contrasts_with_holm, grid_calls, label_effect_rows,
+                     social_proof_fit)
 
 
 def __getattr__(name: str):

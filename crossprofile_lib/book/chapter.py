@@ -53,6 +53,24 @@ class Chapter:
     def primary(self) -> str:
         return PRIMARY_BUDGET
 
+    def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
+        """The runs worth a figure panel (:func:`crossprofile_lib.figures.model_signal`); for each
+        other run, one line saying why its panel is not drawn."""
+        from IPython.display import display
+        from .. import figures
+        out = []
+        for r in (self.shown if runs is None else runs):
+            sig = figures.model_signal(r, r.boot)
+            if sig.ok:
+                out.append(r)
+            else:
+                display(figures.no_signal_note(sig, what))
+        return out
+
+    def at(self, run: Run, t, budget_col: str = "budget_label"):
+        """Rows of a long table ``t`` at the budget ``run`` is shown at."""
+        return t[t[budget_col].astype(str) == self.budget(run)]
+
 
 def _params(given: dict) -> dict:
     return {k: given[k] for k in DEFAULTS if k in given}
@@ -78,7 +96,10 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
     rows = []
     if reference:
         ch.ref = _attach(br.reference(), br.params)
-        rows.append(("reference grid", ch.ref, run_notices(ch.ref, ch.ref.boot)))
+        _, why = primary_budget(ch.ref)
+        budget_note = [Notice("warning", f"No r = {PRIMARY_BUDGET} in the reference grid", html.escape(why) + ".")] \
+            if why else []
+        rows.append(("reference grid", ch.ref, budget_note + run_notices(ch.ref, ch.ref.boot)))
     if model:
         ch.model = _attach(br.model(), br.params)
         rows.append(("language model", ch.model, _model_notices(br, ch.model)))
@@ -109,6 +130,9 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
         if ch.hb_model is None:
             hb_notices.append(Notice("warning", f"{br.backend}: no HiddenBench run",
                                      html.escape(br.skipped.get(f"hiddenbench:{br.backend}", "unknown reason"))))
+    for role, h in (("HiddenBench, reference", ch.hb), ("HiddenBench, model", ch.hb_model)):
+        if h is not None:
+            rows.append((role, h, []))
     src = next((h for h in (ch.hb, ch.hb_model) if h is not None), None)
     if src is not None:
         box = data_source_box(src)
@@ -116,11 +140,20 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
         hb_notices.append(Notice(kind, "HiddenBench data source" + (": the project's FIXTURE" if kind == "warning"
                                                                      else ""), box.data))
     ch.notices = [Notice(*n) for n in notes] + hb_notices
+    if reference and len(ch.ref.variants) < 8:
+        ch.notices.append(Notice("note", f"{_n(ch.ref.variants)} of the 8 variants",
+                                 f"The reference grid ran the variants {', '.join(ch.ref.variants)} only (parameter "
+                                 "<code>variants</code>); tables and contrasts that need another variant are left "
+                                 "out or marked not estimable."))
     if show:
         display(built_with(p))
         if rows or ch.notices:
             display(provenance_box(rows, ch.notices))
     return ch
+
+
+def _n(xs) -> str:
+    return str(len(xs))
 
 
 def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:

@@ -208,7 +208,7 @@ def built_with_text(params: dict) -> str:
     the chapter declares (a chapter without a model says ``reference decider only``)."""
     parts = []
     for key, name in BUILT_WITH:
-        if key not in params:
+        if key not in params or (key.startswith("model_") and not params.get("backend")):
             continue
         v = params[key]
         if key == "backend":
@@ -233,7 +233,7 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
     for role, run, notices in runs:
         if run is not None:
             line.append(f"{html.escape(role)}: <b>{html.escape(run.label)}</b>")
-            n_dec = len(run.df) if hasattr(run, "df") else 0
+            n_dec = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
             rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
                         f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
         else:

@@ -25,6 +25,7 @@ DEFAULTS = dict(
     templates=["templates/formal"],
     seeds=[0, 1, 2],
     budgets=["0.4", "0.6", "0.8", "128t"],
+    variants=["PPP", "PPS", "PSP", "PSS", "SPP", "SPS", "SSP", "SSS"],
     backend="llamacpp/smollm2-135m",
     model_templates=["templates/formal/hospital-equipment/hospital-equipment-01.yaml",
                      "templates/formal/school-meals/school-meals-01.yaml"],
@@ -73,12 +74,19 @@ class BookRuns:
     def backend(self) -> str:
         return self.params.get("backend") or ""
 
+    @property
+    def primary_budget(self) -> str:
+        """prereg.yaml's primary budget when the parameters' budgets have it, else their first ratio."""
+        b = [x for x in self.params["budgets"] if not str(x).endswith("t")] or list(self.params["budgets"])
+        return PRIMARY_BUDGET if PRIMARY_BUDGET in self.params["budgets"] or not b else b[0]
+
     def reference(self, social_proof: float = 0.0, n_agents: int = 4) -> Run:
         """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``:
         a group-size run)."""
         p = self.params
         return self._once(f"ledger-sp{social_proof:g}-n{n_agents}", lambda: reference_run(
-            p["runs_root"], p["templates"], p["seeds"], p["budgets"], social_proof=social_proof, n_agents=n_agents))
+            p["runs_root"], p["templates"], p["seeds"], p["budgets"], social_proof=social_proof, n_agents=n_agents,
+            variants=p["variants"]))
 
     def social_proof(self) -> Run:
         return self.reference(social_proof=self.params["social_proof"])
@@ -88,8 +96,8 @@ class BookRuns:
         social-proof weight ``s`` at the primary budget (``runs/ledger-sp<s>-all``; chapter 6)."""
         p = self.params
         return self._once(f"sweep-{s:g}", lambda: reference_run(
-            p["runs_root"], p["templates"], p["seeds"], [PRIMARY_BUDGET], social_proof=s, policies=SWEEP_POLICIES,
-            name=f"ledger-sp{s:g}-all"))
+            p["runs_root"], p["templates"], p["seeds"], [self.primary_budget], social_proof=s,
+            policies=SWEEP_POLICIES, name=f"ledger-sp{s:g}-all", variants=p["variants"]))
 
     def fit_check(self) -> Run:
         """A stochastic reference decider (softmax, known parameters) whose decisions the
@@ -97,7 +105,7 @@ class BookRuns:
         p = self.params
         return self._once("fit-check", lambda: reference_run(
             p["runs_root"], p["templates"], p["seeds"], p["budgets"], social_proof=p["social_proof"],
-            policies=FIT_POLICIES, inverse_temperature=p["stochastic_beta"]))
+            policies=FIT_POLICIES, inverse_temperature=p["stochastic_beta"], variants=p["variants"]))
 
     def model(self) -> Optional[Run]:
         """The language-model sample (None without a model backend or when it cannot run here)."""

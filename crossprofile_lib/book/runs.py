@@ -204,12 +204,12 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     """Load the run of ``cfg``: from ``path`` when its ``run.json`` records ``cfg``, else run it
     (into ``path`` when that is empty, or into ``path``'s sibling of its own when ``path`` holds
     another configuration; ``rerun=True`` reruns into ``path``)."""
-    from ..outdir import locked_dir, write_text_atomic
-    from ..runner import RunConfig, run_to_dir
     want = _jsonable(asdict(cfg))
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     if not rerun and _stored_config(p) == want and (p / "results.parquet").exists():
         return load_run(p)
+    from ..outdir import locked_dir, write_text_atomic
+    from ..runner import RunConfig, run_to_dir
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})
     p.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,8 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
 def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("templates/formal",),
                   seeds: Sequence[int] = (0, 1, 2), budgets: Sequence[str] = ("0.4", "0.6", "0.8", "128t"),
                   social_proof: float = 0.0, n_agents: int = 4, policies: Optional[Sequence[str]] = None,
-                  inverse_temperature: Optional[float] = None, name: Optional[str] = None) -> Run:
+                  inverse_temperature: Optional[float] = None, name: Optional[str] = None,
+                  variants: Optional[Sequence[str]] = None) -> Run:
     """The reference decider's grid: ``runs/ledger``, ``runs/ledger-sp0.5`` (social-proof
     weight 0.5), ``runs/ledger-agents6`` (6 agents), ``runs/ledger-sp0.5-beta2`` (softmax with
     inverse temperature 2 instead of argmax)."""
@@ -235,8 +236,10 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
     opts = {"social_proof": float(social_proof)} if social_proof else {}
     if inverse_temperature is not None:
         opts["inverse_temperature"] = float(inverse_temperature)
+    from ..variants import VARIANT_NAMES
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
-                    policies=list(policies), n_agents=n_agents, backend_options=opts)
+                    policies=list(policies), variants=list(variants or VARIANT_NAMES), n_agents=n_agents,
+                    backend_options=opts)
     return ensure_run(Path(runs_root) / name, cfg)
 
 

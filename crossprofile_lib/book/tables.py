@@ -195,3 +195,19 @@ def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
                            fit_resamples)
     out["rebuild"] = info
     return out
+
+
+def label_effect_rows(run: Run, boot, pooled: bool = True) -> pd.DataFrame:
+    """:func:`crossprofile_lib.stats.tables.label_effects` in the classic (``PSP``) and mirror
+    (``SPS``) cells and over all variants, then (with ``pooled``) the pooled ``PS*`` / ``SP*``
+    cells as secondary rows; cells labelled as in :func:`cell_rows`."""
+    from ..stats.tables import label_effects
+    labels = {**CELL_LABELS, "all": "all variants"}
+    t = label_effects(run.df, boot)
+    if t.empty:
+        return t
+    parts = [t[t["cell"].isin(list(labels))].assign(cell=lambda x: x["cell"].map(labels))]
+    if pooled and "pooled_cell" in run.df.columns:
+        p = label_effects(run.df.assign(cell=run.df["pooled_cell"]), boot)
+        parts.append(p[p["cell"].isin(list(POOLED_LABELS))].assign(cell=lambda x: x["cell"].map(POOLED_LABELS)))
+    return pd.concat(parts, ignore_index=True)
