@@ -51,6 +51,11 @@ def line_cost(line: str, tokenizer) -> int:
     return tokenizer.count(line) + tokenizer.count(NEWLINE)
 
 
+def memory_tokens(text: str, tokenizer) -> int:
+    """Tokens of a memory text: the sum of its lines' costs (0 for an empty memory)."""
+    return sum(line_cost(ln, tokenizer) for ln in text.split(NEWLINE)) if text else 0
+
+
 def t_all(template: Template, tokenizer, n_agents: int = 4) -> int:
     """Tokens of every fact written with all ``n_agents`` labels, one line each."""
     full = label(agent_names(n_agents))

@@ -10,7 +10,8 @@ name. Every rendered prompt carries its file name and the SHA-256 of the rendere
 What a model sees (SPEC sections 6-7): the decision prompt shows only the task description,
 the options lettered in the seed's rotated order (:func:`crossprofile_lib.decider.option_order`)
 and the memory; the relevance filter sees the description, the options and the fact texts;
-the B3 summary sees the description, the options and the transcript. No prompt names a
+the B3 summary sees the description, the options and the transcript (rendered by
+:mod:`crossprofile_lib.policies.b3`). No prompt names a
 fact's role, the answer key or the word "decoy"; :func:`render` refuses a text that contains
 that word.
 """
@@ -133,14 +134,3 @@ def relevance_prompt(task, claims: Sequence, order: Sequence[str]) -> Prompt:
     t = task.template
     facts = "\n".join(f"{i + 1}. {c.text}" for i, c in enumerate(claims))
     return render(RELEVANCE, description=t.description, options=lettered_options(t, order), facts=facts)
-
-
-def b3_word_limit(budget_tokens: int) -> int:
-    """SPEC section 6: at most ``max(1, floor(B / 1.3))`` words for a budget of B tokens."""
-    return max(1, (int(budget_tokens) * 10) // 13)  # exact: floor(B / 1.3) without float error
-
-
-def b3_prompt(task, transcript_text: str, order: Sequence[str], word_limit: int) -> Prompt:
-    t = task.template
-    return render(B3_SUMMARY, description=t.description, options=lettered_options(t, order),
-                  transcript=transcript_text, word_limit=word_limit)

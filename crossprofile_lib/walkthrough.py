@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .book import REFERENCE, resolve
-
-WALK_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel-oracle", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
+from .constants import PRIMARY_BUDGET
+from .policies import WALK_POLICIES
 
 
 @dataclass
@@ -84,31 +84,26 @@ class Walkthrough:
                 + "".join(mem))
 
 
-def walkthrough(template, variant: str, seed: int = 0, budget: str = "0.6",
+def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUDGET,
                 policies: Sequence[str] = WALK_POLICIES, n_agents: int = 4, social_proof: float = 0.0) -> Walkthrough:
-    """Build one task end to end with the reference decider (no model calls)."""
-    from .budgets import Budget, t_all
-    from .decider import DecisionRequest, ReferenceDecider, option_order
-    from .discussion import claim_list, make_task, scripted_discussion
-    from .policies import parse_policy, select_memory
+    """Build one task end to end with the reference decider (no model calls), through the
+    pipeline (:mod:`crossprofile_lib.pipeline`)."""
+    from .backends.ledger import ReferenceDecider
+    from .budgets import Budget
+    from .decider import DecisionRequest
+    from .pipeline import build_task, memories, specs_of
     from .rng import stream
-    from .variants import agent_names
     dec = ReferenceDecider(social_proof=social_proof)
-    tok = dec.tokenizer
-    task = make_task(template, variant, seed, n_agents)
-    tr = scripted_discussion(task)
-    cl = claim_list(tr, agent_names(n_agents))
-    total = t_all(template, tok, n_agents)
-    btok = Budget.parse(budget).tokens(total)
-    w = Walkthrough(task, tr, cl, btok, total, tuple(policies), decider=dec.model, tokenizer=tok.name)
-    for p in policies:
-        spec = parse_policy(p)
-        rel = dec.relevance(task, cl) if spec.base.startswith("R1-rel") else None
-        st = dec.stances(task, cl) if spec.base.startswith("BAL") else None
-        m = select_memory(spec, cl, btok, tok, stream(seed, "policy", task.task_id, p), transcript=tr,
-                          relevant=rel, stances=st)
-        w.memories[p] = m
-        w.decisions[p] = dec.decide_one(DecisionRequest(task, m, option_order(task), f"{task.task_id}/{p}"))
+    u = build_task(template, variant, seed, n_agents, dec.tokenizer)
+    task = u.task
+    b = Budget.parse(budget)
+    w = Walkthrough(task, u.transcript, u.claims, b.tokens(u.t_all), u.t_all, tuple(policies), decider=dec.model,
+                    tokenizer=dec.tokenizer.name)
+    for m in memories(u, specs_of(policies), [b], dec, task.task_id,
+                      lambda spec, key: stream(seed, "policy", task.task_id, spec.name)):
+        p = m.spec.name
+        w.memories[p] = m.memory
+        w.decisions[p] = dec.decide_one(DecisionRequest(task, m.memory, u.order, f"{task.task_id}/{p}"))
     return w
 
 

@@ -7,6 +7,7 @@ It recognises the task from the prompt's description and answers by purpose:
   answer junk (``junk_once``: only the first time, so the retry succeeds);
 * messages: "I know that <its hidden fact> I favour A." (its facts are in the prompt);
 * extraction: one ``- `` line per sentence of the message (``junk_extract`` agents: junk);
+* B3 summaries: the first words of the transcript the prompt shows (half the token cap's worth);
 * decisions: correct when the memory restates every hidden fact, else the first wrong option.
 
 Every request is kept in ``.requests`` for assertions.
@@ -16,11 +17,10 @@ from __future__ import annotations
 
 import re
 
-from crossprofile_lib.backends.base import ChatBackend, ChatResult
+from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, SUMMARISE, ChatBackend, ChatResult
 from crossprofile_lib.decider import Decision
 from crossprofile_lib.hiddenbench.common import option_id
 from crossprofile_lib.hiddenbench.disclosure import restates
-from crossprofile_lib.policies import Memory
 from crossprofile_lib.tokenizer import default_tokenizer
 
 _AGENT = re.compile(r"You are (A\d+)")
@@ -32,6 +32,7 @@ class ScriptedBackend(ChatBackend):
     model = "fake-v1"
     decision_mode = "generate"
     relevance_kind = "model"
+    capabilities = frozenset({CHAT, SUMMARISE, MODEL_RELEVANCE})
 
     def __init__(self, tasks, junk=(), junk_once=(), junk_extract=(), fail_on_call=False):
         self.tasks = list(tasks)
@@ -90,17 +91,15 @@ class ScriptedBackend(ChatBackend):
                 out.append(ChatResult(self._extract(r) if r.purpose == "hb-extract" else "still no idea"))
             elif r.purpose == "hb-confirm-duplicate":
                 out.append(ChatResult("yes"))
+            elif r.purpose == "b3":
+                transcript = r.messages[0]["content"].split("what they said):\n", 1)[1].split("\n\nWrite a", 1)[0]
+                out.append(ChatResult(" ".join(transcript.split()[: max(1, (r.max_tokens - 32) // 2)])))
             else:
                 raise AssertionError(f"unexpected purpose {r.purpose}")
         return out
 
     def relevance(self, task, cl):
         return frozenset(range(len(cl)))
-
-    def generate_memory(self, spec, task, transcript, cl, budget_tokens, rng):
-        words = transcript.render().split()[: max(1, budget_tokens // 2)]
-        text = " ".join(words)
-        return Memory(spec.name, "summary", (), (), text, self.tokenizer.count(text))
 
     def decide(self, requests):
         if self.fail_on_call:

@@ -8,7 +8,8 @@ import pytest
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.cache import CallCache, cache_folder, call_key
-from crossprofile_lib.backends.llm import cut_to_budget, parse_decision, parse_relevance, summary_kept
+from crossprofile_lib.backends.llm import parse_decision, parse_relevance
+from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept
 from crossprofile_lib.runner import RunConfig, build_requests, run_grid
 from crossprofile_lib.tokenizer import default_tokenizer
 from scripted_llm import Scripted

@@ -9,6 +9,7 @@ from crossprofile_lib import prompts as P
 from crossprofile_lib.decider import option_order
 from crossprofile_lib.discussion import claim_list, make_task, scripted_discussion
 from crossprofile_lib.policies import DEFAULT_POLICIES, parse_policy, select_memory
+from crossprofile_lib.policies.b3 import summary_prompt, word_limit
 from crossprofile_lib.budgets import Budget, t_all
 from crossprofile_lib.backends.cache import messages_sha
 from crossprofile_lib.tokenizer import default_tokenizer
@@ -53,7 +54,7 @@ def test_sha_is_of_the_rendered_text_and_matches_the_call_record():
 
 
 def test_b3_word_limit():
-    assert [P.b3_word_limit(b) for b in (0, 1, 2, 13, 26, 100, 130)] == [1, 1, 1, 10, 20, 76, 100]
+    assert [word_limit(b) for b in (0, 1, 2, 13, 26, 100, 130)] == [1, 1, 1, 10, 20, 76, 100]
 
 
 def _all_prompts(templates):
@@ -69,7 +70,7 @@ def _all_prompts(templates):
                 cl = claim_list(tr, agent_names(4))
                 order = option_order(task)
                 yield t, task, P.relevance_prompt(task, cl.claims, order)
-                yield t, task, P.b3_prompt(task, tr.render(), order, P.b3_word_limit(Budget.parse("0.6").tokens(total)))
+                yield t, task, summary_prompt(task, tr, Budget.parse("0.6").tokens(total))[0]
                 for spec in specs:
                     rel = frozenset(range(6)) if spec.base.startswith("R1-rel") else None
                     mem = select_memory(spec, cl, Budget.parse("0.6").tokens(total), tok,

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from crossprofile_lib.balance import Stance, balanced_order, oracle_stances, pack_balanced
+from crossprofile_lib.evidence import Stance, oracle_stances
+from crossprofile_lib.policies.bal import balanced_order, pack_balanced
 from crossprofile_lib.discussion import Claim, ClaimList, claim_list, make_task, scripted_discussion
 from crossprofile_lib.policies import select_memory
 

@@ -60,7 +60,7 @@ def _smollm2_path():
 
 def test_offline_tokenizer_agrees_with_smollm2_on_labels_and_r1_composition(root):
     """SPEC section 5: the real BPE prices labels 14 / 5 / newline 1; with it R1 in PSP at .6 keeps 5/0/4."""
-    from crossprofile_lib.decider import ReferenceDecider
+    from crossprofile_lib.backends.ledger import ReferenceDecider
     from crossprofile_lib.runner import RunConfig, run_grid
     from crossprofile_lib.templates import load_templates
     from crossprofile_lib.tokenizer import GGUFTokenizer

@@ -1,45 +1,52 @@
 """Decision backends, named ``provider/model``; SDKs are imported only when used.
 
-* ``ledger`` -- the reference decider (:class:`crossprofile_lib.decider.ReferenceDecider`);
+:data:`PROVIDERS` is the one table from provider name to its class (``"module:Class"``,
+imported lazily); :func:`get_backend` is the one place a backend is built from its name, and
+:func:`backend_for` builds the one a run configuration names. Every backend implements
+:class:`~crossprofile_lib.backends.base.Backend`.
+
+* ``ledger`` -- the reference decider (:class:`crossprofile_lib.backends.ledger.ReferenceDecider`);
   options ``social_proof``, ``irrelevant_weight``, ``inverse_temperature``.
+* ``llamacpp/<alias-or-path>``, ``openai/<model>``, ``deepseek/<model>``, ``vllm/<model-path>``:
+  language models (:mod:`.llamacpp`, :mod:`.openai_compat`, :mod:`.vllm`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
 
-_PROVIDERS: dict[str, Callable] = {}
+from .base import Backend  # noqa: F401  (the interface)
+
+#: provider -> (``module:Class``, default model when the spec names none)
+PROVIDERS: dict[str, tuple[str, str]] = {
+    "ledger": ("ledger:ReferenceDecider", ""),
+    "llamacpp": ("llamacpp:LlamaCppBackend", "smollm2-135m"),
+    "openai": ("openai_compat:OpenAICompatBackend", ""),
+    "deepseek": ("openai_compat:DeepSeekBackend", "deepseek-chat"),
+    "vllm": ("vllm:VLLMBackend", ""),
+}
 
 
-def register(provider: str):
-    def deco(fn):
-        _PROVIDERS[provider] = fn
-        return fn
-    return deco
-
-
-@register("ledger")
-def _ledger(model: str = "", tokenizer=None, **opts):
-    from ..decider import ReferenceDecider
-    from ..tokenizer import get_tokenizer
-    return ReferenceDecider(tokenizer=get_tokenizer(tokenizer), **opts)
+def provider_class(provider: str):
+    """The backend class registered for ``provider`` (its module is imported now)."""
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown backend provider '{provider}' (known providers: {', '.join(sorted(PROVIDERS))})")
+    module, _, cls = PROVIDERS[provider][0].partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
 
 
 def get_backend(spec: str, tokenizer=None, **opts):
     """Build a backend from ``provider/model`` (``ledger`` needs no model)."""
     provider, _, model = spec.partition("/")
-    if provider not in _PROVIDERS:
-        _load_optional(provider)
-    if provider not in _PROVIDERS:
-        raise ValueError(f"unknown backend '{spec}' (known providers: {', '.join(sorted(_PROVIDERS))})")
-    return _PROVIDERS[provider](model, tokenizer=tokenizer, **opts)
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown backend '{spec}' (known providers: {', '.join(sorted(PROVIDERS))})")
+    cls = provider_class(provider)
+    if provider == "ledger":
+        from ..tokenizer import get_tokenizer
+        return cls(tokenizer=get_tokenizer(tokenizer), **opts)
+    return cls(model or PROVIDERS[provider][1], tokenizer=tokenizer, **opts)
 
 
-def _load_optional(provider: str) -> None:
-    """Import the module that registers ``provider`` (kept lazy so SDKs load only when used)."""
-    import importlib
-    try:
-        importlib.import_module(f"{__name__}.{provider}")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__name__}.{provider}":
-            raise
+def backend_for(cfg):
+    """The backend a run configuration names (``backend``, ``tokenizer``, ``backend_options``)."""
+    return get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)

@@ -1,22 +1,78 @@
-"""The interface every language-model backend implements (the reference decider mirrors it).
+"""The interface every backend implements: :class:`Backend` (the reference decider included).
 
 A backend is named ``provider/model`` and exposes:
 
 * ``name`` (e.g. ``llamacpp/smollm2-135m``), ``provider``, ``model``, ``decision_mode``
-  (``generate``, ``grammar``, ``score`` or ``ledger``), ``tokenizer`` (prices budgets) and
-  ``relevance_kind`` (``model`` or ``oracle``);
-* ``chat(requests) -> results``: one cached call per :class:`ChatRequest`, batched/concurrent
-  as the provider allows. Every other model use (decisions, relevance filter, B3 summaries,
-  HiddenBench's natural discussion and claim extraction, stance calls) goes through it, so
-  caching, retries and resumability live in one place;
-* ``decide(decision_requests) -> decisions``; ``relevance(task, claim_list) -> frozenset``;
-  ``generate_memory(spec, task, transcript, claim_list, budget_tokens, rng) -> Memory`` (B3).
+  (``generate``, ``grammar``, ``score`` or ``ledger``), ``tokenizer`` (prices budgets),
+  ``relevance_kind`` (``model`` or ``oracle``), ``stats`` (call counters), ``cache`` (the call
+  cache, or None) and ``progress`` (show a progress bar);
+* ``capabilities``: what it can do beyond deciding, declared (never probed): :data:`CHAT`
+  (free-form model calls, e.g. HiddenBench's natural discussion), :data:`SUMMARISE` (B3),
+  :data:`MODEL_RELEVANCE` / :data:`MODEL_STANCES` (its relevance filter and stance call are a
+  model's; without them ``relevance`` / ``stances`` answer with the oracle);
+* ``decide(decision_requests) -> decisions``; ``relevance(task, claim_list) -> Relevance``;
+  ``stances(task, claim_list) -> tuple`` (one :class:`~crossprofile_lib.evidence.Stance` or None
+  per claim); ``summarise(prompt, max_tokens) -> ChatResult`` (one summary call; B3 builds the
+  prompt and reads the answer, :mod:`crossprofile_lib.policies.b3`); ``prefetch(...)`` (send a
+  grid's relevance, stance and summary calls as one batch);
+* model backends also have ``chat(requests) -> results``: one cached call per
+  :class:`ChatRequest`, batched/concurrent as the provider allows. Every model use goes
+  through it, so caching, retries and resumability live in one place.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from types import MappingProxyType
+from typing import Optional, Protocol, Sequence, runtime_checkable
+
+CHAT = "chat"
+SUMMARISE = "summarise"
+MODEL_RELEVANCE = "model-relevance"
+MODEL_STANCES = "model-stances"
+CAPABILITIES = (CHAT, SUMMARISE, MODEL_RELEVANCE, MODEL_STANCES)
+
+
+class Relevance(frozenset):
+    """Claim indices judged relevant, with ``error`` / ``invalid`` of the call that judged them."""
+
+    error: str = ""
+    invalid: bool = False
+
+    @classmethod
+    def of(cls, idx, error: str = "", invalid: bool = False) -> "Relevance":
+        r = cls(idx)
+        r.error, r.invalid = error, invalid
+        return r
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the runner, the pipeline and HiddenBench call (see the module doc)."""
+
+    provider: str
+    model: str
+    decision_mode: str
+    relevance_kind: str
+    capabilities: frozenset
+    tokenizer: object
+    stats: Counter
+    cache: object
+    progress: bool
+
+    @property
+    def name(self) -> str: ...
+
+    def decide(self, requests: Sequence) -> list: ...
+
+    def relevance(self, task, cl) -> Relevance: ...
+
+    def stances(self, task, cl) -> tuple: ...
+
+    def summarise(self, prompt, max_tokens: int) -> "ChatResult": ...
+
+    def prefetch(self, relevance=(), summaries=(), stances=()) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -53,12 +109,26 @@ class ChatResult:
 
 
 class ChatBackend:
-    """Base class for model backends; concrete providers implement :meth:`chat`."""
+    """Base class for model backends; concrete providers implement :meth:`chat` (and
+    :class:`~crossprofile_lib.backends.llm.LLMBackend` the decision, relevance and stance calls)."""
 
     provider: str = ""
     model: str = ""
     decision_mode: str = "generate"
     relevance_kind: str = "model"
+    capabilities: frozenset = frozenset({CHAT, SUMMARISE})
+    cache = None
+    progress: bool = False
+    stats = MappingProxyType({})  # no counters; backends that count calls set a Counter per instance
+
+    def summarise(self, prompt, max_tokens: int) -> "ChatResult":
+        """One B3 summary call: ``prompt`` (a :class:`crossprofile_lib.prompts.Prompt`) as the user message."""
+        return self.chat([summary_request(prompt, max_tokens)])[0]
+
+    def prefetch(self, relevance=(), summaries=(), stances=()) -> None:
+        """Send a grid's summary calls (``(prompt, max_tokens)``) as one batch (see LLMBackend)."""
+        if summaries:
+            self.chat([summary_request(p, m) for p, m in summaries])
 
     @property
     def name(self) -> str:
@@ -66,3 +136,7 @@ class ChatBackend:
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:  # pragma: no cover
         raise NotImplementedError
+
+
+def summary_request(prompt, max_tokens: int) -> ChatRequest:
+    return ChatRequest((prompt.message(),), max_tokens=int(max_tokens), purpose="b3", prompt_file=prompt.file)

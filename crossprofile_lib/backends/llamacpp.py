@@ -44,7 +44,6 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import register
 from .base import ChatRequest, ChatResult
 from .llm import (GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs,
                   decision_gbnf, score_text)
@@ -134,8 +133,3 @@ class LlamaCppBackend(LLMBackend):
             except (ValueError, RuntimeError) as e:  # e.g. prompt longer than the context window
                 res = ChatResult(text="", error=f"{type(e).__name__}: {e}")
             on_done(j, res)
-
-
-@register("llamacpp")
-def _make(model: str = "", tokenizer=None, **opts) -> LlamaCppBackend:
-    return LlamaCppBackend(model or DEFAULT_ALIAS, tokenizer=tokenizer, **opts)

@@ -12,8 +12,9 @@ Everything else lives here, once:
   ``Decision: <letter>``; an unparsable answer is retried once with the format reminder; a
   second failure counts as wrong and ``invalid``;
 * ``relevance``: one relevance-filter call per task (JSON ``{"relevant": [numbers]}``);
-* ``generate_memory``: the B3 summary, at most ``max(1, floor(B / 1.3))`` words, cut to the
-  budget when it runs over (``Memory.truncated``).
+* ``summarise``: one B3 summary call (the policy, :mod:`crossprofile_lib.policies.b3`, renders
+  the prompt, limits the words and cuts the answer to the budget);
+* ``stances``: BAL's stance call (:mod:`.stance`).
 
 Decision modes (recorded in every row):
 
@@ -37,10 +38,9 @@ from collections import Counter
 from typing import Callable, Optional, Sequence
 
 from .. import prompts as P
-from ..budgets import line_cost
 from ..decider import Decision, DecisionRequest, option_order
-from ..policies import Memory
-from .base import ChatBackend, ChatRequest, ChatResult
+from .base import (CHAT, MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, ChatBackend, ChatRequest, ChatResult, Relevance,
+                   summary_request)
 from .cache import CallCache, call_key, messages_sha
 
 DECISION_MODES = ("generate", "grammar", "score")
@@ -118,66 +118,13 @@ def decision_regex(letters: Sequence[str], reason_chars: int = GRAMMAR_REASON_CH
     return f"[^\\n]{{0,{reason_chars}}}\\nDecision: ({'|'.join(letters)})"
 
 
-# --- B3 summaries --------------------------------------------------------------------------
-
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("the a an and or of to in on for at by with from its it is was were has had that this "
-                  "than per".split())
-
-
-def summary_kept(summary: str, claims: Sequence) -> list[int]:
-    """Claims a summary keeps, by a documented string-matching rule: a claim is kept when at least
-    60% of its content words (lower-cased, stop words dropped) occur in the summary."""
-    have = set(_WORD.findall(summary.lower()))
-    kept = []
-    for i, c in enumerate(claims):
-        words = [w for w in _WORD.findall(c.text.lower()) if w not in _STOP]
-        if words and sum(w in have for w in words) >= 0.6 * len(words):
-            kept.append(i)
-    return kept
-
-
-def memory_tokens(text: str, tokenizer) -> int:
-    return sum(line_cost(ln, tokenizer) for ln in text.split("\n")) if text else 0
-
-
-def cut_to_budget(text: str, budget: int, tokenizer) -> tuple[str, bool]:
-    """Longest word prefix of ``text`` (line breaks kept) that fits ``budget`` tokens."""
-    if memory_tokens(text, tokenizer) <= budget:
-        return text, False
-    parts = re.split(r"(\s+)", text)
-    words = parts[0::2]
-    lo, hi = 0, len(words)
-    while lo < hi:  # largest k with prefix(k) fitting
-        k = (lo + hi + 1) // 2
-        if memory_tokens("".join(parts[:2 * k - 1]).strip(), tokenizer) <= budget:
-            lo = k
-        else:
-            hi = k - 1
-    return "".join(parts[:2 * lo - 1]).strip() if lo else "", True
-
-
-# --- relevance result ------------------------------------------------------------------------
-
-class Relevance(frozenset):
-    """Claim indices judged relevant, with ``error`` / ``invalid`` of the call that judged them."""
-
-    error: str = ""
-    invalid: bool = False
-
-    @classmethod
-    def of(cls, idx, error: str = "", invalid: bool = False) -> "Relevance":
-        r = cls(idx)
-        r.error, r.invalid = error, invalid
-        return r
-
-
 # --- the shared backend ------------------------------------------------------------------------
 
 class LLMBackend(ChatBackend):
     """Base of the ``llamacpp``, ``openai``/``deepseek`` and ``vllm`` backends (see module doc)."""
 
     relevance_kind = "model"
+    capabilities = frozenset({CHAT, SUMMARISE, MODEL_RELEVANCE, MODEL_STANCES})
     supported_modes: tuple[str, ...] = DECISION_MODES
 
     def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
@@ -230,6 +177,7 @@ class LLMBackend(ChatBackend):
             purposes = sorted({r.purpose for r in todo})
             bar = tqdm(total=len(todo), desc=f"{self.name} {'+'.join(purposes)}", unit="call",
                        disable=not self.progress, leave=False)
+            self._bar = bar  # providers may show retry waves on it
             identity = self.identity()
 
             def on_done(j: int, res: ChatResult) -> None:
@@ -336,28 +284,6 @@ class LLMBackend(ChatBackend):
             return Relevance.of((), invalid=True)
         return Relevance.of(idx)
 
-    # -- B3 summary --
-    def summary_request(self, task, transcript, budget_tokens: int) -> ChatRequest:
-        prompt = P.b3_prompt(task, transcript.render(), option_order(task), P.b3_word_limit(budget_tokens))
-        # generation stops a little past the budget: a longer summary would be cut anyway
-        return ChatRequest((prompt.message(),), max_tokens=int(budget_tokens) + 32, purpose="b3",
-                           prompt_file=prompt.file)
-
-    def generate_memory(self, spec, task, transcript, cl, budget_tokens, rng) -> Memory:
-        """B3: the model's evidence-preserving summary, cut to ``budget_tokens`` if it runs over.
-        ``kept`` lists the claims the summary restates (:func:`summary_kept`); ``rng`` is unused
-        (decoding is greedy)."""
-        req = self.summary_request(task, transcript, budget_tokens)
-        res = self.chat([req])[0]
-        meta = {"prompt_file": req.prompt_file, "prompt_sha": messages_sha(req.messages), "cached": res.cached,
-                "error": res.error or "", "word_limit": P.b3_word_limit(budget_tokens)}
-        text = " ".join((res.text or "").split()) if res.error is None else ""
-        text, truncated = cut_to_budget(text, int(budget_tokens), self.tokenizer)
-        idx = summary_kept(text, cl.claims)
-        kept = tuple(cl.claims[i] for i in idx)
-        return Memory(spec.name, "summary" if text else "empty", kept, tuple(1 for _ in kept), text,
-                      memory_tokens(text, self.tokenizer), truncated, meta)
-
     def stance_request(self, task, cl) -> ChatRequest:
         from .stance import stance_request
         # constrained only in grammar mode: a JSON grammar over a dozen stances costs minutes per
@@ -377,12 +303,12 @@ class LLMBackend(ChatBackend):
 
     # -- batching the runner's per-task calls --
     def prefetch(self, relevance=(), summaries=(), stances=()) -> None:
-        """Send all relevance (``(task, cl)``), B3 (``(task, transcript, budget)``) and BAL stance
+        """Send all relevance (``(task, cl)``), B3 (``(prompt, max_tokens)``) and BAL stance
         (``(task, cl)``) calls of a grid as one batch, so the per-task calls the runner makes
         later are cache hits."""
         reqs = [self.relevance_request(t, cl) for t, cl in relevance]
         reqs += [self.stance_request(t, cl) for t, cl in stances]
-        reqs += [self.summary_request(t, tr, b) for t, tr, b in summaries]
+        reqs += [summary_request(p, m) for p, m in summaries]
         if reqs:
             self.chat(reqs)
 

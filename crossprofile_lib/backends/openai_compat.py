@@ -35,7 +35,6 @@ import threading
 import time
 from typing import Callable, Optional, Sequence
 
-from . import register
 from .base import ChatRequest, ChatResult
 from .llm import (GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs, decision_gbnf,
                   decision_regex, score_text)
@@ -225,13 +224,3 @@ class DeepSeekBackend(OpenAICompatBackend):
     default_base_url = "https://api.deepseek.com"
     preset_extra_body = {"thinking": {"type": "disabled"}}
     supported_modes = ("generate",)
-
-
-@register("openai")
-def _make_openai(model: str = "", tokenizer=None, **opts) -> OpenAICompatBackend:
-    return OpenAICompatBackend(model, tokenizer=tokenizer, **opts)
-
-
-@register("deepseek")
-def _make_deepseek(model: str = "", tokenizer=None, **opts) -> DeepSeekBackend:
-    return DeepSeekBackend(model or "deepseek-chat", tokenizer=tokenizer, **opts)

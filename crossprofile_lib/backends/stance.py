@@ -15,7 +15,7 @@ import re
 from typing import Optional, Sequence
 
 from .. import prompts as P
-from ..balance import Stance
+from ..evidence import Stance
 from .base import ChatRequest
 
 STANCE = "stance_v1.txt"

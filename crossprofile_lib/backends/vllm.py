@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from . import register
 from .base import ChatRequest, ChatResult
 from .llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, LLMBackend, best_choice, choice_logprobs, decision_regex, score_text
 
@@ -124,8 +123,3 @@ class VLLMBackend(LLMBackend):
             on_done(j, ChatResult(text=text, prompt_tokens=len(o.prompt_token_ids or ()),
                                   completion_tokens=len(c.token_ids or ()), latency_s=per_call,
                                   choice_logprobs=lps))
-
-
-@register("vllm")
-def _make(model: str = "", tokenizer=None, **opts) -> VLLMBackend:
-    return VLLMBackend(model, tokenizer=tokenizer, **opts)

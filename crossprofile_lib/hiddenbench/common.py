@@ -29,19 +29,18 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ..backends.base import MODEL_RELEVANCE
 from ..budgets import Budget, line_cost
 from ..decider import DecisionRequest, option_order
 from ..discussion import ClaimList, Task, Transcript, label
-from ..policies import Memory, PolicySpec, parse_policy, select_memory
-from ..rng import stream
+from ..memory import Memory
+from ..pipeline import PolicyInputs, TaskUnit, memories, policy_rng, unsupported
+from ..policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
 from ..templates import Fact, Option, Template
 from ..variants import agent_names
 from .disclosure import facts_restated
 from .importer import HiddenBenchTask
 
-#: HiddenBench's policy grid: the paper's copy policies, B3 and the reference memories.
-HB_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "B3",
-               "EMPTY", "ALL", "REF", "private-only", "shared-only")
 HB_BUDGETS = ("0.6",)
 
 
@@ -134,70 +133,60 @@ class PolicyPlan:
     @classmethod
     def for_backend(cls, policies: Sequence[str], backend, protocol: str) -> "PolicyPlan":
         specs, skipped = [], {}
-        ledger = getattr(backend, "decision_mode", "") == "ledger"
         for p in policies:
             s = parse_policy(p)
-            if s.base == "B3" and (ledger or not hasattr(backend, "generate_memory")):
-                skipped[s.name] = "B3 is a generated summary and needs a model backend"
-            elif s.base == "R1-rel" and (getattr(backend, "relevance_kind", "") != "model"
-                                         or not hasattr(backend, "relevance")):
-                skipped[s.name] = "R1-rel needs a model relevance filter (the backend has none)"
-            elif s.base in ("BAL", "BAL-oracle"):
-                skipped[s.name] = ("BAL needs each claim's stance on the options; HiddenBench facts carry no "
+            why = unsupported(s, backend)
+            if why:
+                skipped[s.name] = why
+            elif "relevance" in s.needs and s.source == "model" and MODEL_RELEVANCE not in backend.capabilities:
+                skipped[s.name] = f"{s.base} needs a model relevance filter (the backend has none)"
+            elif "stances" in s.needs:
+                skipped[s.name] = (f"{s.base} needs each claim's stance on the options; HiddenBench facts carry no "
                                    "polarities (not implemented for HiddenBench)")
-            elif s.base == "R1-rel-oracle" and protocol == "natural":
+            elif "relevance" in s.needs and s.source == "oracle" and protocol == "natural":
                 skipped[s.name] = "natural claims have no roles, so there is no oracle relevance"
             else:
                 specs.append(s)
         return cls(tuple(specs), skipped)
 
 
+def _every_fact(cl: ClaimList, view) -> frozenset[int]:
+    """HiddenBench's oracle relevance: every HiddenBench fact is relevant."""
+    return frozenset(i for i, c in enumerate(cl.claims) if c.fact_id)
+
+
 def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript, plan: PolicyPlan,
                    budgets: Sequence[str], backend, key_prefix: str, by_ids: bool):
-    """Yield ``(DecisionRequest, row)`` for every policy x budget of one discussion.
+    """Yield ``(DecisionRequest, row)`` for every policy x budget of one discussion
+    (:func:`crossprofile_lib.pipeline.memories`).
 
     ``row`` holds the memory's columns (policy, budget, tokens, composition, memory text and
     its sha); the caller adds the decision columns.
     """
     task = view.source
-    tok = backend.tokenizer
-    total = t_all(task, tok)
     order = option_order(view)
-    parsed = [Budget.parse(b) for b in budgets]
-    model_rel = None
-    for spec in plan.specs:
-        rel = None
-        if spec.base == "R1-rel-oracle":
-            rel = frozenset(i for i, c in enumerate(cl.claims) if c.fact_id)  # every HiddenBench fact is relevant
-        elif spec.base == "R1-rel":
-            if model_rel is None:  # one relevance call per discussion (none for an empty claim list)
-                model_rel = frozenset(backend.relevance(view, cl)) if len(cl) else frozenset()
-            rel = model_rel
-        for b in (parsed if spec.selection in ("budget", "generated") else [None]):
-            btok = b.tokens(total) if b is not None else None
-            key = f"{key_prefix}/{spec.name}/{b.label if b else '-'}"
-            rng = stream(view.seed, "hb-policy", key)
-            if spec.selection == "generated":
-                mem = backend.generate_memory(spec, view, transcript, cl, btok, rng)
-            else:
-                mem = select_memory(spec, cl, btok, tok, rng, transcript=transcript, relevant=rel)
-            comp = (composition_by_ids(task, mem) if by_ids and mem.kind in ("claims", "transcript", "empty")
-                    else composition_by_text(task, mem))
-            row = dict(policy=spec.name, base_policy=spec.base, selection=spec.selection, label_format=spec.fmt,
-                       budget_label=b.label if b else "none",
-                       budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
-                       budget_tokens=(btok if btok is not None else -1), t_all=total,
-                       memory_kind=mem.kind, memory_tokens=mem.tokens, memory_truncated=bool(mem.truncated),
-                       n_kept=mem.n_kept, kept_hidden=comp.kept_hidden, kept_shared=comp.kept_shared,
-                       n_hidden=comp.n_hidden, hidden_retention=comp.hidden_retention,
-                       profile_complete=comp.profile_complete, option_order=",".join(order),
-                       memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16], memory_text=mem.text)
-            yield DecisionRequest(view, mem, order, key), row
+    unit = TaskUnit(view, transcript, cl, order, t_all(task, backend.tokenizer))
+    inputs = PolicyInputs(unit, backend, oracle_rel=_every_fact)
+    for m in memories(unit, plan.specs, [Budget.parse(b) for b in budgets], backend, key_prefix,
+                      policy_rng(view.seed, "hb-policy", always=True), inputs):
+        spec, b, btok, mem = m.spec, m.budget, m.budget_tokens, m.memory
+        comp = (composition_by_ids(task, mem) if by_ids and mem.kind in ("claims", "transcript", "empty")
+                else composition_by_text(task, mem))
+        row = dict(policy=spec.name, base_policy=spec.base, selection=spec.selection, label_format=spec.fmt,
+                   budget_label=b.label if b else "none",
+                   budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
+                   budget_tokens=(btok if btok is not None else -1), t_all=unit.t_all,
+                   memory_kind=mem.kind, memory_tokens=mem.tokens, memory_truncated=bool(mem.truncated),
+                   n_kept=mem.n_kept, kept_hidden=comp.kept_hidden, kept_shared=comp.kept_shared,
+                   n_hidden=comp.n_hidden, hidden_retention=comp.hidden_retention,
+                   profile_complete=comp.profile_complete, option_order=",".join(order),
+                   memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16], memory_text=mem.text)
+        yield DecisionRequest(view, mem, order, m.key), row
 
 
 def decide(backend, requests: list) -> Optional[list]:
     """The backend's decisions, or ``None`` for the ledger (see :mod:`controlled`)."""
-    if getattr(backend, "decision_mode", "") == "ledger" or not requests:
+    if backend.decision_mode == "ledger" or not requests:
         return None
     return backend.decide(requests)
 

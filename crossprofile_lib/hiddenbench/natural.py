@@ -47,7 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from ..backends.base import ChatRequest, ChatResult
+from ..backends.base import CHAT, ChatRequest, ChatResult
 from ..decider import option_order
 from ..discussion import Transcript, Utterance
 from ..prompts import LETTERS, render
@@ -354,7 +354,7 @@ def run_natural_chunk(units: Sequence[tuple[HiddenBenchTask, int, Ablation]], pl
                       budgets: Sequence[str], backend, base_columns: dict, max_words: int = MAX_WORDS,
                       confirm_duplicates: bool = False, constrained_votes: bool = False) -> Iterable[dict]:
     """Run the sessions of ``units`` in lockstep; yield one artefact record per session."""
-    if not hasattr(backend, "chat") or getattr(backend, "decision_mode", "") == "ledger":
+    if CHAT not in backend.capabilities:
         raise ValueError(f"the natural protocol needs a model backend with chat(); '{backend.name}' has none "
                          f"(use e.g. --backend llamacpp/smollm2-135m)")
     sessions = [Session(t, seed, abl, max_words, constrained_votes) for t, seed, abl in units]

@@ -1,0 +1,109 @@
+"""``ledger``: the reference decider ("evidence ledger"), a backend that is not a model.
+
+The **reference decider** is not a model of any LLM: it reads which facts a memory kept (by
+fact id, never by text) and scores each option o as
+
+    score(o) = sum over kept facts f about o of  polarity(f) * w(f) * (1 + s * (n_f - 1))
+
+with ``w(f) = 1`` for relevant facts and ``irrelevant_weight`` for irrelevant ones, ``n_f`` the
+number of speakers the memory line reveals (1 when labels are hidden) and ``s`` the
+social-proof weight per extra label. It picks ``argmax`` (ties broken by a seeded draw)
+when ``inverse_temperature`` is infinite, and otherwise samples from
+``softmax(inverse_temperature * score)`` with a seeded generator. With the defaults
+(0, 0, inf) it is the normative ceiling: what a perfect evidence counter decides from that
+memory.
+
+It makes no model calls (``capabilities`` is empty): its relevance filter and stances are the
+oracle's (:func:`crossprofile_lib.evidence.oracle_relevance`, :func:`~crossprofile_lib.evidence.oracle_stances`),
+and it cannot write a B3 summary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from ..decider import LETTERS, Decision, DecisionRequest
+from ..discussion import ClaimList, Task
+from ..evidence import oracle_relevance, oracle_stances
+from ..memory import Memory
+from ..rng import stream
+from .base import Relevance
+
+
+class ReferenceDecider:
+    """The evidence ledger (see module doc). Backend name ``ledger``."""
+
+    provider = "ledger"
+    decision_mode = "ledger"
+    relevance_kind = "oracle"
+    capabilities: frozenset = frozenset()
+    cache = None
+
+    def __init__(self, social_proof: float = 0.0, irrelevant_weight: float = 0.0,
+                 inverse_temperature: float = math.inf, tokenizer=None):
+        from ..tokenizer import default_tokenizer
+        self.social_proof = float(social_proof)
+        self.irrelevant_weight = float(irrelevant_weight)
+        self.inverse_temperature = float(inverse_temperature)
+        self.tokenizer = tokenizer or default_tokenizer()
+        self.stats: Counter = Counter()
+        self.progress = False
+
+    @property
+    def model(self) -> str:
+        return (f"reference-decider(sp={self.social_proof:g},irr={self.irrelevant_weight:g},"
+                f"beta={self.inverse_temperature:g})")
+
+    @property
+    def name(self) -> str:
+        return "ledger"
+
+    def relevance(self, task: Task, cl: ClaimList) -> Relevance:
+        """The ledger has no model: its relevance filter is the oracle's."""
+        return Relevance.of(oracle_relevance(cl, task))
+
+    def stances(self, task: Task, cl: ClaimList):
+        """The ledger has no model: its stances are the oracle's."""
+        return oracle_stances(cl, task)
+
+    def summarise(self, prompt, max_tokens: int):
+        raise ValueError("B3 is a generated summary: it needs a model backend, not the reference decider")
+
+    def prefetch(self, relevance=(), summaries=(), stances=()) -> None:
+        """Nothing to send: the ledger makes no model calls."""
+
+    def option_scores(self, task: Task, memory: Memory, order: Sequence[str]) -> np.ndarray:
+        t = task.template
+        s = np.zeros(len(order))
+        pos = {o: j for j, o in enumerate(order)}
+        for c, n in zip(memory.kept, memory.revealed):
+            if c.fact_id is None:
+                continue
+            f = t.fact(c.fact_id)
+            w = 1.0 if f.relevant else self.irrelevant_weight
+            s[pos[f.about]] += f.polarity * w * (1.0 + self.social_proof * (max(n, 1) - 1))
+        return s
+
+    def decide_one(self, req: DecisionRequest) -> Decision:
+        s = self.option_scores(req.task, req.memory, req.option_order)
+        # common random numbers: the tie-break depends on the task and the kept facts only, so
+        # two memories that keep the same facts (e.g. a policy and its unlabeled control)
+        # break ties alike and differ only through what the ledger scores
+        def rng():
+            kept = ",".join(sorted(c.fact_id or c.text for c in req.memory.kept))
+            return stream(req.task.seed, "ledger-decision", req.task.task_id, kept)
+        if math.isinf(self.inverse_temperature):
+            top = np.flatnonzero(np.abs(s - s.max()) <= 1e-9)
+            j = int(top[rng().integers(len(top))]) if len(top) > 1 else int(top[0])
+        else:
+            z = self.inverse_temperature * (s - s.max())
+            p = np.exp(z) / np.exp(z).sum()
+            j = int(rng().choice(len(s), p=p))
+        return Decision(req.option_order[j], LETTERS[j], False, raw=f"scores={s.tolist()}")
+
+    def decide(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        return [self.decide_one(r) for r in requests]

@@ -1,0 +1,175 @@
+"""The one function chain: task -> scripted discussion -> claim list -> memories.
+
+Everything that builds memories goes through here: the runner (its decision requests and the
+batch of model calls it sends first), HiddenBench (both protocols), the walkthrough and the
+rebuild of a run's memories for the social-proof fit.
+
+* :func:`build_task` builds one :class:`TaskUnit` (the task for a template, variant and seed,
+  its scripted discussion, claim list, option order and ``T_all``); :func:`task_units` the
+  grid's, in grid order (template, variant, seed), once.
+* :class:`PolicyInputs` supplies what the policies need for one unit (``Policy.needs``):
+  relevance tiers and stances from the backend (``source = model``; asked at most once per
+  unit) or from the roles (``source = oracle``), the transcript, the backend's summariser.
+* :func:`memories` yields one :class:`MemoryItem` per policy x budget of a unit.
+* :func:`prefetch` sends a model backend's relevance, stance and B3 calls of a whole grid as one
+  batch (concurrent / batched by the provider), so :func:`memories` then finds them cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Optional, Sequence
+
+from .backends.base import MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, Relevance
+from .budgets import Budget, t_all
+from .decider import option_order
+from .discussion import ClaimList, Task, Transcript, claim_list, make_task, scripted_discussion
+from .evidence import oracle_relevance, oracle_stances
+from .memory import Memory
+from .policies import PolicySpec, parse_policy, select_memory, summary_prompt
+from .rng import stream
+from .variants import Variant, agent_names
+
+
+@dataclass(frozen=True)
+class TaskUnit:
+    """One task of a grid, built once."""
+
+    task: Task
+    transcript: Transcript
+    claims: ClaimList
+    order: tuple[str, ...]   # options in the order the decision prompt letters them
+    t_all: int               # tokens of every fact with all labels (budgets are ratios of it)
+
+
+def build_task(template, variant: Variant | str, seed: int, n_agents: int = 4, tokenizer=None,
+               total: Optional[int] = None) -> TaskUnit:
+    """The task, its scripted discussion, claim list and option order (``T_all`` priced with
+    ``tokenizer``, or given as ``total``)."""
+    task = make_task(template, variant, seed, n_agents)
+    tr = scripted_discussion(task)
+    cl = claim_list(tr, agent_names(n_agents))
+    if total is None:
+        total = t_all(template, tokenizer, n_agents) if tokenizer is not None else -1
+    return TaskUnit(task, tr, cl, option_order(task), total)
+
+
+def task_units(templates, variants: Sequence[str], seeds: Sequence[int], n_agents: int, tokenizer) -> list[TaskUnit]:
+    """Every unit of a grid in grid order (template, variant, seed); ``T_all`` priced once per template."""
+    out = []
+    for t in templates:
+        total = t_all(t, tokenizer, n_agents)
+        out.extend(build_task(t, Variant(v), s, n_agents, total=total) for v in variants for s in seeds)
+    return out
+
+
+def specs_of(policies: Iterable[str | PolicySpec]) -> list[PolicySpec]:
+    return [parse_policy(p) if isinstance(p, str) else p for p in policies]
+
+
+def unsupported(spec: PolicySpec, backend) -> Optional[str]:
+    """Why ``backend`` cannot run policy ``spec`` (None when it can), from its declared capabilities."""
+    if "summarise" in spec.needs and SUMMARISE not in backend.capabilities:
+        return f"{spec.base} is a generated summary and needs a model backend ({backend.name} writes none)"
+    return None
+
+
+class PolicyInputs:
+    """What the policies need for one unit, each asked for at most once (see the module doc).
+
+    ``oracle_rel`` / ``oracle_st`` read the roles (defaults: the template's, :mod:`evidence`)."""
+
+    def __init__(self, unit: TaskUnit, backend, oracle_rel: Callable = oracle_relevance,
+                 oracle_st: Callable = oracle_stances):
+        self.unit, self.backend = unit, backend
+        self._oracle_rel, self._oracle_st = oracle_rel, oracle_st
+        self._cache: dict = {}
+
+    def _once(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    @property
+    def truth(self) -> frozenset[int]:
+        """The oracle's relevant claims."""
+        return self._once("truth", lambda: frozenset(self._oracle_rel(self.unit.claims, self.unit.task)))
+
+    def relevance(self, source: str) -> tuple[Relevance, str]:
+        """The relevance tiers and where they came from (``oracle`` or the backend's relevance kind)."""
+        if source == "oracle":
+            return Relevance.of(self.truth), "oracle"
+        u = self.unit
+        rel = self._once("rel", lambda: self.backend.relevance(u.task, u.claims) if len(u.claims) else Relevance.of(()))
+        return (rel if isinstance(rel, Relevance) else Relevance.of(rel)), self.backend.relevance_kind
+
+    def oracle_stances(self) -> tuple:
+        return self._once("st-oracle", lambda: self._oracle_st(self.unit.claims, self.unit.task))
+
+    def stances(self, source: str) -> tuple[tuple, str]:
+        if source == "oracle":
+            return self.oracle_stances(), "oracle"
+        u = self.unit
+        return self._once("st", lambda: self.backend.stances(u.task, u.claims)), self.backend.relevance_kind
+
+    def stance_agreement(self) -> float:
+        """Share of claims whose model stance equals the oracle's."""
+        model, _ = self.stances("model")
+        return sum(a == b for a, b in zip(model, self.oracle_stances())) / max(1, len(self.unit.claims))
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    """One memory of a unit: the policy, the budget, the memory and the inputs it used."""
+
+    spec: PolicySpec
+    budget: Optional[Budget]
+    budget_tokens: Optional[int]
+    key: str
+    memory: Memory
+    relevance: Optional[Relevance] = None
+    relevance_kind: str = ""
+    stance_kind: str = ""
+
+
+def memories(unit: TaskUnit, specs: Sequence[PolicySpec], budgets: Sequence[Budget], backend, key_prefix: str,
+             rng_for: Callable, inputs: Optional[PolicyInputs] = None) -> Iterator[MemoryItem]:
+    """Every policy x budget memory of ``unit`` (unbudgeted policies once, budget ``None``).
+
+    ``rng_for(spec, key)`` gives the policy's generator (or None); ``key`` is
+    ``{key_prefix}/{policy}/{budget label or -}``."""
+    x = inputs or PolicyInputs(unit, backend)
+    summarise = backend.summarise if SUMMARISE in backend.capabilities else None
+    for spec in specs:
+        rel = stances = None
+        rel_kind = st_kind = ""
+        if "relevance" in spec.needs:
+            rel, rel_kind = x.relevance(spec.source)
+        if "stances" in spec.needs:
+            stances, st_kind = x.stances(spec.source)
+        for b in (budgets if spec.selection in ("budget", "generated") else [None]):
+            btok = b.tokens(unit.t_all) if b is not None else None
+            key = f"{key_prefix}/{spec.name}/{b.label if b else '-'}"
+            mem = select_memory(spec, unit.claims, btok, backend.tokenizer, rng_for(spec, key),
+                                transcript=unit.transcript, relevant=rel, stances=stances, task=unit.task,
+                                summarise=summarise)
+            yield MemoryItem(spec, b, btok, key, mem, rel, rel_kind, st_kind)
+
+
+def policy_rng(seed: int, label: str = "policy", always: bool = False) -> Callable:
+    """``rng_for`` drawing ``stream(seed, label, key)`` for policies that use random numbers
+    (or for every policy with ``always``)."""
+    return lambda spec, key: stream(seed, label, key) if always or spec.uses_rng else None
+
+
+def prefetch(units: Sequence[TaskUnit], specs: Sequence[PolicySpec], budgets: Sequence[Budget], backend) -> None:
+    """Send a model backend's relevance, stance and B3 calls for all ``units`` as one batch."""
+    caps = backend.capabilities
+    want_rel = MODEL_RELEVANCE in caps and any("relevance" in s.needs and s.source == "model" for s in specs)
+    want_st = MODEL_STANCES in caps and any("stances" in s.needs and s.source == "model" for s in specs)
+    want_b3 = SUMMARISE in caps and any("summarise" in s.needs for s in specs)
+    if not (want_rel or want_st or want_b3):
+        return
+    pairs = [(u.task, u.claims) for u in units]
+    summ = [summary_prompt(u.task, u.transcript, b.tokens(u.t_all)) for u in units for b in budgets] if want_b3 else []
+    backend.prefetch(relevance=pairs if want_rel else [], summaries=summ, stances=pairs if want_st else [])

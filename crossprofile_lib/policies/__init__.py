@@ -1,0 +1,82 @@
+"""Memory policies (SPEC section 6), registered by the names the paper uses.
+
+A policy spec is ``BASE[-kK][:FORMAT]``:
+
+* ``BASE`` a registered policy (:mod:`.registry`): the copy policies ``R1``, ``B4``,
+  ``Random``, ``M1`` (:mod:`.copy`), ``R1-rel`` / ``R1-rel-oracle`` (:mod:`.r1rel`: tiers from
+  the backend's relevance filter / from the roles) and the repair ``BAL`` / ``BAL-oracle``
+  (:mod:`.bal`); the unbudgeted controls ``EMPTY``, ``ALL``, ``REF`` and the reference
+  memories ``private-only``, ``shared-only`` (:mod:`.reference`); and ``B3`` (:mod:`.b3`, a
+  generated summary; needs a model).
+* ``-k7`` the fixed-k control: keep exactly the first 7 claims of the policy's priority
+  order, whatever their cost (removes the "R1 fits more lines" confound).
+* ``:FORMAT`` a provenance format (``full`` by default, ``unlabeled``, ``shuffled``,
+  ``first-speaker``, ``claim-id``; see :mod:`crossprofile_lib.provenance`). The kept set is
+  chosen exactly as for ``full``; only the shown labels change.
+
+Each policy declares what it needs (``Policy.needs``: the transcript, relevance tiers,
+stances, a summariser); :func:`select_memory` receives those inputs from the caller (the
+pipeline, :mod:`crossprofile_lib.pipeline`), so policies import no backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..discussion import ClaimList, Task, Transcript
+from ..memory import Memory
+from .registry import (DEFAULT_POLICIES, FIXED_K_DEFAULT, HB_POLICIES, NEEDS, REGISTRY, WALK_POLICIES, Policy,
+                       PolicyContext, PolicySpec, bases, parse_policy, register)
+from .copy import claims_memory, order_b4, order_m1, order_r1, order_random, pack  # registers R1 B4 Random M1
+from .r1rel import oracle_relevance, order_r1_rel, relevance_metrics              # R1-rel, R1-rel-oracle
+from .bal import balanced_order, oracle_stances, order_bal, pack_balanced          # BAL, BAL-oracle
+from . import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+from .b3 import cut_to_budget, summary_kept, summary_prompt, word_limit             # B3
+
+
+@dataclass(frozen=True)
+class PolicyInputs:
+    """Everything a policy may read for one memory (see ``Policy.needs``)."""
+
+    claims: ClaimList
+    tokenizer: object
+    rng: Optional[np.random.Generator]
+    budget: Optional[int] = None
+    transcript: Optional[Transcript] = None
+    relevant: Optional[frozenset[int]] = None
+    stances: Optional[tuple] = None
+    task: Optional[Task] = None
+    summarise: Optional[Callable] = None
+
+
+def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], tokenizer,
+                  rng: Optional[np.random.Generator], transcript: Optional[Transcript] = None,
+                  relevant: Optional[frozenset[int]] = None, stances: Optional[tuple] = None,
+                  task: Optional[Task] = None, summarise: Optional[Callable] = None) -> Memory:
+    """Build the memory ``spec`` keeps from the claim list ``cl``."""
+    spec = parse_policy(spec) if isinstance(spec, str) else spec
+    pol = REGISTRY[spec.base]
+    if pol.kind != "copy":
+        return pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
+                                            summarise))
+    ctx = PolicyContext(rng, relevant, stances)
+    order = pol.order(cl, ctx)
+    if spec.fixed_k is not None:
+        idx = order[:spec.fixed_k]
+    elif budget is None:
+        raise ValueError(f"policy '{spec.name}' needs a token budget")
+    elif pol.packer is not None:
+        idx = pol.packer(cl, order, budget, tokenizer, ctx)
+    else:
+        idx = pack(cl, order, budget, tokenizer)
+    return claims_memory(spec, cl, idx, tokenizer, rng)
+
+
+__all__ = ["DEFAULT_POLICIES", "FIXED_K_DEFAULT", "HB_POLICIES", "NEEDS", "REGISTRY", "WALK_POLICIES", "Memory",
+           "Policy", "PolicyContext", "PolicyInputs", "PolicySpec", "balanced_order", "bases", "claims_memory",
+           "cut_to_budget", "oracle_relevance", "oracle_stances", "order_b4", "order_bal", "order_m1", "order_r1",
+           "order_r1_rel", "order_random", "pack", "pack_balanced", "parse_policy", "register",
+           "relevance_metrics", "select_memory", "summary_kept", "summary_prompt", "word_limit"]

@@ -1,0 +1,145 @@
+"""The policy registry: one :class:`Policy` per base name, the spec grammar and the policy lists.
+
+A policy spec is ``BASE[-kK][:FORMAT]`` (see :mod:`crossprofile_lib.policies`). Each registered
+policy declares its kind (``copy``: an ordering packed into the budget; ``unbudgeted``: a
+control or reference memory; ``generated``: a model-written summary) and what it **needs**
+from the caller (:data:`NEEDS`): the runner supplies exactly those inputs (relevance tiers,
+stances, a summariser callable), so no policy imports a backend.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+#: What a policy may need from its caller: ``transcript`` (REF), ``relevance`` (R1-rel tiers),
+#: ``stances`` (BAL), ``summarise`` (B3: a callable that sends one prompt to a model).
+NEEDS = ("transcript", "relevance", "stances", "summarise")
+FIXED_K_DEFAULT = 7
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What an ordering reads besides the claim list."""
+
+    rng: Optional[np.random.Generator]
+    relevant: Optional[frozenset[int]] = None  # claim indices judged relevant (R1-rel)
+    stances: Optional[tuple] = None            # one evidence.Stance per claim (BAL)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A registered memory policy.
+
+    ``source`` says where a needed input comes from: ``model`` (the backend's call) or
+    ``oracle`` (the template's roles; the control that isolates the model's errors).
+    Copy policies give ``order(claims, ctx)`` and optionally ``packer(claims, order, budget,
+    tokenizer, ctx)`` (default: greedy first-fit); the others give ``build(spec, inputs)``.
+    """
+
+    name: str
+    kind: str
+    doc: str = ""
+    needs: frozenset = frozenset()
+    source: str = ""
+    random: bool = False
+    order: Optional[Callable] = None
+    packer: Optional[Callable] = None
+    build: Optional[Callable] = None
+
+    def __post_init__(self):
+        if self.kind not in ("copy", "unbudgeted", "generated"):
+            raise ValueError(f"policy {self.name}: kind '{self.kind}' is not copy, unbudgeted or generated")
+        unknown = set(self.needs) - set(NEEDS)
+        if unknown:
+            raise ValueError(f"policy {self.name}: unknown needs {sorted(unknown)} (known: {', '.join(NEEDS)})")
+
+
+REGISTRY: dict[str, Policy] = {}
+
+
+def register(policy: Policy) -> Policy:
+    if policy.name in REGISTRY:
+        raise ValueError(f"policy '{policy.name}' is registered twice")
+    REGISTRY[policy.name] = policy
+    return policy
+
+
+def bases() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+# --- the policy lists (the one place each is written) --------------------------------------
+
+#: The paper's grid (with the controls) in the order tables show them.
+DEFAULT_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle",
+                    "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
+                    "ALL:unlabeled", "ALL:shuffled", "R1:unlabeled", "B4:unlabeled",
+                    "EMPTY", "ALL", "REF", "private-only", "shared-only")
+#: HiddenBench's grid: the paper's copy policies, B3 and the reference memories.
+HB_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "B3",
+               "EMPTY", "ALL", "REF", "private-only", "shared-only")
+#: The walkthrough's (chapters 1 and 10): one task end to end on the reference decider.
+WALK_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel-oracle", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
+
+
+# --- specs -------------------------------------------------------------------------------------
+
+_SPEC = re.compile(r"^(?P<base>.+?)(?:-k(?P<k>\d+))?(?::(?P<fmt>[a-z-]+))?$")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    base: str
+    fixed_k: Optional[int] = None
+    fmt: str = "full"
+    policy: Optional[Policy] = field(default=None, compare=False, repr=False)
+
+    def _pol(self) -> Policy:
+        return self.policy or REGISTRY[self.base]
+
+    @property
+    def needs(self) -> frozenset:
+        return self._pol().needs
+
+    @property
+    def source(self) -> str:
+        return self._pol().source
+
+    @property
+    def budgeted(self) -> bool:
+        kind = self._pol().kind
+        return kind == "copy" and self.fixed_k is None or kind == "generated"
+
+    @property
+    def uses_rng(self) -> bool:
+        """Whether building this memory draws random numbers (a seeded order or shuffled labels)."""
+        return self._pol().random or self.fmt == "shuffled"
+
+    @property
+    def selection(self) -> str:
+        kind = self._pol().kind
+        if kind == "generated":
+            return "generated"
+        if kind == "unbudgeted":
+            return "unbudgeted"
+        return "fixed-k" if self.fixed_k is not None else "budget"
+
+
+def parse_policy(spec: str) -> PolicySpec:
+    from ..provenance import FORMATS
+    m = _SPEC.match(spec.strip())
+    if not m or m.group("base") not in REGISTRY:
+        raise ValueError(f"unknown policy '{spec}' (bases: {', '.join(bases())}; "
+                         f"suffixes -kN and :FORMAT with FORMAT in {', '.join(FORMATS)})")
+    base, k, fmt = m.group("base"), m.group("k"), m.group("fmt") or "full"
+    if fmt not in FORMATS:
+        raise ValueError(f"policy '{spec}': unknown provenance format '{fmt}' (known: {', '.join(FORMATS)})")
+    if k is not None and REGISTRY[base].kind != "copy":
+        copies = ", ".join(n for n, p in REGISTRY.items() if p.kind == "copy")
+        raise ValueError(f"policy '{spec}': fixed-k applies to copy policies only ({copies})")
+    return PolicySpec(spec.strip(), base, int(k) if k is not None else None, fmt, REGISTRY[base])
