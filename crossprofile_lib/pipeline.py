@@ -67,10 +67,11 @@ def specs_of(policies: Iterable[str | PolicySpec]) -> list[PolicySpec]:
     return [parse_policy(p) if isinstance(p, str) else p for p in policies]
 
 
-def unsupported(spec: PolicySpec, backend) -> Optional[str]:
-    """Why ``backend`` cannot run policy ``spec`` (None when it can), from its declared capabilities."""
-    if "summarise" in spec.needs and SUMMARISE not in backend.capabilities:
-        return f"{spec.base} is a generated summary and needs a model backend ({backend.name} writes none)"
+def unsupported(spec: PolicySpec, capabilities: frozenset) -> Optional[str]:
+    """Why a backend with ``capabilities`` (its declared ones; the class attribute will do, so
+    nothing is loaded) cannot run policy ``spec``; None when it can."""
+    if "summarise" in spec.needs and SUMMARISE not in capabilities:
+        return f"{spec.base} is a generated summary and needs a language-model backend (this one writes none)"
     return None
 
 

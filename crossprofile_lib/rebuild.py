@@ -3,7 +3,7 @@
 The results table holds no per-fact detail, so the fitted social-proof weight
 (:mod:`crossprofile_lib.stats.socialproof`) needs each decision's memory rebuilt from the run's
 configuration (templates, seeds, policies, budgets, tokenizer). This module does that with the
-pipeline (:func:`crossprofile_lib.runner.build_requests`) and hands the statistics a plain
+pipeline (:mod:`crossprofile_lib.pipeline`, through :func:`crossprofile_lib.runner.build_requests`) and hands the statistics a plain
 :class:`~crossprofile_lib.stats.socialproof.ChoiceData`; ``stats/`` itself never imports the
 pipeline.
 
@@ -92,7 +92,7 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     ``templates``: loaded templates or paths (default: the config's template paths, as the
     run named them). Generated (B3) policies cannot be rebuilt and are left out.
     """
-    from .decider import ReferenceDecider
+    from .backends.ledger import ReferenceDecider
     from .policies import parse_policy
     from .runner import RunConfig, build_requests
     from .templates import load_templates

@@ -167,17 +167,14 @@ def names(s: str) -> list[str]:
 # --- backends --------------------------------------------------------------------------------
 
 def known_providers() -> tuple[str, ...]:
-    """Provider names a ``--backend`` may start with (without importing any SDK)."""
-    from .. import backends
-    table = getattr(backends, "PROVIDERS", None)
-    if table:
-        return tuple(sorted(table))
-    return ("deepseek", "ledger", "llamacpp", "openai", "vllm")
+    """Provider names a ``--backend`` may start with (the backends' provider table; no SDK loaded)."""
+    from ..backends import PROVIDERS
+    return tuple(sorted(PROVIDERS))
 
 
 def backend(s: str) -> str:
     """argparse type: ``ledger`` or ``provider/model`` with a known provider."""
-    provider, _, model = s.strip().partition("/")
+    provider = s.strip().partition("/")[0]
     known = known_providers()
     if provider not in known:
         raise ArgError(f"unknown provider '{provider}' in '{s}' (known providers: {', '.join(known)}; "
@@ -186,15 +183,15 @@ def backend(s: str) -> str:
 
 
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
-    """Policy -> why the backend cannot run it (empty when it can run them all)."""
-    from ..policies import parse_policy
-    provider = backend_spec.partition("/")[0]
-    out = {}
-    for p in policy_specs:
-        spec = parse_policy(p)
-        if provider == "ledger" and spec.selection == "generated":
-            out[p] = "the ledger has no model to write a summary; B3 needs a language-model backend"
-    return out
+    """Policy -> why the backend cannot run it, from the capabilities its class declares (the
+    class alone: no model is loaded); empty when it can run them all."""
+    from ..backends import provider_class
+    from ..pipeline import specs_of, unsupported
+    try:
+        capabilities = provider_class(backend_spec.partition("/")[0]).capabilities
+    except ImportError:  # a provider whose SDK is missing: building the backend names it
+        return {}
+    return {s.name: why for s in specs_of(policy_specs) if (why := unsupported(s, capabilities))}
 
 
 def option_value(v: str):

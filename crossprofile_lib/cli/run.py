@@ -24,9 +24,9 @@ def _cmd_run(args) -> int:
         if v is not None:
             opts[name] = v
     try:
-        from ..backends import get_backend
+        from ..backends import backend_for
         try:
-            backend = get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
+            backend = backend_for(cfg)
         except TypeError as e:
             raise ValueError(f"backend '{cfg.backend}' does not take one of the options "
                              f"{sorted(cfg.backend_options)} ({e})") from None

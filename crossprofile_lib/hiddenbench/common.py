@@ -135,7 +135,7 @@ class PolicyPlan:
         specs, skipped = [], {}
         for p in policies:
             s = parse_policy(p)
-            why = unsupported(s, backend)
+            why = unsupported(s, backend.capabilities)
             if why:
                 skipped[s.name] = why
             elif "relevance" in s.needs and s.source == "model" and MODEL_RELEVANCE not in backend.capabilities:

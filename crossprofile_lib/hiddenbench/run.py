@@ -89,7 +89,7 @@ def _file_sha(name: str) -> str:
 
 def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, prompts: dict) -> str:
     d = dict(protocol=protocol, backend=backend.name, model=backend.model, tokenizer=backend.tokenizer.name,
-             decision_mode=getattr(backend, "decision_mode", ""),
+             decision_mode=backend.decision_mode,
              backend_options=_redacted({"backend_options": dict(cfg.backend_options)})["backend_options"],
              data=data.data_source if not data.is_fixture else f"fixture@{data.sha256[:12]}",
              policies=list(cfg.policies), budgets=list(cfg.budgets))
@@ -167,18 +167,18 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
 
 
 def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
-    from ..backends import get_backend
+    from ..backends import backend_for
     t0 = time.perf_counter()
     data = load_hiddenbench(cfg.hiddenbench)
     tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)
     if not tasks:
         raise ValueError(f"{data.path}: no valid task to run ({len(data.errors)} malformed record(s))")
-    backend = backend or get_backend(cfg.backend, tokenizer=cfg.tokenizer, **cfg.backend_options)
+    backend = backend or backend_for(cfg)
     out = Path(out_dir)
     (out / "artefacts").mkdir(parents=True, exist_ok=True)
     prompts = {p: _file_sha(p) for p in prompt_files()}
     base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
-                decision_mode=getattr(backend, "decision_mode", ""), tokenizer=backend.tokenizer.name)
+                decision_mode=backend.decision_mode, tokenizer=backend.tokenizer.name)
     header = dict(config=_redacted(asdict(cfg)), data_source=data.data_source, data_path=str(data.path),
                   data_sha256=data.sha256, data_is_fixture=data.is_fixture, data_notes=list(data.notes),
                   malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks),
