@@ -105,11 +105,12 @@ def print_report(res: dict, primary: str = "0.6", out=None) -> None:
       f"never falls as net lead rises: {'yes' if nl['nondecreasing'] else 'NO'}")
     t = nl["by_net_lead"]
     w(t.assign(accuracy=_with_ci(t))[["net_lead", "n", "accuracy"]].to_string(index=False))
-    for key in ("mixed", "gee"):
+    roles = {"fixed": "primary", "mixed": "robustness", "gee": "robustness"}
+    for key in ("fixed", "mixed", "gee"):
         if key not in nl:
             continue
         m = nl[key]
-        w(f"   {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
+        w(f"   [{roles[key]}] {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
         if isinstance(m["terms"], pd.DataFrame) and not m["terms"].empty:
             cols = [c for c in ("term", "coef", "sd", "z", "p", "p_holm") if c in m["terms"].columns]
             w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -125,6 +126,13 @@ def print_report(res: dict, primary: str = "0.6", out=None) -> None:
         for msg in m.get("warnings", []):
             if "separation" in msg:
                 w(f"   note: {msg}")
+    v = nl.get("verdict")
+    if isinstance(v, pd.DataFrame) and not v.empty:
+        sig = nl.get("policy_significant")
+        w("   Verdict: policy terms " + ("stay significant" if sig else "are not significant" if sig is False
+                                         else "could not be tested")
+          + " once net lead and irrelevant tone are controlled (primary: template fixed effects)")
+        w(v[["fit", "role", "policy_significant", "agrees_with_primary"]].to_string(index=False))
     w()
     sp = res["social_proof"]
     w("Fitted decider parameters (conditional logit; beyond the paper): score = sum polarity * w_f * (1 + s*(n-1)), "
