@@ -20,7 +20,7 @@ import pandas as pd
 from . import __version__
 from .backends import backend_for
 from .budgets import Budget
-from .constants import HEADROOM_MIN_POINTS
+from .constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from .decider import DecisionRequest
 from .evidence import composition
 from .pipeline import PolicyInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
@@ -30,7 +30,8 @@ from .rng import stream
 from .templates import load_templates
 from .variants import VARIANT_NAMES
 
-DEFAULT_BUDGETS = ("0.4", "0.6", "0.8", "128t")
+#: the paper's budget grid: the primary budget (prereg.yaml) among the ratios, and the fixed control
+DEFAULT_BUDGETS = tuple(dict.fromkeys(sorted({"0.4", PRIMARY_BUDGET, "0.8"}, key=float) + ["128t"]))
 
 
 @dataclass

@@ -33,25 +33,12 @@ from ..constants import PRIMARY_BUDGET
 ROOT = Path(os.environ.get("CROSSPROFILE_ROOT", Path(__file__).resolve().parents[2]))
 REFERENCE = "reference decider"
 
-#: The book's reference-decider grid: the paper's policies and controls plus the BAL repair.
-REFERENCE_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle",
-                      "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
-                      "ALL:unlabeled", "ALL:shuffled", "R1:unlabeled", "B4:unlabeled",
-                      "EMPTY", "ALL", "REF", "private-only", "shared-only", "BAL", "BAL-oracle")
-#: Provenance formats compared under a social-proof reference decider (SPEC 6 and issue 8).
-FORMATS = ("full", "unlabeled", "shuffled", "first-speaker", "claim-id")
-SOCIAL_PROOF_POLICIES = tuple(p if f == "full" else f"{p}:{f}" for p in ("ALL", "R1", "B4", "BAL")
-                              for f in FORMATS) + ("Random", "R1-rel", "EMPTY")
-GROUP_SIZE_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "BAL", "ALL", "EMPTY")
-#: The social-proof sweep of chapter 6 needs only the ALL memory in its formats (unbudgeted).
-SWEEP_POLICIES = tuple("ALL" if f == "full" else f"ALL:{f}" for f in FORMATS)
-#: The stochastic reference decider of chapter 7 (parameter recovery of the social-proof fit).
-FIT_POLICIES = ("R1", "B4", "Random", "R1-rel", "ALL", "ALL:unlabeled", "ALL:shuffled", "EMPTY")
-#: What a language-model sample runs (EMPTY and ALL give its headroom check).
-MODEL_POLICIES = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
+#: The book's policy grids are defined once, in the policy registry (:mod:`crossprofile_lib.policies.registry`).
+from ..policies import (FIT_POLICIES, GROUP_SIZE_POLICIES, LABELS_POLICIES, MODEL_POLICIES,  # noqa: E402,F401
+                        REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES)
+from ..provenance import FORMATS  # noqa: E402,F401
 #: The model sample rerun with the 'labels are not evidence' decision prompt (chapter 12).
 LABELS_PROMPT = "labels-not-evidence"
-LABELS_POLICIES = ("ALL", "ALL:unlabeled")
 
 def resolve(p: str | Path) -> Path:
     p = Path(p)

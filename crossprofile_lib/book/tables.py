@@ -21,9 +21,7 @@ from ..constants import CLASSIC, MIRROR, PRIMARY_BUDGET
 from ..stats.format import fmt_p
 from .runs import Run, resolve, unit_column
 
-HEATMAP_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle",
-                    "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
-                    "private-only", "shared-only", "ALL", "REF", "EMPTY")
+from ..policies import HEATMAP_POLICIES  # noqa: E402  (defined once, in the policy registry)
 
 
 def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Sequence[str] = HEATMAP_POLICIES,

@@ -31,6 +31,7 @@ from typing import Optional, Sequence
 
 from ..backends.base import MODEL_RELEVANCE
 from ..budgets import Budget, line_cost
+from ..constants import PRIMARY_BUDGET
 from ..decider import DecisionRequest, option_order
 from ..discussion import ClaimList, Task, Transcript, label
 from ..memory import Memory
@@ -41,7 +42,7 @@ from ..variants import agent_names
 from .disclosure import facts_restated
 from .importer import HiddenBenchTask
 
-HB_BUDGETS = ("0.6",)
+HB_BUDGETS = (PRIMARY_BUDGET,)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ import numpy as np
 
 from ..discussion import ClaimList, Task, Transcript
 from ..memory import Memory
-from .registry import (DEFAULT_POLICIES, FIXED_K_DEFAULT, HB_POLICIES, NEEDS, REGISTRY, WALK_POLICIES, Policy,
-                       PolicyContext, PolicySpec, bases, parse_policy, register)
+from .registry import (DEFAULT_POLICIES, FIT_POLICIES, FIXED_K_DEFAULT, GROUP_SIZE_POLICIES, HB_POLICIES,
+                       HEATMAP_POLICIES, LABELS_POLICIES, MODEL_POLICIES, NEEDS, REFERENCE_POLICIES, REGISTRY,
+                       SOCIAL_PROOF_POLICIES, SWEEP_POLICIES, WALK_POLICIES, Policy, PolicyContext, PolicySpec, bases,
+                       parse_policy, register)
 from .copy import claims_memory, order_b4, order_m1, order_r1, order_random, pack  # registers R1 B4 Random M1
 from .r1rel import oracle_relevance, order_r1_rel, relevance_metrics              # R1-rel, R1-rel-oracle
 from .bal import balanced_order, oracle_stances, order_bal, pack_balanced          # BAL, BAL-oracle
@@ -75,7 +77,9 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
     return claims_memory(spec, cl, idx, tokenizer, rng)
 
 
-__all__ = ["DEFAULT_POLICIES", "FIXED_K_DEFAULT", "HB_POLICIES", "NEEDS", "REGISTRY", "WALK_POLICIES", "Memory",
+__all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_POLICIES", "HB_POLICIES",
+           "HEATMAP_POLICIES", "LABELS_POLICIES", "MODEL_POLICIES", "REFERENCE_POLICIES", "SOCIAL_PROOF_POLICIES",
+           "SWEEP_POLICIES", "NEEDS", "REGISTRY", "WALK_POLICIES", "Memory",
            "Policy", "PolicyContext", "PolicyInputs", "PolicySpec", "balanced_order", "bases", "claims_memory",
            "cut_to_budget", "oracle_relevance", "oracle_stances", "order_b4", "order_bal", "order_m1", "order_r1",
            "order_r1_rel", "order_random", "pack", "pack_balanced", "parse_policy", "register",
