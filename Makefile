@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 
-.PHONY: install install-llm test book bench bench-runner clean
+.PHONY: install install-llm test book lab bench bench-runner clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -33,6 +33,12 @@ test: install install-llm
 
 book: install install-llm
 	$(BIN)/python scripts/build_book.py
+
+# The live classroom explorer (chapter 10) in JupyterLab on this machine: the chapter's jupytext source
+# opens as a notebook (scripts/lab-settings), run all cells for the controls. LAB_ARGS: e.g. --no-browser.
+lab: install
+	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/scripts/lab-settings $(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 \
+		--ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) notebooks/10-explorer.md
 
 bench: install
 	$(BIN)/python benchmarks/bench_grid.py

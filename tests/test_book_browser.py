@@ -1,79 +1,78 @@
-"""A real browser opens the built book: headless Chromium (Debian package ``chromium``).
+"""A real browser reads EVERY page of the built book: headless Chromium (tests/browser.py).
 
-The book is built with small parameters into a temporary folder (``scripts/build_book.py
---quick --only 04,06``: the index and two chapters), served on 127.0.0.1, and opened through the
-Chrome DevTools Protocol. For the index and each chapter the test records every request the page
-makes, waits for MathJax, takes a screenshot and checks that
+The book is built with small parameters into a temporary folder (``scripts/build_book.py --quick``;
+``CROSSPROFILE_BOOK_HTML=DIR`` reuses an already built ``_build/html``), served on 127.0.0.1, and
+every HTML page is opened in Chromium. On each page the test checks that
 
-* every figure image loaded (``naturalWidth > 0``) and the chapters have figures;
-* the maths is typeset (MathJax CHTML ``mjx-container`` elements) and no raw ``$...$`` remains;
-* no request leaves the machine: every URL the page asked for is on 127.0.0.1 (Chromium also
-  runs with ``--host-resolver-rules`` that resolve nothing else, so nothing could leave anyway).
+* nothing overflows sideways: the page has no horizontal scroll, and no element of the article
+  sticks out of the text column unless it sits in a scrolling container (wide tables scroll);
+* captions are whole: no table or figure caption extends past the visible width of its container;
+* MathJax typeset the maths without an error (no ``mjx-merror`` element, no raw ``$...\\cmd...$``);
+* the console shows no error, no uncaught exception and no failed load;
+* every image loaded (``naturalWidth > 0``), and every "Figure N." caption has its image;
+* no request left the machine (every URL the page asked for is on 127.0.0.1; Chromium also resolves
+  nothing else).
 
-Chromium is installed by ``.ci/run`` (``apt-get install -y chromium``). Locally the test skips
-with a reason when Chromium is missing; on CI (``CI=true``) a missing Chromium is a failure.
+Dead links are checked without the browser: every internal ``href``/``src`` of every page resolves
+to a built file, and every ``#fragment`` to an element id on the target page.
+
+Locally the test skips with a reason when Chromium is missing; on CI (``CI=true``) that fails.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
+import html.parser
 import http.server
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
+from browser import Browser, navigate, off_machine, require_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("book/intro.html", "book/04-rarest-first.html", "book/06-social-proof.html")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--window-size=1280,2200",
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        p = shutil.which(name)
-        if p:
-            return p
-    return None
+SKIP_DIRS = ("_static", "_sources", "_images", "_panels_static")
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    exe = _chromium()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed; .ci/run installs it with 'apt-get install -y chromium'")
-        pytest.skip("chromium not installed (Debian: apt-get install -y chromium; CI installs it)")
-    return exe
+    return require_chromium()
 
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory, chromium):
+    given = os.environ.get("CROSSPROFILE_BOOK_HTML")
+    if given:
+        return Path(given)
     out = tmp_path_factory.mktemp("book")
     env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"))
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--only", "04,06",
-                        "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, f"book build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     return out / "_build" / "html"
+
+
+REFRESH = re.compile(r"""<meta[^>]+http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.IGNORECASE)
+
+
+def pages(html_dir: Path, redirects: bool = True) -> list[str]:
+    """Every built HTML page (``redirects=False``: without the meta-refresh pages, e.g. index.html)."""
+    return sorted(str(p.relative_to(html_dir)) for p in html_dir.rglob("*.html")
+                  if not any(part in SKIP_DIRS for part in p.relative_to(html_dir).parts)
+                  and (redirects or not REFRESH.search(p.read_text(errors="replace")[:2000])))
 
 
 @pytest.fixture(scope="module")
 def server(built_book):
     handler = functools.partial(_QuietHandler, directory=str(built_book))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
 
@@ -83,130 +82,163 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-class CDP:
-    """A minimal Chrome DevTools Protocol client over tornado's websocket (no extra dependency)."""
-
-    def __init__(self, ws_url: str):
-        from tornado.ioloop import IOLoop
-        from tornado.websocket import websocket_connect
-        self.loop = IOLoop()
-        self.conn = self.loop.run_sync(lambda: websocket_connect(ws_url, max_message_size=64 * 2**20))
-        self.n = 0
-        self.events: list[dict] = []
-
-    def _recv(self, timeout: float):
-        import asyncio
-        async def go():
-            return await asyncio.wait_for(self.conn.read_message(), timeout)
-        msg = self.loop.run_sync(go)
-        if msg is None:
-            raise RuntimeError("devtools connection closed")
-        return json.loads(msg)
-
-    def call(self, method: str, timeout: float = 60, **params) -> dict:
-        self.n += 1
-        me = self.n
-        self.conn.write_message(json.dumps({"id": me, "method": method, "params": params}))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = self._recv(deadline - time.monotonic())
-            if m.get("id") == me:
-                if "error" in m:
-                    raise RuntimeError(f"{method}: {m['error']}")
-                return m.get("result", {})
-            self.events.append(m)
-        raise TimeoutError(method)
-
-    def wait_event(self, method: str, timeout: float = 60) -> dict:
-        for i, e in enumerate(self.events):
-            if e.get("method") == method:
-                return self.events.pop(i)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = self._recv(deadline - time.monotonic())
-            if m.get("method") == method:
-                return m
-            self.events.append(m)
-        raise TimeoutError(method)
-
-    def evaluate(self, js: str):
-        r = self.call("Runtime.evaluate", expression=js, returnByValue=True, awaitPromise=True)
-        return r.get("result", {}).get("value")
-
-    def close(self):
-        self.conn.close()
-        self.loop.close()
-
-
 @pytest.fixture(scope="module")
 def browser(chromium, tmp_path_factory):
-    prof = tmp_path_factory.mktemp("chromium-profile")
-    p = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={prof}", "--remote-debugging-port=0",
-                          "--remote-debugging-address=127.0.0.1", "about:blank"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port = None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and port is None:
-        line = p.stderr.readline()
-        m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
-        if m:
-            port = int(m.group(1))
-    if port is None:
-        p.kill()
-        pytest.fail("chromium did not start its devtools endpoint")
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()  # drain its log
-    yield port
-    p.terminate()
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
+    b = Browser(chromium, tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()
 
 
-def _open(port: int, url: str, shot: Path) -> dict:
-    targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-    page = next(t for t in targets if t.get("type") == "page")
-    cdp = CDP(page["webSocketDebuggerUrl"])
+# --------------------------------------------------------------------------- in the page
+WAIT_MATHJAX = """new Promise(res => { const t0 = Date.now(); (function w() {
+    const mj = window.MathJax;
+    if (mj && mj.startup && mj.startup.promise) { mj.startup.promise.then(() => res(true)); return; }
+    if (Date.now() - t0 > 15000) { res(false); return; } setTimeout(w, 100); })(); })"""
+
+INSPECT = r"""(() => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const box = art.getBoundingClientRect();
+  const clips = p => ['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(p).overflowX);
+  const scroller = el => { for (let p = el.parentElement; p && p !== art; p = p.parentElement) if (clips(p)) return p;
+                           return null; };
+  const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+                     (typeof el.className === 'string' && el.className ? '.' + el.className.split(' ')[0] : '');
+  const over = [];
+  for (const el of art.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height || scroller(el)) continue;
+    if (r.right > box.right + 2) over.push(`${name(el)} +${Math.round(r.right - box.right)}px`);
+  }
+  const cut = [];
+  for (const c of art.querySelectorAll('caption, figcaption, .cp-caption, p.caption')) {
+    const r = c.getBoundingClientRect();
+    if (!r.width) continue;
+    const s = scroller(c), cb = (s || art).getBoundingClientRect();
+    if (r.right > cb.right + 2 || r.left < cb.left - 2) cut.push(c.innerText.slice(0, 80));
+  }
+  const imgs = [...art.querySelectorAll('img')];
+  const text = art.innerText;
+  return {page_overflow: document.scrollingElement.scrollWidth - window.innerWidth, over: over.slice(0, 10),
+          cut: cut.slice(0, 10), math: document.querySelectorAll('mjx-container').length,
+          math_errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error')].map(e => e.textContent).slice(0, 5),
+          raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
+          figs: [...art.querySelectorAll('.cp-caption, .caption')].filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
+          imgs: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src).slice(0, 5),
+          title: document.title};
+})()"""
+
+
+def inspect_page(browser: Browser, url: str, shot: Path | None = None) -> dict:
+    cdp = browser.page()
     try:
-        cdp.call("Network.enable")
-        cdp.call("Page.enable")
-        cdp.call("Page.navigate", url=url)
-        cdp.wait_event("Page.loadEventFired", 60)
-        # MathJax typesets asynchronously after load: wait until it says it is done
-        cdp.evaluate("""new Promise(res => { const t0 = Date.now(); (function w() {
-            const mj = window.MathJax;
-            if (mj && mj.startup && mj.startup.promise) { mj.startup.promise.then(() => res(true)); return; }
-            if (Date.now() - t0 > 15000) { res(false); return; } setTimeout(w, 100); })(); })""")
-        info = cdp.evaluate("""(() => {
-            const main = document.querySelector('main') || document.body;
-            const imgs = [...main.querySelectorAll('.cell_output img, figure img, img[src*="_images"]')];
-            return {math: document.querySelectorAll('mjx-container').length,
-                    imgs: imgs.length, loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
-                    raw_tex: (main.innerText.match(/\\$[^$\\n]{1,80}\\\\[a-zA-Z]+[^$\\n]{0,80}\\$/g) || []).length,
-                    title: document.title};
-        })()""")
-        png = cdp.call("Page.captureScreenshot", format="png")["data"]
-        shot.write_bytes(base64.b64decode(png))
-        requests = [e["params"]["request"]["url"] for e in cdp.events if e.get("method") == "Network.requestWillBeSent"]
-        info["requests"] = requests
+        navigate(cdp, url)
+        cdp.evaluate(WAIT_MATHJAX)
+        info = cdp.evaluate(INSPECT)
+        if shot is not None:
+            cdp.screenshot(shot)
+        info["requests"] = cdp.requests()
+        info["errors"] = cdp.errors()
         return info
     finally:
         cdp.close()
 
 
+def problems(page: str, info: dict) -> list[str]:
+    out = []
+    if info["page_overflow"] > 1:
+        out.append(f"the page scrolls sideways by {info['page_overflow']} px")
+    if info["over"]:
+        out.append(f"elements stick out of the text column: {info['over']}")
+    if info["cut"]:
+        out.append(f"captions cut off: {info['cut']}")
+    if info["math_errors"]:
+        out.append(f"MathJax errors: {info['math_errors']}")
+    if info["raw_tex"]:
+        out.append(f"raw TeX left: {info['raw_tex']}")
+    if info["errors"]:
+        out.append(f"console errors: {info['errors'][:5]}")
+    if info["broken"]:
+        out.append(f"images that did not load: {info['broken']}")
+    if off_machine(info["requests"]):
+        out.append(f"requests off this machine: {off_machine(info['requests'])[:5]}")
+    if not info["requests"]:
+        out.append("the devtools log recorded no request at all")
+    if info["figs"] > info["imgs"]:
+        out.append(f"{info['figs']} figure captions but {info['imgs']} images")
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES)
-def test_page_renders_offline(page, server, browser, tmp_path_factory):
+def test_every_page_renders_offline_legibly(built_book, server, browser, tmp_path_factory):
     shots = Path(os.environ.get("CROSSPROFILE_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
-    shot = shots / (Path(page).stem + ".png")
-    info = _open(browser, f"{server}/{page}", shot)
-    assert shot.stat().st_size > 10_000, "the screenshot is (nearly) empty"
-    outside = [u for u in info["requests"] if not re.match(r"^(https?://127\.0\.0\.1[:/]|data:|blob:|about:)", u)]
-    assert not outside, f"{page} requested URLs off this machine: {outside[:10]}"
-    assert info["requests"], "the devtools log recorded no request at all"
-    assert info["math"] > 0, f"{page}: no typeset maths (no MathJax mjx-container element)"
-    assert info["raw_tex"] == 0, f"{page}: raw TeX left on the page"
-    assert info["loaded"] == info["imgs"], f"{page}: {info['imgs'] - info['loaded']} image(s) failed to load"
-    if "intro" not in page:
-        assert info["imgs"] >= 1, f"{page}: expected rendered figures, found no figure image"
+    found = pages(built_book, redirects=False)
+    assert "book/intro.html" in found and len(found) >= 5, found
+    bad, maths = {}, 0
+    for page in found:
+        info = inspect_page(browser, f"{server}/{page}", shots / (Path(page).stem + ".png"))
+        maths += info["math"]
+        p = problems(page, info)
+        if p:
+            bad[page] = p
+    assert not bad, "pages with problems:\n" + "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
+    assert maths > 0, "no typeset maths on any page"
+
+
+# --------------------------------------------------------------------------- links, without the browser
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for k in ("id", "name"):
+            if a.get(k):
+                self.ids.add(a[k])
+        for k in ("href", "src"):
+            if a.get(k) and tag in ("a", "img", "link", "script", "source", "iframe"):
+                self.links.append(a[k])
+        m = REFRESH.search(self.get_starttag_text() or "") if tag == "meta" else None
+        if m:
+            self.links.append(m.group(1).strip())
+
+
+def dead_links(html_dir: Path) -> list[str]:
+    parsed = {}
+
+    def parse(p: Path) -> _Links:
+        if p not in parsed:
+            h = _Links()
+            h.feed(p.read_text(errors="replace"))
+            parsed[p] = h
+        return parsed[p]
+
+    dead = []
+    for page in pages(html_dir):
+        src = html_dir / page
+        for link in parse(src).links:
+            u = urllib.parse.urlsplit(link)
+            if u.scheme in ("http", "https", "mailto", "data", "javascript") or link.startswith("//"):
+                continue
+            target = (src.parent / urllib.parse.unquote(u.path)).resolve() if u.path else src
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                dead.append(f"{page}: {link} (no file)")
+            elif u.fragment and target.suffix == ".html" and u.fragment not in parse(target).ids:
+                dead.append(f"{page}: {link} (no element #{u.fragment})")
+    return dead
+
+
+@pytest.mark.slow
+def test_no_dead_internal_link(built_book):
+    dead = dead_links(built_book)
+    assert not dead, f"{len(dead)} dead link(s):\n" + "\n".join(dead[:30])
+
+
+def test_dead_link_check_catches_missing_files_and_anchors(tmp_path):
+    (tmp_path / "a.html").write_text('<p id="x"></p><a href="b.html#y">b</a><a href="c.html">c</a>'
+                                     '<a href="#x">self</a><a href="https://example.org/">out</a>')
+    (tmp_path / "b.html").write_text('<p id="z"></p>')
+    assert sorted(dead_links(tmp_path)) == ["a.html: b.html#y (no element #y)", "a.html: c.html (no file)"]
