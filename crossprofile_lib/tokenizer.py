@@ -7,12 +7,22 @@ Every tokenizer has a ``name`` (written into each result row) and ``count(text) 
   does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit).
 * :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via ``llama-cpp-python``).
 * :class:`HFTokenizer`: a Hugging Face ``tokenizer.json`` in a local folder (via ``tokenizers``).
+* :class:`ServerTokenizer` (``server:<kind>:<model>``): the served model's own tokenizer through
+  its server's tokenize endpoint -- vLLM's ``/tokenize``, llama.cpp's ``/tokenize`` or
+  llama-cpp-python's ``/extras/tokenize`` -- found by :func:`probe_server` (once per base URL and
+  model). The HTTP backends use it by default where the server has one, else the offline
+  approximation with a notice.
+
+Every tokenizer counts a text without special tokens (no BOS): a server that adds them is
+measured on the empty string once and that offset is subtracted.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -89,6 +99,139 @@ class HFTokenizer:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
 
+class TokenizerUnavailable(ValueError):
+    """A tokenizer that was asked for cannot be had (the message names what and why)."""
+
+
+#: (kind, path under the server root, request body) in probing order; vLLM's body comes before
+#: llama.cpp's on the shared ``/tokenize`` path (llama.cpp answers a body without ``content`` with
+#: no tokens, so the probe moves on).
+SERVER_ENDPOINTS = (
+    ("llama-cpp-python", "/extras/tokenize", lambda model, text: {"model": model, "input": text}),
+    ("vllm", "/tokenize", lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False}),
+    ("llama.cpp", "/tokenize", lambda model, text: {"content": text, "add_special": False}),
+)
+_PROBE_TEXT = "Budgets are priced in tokens, 12 of them."
+
+
+def server_root(base_url: str) -> str:
+    """The server root of an OpenAI-style base URL (``http://h:8000/v1`` -> ``http://h:8000``)."""
+    u = base_url.rstrip("/")
+    return u[:-3] if u.endswith("/v1") else u
+
+
+class ServerTokenizer:
+    """The served model's tokenizer, one HTTP request per distinct text (cached in memory)."""
+
+    def __init__(self, base_url: str, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0):
+        from .redact import redact_url
+        spec = {k: (path, body) for k, path, body in SERVER_ENDPOINTS}
+        if kind not in spec:
+            raise ValueError(f"unknown tokenize endpoint kind '{kind}' (known: {', '.join(spec)})")
+        self.kind, self.model, self.timeout = kind, model, float(timeout)
+        self.url = server_root(base_url) + spec[kind][0]
+        self.shown_url = redact_url(self.url)
+        self._body = spec[kind][1]
+        self._headers = {"Content-Type": "application/json"}
+        if api_key and api_key != "EMPTY":
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._secrets = [api_key] if api_key and api_key != "EMPTY" else []
+        self._conn = None
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self.name = f"server:{kind}:{model}"
+        self.offset = 0  # special tokens the endpoint adds to every text (set by probe_server)
+
+    def _post(self, payload: dict) -> dict:
+        import http.client
+        from urllib.parse import urlsplit
+        parts = urlsplit(self.url)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        for attempt in (0, 1):  # one reconnect on a dropped keep-alive connection
+            if self._conn is None:
+                cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+                self._conn = cls(parts.hostname, parts.port, timeout=self.timeout)
+            try:
+                self._conn.request("POST", path, json.dumps(payload), self._headers)
+                resp = self._conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException):
+                self._conn.close()
+                self._conn = None
+                if attempt:
+                    raise
+                continue
+            if resp.status != 200:
+                raise OSError(f"HTTP {resp.status}")
+            return json.loads(data)
+        raise OSError("no answer")
+
+    def _raw(self, text: str) -> int:
+        out = self._post(self._body(self.model, text))
+        toks = out.get("tokens") if isinstance(out, dict) else None
+        if isinstance(toks, list):
+            return len(toks)
+        if isinstance(out, dict) and isinstance(out.get("count"), int):
+            return out["count"]
+        raise ValueError("answer has neither 'tokens' nor 'count'")
+
+    def count(self, text: str) -> int:
+        with self._lock:
+            n = self._counts.get(text)
+            if n is None:
+                try:
+                    n = max(0, self._raw(text) - self.offset)
+                except (OSError, ValueError) as e:
+                    msg = f"{type(e).__name__}: {e}"
+                    for s in self._secrets:
+                        msg = msg.replace(s, "***")
+                    raise TokenizerUnavailable(
+                        f"tokenizer {self.name}: the server's tokenize endpoint {self.shown_url} stopped answering "
+                        f"({msg}); budgets cannot be priced with a different tokenizer mid-run: rerun when "
+                        f"the server is back, or pass --tokenizer PATH/tokenizer.json") from None
+                self._counts[text] = n
+        return n
+
+
+_PROBED: dict[tuple, tuple] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def probe_server(base_url: str, model: str, api_key: str | None = None,
+                 timeout: float = 10.0) -> "tuple[ServerTokenizer | None, str]":
+    """Find the server's tokenize endpoint (once per base URL and model in a process). Returns
+    ``(tokenizer, why)``; the tokenizer is None when no endpoint answered (``why`` says what
+    was tried)."""
+    key = (base_url, model)
+    with _PROBE_LOCK:
+        if key in _PROBED:
+            return _PROBED[key]
+        tried = []
+        found = None
+        for kind, path, _ in SERVER_ENDPOINTS:
+            tok = ServerTokenizer(base_url, model, kind, api_key, timeout)
+            try:
+                n = tok._raw(_PROBE_TEXT)
+            except (ConnectionError, TimeoutError) as e:  # no other path will answer either
+                tried.append(f"{path} ({type(e).__name__})")
+                return None, "the server cannot be reached: " + "; ".join(tried)  # not remembered
+            except (OSError, ValueError) as e:
+                tried.append(f"{path} ({kind}: {str(e)[:60] or type(e).__name__})")
+                continue
+            if n <= 0:
+                tried.append(f"{path} ({kind}: no tokens)")
+                continue
+            try:
+                tok.offset = max(0, tok._raw(""))  # e.g. a BOS token added to every text
+            except (OSError, ValueError):
+                tok.offset = 0
+            found = (tok, f"{kind} endpoint {tok.shown_url}")
+            break
+        result = found or (None, "no tokenize endpoint answered: tried " + "; ".join(tried))
+        _PROBED[key] = result
+        return result
+
+
 _DEFAULT = OfflineTokenizer()
 
 
@@ -97,7 +240,9 @@ def default_tokenizer() -> OfflineTokenizer:
 
 
 def get_tokenizer(spec: str | None) -> Tokenizer:
-    """``None``/``offline`` -> default; ``gguf:PATH``; ``hf:FOLDER``."""
+    """``None``/``offline`` -> default; ``gguf:PATH``; ``hf:FOLDER``; a path to a ``tokenizer.json``
+    (or a folder holding one) or to a ``.gguf`` file. (``server``/``auto`` are resolved by the HTTP
+    backends, which know the server.)"""
     if spec in (None, "", "offline", OfflineTokenizer.name):
         return _DEFAULT
     kind, _, arg = spec.partition(":")
@@ -105,4 +250,12 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
         return GGUFTokenizer(arg)
     if kind == "hf":
         return HFTokenizer(arg)
-    raise ValueError(f"unknown tokenizer '{spec}' (use offline, gguf:PATH or hf:FOLDER)")
+    p = Path(spec).expanduser()
+    if p.suffix == ".gguf" and p.is_file():
+        return GGUFTokenizer(p)
+    if (p.is_file() and p.suffix == ".json") or (p.is_dir() and (p / "tokenizer.json").is_file()):
+        return HFTokenizer(p)
+    if kind in ("server", "auto"):
+        raise ValueError(f"tokenizer '{spec}' needs an HTTP backend (openai/..., deepseek/..., vllm/...)")
+    raise ValueError(f"unknown tokenizer '{spec}' (use offline, gguf:PATH, hf:FOLDER, a path to a tokenizer.json"
+                     f" or, for HTTP backends, server or auto)")

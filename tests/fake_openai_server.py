@@ -14,6 +14,12 @@ Faults (per distinct request body, counted by attempts):
 * ``latency_s=S`` -- every answer waits S seconds (to kill a run mid-way);
 * ``api_key=K`` -- requests without ``Authorization: Bearer K`` get 401.
 
+Tokenize endpoint (``tokenize=KIND``, off by default: then those paths get 404): ``vllm``
+(``POST /tokenize`` with ``prompt``), ``llama.cpp`` (``POST /tokenize`` with ``content``) or
+``llama-cpp-python`` (``POST /extras/tokenize`` with ``input``; adds a BOS token, as that server
+does). Its tokenizer is :func:`fake_tokens` -- a word, a digit or a punctuation mark per token --
+deliberately unlike the offline approximation, so a test can tell which one priced a budget.
+
 ``keep_bodies`` keeps every answered request (path, authorization header, parsed body) in
 ``bodies``. ``log`` names a file that gets one line per successful answer: the SHA-256 of the request
 body (to count duplicates). Run as a script (``python tests/fake_openai_server.py --port P``)
@@ -31,9 +37,31 @@ import threading
 from collections import Counter
 
 
+_FAKE_TOKEN = re.compile(r"[A-Za-z]+|\d|[^\sA-Za-z\d]")
+TOKENIZE_KINDS = {"vllm": ("/tokenize", "prompt", False), "llama.cpp": ("/tokenize", "content", False),
+                  "llama-cpp-python": ("/extras/tokenize", "input", True)}
+
+
+def fake_tokens(text: str) -> list[int]:
+    """The fake server's tokenizer: one token per run of letters, digit or punctuation mark."""
+    return [int(hashlib.sha256(t.encode()).hexdigest()[:6], 16) for t in _FAKE_TOKEN.findall(text)]
+
+
+class FakeTokenizer:
+    """:func:`fake_tokens` as a local tokenizer (what the server's budgets must equal)."""
+
+    name = "fake-tokens"
+
+    def count(self, text: str) -> int:
+        return len(fake_tokens(text))
+
+
 class FakeServer:
     def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
-                 malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False):
+                 malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None):
+        if tokenize is not None and tokenize not in TOKENIZE_KINDS:
+            raise ValueError(f"tokenize={tokenize!r}: use one of {', '.join(TOKENIZE_KINDS)}")
+        self.tokenize, self.tokenized = tokenize, 0
         self.fail_first, self.fail_status, self.burst_500 = fail_first, fail_status, burst_500
         self.delay_first, self.delay_s, self.malformed_first = delay_first, delay_s, malformed_first
         self.latency_s, self.api_key = latency_s, api_key
@@ -73,6 +101,10 @@ class FakeServer:
             return 401, json.dumps({"error": {"message": "invalid api key"}}).encode(), 0.0
         if path.endswith("/models"):
             return 200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode(), 0.0
+        if path.endswith("/tokenize"):
+            return self._tokenize(path, raw)
+        if not path.endswith("/completions"):
+            return 404, b'{"error": {"message": "not found"}}', 0.0
         key = hashlib.sha256(raw).hexdigest()
         self.attempts[key] += 1
         n = self.attempts[key]
@@ -101,6 +133,20 @@ class FakeServer:
             return 404, b'{"error": {"message": "not found"}}', 0.0
         return 200, json.dumps(out).encode(), delay
 
+    def _tokenize(self, path: str, raw: bytes) -> tuple[int, bytes, float]:
+        if self.tokenize is None or path != TOKENIZE_KINDS[self.tokenize][0]:
+            return 404, b'{"detail": "Not Found"}', 0.0
+        body = json.loads(raw or b"{}")
+        field, bos = TOKENIZE_KINDS[self.tokenize][1:]
+        if field not in body:  # llama.cpp answers a body without 'content' with no tokens
+            return 200, b'{"tokens": []}', 0.0
+        self.tokenized += 1
+        toks = ([1] if bos else []) + fake_tokens(str(body[field]))
+        out = {"tokens": toks}
+        if self.tokenize == "vllm":
+            out.update(count=len(toks), max_model_len=8192)
+        return 200, json.dumps(out).encode(), 0.0
+
     def answered_ok(self, raw: bytes) -> None:
         self.answered += 1
         if self.log:
@@ -127,7 +173,8 @@ class FakeServer:
                 writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
                              f"content-length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
-                if status == 200 and delay >= 0 and method == "POST" and not path.endswith("/models"):
+                if (status == 200 and delay >= 0 and method == "POST" and not path.endswith("/models")
+                        and not path.endswith("/tokenize")):
                     self.answered_ok(raw)
         except (asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.CancelledError):
             pass
@@ -180,9 +227,10 @@ def main(argv=None) -> None:
     p.add_argument("--latency-s", type=float, default=0.0)
     p.add_argument("--api-key", default=None)
     p.add_argument("--log", default=None)
+    p.add_argument("--tokenize", default=None, choices=sorted(TOKENIZE_KINDS))
     a = p.parse_args(argv)
     fake = FakeServer(a.fail_first, a.fail_status, a.burst_500, a.delay_first, a.delay_s, a.malformed_first,
-                      a.latency_s, a.api_key, a.log)
+                      a.latency_s, a.api_key, a.log, tokenize=a.tokenize)
 
     async def serve():
         srv = await asyncio.start_server(fake.handle, "127.0.0.1", a.port)

@@ -276,3 +276,166 @@ def test_grammar_and_score_modes_over_http(server, tmp_path):
     path, _, body = fake.bodies[-1]
     assert path.endswith("/v1/completions") and body["prompt"].endswith("<|im_start|>assistant\nDecision:")
     assert body["max_tokens"] == 1 and body["logprobs"] == 20
+
+
+# --- a dead server: retry waves and the circuit breaker (issue 14.6) ---------------------------
+
+ONE = ["--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6", "--policies", "ALL",
+       "--variants", "PSP"]
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that refuses connections (bound, then closed)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _cli(args, tmp_path, **env):
+    return subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake"] + args,
+                          env=_cli_env(tmp_path, **env), capture_output=True, text=True, timeout=300)
+
+
+def test_a_dead_server_stops_the_run_in_seconds_naming_the_url(tmp_path):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    t0 = time.time()
+    r = _cli(["--base-url", url, "--no-progress", "--out", str(tmp_path / "out")] + CLI_GRID, tmp_path)
+    took = time.time() - t0
+    assert r.returncode == 1, r.stderr
+    assert took < 30, f"took {took:.0f} s"
+    assert f"no server answered at {url}" in r.stderr and "failed to connect" in r.stderr
+    assert "circuit_breaker=8" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out/results.parquet").exists() and not (tmp_path / "out/.crossprofile.lock").exists()
+
+
+def test_retry_waves_are_shown_and_the_breaker_can_be_turned_off(tmp_path):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    r = _cli(["--base-url", url, "--no-progress", "--out", str(tmp_path / "out"), "--max-retries", "2",
+              "--backend-option", "circuit_breaker=0", "--backend-option", "retry_wait=0.01"] + ONE, tmp_path)
+    assert r.returncode == 1 and "decisions failed after their retries" in r.stderr
+    assert f"retrying 1 call (wave 1/2; last: APIConnectionError) at {url}" in r.stderr
+    assert "(wave 2/2" in r.stderr
+    assert read_results(tmp_path / "out").error.str.contains("APIConnectionError").all()
+
+
+def test_retry_waves_in_the_progress_bar(server, tmp_path, capsys):
+    fake, url = server(fail_first=2, fail_status=503)
+    b = _backend(url, tmp_path, max_retries=3, progress=True)
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert (df.error == "").all()
+    err = capsys.readouterr().err
+    assert "retrying 1 call (wave 1/3; last: InternalServerError)" in err and "(wave 2/3" in err
+
+
+def test_the_breaker_keeps_finished_calls_and_spares_a_live_server(server, tmp_path):
+    port, log = _free_port(), tmp_path / "served.log"
+    url = f"http://127.0.0.1:{port}/v1"
+    srv = _spawn_server(port, log)
+    try:
+        b = _backend(url, tmp_path)
+        run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]}), b)
+    finally:
+        srv.kill()
+        srv.wait()
+    kept = len(b.cache)
+    assert kept > 0
+    # same server, now gone: the finished calls are answered from the cache, the new ones trip the breaker
+    dead = _backend(url, tmp_path)
+    from crossprofile_lib.backends.openai_compat import ServerUnreachable
+    with pytest.raises(ServerUnreachable, match=f"no server answered at {url}"):
+        run_grid(RunConfig(**GRID), dead)
+    assert dead.stats["cached"] >= kept and len(dead.cache) == kept
+    # one dead URL beside a live one never trips it (the live one answers)
+    fake, live = server()
+    mixed = get_backend("openai/fake", base_url=f"http://127.0.0.1:{_closed_port()}/v1,{live}",
+                        cache=tmp_path / "c3", concurrency=16, circuit_breaker=2, **FAST)
+    assert (run_grid(RunConfig(**GRID), mixed).error == "").all()
+
+
+# --- secrets in URLs (issue 14.7) ----------------------------------------------------------------
+
+def test_a_canary_key_in_the_base_url_appears_in_no_file_or_output(tmp_path):
+    canary = "sk-urlcanary-81c3f0"
+    port, log = _free_port(), tmp_path / "served.log"
+    srv = _spawn_server(port, log, fail_first=1, fail_status=429)
+    try:
+        ok = _cli(["--base-url", f"http://user:{canary}@127.0.0.1:{port}/v1", "--progress",
+                   "--out", str(tmp_path / "out")] + ONE, tmp_path)
+        dead = _cli(["--base-url", f"http://127.0.0.1:{_closed_port()}/v1?api_key={canary}&region=eu", "--progress",
+                     "--out", str(tmp_path / "out-dead")] + CLI_GRID, tmp_path)
+    finally:
+        srv.kill()
+        srv.wait()
+    assert ok.returncode == 0, ok.stderr
+    assert dead.returncode == 1 and "api_key=***&region=eu" in dead.stderr
+    h = json.loads((tmp_path / "out/run.json").read_text())
+    assert h["config"]["backend_options"]["base_url"] == f"http://***@127.0.0.1:{port}/v1"
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "served.log"]
+    assert any(p.name == "calls.sqlite" for p in files)
+    for p in files:
+        assert canary.encode() not in p.read_bytes(), p
+    for text in (ok.stdout, ok.stderr, dead.stdout, dead.stderr):
+        assert canary not in text
+    import sqlite3
+    urls = {u for (u,) in sqlite3.connect(tmp_path / "cache/calls.sqlite").execute("SELECT base_url FROM calls")}
+    assert urls == {f"http://***@127.0.0.1:{port}/v1"}
+
+
+# --- the served model's tokenizer prices budgets (issue 13.6) ------------------------------------
+
+BUDGET_COLUMNS = ["t_all", "budget_tokens", "memory_tokens", "n_kept", "memory_sha"]
+TOK_GRID = {**GRID, "templates": ["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml"],
+            "budgets": ["0.4", "0.6", "128t"]}
+
+
+def _ledger_with(tok):
+    b = get_backend("ledger")
+    b.tokenizer = tok
+    return b
+
+
+@pytest.mark.parametrize("kind", ["vllm", "llama.cpp", "llama-cpp-python"])
+def test_budgets_use_the_servers_tokenize_endpoint(server, tmp_path, kind, capsys):
+    fake, url = server(tokenize=kind)
+    b = _backend(url, tmp_path)
+    assert b.tokenizer.name == f"server:{kind}:fake"
+    assert "budgets use the served model's tokenizer" in capsys.readouterr().err
+    df, h = run_to_dir(RunConfig(backend="openai/fake", **TOK_GRID), tmp_path / "out", backend=b)
+    assert (df.tokenizer == f"server:{kind}:fake").all() and h["tokenizer"] == f"server:{kind}:fake"
+    ref = run_grid(RunConfig(**TOK_GRID), _ledger_with(F.FakeTokenizer()))
+    assert df[BUDGET_COLUMNS].equals(ref[BUDGET_COLUMNS])  # the server's counts, BOS removed
+    off = run_grid(RunConfig(**TOK_GRID), get_backend("ledger"))
+    assert not df["budget_tokens"].equals(off["budget_tokens"])  # and not the offline approximation
+    assert fake.tokenized > 0
+
+
+def test_no_tokenize_endpoint_falls_back_with_a_notice_and_server_insists(server, tmp_path, capsys):
+    fake, url = server()
+    b = _backend(url, tmp_path)
+    assert b.tokenizer.name == "offline-bpe-approx-v1"
+    err = capsys.readouterr().err
+    assert "budgets use the offline approximation" in err and "/extras/tokenize" in err and "/tokenize" in err
+    with pytest.raises(ValueError, match="--tokenizer server, but no tokenize endpoint answered"):
+        _backend(url, tmp_path, tokenizer="server")
+    assert _backend(url, tmp_path, tokenizer="offline").tokenizer.name == "offline-bpe-approx-v1"
+
+
+def test_a_local_tokenizer_json_prices_budgets_without_probing(server, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from crossprofile_lib.tokenizer import HFTokenizer
+    words = sorted({w for t in ("templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml")
+                    for w in Path(t).read_text().replace("\n", " ").split()})
+    tok = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(["[UNK]"] + words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    (tmp_path / "mytok").mkdir()
+    tok.save(str(tmp_path / "mytok/tokenizer.json"))
+    fake, url = server(tokenize="vllm")
+    b = _backend(url, tmp_path, tokenizer=str(tmp_path / "mytok/tokenizer.json"))
+    assert b.tokenizer.name == "hf:mytok" and fake.received == 0  # the file wins; the server is not asked
+    via = run_grid(RunConfig(**TOK_GRID), b)
+    ref = run_grid(RunConfig(**TOK_GRID), _ledger_with(HFTokenizer(tmp_path / "mytok")))
+    assert via[BUDGET_COLUMNS].equals(ref[BUDGET_COLUMNS]) and (via.tokenizer == "hf:mytok").all()

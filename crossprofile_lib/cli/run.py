@@ -10,6 +10,7 @@ from . import args as A
 def _cmd_run(args) -> int:
     from ..runner import RunConfig, run_to_dir
     from ..templates import TemplateError
+    from ..backends.openai_compat import ServerUnreachable
     policies = args.policies if args.policies is not None else list(RunConfig.policies)
     cannot = A.unsupported_policies(args.backend, policies)
     if cannot:
@@ -35,6 +36,9 @@ def _cmd_run(args) -> int:
     except (TemplateError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ServerUnreachable as e:  # the circuit breaker: a run-time failure, not a usage error
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(f"{header['rows']} decisions by {header['backend']} ({header['model']}) in {header['seconds']} s "
           f"-> {args.out}/results.parquet")
     if header.get("errors"):
@@ -85,7 +89,8 @@ def register(sub) -> None:
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
     r.add_argument("--agents", type=A.int_at_least(2), default=4, help="agents per group (at least 2; default 4)")
     r.add_argument("--options", type=A.int_at_least(2), default=3, help="options per template (default 3)")
-    r.add_argument("--tokenizer", default=None, help="offline (default), gguf:PATH or hf:FOLDER")
+    r.add_argument("--tokenizer", default=None, help="offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; HTTP "
+                   "backends default to the server's tokenize endpoint where it has one (server: require it)")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
                         "else string)")
