@@ -23,7 +23,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from crossprofile_lib.backends.base import ChatBackend, ChatResult
+from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, ChatBackend, ChatResult
 from crossprofile_lib.decider import Decision
 from crossprofile_lib.hiddenbench import FIXTURE_PATH, HBConfig, run_hiddenbench
 from crossprofile_lib.tokenizer import default_tokenizer
@@ -35,6 +35,7 @@ class EchoBackend(ChatBackend):
     """Valid but uninformed answers: votes A, messages restate the agent's facts."""
 
     provider, model, decision_mode, relevance_kind = "echo", "echo-v1", "generate", "model"
+    capabilities = frozenset({CHAT, MODEL_RELEVANCE})  # a relevance filter; no B3 summaries
 
     def __init__(self):
         self.tokenizer = default_tokenizer()

@@ -1,11 +1,11 @@
-"""The stance call of the balance-aware memory (``BAL``, :mod:`crossprofile_lib.balance`).
+"""The stance call of the balance-aware memory (``BAL``, :mod:`crossprofile_lib.policies.bal`).
 
 One call per claim list: the model sees the task description, the lettered options and the
 claims' texts (numbered; never roles, labels or speaker counts) and answers, per claim, the
 option it is about, ``for`` or ``against``, and whether it bears on a stated criterion, as
 JSON ``{"stances": [{"n", "option", "direction", "criterion"}]}`` (prompt
 ``prompts/stance_v1.txt``). A claim the answer leaves out or garbles gets no stance; ``BAL``
-then keeps it only after every stanced claim (see :mod:`balance`).
+then keeps it only after every stanced claim (see :mod:`crossprofile_lib.policies.bal`).
 """
 
 from __future__ import annotations
