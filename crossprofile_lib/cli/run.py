@@ -14,8 +14,8 @@ def _cmd_run(args) -> int:
     policies = args.policies if args.policies is not None else list(RunConfig.policies)
     cannot = A.unsupported_policies(args.backend, policies)
     if cannot:
-        args.parser.error("argument --policies: backend '" + args.backend + "' cannot run "
-                          + "; ".join(f"{p} ({why})" for p, why in cannot.items()))
+        args.parser.error(f"argument --policies: backend '{args.backend}' cannot run {', '.join(cannot)}: "
+                          + "; ".join(cannot.values()))
     opts = A.backend_options(args.backend_option)
     cfg = RunConfig(backend=args.backend, templates=args.templates, seeds=args.seeds, budgets=args.budgets,
                     policies=policies, variants=args.variants if args.variants else RunConfig.variants,

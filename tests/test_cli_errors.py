@@ -1,0 +1,192 @@
+"""Bad command lines (issue 14, item 4): each one, run through the real ``crossprofile`` console
+script (or ``python -m crossprofile_lib.cli``) in its own process, exits with status 2 and a
+message naming the option and the rule, prints no traceback and writes no output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from crossprofile_lib.cli import main
+from crossprofile_lib.cli.args import option_value
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).with_name("crossprofile")
+ONE_TEMPLATE = "templates/dev/dev-hospital-01.yaml"
+
+
+def _cli(args, use_module: bool = False, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run the command line in a fresh process from the repository root."""
+    base = [sys.executable, "-m", "crossprofile_lib.cli"] if use_module or not SCRIPT.exists() else [str(SCRIPT)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSPROFILE_")}
+    return subprocess.run(base + [str(a) for a in args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _refused(p: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr + p.stdout, p.stderr
+    for f in fragments:
+        assert f in p.stderr, (f, p.stderr)
+
+
+RUN = ["run", "--out", "{out}", "--templates", ONE_TEMPLATE, "--seeds", "0", "--budgets", "0.6"]
+HB_RUN = ["hiddenbench", "run", "--out", "{out}"]
+
+# (case id, command line with {out} (must stay unwritten), {tmp} (the case's folder) and {run} (a
+#  finished tiny run), option named, words of the rule)
+CASES = [
+    ("seeds-not-integer", RUN + ["--seeds", "x"], "argument --seeds", "'x' is not an integer"),
+    ("seeds-fraction", RUN + ["--seeds", "1.5"], "argument --seeds", "'1.5' is not an integer"),
+    ("seeds-2^32", RUN + ["--seeds", "0,4294967296"], "argument --seeds", "outside 0..4294967295"),
+    ("seeds-negative", RUN + ["--seeds=-1"], "argument --seeds", "outside 0..4294967295"),
+    ("seeds-duplicate", RUN + ["--seeds", "0,1,0"], "argument --seeds", "seed 0 given twice"),
+    ("seeds-duplicate-spelling", RUN + ["--seeds", "1,01"], "argument --seeds", "same seed twice"),
+    ("seeds-empty", RUN + ["--seeds", ","], "argument --seeds", "empty list"),
+    ("budgets-duplicate", RUN + ["--budgets", "0.6,0.4,0.6"], "argument --budgets", "budget 0.6 given twice"),
+    ("budgets-duplicate-spelling", RUN + ["--budgets", "0.6,0.60"], "argument --budgets", "same budget twice"),
+    ("budgets-duplicate-fixed", RUN + ["--budgets", "128t,t128"], "argument --budgets", "same budget twice"),
+    ("budgets-negative-tokens", RUN + ["--budgets=-5t"], "argument --budgets", "at least 1 token"),
+    ("budgets-negative-tokens-in-list", RUN + ["--budgets", "0.6,-5t"], "argument --budgets", "at least 1 token"),
+    ("budgets-zero-tokens", RUN + ["--budgets", "0t"], "argument --budgets", "at least 1 token"),
+    ("budgets-ratio-above-1", RUN + ["--budgets", "1.5"], "argument --budgets", "not in (0, 1]"),
+    ("budgets-ratio-zero", RUN + ["--budgets", "0"], "argument --budgets", "not in (0, 1]"),
+    ("budgets-ratio-nan", RUN + ["--budgets", "nan"], "argument --budgets", "not in (0, 1]"),
+    ("budgets-not-a-budget", RUN + ["--budgets", "half"], "argument --budgets", "neither a ratio"),
+    ("backend-path", RUN + ["--backend", "../x"], "argument --backend", "unknown provider '..'"),
+    ("backend-unknown", RUN + ["--backend", "nosuch/model"], "argument --backend", "known providers:"),
+    ("policies-b3-on-ledger", RUN + ["--policies", "R1,B3"], "argument --policies", "cannot run B3"),
+    ("policies-empty", RUN + ["--policies", ""], "argument --policies", "empty list"),
+    ("policies-commas-only", RUN + ["--policies", ",,"], "argument --policies", "empty list"),
+    ("policies-unknown", RUN + ["--policies", "R1,NOPE"], "argument --policies", "unknown policy 'NOPE'"),
+    ("policies-duplicate", RUN + ["--policies", "R1,ALL,R1"], "argument --policies", "policy R1 given twice"),
+    ("variants-unknown", RUN + ["--variants", "PSP,XYZ"], "argument --variants", "unknown variant(s) XYZ"),
+    ("variants-empty", RUN + ["--variants", ""], "argument --variants", "empty list"),
+    ("templates-missing", RUN + ["--templates", "templates/no-such-folder"], "argument --templates",
+     "no-such-folder"),
+    ("templates-empty-folder", RUN + ["--templates", "{tmp}/empty"], "argument --templates", "{tmp}/empty"),
+    ("agents-one", RUN + ["--agents", "1"], "argument --agents", "below the minimum 2"),
+    ("options-not-integer", RUN + ["--options", "three"], "argument --options", "not an integer"),
+    ("backend-option-no-value", RUN + ["--backend-option", "social_proof"], "argument --backend-option",
+     "is not KEY=VALUE"),
+    ("backend-option-unknown-key", RUN + ["--policies", "R1", "--backend-option", "no_such_option=1"],
+     "no_such_option", "does not take"),
+    ("concurrency-zero", RUN + ["--concurrency", "0"], "argument --concurrency", "below the minimum 1"),
+    ("timeout-negative", RUN + ["--timeout=-3"], "argument --timeout", "above 0"),
+    ("max-retries-negative", RUN + ["--max-retries=-1"], "argument --max-retries", "below the minimum 0"),
+    # --out is checked first: the default grid (all templates) would otherwise run before the write fails
+    ("out-is-a-file", ["run", "--out", "{tmp}/file"], "argument --out", "is a file, not a folder"),
+    ("out-under-a-file", ["run", "--out", "{tmp}/file/sub"], "argument --out", "is a file, not a folder"),
+    ("out-probe-leaves-nothing", ["run", "--out", "{tmp}/existing", "--seeds", "x"], "argument --seeds", ""),
+    ("python-m", ["-m"] + RUN + ["--seeds", "x"], "argument --seeds", "'x' is not an integer"),
+    ("validate-empty-folder", ["validate", "{tmp}/empty"], "argument paths", "{tmp}/empty"),
+    ("composition-empty-table", ["composition", "{tmp}/empty-run"], "argument dir", "no rows"),
+    ("composition-budget-absent", ["composition", "{run}", "--budget", "0.5"], "argument --budget",
+     "budgets there: 0.6"),
+    ("stats-resamples-zero", ["stats", "{run}", "--resamples", "0"], "argument --resamples", "below the minimum 1"),
+    ("stats-seed-2^32", ["stats", "{run}", "--seed", "4294967296"], "argument --seed", "outside 0..4294967295"),
+    ("stats-fit-resamples-negative", ["stats", "{run}", "--fit-resamples=-1"], "argument --fit-resamples",
+     "below the minimum 0"),
+    ("hiddenbench-validate-empty-list", ["hiddenbench", "validate", "{tmp}/empty.json"], "argument path",
+     "empty list"),
+    ("hb-seeds", HB_RUN + ["--seeds", "1.5"], "argument --seeds", "not an integer"),
+    ("hb-policies-empty", HB_RUN + ["--policies", ""], "argument --policies", "empty list"),
+    ("hb-policies-unknown", HB_RUN + ["--policies", "NOPE"], "argument --policies", "unknown policy 'NOPE'"),
+    ("hb-budgets-negative", HB_RUN + ["--budgets=-5t"], "argument --budgets", "at least 1 token"),
+    ("hb-ablations-unknown", HB_RUN + ["--ablations", "nope"], "argument --ablations", "unknown ablation 'nope'"),
+    ("hb-tasks-empty", HB_RUN + ["--tasks", ","], "argument --tasks", "empty list"),
+    ("hb-limit-zero", HB_RUN + ["--limit", "0"], "argument --limit", "below the minimum 1"),
+    ("hb-backend-path", HB_RUN + ["--backend", "../x"], "argument --backend", "unknown provider"),
+    ("hb-data-missing", HB_RUN + ["--hiddenbench", "no-such.json"], "argument --hiddenbench", "does not exist"),
+]
+
+
+def _prepare(case_dir: Path, tiny_run: Path) -> None:
+    (case_dir / "empty").mkdir()
+    (case_dir / "file").write_text("keep me")
+    (case_dir / "existing").mkdir()
+    (case_dir / "empty.json").write_text(json.dumps([]))
+    empty_run = case_dir / "empty-run"
+    empty_run.mkdir()
+    pd.read_parquet(tiny_run / "results.parquet").iloc[:0].to_parquet(empty_run / "results.parquet")
+    shutil.copy(tiny_run / "run.json", empty_run / "run.json")
+
+
+def _fill(arg: str, case_dir: Path, tiny_run: Path) -> str:
+    return arg.format(out=case_dir / "out", tmp=case_dir, run=tiny_run)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    assert main(["run", "--out", str(out), "--templates", ONE_TEMPLATE, "--seeds", "0", "--budgets", "0.6",
+                 "--policies", "R1,ALL"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, tiny_run):
+    """Every case in its own process, run concurrently (each one pays the interpreter's start-up)."""
+    jobs = {}
+    for cid, argv, _, _ in CASES:
+        case_dir = tmp_path_factory.mktemp(cid.replace("^", ""))
+        _prepare(case_dir, tiny_run)
+        use_module = argv[0] == "-m"
+        jobs[cid] = (case_dir, [_fill(a, case_dir, tiny_run) for a in argv[use_module:]], use_module)
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        futures = {cid: pool.submit(_cli, args, use_module) for cid, (_, args, use_module) in jobs.items()}
+        return {cid: (jobs[cid][0], f.result()) for cid, f in futures.items()}
+
+
+@pytest.mark.parametrize("cid, option, rule", [(c[0], c[2], c[3]) for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_command_line(outcomes, tiny_run, cid, option, rule):
+    case_dir, p = outcomes[cid]
+    _refused(p, option, _fill(rule, case_dir, tiny_run))
+    assert not (case_dir / "out").exists(), "a refused command line wrote its output folder"
+    assert (case_dir / "file").read_text() == "keep me"
+    assert list((case_dir / "existing").iterdir()) == [], "the --out probe left a file behind"
+    assert list((case_dir / "empty").iterdir()) == []
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_out_read_only_folder_or_parent_is_refused_first(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        _refused(_cli(["run", "--out", ro]), "argument --out", "is not writable")
+        _refused(_cli(["run", "--out", ro / "new" / "deeper"]), "argument --out", "is not writable")
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(stat.S_IRWXU)
+
+
+def test_probing_out_leaves_nothing_behind(tmp_path):
+    """A writable --out passes the probe; a later bad option still leaves the folder untouched."""
+    out = tmp_path / "exists"
+    out.mkdir()
+    _refused(_cli(["run", "--out", out, "--seeds", "x"]), "argument --seeds")
+    assert list(out.iterdir()) == []
+
+
+def test_in_process_main_returns_the_exit_status(tmp_path, capsys):
+    assert main(["run", "--out", str(tmp_path / "o"), "--seeds", "x"]) == 2
+    assert "argument --seeds" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+
+
+@pytest.mark.parametrize("text, value", [("8", 8), ("-3", -3), ("-0.5", -0.5), ("1e-3", 1e-3), ("2.", 2.0),
+                                         ("inf", float("inf")), ("true", True), ("False", False),
+                                         ("chatml", "chatml"), ("gguf:/x/y.gguf", "gguf:/x/y.gguf")])
+def test_backend_option_values_are_typed_one_way(text, value):
+    v = option_value(text)
+    assert v == value and type(v) is type(value)
