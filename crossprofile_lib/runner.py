@@ -70,7 +70,8 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
             rel_error = rel.error if rel is not None else ""
             row = dict(base, policy=spec.name, base_policy=spec.base, selection=spec.selection,
                        label_format=spec.fmt, relevance_filter=m.relevance_kind, stance_source=m.stance_kind,
-                       stance_agreement=x.stance_agreement() if spec.base == "BAL" else math.nan,
+                       stance_agreement=(x.stance_agreement() if "stances" in spec.needs and spec.source == "model"
+                                         else math.nan),
                        budget_label=b.label if b else "none",
                        budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
                        budget_tokens=(btok if btok is not None else -1),
