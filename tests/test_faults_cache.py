@@ -163,3 +163,43 @@ def test_export_salvages_what_a_damaged_file_still_holds(healthy, tmp_path):
     _bad_page(healthy / FILE_NAME)
     written, bad = export_cache(healthy, tmp_path / "salvage.jsonl")
     assert 0 < written < N and written == len((tmp_path / "salvage.jsonl").read_text().splitlines())
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+def test_cache_commands(healthy, tmp_path):
+    r = _cli("cache", "check", healthy)
+    assert r.returncode == 0 and f"ok, {N} entries" in r.stdout
+    r = _cli("cache", "vacuum", healthy / FILE_NAME)
+    assert r.returncode == 0 and "bytes" in r.stdout
+    r = _cli("cache", "export", healthy, tmp_path / "all.jsonl")
+    assert r.returncode == 0 and f"{N} entries" in r.stdout
+    assert len((tmp_path / "all.jsonl").read_text().splitlines()) == N
+    _truncate(healthy / FILE_NAME)
+    r = _cli("cache", "check", healthy)
+    assert r.returncode == 1 and "truncated" in r.stderr and "move the file aside" in r.stderr
+
+
+def test_a_run_on_an_emptied_cache_refuses_and_buys_nothing(tmp_path):
+    """The issue's costly case end to end: a 0-byte cache file, a live (fake) paid API."""
+    pytest.importorskip("openai")
+    from test_backend_openai import _free_port, _spawn_server
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / FILE_NAME).write_bytes(b"")
+    port, log = _free_port(), tmp_path / "served.log"
+    srv = _spawn_server(port, log)
+    try:
+        r = _cli("run", "--backend", "openai/fake", "--base-url", f"http://127.0.0.1:{port}/v1", "--cache",
+                 tmp_path / "cache", "--tokenizer", "offline", "--out", tmp_path / "out", "--no-progress",
+                 "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6",
+                 "--policies", "ALL", "--variants", "PSP")
+    finally:
+        srv.kill()
+        srv.wait()
+    assert r.returncode == 2 and f"call cache {tmp_path / 'cache' / FILE_NAME}: 0 bytes" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not log.exists() or log.read_text() == ""  # not one call was bought
+    assert (tmp_path / "cache" / FILE_NAME).stat().st_size == 0  # and the evidence is left as it was

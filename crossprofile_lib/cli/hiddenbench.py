@@ -32,6 +32,7 @@ def _cmd_run(args) -> int:
     from ..hiddenbench.importer import HiddenBenchError
     from ..hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
     from ..prompts import PromptError
+    from ..backends.openai_compat import ServerUnreachable
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     try:
         cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
@@ -46,6 +47,9 @@ def _cmd_run(args) -> int:
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ServerUnreachable as e:  # the circuit breaker of an HTTP backend: a run-time failure
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     for n in header["data_notes"]:
         print(f"note: {n}", file=sys.stderr)
     for p, info in header["protocols"].items():
