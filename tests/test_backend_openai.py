@@ -439,3 +439,48 @@ def test_a_local_tokenizer_json_prices_budgets_without_probing(server, tmp_path)
     via = run_grid(RunConfig(**TOK_GRID), b)
     ref = run_grid(RunConfig(**TOK_GRID), _ledger_with(HFTokenizer(tmp_path / "mytok")))
     assert via[BUDGET_COLUMNS].equals(ref[BUDGET_COLUMNS]) and (via.tokenizer == "hf:mytok").all()
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_path):
+    """A real ``python -m llama_cpp.server`` with the SmolLM2 GGUF: its /extras/tokenize is found,
+    recorded, and prices every budget exactly as the embedded model's own tokenizer does."""
+    pytest.importorskip("llama_cpp")
+    import urllib.request
+    from crossprofile_lib.backends.llamacpp import model_path
+    from crossprofile_lib.tokenizer import GGUFTokenizer
+    gguf = str(model_path("smollm2-135m"))
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w")
+    srv = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
+                            "--port", str(port), "--n_ctx", "4096", "--verbose", "False"], stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/models", timeout=2).read()
+                break
+            except OSError:
+                assert srv.poll() is None and time.time() - t0 < 120, "llama_cpp.server did not start"
+                time.sleep(0.3)
+        b = get_backend("openai/smollm2-135m", base_url=url, decision_mode="score", chat_template=f"gguf:{gguf}",
+                        concurrency=1, cache=tmp_path / "cache")
+        name = "server:llama-cpp-python:smollm2-135m"
+        assert b.tokenizer.name == name
+        cfg = RunConfig(**{**TOK_GRID, "budgets": ["0.4", "0.6", "0.8", "128t"], "policies": ["R1", "B4", "ALL"],
+                           "variants": ["PSP", "SPS"]})
+        via = run_grid(cfg, _ledger_with(b.tokenizer))   # every budget priced by the server
+        ref = run_grid(cfg, _ledger_with(GGUFTokenizer(gguf)))  # ... and by the embedded model's tokenizer
+        assert via[BUDGET_COLUMNS].equals(ref[BUDGET_COLUMNS])
+        assert not via["budget_tokens"].equals(run_grid(cfg, get_backend("ledger"))["budget_tokens"])
+        one = RunConfig(backend="openai/smollm2-135m", templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0],
+                        budgets=["0.6"], policies=["R1"], variants=["PSP"])
+        df, h = run_to_dir(one, tmp_path / "out", backend=b)
+        assert (df.error == "").all() and (df.tokenizer == name).all()
+        assert json.loads((tmp_path / "out/run.json").read_text())["tokenizer"] == name
+    finally:
+        srv.terminate()
+        srv.wait(20)
+        log.close()
