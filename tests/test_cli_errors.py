@@ -106,6 +106,8 @@ CASES = [
     ("hb-tasks-empty", HB_RUN + ["--tasks", ","], "argument --tasks", "empty list"),
     ("hb-limit-zero", HB_RUN + ["--limit", "0"], "argument --limit", "below the minimum 1"),
     ("hb-backend-path", HB_RUN + ["--backend", "../x"], "argument --backend", "unknown provider"),
+    ("hb-natural-on-ledger", HB_RUN + ["--protocol", "natural"], "argument --protocol",
+     "needs a model backend with chat"),
     ("hb-data-missing", HB_RUN + ["--hiddenbench", "no-such.json"], "argument --hiddenbench", "does not exist"),
 ]
 

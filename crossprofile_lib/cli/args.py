@@ -182,14 +182,23 @@ def backend(s: str) -> str:
     return s.strip()
 
 
+def backend_capabilities(backend_spec: str):
+    """What the backend's class declares it can do beyond deciding (see ``backends.base``), read
+    from the class alone (no model is loaded); None when its module cannot be imported (a missing
+    SDK: building the backend then names it)."""
+    from ..backends import provider_class
+    try:
+        return provider_class(backend_spec.partition("/")[0]).capabilities
+    except ImportError:
+        return None
+
+
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
     """Policy -> why the backend cannot run it, from the capabilities its class declares (the
     class alone: no model is loaded); empty when it can run them all."""
-    from ..backends import provider_class
     from ..pipeline import specs_of, unsupported
-    try:
-        capabilities = provider_class(backend_spec.partition("/")[0]).capabilities
-    except ImportError:  # a provider whose SDK is missing: building the backend names it
+    capabilities = backend_capabilities(backend_spec)
+    if capabilities is None:
         return {}
     return {s.name: why for s in specs_of(policy_specs) if (why := unsupported(s, capabilities))}
 

@@ -31,9 +31,14 @@ def _cmd_validate(args) -> int:
 def _cmd_run(args) -> int:
     from ..hiddenbench.importer import HiddenBenchError
     from ..hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
+    from ..backends.base import CHAT
     from ..prompts import PromptError
     from ..backends.openai_compat import ServerUnreachable
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
+    capabilities = A.backend_capabilities(args.backend)
+    if "natural" in protocols and capabilities is not None and CHAT not in capabilities:
+        args.parser.error(f"argument --protocol: the natural protocol needs a model backend with chat; "
+                          f"'{args.backend}' has none (use e.g. --backend llamacpp/smollm2-135m)")
     try:
         cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
                        seeds=args.seeds, ablations=args.ablations,
