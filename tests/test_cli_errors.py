@@ -159,6 +159,11 @@ def test_bad_command_line(outcomes, tiny_run, cid, option, rule):
     assert list((case_dir / "empty").iterdir()) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_out_in_a_folder_even_root_cannot_write():
+    _refused(_cli(["run", "--out", "/proc/crossprofile-out"]), "argument --out", "'/proc' is not writable")
+
+
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
 def test_out_read_only_folder_or_parent_is_refused_first(tmp_path):
     ro = tmp_path / "ro"
