@@ -1,0 +1,19 @@
+"""Beyond the paper: how much of it does one mechanism explain?
+
+The reference decider (backend ``ledger``: kept evidence counted with a social-proof weight ``s`` per
+extra speaker label, a weight ``w`` on irrelevant facts' tone, and decision noise ``1/beta``) is fitted
+by least squares to the paper's published figures (``data/paper_figures.yaml``), per paper model:
+
+* :mod:`.figures`  which figures the ledger can predict, each a contrast of prereg.yaml's language
+* :mod:`.ledger`   the ledger's choice probabilities on a task grid, analytically, cached on a grid
+* :mod:`.predict`  figures as linear maps of those probabilities, for any template resample
+* :mod:`.fit`      least squares (grid + scipy refine), bootstrap refits, leave-one-out, profiles, recovery
+* :mod:`.report`   :func:`fit_paper`: every table at once
+
+Every table it produces is "fit to the paper's published numbers; not a model run".
+"""
+
+from .figures import NOT_A_MODEL_RUN, select_figures
+from .report import PaperFit, fit_paper
+
+__all__ = ["NOT_A_MODEL_RUN", "PaperFit", "fit_paper", "select_figures"]

@@ -1,0 +1,186 @@
+"""The reference decider's predictions on a task grid, computed analytically and cached.
+
+The ledger's parameters act only on its decisions: every memory of the grid (templates x variants x
+seeds x policies x budgets) is the same whatever ``(s, w, beta)`` is. With the option features of
+:func:`crossprofile_lib.rebuild.option_features` (``x0`` relevant polarity, ``x1`` relevant
+polarity x extra labels, ``x2``, ``x3`` the same for irrelevant facts), the ledger picks option ``o``
+with probability
+
+    P(o) = softmax_o( beta * (x0 + s*x1 + w*(x2 + s*x3)) )
+
+(:class:`crossprofile_lib.decider.ReferenceDecider` samples from exactly this; its argmax default is
+the limit ``beta -> inf``, ties shared equally). So the **expected** accuracy of a set of decisions is
+the mean of ``P(correct option)`` and the expected decoy-choice rate the mean of ``P(decoy option)``:
+no sampling. Decisions are collapsed into **patterns** (a decision's ``(K, 4)`` features with the
+target option first and the rest in a canonical order; identical patterns merge), so a parameter
+point costs one softmax per pattern.
+
+:func:`load_or_build` caches the design (the decision rows and their patterns) and the pattern
+probabilities on a parameter grid in one ``.npz`` + ``.parquet`` pair under a cache folder, keyed by
+the grid, the template files' bytes, seeds, policies, budgets, agents, options, tokenizer and the
+package version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+
+FORMULA = "softmax(beta*(x0 + s*x1 + w*(x2 + s*x3))) v1"   # part of the cache key
+TARGETS = ("correct", "chose_decoy")
+#: the coarse parameter grid: social proof s, irrelevant weight w, inverse temperature beta
+GRID = {"social_proof": tuple(np.round(np.linspace(-0.3, 4.5, 17), 6)),
+        "irrelevant_weight": tuple(np.round(np.linspace(-3.0, 3.0, 13), 6)),
+        "inverse_temperature": tuple(np.round(np.geomspace(0.05, 40.0, 13), 6))}
+
+
+def default_cache_dir() -> Path:
+    """``$CROSSPROFILE_CACHE/paperfit`` (default ``.crossprofile_cache/paperfit``)."""
+    return Path(os.environ.get("CROSSPROFILE_CACHE", ".crossprofile_cache")) / "paperfit"
+
+
+def grid_points(grid: dict = GRID) -> np.ndarray:
+    """``(G, 3)`` every combination of the grid's (s, w, beta), s slowest."""
+    s, w, b = (np.asarray(grid[k], dtype=float) for k in ("social_proof", "irrelevant_weight", "inverse_temperature"))
+    return np.stack(np.meshgrid(s, w, b, indexing="ij"), axis=-1).reshape(-1, 3)
+
+
+def target_probability(Xp: np.ndarray, theta: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """P(target option) for patterns ``Xp`` ``(P, K, 4)`` (target at index 0) at ``theta``:
+    ``(3,)`` -> ``(P,)``, ``(G, 3)`` -> ``(G, P)``. Computed as ``1 / (1 + sum_k exp(u_k - u_0))``
+    on the feature differences (no overflow trouble: a huge term gives probability 0)."""
+    return target_probability_diff(Xp[:, 1:, :] - Xp[:, :1, :], theta, chunk)
+
+
+def target_probability_diff(D: np.ndarray, theta: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """As :func:`target_probability` from ``D = Xp[:, 1:] - Xp[:, :1]`` ``(P, K-1, 4)``."""
+    th = np.atleast_2d(np.asarray(theta, dtype=float))
+    P, K1, F = D.shape
+    flat = D.reshape(P * K1, F).T
+    out = np.empty((len(th), P))
+    for g0 in range(0, len(th), chunk):
+        t = th[g0:g0 + chunk]
+        s, w, b = t[:, 0], t[:, 1], t[:, 2]
+        phi = np.stack([b, b * s, b * w, b * w * s], axis=1)            # (g, 4)
+        with np.errstate(over="ignore"):
+            e = np.exp(phi @ flat).reshape(len(t), P, K1)
+        out[g0:g0 + chunk] = 1.0 / (1.0 + e.sum(axis=2))
+    return out[0] if np.ndim(theta) == 1 else out
+
+
+@dataclass
+class LedgerDesign:
+    """The decisions of a grid as patterns. ``rows``: one row per decision with the results-table
+    columns known before deciding (policy, cell, net_lead, kept_*, ...); ``Xp`` ``(P, K, 4)``;
+    ``pattern[target]`` ``(n,)`` each row's pattern for target ``correct`` / ``chose_decoy``;
+    ``p_grid`` ``(G, P)`` pattern probabilities at ``grid_points(grid)``."""
+
+    rows: pd.DataFrame
+    Xp: np.ndarray
+    pattern: dict
+    grid: dict
+    p_grid: np.ndarray
+    key: str
+    config: dict
+    from_cache: bool = False
+    seconds: dict = field(default_factory=dict)
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        return tuple(sorted(self.rows["template_id"].astype(str).unique()))
+
+    def probability(self, theta) -> np.ndarray:
+        return target_probability(self.Xp, theta)
+
+
+def _canonical(X: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``(n, K*4)``: each decision's features with the target option first, the others sorted."""
+    n, K, F = X.shape
+    rows = np.arange(n)
+    others = np.stack([X[rows, (target + j) % K] for j in range(1, K)], axis=1)
+    key = (others + 512.0) @ (1024.0 ** np.arange(F)[::-1])
+    others = np.take_along_axis(others, np.argsort(key, axis=1, kind="stable")[:, :, None], axis=1)
+    return np.concatenate([X[rows, target][:, None], others], axis=1).reshape(n, K * F)
+
+
+def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budgets: Sequence[str],
+                 n_agents: int = 4, tokenizer: Optional[str] = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """Build every memory of the grid (no decisions) and return ``(rows, Xp, pattern)``."""
+    from ..decider import ReferenceDecider
+    from ..runner import RunConfig, build_requests
+    from ..rebuild import option_features
+    from ..tokenizer import get_tokenizer
+    cfg = RunConfig(backend="ledger", seeds=list(seeds), budgets=list(budgets), policies=list(policies),
+                    n_agents=n_agents, tokenizer=tokenizer)
+    stub = ReferenceDecider(tokenizer=get_tokenizer(tokenizer))
+    X, tgt, recs = [], {k: [] for k in TARGETS}, []
+    for req, row in build_requests(templates, cfg, stub):
+        t = req.task.template
+        X.append(option_features(req.task, req.memory, req.option_order))
+        tgt["correct"].append(req.option_order.index(t.correct_option))
+        tgt["chose_decoy"].append(req.option_order.index(t.decoy_option))
+        recs.append(row)
+    if not recs:
+        raise ValueError("the grid has no decisions (no templates, seeds or policies)")
+    X = np.stack(X)
+    canon = {k: _canonical(X, np.asarray(v)) for k, v in tgt.items()}
+    both = np.concatenate([canon[k] for k in TARGETS])
+    uniq, inv = np.unique(both, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    n = len(X)
+    pattern = {k: inv[i * n:(i + 1) * n] for i, k in enumerate(TARGETS)}
+    drop = [c for c in ("option_order", "memory_sha", "error", "stance_source", "stance_agreement") if c in recs[0]]
+    rows = pd.DataFrame(recs).drop(columns=drop)
+    return rows, uniq.reshape(-1, X.shape[1], X.shape[2]), pattern
+
+
+def _template_digest(paths) -> list:
+    from ..templates import template_paths
+    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in template_paths(paths))
+
+
+def cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid) -> tuple[str, dict]:
+    cfg = dict(templates=_template_digest(templates), seeds=[int(s) for s in seeds], policies=list(policies),
+               budgets=[str(b) for b in budgets], n_agents=int(n_agents), tokenizer=tokenizer or "default",
+               grid={k: [float(v) for v in grid[k]] for k in sorted(grid)}, version=__version__, formula=FORMULA)
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:20], cfg
+
+
+def load_or_build(templates: Sequence[str], seeds: Sequence[int], policies: Sequence[str],
+                  budgets: Sequence[str], cache_dir: Optional[Path | str] = None, grid: dict = GRID,
+                  n_agents: int = 4, tokenizer: Optional[str] = None) -> LedgerDesign:
+    """The design and its grid probabilities, from ``cache_dir`` when the key matches, else built
+    (and written there). ``templates``: template paths (files or folders)."""
+    from ..templates import load_templates
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    key, cfg = cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid)
+    npz, pq = cache_dir / f"ledger-{key}.npz", cache_dir / f"ledger-{key}.parquet"
+    t0 = time.perf_counter()
+    if npz.exists() and pq.exists():
+        z = np.load(npz)
+        rows = pd.read_parquet(pq)
+        return LedgerDesign(rows, z["Xp"], {k: z[f"pattern_{k}"] for k in TARGETS}, grid, z["p_grid"], key,
+                            cfg, True, {"load": time.perf_counter() - t0})
+    rows, Xp, pattern = build_design(load_templates(list(templates), n_options=3), seeds, policies, budgets,
+                                     n_agents, tokenizer)
+    t1 = time.perf_counter()
+    p_grid = target_probability(Xp, grid_points(grid))
+    t2 = time.perf_counter()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f".ledger-{key}.{os.getpid()}"
+    np.savez_compressed(f"{tmp}.npz", Xp=Xp, p_grid=p_grid, **{f"pattern_{k}": v for k, v in pattern.items()})
+    rows.to_parquet(f"{tmp}.parquet", index=False)
+    os.replace(f"{tmp}.parquet", pq)   # parquet first: the .npz marks a complete entry
+    os.replace(f"{tmp}.npz", npz)
+    return LedgerDesign(rows, Xp, pattern, grid, p_grid, key, cfg, False,
+                        {"memories": t1 - t0, "grid": t2 - t1, "write": time.perf_counter() - t2})
