@@ -38,7 +38,7 @@ book: install install-llm
 # opens as a notebook (scripts/lab-settings), run all cells for the controls. LAB_ARGS: e.g. --no-browser.
 lab: install
 	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/scripts/lab-settings $(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 \
-		--ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) notebooks/10-explorer.md
+		--ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS) notebooks/10-explorer.md
 
 bench: install
 	$(BIN)/python benchmarks/bench_grid.py
