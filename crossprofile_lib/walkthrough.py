@@ -13,7 +13,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .book import REFERENCE, resolve
+from .book import resolve
 from .constants import PRIMARY_BUDGET
 from .policies import WALK_POLICIES
 
@@ -35,6 +35,7 @@ class Walkthrough:
     decisions: dict = field(default_factory=dict)
     decider: str = ""
     tokenizer: str = ""
+    social_proof: float = 0.0
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -54,34 +55,14 @@ class Walkthrough:
         return composition(self.task, self.memories[policy])
 
     def html(self) -> str:
-        """A static view: transcript, claim list, each memory and the decision (no JavaScript)."""
-        t = self.task.template
-        role = {f.id: f.role for f in t.facts}
-        esc = html.escape
-        tr = "".join(f"<li><b>{esc(u.speaker)}</b>: {esc(u.text)} <span class='cp-role cp-{role[u.fact_id]}'>"
-                     f"{role[u.fact_id]}</span></li>" for u in self.transcript.utterances)
-        cl = "".join(f"<tr><td>{c.first_mention + 1}</td><td>{esc(','.join(c.speakers))}</td><td>{c.count}</td>"
-                     f"<td>{esc(c.text)}</td><td>{role[c.fact_id]}</td></tr>" for c in self.claims.claims)
-        mem = []
-        for p in self.policies:
-            m, d = self.memories[p], self.decisions[p]
-            c = self.composition(p)
-            verdict = ("correct" if d.option == t.correct_option else
-                       "decoy" if d.option == t.decoy_option else "third option")
-            mem.append(f"<details><summary><b>{esc(p)}</b>: keeps {c.kept_support} support / {c.kept_decoy} decoy / "
-                       f"{c.kept_irrelevant} irrelevant ({m.tokens} of {self.budget_tokens} tokens); net lead "
-                       f"{c.net_lead:+d}; {REFERENCE} chooses <b>{esc(t.option(d.option).name)}</b> ({verdict})"
-                       f"</summary><pre>{esc(m.text) or '(empty memory)'}</pre></details>")
-        return (f"<p><b>{esc(t.title)}</b> ({esc(t.id)}), variant <b>{self.task.variant.name}</b>, seed "
-                f"{self.task.seed}; correct option <b>{esc(t.option(t.correct_option).name)}</b>, decoy option "
-                f"<b>{esc(t.option(t.decoy_option).name)}</b> (roles are never shown to a model). "
-                f"Budget {self.budget_tokens} of T_all = {self.t_all} tokens. Decisions by the {REFERENCE} "
-                f"({esc(self.decider)}).</p>"
-                f"<details><summary>Scripted discussion ({len(self.transcript.utterances)} lines, speaker order "
-                f"{', '.join(self.transcript.speaker_order)})</summary><ol>{tr}</ol></details>"
-                f"<details><summary>Claim list ({len(self.claims)} claims)</summary><table><tr><th>first</th>"
-                f"<th>speakers</th><th>n</th><th>text</th><th>role</th></tr>{cl}</table></details>"
-                + "".join(mem))
+        """A static view (no JavaScript), the explorer's: the first policy's memory and decision
+        in focus, the other policies, the scripted discussion and the claim list; a decision on a
+        tied top score is shown as a tie (:mod:`crossprofile_lib.explorer`)."""
+        from .explorer import Exploration
+        return Exploration(self, self.policies[0], self.social_proof).html()
+
+    def _repr_html_(self) -> str:  # renders itself in Jupyter
+        return self.html()
 
 
 def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUDGET,
@@ -98,7 +79,7 @@ def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUD
     task = u.task
     b = Budget.parse(budget)
     w = Walkthrough(task, u.transcript, u.claims, b.tokens(u.t_all), u.t_all, tuple(policies), decider=dec.model,
-                    tokenizer=dec.tokenizer.name)
+                    tokenizer=dec.tokenizer.name, social_proof=social_proof)
     for m in memories(u, specs_of(policies), [b], dec, task.task_id,
                       lambda spec, key: stream(seed, "policy", task.task_id, spec.name)):
         p = m.spec.name
