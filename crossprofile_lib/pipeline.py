@@ -7,7 +7,7 @@ rebuild of a run's memories for the social-proof fit.
 * :func:`build_task` builds one :class:`TaskUnit` (the task for a template, variant and seed,
   its scripted discussion, claim list, option order and ``T_all``); :func:`task_units` the
   grid's, in grid order (template, variant, seed), once.
-* :class:`PolicyInputs` supplies what the policies need for one unit (``Policy.needs``):
+* :class:`TaskInputs` supplies what the policies need for one unit (``Policy.needs``):
   relevance tiers and stances from the backend (``source = model``; asked at most once per
   unit) or from the roles (``source = oracle``), the transcript, the backend's summariser.
 * :func:`memories` yields one :class:`MemoryItem` per policy x budget of a unit.
@@ -45,12 +45,14 @@ class TaskUnit:
 def build_task(template, variant: Variant | str, seed: int, n_agents: int = 4, tokenizer=None,
                total: Optional[int] = None) -> TaskUnit:
     """The task, its scripted discussion, claim list and option order (``T_all`` priced with
-    ``tokenizer``, or given as ``total``)."""
+    ``tokenizer``, or given as ``total`` when the caller priced the template already)."""
+    if total is None:
+        if tokenizer is None:
+            raise ValueError(f"template {template.id}: build_task needs a tokenizer (or T_all) to price the budgets")
+        total = t_all(template, tokenizer, n_agents)
     task = make_task(template, variant, seed, n_agents)
     tr = scripted_discussion(task)
     cl = claim_list(tr, agent_names(n_agents))
-    if total is None:
-        total = t_all(template, tokenizer, n_agents) if tokenizer is not None else -1
     return TaskUnit(task, tr, cl, option_order(task), total)
 
 
@@ -75,7 +77,7 @@ def unsupported(spec: PolicySpec, capabilities: frozenset) -> Optional[str]:
     return None
 
 
-class PolicyInputs:
+class TaskInputs:
     """What the policies need for one unit, each asked for at most once (see the module doc).
 
     ``oracle_rel`` / ``oracle_st`` read the roles (defaults: the template's, :mod:`evidence`)."""
@@ -134,12 +136,12 @@ class MemoryItem:
 
 
 def memories(unit: TaskUnit, specs: Sequence[PolicySpec], budgets: Sequence[Budget], backend, key_prefix: str,
-             rng_for: Callable, inputs: Optional[PolicyInputs] = None) -> Iterator[MemoryItem]:
+             rng_for: Callable, inputs: Optional[TaskInputs] = None) -> Iterator[MemoryItem]:
     """Every policy x budget memory of ``unit`` (unbudgeted policies once, budget ``None``).
 
     ``rng_for(spec, key)`` gives the policy's generator (or None); ``key`` is
     ``{key_prefix}/{policy}/{budget label or -}``."""
-    x = inputs or PolicyInputs(unit, backend)
+    x = inputs or TaskInputs(unit, backend)
     summarise = backend.summarise if SUMMARISE in backend.capabilities else None
     for spec in specs:
         rel = stances = None

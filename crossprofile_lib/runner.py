@@ -23,7 +23,7 @@ from .budgets import Budget
 from .constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from .decider import DecisionRequest
 from .evidence import composition
-from .pipeline import PolicyInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
+from .pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
 from .policies import DEFAULT_POLICIES, relevance_metrics
 from .results import git_commit, write_results
 from .rng import stream
@@ -62,7 +62,7 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
                     support_attr=v.support_attr, decoy_attr=v.decoy_attr,
                     irrelevant_attr=v.irrelevant_attr, cell=v.cell, pooled_cell=v.pooled_cell, seed=task.seed,
                     n_agents=cfg.n_agents, t_all=u.t_all, option_order=",".join(u.order))
-        x = PolicyInputs(u, backend)
+        x = TaskInputs(u, backend)
         for m in memories(u, specs, budgets, backend, task.task_id, policy_rng(task.seed), x):
             spec, mem, b, btok, rel = m.spec, m.memory, m.budget, m.budget_tokens, m.relevance
             comp = composition(task, mem)

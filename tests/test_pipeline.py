@@ -88,7 +88,8 @@ def test_a_model_run_builds_every_task_once(dev_templates, monkeypatch):
     purposes = [r.purpose for r in be.sent]
     # one relevance, one stance and one B3 call per task, all sent in the prefetch batch
     assert purposes.count("relevance") == purposes.count("stance") == purposes.count("b3") == 4
-    assert set(df.policy) == {"R1", "R1-rel", "BAL", "B3", "ALL"} and (df.relevance_filter[df.policy == "R1-rel"] == "model").all()
+    assert set(df.policy) == {"R1", "R1-rel", "BAL", "B3", "ALL"}
+    assert (df.relevance_filter[df.policy == "R1-rel"] == "model").all()
 
 
 def test_the_walkthrough_and_the_runner_build_the_same_memories(dev_templates):

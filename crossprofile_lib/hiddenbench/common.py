@@ -35,7 +35,7 @@ from ..constants import PRIMARY_BUDGET
 from ..decider import DecisionRequest, option_order
 from ..discussion import ClaimList, Task, Transcript, label
 from ..memory import Memory
-from ..pipeline import PolicyInputs, TaskUnit, memories, policy_rng, unsupported
+from ..pipeline import TaskInputs, TaskUnit, memories, policy_rng, unsupported
 from ..policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
 from ..templates import Fact, Option, Template
 from ..variants import agent_names
@@ -167,7 +167,7 @@ def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript,
     task = view.source
     order = option_order(view)
     unit = TaskUnit(view, transcript, cl, order, t_all(task, backend.tokenizer))
-    inputs = PolicyInputs(unit, backend, oracle_rel=_every_fact)
+    inputs = TaskInputs(unit, backend, oracle_rel=_every_fact)
     for m in memories(unit, plan.specs, [Budget.parse(b) for b in budgets], backend, key_prefix,
                       policy_rng(view.seed, "hb-policy", always=True), inputs):
         spec, b, btok, mem = m.spec, m.budget, m.budget_tokens, m.memory
