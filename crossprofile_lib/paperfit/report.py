@@ -36,7 +36,7 @@ from .predict import evaluate_figures, figure_matrix
 #: known parameters for the recovery check (besides each model's fitted point)
 RECOVERY_TRUTHS = ((0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0))
 PROFILE_POINTS = 25
-FIT_VERSION = 1   # bump when the fit's method changes (part of the result cache key)
+FIT_VERSION = 3   # bump when the fit's method changes (part of the result cache key)
 TABLES = ("params", "figures", "memory", "profiles", "recovery")
 
 
@@ -50,20 +50,27 @@ class PaperFit:
     params: pd.DataFrame       # model, parameter, estimate, lo, hi, profile_lo, profile_hi, at_bound
     figures: pd.DataFrame      # one row per (model, decision figure)
     memory: pd.DataFrame       # parameter-free figures: paper vs the ledger's memories
-    profiles: pd.DataFrame     # model, parameter, value, loss
+    profiles: pd.DataFrame     # model, parameter, value, loss, delta ((loss - min) / sigma^2; 95%: chi2_1 3.84)
     recovery: pd.DataFrame     # model, truth and estimate per parameter
     info: dict = field(default_factory=dict)
 
     title = NOT_A_MODEL_RUN
 
 
+#: half-width of the fine profile window around the estimate: s, w, log(beta)
+_FINE = (0.15, 0.8, 0.5)
+
+
 def _profile_values(k: int, est: float) -> np.ndarray:
+    """The coarse range of parameter k (:data:`PROFILE_POINTS` values across its bounds) plus a
+    fine window of 21 values around the estimate (the interval's ends need the resolution)."""
     lo, hi = BOUNDS[k]
+    off = np.linspace(-_FINE[k], _FINE[k], 21)
     if k == 2:
-        v = np.geomspace(lo, hi, PROFILE_POINTS)
+        v = np.concatenate([np.geomspace(lo, hi, PROFILE_POINTS), est * np.exp(off)])
     else:
-        v = np.linspace(lo, hi, PROFILE_POINTS)
-    return np.unique(np.append(v, est))
+        v = np.concatenate([np.linspace(lo, hi, PROFILE_POINTS), est + off])
+    return np.unique(np.clip(np.round(v, 10), lo, hi))
 
 
 def _profile_interval(values: np.ndarray, loss: np.ndarray, threshold: float) -> tuple[float, float]:
@@ -171,7 +178,9 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
                 vals = _profile_values(k, full["theta"][k])
                 prof = F.profile(y, used, full, k, vals)
                 plo, phi = _profile_interval(vals, prof, thr)
-                profrows += [dict(model=short(m), parameter=name, value=v, loss=L) for v, L in zip(vals, prof)]
+                profrows += [dict(model=short(m), parameter=name, value=v, loss=L,
+                                  delta=(L - full["loss"]) / sigma2 if sigma2 > 0 else math.nan)
+                             for v, L in zip(vals, prof)]
             prow.append(dict(model=short(m), parameter=name, estimate=full["theta"][k], lo=lo, hi=hi,
                              profile_lo=plo, profile_hi=phi, at_bound=full["at_bound"][k]))
         for i, f in enumerate(dec):
