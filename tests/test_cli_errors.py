@@ -68,6 +68,7 @@ CASES = [
     ("policies-empty", RUN + ["--policies", ""], "argument --policies", "empty list"),
     ("policies-commas-only", RUN + ["--policies", ",,"], "argument --policies", "empty list"),
     ("policies-unknown", RUN + ["--policies", "R1,NOPE"], "argument --policies", "unknown policy 'NOPE'"),
+    ("policies-k0", RUN + ["--policies", "R1-k0"], "argument --policies", "keeps at least 1 claim"),
     ("policies-duplicate", RUN + ["--policies", "R1,ALL,R1"], "argument --policies", "policy R1 given twice"),
     ("variants-unknown", RUN + ["--variants", "PSP,XYZ"], "argument --variants", "unknown variant(s) XYZ"),
     ("variants-empty", RUN + ["--variants", ""], "argument --variants", "empty list"),

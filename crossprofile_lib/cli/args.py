@@ -130,9 +130,11 @@ def policies(s: str) -> list[str]:
     out = _items(s, "policy", "R1,ALL")
     for p in out:
         try:
-            parse_policy(p)
+            spec = parse_policy(p)
         except ValueError as e:
             raise ArgError(f"{e}; the default grid is {','.join(DEFAULT_POLICIES)}") from None
+        if spec.fixed_k is not None and spec.fixed_k < 1:
+            raise ArgError(f"policy '{p}': a fixed-k policy keeps at least 1 claim (e.g. {spec.base}-k7)")
     return out
 
 
