@@ -125,21 +125,44 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     return data, info
 
 
+def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):
+    from .stats.netlead import subset
+    if config is None:
+        return "no run header (run.json) to rebuild the memories from"
+    try:
+        return rebuild_choice_data(subset(d, where), config, templates)
+    except (FileNotFoundError, ValueError) as e:
+        return f"cannot rebuild the memories: {e}"
+
+
 def choice_data_by_model(df: pd.DataFrame, config: Optional[dict], templates=None,
                          where: Optional[dict] = None) -> dict:
     """Choice data for every (backend, model) of ``df``, as :func:`crossprofile_lib.stats.analysis.analyse`
     takes it: ``{(backend, model): (ChoiceData, info)}``, or ``{...: "reason"}`` where the memories
     cannot be rebuilt (no run header, templates not found). ``where``: the rows to use
     (prereg.yaml's ``settings.social_proof_where``)."""
-    from .stats.netlead import subset
-    out = {}
-    for (backend, model), d in df.groupby(["backend", "model"], sort=True):
-        key = (str(backend), str(model))
-        if config is None:
-            out[key] = "no run header (run.json) to rebuild the memories from"
-            continue
-        try:
-            out[key] = rebuild_choice_data(subset(d, where), config, templates)
-        except (FileNotFoundError, ValueError) as e:
-            out[key] = f"cannot rebuild the memories: {e}"
-    return out
+    return {(str(b), str(m)): _rebuild_or_reason(d, config, templates, where)
+            for (b, m), d in df.groupby(["backend", "model"], sort=True)}
+
+
+def choice_data_rebuilder(df: pd.DataFrame, config: Optional[dict], templates=None, where: Optional[dict] = None):
+    """The lazy form of :func:`choice_data_by_model`: ``(backend, model) -> (ChoiceData, info) or
+    reason``, rebuilt only when called (``analyse`` calls it only when its cache has no fit)."""
+    def rebuild(backend: str, model: str):
+        d = df[(df["backend"].astype(str) == backend) & (df["model"].astype(str) == model)]
+        return _rebuild_or_reason(d, config, templates, where)
+    return rebuild
+
+
+def rebuild_inputs_key(config: Optional[dict], templates=None) -> str:
+    """What a rebuild depends on besides the rows: the run's configuration and the content of
+    the template files it reads (a key part of the social-proof fit's cache entry)."""
+    import json
+    from .stats.cache import files_digest
+    paths = templates if templates is not None else (config or {}).get("templates", [])
+    paths = [paths] if isinstance(paths, (str, bytes)) else [str(p) for p in paths]
+    try:
+        files = files_digest(paths)
+    except OSError:
+        files = "unreadable"
+    return json.dumps({"config": config, "templates": paths, "files": files}, sort_keys=True, default=str)

@@ -37,15 +37,18 @@ def _cmd_stats(args) -> int:
         print(f"error: {args.dir}/results.parquet: no decisions left to analyse", file=sys.stderr)
         return 1
     try:
-        choice = None
-        if args.fit_resamples is None or args.fit_resamples > 0:
-            from ..rebuild import choice_data_by_model
-            choice = choice_data_by_model(rows, config, args.templates, prereg.settings["social_proof_where"])
+        from ..rebuild import choice_data_rebuilder, rebuild_inputs_key
+        from ..stats.cache import FitCache
+        cache = FitCache.for_run(args.dir, enabled=not args.no_cache)
+        choice = choice_data_rebuilder(rows, config, args.templates, prereg.settings["social_proof_where"])
         res = analyse(rows, prereg, n_resamples=args.resamples, seed=args.seed, choice_data=choice,
-                      regressions=not args.no_regressions, fit_resamples=args.fit_resamples, rows=prepared)
+                      regressions=not args.no_regressions, fit_resamples=args.fit_resamples, rows=prepared,
+                      cache=cache, choice_key=rebuild_inputs_key(config, args.templates))
     except PreregError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if cache.write_error:
+        print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
     if args.json:
         print(json.dumps(to_jsonable({"run": str(args.dir), "models": res}), indent=1))
     else:
@@ -55,6 +58,7 @@ def _cmd_stats(args) -> int:
 
 
 def register(sub) -> None:
+    from ..stats.cache import CACHE_DIRNAME
     s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
                                      "net-lead regressions, fitted social-proof weight")
     s.add_argument("dir", help="a run folder (results.parquet + run.json)")
@@ -70,6 +74,9 @@ def register(sub) -> None:
     s.add_argument("--analysis-set", choices=("formal", "all"), default="formal",
                    help="formal (default): confirmatory statistics on the formal templates only (ids of the files "
                         "under templates/formal/), development templates dropped; all: every template (exploratory)")
+    s.add_argument("--no-cache", action="store_true",
+                   help=f"refit the regressions and the social-proof weight instead of reading them from "
+                        f"DIR/{CACHE_DIRNAME}/ (keyed by the table's hash, options and code)")
     s.add_argument("--templates", nargs="+", default=None,
                    help="template paths to rebuild memories from (default: those in run.json)")
     s.set_defaults(func=_cmd_stats)

@@ -8,6 +8,8 @@ The social-proof fit needs the decisions' rebuilt memories: the caller rebuilds 
 this module only computes. Before anything, :func:`.analysis_set.prepare` refuses failed calls
 (or drops them with ``allow_errors``) and keeps the analysis set (the formal templates);
 each model's ``status`` is confirmatory only when :func:`.analysis_set.run_status` says so.
+The slow fits (regressions, social-proof fit) go through a :class:`.cache.FitCache` when one is
+given (``crossprofile stats`` keeps it in ``DIR/.stats_cache/``).
 """
 
 from __future__ import annotations
@@ -18,25 +20,36 @@ from typing import Optional
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from . import tables as T
 from .analysis_set import MIN_TEMPLATES_CONFIRMATORY, prepare, run_status
 from .bootstrap import DEFAULT_RESAMPLES, TemplateBootstrap
 from .contrasts import Prereg, evaluate_contrasts, load_prereg
-from .netlead import net_lead_analysis
+from .cache import FitCache, table_hash
+from .netlead import net_lead_analysis, regressions_fit, subset
 from .socialproof import fit_social_proof
 
+#: BLAS threads during the analysis: one. The fits' matrices are small, extra threads only spin
+#: (on a busy 2-core machine they doubled the CPU time of ``crossprofile stats``), and a fixed
+#: thread count keeps the summation order, hence every printed digit, the same on every machine.
+BLAS_THREADS = 1
 
-def analyse_model(df: pd.DataFrame, prereg: Prereg, rng: np.random.Generator,
+
+def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
                   n_resamples: int = DEFAULT_RESAMPLES, choice_data=None,
-                  regressions: bool = True, fit_resamples: Optional[int] = 1000, rows: Optional[dict] = None) -> dict:
+                  regressions: bool = True, fit_resamples: Optional[int] = 1000, rows: Optional[dict] = None,
+                  cache: Optional[FitCache] = None, choice_key: str = "") -> dict:
     """Every statistic for the rows of one model (``df`` holds a single backend/model, already
-    :func:`~.analysis_set.prepare`-d; ``rows`` is what ``prepare`` reported).
+    :func:`~.analysis_set.prepare`-d; ``rows`` is what ``prepare`` reported). The resample
+    index matrix is drawn from ``numpy.random.default_rng(seed)``.
 
-    ``choice_data``: ``(ChoiceData, info)`` for the social-proof fit, or a string saying why
-    there is none (None: "not handed in").
+    ``choice_data``: ``(ChoiceData, info)`` for the social-proof fit, a string saying why there
+    is none, or a callable returning either (called only when ``cache`` has no stored fit;
+    ``choice_key`` then identifies its inputs: run config and template files). ``cache``: a
+    :class:`~.cache.FitCache` for the regressions and the social-proof fit (None: no cache).
     """
-    boot = TemplateBootstrap.draw(df["template_id"].astype(str).unique(), n_resamples, rng)
+    boot = TemplateBootstrap.draw(df["template_id"].astype(str).unique(), n_resamples, np.random.default_rng(seed))
     st = prereg.settings
     first = df.iloc[0]
     out = dict(backend=str(first["backend"]), model=str(first["model"]),
@@ -58,38 +71,58 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, rng: np.random.Generator,
     out["relevance"] = T.relevance_table(df, boot)
     out["label_effects"] = T.label_effects(df, boot)
     out["support_shared_minus_private"] = T.support_shared_minus_private(df, boot)
-    out["net_lead"] = net_lead_analysis(df, boot, st["net_lead_where"], regressions=regressions)
+    cache = cache or FitCache(None)
+
+    def fit(d, reference):
+        return cache.get("regressions", dict(rows=table_hash(d), reference=reference), lambda: regressions_fit(d, reference))
+
+    out["net_lead"] = net_lead_analysis(df, boot, st["net_lead_where"], regressions=regressions, fit=fit)
     if fit_resamples is not None and fit_resamples <= 0:
         out["social_proof"] = dict(skipped="not requested (--fit-resamples 0)")
-    elif choice_data is None or isinstance(choice_data, str):
-        out["social_proof"] = dict(skipped=choice_data or "no rebuilt choice data handed in")
     else:
-        data, info = choice_data
-        out["social_proof"] = fit_social_proof(data, boot, fit_resamples)
-        out["social_proof"]["rebuild"] = info
+        def social_proof():
+            cd = choice_data() if callable(choice_data) else choice_data
+            if cd is None or isinstance(cd, str):
+                return dict(skipped=cd or "no rebuilt choice data handed in")
+            data, info = cd
+            return dict(fit_social_proof(data, boot, fit_resamples), rebuild=info)
+        sp_rows = subset(df, st["social_proof_where"])
+        out["social_proof"] = cache.get("social_proof", dict(
+            rows=table_hash(sp_rows), units=list(boot.units), resamples=boot.n_resamples, seed=seed,
+            fit_resamples=fit_resamples, inputs=choice_key), social_proof)
     return out
 
 
 def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int = DEFAULT_RESAMPLES,
-            seed: int = 0, choice_data: Optional[dict] = None, regressions: bool = True,
+            seed: int = 0, choice_data=None, regressions: bool = True,
             fit_resamples: Optional[int] = 1000, allow_errors: bool = False, analysis_set: str = "formal",
-            rows: Optional[dict] = None) -> list[dict]:
+            rows: Optional[dict] = None, cache: Optional[FitCache] = None, choice_key: str = "") -> list[dict]:
     """:func:`analyse_model` for each (backend, model) of ``df``; each draws its resamples from
     ``numpy.random.default_rng(seed)`` (same seed and templates -> same index matrix).
 
     ``df`` is first :func:`~.analysis_set.prepare`-d (``allow_errors``, ``analysis_set``) unless
     ``rows`` (what an earlier ``prepare`` returned) says the caller did it. ``choice_data``:
     ``{(backend, model): (ChoiceData, info) or reason}`` from
-    :func:`crossprofile_lib.rebuild.choice_data_by_model` on the prepared rows (None: no
-    social-proof fit)."""
+    :func:`crossprofile_lib.rebuild.choice_data_by_model` on the prepared rows, or a callable
+    ``(backend, model) -> (ChoiceData, info) or reason`` called only on a cache miss (None: no
+    social-proof fit). ``cache``, ``choice_key``: see :func:`analyse_model`."""
     prereg = prereg or load_prereg()
     if rows is None:
         df, rows = prepare(df, allow_errors, analysis_set)
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        return _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamples, rows, cache, choice_key)
+
+
+def _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamples, rows, cache, choice_key):
     out = []
     for (backend, model), d in df.groupby(["backend", "model"], sort=True):
-        cd = (choice_data or {}).get((str(backend), str(model)))
-        out.append(analyse_model(d, prereg, np.random.default_rng(seed), n_resamples, cd,
-                                 regressions, fit_resamples, rows))
+        key = (str(backend), str(model))
+        if callable(choice_data):
+            cd = (lambda k=key: choice_data(*k))
+        else:
+            cd = (choice_data or {}).get(key)
+        out.append(analyse_model(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,
+                                 cache, choice_key))
         out[-1]["seed"] = seed
     return out
 

@@ -248,14 +248,16 @@ def verdict_table(fits: dict) -> pd.DataFrame:
 
 
 def net_lead_analysis(df: pd.DataFrame, boot: TemplateBootstrap, where: Optional[dict] = None,
-                      regressions: bool = True, reference: str = "R1") -> dict:
+                      regressions: bool = True, reference: str = "R1", fit=None) -> dict:
     """Accuracy by net lead (with intervals) and, optionally, the three regressions (primary
-    fixed effects, mixed and GEE robustness) and their verdicts, on ``where`` rows."""
+    fixed effects, mixed and GEE robustness) and their verdicts, on ``where`` rows.
+    ``fit(rows, reference)``: how to get the regressions (default :func:`regressions_fit`; the
+    analysis passes a cached one)."""
     d = subset(df, where)
     table = accuracy_by_net_lead(d, boot)
     out = dict(where=dict(where or {}), n=len(d), by_net_lead=table, nondecreasing=is_nondecreasing(table))
     if regressions and len(d) and d["correct"].nunique() > 1:
-        out.update(regressions_fit(d, reference))
+        out.update((fit or regressions_fit)(d, reference))
     return out
 
 
