@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from crossprofile_lib.cli import main
-from crossprofile_lib.cli.args import option_value
+from crossprofile_lib.cli.args import backend_option, option_value
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).with_name("crossprofile")
@@ -198,3 +198,10 @@ def test_in_process_main_returns_the_exit_status(tmp_path, capsys):
 def test_backend_option_values_are_typed_one_way(text, value):
     v = option_value(text)
     assert v == value and type(v) is type(value)
+
+
+def test_backend_option_keys_and_secrets():
+    assert backend_option("social-proof=-0.5") == ("social_proof", -0.5)
+    assert backend_option("concurrency=8") == ("concurrency", 8)
+    assert backend_option("api_key=12345") == ("api_key", "12345")  # a secret stays the string given
+    assert backend_option("api-key=1e5") == ("api_key", "1e5")
