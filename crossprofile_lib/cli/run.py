@@ -26,13 +26,15 @@ def _cmd_run(args) -> int:
             opts[name] = v
     try:
         from ..backends import backend_for
-        try:
-            backend = backend_for(cfg)
-        except TypeError as e:
-            raise ValueError(f"backend '{cfg.backend}' does not take one of the options "
-                             f"{sorted(cfg.backend_options)} ({e})") from None
-        progress = sys.stderr.isatty() if args.progress is None else args.progress
-        df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress)
+        from ..outdir import locked_dir
+        with locked_dir(args.out):  # taken before a backend loads a model or probes a server
+            try:
+                backend = backend_for(cfg)
+            except TypeError as e:
+                raise ValueError(f"backend '{cfg.backend}' does not take one of the options "
+                                 f"{sorted(cfg.backend_options)} ({e})") from None
+            progress = sys.stderr.isatty() if args.progress is None else args.progress
+            df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress)
     except (TemplateError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
