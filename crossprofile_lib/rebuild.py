@@ -165,4 +165,19 @@ def rebuild_inputs_key(config: Optional[dict], templates=None) -> str:
         files = files_digest(paths)
     except OSError:
         files = "unreadable"
-    return json.dumps({"config": config, "templates": paths, "files": files}, sort_keys=True, default=str)
+    cfg = {k: v for k, v in (config or {}).items() if k != "templates"}     # the files' content counts, not their path
+    return json.dumps({"config": cfg, "files": files}, sort_keys=True, default=str)
+
+
+def social_proof_fit(df: pd.DataFrame, config: Optional[dict], boot, fit_resamples: Optional[int] = 1000,
+                     templates=None, where: Optional[dict] = None, run_dir=None) -> dict:
+    """The social-proof fit of one model's rows as ``crossprofile stats`` computes it, for the book:
+    read from ``run_dir``'s fit cache when ``stats`` (or an earlier chapter) stored it with the same
+    rows, resamples and inputs; else memories rebuilt, fitted and stored (``run_dir=None``: no cache)."""
+    from .stats.analysis import social_proof_cached
+    from .stats.cache import FitCache
+    from .stats.netlead import subset
+    rows = subset(df, where)
+    cache = FitCache.for_run(run_dir) if run_dir is not None else None
+    return social_proof_cached(rows, boot, fit_resamples, lambda: _rebuild_or_reason(rows, config, templates, None),
+                               cache, rebuild_inputs_key(config, templates))

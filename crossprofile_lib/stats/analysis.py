@@ -14,6 +14,7 @@ given (``crossprofile stats`` keeps it in ``DIR/.stats_cache/``).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Optional
@@ -80,17 +81,26 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
     if fit_resamples is not None and fit_resamples <= 0:
         out["social_proof"] = dict(skipped="not requested (--fit-resamples 0)")
     else:
-        def social_proof():
-            cd = choice_data() if callable(choice_data) else choice_data
-            if cd is None or isinstance(cd, str):
-                return dict(skipped=cd or "no rebuilt choice data handed in")
-            data, info = cd
-            return dict(fit_social_proof(data, boot, fit_resamples), rebuild=info)
-        sp_rows = subset(df, st["social_proof_where"])
-        out["social_proof"] = cache.get("social_proof", dict(
-            rows=table_hash(sp_rows), units=list(boot.units), resamples=boot.n_resamples, seed=seed,
-            fit_resamples=fit_resamples, inputs=choice_key), social_proof)
+        out["social_proof"] = social_proof_cached(subset(df, st["social_proof_where"]), boot, fit_resamples,
+                                                  choice_data, cache, choice_key)
     return out
+
+
+def social_proof_cached(rows: pd.DataFrame, boot: TemplateBootstrap, fit_resamples: Optional[int], choice_data,
+                        cache: Optional[FitCache] = None, choice_key: str = "") -> dict:
+    """:func:`~.socialproof.fit_social_proof` through ``cache``: keyed by the rows' hash, the
+    resample index matrix, ``fit_resamples`` and ``choice_key`` (the rebuild's inputs).
+    ``choice_data``: ``(ChoiceData, info)``, a reason string, or a callable returning either
+    (called only on a cache miss, so a cached fit skips the rebuild too)."""
+    def compute():
+        cd = choice_data() if callable(choice_data) else choice_data
+        if cd is None or isinstance(cd, str):
+            return dict(skipped=cd or "no rebuilt choice data handed in")
+        data, info = cd
+        return dict(fit_social_proof(data, boot, fit_resamples), rebuild=info)
+    parts = dict(rows=table_hash(rows), boot=hashlib.sha256(np.ascontiguousarray(boot.idx).tobytes()).hexdigest(),
+                 units=list(boot.units), level=boot.level, fit_resamples=fit_resamples, inputs=choice_key)
+    return (cache or FitCache(None)).get("social_proof", parts, compute)
 
 
 def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int = DEFAULT_RESAMPLES,
