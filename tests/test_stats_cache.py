@@ -36,7 +36,8 @@ def test_round_trip_keeps_frames_and_nan(tmp_path):
         p.write_text("{")
     c.get("fit", dict(rows="abc"), lambda: calls.append(3) or value)
     assert calls[-1] == 3
-    json.loads(next(tmp_path.glob("fit-*.json")).read_text())        # plain JSON
+    key = c.key("fit", dict(rows="abc"))[:32]
+    assert json.loads((tmp_path / f"fit-{key}.json").read_text())["x"] == 1 / 3     # rewritten, plain JSON
 
 
 @pytest.fixture(scope="module")
