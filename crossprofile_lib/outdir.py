@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 LOCK_NAME = ".crossprofile.lock"
+_HELD: set[str] = set()  # lock files this process holds (for re-entrant use)
 
 
 class FolderLocked(ValueError):
@@ -85,7 +86,8 @@ def acquire(folder: Path | str) -> Path:
             held = _read_lock(lock)
         pid = held.get("pid")
         same_host = held.get("host") == info["host"]
-        if held and same_host and isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid):
+        ours_left = pid == os.getpid() and str(lock.resolve()) not in _HELD  # a reused pid's old lock
+        if held and same_host and isinstance(pid, int) and (ours_left or not _pid_alive(pid)):
             # stale: its process is gone. Rename it away atomically so only one taker wins.
             stale = folder / f"{LOCK_NAME}.stale-{os.getpid()}"
             try:
@@ -99,7 +101,7 @@ def acquire(folder: Path | str) -> Path:
                 continue
             stale.unlink(missing_ok=True)
             print(f"notice: {folder}: took over a stale lock left by {_describe(held)} "
-                  f"(that process no longer exists)", file=sys.stderr)
+                  f"(that process no longer holds it)", file=sys.stderr)
             continue
         if not held:
             raise FolderLocked(f"{folder}: output folder is locked by {lock} (unreadable lock file); if no run "
@@ -121,14 +123,16 @@ def release(lock: Path) -> None:
 def locked_dir(folder: Path | str) -> Iterator[Path]:
     """Hold ``folder``'s lock for the block (re-entrant within one process); yields the folder."""
     folder = Path(folder)
-    lock = folder / LOCK_NAME
-    if lock.exists() and _read_lock(lock).get("pid") == os.getpid():  # nested use in one process
+    key = str((folder / LOCK_NAME).resolve())
+    if key in _HELD:  # nested use in one process (the CLI, then run_to_dir)
         yield folder
         return
-    acquire(folder)
+    lock = acquire(folder)
+    _HELD.add(key)
     try:
         yield folder
     finally:
+        _HELD.discard(key)
         release(lock)
 
 

@@ -128,3 +128,12 @@ def test_two_runs_started_together_on_one_out(tmp_path):
     assert list(df.decision) == list(ref.decision) and list(df.memory_sha) == list(ref.memory_sha)
     assert not (out / LOCK_NAME).exists()
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_left_lock_with_this_processes_pid_is_stale(tmp_path, capsys):
+    """After a reboot a new process may get the pid of the one that left the lock."""
+    (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                 "started": "before the reboot"}))
+    with locked_dir(tmp_path):
+        assert json.loads((tmp_path / LOCK_NAME).read_text())["started"] != "before the reboot"
+    assert "took over a stale lock" in capsys.readouterr().err and not (tmp_path / LOCK_NAME).exists()
