@@ -14,6 +14,6 @@ Every table it produces is "fit to the paper's published numbers; not a model ru
 """
 
 from .figures import NOT_A_MODEL_RUN, select_figures
-from .report import PaperFit, fit_paper
+from .report import PaperFit, fit_paper, predict_at
 
-__all__ = ["NOT_A_MODEL_RUN", "PaperFit", "fit_paper", "select_figures"]
+__all__ = ["NOT_A_MODEL_RUN", "PaperFit", "fit_paper", "predict_at", "select_figures"]

@@ -219,3 +219,17 @@ def _memory_table(design, mem, boot) -> pd.DataFrame:
             rows.append(dict(figure=f.ref, unit=f.unit, paper_model=short(m), paper=v, ledger=e["estimate"],
                              lo=e["lo"], hi=e["hi"]))
     return pd.DataFrame(rows)
+
+
+def predict_at(theta, templates: Sequence[str] = ("templates/formal",), seeds: Sequence[int] = (0, 1, 2),
+               cache_dir=None, items=None) -> pd.Series:
+    """Every predictable figure (index: figure reference) from the reference decider at ``theta`` =
+    (s, w, beta) on the cached grid: e.g. a fitted point with ``s = 0`` (no social proof) shows what
+    social proof contributes to each figure."""
+    figs = select_figures(items)
+    dec = [f for f in figs if f.kind == "decision"]
+    pols, buds = needed_policies(figs, DEFAULT_POLICIES)
+    design = load_or_build(templates, seeds, pols, buds, cache_dir)
+    fm = figure_matrix(design, dec)
+    p = design.probability(np.asarray(theta, dtype=float))
+    return pd.Series(fm.predict(p), index=[f.ref for f in dec], name=ledger_model(theta))
