@@ -245,18 +245,27 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
         parts = []
         for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
             if v in acc.columns and acc[v].notna().any():
-                parts.append(f"{acc[v].idxmax()} leads the {name} cell {v} ({acc[v].max():.0f}%)")
+                parts.append(f"{_top(acc[v])} the {name} cell {v} ({acc[v].max():.0f}%)")
         message = "; ".join(parts) or f"Accuracy ranges {np.nanmin(acc.values):.0f}-{np.nanmax(acc.values):.0f}%"
     _finish(fig, message, title, run)
     return fig
 
 
+def _top(values: pd.Series, tol: float = 1e-9) -> str:
+    """Who leads ``values`` (index = names), ties named as ties: "R1 leads", "R1 and B4 tie to lead",
+    "5 tie to lead"."""
+    v = values.dropna()
+    names = [str(i) for i in v.index[v >= v.max() - tol]]
+    if len(names) == 1:
+        return f"{names[0]} leads"
+    if len(names) <= 3:
+        return f"{', '.join(names[:-1])} and {names[-1]} tie to lead"
+    return f"{len(names)} tie to lead"
+
+
 def _leaders(t: pd.DataFrame, x: str, hue: str) -> str:
-    top = t.loc[t.groupby(x, sort=False)["estimate"].idxmax()]
-    leaders = list(dict.fromkeys(top[hue].astype(str)))
-    if len(leaders) == 1:
-        return f"{leaders[0]} is highest in every {x.replace('_', ' ')}"
-    return "Highest: " + ", ".join(f"{h} in {g}" for g, h in zip(top[x].astype(str), top[hue].astype(str)))
+    parts = [f"{_top(d.set_index(d[hue].astype(str))['estimate'])} in {g}" for g, d in t.groupby(x, sort=False)]
+    return "; ".join(parts)
 
 
 def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accuracy (%)",

@@ -9,7 +9,8 @@ every HTML page is opened in Chromium. On each page the test checks that
 * captions are whole: no table or figure caption extends past the visible width of its container;
 * MathJax typeset the maths without an error (no ``mjx-merror`` element, no raw ``$...\\cmd...$``);
 * the console shows no error, no uncaught exception and no failed load;
-* every image loaded (``naturalWidth > 0``), and every "Figure N." caption has its image;
+* every image loaded (``naturalWidth > 0``) and is shown at least at 90% of its size (a figure drawn
+  wider than the column shrinks its labels), and every "Figure N." caption has its image;
 * no request left the machine (every URL the page asked for is on 127.0.0.1; Chromium also resolves
   nothing else).
 
@@ -123,6 +124,9 @@ INSPECT = r"""(() => {
           math_errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error')].map(e => e.textContent).slice(0, 5),
           raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
           figs: [...art.querySelectorAll('.cp-caption, .caption')].filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
+          shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.9 * i.naturalWidth)
+                      .map(i => `${i.src.split('/').pop()} at ${Math.round(100 * i.getBoundingClientRect().width / i.naturalWidth)}%`)
+                      .slice(0, 5),
           imgs: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src).slice(0, 5),
           title: document.title};
 })()"""
@@ -163,6 +167,8 @@ def problems(page: str, info: dict) -> list[str]:
         out.append(f"requests off this machine: {off_machine(info['requests'])[:5]}")
     if not info["requests"]:
         out.append("the devtools log recorded no request at all")
+    if info["shrunk"]:
+        out.append(f"figures scaled below 90% of their size (too wide for the column): {info['shrunk']}")
     if info["figs"] > info["imgs"]:
         out.append(f"{info['figs']} figure captions but {info['imgs']} images")
     return out

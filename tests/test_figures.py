@@ -44,7 +44,7 @@ def test_message_title_is_computed_from_the_data():
     texts = [x.get_text() for x in fig.texts]
     top = t.loc[t.groupby("cell")["estimate"].idxmax(), "policy"]
     msg = texts[0]
-    assert all(p in msg for p in top), msg
+    assert all(f"{p} leads" in msg for p in top), msg
     assert "what is plotted" in texts, "the chapter's title becomes the subtitle"
     assert F.interval_bars(t, "cell", "policy", [], message="given").texts[0].get_text() == "given"
 
@@ -124,3 +124,12 @@ def test_concept_figure_message_counts_kept_decoys(n):
     fig = F.concept_figure(views, "sub")
     kept = [v.composition("R1").kept_decoy for v in views]
     assert f"{min(kept)}" in fig.texts[0].get_text() and fig.get_size_inches()[0] <= F.WIDTH
+
+
+def test_a_shared_top_is_named_as_a_tie():
+    assert F._top(pd.Series({"R1": 100.0, "B4": 20.0, "ALL": 100.0})) == "R1 and ALL tie to lead"
+    assert F._top(pd.Series({"R1": 90.0, "B4": 20.0})) == "R1 leads"
+    assert F._top(pd.Series({p: 100.0 for p in "abcde"})) == "5 tie to lead"
+    acc = pd.DataFrame({"PSP": [100.0, 100.0, 20.0], "SPS": [20.0, 100.0, 30.0]}, index=["R1", "ALL", "B4"])
+    msg = F.accuracy_heatmap(acc, []).texts[0].get_text()
+    assert msg == "R1 and ALL tie to lead the classic cell PSP (100%); ALL leads the mirror cell SPS (100%)", msg
