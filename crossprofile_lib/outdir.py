@@ -127,6 +127,7 @@ def locked_dir(folder: Path | str) -> Iterator[Path]:
     if key in _HELD:  # nested use in one process (the CLI, then run_to_dir)
         yield folder
         return
+    created = not folder.exists()
     lock = acquire(folder)
     _HELD.add(key)
     try:
@@ -134,6 +135,9 @@ def locked_dir(folder: Path | str) -> Iterator[Path]:
     finally:
         _HELD.discard(key)
         release(lock)
+        if created:  # a block that wrote nothing (e.g. refused its options) leaves no empty folder behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 @contextlib.contextmanager

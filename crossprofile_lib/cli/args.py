@@ -195,6 +195,34 @@ def backend_capabilities(backend_spec: str):
         return None
 
 
+def unknown_backend_options(backend_spec: str, options) -> tuple[list[str], list[str]]:
+    """``(unknown, accepted)``: the option names the backend's class does not take, and those it
+    does, read from its constructor's signature (no model is loaded); nothing is unknown when the
+    class cannot be imported or takes any keyword."""
+    import inspect
+
+    from ..backends import provider_class
+    try:
+        params = inspect.signature(provider_class(backend_spec.partition("/")[0])).parameters
+    except ImportError:
+        return [], []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return [], []
+    accepted = [k for k in params if k not in ("model", "tokenizer")]
+    return sorted(k for k in options if k not in accepted), accepted
+
+
+def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, flags=None) -> None:
+    """``parser.error`` (exit 2) when the backend does not take one of ``options``; ``flags`` maps
+    an option to the command-line flag that set it (default ``--backend-option KEY``)."""
+    unknown, accepted = unknown_backend_options(backend_spec, options)
+    if unknown:
+        given = ", ".join((flags or {}).get(k, f"--backend-option {k}") for k in unknown)
+        parser.error(f"argument {given}: backend '{backend_spec}' does not take "
+                     f"{'these options' if len(unknown) > 1 else 'this option'} "
+                     f"(it takes: {', '.join(accepted) or 'no options'})")
+
+
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
     """Policy -> why the backend cannot run it, from the capabilities its class declares (the
     class alone: no model is loaded); empty when it can run them all."""

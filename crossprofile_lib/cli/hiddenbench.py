@@ -39,6 +39,7 @@ def _cmd_run(args) -> int:
     if "natural" in protocols and capabilities is not None and CHAT not in capabilities:
         args.parser.error(f"argument --protocol: the natural protocol needs a model backend with chat; "
                           f"'{args.backend}' has none (use e.g. --backend llamacpp/smollm2-135m)")
+    A.refuse_unknown_backend_options(args.parser, args.backend, A.backend_options(args.backend_option))
     try:
         cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
                        seeds=args.seeds, ablations=args.ablations,

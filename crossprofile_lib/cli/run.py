@@ -24,6 +24,9 @@ def _cmd_run(args) -> int:
         v = getattr(args, name, None)
         if v is not None:
             opts[name] = v
+    # before the output folder's lock is taken: a refused command line writes nothing
+    A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags={
+        k: "--" + k.replace("_", "-") for k in _MODEL_OPTIONS if getattr(args, k, None) is not None})
     try:
         from ..backends import backend_for
         from ..outdir import locked_dir
