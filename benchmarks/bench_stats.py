@@ -1,13 +1,25 @@
-"""Benchmark: every preregistered contrast with 10,000 template-bootstrap resamples over the
-60 formal templates, against a straightforward pandas loop over resamples; plus the whole
-`crossprofile stats` table set and the social-proof fit. Writes benchmarks/results/stats.json.
+"""Benchmark of the inference (``crossprofile stats``), against honest baselines.
 
-    python benchmarks/bench_stats.py [--resamples 10000] [--loop 200] [--repeat 5]
+    python benchmarks/bench_stats.py [--resamples 10000] [--repeat 3] [--fit-resamples 1000]
 
-The results table is a reference-decider run (default parameters for the contrasts; a
-stochastic ledger, social_proof=0.5, irrelevant_weight=0.3, inverse_temperature=2, for the
-fit). The pandas loop is timed on --loop resamples (drawn from the same index matrix, and
-checked to give the same numbers) and scaled to --resamples.
+Writes ``benchmarks/results/stats.json``. Every figure is the min and median over ``--repeat``
+repetitions, the variants of one measurement interleaved (A B C, A B C, ...) so that a change of
+machine load hits all of them alike; the 1-minute load average is recorded before each one.
+
+1. **Contrast bootstrap**: every preregistered contrast of ``prereg.yaml`` with ``--resamples``
+   template resamples over the 60 formal templates (reference decider, 3 seeds, default grid):
+   the vectorised count-matrix products of :mod:`crossprofile_lib.stats.bootstrap` against a
+   *careful numpy loop over the same resample indices* (per-template sums computed once; per
+   resample, sum the drawn templates' rows and divide) -- the honest baseline; both must give
+   the same numbers (checked). A per-resample pandas loop is not the baseline any more.
+2. **Social-proof refits**: the batched Newton refits of :func:`fit_social_proof` against a loop
+   of one L-BFGS-B fit per resample from the same warm start (timed on a subset, scaled).
+3. **The command**: CPU seconds (user + system of the child process) of ``crossprofile stats``
+   on two run folders (the default reference decider, and a stochastic one: social_proof=0.5,
+   irrelevant_weight=0.3, inverse_temperature=2): bare tables (``--no-regressions
+   --fit-resamples 0``), default with an empty cache (``cold``) and default again (``warm``,
+   the fits read from ``DIR/.stats_cache/``). The aim (issue 17.2): default under 2x the bare
+   tables' CPU.
 """
 
 from __future__ import annotations
@@ -16,141 +28,198 @@ import argparse
 import json
 import os
 import platform
+import resource
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.decider import ReferenceDecider
-from crossprofile_lib.runner import RunConfig, run_grid
-from crossprofile_lib.stats import tables as T
-from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg, row_mask
-from crossprofile_lib.rebuild import rebuild_choice_data
-from crossprofile_lib.stats.socialproof import fit_social_proof
-from crossprofile_lib.templates import load_templates
-
 ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "crossprofile_lib.cli"]
 
 
-def pandas_loop(df: pd.DataFrame, prereg, idx: np.ndarray, units) -> np.ndarray:
-    """The straightforward way: per resample, concatenate the drawn templates' rows and
-    compute each contrast from boolean filters. Returns ``(n_resamples, n_contrasts)``."""
-    by_t = {t: g for t, g in df.groupby("template_id")}
-    out = np.empty((len(idx), len(prereg.contrasts)))
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def summary(ts: list[float], loads: list[float]) -> dict:
+    return {"min": round(min(ts), 4), "median": round(statistics.median(ts), 4),
+            "all": [round(t, 4) for t in ts], "load_1min": loads}
+
+
+def interleaved(fns: dict, repeat: int, clock=time.perf_counter) -> dict:
+    """``{name: summary}`` of each function's time, the functions interleaved per repetition."""
+    ts = {k: [] for k in fns}
+    loads = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            loads[k].append(load())
+            t0 = clock()
+            fn()
+            ts[k].append(clock() - t0)
+    return {k: summary(ts[k], loads[k]) for k in fns}
+
+
+def careful_numpy_loop(S: np.ndarray, N: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Resampled cell means ``(B, J)`` with a Python loop over resamples: per resample, the drawn
+    templates' per-template sums ``S``, ``N`` ``(T, J)`` are added up (``idx`` ``(B, T)``)."""
+    out = np.empty((idx.shape[0], S.shape[1]))
     for b, row in enumerate(idx):
-        r = pd.concat([by_t[units[i]] for i in row], ignore_index=True)
-        for k, c in enumerate(prereg.contrasts):
-            val = 0.0
-            for t in c.terms:
-                m = np.ones(len(r), dtype=bool)
-                for col, v in t.where.items():
-                    m &= r[col].isin(v if isinstance(v, list) else [str(v)]).to_numpy()
-                val += t.weight * r.loc[m, c.outcome].astype(float).mean()
-            out[b, k] = c.scale * val
+        out[b] = S[row].sum(axis=0) / N[row].sum(axis=0)
     return out
 
 
-def timed(fn, repeat):
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = fn()
-        ts.append(time.perf_counter() - t0)
-    return res, ts
+def contrast_cells(df: pd.DataFrame, prereg, boot):
+    """Per-template sums and counts of every contrast term's rows, and how terms combine."""
+    from crossprofile_lib.stats.contrasts import row_mask
+    unit = boot.codes(df["template_id"].astype(str).tolist())
+    S_cols, N_cols, combos = [], [], []
+    for c in prereg.contrasts:
+        y = df[c.outcome].astype(float).to_numpy()
+        terms = []
+        for t in c.terms:
+            m, _ = row_mask(df, t.where)
+            S, N = boot.sums(unit, np.where(m, 0, -1), y, 1)
+            terms.append((len(S_cols), t.weight))
+            S_cols.append(S)
+            N_cols.append(N)
+        combos.append((c.scale, terms))
+    return np.hstack(S_cols), np.hstack(N_cols), combos
+
+
+def combine(means: np.ndarray, combos) -> np.ndarray:
+    return np.column_stack([scale * sum(w * means[:, j] for j, w in terms) for scale, terms in combos])
+
+
+def bench_contrasts(df, prereg, args) -> dict:
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+    from crossprofile_lib.stats.contrasts import evaluate_contrasts
+    units = sorted(df["template_id"].astype(str).unique())
+    boot = TemplateBootstrap.draw(units, args.resamples, np.random.default_rng(0))
+    S, N, combos = contrast_cells(df, prereg, boot)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vec = combine(boot.means(S, N)[1], combos)
+        loop = combine(careful_numpy_loop(S, N, boot.idx), combos)
+    diff = float(np.nanmax(np.abs(vec - loop)))
+    full = evaluate_contrasts(df, prereg, boot)     # warm-up, and the estimates reported
+    fresh = lambda: TemplateBootstrap(boot.units, boot.idx)   # noqa: E731  (no cached count matrix)
+
+    def vectorised():
+        b = fresh()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            combine(b.means(S, N)[1], combos)
+
+    def numpy_loop():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            combine(careful_numpy_loop(S, N, fresh().idx), combos)
+
+    t = interleaved({"vectorised_count_matrix": vectorised, "careful_numpy_loop": numpy_loop,
+                     "evaluate_contrasts_end_to_end": lambda: evaluate_contrasts(df, prereg, fresh())}, args.repeat)
+    return {"resamples": args.resamples, "templates": len(units), "contrasts": len(prereg.contrasts),
+            "terms": int(S.shape[1]), "max_abs_difference_points": diff, "timings_s": t,
+            "speedup_vs_careful_loop_median": round(t["careful_numpy_loop"]["median"]
+                                                    / t["vectorised_count_matrix"]["median"], 1),
+            "estimates_reference_decider": {r.id: round(float(r.estimate), 2) for r in full.itertuples()
+                                            if r.estimable}}
+
+
+def bench_refits(run_dir: Path, args) -> dict:
+    from crossprofile_lib.rebuild import rebuild_choice_data
+    from crossprofile_lib.results import read_header, read_results
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+    from crossprofile_lib.stats.socialproof import batched_newton, fit, patterns
+    df = read_results(run_dir)
+    t0 = time.process_time()
+    data, _ = rebuild_choice_data(df, read_header(run_dir)["config"])
+    rebuild_cpu = time.process_time() - t0
+    boot = TemplateBootstrap.draw(sorted(set(map(str, data.template))), args.resamples, np.random.default_rng(0))
+    Xp, C = patterns(data, boot.units)
+    full = fit(Xp, C.sum(axis=0))["theta"]
+    n = min(args.loop_refits, args.fit_resamples)
+    Wp = boot.weights[:args.fit_resamples] @ C
+    res = {}
+
+    def batched():
+        res["batched"] = np.vstack([batched_newton(Xp, Wp[i:i + 100], full)[0] for i in range(0, len(Wp), 100)])
+
+    def loop():
+        res["loop"] = np.array([fit(Xp, Wp[i], starts=(full,))["theta"] for i in range(n)])
+
+    t = interleaved({"batched_newton_all": batched, f"lbfgs_loop_{n}": loop}, max(1, args.repeat - 1),
+                    clock=time.process_time)
+    per = t[f"lbfgs_loop_{n}"]["median"] / n
+    return {"decisions": len(data), "patterns": int(Xp.shape[0]), "fit_resamples": args.fit_resamples,
+            "rebuild_cpu_s": round(rebuild_cpu, 2), "cpu_s": t,
+            "lbfgs_loop_scaled_to_fit_resamples_s": round(per * args.fit_resamples, 2),
+            "speedup_vs_lbfgs_loop": round(per * args.fit_resamples / t["batched_newton_all"]["median"], 1),
+            "max_abs_difference_first_loop_resamples": float(np.abs(res["batched"][:n] - res["loop"]).max())}
+
+
+def child_cpu(cmd: list[str]) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def bench_command(run_dir: Path, args) -> dict:
+    base = CLI + ["stats", str(run_dir), "--resamples", str(args.resamples), "--fit-resamples", str(args.fit_resamples)]
+    cache = run_dir / ".stats_cache"
+    ts = {k: [] for k in ("bare", "cold", "warm")}
+    loads = {k: [] for k in ts}
+    for _ in range(args.repeat):
+        for k in ts:
+            if k == "cold":
+                shutil.rmtree(cache, ignore_errors=True)
+            loads[k].append(load())
+            cmd = base + (["--no-regressions", "--fit-resamples", "0"] if k == "bare" else [])
+            ts[k].append(child_cpu(cmd))
+    out = {k: summary(ts[k], loads[k]) for k in ts}
+    for k in ("cold", "warm"):
+        out[f"{k}_over_bare_median"] = round(out[k]["median"] / out["bare"]["median"], 2)
+    return out
+
+
+def make_run(out: Path, options: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(CLI + ["run", "--backend", "ledger", "--out", str(out), "--templates", "templates/formal",
+                          "--seeds", "0,1,2"] + options, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    return time.perf_counter() - t0
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--resamples", type=int, default=10_000)
-    ap.add_argument("--loop", type=int, default=200, help="resamples timed in the pandas loop")
-    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--fit-resamples", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--loop-refits", type=int, default=100, help="resamples timed in the L-BFGS-B loop")
+    ap.add_argument("--keep", default=None, help="keep the two run folders here (default: a temporary folder)")
     args = ap.parse_args()
-    templates = load_templates(ROOT / "templates" / "formal")
-    cfg = RunConfig(templates=[str(ROOT / "templates" / "formal")])
-    t0 = time.perf_counter()
-    df = run_grid(cfg, templates=templates)
-    run_s = time.perf_counter() - t0
-    prereg = load_prereg()
-    units = sorted(df.template_id.unique())
-
-    def contrasts():
-        boot = TemplateBootstrap.draw(units, args.resamples, np.random.default_rng(0))
-        return evaluate_contrasts(df, prereg, boot)
-
-    contrasts()  # warm-up: imports (statsmodels) are not part of the figure
-    res, ts = timed(contrasts, args.repeat)
-
-    def all_tables():
-        boot = TemplateBootstrap.draw(units, args.resamples, np.random.default_rng(0))
-        evaluate_contrasts(df, prereg, boot)
-        for f in (T.accuracy_table, T.cell_table, T.composition_table, T.relevance_table, T.label_effects,
-                  T.support_shared_minus_private):
-            f(df, boot)
-        T.headroom(df, boot)
-
-    _, ts_tables = timed(all_tables, max(1, args.repeat // 2))
-
-    boot = TemplateBootstrap.draw(units, args.resamples, np.random.default_rng(0))
-    t0 = time.perf_counter()
-    loop = pandas_loop(df, prereg, boot.idx[:args.loop], boot.units)
-    loop_s = time.perf_counter() - t0
-    # same numbers: the vectorised draws for the first --loop resamples equal the loop's
-    sub = TemplateBootstrap(boot.units, boot.idx[:args.loop])
-    unit = sub.codes(df.template_id.tolist())
-    cols = []
-    for c in prereg.contrasts:
-        y = df[c.outcome].astype(float).to_numpy()
-        val = 0
-        for t in c.terms:
-            m, _ = row_mask(df, t.where)
-            S, N = sub.sums(unit, np.where(m, 0, -1), y, 1)
-            _, d = sub.means(S, N)
-            val = val + t.weight * d[:, 0]
-        cols.append(c.scale * val)
-    max_diff = float(np.nanmax(np.abs(np.column_stack(cols) - loop)))
-    loop_full_s = loop_s / args.loop * args.resamples
-
-    # the fitted social-proof weight on a stochastic ledger run
-    led = ReferenceDecider(social_proof=0.5, irrelevant_weight=0.3, inverse_temperature=2)
-    dfs = run_grid(cfg, backend=led, templates=templates)
-    t0 = time.perf_counter()
-    data, info = rebuild_choice_data(dfs, cfg, templates)
-    rebuild_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sp = fit_social_proof(data, TemplateBootstrap.draw(units, args.resamples, np.random.default_rng(0)),
-                          args.fit_resamples)
-    fit_s = time.perf_counter() - t0
-
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
-    out = {
-        "templates": len(units), "decisions": len(df), "contrasts": len(prereg.contrasts),
-        "terms": sum(len(c.terms) for c in prereg.contrasts), "resamples": args.resamples,
-        "contrasts_s_min": round(min(ts), 4), "contrasts_s_median": round(statistics.median(ts), 4),
-        "all_tables_s_min": round(min(ts_tables), 3),
-        "pandas_loop_resamples_timed": args.loop, "pandas_loop_s_for_timed": round(loop_s, 3),
-        "pandas_loop_s_scaled_to_resamples": round(loop_full_s, 1),
-        "speedup_vs_pandas_loop": round(loop_full_s / min(ts)),
-        "max_abs_difference_vs_loop_points": max_diff,
-        "socialproof_decisions": int(sp["n_decisions"]), "socialproof_patterns": int(sp["n_patterns"]),
-        "socialproof_rebuild_s": round(rebuild_s, 2), "socialproof_fit_resamples": int(sp["resamples"]),
-        "socialproof_fit_s": round(fit_s, 2),
-        "socialproof_estimates": {r.parameter: [round(r.estimate, 4), round(r.lo, 4), round(r.hi, 4)]
-                                  for r in sp["table"].itertuples()},
-        "socialproof_true": {"social_proof": 0.5, "irrelevant_weight": 0.3, "inverse_temperature": 2.0},
-        "grid_run_s": round(run_s, 2), "cores": cores, "python": platform.python_version(),
-        "numpy": np.__version__, "machine": platform.machine(),
-        "H1_H2_H3_reference_decider": {r.id: round(r.estimate, 2) for r in res.itertuples() if r.id in ("H1", "H2", "H3")},
-    }
-    print(json.dumps(out, indent=2))
+    from crossprofile_lib.stats.contrasts import load_prereg
+    tmp = Path(args.keep or tempfile.mkdtemp(prefix="bench_stats_"))
+    runs = {"reference": (tmp / "reference", []),
+            "stochastic": (tmp / "stochastic", ["--backend-option", "social_proof=0.5", "--backend-option",
+                                                "irrelevant_weight=0.3", "--backend-option", "inverse_temperature=2"])}
+    made = {k: round(make_run(d, o), 1) for k, (d, o) in runs.items() if not (d / "results.parquet").exists()}
+    df = pd.read_parquet(runs["reference"][0] / "results.parquet")
+    out = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "numpy": np.__version__,
+           "machine": platform.machine(), "cores": len(os.sched_getaffinity(0)), "load_1min_at_start": load(),
+           "decisions": len(df), "run_s": made}
+    out["contrast_bootstrap"] = bench_contrasts(df, load_prereg(), args)
+    out["social_proof_refits"] = bench_refits(runs["stochastic"][0], args)
+    out["stats_command_cpu_s"] = {k: bench_command(d, args) for k, (d, _) in runs.items()}
+    out["load_1min_at_end"] = load()
+    print(json.dumps(out, indent=1))
     (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
-    (ROOT / "benchmarks" / "results" / "stats.json").write_text(json.dumps(out, indent=2) + "\n")
+    (ROOT / "benchmarks" / "results" / "stats.json").write_text(json.dumps(out, indent=1) + "\n")
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

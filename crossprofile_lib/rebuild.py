@@ -53,28 +53,30 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
     X, ch, tid = [], [], []
     info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
             "left_out_by_policy": {}}
-    d = df[KEY + ["memory_sha", "decision", "invalid"]]
-    for r in d.itertuples(index=False):
-        k = tuple(getattr(r, c) for c in KEY)
+    # plain Python lists: iterating Arrow-backed columns row by row costs more than the rebuild
+    keys = list(zip(*(df[c].tolist() for c in KEY)))
+    for k, sha, decision, invalid in zip(keys, df["memory_sha"].tolist(), df["decision"].tolist(),
+                                         df["invalid"].tolist()):
         why = None
-        if r.invalid or not r.decision:
+        if invalid or not decision:
             why = "invalid"
         elif k not in built:
             why = "not_rebuilt"
-        elif built[k][1] != r.memory_sha:
+        elif built[k][1] != sha:
             why = "memory_mismatch"
         if why is None:
             req = built[k][0]
-            if r.decision not in req.option_order:
+            if decision not in req.option_order:
                 why = "not_rebuilt"
         if why:
             info[why] += 1
             if why != "invalid":
-                info["left_out_by_policy"][r.policy] = info["left_out_by_policy"].get(r.policy, 0) + 1
+                pol = k[KEY.index("policy")]
+                info["left_out_by_policy"][pol] = info["left_out_by_policy"].get(pol, 0) + 1
             continue
         X.append(option_features(req.task, req.memory, req.option_order))
-        ch.append(req.option_order.index(r.decision))
-        tid.append(r.template_id)
+        ch.append(req.option_order.index(decision))
+        tid.append(k[0])
     info["used"] = len(X)
     if not X:
         return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0)), info
@@ -100,10 +102,11 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     cfg = dict(config) if isinstance(config, dict) else asdict(config)
     known = set(RunConfig.__dataclass_fields__)
     cfg = {k: v for k, v in cfg.items() if k in known}
-    pols = [p for p in cfg.get("policies", ()) if p in set(df["policy"])]
+    present = {c: set(df[c].unique().tolist()) for c in ("policy", "variant", "seed")}
+    pols = [p for p in cfg.get("policies", ()) if p in present["policy"]]
     pols = [p for p in pols if parse_policy(p).selection != "generated"]
-    cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in set(df["variant"])],
-               seeds=[s for s in cfg.get("seeds", ()) if s in set(df["seed"])])
+    cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in present["variant"]],
+               seeds=[s for s in cfg.get("seeds", ()) if s in present["seed"]])
     run_cfg = RunConfig(**cfg)
     first = None if templates is None or isinstance(templates, (str, bytes)) else next(iter(templates), None)
     if templates is None or isinstance(templates, (str, bytes)) or isinstance(first, (str, bytes)) or \
