@@ -6,171 +6,25 @@ most 7 inches, drawn at full size: fonts 9-12 pt), with
 * a **message** title (bold) computed from the data it draws, never typed in (pass ``message=``
   to override), and the chapter's ``title`` below it as the subtitle (what is plotted, from which run);
 * legends **outside** the axes (below them), never over the data;
-* the backend and model of the run(s) it draws stamped into the footer (:func:`stamp`), so a figure
-  saved on its own still says what produced it.
+* the backend and model of the run(s) it draws stamped into the footer, so a figure saved on its
+  own still says what produced it.
 
-In Jupyter (and so in the built book) figures are shown as SVG (:func:`use_svg`, called on import).
-:func:`model_signal` says whether a language model's run has any signal to draw; a chapter shows
-the model's panel only when it has, otherwise :func:`no_signal_note`'s one line saying why not.
+The look (colours, sizes, layout, SVG output) and the model-panel rule (:func:`model_signal`,
+:func:`no_signal_note`) live in :mod:`crossprofile_lib.figure_style` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import colorsys
-import html
-from typing import NamedTuple, Optional, Sequence
+from typing import Optional, Sequence
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
-#: One colour per base policy (Okabe-Ito where possible); label formats and fixed-k reuse
-#: the base policy's hue (lighter / darker), so a policy looks the same in every chapter.
-BASE_COLORS = {
-    "R1": "#0072B2", "B4": "#E69F00", "Random": "#7F7F7F", "M1": "#009E73",
-    "R1-rel": "#CC79A7", "R1-rel-oracle": "#882255", "BAL": "#D55E00", "BAL-oracle": "#8C3B00",
-    "B3": "#56B4E9", "ALL": "#222222", "EMPTY": "#BBBBBB", "REF": "#555555",
-    "private-only": "#117733", "shared-only": "#AA4499",
-}
-ROLE_COLORS = {"support": "#009E73", "decoy": "#D55E00", "irrelevant": "#9A9A9A"}
-FORMAT_SHADE = {"full": 0.0, "unlabeled": 0.45, "shuffled": 0.3, "first-speaker": 0.6, "claim-id": 0.75}
-PAPER_COLOR = "#D55E00"
-DPI = 96
-WIDTH = 7.0  # inches: the book's text column (688 px) at 96 px per inch
-FONT = dict(title=12, subtitle=9.5, label=10, tick=9.5, legend=9, note=8)
-
-
-def use_svg() -> None:
-    """Show figures as SVG in Jupyter (crisp at any zoom; the book embeds the SVG files).
-    Dated metadata is left out and ids are salted so a rebuild writes identical files."""
-    matplotlib.rcParams["svg.hashsalt"] = "crossprofile"
-    try:
-        from IPython import get_ipython
-        from matplotlib_inline.backend_inline import set_matplotlib_formats
-    except ImportError:  # no IPython: figures are saved by the caller
-        return
-    if get_ipython() is not None:
-        set_matplotlib_formats("svg", metadata={"Date": None})
-
-
-def _split(policy: str) -> tuple[str, bool, str]:
-    base, _, fmt = policy.partition(":")
-    k = False
-    if "-k" in base and base.rsplit("-k", 1)[1].isdigit():
-        base, k = base.rsplit("-k", 1)[0], True
-    return base, k, fmt or "full"
-
-
-def policy_color(policy: str) -> str:
-    """The colour of ``policy``: its base policy's, lightened for label formats, darkened for fixed-k."""
-    base, k, fmt = _split(policy)
-    rgb = matplotlib.colors.to_rgb(BASE_COLORS.get(base, "#444444"))
-    h, l, s = colorsys.rgb_to_hls(*rgb)
-    l = l + (1 - l) * FORMAT_SHADE.get(fmt, 0.5)
-    if k:
-        l *= 0.7
-    return matplotlib.colors.to_hex(colorsys.hls_to_rgb(h, min(l, 0.92), s))
-
-
-def palette(policies: Sequence[str]) -> dict:
-    return {p: policy_color(p) for p in policies}
-
-
-def _hue_colors(values) -> dict:
-    """Policy colours for policies; a colour-blind-safe palette for anything else (runs, cells)."""
-    vals = [str(v) for v in values]
-    if all(_split(v)[0] in BASE_COLORS for v in vals):
-        return palette(vals)
-    return dict(zip(vals, sns.color_palette("colorblind", max(len(vals), 1)).as_hex()))
-
-
-def stamp(fig, runs, y: float = 0.005) -> None:
-    """Write the backend and model of ``runs`` into the figure's footer."""
-    runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
-    text = "; ".join(r if isinstance(r, str) else r.label + ("" if r.is_reference else f" - model {r.model}")
-                     for r in runs)
-    fig.text(0.01, y, text, fontsize=FONT["note"], color="#555555", ha="left", va="bottom")
-
-
-def _fig(w: float, h: float, **kw):
-    sns.set_theme(style="whitegrid", context="notebook", rc={
-        "font.size": FONT["label"], "axes.labelsize": FONT["label"], "axes.titlesize": FONT["subtitle"],
-        "xtick.labelsize": FONT["tick"], "ytick.labelsize": FONT["tick"], "legend.fontsize": FONT["legend"]})
-    return plt.subplots(figsize=(min(w, WIDTH), h), dpi=DPI, **kw)
-
-
-def _finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = None, ncol: int = 4) -> None:
-    """Message title and subtitle on top, the legend below the axes (outside them), the run stamp
-    at the very bottom; the axes get the space left between."""
-    w, h = fig.get_size_inches()
-    top = 0.32 + (0.24 if subtitle else 0.0)
-    bottom = 0.24
-    if legend and legend[0]:
-        handles, labels = legend
-        rows = int(np.ceil(len(handles) / ncol))
-        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, bottom / h), ncol=min(ncol, len(handles)),
-                   frameon=False, fontsize=FONT["legend"], handlelength=1.4, columnspacing=1.2)
-        bottom += 0.26 * rows + 0.05
-    fig.tight_layout(rect=(0, bottom / h, 1, 1 - top / h))
-    fig.text(0.01, 1 - 0.08 / h, message, fontsize=FONT["title"], fontweight="bold", ha="left", va="top")
-    if subtitle:
-        fig.text(0.01, 1 - 0.36 / h, subtitle, fontsize=FONT["subtitle"], color="#444444", ha="left", va="top")
-    stamp(fig, runs)
-
-
-def _legend_of(ax) -> tuple:
-    handles, labels = ax.get_legend_handles_labels()
-    if ax.get_legend() is not None:
-        ax.get_legend().remove()
-    return handles, labels
-
-
-# --------------------------------------------------------------------------- signal
-class Signal(NamedTuple):
-    ok: bool
-    reason: str
-
-
-def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
-    """Whether ``run``'s figure panel would show signal rather than noise.
-
-    The reference decider always has signal. A language model's run has it when its headroom check
-    passes (ALL - EMPTY accuracy, lower 95% template-bootstrap bound above ``min_points``, default
-    prereg.yaml's threshold); a run without ALL and EMPTY rows has it when its overall accuracy's
-    95% Wilson interval lies above chance (one over the number of options)."""
-    from .constants import HEADROOM_MIN_POINTS
-    if run is None:
-        return Signal(False, "no run")
-    if run.is_reference:
-        return Signal(True, "")
-    min_points = HEADROOM_MIN_POINTS if min_points is None else min_points
-    df = run.df
-    boot = boot if boot is not None else getattr(run, "boot", None)
-    if boot is not None and {"ALL", "EMPTY"} <= set(df["policy"]):
-        from .stats.tables import headroom
-        hr = headroom(df, boot, min_points)
-        if hr["passed"]:
-            return Signal(True, "")
-        return Signal(False, f"{run.label} has no signal to draw: its ALL - EMPTY headroom is {hr['estimate']:.1f} "
-                             f"points [{hr['lo']:.1f}, {hr['hi']:.1f}], and the lower bound must exceed "
-                             f"{min_points:g} points ({len(df)} decisions on {df['template_id'].nunique()} templates).")
-    n, k = len(df), int(df["correct"].sum())
-    chance = 1.0 / 3.0
-    p, z = k / max(n, 1), 1.96
-    lo = (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n) if n else 0.0
-    if lo > chance:
-        return Signal(True, "")
-    return Signal(False, f"{run.label} has no signal to draw: its accuracy {100 * p:.0f}% ({k} of {n} decisions) "
-                         f"is not above chance ({100 * chance:.0f}%, three options) at 95% confidence.")
-
-
-def no_signal_note(signal: Signal, what: str = "The model's panel"):
-    """One line in place of a panel without signal (renders in Jupyter and the book)."""
-    from IPython.display import HTML
-    return HTML(f"<p class='cp-no-signal'>{html.escape(what)} is not drawn: {html.escape(signal.reason)}</p>")
-
+from .figure_style import (BASE_COLORS, DPI, FONT, FORMAT_SHADE, PAPER_COLOR, ROLE_COLORS, WIDTH,  # noqa: F401
+                           Signal, _hue_colors, _split, finish, legend_of, model_signal, new_figure, no_signal_note,
+                           palette, policy_color, stamp, top, use_svg)
 
 # --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
@@ -185,7 +39,7 @@ def concept_figure(views: Sequence, title: str = "", message: Optional[str] = No
     n = len(views)
     cols = 2 if n > 1 else 1
     rows = int(np.ceil(n / cols))
-    fig, axes = _fig(WIDTH, 1.75 * rows + 1.3, nrows=rows, ncols=cols, squeeze=False)
+    fig, axes = new_figure(WIDTH, 1.75 * rows + 1.3, nrows=rows, ncols=cols, squeeze=False)
     policy = views[0].policies[0]
     decoys = {}
     for ax, v in zip(axes.ravel(), views):
@@ -220,7 +74,7 @@ def concept_figure(views: Sequence, title: str = "", message: Optional[str] = No
         lo, hi = min(decoys.values()), max(decoys.values())
         message = (f"{policy} keeps {lo} to {hi} decoys, depending only on who holds them" if lo != hi else
                    f"{policy} keeps {lo} decoys in every variant shown")
-    _finish(fig, message, title, [], (handles, [h.get_label() for h in handles]), ncol=5)
+    finish(fig, message, title, [], (handles, [h.get_label() for h in handles]), ncol=5)
     return fig
 
 
@@ -231,7 +85,7 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
 
     ``acc``: a wide ``(n_policies, n_variants)`` frame of percentages."""
     from .constants import CLASSIC, MIRROR
-    fig, ax = _fig(0.62 * acc.shape[1] + 2.6, 0.3 * acc.shape[0] + 2.1)
+    fig, ax = new_figure(0.62 * acc.shape[1] + 2.6, 0.3 * acc.shape[0] + 2.1)
     sns.heatmap(acc, annot=True, fmt=".0f", cmap=cmap, vmin=0, vmax=100, linewidths=0.5, ax=ax,
                 cbar_kws={"label": "accuracy (%)", "shrink": 0.8}, annot_kws={"fontsize": FONT["tick"]})
     lab = {CLASSIC: f"{CLASSIC}\nclassic", MIRROR: f"{MIRROR}\nmirror"}
@@ -245,26 +99,14 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
         parts = []
         for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
             if v in acc.columns and acc[v].notna().any():
-                parts.append(f"{_top(acc[v])} the {name} cell {v} ({acc[v].max():.0f}%)")
+                parts.append(f"{top(acc[v])} the {name} cell {v} ({acc[v].max():.0f}%)")
         message = "; ".join(parts) or f"Accuracy ranges {np.nanmin(acc.values):.0f}-{np.nanmax(acc.values):.0f}%"
-    _finish(fig, message, title, run)
+    finish(fig, message, title, run)
     return fig
 
 
-def _top(values: pd.Series, tol: float = 1e-9) -> str:
-    """Who leads ``values`` (index = names), ties named as ties: "R1 leads", "R1 and B4 tie to lead",
-    "5 tie to lead"."""
-    v = values.dropna()
-    names = [str(i) for i in v.index[v >= v.max() - tol]]
-    if len(names) == 1:
-        return f"{names[0]} leads"
-    if len(names) <= 3:
-        return f"{', '.join(names[:-1])} and {names[-1]} tie to lead"
-    return f"{len(names)} tie to lead"
-
-
 def _leaders(t: pd.DataFrame, x: str, hue: str) -> str:
-    parts = [f"{_top(d.set_index(d[hue].astype(str))['estimate'])} in {g}" for g, d in t.groupby(x, sort=False)]
+    parts = [f"{top(d.set_index(d[hue].astype(str))['estimate'])} in {g}" for g, d in t.groupby(x, sort=False)]
     return "; ".join(parts)
 
 
@@ -275,7 +117,7 @@ def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accur
     xs = list(pd.unique(t[x]))
     hs = list(pd.unique(t[hue]))
     colors = hue_colors or _hue_colors(hs)
-    fig, ax = _fig(width, height)
+    fig, ax = new_figure(width, height)
     w = 0.8 / max(len(hs), 1)
     for j, h in enumerate(hs):
         d = t[t[hue] == h].set_index(x).reindex(xs)
@@ -288,7 +130,7 @@ def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accur
     if ylim:
         ax.set_ylim(*ylim)
     ax.axhline(0, color="#999999", linewidth=0.6)
-    _finish(fig, message or _leaders(t, x, hue), title, runs, _legend_of(ax), ncol=min(len(hs), 6))
+    finish(fig, message or _leaders(t, x, hue), title, runs, legend_of(ax), ncol=min(len(hs), 6))
     return fig
 
 
@@ -298,7 +140,7 @@ def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "p
     """Contrasts as points with intervals (one row each). ``extra`` = ``(lo, hi, name)`` draws a
     second, wider interval (e.g. Holm-adjusted); ``paper`` maps a row label to paper values
     (drawn as hollow diamonds, labelled 'paper')."""
-    fig, ax = _fig(WIDTH, 0.5 * len(t) + 2.0)
+    fig, ax = new_figure(WIDTH, 0.5 * len(t) + 2.0)
     ys = np.arange(len(t))[::-1]
     if extra:
         ax.hlines(ys, t[extra[0]], t[extra[1]], color="#9ecae1", linewidth=6, label=extra[2])
@@ -318,7 +160,7 @@ def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "p
     if message is None:
         ex = int(((t[lo] > 0) | (t[hi] < 0)).sum())
         message = f"{ex} of {len(t)} contrasts have intervals that exclude zero"
-    _finish(fig, message, title, runs, _legend_of(ax), ncol=4)
+    finish(fig, message, title, runs, legend_of(ax), ncol=4)
     return fig
 
 
@@ -326,7 +168,7 @@ def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy",
                      message: Optional[str] = None) -> plt.Figure:
     """Stacked bars of mean kept support / decoy / irrelevant facts per ``by`` (wide input:
     columns ``kept_support``, ``kept_decoy``, ``kept_irrelevant``)."""
-    fig, ax = _fig(WIDTH, 0.42 * len(t) + 1.9)
+    fig, ax = new_figure(WIDTH, 0.42 * len(t) + 1.9)
     left = np.zeros(len(t))
     ys = np.arange(len(t))[::-1]
     for role in ("support", "decoy", "irrelevant"):
@@ -342,7 +184,7 @@ def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy",
     if message is None:
         i = int(np.argmax(t["kept_decoy"].to_numpy(dtype=float)))
         message = f"{t[by].iloc[i]} keeps the most decoys ({float(t['kept_decoy'].iloc[i]):.2f} of 3)"
-    _finish(fig, message, title, runs, _legend_of(ax), ncol=3)
+    finish(fig, message, title, runs, legend_of(ax), ncol=3)
     return fig
 
 
@@ -351,7 +193,7 @@ def net_lead_curves(tables: dict, runs, title: str = "", paper: Optional[dict] =
     """Accuracy (%) by net lead, one line per run label. ``tables``: label -> frame with
     ``net_lead, n, estimate, lo, hi``. ``paper``: model -> {net lead: value} (drawn as hollow
     markers labelled 'paper')."""
-    fig, ax = _fig(WIDTH, 3.8)
+    fig, ax = new_figure(WIDTH, 3.8)
     colors = sns.color_palette("dark", 8)
     for i, (lab, t) in enumerate(tables.items()):
         t = t[t["n"] > 0]
@@ -369,14 +211,14 @@ def net_lead_curves(tables: dict, runs, title: str = "", paper: Optional[dict] =
         t = t[t["n"] > 0].sort_values("net_lead")
         message = (f"Accuracy goes from {t['estimate'].iloc[0]:.0f}% at net lead {int(t['net_lead'].iloc[0]):+d} to "
                    f"{t['estimate'].iloc[-1]:.0f}% at {int(t['net_lead'].iloc[-1]):+d}" if len(t) else "No decisions")
-    _finish(fig, message or "", title, runs, _legend_of(ax), ncol=2)
+    finish(fig, message or "", title, runs, legend_of(ax), ncol=2)
     return fig
 
 
 def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = "",
             ylim: Optional[tuple] = None, message: Optional[str] = None) -> plt.Figure:
     """Lines of ``estimate`` against ``x`` per ``hue`` (policy colours), with interval bands."""
-    fig, ax = _fig(WIDTH, 3.8)
+    fig, ax = new_figure(WIDTH, 3.8)
     colors = _hue_colors(pd.unique(t[hue]))
     change = []
     for h, d in t.groupby(hue, sort=False):
@@ -396,7 +238,7 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
         message = (f"{h} moves most: {a:.0f} to {b:.0f} as {x.replace('_', ' ')} goes from {d[x].iloc[0]:g} to "
                    f"{d[x].iloc[-1]:g}" if isinstance(d[x].iloc[0], (int, float, np.number))
                    else f"{h} moves most: {a:.0f} to {b:.0f}")
-    _finish(fig, message or "", title, runs, _legend_of(ax), ncol=min(t[hue].nunique(), 5))
+    finish(fig, message or "", title, runs, legend_of(ax), ncol=min(t[hue].nunique(), 5))
     return fig
 
 
@@ -409,7 +251,7 @@ def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] 
     quantity and paper model; the unit is '%' or 'points'); panels by unit."""
     units = [u for u in ("%", "points") if (t["unit"] == u).any()]
     qs = {u: list(dict.fromkeys(t.loc[t["unit"] == u, "quantity"])) for u in units}
-    fig, axes = _fig(WIDTH, 0.32 * sum(len(v) for v in qs.values()) + 0.6 * len(units) + 1.6, nrows=len(units),
+    fig, axes = new_figure(WIDTH, 0.32 * sum(len(v) for v in qs.values()) + 0.6 * len(units) + 1.6, nrows=len(units),
                      ncols=1, squeeze=False, gridspec_kw={"height_ratios": [max(len(qs[u]), 1) for u in units]})
     models = list(dict.fromkeys(t["paper_model"].dropna()))
     mcol = dict(zip(models, [PAPER_COLOR, "#CC79A7", "#56B4E9", "#009E73"] * 3))
@@ -436,7 +278,7 @@ def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] 
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     message = message or f"{within} of {total} paper values fall inside this run's 95% interval"
-    _finish(fig, message, title, runs, (list(handles.values()), list(handles)), ncol=3)
+    finish(fig, message, title, runs, (list(handles.values()), list(handles)), ncol=3)
     return fig
 
 

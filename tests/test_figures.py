@@ -127,9 +127,9 @@ def test_concept_figure_message_counts_kept_decoys(n):
 
 
 def test_a_shared_top_is_named_as_a_tie():
-    assert F._top(pd.Series({"R1": 100.0, "B4": 20.0, "ALL": 100.0})) == "R1 and ALL tie to lead"
-    assert F._top(pd.Series({"R1": 90.0, "B4": 20.0})) == "R1 leads"
-    assert F._top(pd.Series({p: 100.0 for p in "abcde"})) == "5 tie to lead"
+    assert F.top(pd.Series({"R1": 100.0, "B4": 20.0, "ALL": 100.0})) == "R1 and ALL tie to lead"
+    assert F.top(pd.Series({"R1": 90.0, "B4": 20.0})) == "R1 leads"
+    assert F.top(pd.Series({p: 100.0 for p in "abcde"})) == "5 tie to lead"
     acc = pd.DataFrame({"PSP": [100.0, 100.0, 20.0], "SPS": [20.0, 100.0, 30.0]}, index=["R1", "ALL", "B4"])
     msg = F.accuracy_heatmap(acc, []).texts[0].get_text()
     assert msg == "R1 and ALL tie to lead the classic cell PSP (100%); ALL leads the mirror cell SPS (100%)", msg

@@ -1,0 +1,177 @@
+"""How every figure of the book looks, and when a panel is drawn at all.
+
+One colour per policy (:func:`policy_color`), sizes and fonts for the book's text column, the
+message title / subtitle / legend-below / run-stamp layout (:func:`finish`), SVG output in Jupyter
+(:func:`use_svg`), ties named as ties in messages (:func:`top`), and :func:`model_signal` /
+:func:`no_signal_note`: a language model's panel is drawn only when its run has signal, otherwise
+one line says why not. The plots themselves are in :mod:`crossprofile_lib.figures`.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import html
+from typing import NamedTuple, Optional, Sequence
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+#: One colour per base policy (Okabe-Ito where possible); label formats and fixed-k reuse
+#: the base policy's hue (lighter / darker), so a policy looks the same in every chapter.
+BASE_COLORS = {
+    "R1": "#0072B2", "B4": "#E69F00", "Random": "#7F7F7F", "M1": "#009E73",
+    "R1-rel": "#CC79A7", "R1-rel-oracle": "#882255", "BAL": "#D55E00", "BAL-oracle": "#8C3B00",
+    "B3": "#56B4E9", "ALL": "#222222", "EMPTY": "#BBBBBB", "REF": "#555555",
+    "private-only": "#117733", "shared-only": "#AA4499",
+}
+ROLE_COLORS = {"support": "#009E73", "decoy": "#D55E00", "irrelevant": "#9A9A9A"}
+FORMAT_SHADE = {"full": 0.0, "unlabeled": 0.45, "shuffled": 0.3, "first-speaker": 0.6, "claim-id": 0.75}
+PAPER_COLOR = "#D55E00"
+DPI = 96
+WIDTH = 7.0  # inches: the book's text column (688 px) at 96 px per inch
+FONT = dict(title=12, subtitle=9.5, label=10, tick=9.5, legend=9, note=8)
+
+
+def use_svg() -> None:
+    """Show figures as SVG in Jupyter (crisp at any zoom; the book embeds the SVG files).
+    Dated metadata is left out and ids are salted so a rebuild writes identical files."""
+    matplotlib.rcParams["svg.hashsalt"] = "crossprofile"
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # no IPython: figures are saved by the caller
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("svg", metadata={"Date": None})
+
+
+def _split(policy: str) -> tuple[str, bool, str]:
+    base, _, fmt = policy.partition(":")
+    k = False
+    if "-k" in base and base.rsplit("-k", 1)[1].isdigit():
+        base, k = base.rsplit("-k", 1)[0], True
+    return base, k, fmt or "full"
+
+
+def policy_color(policy: str) -> str:
+    """The colour of ``policy``: its base policy's, lightened for label formats, darkened for fixed-k."""
+    base, k, fmt = _split(policy)
+    rgb = matplotlib.colors.to_rgb(BASE_COLORS.get(base, "#444444"))
+    h, l, s = colorsys.rgb_to_hls(*rgb)
+    l = l + (1 - l) * FORMAT_SHADE.get(fmt, 0.5)
+    if k:
+        l *= 0.7
+    return matplotlib.colors.to_hex(colorsys.hls_to_rgb(h, min(l, 0.92), s))
+
+
+def palette(policies: Sequence[str]) -> dict:
+    return {p: policy_color(p) for p in policies}
+
+
+def _hue_colors(values) -> dict:
+    """Policy colours for policies; a colour-blind-safe palette for anything else (runs, cells)."""
+    vals = [str(v) for v in values]
+    if all(_split(v)[0] in BASE_COLORS for v in vals):
+        return palette(vals)
+    return dict(zip(vals, sns.color_palette("colorblind", max(len(vals), 1)).as_hex()))
+
+
+def stamp(fig, runs, y: float = 0.005) -> None:
+    """Write the backend and model of ``runs`` into the figure's footer."""
+    runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
+    text = "; ".join(r if isinstance(r, str) else r.label + ("" if r.is_reference else f" - model {r.model}")
+                     for r in runs)
+    fig.text(0.01, y, text, fontsize=FONT["note"], color="#555555", ha="left", va="bottom")
+
+
+def new_figure(w: float, h: float, **kw):
+    sns.set_theme(style="whitegrid", context="notebook", rc={
+        "font.size": FONT["label"], "axes.labelsize": FONT["label"], "axes.titlesize": FONT["subtitle"],
+        "xtick.labelsize": FONT["tick"], "ytick.labelsize": FONT["tick"], "legend.fontsize": FONT["legend"]})
+    return plt.subplots(figsize=(min(w, WIDTH), h), dpi=DPI, **kw)
+
+
+def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = None, ncol: int = 4) -> None:
+    """Message title and subtitle on top, the legend below the axes (outside them), the run stamp
+    at the very bottom; the axes get the space left between."""
+    w, h = fig.get_size_inches()
+    top = 0.32 + (0.24 if subtitle else 0.0)
+    bottom = 0.24
+    if legend and legend[0]:
+        handles, labels = legend
+        rows = int(np.ceil(len(handles) / ncol))
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, bottom / h), ncol=min(ncol, len(handles)),
+                   frameon=False, fontsize=FONT["legend"], handlelength=1.4, columnspacing=1.2)
+        bottom += 0.26 * rows + 0.05
+    fig.tight_layout(rect=(0, bottom / h, 1, 1 - top / h))
+    fig.text(0.01, 1 - 0.08 / h, message, fontsize=FONT["title"], fontweight="bold", ha="left", va="top")
+    if subtitle:
+        fig.text(0.01, 1 - 0.36 / h, subtitle, fontsize=FONT["subtitle"], color="#444444", ha="left", va="top")
+    stamp(fig, runs)
+
+
+def legend_of(ax) -> tuple:
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    return handles, labels
+
+
+# --------------------------------------------------------------------------- signal
+class Signal(NamedTuple):
+    ok: bool
+    reason: str
+
+
+def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
+    """Whether ``run``'s figure panel would show signal rather than noise.
+
+    The reference decider always has signal. A language model's run has it when its headroom check
+    passes (ALL - EMPTY accuracy, lower 95% template-bootstrap bound above ``min_points``, default
+    prereg.yaml's threshold); a run without ALL and EMPTY rows has it when its overall accuracy's
+    95% Wilson interval lies above chance (one over the number of options)."""
+    from .constants import HEADROOM_MIN_POINTS
+    if run is None:
+        return Signal(False, "no run")
+    if run.is_reference:
+        return Signal(True, "")
+    min_points = HEADROOM_MIN_POINTS if min_points is None else min_points
+    df = run.df
+    boot = boot if boot is not None else getattr(run, "boot", None)
+    if boot is not None and {"ALL", "EMPTY"} <= set(df["policy"]):
+        from .stats.tables import headroom
+        hr = headroom(df, boot, min_points)
+        if hr["passed"]:
+            return Signal(True, "")
+        return Signal(False, f"{run.label} has no signal to draw: its ALL - EMPTY headroom is {hr['estimate']:.1f} "
+                             f"points [{hr['lo']:.1f}, {hr['hi']:.1f}], and the lower bound must exceed "
+                             f"{min_points:g} points ({len(df)} decisions on {df['template_id'].nunique()} templates).")
+    n, k = len(df), int(df["correct"].sum())
+    chance = 1.0 / 3.0
+    p, z = k / max(n, 1), 1.96
+    lo = (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n) if n else 0.0
+    if lo > chance:
+        return Signal(True, "")
+    return Signal(False, f"{run.label} has no signal to draw: its accuracy {100 * p:.0f}% ({k} of {n} decisions) "
+                         f"is not above chance ({100 * chance:.0f}%, three options) at 95% confidence.")
+
+
+def no_signal_note(signal: Signal, what: str = "The model's panel"):
+    """One line in place of a panel without signal (renders in Jupyter and the book)."""
+    from IPython.display import HTML
+    return HTML(f"<p class='cp-no-signal'>{html.escape(what)} is not drawn: {html.escape(signal.reason)}</p>")
+
+
+def top(values: pd.Series, tol: float = 1e-9) -> str:
+    """Who leads ``values`` (index = names), ties named as ties: "R1 leads", "R1 and B4 tie to lead",
+    "5 tie to lead"."""
+    v = values.dropna()
+    names = [str(i) for i in v.index[v >= v.max() - tol]]
+    if len(names) == 1:
+        return f"{names[0]} leads"
+    if len(names) <= 3:
+        return f"{', '.join(names[:-1])} and {names[-1]} tie to lead"
+    return f"{len(names)} tie to lead"
