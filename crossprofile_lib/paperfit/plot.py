@@ -37,7 +37,7 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
     no model); the diagonal is a perfect fit. The largest misses are labelled."""
     t = res.figures[res.figures.paper.notna()]
     models = list(dict.fromkeys(t.model))
-    fig, axes = F._fig(F.WIDTH, 4.4, ncols=max(1, len(models)), squeeze=False, sharey=True)
+    fig, axes = F.new_figure(F.WIDTH, 4.4, ncols=max(1, len(models)), squeeze=False, sharey=True)
     lo_all = float(np.nanmin([t.paper.min(), t.lo.min(), t.fit.min()])) - 5
     hi_all = float(np.nanmax([t.paper.max(), t.hi.max(), t.fit.max()])) + 5
     near = total = 0
@@ -66,7 +66,7 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     message = message or f"{near} of {total} fitted figures within {NEAR:g} points of the paper"
-    F._finish(fig, message, title, [footer(res)], (list(handles.values()), list(handles)), ncol=2)
+    F.finish(fig, message, title, [footer(res)], (list(handles.values()), list(handles)), ncol=2)
     return fig
 
 
@@ -75,7 +75,7 @@ def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
     residual variance); values under the dashed line (chi2_1 95%) form the profile interval."""
     p = res.profiles
     params = list(dict.fromkeys(p.parameter))
-    fig, axes = F._fig(F.WIDTH, 3.4, ncols=max(1, len(params)), squeeze=False, sharey=True)
+    fig, axes = F.new_figure(F.WIDTH, 3.4, ncols=max(1, len(params)), squeeze=False, sharey=True)
     for ax, name in zip(axes[0], params):
         inside = p[(p.parameter == name) & (p.delta < 50)].value
         for m, c in zip(dict.fromkeys(p.model), MODEL_COLORS * 3):
@@ -101,7 +101,7 @@ def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
         flat = widths.loc[widths.w.idxmax()] if len(widths) else None
         message = ("Each parameter's loss profile" if flat is None else
                    f"Widest profile interval: {flat.model}'s {flat.parameter.replace('_', ' ')}")
-    F._finish(fig, message, title, [footer(res)], (list(handles.values()), list(handles)), ncol=4)
+    F.finish(fig, message, title, [footer(res)], (list(handles.values()), list(handles)), ncol=4)
     return fig
 
 
