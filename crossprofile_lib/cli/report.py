@@ -13,7 +13,7 @@ import sys
 
 import pandas as pd
 
-from ..constants import CLASSIC, MIRROR
+from ..constants import CLASSIC, MIRROR, PRIMARY_BUDGET
 from ..stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
 
 _ci = fmt_ci          # the one formatter (crossprofile_lib.stats.format), shared with the book
@@ -29,7 +29,7 @@ def _budget_rows(t: pd.DataFrame, primary: str) -> pd.DataFrame:
     return t[t["budget_label"].isin([primary, "none"])] if "budget_label" in t.columns else t
 
 
-def print_report(res: dict, primary: str = "0.6", out=None) -> None:
+def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     out = out or sys.stdout
     w = lambda s="": print(s, file=out)  # noqa: E731
     head = f"== {res['backend']} / {res['model']}"

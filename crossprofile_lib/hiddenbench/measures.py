@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HEADROOM_MIN_POINTS
+from ..constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from ..stats.bootstrap import TemplateBootstrap, resample_indices
 
 #: ALL - EMPTY must exceed this many points (prereg.yaml ``settings.headroom_min_points``)
@@ -71,7 +71,7 @@ def _pct(x) -> float:
 
 
 def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.DataFrame,
-                    budget: str = "0.6") -> pd.DataFrame:
+                    budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """One row per ablation; accuracies and rates in percent.
 
     Columns: ``initial_vote``, ``final_vote`` (agents' accuracy; invalid votes count wrong),
@@ -96,7 +96,7 @@ def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.D
     return pd.DataFrame.from_dict(out, orient="index").loc[order]
 
 
-def controlled_summary(decisions: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:
+def controlled_summary(decisions: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """One row per policy: accuracy (%; NaN when nothing was decided) and mean composition."""
     d = decisions[decisions.budget_label.isin([budget, "none"])]
     rows = {}

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ..constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from .bootstrap import TemplateBootstrap
 
 DEFAULT_PREREG_PATH = Path(__file__).resolve().parents[2] / "prereg.yaml"
@@ -45,8 +46,9 @@ _DEFAULT_KEYS = {"outcome", "scale", "where"}
 _CONTRAST_KEYS = {"id", "title", "family", "outcome", "scale", "test_value", "where", "terms", "paper", "note"}
 _FAMILY_KEYS = {"correction", "alpha"}
 _CORRECTIONS = ("holm", "none")
-_SETTINGS = {"primary_budget": "0.6", "headroom_min_points": 15.0,
-             "net_lead_where": {"selection": "budget", "label_format": "full", "budget_label": "0.6"},
+#: a user's file without ``settings`` falls back to the repository prereg.yaml's (crossprofile_lib.constants)
+_SETTINGS = {"primary_budget": PRIMARY_BUDGET, "headroom_min_points": HEADROOM_MIN_POINTS,
+             "net_lead_where": {"selection": "budget", "label_format": "full", "budget_label": PRIMARY_BUDGET},
              "social_proof_where": {}}
 
 

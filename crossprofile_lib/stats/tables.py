@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..constants import HEADROOM_MIN_POINTS
 from .bootstrap import TemplateBootstrap
 
 #: Order in which tables list policies (the runner's default grid first).
@@ -191,7 +192,7 @@ def support_shared_minus_private(df: pd.DataFrame, boot: TemplateBootstrap) -> p
     return _differences(keys, point, draws, pairs, boot)
 
 
-def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = 15.0) -> dict:
+def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = HEADROOM_MIN_POINTS) -> dict:
     """ALL - EMPTY accuracy over all variants, in points. The model's results count as
     confirmatory only when the lower interval bound exceeds ``min_points``; else 'exploratory'."""
     d = df[df["policy"].isin(["ALL", "EMPTY"])]
