@@ -229,7 +229,7 @@ def main(argv=None) -> int:
         args.jobs = args.jobs if args.jobs is not None else jobs()
         only = _csv(args.only)
         known = [m.stem for m in NOTEBOOKS.glob("*.md")]
-        unknown = [o for o in only if not any(_selected(k, [o]) for k in known)]
+        unknown = [o for o in only if not any(k == o or k.split("-")[0] == o for k in known)]
         if unknown:
             raise BookConfigError(f"--only {args.only}: no notebook named {', '.join(unknown)} (notebooks: "
                                   f"{', '.join(sorted(known))})")

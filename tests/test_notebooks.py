@@ -1,6 +1,8 @@
-"""The book's notebooks: every chapter runs at small parameters (``pytest --nbval-lax``), its
-parameters match the book's defaults, and the helpers keep the honesty rules (captions name the
-backend and model, paper values only in 'paper' columns, a failed headroom check is visible)."""
+"""The book's notebooks: every chapter runs at small parameters (``pytest --nbval-lax``), both at the
+quick parameters and at a set without the primary budget and with one variant; its parameters match
+the book's defaults; the helpers keep the honesty rules (captions name the backend and model, paper
+values only in 'paper' columns, a failed headroom check is visible); runs are never overwritten by
+another configuration; ``make book`` checks its variables before running anything."""
 
 from __future__ import annotations
 
@@ -18,19 +20,23 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.md"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
-def _small(runs_root: Path) -> dict:
+#: The second parameter set: no primary budget anywhere, one variant (issue 15.1).
+NO_PRIMARY = dict(budgets=["0.4"], variants=["PSP"], model_budgets=["0.4"], model_variants=["PSP"], hb_budgets=["0.4"])
+
+
+def _small(runs_root: Path, extra: dict | None = None) -> dict:
     from crossprofile_lib import book
     return dict(book.QUICK, runs_root=str(runs_root), widgets=True, paper_templates=["templates/dev"],
-                paper_seeds=[0], paper_budgets=["0.6"], fit_resamples=100, hb_seeds=[0])
+                paper_seeds=[0], paper_budgets=["0.6"], fit_resamples=100, hb_seeds=[0], **(extra or {}))
 
 
-@pytest.fixture(scope="module")
-def small_notebooks(tmp_path_factory):
+@pytest.fixture(scope="module", params=["quick", "no-primary-one-variant"])
+def small_notebooks(request, tmp_path_factory):
     """Each notebook converted with jupytext, small parameters injected by papermill (not run)."""
     import jupytext
     import papermill as pm
     d = tmp_path_factory.mktemp("notebooks")
-    params = _small(d / "runs")
+    params = _small(d / "runs", NO_PRIMARY if request.param != "quick" else None)
     out = {}
     for md in NOTEBOOKS:
         src = d / f"{md.stem}.src.ipynb"
@@ -80,7 +86,7 @@ def test_parameters_cell_first_and_defaults_match_the_book(md):
 
 
 def test_paper_figures_hold_every_spec_section_10_number():
-    from crossprofile_lib.book_tables import load_paper_figures
+    from crossprofile_lib.book import load_paper_figures
     items = load_paper_figures()
     vals = {v for it in items for v in it.paper.values()}
     spec10 = [88.2, 87.7, 51.3, 59.0, 91.3, 90.3, 5.6, 4.6, 35.4, 36.4, 64.0, 63.0, 64.5, 63.4, 96.7, 97.2, 26.1,
@@ -97,7 +103,7 @@ def test_paper_figures_hold_every_spec_section_10_number():
 
 def test_paper_vs_suite_puts_paper_values_only_under_paper(tmp_path):
     from crossprofile_lib import book
-    from crossprofile_lib.book_tables import load_paper_figures, paper_vs_suite
+    from crossprofile_lib.book import load_paper_figures, paper_vs_suite
     run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])
     items = load_paper_figures()
     t = paper_vs_suite(items, {"crossprofile": [run]}, n_resamples=50)
@@ -115,7 +121,7 @@ def test_natural_discussion_fills_its_paper_rows():
     # two tasks: a hand-checkable natural run (group vote right on t1 only; t2 discloses 2 of 4 hidden facts)
     import pandas as pd
     from crossprofile_lib import book
-    from crossprofile_lib.book_tables import load_paper_figures, paper_vs_suite
+    from crossprofile_lib.book import load_paper_figures, paper_vs_suite
     dec = pd.DataFrame([dict(task_id=t, seed=0, ablation=a, policy=p, budget_label=b, decided=True, correct=c)
                         for t, a, p, b, c in [("t1", "baseline", "REF", "none", True), ("t2", "baseline", "REF", "none", False),
                                               ("t1", "evidence-first", "REF", "none", True),
@@ -142,9 +148,11 @@ def test_captions_name_backend_and_reference_decider(tmp_path):
     run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"])
     cap = book.Captions(4)
     text = cap.text("Figure", "Accuracy.", run)
-    assert text.startswith("Figure 4.1. Accuracy.")
-    assert "Backend: ledger" in text and "reference decider" in text and "not a language model" in text
-    assert run.model in text
+    assert text == "Figure 4.1. Accuracy. Backend and model: reference decider (ledger)."
+    assert cap.notebook == "04-rarest-first"
+    assert cap.text("Table", "Both.", [run, run]).count("reference decider") == 1   # named once, not per run
+    box = book.provenance_box([("reference grid", run, book.run_notices(run))]).data
+    assert "Backend: ledger" in box and "not a language model" in box and run.model in box and "<details" in box
 
 
 def test_failed_headroom_shows_a_warning(tmp_path):
@@ -188,6 +196,37 @@ def test_make_variables_set_the_model_run():
     assert p["model_budgets"] == ["0.4", "0.6"] and p["model_variants"] == ["PSP", "SPP"]
     assert build_book.parameters(env={"BACKEND": "none"})["backend"] == ""
     assert build_book.parameters(env={})["widgets"] is False
+    assert build_book.parameters(env={"BACKEND": ""})["backend"] == "llamacpp/smollm2-135m"   # empty = default
+
+
+@pytest.mark.parametrize("env, names", [
+    ({"BUDGETS": "0.7x"}, "BUDGETS=0.7x"), ({"BUDGETS": "0.4,0.4"}, "given twice"), ({"SEEDS": "a"}, "SEEDS=a"),
+    ({"VARIANTS": "PXP"}, "unknown variant"), ({"TEMPLATES": "no/such/dir"}, "TEMPLATES=no/such/dir"),
+    ({"BACKEND": "foo/bar"}, "unknown provider 'foo'"), ({"BACKEND": "openai"}, "name the model"),
+    ({"MODEL": "x"}, "set BACKEND too"), ({"RESAMPLES": "10"}, "RESAMPLES=10"),
+    ({"HIDDENBENCH": "no/such.json"}, "does not exist"), ({"JOBS": "0"}, "JOBS=0")])
+def test_a_bad_make_variable_stops_before_anything_runs(env, names, tmp_path, monkeypatch, capsys):
+    import build_book
+    from crossprofile_lib import book
+    called = []
+    monkeypatch.setattr(book, "prepare", lambda *a, **k: called.append(1) or {})
+    for k in ("BACKEND", "MODEL", "TEMPLATES", "SEEDS", "BUDGETS", "VARIANTS", "RESAMPLES", "HIDDENBENCH", "JOBS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert build_book.main(["--no-html", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert names in err and "Nothing was run" in err
+    assert not called and not (tmp_path / "b").exists()
+
+
+def test_make_book_budgets_without_the_primary_budget_are_accepted(tmp_path, monkeypatch):
+    import build_book
+    from crossprofile_lib import book
+    p = build_book.parameters(env={"BUDGETS": "0.4", "VARIANTS": "PSP"})
+    assert p["model_budgets"] == ["0.4"] and p["model_variants"] == ["PSP"]
+    monkeypatch.setattr(book, "prepare", lambda *a, **k: pytest.fail("ran experiments"))
+    assert build_book.main(["--only", "99-nope", "--no-html", "--out", str(tmp_path / "b")]) == 2   # refused up front
 
 
 def test_offline_check_flags_cdn_scripts(tmp_path):
@@ -229,3 +268,109 @@ def test_hiddenbench_data_source_box_names_the_fixture_and_the_subset():
                 data_sha256="ab" * 32, n_tasks=65, n_tasks_in_file=65, malformed_records=[])
     box = book.data_source_box(book.HBRun(Path("x"), user, {})).data
     assert "benchmark_all_clean.json" in box and "65 valid tasks, 0 malformed)" in box and "/d/" not in box
+
+
+# --------------------------------------------------------------------------- the book library
+def _chapters_code(md):
+    import jupytext
+    nb = jupytext.read(md)
+    return [c.source for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
+
+
+@pytest.mark.parametrize("md", [m for m in NOTEBOOKS if m.stem[:2].isdigit() and m.stem[:2] != "10"],
+                         ids=lambda p: p.stem)
+def test_chapters_retype_no_budget_cell_or_paper_value(md):
+    """The primary budget, the cells and the paper's values come from constants, runs and
+    data/paper_figures.yaml: no chapter's code retypes "0.6" or a paper number."""
+    import re
+    from crossprofile_lib.book import load_paper_figures
+    code = "\n".join(_chapters_code(md))
+    assert '"0.6"' not in code and "'0.6'" not in code, f"{md.name} retypes the primary budget"
+    paper = {str(v) for it in load_paper_figures() for v in it.paper.values()
+             if isinstance(v, float) and abs(v) >= 1 and v != int(v)}
+    typed = set(re.findall(r"(?<![\w.])-?\d+\.\d+(?![\w.])", code))
+    assert not (typed & paper), f"{md.name} types paper values {sorted(typed & paper)}"
+
+
+def test_every_chapter_with_runs_uses_the_one_preamble():
+    for md in NOTEBOOKS:
+        code = "\n".join(_chapters_code(md))
+        if "runs_root" in code or "book.reference_run(" in code:
+            assert code.count("book.setup(") == 1 or md.stem in ("03-methods", "09-rerun"), md.name
+        assert "open_runs" not in code and "SKIPPED" not in code and "book_tables" not in code, md.name
+
+
+def test_a_run_folder_is_never_overwritten_by_another_configuration(tmp_path):
+    from crossprofile_lib import book
+    a = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"], policies=["R1", "ALL"])
+    stamp = (a.path / "results.parquet").stat().st_mtime_ns
+    b = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.4"], policies=["R1", "ALL"])
+    assert a.path.name == "ledger" and b.path.name == f"ledger-{book.config_digest(b.header['config'])}"
+    assert (a.path / "results.parquet").stat().st_mtime_ns == stamp                 # the book's run untouched
+    assert set(b.df.budget_label) == {"0.4", "none"} and set(a.df.budget_label) == {"0.6", "none"}
+    again = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.4"], policies=["R1", "ALL"])
+    assert again.path == b.path and not list(b.path.glob(".crossprofile.lock"))   # found, not rerun; unlocked
+
+
+def test_a_missing_model_is_a_reason_not_a_module_global(tmp_path):
+    from crossprofile_lib import book
+    runs = book.BookRuns(dict(runs_root=str(tmp_path / "runs"), backend="llamacpp/" + str(tmp_path / "none.gguf"),
+                              model_templates=["templates/dev"]))
+    assert runs.model() is None
+    assert str(tmp_path / "none.gguf").split("/")[-1] in runs.skipped[runs.backend] or runs.skipped[runs.backend]
+    assert book.BookRuns(dict(runs_root=str(tmp_path / "runs"))).skipped == {}
+    assert not hasattr(book, "SKIPPED")
+
+
+def test_cells_are_psp_and_sps_with_pooled_secondary_rows(tmp_path):
+    from crossprofile_lib import book
+    run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.6"], policies=["R1", "B4"])
+    t = book.cell_rows(run, book.bootstrap(run, 50))
+    t = t[(t.budget_label == "0.6") & (t.outcome == "correct")].set_index(["policy", "cell"])["estimate"]
+    d = run.df[run.df.budget_label == "0.6"]
+    for pol in ("R1", "B4"):
+        x = d[d.policy == pol]
+        assert t[(pol, "classic (PSP)")] == pytest.approx(100 * x[x.variant == "PSP"].correct.mean())
+        assert t[(pol, "mirror (SPS)")] == pytest.approx(100 * x[x.variant == "SPS"].correct.mean())
+        assert t[(pol, "pooled classic (PS*)")] == pytest.approx(100 * x[x.variant.str[:2] == "PS"].correct.mean())
+        assert t[(pol, "pooled mirror (SP*)")] == pytest.approx(100 * x[x.variant.str[:2] == "SP"].correct.mean())
+    old = run.df.assign(cell=run.df.variant.str[:2].map({"PS": "classic", "SP": "mirror"}).fillna("other"))
+    assert (book.with_cells(old).cell == run.df.cell).all()     # a folder from before SPEC 3's revision reads the same
+
+
+def test_primary_budget_falls_back_with_a_notice(tmp_path):
+    from crossprofile_lib import book
+    from crossprofile_lib.constants import PRIMARY_BUDGET
+    run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.4"], policies=["R1"])
+    b, why = book.primary_budget(run)
+    assert b == "0.4" and f"no r = {PRIMARY_BUDGET}" in why
+    assert book.primary_budget(book.reference_run(tmp_path / "runs", ["templates/dev"], [0], [PRIMARY_BUDGET],
+                                                  policies=["R1"])) == (PRIMARY_BUDGET, "")
+    from crossprofile_lib.stats.contrasts import load_prereg
+    moved = book.at_budget(load_prereg(), "0.4")
+    h1 = {c.id: c for c in moved.contrasts}["H1"]
+    assert all(t.where.get("budget_label") == "0.4" for t in h1.terms)
+
+
+def test_built_with_line_names_parameters_commit_and_date():
+    from crossprofile_lib import book
+    text = book.built_with_text(dict(book.DEFAULTS, backend="openai/qwen"))
+    for part in ("backend openai/qwen", "templates templates/formal", "seeds 0, 1, 2", "budgets 0.4, 0.6, 0.8, 128t",
+                 "model budgets 0.6", "commit ", "date 20"):
+        assert part in text, part
+    assert "model budgets" not in book.built_with_text(dict(book.DEFAULTS, backend=""))
+
+
+def test_confirmatory_tables_use_the_formal_templates():
+    from crossprofile_lib import book
+    from crossprofile_lib.templates import load_templates
+    tpl = load_templates([str(book.resolve(t)) for t in book.DEFAULTS["templates"]])
+    assert len(tpl) == 60 and not any(t.id.startswith("dev-") for t in tpl)
+    assert book.DEFAULTS["hb_budgets"] == ["0.4", "0.6", "0.8"]     # "R1 - B3, mean over budgets" as the paper
+
+
+def test_paper_text_reads_the_one_source():
+    from crossprofile_lib import book
+    assert book.paper_text("h3/H3: R1-rel - R1") == "+8.5 (Qwen2.5-7B-Instruct) / +15.6 (Llama-3.1-8B-Instruct)"
+    with pytest.raises(book.PaperFiguresError):
+        book.paper_text("h3/no such item")

@@ -20,7 +20,7 @@ from ..stats.format import ci_pivot, fmt_ci, fmt_p  # noqa: F401  (the one forma
 from .chapter import EXTRA_RUNS, Chapter, page_header, setup  # noqa: F401
 from .display import (BUILT_WITH, MIN_TEMPLATES_FOR_INTERVALS, SILENT_CHOICES, Captions, Notice,  # noqa: F401
                       admonition, built_with, built_with_text, data_source_box, details, docstring_html,
-                      near_chance, near_chance_name, provenance_box, run_notices, show_figure, takeaways)
+                      near_chance, near_chance_name, num, provenance_box, run_notices, show_figure, takeaways)
 from .experiments import DEFAULTS, QUICK, BookRuns, prepare  # noqa: F401
 from .hbruns import GROUP_VOTE, HBRun, hb_as_run, hb_natural_as_run, hiddenbench_run  # noqa: F401
 from .paper import (PaperFiguresError, PaperItem, load_paper_figures, paper_text, paper_values,  # noqa: F401

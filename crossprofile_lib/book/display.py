@@ -45,6 +45,17 @@ def details(summary: str, body_html: str, open_: bool = False):
     return _html(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>{body_html}</details>")
 
 
+def num(x, digits: int = 1, sign: bool = False, suffix: str = "") -> str:
+    """A number for prose: ``"+12.3 points"``-style, or ``"n/a (not in this run)"`` when absent."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "n/a (not in this run)"
+    if v != v:
+        return "n/a (not in this run)"
+    return f"{v:{'+' if sign else ''}.{digits}f}{suffix}"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -287,8 +298,8 @@ SILENT_CHOICES = (
     ("crossprofile_lib.budgets", "Budgets: what T_all prices"),
     ("crossprofile_lib.policies", "Policies: greedy first-fit, M1 rotation, fixed-k, formats"),
     ("crossprofile_lib.provenance", "Label controls and count-free formats"),
-    ("crossprofile_lib.decider", "The reference decider, tie-breaking with common random numbers"),
-    ("crossprofile_lib.balance", "BAL, the balance-aware memory"),
+    ("crossprofile_lib.backends.ledger", "The reference decider, tie-breaking with common random numbers"),
+    ("crossprofile_lib.policies.bal", "BAL, the balance-aware memory"),
     ("crossprofile_lib.evidence", "Net lead and irrelevant-fact tone"),
     ("crossprofile_lib.rng", "Seeded random streams"),
     ("crossprofile_lib.backends.llamacpp", "The embedded model and its decision mode"),
