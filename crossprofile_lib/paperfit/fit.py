@@ -94,11 +94,25 @@ class Fitter:
                 z[fixed[0]] = fixed[1] if fixed[0] < 2 else math.log(fixed[1])
             return z
 
-        def resid(zf):
-            r = self.predict(_theta(full(zf)), W)[used] - yu
-            return np.nan_to_num(r, nan=1e3)
+        w1 = (np.ones(len(self.fm.units)) if W is None else np.asarray(W, dtype=float))[None]
 
-        r = least_squares(resid, z0[free], bounds=(_LO[free], _HI[free]), method="trf", x_scale=1.0,
+        def resid(zf):
+            pr, jac = self.predict_batch_jac(full(zf)[None], w1)
+            return np.nan_to_num(pr[0, used] - yu, nan=1e3), np.nan_to_num(jac[0][np.ix_(used, free)])
+
+        cache = {}
+
+        def fun(zf):
+            cache["r"], cache["J"] = resid(zf)
+            cache["z"] = np.array(zf)
+            return cache["r"]
+
+        def jac(zf):
+            if "z" not in cache or not np.array_equal(cache["z"], zf):
+                fun(zf)
+            return cache["J"]
+
+        r = least_squares(fun, z0[free], jac=jac, bounds=(_LO[free], _HI[free]), method="trf", x_scale=1.0,
                           xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=400)
         z = full(r.x)
         th = _theta(z)
@@ -113,59 +127,46 @@ class Fitter:
         with np.errstate(invalid="ignore", divide="ignore"):
             return (np.einsum("bt,tjb->bj", W, S) / (W @ self.fm.N)) @ self.fm.C
 
-    def bootstrap(self, y, used, full: dict, W: np.ndarray, iters: int = 30, tol: float = 1e-7
-                  ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Refit for every count row of ``W`` ``(B, T)``: a batched Levenberg-Marquardt over
-        ``(s, w, log beta)`` warm-started at the full-data estimate (forward-difference Jacobian,
-        all resamples in one sparse product per evaluation); rows it does not settle are refitted
-        one by one with :meth:`fit` from where LM stopped. Returns ``theta`` draws ``(B, 3)``, the resampled
-        predictions of every figure at each draw ``(B, I)`` and how many rows needed the refit."""
-        used = np.asarray(used, dtype=bool)
-        yu = np.asarray(y, dtype=float)[used]
-        B = len(W)
-        z = np.tile(_z(full["theta"]), (B, 1))
-        lam = np.full(B, 1e-3)
-        done = np.zeros(B, dtype=bool)
-        h = 1e-6
+    def predict_batch_jac(self, z: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Figures ``(B, I)`` at ``z[b]`` = (s, w, log beta) with count row ``W[b]``, and their exact
+        Jacobian ``(B, I, 3)`` in z. With ``v_k = phi . D_k`` and ``p = 1 / (1 + sum_k exp(v_k))``:
+        ``dp/dphi = -p^2 sum_k exp(v_k) D_k``, ``phi = beta (1, s, w, w s)``."""
+        s, w, b = z[:, 0], z[:, 1], np.exp(z[:, 2])
+        phi = np.stack([b, b * s, b * w, b * w * s], axis=1)                     # (B, 4)
+        D = self._D                                                              # (P, K-1, 4)
+        P, K1, F4 = D.shape
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(phi @ D.reshape(P * K1, F4).T).reshape(len(z), P, K1)
+            p = 1.0 / (1.0 + e.sum(axis=2))                                      # (B, P)
+            G = np.einsum("bpk,pkf->bpf", np.nan_to_num(e, posinf=0.0), D)       # (B, P, 4)
+            dp_phi = -(p * p)[:, :, None] * G
+        Jphi = np.zeros((len(z), 4, 3))
+        Jphi[:, 1, 0], Jphi[:, 3, 0] = b, b * w
+        Jphi[:, 2, 1], Jphi[:, 3, 1] = b, b * s
+        Jphi[:, :, 2] = phi
+        dp = np.einsum("bpf,bfj->bpj", dp_phi, Jphi)                             # (B, P, 3)
+        T, J = self.fm.N.shape
+        S = (self._A @ p.T).reshape(T, J, len(z))
+        dS = (self._A @ dp.transpose(1, 0, 2).reshape(P, -1)).reshape(T, J, len(z), 3)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            den = W @ self.fm.N                                                  # (B, J)
+            pred = (np.einsum("bt,tjb->bj", W, S) / den) @ self.fm.C
+            dnum = np.einsum("bt,tjbk->bjk", W, dS) / den[:, :, None]
+            jac = np.einsum("bjk,ji->bik", dnum, self.fm.C)
+        return pred, jac
 
-        def res(zz, rows):
-            th = np.column_stack([zz[:, 0], zz[:, 1], np.exp(zz[:, 2])])
-            return np.nan_to_num(self.predict_batch(th, W[rows])[:, used] - yu, nan=1e3)
-
-        r = res(z, np.arange(B))
-        for _ in range(iters):
-            act = np.flatnonzero(~done)
-            if not len(act):
-                break
-            Jm = np.empty((len(act), r.shape[1], 3))
-            for k in range(3):
-                zk = z[act].copy()
-                zk[:, k] += h
-                Jm[:, :, k] = (res(zk, act) - r[act]) / h
-            g = np.einsum("bik,bi->bk", Jm, r[act])
-            H = np.einsum("bik,bil->bkl", Jm, Jm)
-            Hd = H + lam[act, None, None] * np.eye(3)[None] * np.maximum(np.diagonal(H, axis1=1, axis2=2), 1e-9)[:, :, None]
-            step = -np.linalg.solve(Hd, g[:, :, None])[:, :, 0]
-            znew = np.clip(z[act] + step, _LO, _HI)
-            rnew = res(znew, act)
-            old, new = (r[act] ** 2).sum(1), (rnew ** 2).sum(1)
-            better = new <= old
-            lam[act] = np.where(better, lam[act] / 10, lam[act] * 10)
-            ab = act[better]
-            moved = np.abs(znew - z[act]).max(axis=1)
-            gain = (old - new) < tol * np.maximum(old, 1.0)
-            z[ab], r[ab] = znew[better], rnew[better]
-            # settled: an accepted step that gains (almost) nothing, or no step the Jacobian's
-            # precision can still improve on (tiny, or the damping has grown huge)
-            done[act] = (better & (gain | (moved < tol))) | (~better & ((moved < tol) | (lam[act] > 1e8)))
-        th = np.column_stack([z[:, 0], z[:, 1], np.exp(z[:, 2])])
-        n_refit = 0
-        for b in np.flatnonzero(~done):    # finish the rows LM left unsettled (from where it stopped)
-            f = self.fit(y, used, W[b], start=th[b])
-            if f["loss"] < (r[b] ** 2).sum():
-                th[b] = f["theta"]
-            n_refit += 1
-        return th, self.predict_batch(th, W), n_refit
+    def bootstrap(self, y, used, full: dict, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Refit for every count row of ``W`` ``(B, T)``, each warm-started at the full-data estimate
+        (:meth:`fit` with the exact Jacobian; a resample moves the optimum only a little). Returns
+        ``theta`` draws ``(B, 3)``, the resampled predictions of every figure at each draw ``(B, I)``
+        and how many refits stopped without converging."""
+        th = np.empty((len(W), 3))
+        failed = 0
+        for b in range(len(W)):
+            f = self.fit(y, used, W[b], start=full["theta"])
+            th[b] = f["theta"]
+            failed += not f["success"]
+        return th, self.predict_batch(th, W), failed
 
     def leave_one_out(self, y, used, full: dict) -> np.ndarray:
         """``(I,)``: each used figure's prediction from a fit without it (NaN where not used)."""

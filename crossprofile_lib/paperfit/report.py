@@ -36,7 +36,7 @@ from .predict import evaluate_figures, figure_matrix
 #: known parameters for the recovery check (besides each model's fitted point)
 RECOVERY_TRUTHS = ((0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0))
 PROFILE_POINTS = 25
-FIT_VERSION = 3   # bump when the fit's method changes (part of the result cache key)
+FIT_VERSION = 4   # bump when the fit's method changes (part of the result cache key)
 TABLES = ("params", "figures", "memory", "profiles", "recovery")
 
 
@@ -162,13 +162,13 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
         if used.sum() < 3:
             continue
         full = F.fit(y, used)
-        th_b, pr_b, n_refit = F.bootstrap(y, used, full, boot.weights) if resamples else (None, None, 0)
+        th_b, pr_b, n_failed = F.bootstrap(y, used, full, boot.weights) if resamples else (None, None, 0)
         loo = F.leave_one_out(y, used, full)
         pred = F.predict(full["theta"])
         n = int(used.sum())
         sigma2 = full["loss"] / max(1, n - 3)
         thr = full["loss"] + sigma2 * chi2.ppf(0.95, 1)
-        fits[m] = dict(theta=[float(v) for v in full["theta"]], loss=full["loss"], rmse=full["rmse"], n_figures=n, refits=n_refit,
+        fits[m] = dict(theta=[float(v) for v in full["theta"]], loss=full["loss"], rmse=full["rmse"], n_figures=n, unconverged_refits=n_failed,
                        model=ledger_model(full["theta"]))
         for k, name in enumerate(PARAMS):
             lo = hi = plo = phi = math.nan
