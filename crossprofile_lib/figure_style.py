@@ -79,11 +79,23 @@ def _hue_colors(values) -> dict:
     return dict(zip(vals, sns.color_palette("colorblind", max(len(vals), 1)).as_hex()))
 
 
-def stamp(fig, runs, y: float = 0.005) -> None:
-    """Write the backend and model of ``runs`` into the figure's footer."""
+def wrap(text: str, width_in: float, fontsize: float, em: float = 0.58) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (DejaVu Sans
+    averages about 0.55 em per character; bold about 0.6), so nothing is drawn past the figure's edge
+    (the inline backend's tight bounding box would widen the image and shrink it in the column)."""
+    import textwrap
+    return textwrap.fill(text, max(20, int(width_in * 72 / (fontsize * em))), break_long_words=False)
+
+
+def stamp_text(runs) -> str:
     runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
-    text = "; ".join(r if isinstance(r, str) else r.label + ("" if r.is_reference else f" - model {r.model}")
+    return "; ".join(r if isinstance(r, str) else r.label + ("" if r.is_reference else f" - model {r.model}")
                      for r in runs)
+
+
+def stamp(fig, runs, y: float = 0.005) -> None:
+    """Write the backend and model of ``runs`` into the figure's footer (wrapped to its width)."""
+    text = wrap(stamp_text(runs), fig.get_size_inches()[0] - 0.2, FONT["note"])
     fig.text(0.01, y, text, fontsize=FONT["note"], color="#555555", ha="left", va="bottom")
 
 
@@ -94,22 +106,41 @@ def new_figure(w: float, h: float, **kw):
     return plt.subplots(figsize=(min(w, WIDTH), h), dpi=DPI, **kw)
 
 
+def _legend_columns(labels: Sequence[str], width_in: float, ncol: int) -> int:
+    """As many columns (at most ``ncol``) as fit the figure's width."""
+    widest = max(len(str(x)) for x in labels) * FONT["legend"] * 0.58 / 72 + 0.45  # text, marker, spacing
+    return max(1, min(ncol, len(labels), int((width_in - 0.2) // widest)))
+
+
 def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = None, ncol: int = 4) -> None:
     """Message title and subtitle on top, the legend below the axes (outside them), the run stamp
-    at the very bottom; the axes get the space left between."""
+    at the very bottom; the axes get the space left between. Texts are wrapped and the legend's
+    columns chosen to fit the width, and the figure grows taller by what the wrapping needs, so
+    nothing is drawn outside it."""
     w, h = fig.get_size_inches()
-    top = 0.32 + (0.24 if subtitle else 0.0)
-    bottom = 0.24
+    line = lambda pt: pt * 1.3 / 72  # noqa: E731  (inches per line of text)
+    message = wrap(message, w - 0.2, FONT["title"], em=0.62)
+    subtitle = wrap(subtitle, w - 0.2, FONT["subtitle"]) if subtitle else ""
+    n_msg, n_sub = message.count("\n") + 1, (subtitle.count("\n") + 1 if subtitle else 0)
+    n_stamp = wrap(stamp_text(runs), w - 0.2, FONT["note"]).count("\n") + 1 if stamp_text(runs) else 0
+    top = 0.1 + n_msg * line(FONT["title"]) + (0.06 + n_sub * line(FONT["subtitle"]) if n_sub else 0.0) + 0.06
+    bottom = 0.06 + n_stamp * line(FONT["note"])
+    rows = cols = 0
     if legend and legend[0]:
-        handles, labels = legend
-        rows = int(np.ceil(len(handles) / ncol))
-        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, bottom / h), ncol=min(ncol, len(handles)),
-                   frameon=False, fontsize=FONT["legend"], handlelength=1.4, columnspacing=1.2)
-        bottom += 0.26 * rows + 0.05
+        cols = _legend_columns(legend[1], w, ncol)
+        rows = int(np.ceil(len(legend[0]) / cols))
+        bottom += 0.26 * rows + 0.08
+    extra = max(0.0, top + bottom - 1.1)  # beyond what the figure's height already allowed for
+    h = h + extra
+    fig.set_size_inches(w, h)
+    if rows:
+        fig.legend(*legend, loc="lower center", bbox_to_anchor=(0.5, (0.06 + n_stamp * line(FONT["note"])) / h),
+                   ncol=cols, frameon=False, fontsize=FONT["legend"], handlelength=1.4, columnspacing=1.2)
     fig.tight_layout(rect=(0, bottom / h, 1, 1 - top / h))
     fig.text(0.01, 1 - 0.08 / h, message, fontsize=FONT["title"], fontweight="bold", ha="left", va="top")
     if subtitle:
-        fig.text(0.01, 1 - 0.36 / h, subtitle, fontsize=FONT["subtitle"], color="#444444", ha="left", va="top")
+        fig.text(0.01, 1 - (0.14 + n_msg * line(FONT["title"])) / h, subtitle, fontsize=FONT["subtitle"],
+                 color="#444444", ha="left", va="top")
     stamp(fig, runs)
 
 

@@ -106,8 +106,10 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
 
 
 def _leaders(t: pd.DataFrame, x: str, hue: str) -> str:
-    parts = [f"{top(d.set_index(d[hue].astype(str))['estimate'])} in {g}" for g, d in t.groupby(x, sort=False)]
-    return "; ".join(parts)
+    tops = {str(g): top(d.set_index(d[hue].astype(str))["estimate"]) for g, d in t.groupby(x, sort=False)}
+    if len(tops) > 1 and len(set(tops.values())) == 1:
+        return f"{next(iter(tops.values()))} in every {x.replace('_', ' ')}"
+    return "; ".join(f"{v} in {g}" for g, v in tops.items())
 
 
 def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accuracy (%)",

@@ -131,5 +131,25 @@ def test_a_shared_top_is_named_as_a_tie():
     assert F.top(pd.Series({"R1": 90.0, "B4": 20.0})) == "R1 leads"
     assert F.top(pd.Series({p: 100.0 for p in "abcde"})) == "5 tie to lead"
     acc = pd.DataFrame({"PSP": [100.0, 100.0, 20.0], "SPS": [20.0, 100.0, 30.0]}, index=["R1", "ALL", "B4"])
-    msg = F.accuracy_heatmap(acc, []).texts[0].get_text()
+    msg = F.accuracy_heatmap(acc, []).texts[0].get_text().replace("\n", " ")
     assert msg == "R1 and ALL tie to lead the classic cell PSP (100%); ALL leads the mirror cell SPS (100%)", msg
+
+
+def test_nothing_is_drawn_outside_the_figure():
+    """Long titles, many legend entries and several runs are wrapped to the width: the tight bounding box
+    (what Jupyter saves) stays the figure's own size, so the book shows the figure at full size."""
+    pols = ["R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle", "ALL", "EMPTY",
+            "R1:unlabeled", "B4:shuffled", "private-only", "shared-only"]
+    t = pd.DataFrame([(v, p, 50.0, 40.0, 60.0) for v in ("PSP", "PSS", "SPP", "SPS") for p in pols],
+                     columns=["variant", "policy", "estimate", "lo", "hi"])
+    long = "a long subtitle naming the budget, the templates, the seeds and the run " * 3
+    fig = F.interval_bars(t, "variant", "policy", ["reference decider (ledger, social proof 0.5) - model x"] * 4,
+                          title=long, message="a message that goes on " * 6)
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    w, h = fig.get_size_inches()
+    assert box.x1 <= w + 0.05 and box.x0 >= -0.05 and box.y1 <= h + 0.05 and box.y0 >= -0.05, (box, w, h)
+    r = fig.canvas.get_renderer()
+    texts = [x.get_window_extent(r) for x in fig.texts] + [fig.legends[0].get_window_extent(r)]
+    axes = [a.get_window_extent(r) for a in fig.axes]
+    assert not any(tb.overlaps(ab) for tb in texts for ab in axes), "a title, subtitle or legend overlaps the plot"
