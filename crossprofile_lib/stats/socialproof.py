@@ -133,18 +133,24 @@ def _derivs(th: np.ndarray, Xp: np.ndarray, Wp: np.ndarray, hess: bool = True):
     P, K, F = Xp.shape
     s, w, beta = th[:, 0], th[:, 1], th[:, 2]
     phi = np.stack([beta, beta * s, beta * w, beta * w * s], axis=1)          # (b, 4)
-    u = (phi @ Xp.reshape(P * K, F).T).reshape(len(th), P, K)
-    m = u.max(axis=2, keepdims=True)
-    e = np.exp(u - m)
-    Z = e.sum(axis=2)
-    ll = np.einsum("bp,bp->b", Wp, u[:, :, 0] - m[:, :, 0] - np.log(Z))
+    # one (b, P) slice per option: reductions over the short option axis as K-1 elementwise
+    # operations (numpy's axis reductions over a length-3 axis cost several times more)
+    Xk = [np.ascontiguousarray(Xp[:, k, :]) for k in range(K)]                # K x (P, F)
+    u = [phi @ x.T for x in Xk]                                               # K x (b, P)
+    m = u[0].copy()
+    for k in range(1, K):
+        np.maximum(m, u[k], out=m)
+    e = [np.exp(uk - m) for uk in u]
+    Z = e[0].copy()
+    for k in range(1, K):
+        Z += e[k]
+    ll = np.einsum("bp,bp->b", Wp, u[0] - m - np.log(Z))
     if not hess:
         return ll, None, None
-    p = e / Z[:, :, None]
-    xbar = np.matmul(p[:, :, None, :], Xp[None])[:, :, 0, :]                     # (b, P, F)
-    g_phi = np.einsum("bp,bpf->bf", Wp, Xp[None, :, 0, :] - xbar)
-    XX = (Xp[:, :, :, None] * Xp[:, :, None, :]).reshape(P * K, F * F)
-    second = ((Wp[:, :, None] * p).reshape(len(th), P * K) @ XX).reshape(len(th), F, F)
+    wp = [Wp * ek / Z for ek in e]                                            # K x (b, P): weight * choice prob.
+    xbar = sum((ek / Z)[:, :, None] * x[None] for ek, x in zip(e, Xk))        # (b, P, F)
+    g_phi = Wp @ Xk[0] - sum(a @ x for a, x in zip(wp, Xk))                   # (b, F)
+    second = sum(a @ (x[:, :, None] * x[:, None, :]).reshape(P, F * F) for a, x in zip(wp, Xk)).reshape(len(th), F, F)
     second -= np.matmul((Wp[:, :, None] * xbar).transpose(0, 2, 1), xbar)
     J = np.zeros((len(th), 4, 3))
     J[:, 0, 2] = 1.0
