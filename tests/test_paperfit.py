@@ -144,7 +144,6 @@ def test_cache_hit_computes_nothing(result, cache, monkeypatch):
     assert again.info["fit_cache_hit"] is True
     assert again.params.equals(result.params) and again.figures.round(9).equals(result.figures.round(9))
     # the ledger grid is cached too: a new fit (other resamples) loads it, never rebuilds the memories
-    monkeypatch.setattr(report_mod, "Fitter", fit_mod.Fitter)
     monkeypatch.undo()
     monkeypatch.setattr(ledger_mod, "build_design", boom)
     other = fit_paper(templates=DEV, seeds=[0], resamples=5, cache_dir=cache, with_profiles=False,
