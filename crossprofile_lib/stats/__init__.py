@@ -1,10 +1,20 @@
 """Inference over a results table (SPEC section 8): pure functions on arrays and frames.
 
-* :mod:`.bootstrap` -- the template bootstrap (one resample index matrix per run);
+Nothing here imports the pipeline (runner, policies, backends, discussion, templates): the
+social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.rebuild` and handed in.
+
+* :mod:`.bootstrap` -- the template bootstrap (one resample index matrix per run; HiddenBench's
+  task bootstrap uses it too);
 * :mod:`.contrasts` -- the preregistered-contrast language (``prereg.yaml``) and Holm;
-* :mod:`.tables` -- accuracy, cells, composition, relevance, label effects, headroom;
-* :mod:`.netlead` -- accuracy by net lead, mixed and GEE logistic regressions;
+* :mod:`.analysis_set` -- failed calls refused or dropped, the analysis set (formal templates),
+  confirmatory or exploratory;
+* :mod:`.tables` -- accuracy, cells (classic PSP, mirror SPS, pooled), composition, relevance,
+  label effects, headroom;
+* :mod:`.netlead` -- accuracy by net lead; template fixed-effects logit (primary), mixed and GEE
+  logits (robustness), their verdicts;
 * :mod:`.socialproof` -- the fitted social-proof weight (beyond the paper);
+* :mod:`.cache` -- the fits stored under the run folder, keyed by the rows' hash;
+* :mod:`.format` -- the one formatter of estimates, intervals and p-values;
 * :mod:`.analysis` -- everything for a run, per model (``crossprofile stats``).
 """
 
