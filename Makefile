@@ -31,6 +31,11 @@ install-llm: $(LLM_STAMP)
 test: install install-llm
 	$(BIN)/python -m pytest -q tests
 
+# make book [BACKEND=provider/model|none] [MODEL=...] [TEMPLATES=...] [SEEDS=0,1,2] [BUDGETS=0.4,0.6]
+#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [JOBS=2]: the model sample's
+# parameters (the reference decider always runs the 60 formal templates). scripts/build_book.py checks
+# every variable with the command line's rules before running anything and stops (exit 2) naming
+# the bad one; any valid value builds every page.
 book: install install-llm
 	$(BIN)/python scripts/build_book.py
 

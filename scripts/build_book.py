@@ -196,13 +196,15 @@ def execute(md: Path, out_dir: Path, params: dict) -> float:
 
 
 def tidy(path: Path) -> None:
-    """Fold papermill's injected-parameters cell like the parameters cell (shown on demand)."""
+    """Results first: the parameters cell and papermill's injected-parameters cell (no output) are
+    left out of the web page (tag ``remove-cell``); the page's "built with" line names their values,
+    and the downloadable notebook keeps both cells."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
     for c in nb.cells:
         tags = c.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "hide-input" not in tags:
-            tags.append("hide-input")
+        if ("injected-parameters" in tags or "parameters" in tags) and "remove-cell" not in tags:
+            tags.append("remove-cell")
     nbformat.write(nb, path)
 
 
