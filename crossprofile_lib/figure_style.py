@@ -196,11 +196,16 @@ def no_signal_note(signal: Signal, what: str = "The model's panel"):
     return HTML(f"<p class='cp-no-signal'>{html.escape(what)} is not drawn: {html.escape(signal.reason)}</p>")
 
 
+def top_names(values: pd.Series, tol: float = 1e-9) -> list[str]:
+    """The names (index) sharing the highest value."""
+    v = values.dropna()
+    return [str(i) for i in v.index[v >= v.max() - tol]] if len(v) else []
+
+
 def top(values: pd.Series, tol: float = 1e-9) -> str:
     """Who leads ``values`` (index = names), ties named as ties: "R1 leads", "R1 and B4 tie to lead",
     "5 tie to lead"."""
-    v = values.dropna()
-    names = [str(i) for i in v.index[v >= v.max() - tol]]
+    names = top_names(values, tol)
     if len(names) == 1:
         return f"{names[0]} leads"
     if len(names) <= 3:

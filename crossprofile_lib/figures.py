@@ -24,7 +24,7 @@ import seaborn as sns
 
 from .figure_style import (BASE_COLORS, DPI, FONT, FORMAT_SHADE, PAPER_COLOR, ROLE_COLORS, WIDTH,  # noqa: F401
                            Signal, _hue_colors, _split, finish, legend_of, model_signal, new_figure, no_signal_note,
-                           palette, policy_color, stamp, top, use_svg)
+                           palette, policy_color, stamp, top, top_names, use_svg)
 
 # --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
@@ -106,10 +106,13 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
 
 
 def _leaders(t: pd.DataFrame, x: str, hue: str) -> str:
-    tops = {str(g): top(d.set_index(d[hue].astype(str))["estimate"]) for g, d in t.groupby(x, sort=False)}
-    if len(tops) > 1 and len(set(tops.values())) == 1:
-        return f"{next(iter(tops.values()))} in every {x.replace('_', ' ')}"
-    return "; ".join(f"{v} in {g}" for g, v in tops.items())
+    groups = {str(g): d.set_index(d[hue].astype(str))["estimate"] for g, d in t.groupby(x, sort=False)}
+    if len(groups) <= 2:
+        return "; ".join(f"{top(v)} in {g}" for g, v in groups.items())
+    from collections import Counter
+    best, k = Counter(n for v in groups.values() for n in top_names(v)).most_common(1)[0]
+    return (f"{best} is highest (or tied) in every {x.replace('_', ' ')}" if k == len(groups) else
+            f"{best} is highest (or tied) in {k} of {len(groups)} {x.replace('_', ' ')} groups")
 
 
 def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accuracy (%)",
@@ -184,8 +187,11 @@ def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy",
     ax.set_xlabel("mean kept facts (of 5 support, 3 decoy, 4 irrelevant)")
     ax.set_xlim(0, 12)
     if message is None:
-        i = int(np.argmax(t["kept_decoy"].to_numpy(dtype=float)))
-        message = f"{t[by].iloc[i]} keeps the most decoys ({float(t['kept_decoy'].iloc[i]):.2f} of 3)"
+        d = t.set_index(t[by].astype(str))["kept_decoy"].astype(float)
+        names, most = top_names(d), float(d.max())
+        message = (f"{names[0]} keeps the most decoys ({most:.2f} of 3)" if len(names) == 1 else
+                   f"{', '.join(names[:-1])} and {names[-1]} keep the most decoys ({most:.2f} of 3)"
+                   if len(names) <= 3 else f"{len(names)} of {len(d)} rows keep the most decoys ({most:.2f} of 3)")
     finish(fig, message, title, runs, legend_of(ax), ncol=3)
     return fig
 

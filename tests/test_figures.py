@@ -153,3 +153,14 @@ def test_nothing_is_drawn_outside_the_figure():
     texts = [x.get_window_extent(r) for x in fig.texts] + [fig.legends[0].get_window_extent(r)]
     axes = [a.get_window_extent(r) for a in fig.axes]
     assert not any(tb.overlaps(ab) for tb in texts for ab in axes), "a title, subtitle or legend overlaps the plot"
+
+
+def test_many_groups_are_summarised_not_enumerated():
+    t = pd.DataFrame([(v, p, e, e - 5, e + 5) for v in ("PPP", "PSP", "SPS", "SSS")
+                      for p, e in (("R1", 90.0), ("B4", 90.0 if v == "PSP" else 20.0), ("Random", 50.0))],
+                     columns=["variant", "policy", "estimate", "lo", "hi"])
+    msg = F.interval_bars(t, "variant", "policy", []).texts[0].get_text().replace("\n", " ")
+    assert msg == "R1 is highest (or tied) in every variant", msg
+    c = pd.DataFrame(dict(policy=["R1", "B4", "R1-rel"], kept_support=[5.0, 3, 5], kept_decoy=[0.0, 3, 3],
+                          kept_irrelevant=[4.0, 2, 0]))
+    assert F.composition_bars(c, []).texts[0].get_text() == "B4 and R1-rel keep the most decoys (3.00 of 3)"
