@@ -42,6 +42,13 @@ class Verdict:
         return kind
 
 
+def outcome(view, policy: str) -> str:
+    """One word for a table cell: ``correct``, ``decoy``, ``third option``, or ``tie`` when the top
+    score was shared (the seeded coin's pick is not a result)."""
+    v = verdict(view, policy, getattr(view, "social_proof", 0.0))
+    return "tie" if len(v.tied) > 1 else v.word(view.task.template)
+
+
 def verdict(view, policy: str, social_proof: float) -> Verdict:
     """Score ``view``'s memory of ``policy`` as the reference decider does and name any tie."""
     from .decider import ReferenceDecider, option_order

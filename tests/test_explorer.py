@@ -44,3 +44,9 @@ def test_exercises_cover_both_cells_with_computed_answers(hospital):
     r1 = explorer.explore(hospital, MIRROR, "R1", "0.6").view.composition("R1")
     assert f"R1 keeps {r1.kept_support} support, {r1.kept_decoy} decoy" in page
     assert page.count("<details>") == 2
+
+
+def test_outcome_is_one_word_and_says_tie(hospital):
+    e = explorer.explore(hospital, CLASSIC, "EMPTY", "0.6", policies=("EMPTY", "ALL"))
+    assert explorer.outcome(e.view, "EMPTY") == "tie"
+    assert explorer.outcome(e.view, "ALL") in ("correct", "decoy", "third option")
