@@ -25,19 +25,24 @@ from .stats.socialproof import ChoiceData
 KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
 
 
-def option_features(task, memory, order: Sequence[str]) -> np.ndarray:
+def _fact_table(template) -> dict:
+    """``fact id -> (option the fact is about, feature column, polarity)`` of a template."""
+    return {f.id: (f.about, 0 if f.relevant else 2, f.polarity) for f in template.facts}
+
+
+def option_features(task, memory, order: Sequence[str], facts: Optional[dict] = None) -> np.ndarray:
     """``(K, 4)`` features (:data:`~crossprofile_lib.stats.socialproof.FEATURES`) of each option
-    in ``order`` from a memory's kept facts and the speaker counts their labels reveal."""
-    t = task.template
+    in ``order`` from a memory's kept facts and the speaker counts their labels reveal.
+    ``facts``: the template's :func:`_fact_table` when the caller has it already."""
+    facts = facts if facts is not None else _fact_table(task.template)
     pos = {o: j for j, o in enumerate(order)}
     x = np.zeros((len(order), 4))
     for c, n in zip(memory.kept, memory.revealed):
         if c.fact_id is None:
             continue
-        f = t.fact(c.fact_id)
-        k = 0 if f.relevant else 2
-        x[pos[f.about], k] += f.polarity
-        x[pos[f.about], k + 1] += f.polarity * (max(n, 1) - 1)
+        about, k, polarity = facts[c.fact_id]
+        x[pos[about], k] += polarity
+        x[pos[about], k + 1] += polarity * (max(n, 1) - 1)
     return x
 
 
@@ -50,7 +55,7 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
     built = {}
     for req, row in pairs:
         built[tuple(row[k] for k in KEY)] = (req, row.get("memory_sha"))
-    X, ch, tid = [], [], []
+    X, ch, tid, tables = [], [], [], {}
     info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
             "left_out_by_policy": {}}
     # plain Python lists: iterating Arrow-backed columns row by row costs more than the rebuild
@@ -74,7 +79,10 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
                 pol = k[KEY.index("policy")]
                 info["left_out_by_policy"][pol] = info["left_out_by_policy"].get(pol, 0) + 1
             continue
-        X.append(option_features(req.task, req.memory, req.option_order))
+        tmpl = req.task.template
+        if tmpl.id not in tables:
+            tables[tmpl.id] = _fact_table(tmpl)
+        X.append(option_features(req.task, req.memory, req.option_order, tables[tmpl.id]))
         ch.append(req.option_order.index(decision))
         tid.append(k[0])
     info["used"] = len(X)
