@@ -40,10 +40,13 @@ book: install install-llm
 	$(BIN)/python scripts/build_book.py
 
 # The live classroom explorer (chapter 10) in JupyterLab on this machine: the chapter's jupytext source
-# opens as a notebook (scripts/lab-settings), run all cells for the controls. LAB_ARGS: e.g. --no-browser.
+# opens as a notebook (scripts/lab-overrides.json: text notebooks open as notebooks by default), run all
+# cells for the controls. LAB_ARGS: e.g. --no-browser.
 lab: install
-	JUPYTERLAB_SETTINGS_DIR=$(CURDIR)/scripts/lab-settings $(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 \
-		--ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS) notebooks/10-explorer.md
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp scripts/lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS) notebooks/10-explorer.md
 
 bench: install
 	$(BIN)/python benchmarks/bench_grid.py

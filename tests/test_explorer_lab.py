@@ -1,7 +1,7 @@
 """The live explorer (chapter 10) in a real JupyterLab, driven by headless Chromium.
 
-JupyterLab starts as ``make lab`` starts it (the chapter's jupytext source opens as a notebook,
-scripts/lab-settings), headless: on 127.0.0.1, token disabled, no browser of its own, the app
+JupyterLab starts as ``make lab`` starts it (the chapter's jupytext source opened as a notebook with
+jupytext's viewer, as scripts/lab-overrides.json makes the default), headless: on 127.0.0.1, token disabled, no browser of its own, the app
 exposed to the page (``--expose-app-in-browser``) so the test can run all cells. The test opens
 ``notebooks/10-explorer.md``, runs it, waits for the explorer's rendered task, switches the policy
 dropdown from R1 to B4 as a student would, and checks that the rendered memory changes to B4's.
@@ -39,7 +39,7 @@ def lab(tmp_path_factory):
     require_chromium()
     tmp = tmp_path_factory.mktemp("lab")
     port = _free_port()
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(ROOT / "scripts" / "lab-settings"),
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
                CROSSPROFILE_CACHE=str(tmp / "cache"), MPLBACKEND="Agg")
     cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--expose-app-in-browser",
