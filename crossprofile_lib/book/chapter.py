@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ..constants import PRIMARY_BUDGET
-from .display import Captions, Notice, built_with, data_source_box, provenance_box, run_notices
+from .display import Captions, Notice, built_with, data_source_box, near_chance_name, provenance_box, run_notices
 from .experiments import DEFAULTS, BookRuns
 from .hbruns import HBRun
 from .runs import REFERENCE, Run, bootstrap, primary_budget
@@ -132,7 +132,10 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
                                      html.escape(br.skipped.get(f"hiddenbench:{br.backend}", "unknown reason"))))
     for role, h in (("HiddenBench, reference", ch.hb), ("HiddenBench, model", ch.hb_model)):
         if h is not None:
-            rows.append((role, h, []))
+            rows.append((role, h, [Notice("important", "SmolLM2-135M decides near chance",
+                                          "Its HiddenBench accuracies are close to chance and say nothing about the "
+                                          "paper's models; they show the protocol running end to end.")]
+                         if near_chance_name(h.backend + h.model) else []))
     src = next((h for h in (ch.hb, ch.hb_model) if h is not None), None)
     if src is not None:
         box = data_source_box(src)
