@@ -211,8 +211,12 @@ def main() -> None:
     out = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "numpy": np.__version__,
            "machine": platform.machine(), "cores": len(os.sched_getaffinity(0)), "load_1min_at_start": load(),
            "decisions": len(df), "run_s": made}
-    out["contrast_bootstrap"] = bench_contrasts(df, load_prereg(), args)
-    out["social_proof_refits"] = bench_refits(runs["stochastic"][0], args)
+    from threadpoolctl import threadpool_limits
+    from crossprofile_lib.stats.analysis import BLAS_THREADS
+    out["blas_threads"] = BLAS_THREADS      # as crossprofile stats runs them
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        out["contrast_bootstrap"] = bench_contrasts(df, load_prereg(), args)
+        out["social_proof_refits"] = bench_refits(runs["stochastic"][0], args)
     out["stats_command_cpu_s"] = {k: bench_command(d, args) for k, (d, _) in runs.items()}
     out["load_1min_at_end"] = load()
     print(json.dumps(out, indent=1))

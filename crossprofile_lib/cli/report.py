@@ -4,7 +4,9 @@
 Holm-corrected), accuracy per policy x budget x variant, the classic and mirror cells,
 decoy-choice rates, kept composition and retention, relevance-filter precision and recall,
 label effects, ALL memory support shared minus private, accuracy by net lead with the
-mixed and GEE regressions, and the fitted social-proof weight.
+regressions (template fixed effects, primary; mixed and GEE, robustness) and their verdict, and
+the fitted social-proof weight; first the analysis set, any dropped failed calls and whether
+the results are confirmatory.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ def _cmd_stats(args) -> int:
 
 
 def register(sub) -> None:
+    from ..stats.analysis_set import ANALYSIS_SETS
     from ..stats.cache import CACHE_DIRNAME
     s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
                                      "net-lead regressions, fitted social-proof weight")
@@ -68,10 +69,10 @@ def register(sub) -> None:
     s.add_argument("--seed", type=A.seed, default=0, help="seed of the resample index matrix (default 0)")
     s.add_argument("--fit-resamples", type=A.nonnegative_int, default=1000,
                    help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
-    s.add_argument("--no-regressions", action="store_true", help="skip the mixed and GEE net-lead regressions")
+    s.add_argument("--no-regressions", action="store_true", help="skip the net-lead regressions (fixed effects, mixed, GEE)")
     s.add_argument("--allow-errors", action="store_true",
                    help="drop rows whose model call failed (column 'error' set) instead of refusing the run")
-    s.add_argument("--analysis-set", choices=("formal", "all"), default="formal",
+    s.add_argument("--analysis-set", choices=ANALYSIS_SETS, default=ANALYSIS_SETS[0],
                    help="formal (default): confirmatory statistics on the formal templates only (ids of the files "
                         "under templates/formal/), development templates dropped; all: every template (exploratory)")
     s.add_argument("--no-cache", action="store_true",
