@@ -65,8 +65,8 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
 
 
 def paper_text(ref: str, digits: Optional[int] = None) -> str:
-    """A paper value for prose: ``"+8.5 (Qwen2.5-7B-Instruct) / +15.6 (Llama-3.1-8B-Instruct)"``
-    from the item ``ref`` (``"<figure id>/<item label>"``) of data/paper_figures.yaml."""
+    """A paper value for prose, ``"+X (model A) / +Y (model B)"`` (a sign for points, two decimals
+    for facts), from the item ``ref`` (``"<figure id>/<item label>"``) of data/paper_figures.yaml."""
     item = paper_item(ref)
     sign = "+" if item.unit == "points" else ""
 
