@@ -29,16 +29,16 @@ import numpy as np
 import pandas as pd
 
 from ..constants import PRIMARY_BUDGET
+# The book's policy grids are defined once, in the policy registry (crossprofile_lib.policies.registry).
+from ..policies import (FIT_POLICIES, GROUP_SIZE_POLICIES, LABELS_POLICIES, MODEL_POLICIES,  # noqa: F401
+                        REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES)
+from ..provenance import FORMATS  # noqa: F401
 
 ROOT = Path(os.environ.get("CROSSPROFILE_ROOT", Path(__file__).resolve().parents[2]))
 REFERENCE = "reference decider"
-
-#: The book's policy grids are defined once, in the policy registry (:mod:`crossprofile_lib.policies.registry`).
-from ..policies import (FIT_POLICIES, GROUP_SIZE_POLICIES, LABELS_POLICIES, MODEL_POLICIES,  # noqa: E402,F401
-                        REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES)
-from ..provenance import FORMATS  # noqa: E402,F401
 #: The model sample rerun with the 'labels are not evidence' decision prompt (chapter 12).
 LABELS_PROMPT = "labels-not-evidence"
+
 
 def resolve(p: str | Path) -> Path:
     p = Path(p)
