@@ -1,7 +1,8 @@
 """R1-rel's mechanism (issue 13.7): what strict relevance tiering keeps with a realistic filter.
 
-The paper reports that Qwen's R1-rel kept 4.43 support / 1.89 decoy / 2.16 irrelevant facts in the
-classic cell, with a relevance filter of 99.4% precision and 98.9% recall. Strict tiering
+The paper reports the support / decoy / irrelevant facts Qwen's R1-rel kept in the classic cell
+(``classic-kept`` in data/paper_figures.yaml) and its relevance filter's precision and recall
+(``relevance-filter``): about two irrelevant facts kept with a near-perfect filter. Strict tiering
 (the relevant tier first, R1 order inside tiers, greedy first-fit) lets an irrelevant fact in only
 when every relevant-tier line that fits is already kept. This module asks what that rule keeps
 when the filter makes errors at the paper's stated rates:
