@@ -23,7 +23,8 @@ def _interval(lo, hi, d=1) -> str:
     return "" if any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)) else f"[{lo:.{d}f}, {hi:.{d}f}]"
 
 
-def print_report(res, out=sys.stdout, recovery: bool = False) -> None:
+def print_report(res, out=None, recovery: bool = False) -> None:
+    out = sys.stdout if out is None else out   # looked up at call time (a captured stdout may be swapped)
     info = res.info
     sec = info.get("seconds", {})
     how = ("read from the cache" if info.get("fit_cache_hit") else
