@@ -192,6 +192,7 @@ def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progre
         "model": backend.model,
         "decision_mode": backend.decision_mode,
         "tokenizer": backend.tokenizer.name,
+        "tokenizer_source": backend.tokenizer_source,
         "package_version": __version__,
         "git_commit": git_commit(Path(__file__).resolve().parent),
         "rows": len(df),

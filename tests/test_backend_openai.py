@@ -404,6 +404,7 @@ def test_budgets_use_the_servers_tokenize_endpoint(server, tmp_path, kind, capsy
     assert "budgets use the served model's tokenizer" in capsys.readouterr().err
     df, h = run_to_dir(RunConfig(backend="openai/fake", **TOK_GRID), tmp_path / "out", backend=b)
     assert (df.tokenizer == f"server:{kind}:fake").all() and h["tokenizer"] == f"server:{kind}:fake"
+    assert h["tokenizer_source"] == b.tokenizer_source and "tokenize" in h["tokenizer_source"]
     ref = run_grid(RunConfig(**TOK_GRID), _ledger_with(F.FakeTokenizer()))
     assert df[BUDGET_COLUMNS].equals(ref[BUDGET_COLUMNS])  # the server's counts, BOS removed
     off = run_grid(RunConfig(**TOK_GRID), get_backend("ledger"))

@@ -57,6 +57,7 @@ class Backend(Protocol):
     relevance_kind: str
     capabilities: frozenset
     tokenizer: object
+    tokenizer_source: str    # how the budgets' tokenizer was chosen (recorded in run.json)
     stats: Counter
     cache: object
     progress: bool
@@ -117,6 +118,7 @@ class ChatBackend:
     decision_mode: str = "generate"
     relevance_kind: str = "model"
     capabilities: frozenset = frozenset({CHAT, SUMMARISE})
+    tokenizer_source: str = "the backend's tokenizer"
     cache = None
     progress: bool = False
     stats = MappingProxyType({})  # no counters; backends that count calls set a Counter per instance

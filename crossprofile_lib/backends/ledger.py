@@ -41,6 +41,7 @@ class ReferenceDecider:
     decision_mode = "ledger"
     relevance_kind = "oracle"
     capabilities: frozenset = frozenset()
+    tokenizer_source: str = "given (--tokenizer) or the offline default"
     cache = None
 
     def __init__(self, social_proof: float = 0.0, irrelevant_weight: float = 0.0,

@@ -111,6 +111,8 @@ class LlamaCppBackend(LLMBackend):
         super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
         self.template = ChatTemplate.from_llama(self.llama, name=f"gguf:{self.path.name}")
+        self.tokenizer_source = ("the model's own (GGUF)" if tokenizer in (None, "", "model")
+                                 else f"given: {self.tokenizer.name}")
         self._letter_ids: dict[str, np.ndarray] = {}
 
     def _load(self, n_ctx: int):

@@ -72,6 +72,8 @@ class VLLMBackend(LLMBackend):
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
+        self.tokenizer_source = ("the engine's own (Hugging Face)" if tokenizer in (None, "", "model")
+                                 else f"given: {self.tokenizer.name}")
 
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "base_url": None,
