@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.stats import chi2
 
 from ..policies import DEFAULT_POLICIES
-from ..stats.bootstrap import TemplateBootstrap
+from ..stats.bootstrap import TemplateBootstrap, percentile_interval
 from .figures import NOT_A_MODEL_RUN, NOT_SEPARATED, model_columns, needed_policies, select_figures, short
 from .fit import BOUNDS, PARAMS, Fitter, recovery
 from .ledger import GRID, cache_key, default_cache_dir, load_or_build
@@ -173,7 +173,7 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
         for k, name in enumerate(PARAMS):
             lo = hi = plo = phi = math.nan
             if th_b is not None:
-                lo, hi = np.quantile(th_b[:, k], [0.025, 0.975])
+                lo, hi = (float(v) for v in percentile_interval(th_b[:, k]))
             if with_profiles:
                 vals = _profile_values(k, full["theta"][k])
                 prof = F.profile(y, used, full, k, vals)
@@ -188,8 +188,8 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             role = ("fitted" if used[i] else "held out (paper names no model)" if not math.isnan(other)
                     else "not estimable" if not fm.estimable[i] else "prediction only")
             pv = y[i] if not math.isnan(y[i]) else other
-            lo, hi = (np.nanquantile(pr_b[:, i], [0.025, 0.975]) if pr_b is not None and np.isfinite(pr_b[:, i]).any()
-                      else (math.nan, math.nan))
+            lo, hi = ((float(v) for v in percentile_interval(pr_b[:, i]))
+                      if pr_b is not None and np.isfinite(pr_b[:, i]).any() else (math.nan, math.nan))
             frow.append(dict(model=short(m), figure=f.ref, unit=f.unit, paper=pv, fit=pred[i], lo=lo, hi=hi,
                              residual=pred[i] - pv, loo=loo[i], role=role))
         if with_recovery:
