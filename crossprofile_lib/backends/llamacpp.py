@@ -8,9 +8,12 @@ The model's own (GGUF) tokenizer prices the budgets unless ``--tokenizer`` says 
 
 Speed (issue 17; ``benchmarks/bench_llamacpp.py``, figures in the README):
 
-* **Threads**: one thread by default (``n_threads`` overrides). llama.cpp's threads wait for each
-  other at every layer; when the cores are shared (other processes, a notebook, a second run)
-  two threads on a 2-core machine ran several times slower than one.
+* **Threads** (``n_threads``; default :func:`auto_threads`): every core unless the machine is
+  heavily loaded, then one. llama.cpp's threads wait for each other at every layer, so they
+  suffer when the cores are shared. Measured on 2 cores, runner, 8 score calls, passive OpenMP
+  waiting (``benchmarks/results/llamacpp*.json``): idle, 2 threads 5.1 s vs 1 thread 8.8 s; with
+  two busy processes beside it, 10.3 s vs 13.7 s; at a load average of about 8, 42.5 s vs 35.6 s
+  (2 threads 1.2x slower; an earlier measurement with other jobs saw 3.0-3.7x).
 * **Score mode reads only the last position's logits** (``logits_all=False``): the prompt is
   evaluated with llama.cpp's prefix reuse, then the log-probabilities of the tokens that spell the
   option letters are read from the last row (a log-sum-exp over the vocabulary; no sort and no
@@ -87,9 +90,16 @@ def model_path(model: str) -> Path:
     return p
 
 
+def auto_threads() -> int:
+    """Every core, unless the 1-minute load average is at least twice the core count (then 1):
+    the crossover measured on this 2-core machine (see the module doc)."""
+    n = os.cpu_count() or 1
+    return n if os.getloadavg()[0] < 2 * n else 1
+
+
 class LlamaCppBackend(LLMBackend):
     """See module doc. Options: ``decision_mode``, ``n_ctx`` (``auto``: sized to the longest prompt
-    of a batch; or a number), ``n_threads`` (1), ``n_batch`` (512), ``max_tokens`` (512),
+    of a batch; or a number), ``n_threads`` (:func:`auto_threads`), ``n_batch`` (512), ``max_tokens`` (512),
     ``reason_chars`` (grammar mode, 400), ``cache`` (folder), ``progress``."""
 
     provider = "llamacpp"
@@ -104,7 +114,7 @@ class LlamaCppBackend(LLMBackend):
         self.path = model_path(model or DEFAULT_ALIAS)
         self.auto_ctx = str(n_ctx) == "auto"
         self.n_batch = int(n_batch)
-        self.n_threads = int(n_threads) if n_threads else 1
+        self.n_threads = int(n_threads) if n_threads else auto_threads()
         self.llama = self._load(self.START_CTX if self.auto_ctx else int(n_ctx))
         tok = GGUFTokenizer(self.path, llama=self.llama) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
