@@ -52,7 +52,7 @@ def test_choice_probability_by_hand():
 
 def test_probabilities_are_the_deciders_softmax(setup):
     """Each decision's analytic probability is softmax(beta * ReferenceDecider.option_scores)."""
-    from crossprofile_lib.decider import ReferenceDecider
+    from crossprofile_lib.backends.ledger import ReferenceDecider
     from crossprofile_lib.runner import RunConfig, build_requests
     from crossprofile_lib.templates import load_templates
     figs, dec, design, fm, F = setup

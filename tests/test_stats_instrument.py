@@ -5,7 +5,7 @@ check passes, and with a social-proof weight removing labels helps in the classi
 import numpy as np
 import pytest
 
-from crossprofile_lib.decider import ReferenceDecider
+from crossprofile_lib.backends.ledger import ReferenceDecider
 from crossprofile_lib.runner import RunConfig, run_grid
 from crossprofile_lib.stats import tables as T
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap

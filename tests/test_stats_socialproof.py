@@ -4,7 +4,7 @@ compression, and the fit recovers the reference decider's known parameters."""
 import numpy as np
 import pytest
 
-from crossprofile_lib.decider import ReferenceDecider
+from crossprofile_lib.backends.ledger import ReferenceDecider
 from crossprofile_lib.runner import RunConfig, build_requests, run_grid
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.rebuild import choice_data, option_features, rebuild_choice_data

@@ -132,7 +132,7 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
     budget. Prompt tokens are the offline tokenizer's count over a seeded sample of rendered
     decision prompts (a model's own tokenizer differs by a few percent).
     """
-    from ..decider import ReferenceDecider
+    from ..backends.ledger import ReferenceDecider
     from ..policies import parse_policy
     from ..prompts import decision_prompt
     from ..runner import RunConfig, build_requests

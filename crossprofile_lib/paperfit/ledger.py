@@ -8,7 +8,7 @@ with probability
 
     P(o) = softmax_o( beta * (x0 + s*x1 + w*(x2 + s*x3)) )
 
-(:class:`crossprofile_lib.decider.ReferenceDecider` samples from exactly this; its argmax default is
+(:class:`crossprofile_lib.backends.ledger.ReferenceDecider` samples from exactly this; its argmax default is
 the limit ``beta -> inf``, ties shared equally). So the **expected** accuracy of a set of decisions is
 the mean of ``P(correct option)`` and the expected decoy-choice rate the mean of ``P(decoy option)``:
 no sampling. Decisions are collapsed into **patterns** (a decision's ``(K, 4)`` features with the
@@ -116,7 +116,7 @@ def _canonical(X: np.ndarray, target: np.ndarray) -> np.ndarray:
 def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budgets: Sequence[str],
                  n_agents: int = 4, tokenizer: Optional[str] = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """Build every memory of the grid (no decisions) and return ``(rows, Xp, pattern)``."""
-    from ..decider import ReferenceDecider
+    from ..backends.ledger import ReferenceDecider
     from ..runner import RunConfig, build_requests
     from ..rebuild import option_features
     from ..tokenizer import get_tokenizer
