@@ -4,7 +4,7 @@ Every backend (:mod:`crossprofile_lib.backends`) takes :class:`DecisionRequest` 
 the memory, the options in the order the prompt letters them: :func:`option_order`) and
 returns :class:`Decision` s. The reference decider (the "evidence ledger", backend ``ledger``)
 is :class:`crossprofile_lib.backends.ledger.ReferenceDecider`; its decision rule is documented
-there. ``crossprofile_lib.decider.ReferenceDecider`` still resolves to it.
+there.
 """
 
 from __future__ import annotations
@@ -41,9 +41,3 @@ class Decision:
     raw: str = ""
     meta: dict = field(default_factory=dict)
 
-
-def __getattr__(name: str):
-    if name == "ReferenceDecider":  # the class lives with the other backends
-        from .backends.ledger import ReferenceDecider
-        return ReferenceDecider
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

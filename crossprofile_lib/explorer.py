@@ -51,7 +51,8 @@ def outcome(view, policy: str) -> str:
 
 def verdict(view, policy: str, social_proof: float) -> Verdict:
     """Score ``view``'s memory of ``policy`` as the reference decider does and name any tie."""
-    from .decider import ReferenceDecider, option_order
+    from .backends.ledger import ReferenceDecider
+    from .decider import option_order
     order = option_order(view.task)
     s = ReferenceDecider(social_proof=social_proof).option_scores(view.task, view.memories[policy], order)
     top = max(s)
