@@ -9,7 +9,9 @@ what the answer key says about a claim (its oracle relevance and :class:`Stance`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
+
+import numpy as np
 
 from .discussion import ClaimList, Task
 from .memory import Memory
@@ -74,3 +76,40 @@ def composition(task: Task, memory: Memory) -> Composition:
         else:
             tone += sign * f.polarity
     return Composition(n["support"], n["decoy"], n["irrelevant"], lead, tone)
+
+
+# --- per-option evidence a memory shows (the social-proof fit's features) ----------------------
+#: columns of :func:`option_features`: relevant polarity, relevant polarity x (speakers - 1),
+#: irrelevant polarity, irrelevant polarity x (speakers - 1)
+FEATURES = ("relevant", "relevant_extra_speakers", "irrelevant", "irrelevant_extra_speakers")
+
+
+def fact_table(template) -> dict:
+    """``fact id -> (option the fact is about, feature column, polarity)`` of a template."""
+    return {f.id: (f.about, 0 if f.relevant else 2, f.polarity) for f in template.facts}
+
+
+def option_features(task: Task, memory: Memory, order: Sequence[str], facts: Optional[dict] = None) -> np.ndarray:
+    """``(K, 4)`` features (:data:`FEATURES`) of each option in ``order`` from a memory's kept facts
+    and the speaker counts their labels reveal. ``facts``: the template's :func:`fact_table`."""
+    facts = facts if facts is not None else fact_table(task.template)
+    pos = {o: j for j, o in enumerate(order)}
+    x = np.zeros((len(order), 4))
+    for c, n in zip(memory.kept, memory.revealed):
+        if c.fact_id is None:
+            continue
+        about, k, polarity = facts[c.fact_id]
+        x[pos[about], k] += polarity
+        x[pos[about], k + 1] += polarity * (max(n, 1) - 1)
+    return x
+
+
+def encode_features(x: np.ndarray) -> str:
+    """The results column ``option_features``: integers, options separated by ``;``, columns by
+    ``,`` in the option order of the row (``"1,0,0,0;-1,-3,0,0;0,0,1,0"``)."""
+    return ";".join(",".join(str(int(v)) for v in row) for row in x)
+
+
+def decode_features(s: str) -> np.ndarray:
+    """Inverse of :func:`encode_features`: ``(K, 4)`` floats."""
+    return np.array([[float(v) for v in row.split(",")] for row in s.split(";")])

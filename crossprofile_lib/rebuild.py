@@ -20,30 +20,13 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from .evidence import decode_features, fact_table, option_features  # noqa: F401  (re-exported)
 from .stats.socialproof import ChoiceData
 
 KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
 
 
-def _fact_table(template) -> dict:
-    """``fact id -> (option the fact is about, feature column, polarity)`` of a template."""
-    return {f.id: (f.about, 0 if f.relevant else 2, f.polarity) for f in template.facts}
-
-
-def option_features(task, memory, order: Sequence[str], facts: Optional[dict] = None) -> np.ndarray:
-    """``(K, 4)`` features (:data:`~crossprofile_lib.stats.socialproof.FEATURES`) of each option
-    in ``order`` from a memory's kept facts and the speaker counts their labels reveal.
-    ``facts``: the template's :func:`_fact_table` when the caller has it already."""
-    facts = facts if facts is not None else _fact_table(task.template)
-    pos = {o: j for j, o in enumerate(order)}
-    x = np.zeros((len(order), 4))
-    for c, n in zip(memory.kept, memory.revealed):
-        if c.fact_id is None:
-            continue
-        about, k, polarity = facts[c.fact_id]
-        x[pos[about], k] += polarity
-        x[pos[about], k + 1] += polarity * (max(n, 1) - 1)
-    return x
+_fact_table = fact_table  # noqa: E305  (the name this module used)
 
 
 def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
@@ -136,8 +119,51 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     return data, info
 
 
+def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
+    """Choice data from the ``option_features`` column the runner records with every decision
+    (no rebuild needed); None when the table lacks it (a run written before the column existed).
+
+    The same rows as a rebuild: valid decisions of copy and unbudgeted policies; generated (B3)
+    memories are left out (their "kept" facts come from a word-overlap rule, not the memory's
+    lines). Unlike a rebuild, memories built from a model's own relevance filter or stances are
+    used too: their features were recorded from the memory the model actually saw."""
+    if "option_features" not in df.columns or not len(df):
+        return None
+    feats = df["option_features"].tolist()
+    if any(not isinstance(f, str) or not f for f in feats):
+        return None
+    info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
+            "left_out_by_policy": {}, "source": "option_features recorded at run time"}
+    X, ch, tid, used_pols = [], [], [], []
+    for f, pol, sel, order, decision, invalid, t in zip(
+            feats, df["policy"].tolist(), df["selection"].tolist(), df["option_order"].tolist(),
+            df["decision"].tolist(), df["invalid"].tolist(), df["template_id"].tolist()):
+        order = order.split(",")
+        if invalid or not decision:
+            info["invalid"] += 1
+            continue
+        if sel == "generated" or decision not in order:
+            info["not_rebuilt"] += 1
+            info["left_out_by_policy"][pol] = info["left_out_by_policy"].get(pol, 0) + 1
+            continue
+        X.append(decode_features(f))
+        ch.append(order.index(decision))
+        tid.append(t)
+        used_pols.append(pol)
+    info["used"] = len(X)
+    info["policies_rebuilt"] = list(dict.fromkeys(used_pols))
+    if not X:
+        return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0)), info
+    if len({x.shape[0] for x in X}) > 1:
+        raise ValueError("decisions have different option counts; fit one option count at a time")
+    return ChoiceData(np.stack(X), np.array(ch), np.array(tid, dtype=object), np.ones(len(X))), info
+
+
 def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):
     from .stats.netlead import subset
+    recorded = recorded_choice_data(subset(d, where))
+    if recorded is not None:
+        return recorded
     if config is None:
         return "no run header (run.json) to rebuild the memories from"
     try:

@@ -22,7 +22,7 @@ from .backends import backend_for
 from .budgets import Budget
 from .constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from .decider import DecisionRequest
-from .evidence import composition
+from .evidence import composition, encode_features, fact_table, option_features
 from .pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
 from .policies import DEFAULT_POLICIES, relevance_metrics
 from .results import git_commit, write_results
@@ -63,6 +63,7 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
                     irrelevant_attr=v.irrelevant_attr, cell=v.cell, pooled_cell=v.pooled_cell, seed=task.seed,
                     n_agents=cfg.n_agents, t_all=u.t_all, option_order=",".join(u.order))
         x = TaskInputs(u, backend)
+        facts = fact_table(t)
         for m in memories(u, specs, budgets, backend, task.task_id, policy_rng(task.seed), x):
             spec, mem, b, btok, rel = m.spec, m.memory, m.budget, m.budget_tokens, m.relevance
             comp = composition(task, mem)
@@ -83,6 +84,7 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
                        relevance_precision=prec, relevance_recall=rec,
                        memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16],
                        memory_kind=mem.kind,
+                       option_features=encode_features(option_features(task, mem, u.order, facts)),
                        relevance_invalid=bool(rel is not None and rel.invalid),
                        error="; ".join(e for e in (rel_error, (mem.meta or {}).get("error", "")) if e))
             yield DecisionRequest(task, mem, u.order, m.key), row

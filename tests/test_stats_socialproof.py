@@ -104,3 +104,19 @@ def test_deterministic_decider_is_flagged(dev_templates):
     res = fit_social_proof(data, TemplateBootstrap.draw(df.template_id.unique(), 50, np.random.default_rng(0)))
     assert res["deterministic"] and "not point-identified" in res["note"]
     assert res["table"]["lo"].isna().all()
+
+
+def test_recorded_option_features_equal_the_rebuilt_ones():
+    """The runner records each decision's option features; reading them gives exactly the
+    choice data a rebuild of the memories gives (and needs no templates or run header)."""
+    from dataclasses import asdict
+    from crossprofile_lib.rebuild import recorded_choice_data
+    from crossprofile_lib.runner import RunConfig, run_grid
+    cfg = RunConfig(templates=["templates/dev"], seeds=[0], budgets=["0.6"],
+                    backend_options={"social_proof": 0.5, "inverse_temperature": 2.0})
+    df = run_grid(cfg)
+    a, ia = recorded_choice_data(df)
+    b, ib = rebuild_choice_data(df.drop(columns=["option_features"]), asdict(cfg))
+    assert len(a) == len(b) == ia["used"] == ib["used"] > 0
+    assert np.array_equal(a.X, b.X) and np.array_equal(a.choice, b.choice) and np.array_equal(a.template, b.template)
+    assert recorded_choice_data(df.drop(columns=["option_features"])) is None
