@@ -26,7 +26,20 @@ from .stats.socialproof import ChoiceData
 KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
 
 
-_fact_table = fact_table  # noqa: E305  (the name this module used)
+def _info(n: int) -> dict:
+    """Bookkeeping of a choice-data build: rows seen, used, and left out by reason."""
+    return {"decisions": n, "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
+            "left_out_by_policy": {}}
+
+
+def _choice_data(X: list, ch: list, tid: list) -> ChoiceData:
+    """Stack per-decision ``(K, 4)`` features into :class:`ChoiceData` (one option count only)."""
+    if not X:
+        return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0))
+    K = {x.shape[0] for x in X}
+    if len(K) > 1:
+        raise ValueError(f"decisions have different option counts {sorted(K)}; fit one option count at a time")
+    return ChoiceData(np.stack(X), np.array(ch), np.array(tid, dtype=object), np.ones(len(X)))
 
 
 def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
@@ -39,8 +52,7 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
     for req, row in pairs:
         built[tuple(row[k] for k in KEY)] = (req, row.get("memory_sha"))
     X, ch, tid, tables = [], [], [], {}
-    info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
-            "left_out_by_policy": {}}
+    info = _info(len(df))
     # plain Python lists: iterating Arrow-backed columns row by row costs more than the rebuild
     keys = list(zip(*(df[c].tolist() for c in KEY)))
     for k, sha, decision, invalid in zip(keys, df["memory_sha"].tolist(), df["decision"].tolist(),
@@ -64,17 +76,12 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
             continue
         tmpl = req.task.template
         if tmpl.id not in tables:
-            tables[tmpl.id] = _fact_table(tmpl)
+            tables[tmpl.id] = fact_table(tmpl)
         X.append(option_features(req.task, req.memory, req.option_order, tables[tmpl.id]))
         ch.append(req.option_order.index(decision))
         tid.append(k[0])
     info["used"] = len(X)
-    if not X:
-        return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0)), info
-    K = {x.shape[0] for x in X}
-    if len(K) > 1:
-        raise ValueError(f"decisions have different option counts {sorted(K)}; fit one option count at a time")
-    return ChoiceData(np.stack(X), np.array(ch), np.array(tid, dtype=object), np.ones(len(X))), info
+    return _choice_data(X, ch, tid), info
 
 
 def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[ChoiceData, dict]:
@@ -132,8 +139,7 @@ def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
     feats = df["option_features"].tolist()
     if any(not isinstance(f, str) or not f for f in feats):
         return None
-    info = {"decisions": len(df), "used": 0, "invalid": 0, "not_rebuilt": 0, "memory_mismatch": 0,
-            "left_out_by_policy": {}, "source": "option_features recorded at run time"}
+    info = dict(_info(len(df)), source="option_features recorded at run time")
     X, ch, tid, used_pols = [], [], [], []
     for f, pol, sel, order, decision, invalid, t in zip(
             feats, df["policy"].tolist(), df["selection"].tolist(), df["option_order"].tolist(),
@@ -152,11 +158,7 @@ def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
         used_pols.append(pol)
     info["used"] = len(X)
     info["policies_rebuilt"] = list(dict.fromkeys(used_pols))
-    if not X:
-        return ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.zeros(0, object), np.zeros(0)), info
-    if len({x.shape[0] for x in X}) > 1:
-        raise ValueError("decisions have different option counts; fit one option count at a time")
-    return ChoiceData(np.stack(X), np.array(ch), np.array(tid, dtype=object), np.ones(len(X))), info
+    return _choice_data(X, ch, tid), info
 
 
 def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):

@@ -24,6 +24,12 @@ _SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential|sessi
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether an option, header or query name looks like it holds a secret (``api_key``,
+    ``token``, ``password``...): its value is never typed, written or keyed."""
+    return bool(_SECRET_NAME.search(name))
+
+
 def _redact_query(q: str) -> str:
     if not q:
         return q

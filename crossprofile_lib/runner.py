@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -132,14 +131,11 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
     return df
 
 
-_SECRET = re.compile(r"key|token|secret|password", re.IGNORECASE)
-
-
 def _redacted_config(cfg: RunConfig) -> dict:
     """The resolved configuration for ``run.json``; option values named like a secret are hidden."""
     d = asdict(cfg)
-    from .redact import redact_url
-    d["backend_options"] = {k: ("***" if _SECRET.search(k) else redact_url(v) if k == "base_url" else v)
+    from .redact import MASK, is_secret_name, redact_url
+    d["backend_options"] = {k: (MASK if is_secret_name(k) else redact_url(v) if k == "base_url" else v)
                             for k, v in d["backend_options"].items()}
     return d
 

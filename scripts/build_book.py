@@ -43,14 +43,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from crossprofile_lib import book  # noqa: E402
+from crossprofile_lib.cli.args import csv  # noqa: E402
 from crossprofile_lib import launch_buttons  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//[^"']+["']""", re.IGNORECASE)
-
-
-def _csv(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
 
 
 class BookConfigError(ValueError):
@@ -229,7 +226,7 @@ def main(argv=None) -> int:
     try:  # every Make variable is checked before anything runs
         params = parameters(args.quick)
         args.jobs = args.jobs if args.jobs is not None else jobs()
-        only = _csv(args.only)
+        only = csv(args.only)
         known = [m.stem for m in NOTEBOOKS.glob("*.md")]
         unknown = [o for o in only if not any(k == o or k.split("-")[0] == o for k in known)]
         if unknown:

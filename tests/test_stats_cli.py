@@ -5,6 +5,7 @@ import json
 import pytest
 
 from crossprofile_lib.cli import main
+from stats_cli import run_stats
 
 
 @pytest.fixture(scope="module")
@@ -16,15 +17,8 @@ def run_dir(tmp_path_factory):
     return out
 
 
-def _stats(capsys, *args):
-    capsys.readouterr()
-    rc = main(["stats", *map(str, args)])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
 def test_text_report(run_dir, capsys):
-    rc, out, _ = _stats(capsys, run_dir, "--resamples", 300, "--fit-resamples", 30)
+    rc, out, _ = run_stats(capsys, run_dir, "--resamples", 300, "--fit-resamples", 30)
     assert rc == 0
     for s in ("== ledger / reference-decider(sp=0.4,irr=0,beta=3)", "not a language model", "headroom",
               "H1", "H2", "H3", "p adjusted", "paper", "Accuracy (%) per policy",
@@ -34,9 +28,9 @@ def test_text_report(run_dir, capsys):
 
 def test_json_same_seed_same_numbers_other_seed_differs(run_dir, capsys):
     args = [run_dir, "--json", "--resamples", 300, "--fit-resamples", 20, "--no-regressions"]
-    rc, a, _ = _stats(capsys, *args, "--seed", 1)
-    _, b, _ = _stats(capsys, *args, "--seed", 1)
-    _, c, _ = _stats(capsys, *args, "--seed", 2)
+    rc, a, _ = run_stats(capsys, *args, "--seed", 1)
+    _, b, _ = run_stats(capsys, *args, "--seed", 1)
+    _, c, _ = run_stats(capsys, *args, "--seed", 2)
     assert rc == 0 and a == b
     ma, mc = json.loads(a)["models"][0], json.loads(c)["models"][0]
     h1a = next(x for x in ma["contrasts"] if x["id"] == "H1")
@@ -51,9 +45,9 @@ def test_json_same_seed_same_numbers_other_seed_differs(run_dir, capsys):
 def test_errors_name_the_file(run_dir, tmp_path, capsys):
     bad = tmp_path / "p.yaml"
     bad.write_text("contrasts:\n  - id: X\n    terms: [{weight: 1, where: {colour: red}}]\n")
-    rc, _, err = _stats(capsys, run_dir, "--prereg", bad, "--resamples", 50, "--fit-resamples", 0)
+    rc, _, err = run_stats(capsys, run_dir, "--prereg", bad, "--resamples", 50, "--fit-resamples", 0)
     assert rc == 2 and str(bad) in err and "terms[0].where.colour" in err
-    rc, _, err = _stats(capsys, tmp_path / "nothing")
+    rc, _, err = run_stats(capsys, tmp_path / "nothing")
     assert rc == 2 and str(tmp_path / "nothing") in err and "no results file" in err
 
 
@@ -63,9 +57,9 @@ def test_without_header_the_fit_uses_the_recorded_features_or_is_skipped(run_dir
     d.mkdir()
     df = pd.read_parquet(run_dir / "results.parquet")
     df.to_parquet(d / "results.parquet")
-    rc, out, _ = _stats(capsys, d, "--resamples", 100, "--no-regressions")
+    rc, out, _ = run_stats(capsys, d, "--resamples", 100, "--no-regressions")
     assert rc == 0 and "skipped: no run header" not in out and "not rebuilt" in out  # option_features column
     # a table written before the column existed needs the header to rebuild the memories
     df.drop(columns=["option_features"]).to_parquet(d / "results.parquet")
-    rc, out, _ = _stats(capsys, d, "--resamples", 100, "--no-regressions", "--no-cache")
+    rc, out, _ = run_stats(capsys, d, "--resamples", 100, "--no-regressions", "--no-cache")
     assert rc == 0 and "skipped: no run header" in out

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from crossprofile_lib.cli import main
+from stats_cli import run_stats
 from crossprofile_lib.stats.analysis import analyse
 from crossprofile_lib.stats.analysis_set import (MIN_TEMPLATES_CONFIRMATORY, FailedCallsError, check_failed_calls,
                                                  formal_template_ids, select_analysis_set)
@@ -26,13 +27,6 @@ def mixed_run(tmp_path_factory):
     return out
 
 
-def _stats(capsys, *args):
-    capsys.readouterr()
-    rc = main(["stats", *map(str, args)])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
 def test_formal_ids_come_from_the_formal_folder():
     ids = formal_template_ids()
     assert len(ids) == 60 and not any(i.startswith("dev-") for i in ids)
@@ -45,13 +39,13 @@ def test_development_templates_never_enter_the_formal_set(mixed_run, capsys):
     rows, rec = select_analysis_set(df)
     assert rec["name"] == "formal" and rec["n_templates"] == 10 and rec["development_templates"] == 10
     assert not rows.template_id.str.startswith("dev-").any() and rec["rows_dropped"] == len(df) - len(rows)
-    rc, out, _ = _stats(capsys, mixed_run, "--json", *FAST)
+    rc, out, _ = run_stats(capsys, mixed_run, "--json", *FAST)
     m = json.loads(out)["models"][0]
     assert rc == 0 and m["n_templates"] == 10 and m["analysis_set"]["name"] == "formal"
     assert m["n_decisions"] == len(rows) and m["status"] == "confirmatory"
-    rc, out, _ = _stats(capsys, mixed_run, *FAST)
+    rc, out, _ = run_stats(capsys, mixed_run, *FAST)
     assert "analysis set: formal (10 templates" in out and "development templates dropped" in out
-    rc, out, _ = _stats(capsys, mixed_run, "--json", "--analysis-set", "all", *FAST)
+    rc, out, _ = run_stats(capsys, mixed_run, "--json", "--analysis-set", "all", *FAST)
     m = json.loads(out)["models"][0]
     assert m["n_templates"] == 20 and m["status"] == "exploratory"
     assert "analysis set: all" in m["status_label"]
@@ -75,10 +69,10 @@ def test_failed_calls_are_refused_or_dropped_with_a_count(mixed_run, tmp_path, c
     df["error"] = df["error"].astype(object)
     df.loc[df.index[:37], "error"] = "APIConnectionError: connection refused"
     df.to_parquet(d / "results.parquet")
-    rc, out, err = _stats(capsys, d, *FAST)
+    rc, out, err = run_stats(capsys, d, *FAST)
     assert rc == 1 and "37 of" in err and "failed model calls" in err and "--allow-errors" in err
     assert str(d) in err and out == ""
-    rc, out, err = _stats(capsys, d, "--allow-errors", *FAST)
+    rc, out, err = run_stats(capsys, d, "--allow-errors", *FAST)
     assert rc == 0 and "37 dropped" in err and "37 dropped" in out
     with pytest.raises(FailedCallsError, match="37 of"):
         analyse(df, n_resamples=50, regressions=False, fit_resamples=0)
@@ -87,5 +81,5 @@ def test_failed_calls_are_refused_or_dropped_with_a_count(mixed_run, tmp_path, c
     # all calls failed: nothing left is an error, not 0 % accuracy
     df["error"] = "timeout"
     df.to_parquet(d / "results.parquet")
-    rc, out, err = _stats(capsys, d, "--allow-errors", *FAST)
+    rc, out, err = run_stats(capsys, d, "--allow-errors", *FAST)
     assert rc == 1 and "no decisions left" in err

@@ -62,6 +62,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..prompts import LETTERS
 from .base import ChatRequest, ChatResult
 from .llm import (GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs,
                   decision_gbnf, score_text)
@@ -159,11 +160,15 @@ class LlamaCppBackend(LLMBackend):
 
     def _choice_ids(self, choice: str) -> np.ndarray:
         """Ids of every vocabulary token whose text, stripped of spaces, is ``choice`` (``"A"``,
-        ``" A"``, ...): the tokens the OpenAI-compatible path matches in its top log-probs."""
+        ``" A"``, ...): the tokens the OpenAI-compatible path matches in its top log-probs. The
+        vocabulary is read once for every option letter together (and once more for any other choice)."""
         if choice not in self._letter_ids:
-            ids = [i for i in range(self.llama.n_vocab())
-                   if self.llama.detokenize([i]).decode("utf-8", errors="ignore").strip() == choice]
-            self._letter_ids[choice] = np.asarray(ids, dtype=np.int64)
+            found: dict[str, list[int]] = {c: [] for c in {*LETTERS, choice} - self._letter_ids.keys()}
+            for i in range(self.llama.n_vocab()):
+                t = self.llama.detokenize([i]).decode("utf-8", errors="ignore").strip()
+                if t in found:
+                    found[t].append(i)
+            self._letter_ids.update((c, np.asarray(ids, dtype=np.int64)) for c, ids in found.items())
         return self._letter_ids[choice]
 
     def _eval_prompt(self, toks: list[int]) -> np.ndarray:

@@ -252,14 +252,14 @@ def backend_option(s: str) -> tuple[str, object]:
     """argparse type of ``--backend-option KEY=VALUE``: ``(key, typed value)``; dashes in the key
     become underscores (``social-proof=0.5`` -> ``("social_proof", 0.5)``). A key named like a
     secret (``api_key``, ``token``, ...) keeps its value as the string given: a key is never a number."""
-    from ..redact import _SECRET_NAME
+    from ..redact import is_secret_name
     k, eq, v = s.partition("=")
     k = k.strip()
     if not eq or not k:
         raise ArgError(f"'{s}' is not KEY=VALUE")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", k):
         raise ArgError(f"'{k}' is not an option name (letters, digits, '_' or '-')")
-    return k.replace("-", "_"), (v if _SECRET_NAME.search(k) else option_value(v))
+    return k.replace("-", "_"), (v if is_secret_name(k) else option_value(v))
 
 
 def backend_options(pairs) -> dict:
