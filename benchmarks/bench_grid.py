@@ -15,8 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
-from crossprofile_lib.runner import RunConfig, run_grid
-from crossprofile_lib.templates import load_templates
+from crossprofile_lib.run.runner import RunConfig, run_grid
+from crossprofile_lib.task.templates import load_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,8 +39,8 @@ import numpy as np  # noqa: E402
 
 from crossprofile_lib.backends import get_backend  # noqa: E402
 from crossprofile_lib.backends.llm import TOP_LOGPROBS, choice_logprobs  # noqa: E402
-from crossprofile_lib.runner import RunConfig, build_requests  # noqa: E402
-from crossprofile_lib.templates import load_templates  # noqa: E402
+from crossprofile_lib.run.runner import RunConfig, build_requests  # noqa: E402
+from crossprofile_lib.task.templates import load_templates  # noqa: E402
 
 
 def _requests(backend, n_templates: int):

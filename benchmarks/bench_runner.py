@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from crossprofile_lib.backends import get_backend  # noqa: E402
-from crossprofile_lib.runner import RunConfig, build_requests  # noqa: E402
-from crossprofile_lib.templates import load_templates  # noqa: E402
+from crossprofile_lib.run.runner import RunConfig, build_requests  # noqa: E402
+from crossprofile_lib.task.templates import load_templates  # noqa: E402
 
 
 def _free_port() -> int:
@@ -174,7 +174,7 @@ def bench_decision_modes() -> dict:
     cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml",
                                "templates/dev/dev-it-vendor-01.yaml"],
                     seeds=[0], budgets=["0.6"], policies=["R1", "ALL"], variants=["PSP"])
-    from crossprofile_lib.runner import run_grid
+    from crossprofile_lib.run.runner import run_grid
     out = {}
     for mode in ("score", "grammar", "generate"):
         b = get_backend("llamacpp/smollm2-135m", decision_mode=mode, cache=":memory:")

@@ -130,8 +130,8 @@ def bench_contrasts(df, prereg, args) -> dict:
 
 
 def bench_refits(run_dir: Path, args) -> dict:
-    from crossprofile_lib.rebuild import rebuild_choice_data
-    from crossprofile_lib.results import read_header, read_results
+    from crossprofile_lib.run.rebuild import rebuild_choice_data
+    from crossprofile_lib.run.results import read_header, read_results
     from crossprofile_lib.stats.bootstrap import TemplateBootstrap
     from crossprofile_lib.stats.socialproof import batched_newton, fit, patterns
     df = read_results(run_dir)

@@ -16,7 +16,9 @@ from typing import Optional
 
 import yaml
 
-from .constants import PAPER_FIGURES_PATH
+from crossprofile_lib.paths import paper_figures_path
+
+PAPER_FIGURES_PATH = paper_figures_path()
 
 UNITS = ("%", "points", "facts")
 

@@ -8,7 +8,7 @@ name. Every rendered prompt carries its file name and the SHA-256 of the rendere
 (``sha``, 16 hex digits), which every logged call records.
 
 What a model sees (SPEC sections 6-7): the decision prompt shows only the task description,
-the options lettered in the seed's rotated order (:func:`crossprofile_lib.decider.option_order`)
+the options lettered in the seed's rotated order (:func:`crossprofile_lib.task.decision.option_order`)
 and the memory; the relevance filter sees the description, the options and the fact texts;
 the B3 summary sees the description, the options and the transcript (rendered by
 :mod:`crossprofile_lib.policies.b3`). No prompt names a
@@ -27,6 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from crossprofile_lib.paths import prompts_dir
+
 DECISION = "decision_v1.txt"
 #: Decision-prompt variants selectable by name (backend option ``decision_prompt``):
 #: ``labels-not-evidence`` adds that the number of members who stated a note is not evidence
@@ -36,7 +38,7 @@ FORMAT_REMINDER = "format_reminder_v1.txt"
 RELEVANCE = "relevance_v1.txt"
 B3_SUMMARY = "b3_summary_v1.txt"
 
-LETTERS = "ABCDEFGHIJ"
+from crossprofile_lib.design import LETTERS  # noqa: E402,F401
 EMPTY_MEMORY = "(no notes)"
 _FORBIDDEN = re.compile(r"\bdecoys?\b", re.IGNORECASE)
 
@@ -56,8 +58,7 @@ class Prompt:
 
 
 def prompt_dir() -> Path:
-    env = os.environ.get("CROSSPROFILE_PROMPTS")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / "prompts"
+    return prompts_dir()
 
 
 @lru_cache(maxsize=64)

@@ -30,7 +30,7 @@ for MODE in generate grammar score; do
       --backend-option tensor_parallel_size="$TP" --out "$OUT/$MODE" "${GRID[@]}"
   "$PY" - "$OUT/$MODE" "$MODE" <<'EOF'
 import sys
-from crossprofile_lib.results import read_results
+from crossprofile_lib.run.results import read_results
 df = read_results(sys.argv[1])
 mode = sys.argv[2]
 assert (df.error == "").all(), df[df.error != ""].error.head()

@@ -13,7 +13,7 @@ def root():
 
 @pytest.fixture(scope="session")
 def dev_templates():
-    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.task.templates import load_templates
     return load_templates(ROOT / "templates" / "dev")
 
 

@@ -7,7 +7,7 @@ reminder -- is the real LLMBackend code.
 
 from crossprofile_lib.backends.base import ChatResult
 from crossprofile_lib.backends.llm import LLMBackend
-from crossprofile_lib.tokenizer import default_tokenizer
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 
 class Scripted(LLMBackend):

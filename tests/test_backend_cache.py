@@ -10,8 +10,8 @@ from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.cache import CallCache, cache_folder, call_key
 from crossprofile_lib.backends.llm import parse_decision, parse_relevance
 from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept
-from crossprofile_lib.runner import RunConfig, build_requests, run_grid
-from crossprofile_lib.tokenizer import default_tokenizer
+from crossprofile_lib.run.runner import RunConfig, build_requests, run_grid
+from crossprofile_lib.task.tokenizer import default_tokenizer
 from scripted_llm import Scripted
 
 ID = {"provider": "openai", "model": "m", "base_url": "http://a/v1"}
@@ -152,7 +152,7 @@ def test_cut_to_budget_and_summary_kept(dev_templates):
     text, cut = cut_to_budget("one two three four five six seven", 4, tok)
     assert cut and tok.count(text) + 1 <= 4 and "one" in text
     assert cut_to_budget("short", 10, tok) == ("short", False)
-    from crossprofile_lib.discussion import claim_list, make_task, scripted_discussion
+    from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
     task = make_task(dev_templates[0], "PSP", 0)
     cl = claim_list(scripted_discussion(task))
     kept = summary_kept(cl.claims[0].text + " and nothing else.", cl.claims)

@@ -21,9 +21,9 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 from crossprofile_lib.backends import get_backend  # noqa: E402
 from crossprofile_lib.backends.llamacpp import model_path  # noqa: E402
 from crossprofile_lib.cli import main  # noqa: E402
-from crossprofile_lib.results import read_results  # noqa: E402
-from crossprofile_lib.runner import RunConfig, build_requests, run_grid, run_to_dir  # noqa: E402
-from crossprofile_lib.templates import load_templates  # noqa: E402
+from crossprofile_lib.run.results import read_results  # noqa: E402
+from crossprofile_lib.run.runner import RunConfig, build_requests, run_grid, run_to_dir  # noqa: E402
+from crossprofile_lib.task.templates import load_templates  # noqa: E402
 
 ONE = "templates/dev/dev-hospital-01.yaml"
 GRID = dict(templates=[ONE], seeds=[0], budgets=["0.6"], policies=["R1", "ALL", "EMPTY"], variants=["PSP", "SPS"])

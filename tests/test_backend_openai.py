@@ -13,8 +13,8 @@ import pytest
 
 from crossprofile_lib.backends import get_backend
 from crossprofile_lib.cli import main
-from crossprofile_lib.results import read_results
-from crossprofile_lib.runner import RunConfig, run_grid, run_to_dir
+from crossprofile_lib.run.results import read_results
+from crossprofile_lib.run.runner import RunConfig, run_grid, run_to_dir
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_openai_server as F  # noqa: E402
@@ -427,7 +427,7 @@ def test_a_local_tokenizer_json_prices_budgets_without_probing(server, tmp_path)
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
-    from crossprofile_lib.tokenizer import HFTokenizer
+    from crossprofile_lib.task.tokenizer import HFTokenizer
     words = sorted({w for t in ("templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml")
                     for w in Path(t).read_text().replace("\n", " ").split()})
     tok = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(["[UNK]"] + words)}, unk_token="[UNK]"))
@@ -450,7 +450,7 @@ def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_p
     pytest.importorskip("llama_cpp")
     import urllib.request
     from crossprofile_lib.backends.llamacpp import model_path
-    from crossprofile_lib.tokenizer import GGUFTokenizer
+    from crossprofile_lib.task.tokenizer import GGUFTokenizer
     gguf = str(model_path("smollm2-135m"))
     port = _free_port()
     log = open(tmp_path / "server.log", "w")

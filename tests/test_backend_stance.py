@@ -5,10 +5,10 @@ import json
 import pytest
 
 from crossprofile_lib.backends.stance import parse_stances
-from crossprofile_lib.evidence import Stance, oracle_stances
-from crossprofile_lib.decider import option_order
-from crossprofile_lib.discussion import claim_list, make_task, scripted_discussion
-from crossprofile_lib.runner import RunConfig, run_grid
+from crossprofile_lib.task.evidence import Stance, oracle_stances
+from crossprofile_lib.task.decision import option_order
+from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
+from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib import prompts as P
 from scripted_llm import Scripted
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from crossprofile_lib.backends import get_backend
-from crossprofile_lib.runner import RunConfig, run_grid
+from crossprofile_lib.run.runner import RunConfig, run_grid
 
 GRID = dict(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"],
             policies=["R1", "ALL", "R1-rel"], variants=["PSP", "SPS"])

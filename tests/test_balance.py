@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from crossprofile_lib.evidence import Stance, oracle_stances
+from crossprofile_lib.task.evidence import Stance, oracle_stances
 from crossprofile_lib.policies.bal import balanced_order, pack_balanced
-from crossprofile_lib.discussion import Claim, ClaimList, claim_list, make_task, scripted_discussion
+from crossprofile_lib.task.discussion import Claim, ClaimList, claim_list, make_task, scripted_discussion
 from crossprofile_lib.policies import select_memory
 
 
@@ -69,8 +69,8 @@ def test_bal_ignores_speaker_counts():
 
 
 def test_bal_gap_small_where_r1_and_b4_gaps_large(root):
-    from crossprofile_lib.runner import RunConfig, run_grid
-    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.run.runner import RunConfig, run_grid
+    from crossprofile_lib.task.templates import load_templates
     ts = load_templates(root / "templates")
     df = run_grid(RunConfig(budgets=["0.4", "0.6", "0.8"], policies=["R1", "B4", "R1-rel", "BAL", "BAL-oracle"]),
                   templates=ts)

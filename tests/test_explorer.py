@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from crossprofile_lib import explorer, walkthrough
-from crossprofile_lib.constants import CLASSIC, MIRROR
+from crossprofile_lib.book import explorer, walkthrough
+from crossprofile_lib.design import CLASSIC, MIRROR
 
 
 def test_explore_renders_itself_with_the_policy_in_focus(hospital):

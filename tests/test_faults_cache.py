@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from crossprofile_lib.backends.base import ChatRequest
-from crossprofile_lib.backends.cache import (FILE_NAME, CacheError, CallCache, check_cache, export_cache,
-                                             vacuum_cache)
+from crossprofile_lib.backends.cache import FILE_NAME, CacheError, CallCache, check_cache, export_cache, vacuum_cache
 from scripted_llm import Scripted
 
 N = 300

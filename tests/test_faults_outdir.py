@@ -19,16 +19,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crossprofile_lib.outdir import LOCK_NAME, FolderLocked, acquire, atomic_write, locked_dir, release
-from crossprofile_lib.results import read_results
-from crossprofile_lib.runner import RunConfig, run_grid
+from crossprofile_lib.safety.outputs import LOCK_NAME, FolderLocked, acquire, atomic_write, locked_dir, release
+from crossprofile_lib.run.results import read_results
+from crossprofile_lib.run.runner import RunConfig, run_grid
 
 CLI = [str(Path(sys.executable).with_name("crossprofile"))]
 if not Path(CLI[0]).exists():
     CLI = [sys.executable, "-m", "crossprofile_lib.cli"]
 SMALL = ["--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6",
          "--policies", "R1,ALL", "--variants", "PSP"]
-HOLD = ("import sys, time\nfrom crossprofile_lib.outdir import locked_dir\n"
+HOLD = ("import sys, time\nfrom crossprofile_lib.safety.outputs import locked_dir\n"
         "with locked_dir(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(120)\n")
 
 

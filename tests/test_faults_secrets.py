@@ -3,7 +3,7 @@
 from crossprofile_lib.backends.base import ChatRequest
 from crossprofile_lib.backends.cache import call_key
 from crossprofile_lib.hiddenbench.run import _redacted
-from crossprofile_lib.redact import redact_text, redact_url, url_secrets
+from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 
 K = "sk-canary-7f3e"
 

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from crossprofile_lib import figures as F  # noqa: E402
+from crossprofile_lib.book import figures as F  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -116,9 +116,9 @@ def test_model_signal_uses_the_headroom_check_when_all_and_empty_ran():
 
 @pytest.mark.parametrize("n", [1, 8])
 def test_concept_figure_message_counts_kept_decoys(n):
-    from crossprofile_lib import walkthrough as W
-    from crossprofile_lib.templates import load_templates
-    from crossprofile_lib.variants import VARIANT_NAMES
+    from crossprofile_lib.book import walkthrough as W
+    from crossprofile_lib.task.templates import load_templates
+    from crossprofile_lib.task.variants import VARIANT_NAMES
     tpl = load_templates(["templates/dev"])[0]
     views = [W.walkthrough(tpl, v, policies=("R1",)) for v in VARIANT_NAMES[:n]]
     fig = F.concept_figure(views, "sub")

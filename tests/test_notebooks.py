@@ -340,7 +340,7 @@ def test_cells_are_psp_and_sps_with_pooled_secondary_rows(tmp_path):
 
 def test_primary_budget_falls_back_with_a_notice(tmp_path):
     from crossprofile_lib import book
-    from crossprofile_lib.constants import PRIMARY_BUDGET
+    from crossprofile_lib.design import PRIMARY_BUDGET
     run = book.reference_run(tmp_path / "runs", ["templates/dev"], [0], ["0.4"], policies=["R1"])
     b, why = book.primary_budget(run)
     assert b == "0.4" and f"no r = {PRIMARY_BUDGET}" in why
@@ -363,7 +363,7 @@ def test_built_with_line_names_parameters_commit_and_date():
 
 def test_confirmatory_tables_use_the_formal_templates():
     from crossprofile_lib import book
-    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.task.templates import load_templates
     tpl = load_templates([str(book.resolve(t)) for t in book.DEFAULTS["templates"]])
     assert len(tpl) == 60 and not any(t.id.startswith("dev-") for t in tpl)
     assert book.DEFAULTS["hb_budgets"] == ["0.4", "0.6", "0.8"]     # "R1 - B3, mean over budgets" as the paper

@@ -53,8 +53,8 @@ def test_choice_probability_by_hand():
 def test_probabilities_are_the_deciders_softmax(setup):
     """Each decision's analytic probability is softmax(beta * ReferenceDecider.option_scores)."""
     from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.runner import RunConfig, build_requests
-    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.run.runner import RunConfig, build_requests
+    from crossprofile_lib.task.templates import load_templates
     figs, dec, design, fm, F = setup
     theta = (0.7, -0.4, 1.3)
     got = expected_outcomes(design, theta)

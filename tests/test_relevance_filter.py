@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crossprofile_lib.relevance_filter import noisy_filter, tiering_compositions, tiering_summary
-from crossprofile_lib.templates import load_templates
-from crossprofile_lib.tokenizer import default_tokenizer
+from crossprofile_lib.run.relevance_filter import noisy_filter, tiering_compositions, tiering_summary
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 TRUTH = frozenset(range(8))  # 8 relevant claims (5 support + 3 decoy) of 12
 

@@ -2,14 +2,14 @@
 
 import pytest
 
-from crossprofile_lib.budgets import Budget, budget_tokens
-from crossprofile_lib.runner import RunConfig, run_grid
-from crossprofile_lib.tokenizer import default_tokenizer
+from crossprofile_lib.task.budgets import Budget, budget_tokens
+from crossprofile_lib.run.runner import RunConfig, run_grid
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 
 @pytest.fixture(scope="module")
 def formal(root):
-    from crossprofile_lib.templates import load_templates
+    from crossprofile_lib.task.templates import load_templates
     return load_templates(root / "templates" / "formal")
 
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from crossprofile_lib.cli import main
-from crossprofile_lib.results import REQUIRED_COLUMNS, ResultsError, read_results
-from crossprofile_lib.runner import RunConfig, run_grid, run_to_dir
+from crossprofile_lib.run.results import REQUIRED_COLUMNS, ResultsError, read_results
+from crossprofile_lib.run.runner import RunConfig, run_grid, run_to_dir
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
-from crossprofile_lib.runner import RunConfig, run_grid
+from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.stats import tables as T
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg

@@ -2,10 +2,10 @@ import math
 
 import pytest
 
-from crossprofile_lib.budgets import Budget, budget_tokens, line_cost, t_all
-from crossprofile_lib.tokenizer import OfflineTokenizer, get_tokenizer
-from crossprofile_lib.variants import VARIANTS
-from crossprofile_lib.discussion import make_task, scripted_discussion, claim_list
+from crossprofile_lib.task.budgets import Budget, budget_tokens, line_cost, t_all
+from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
+from crossprofile_lib.task.variants import VARIANTS
+from crossprofile_lib.task.discussion import make_task, scripted_discussion, claim_list
 
 
 @pytest.mark.parametrize("text,n", [("[A1,A2,A3,A4] ", 14), ("[A2] ", 5), ("\n", 1), ("2024", 4),
@@ -61,9 +61,9 @@ def _smollm2_path():
 def test_offline_tokenizer_agrees_with_smollm2_on_labels_and_r1_composition(root):
     """SPEC section 5: the real BPE prices labels 14 / 5 / newline 1; with it R1 in PSP at .6 keeps 5/0/4."""
     from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.runner import RunConfig, run_grid
-    from crossprofile_lib.templates import load_templates
-    from crossprofile_lib.tokenizer import GGUFTokenizer
+    from crossprofile_lib.run.runner import RunConfig, run_grid
+    from crossprofile_lib.task.templates import load_templates
+    from crossprofile_lib.task.tokenizer import GGUFTokenizer
     g = GGUFTokenizer(_smollm2_path())
     for s in ("[A1,A2,A3,A4] ", "[A2] ", "\n", "2024"):
         assert g.count(s) == OfflineTokenizer().count(s)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from crossprofile_lib.discussion import claim_list, label, make_task, scripted_discussion
-from crossprofile_lib.variants import VARIANT_NAMES, VARIANTS, Variant, agent_names
+from crossprofile_lib.task.discussion import claim_list, label, make_task, scripted_discussion
+from crossprofile_lib.task.variants import VARIANT_NAMES, VARIANTS, Variant, agent_names
 
 
 def test_eight_variants_named_support_decoy_irrelevant():

@@ -11,7 +11,7 @@ A backend is named ``provider/model`` and exposes:
   :data:`MODEL_RELEVANCE` / :data:`MODEL_STANCES` (its relevance filter and stance call are a
   model's; without them ``relevance`` / ``stances`` answer with the oracle);
 * ``decide(decision_requests) -> decisions``; ``relevance(task, claim_list) -> Relevance``;
-  ``stances(task, claim_list) -> tuple`` (one :class:`~crossprofile_lib.evidence.Stance` or None
+  ``stances(task, claim_list) -> tuple`` (one :class:`~crossprofile_lib.task.evidence.Stance` or None
   per claim); ``summarise(prompt, max_tokens) -> ChatResult`` (one summary call; B3 builds the
   prompt and reads the answer, :mod:`crossprofile_lib.policies.b3`); ``prefetch(...)`` (send a
   grid's relevance, stance and summary calls as one batch);

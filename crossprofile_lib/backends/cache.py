@@ -22,7 +22,7 @@ rule and how to recover -- never a silent fresh cache, which on a paid API would
 call. A new cache file is built under a temporary name and linked into place, so a cache file
 is never empty. Maintenance: :func:`check_cache`, :func:`vacuum_cache`, :func:`export_cache`
 (``crossprofile cache check|vacuum|export``). Base URLs are redacted
-(:func:`crossprofile_lib.redact.redact_url`) in keys and stored fields.
+(:func:`crossprofile_lib.safety.redact.redact_url`) in keys and stored fields.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..redact import redact_url
-from .base import ChatRequest, ChatResult
+from crossprofile_lib.paths import cache_dir
+from crossprofile_lib.safety.redact import redact_url
+from crossprofile_lib.backends.base import ChatRequest, ChatResult
 
 DEFAULT_FOLDER = ".crossprofile_cache"
 FILE_NAME = "calls.sqlite"
@@ -168,8 +169,9 @@ def _create(path: Path) -> None:
 
 
 def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
-    """The cache folder: ``folder``, else ``$CROSSPROFILE_CACHE``, else ``./.crossprofile_cache``."""
-    f = Path(folder or os.environ.get("CROSSPROFILE_CACHE") or Path.cwd() / DEFAULT_FOLDER).expanduser()
+    """The cache folder: ``folder``, else :func:`crossprofile_lib.paths.cache_dir` (``$CROSSPROFILE_CACHE``,
+    an existing ``./.crossprofile_cache``, else the user cache folder)."""
+    f = Path(folder).expanduser() if folder else cache_dir()
     pkg = Path(__file__).resolve().parents[1]
     if f.resolve() == pkg or pkg in f.resolve().parents:
         raise ValueError(f"cache folder {f} is inside the installed package {pkg} "
@@ -364,7 +366,7 @@ def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
 def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
     """Write every readable entry of a cache file as one JSON line (all columns) to ``out``, also
     from a damaged file where SQLite can still read rows; returns (written, unreadable)."""
-    from ..outdir import atomic_write
+    from crossprofile_lib.safety.outputs import atomic_write
     f = resolve_cache_file(path)
     if not f.is_file() or f.stat().st_size == 0:
         raise _err(f, open_problem(f, writable=False) or "not a readable file")

@@ -14,7 +14,7 @@ when ``inverse_temperature`` is infinite, and otherwise samples from
 memory.
 
 It makes no model calls (``capabilities`` is empty): its relevance filter and stances are the
-oracle's (:func:`crossprofile_lib.evidence.oracle_relevance`, :func:`~crossprofile_lib.evidence.oracle_stances`),
+oracle's (:func:`crossprofile_lib.task.evidence.oracle_relevance`, :func:`~crossprofile_lib.task.evidence.oracle_stances`),
 and it cannot write a B3 summary.
 """
 
@@ -26,12 +26,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..decider import LETTERS, Decision, DecisionRequest
-from ..discussion import ClaimList, Task
-from ..evidence import oracle_relevance, oracle_stances
-from ..memory import Memory
-from ..rng import stream
-from .base import Relevance
+from crossprofile_lib.task.decision import LETTERS, Decision, DecisionRequest
+from crossprofile_lib.task.discussion import ClaimList, Task
+from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
+from crossprofile_lib.task.memory import Memory
+from crossprofile_lib.rng import stream
+from crossprofile_lib.backends.base import Relevance
 
 
 class ReferenceDecider:
@@ -46,7 +46,7 @@ class ReferenceDecider:
 
     def __init__(self, social_proof: float = 0.0, irrelevant_weight: float = 0.0,
                  inverse_temperature: float = math.inf, tokenizer=None):
-        from ..tokenizer import default_tokenizer
+        from crossprofile_lib.task.tokenizer import default_tokenizer
         self.social_proof = float(social_proof)
         self.irrelevant_weight = float(irrelevant_weight)
         self.inverse_temperature = float(inverse_temperature)

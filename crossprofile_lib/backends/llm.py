@@ -37,11 +37,10 @@ import threading
 from collections import Counter
 from typing import Callable, Optional, Sequence
 
-from .. import prompts as P
-from ..decider import Decision, DecisionRequest, option_order
-from .base import (CHAT, MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, ChatBackend, ChatRequest, ChatResult, Relevance,
-                   summary_request)
-from .cache import CallCache, call_key, messages_sha
+from crossprofile_lib import prompts as P
+from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
+from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, ChatBackend, ChatRequest, ChatResult, Relevance, summary_request
+from crossprofile_lib.backends.cache import CallCache, call_key, messages_sha
 
 DECISION_MODES = ("generate", "grammar", "score")
 SCORE_PREFILL = "Decision:"
@@ -130,7 +129,7 @@ class LLMBackend(ChatBackend):
     def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
-        from ..tokenizer import default_tokenizer
+        from crossprofile_lib.task.tokenizer import default_tokenizer
         if decision_prompt not in P.DECISION_PROMPTS:
             raise ValueError(f"backend {self.provider}/{model}: decision_prompt '{decision_prompt}' is not one of "
                              f"{', '.join(P.DECISION_PROMPTS)}")
@@ -285,14 +284,14 @@ class LLMBackend(ChatBackend):
         return Relevance.of(idx)
 
     def stance_request(self, task, cl) -> ChatRequest:
-        from .stance import stance_request
+        from crossprofile_lib.backends.stance import stance_request
         # constrained only in grammar mode: a JSON grammar over a dozen stances costs minutes per
         # call in llama.cpp on two cores, while score mode exists to avoid long constrained output
         return stance_request(task, cl.claims, option_order(task), self.decision_mode == "grammar")
 
     def stances(self, task, cl):
         """BAL's stance call (:mod:`.stance`): one stance (or None) per claim."""
-        from .stance import parse_stances
+        from crossprofile_lib.backends.stance import parse_stances
         res = self.chat([self.stance_request(task, cl)])[0]
         parsed = parse_stances(res.text, len(cl), option_order(task)) if res.error is None else None
         if parsed is None:

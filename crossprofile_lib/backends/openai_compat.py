@@ -23,7 +23,7 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
 
 * Budgets (``tokenizer``): by default (``auto``) the served model's own tokenizer through the
   server's tokenize endpoint (vLLM ``/tokenize``, llama.cpp ``/tokenize``, llama-cpp-python
-  ``/extras/tokenize``; probed once per base URL, :func:`crossprofile_lib.tokenizer.probe_server`),
+  ``/extras/tokenize``; probed once per base URL, :func:`crossprofile_lib.task.tokenizer.probe_server`),
   else the offline approximation with a notice; ``server`` insists on the endpoint; a path to a
   ``tokenizer.json`` (or ``hf:FOLDER``, ``gguf:PATH``) uses that file; ``offline`` never probes.
   The hosted DeepSeek API has no endpoint: pass its ``tokenizer.json``. The ``tokenizer`` column
@@ -33,7 +33,7 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
   default 8; 0 turns it off) stops the run with :class:`ServerUnreachable`, naming the base
   URL(s), when that many attempts failed to connect before any reached a server; finished calls
   are already in the cache.
-* Base URLs are shown and keyed only through :func:`crossprofile_lib.redact.redact_url`.
+* Base URLs are shown and keyed only through :func:`crossprofile_lib.safety.redact.redact_url`.
 """
 
 from __future__ import annotations
@@ -47,10 +47,9 @@ import threading
 import time
 from typing import Callable, Optional, Sequence
 
-from ..redact import redact_text, redact_url, url_secrets
-from .base import ChatRequest, ChatResult
-from .llm import (GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs, decision_gbnf,
-                  decision_regex, score_text)
+from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
+from crossprofile_lib.backends.base import ChatRequest, ChatResult
+from crossprofile_lib.backends.llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs, decision_gbnf, decision_regex, score_text
 
 
 class MalformedResponse(Exception):
@@ -120,7 +119,7 @@ class OpenAICompatBackend(LLMBackend):
                  extra_body: Optional[dict] = None, progress: bool = False, max_tokens: int = 512,
                  reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default",
                  circuit_breaker: int = 8):
-        from ..tokenizer import get_tokenizer
+        from crossprofile_lib.task.tokenizer import get_tokenizer
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         probe = tokenizer in (None, "", "auto", "server")
@@ -157,7 +156,7 @@ class OpenAICompatBackend(LLMBackend):
 
     def _server_tokenizer(self, required: bool):
         """(tokenizer, source) for budgets: the server's own where it has a tokenize endpoint."""
-        from ..tokenizer import default_tokenizer, probe_server
+        from crossprofile_lib.task.tokenizer import default_tokenizer, probe_server
         if self.provider == "deepseek" and self.base_urls == [self.default_base_url] and not required:
             tok, why = None, "the hosted DeepSeek API has no tokenize endpoint"
         else:

@@ -14,9 +14,9 @@ import json
 import re
 from typing import Optional, Sequence
 
-from .. import prompts as P
-from ..evidence import Stance
-from .base import ChatRequest
+from crossprofile_lib import prompts as P
+from crossprofile_lib.task.evidence import Stance
+from crossprofile_lib.backends.base import ChatRequest
 
 STANCE = "stance_v1.txt"
 

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from .base import ChatRequest, ChatResult
-from .llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, LLMBackend, best_choice, choice_logprobs, decision_regex, score_text
+from crossprofile_lib.backends.base import ChatRequest, ChatResult
+from crossprofile_lib.backends.llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, LLMBackend, best_choice, choice_logprobs, decision_regex, score_text
 
 
 class EngineTokenizer:
@@ -67,7 +67,7 @@ class VLLMBackend(LLMBackend):
         self.engine_config = {k: v for k, v in kw.items() if k != "model"}
         self.engine = vllm.LLM(**kw)
         self.hf_tokenizer = self.engine.get_tokenizer()
-        from ..tokenizer import get_tokenizer
+        from crossprofile_lib.task.tokenizer import get_tokenizer
         tok = EngineTokenizer(self.hf_tokenizer, model) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,

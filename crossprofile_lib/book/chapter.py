@@ -14,11 +14,11 @@ import html
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from ..constants import PRIMARY_BUDGET
-from .display import Captions, Notice, built_with, data_source_box, near_chance_name, provenance_box, run_notices
-from .experiments import DEFAULTS, BookRuns
-from .hbruns import HBRun
-from .runs import REFERENCE, Run, bootstrap, primary_budget
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.book.display import Captions, Notice, built_with, data_source_box, near_chance_name, provenance_box, run_notices
+from crossprofile_lib.book.experiments import DEFAULTS, BookRuns
+from crossprofile_lib.book.hbruns import HBRun
+from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
 
 #: Runs a chapter may ask for besides the reference grid and the model sample.
 EXTRA_RUNS = ("social_proof", "fit_check", "hiddenbench", "hiddenbench_model")
@@ -54,10 +54,10 @@ class Chapter:
         return PRIMARY_BUDGET
 
     def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
-        """The runs worth a figure panel (:func:`crossprofile_lib.figures.model_signal`); for each
+        """The runs worth a figure panel (:func:`crossprofile_lib.book.figures.model_signal`); for each
         other run, one line saying why its panel is not drawn."""
         from IPython.display import display
-        from .. import figures
+        from crossprofile_lib.book import figures
         out = []
         for r in (self.shown if runs is None else runs):
             sig = figures.model_signal(r, r.boot)

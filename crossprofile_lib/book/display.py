@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from ..constants import HEADROOM_MIN_POINTS
-from .runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+from crossprofile_lib.design import HEADROOM_MIN_POINTS
+from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
 
 #: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
 #: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
@@ -185,7 +185,7 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
                           "policies are mostly noise; it is here to show the pipeline runs end to end on a "
                           "real model, not to estimate the paper's effects."))
     if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
-        from ..stats.tables import headroom
+        from crossprofile_lib.stats.tables import headroom
         h = headroom(run.df, boot, min_points)
         if not h["passed"]:
             out.append(Notice("warning", "Headroom check failed: exploratory results",
@@ -196,7 +196,7 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
 
 
 def _commit() -> str:
-    from ..results import git_commit
+    from crossprofile_lib.run.results import git_commit
     c = git_commit(ROOT)
     return (c[:10] + ("-dirty" if c.endswith("-dirty") else "")) if c else "unknown (not a git checkout)"
 
@@ -292,15 +292,15 @@ def docstring_html(module: str) -> str:
 
 #: The modules whose documentation states a choice the paper leaves open (chapter 3).
 SILENT_CHOICES = (
-    ("crossprofile_lib.tokenizer", "Tokenizer: a file-free default that prices labels like a byte-level BPE"),
-    ("crossprofile_lib.variants", "Private facts: how they are dealt to agents; the classic and mirror cells"),
-    ("crossprofile_lib.discussion", "Scripted discussion and claim list"),
-    ("crossprofile_lib.budgets", "Budgets: what T_all prices"),
+    ("crossprofile_lib.task.tokenizer", "Tokenizer: a file-free default that prices labels like a byte-level BPE"),
+    ("crossprofile_lib.task.variants", "Private facts: how they are dealt to agents; the classic and mirror cells"),
+    ("crossprofile_lib.task.discussion", "Scripted discussion and claim list"),
+    ("crossprofile_lib.task.budgets", "Budgets: what T_all prices"),
     ("crossprofile_lib.policies", "Policies: greedy first-fit, M1 rotation, fixed-k, formats"),
-    ("crossprofile_lib.provenance", "Label controls and count-free formats"),
+    ("crossprofile_lib.task.provenance", "Label controls and count-free formats"),
     ("crossprofile_lib.backends.ledger", "The reference decider, tie-breaking with common random numbers"),
     ("crossprofile_lib.policies.bal", "BAL, the balance-aware memory"),
-    ("crossprofile_lib.evidence", "Net lead and irrelevant-fact tone"),
+    ("crossprofile_lib.task.evidence", "Net lead and irrelevant-fact tone"),
     ("crossprofile_lib.rng", "Seeded random streams"),
     ("crossprofile_lib.backends.llamacpp", "The embedded model and its decision mode"),
     ("crossprofile_lib.stats.netlead", "The net-lead regression"),
@@ -318,7 +318,7 @@ def data_source_box(hb):
                    f"(fewer than {MIN_TEMPLATES_FOR_INTERVALS})")
     if h.get("data_is_fixture"):
         return admonition("warning", "Data source: the project's FIXTURE, not HiddenBench",
-                          "These HiddenBench results were computed on <code>tests/fixtures/hiddenbench_fixture.json"
+                          "These HiddenBench results were computed on <code>crossprofile_lib/resources/hiddenbench_fixture.json"
                           f"</code> (tasks written for this project in the public file's format{subset}). "
                           "They test the pipeline; they are not results on the public benchmark. Give the public "
                           "<code>benchmark_all_clean.json</code> with the parameter <code>hiddenbench_path</code> or "

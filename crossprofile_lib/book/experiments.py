@@ -11,10 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..constants import PRIMARY_BUDGET
-from .hbruns import HBRun, hiddenbench_run
-from .runs import (FIT_POLICIES, LABELS_POLICIES, LABELS_PROMPT, SWEEP_POLICIES, Run, model_run, reference_run,
-                   slug)
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.book.hbruns import HBRun, hiddenbench_run
+from crossprofile_lib.book.runs import FIT_POLICIES, LABELS_POLICIES, LABELS_PROMPT, SWEEP_POLICIES, Run, model_run, reference_run, slug
 
 #: The book's default parameters: every notebook's ``parameters`` cell holds the same literals
 #: (a test checks it), and ``make book`` passes them (with any Make-variable overrides).

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from .runs import REFERENCE, UNAVAILABLE, Run, _jsonable, _stored_config, own_folder, reference_who, resolve, slug
+from crossprofile_lib.book.runs import REFERENCE, UNAVAILABLE, Run, _jsonable, _stored_config, own_folder, reference_who, resolve, slug
 
 
 # --------------------------------------------------------------------------- HiddenBench
@@ -63,8 +63,8 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     skipped = {} if skipped is None else skipped
     key = f"hiddenbench:{backend or 'ledger'}"
     try:
-        from ..hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
-        from ..hiddenbench.run import HEADER
+        from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
+        from crossprofile_lib.hiddenbench.run import HEADER
     except ImportError as e:
         skipped[key] = f"the HiddenBench library is not available ({e})"
         return None
@@ -80,7 +80,7 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     hdr = out / HEADER
     try:
         if _stored_config(out, HEADER) != want:
-            from ..outdir import locked_dir
+            from crossprofile_lib.safety.outputs import locked_dir
             out.mkdir(parents=True, exist_ok=True)
             with locked_dir(out):
                 run_hiddenbench(cfg, out)

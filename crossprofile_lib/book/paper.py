@@ -10,16 +10,17 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import PAPER_FIGURES_PATH, PRIMARY_BUDGET
-from ..paper_figures import PaperFiguresError, PaperItem, load_paper_figures, paper_item, paper_values  # noqa: F401
-from ..stats.format import fmt_ci
-from .runs import Run, bootstrap, unit_column
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH
+from crossprofile_lib.paper_figures import PaperFiguresError, PaperItem, load_paper_figures, paper_item, paper_values  # noqa: F401
+from crossprofile_lib.stats.format import fmt_ci
+from crossprofile_lib.book.runs import Run, bootstrap, unit_column
 
 
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
     """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
-    from ..stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
+    from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
     idx = [k for k, it in enumerate(items) if it.data == data and it.measure]
     out: list[Optional[dict]] = [None] * len(items)
     contrasts = []

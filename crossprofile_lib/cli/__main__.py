@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from crossprofile_lib.cli import main
 
 sys.exit(main())

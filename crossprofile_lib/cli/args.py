@@ -126,7 +126,7 @@ def budgets(s: str) -> list[str]:
 
 def policies(s: str) -> list[str]:
     """argparse type: comma-separated distinct policy specs, each one the runner knows."""
-    from ..policies import DEFAULT_POLICIES, parse_policy
+    from crossprofile_lib.policies import DEFAULT_POLICIES, parse_policy
     out = _items(s, "policy", "R1,ALL")
     for p in out:
         try:
@@ -140,7 +140,7 @@ def policies(s: str) -> list[str]:
 
 def variants(s: str) -> list[str]:
     """argparse type: comma-separated distinct variants (three letters of P/S)."""
-    from ..variants import VARIANT_NAMES
+    from crossprofile_lib.task.variants import VARIANT_NAMES
     out = _items(s, "variant", "PSP,SPS")
     bad = [v for v in out if v not in VARIANT_NAMES]
     if bad:
@@ -150,7 +150,7 @@ def variants(s: str) -> list[str]:
 
 def ablations(s: str) -> list[str]:
     """argparse type: comma-separated distinct HiddenBench prompt ablations (or ``all``)."""
-    from ..hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
     out = _items(s, "ablation", "all")
     for a in out:
         if a != "all":
@@ -170,7 +170,7 @@ def names(s: str) -> list[str]:
 
 def known_providers() -> tuple[str, ...]:
     """Provider names a ``--backend`` may start with (the backends' provider table; no SDK loaded)."""
-    from ..backends import PROVIDERS
+    from crossprofile_lib.backends import PROVIDERS
     return tuple(sorted(PROVIDERS))
 
 
@@ -188,7 +188,7 @@ def backend_capabilities(backend_spec: str):
     """What the backend's class declares it can do beyond deciding (see ``backends.base``), read
     from the class alone (no model is loaded); None when its module cannot be imported (a missing
     SDK: building the backend then names it)."""
-    from ..backends import provider_class
+    from crossprofile_lib.backends import provider_class
     try:
         return provider_class(backend_spec.partition("/")[0]).capabilities
     except ImportError:
@@ -201,7 +201,7 @@ def unknown_backend_options(backend_spec: str, options) -> tuple[list[str], list
     class cannot be imported or takes any keyword."""
     import inspect
 
-    from ..backends import provider_class
+    from crossprofile_lib.backends import provider_class
     try:
         params = inspect.signature(provider_class(backend_spec.partition("/")[0])).parameters
     except ImportError:
@@ -226,7 +226,7 @@ def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, fla
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
     """Policy -> why the backend cannot run it, from the capabilities its class declares (the
     class alone: no model is loaded); empty when it can run them all."""
-    from ..pipeline import specs_of, unsupported
+    from crossprofile_lib.run.pipeline import specs_of, unsupported
     capabilities = backend_capabilities(backend_spec)
     if capabilities is None:
         return {}
@@ -252,7 +252,7 @@ def backend_option(s: str) -> tuple[str, object]:
     """argparse type of ``--backend-option KEY=VALUE``: ``(key, typed value)``; dashes in the key
     become underscores (``social-proof=0.5`` -> ``("social_proof", 0.5)``). A key named like a
     secret (``api_key``, ``token``, ...) keeps its value as the string given: a key is never a number."""
-    from ..redact import is_secret_name
+    from crossprofile_lib.safety.redact import is_secret_name
     k, eq, v = s.partition("=")
     k = k.strip()
     if not eq or not k:
@@ -296,7 +296,7 @@ def out_dir(s: str) -> str:
 
 def template_path(s: str) -> str:
     """argparse type of a template file, folder or glob: it must name at least one file."""
-    from ..templates import template_paths
+    from crossprofile_lib.task.templates import template_paths
     try:
         found = template_paths([s])
     except FileNotFoundError as e:

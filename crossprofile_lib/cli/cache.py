@@ -16,7 +16,7 @@ import sys
 
 
 def _cmd_check(args) -> int:
-    from ..backends.cache import check_cache
+    from crossprofile_lib.backends.cache import check_cache
     rep = check_cache(args.path)
     if rep["ok"]:
         print(f"{rep['file']}: ok, {rep['entries']} entries")
@@ -32,7 +32,7 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_vacuum(args) -> int:
-    from ..backends.cache import CacheError, vacuum_cache
+    from crossprofile_lib.backends.cache import CacheError, vacuum_cache
     try:
         before, after = vacuum_cache(args.path)
     except CacheError as e:
@@ -43,7 +43,7 @@ def _cmd_vacuum(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from ..backends.cache import CacheError, export_cache
+    from crossprofile_lib.backends.cache import CacheError, export_cache
     try:
         written, bad = export_cache(args.path, args.out)
     except CacheError as e:

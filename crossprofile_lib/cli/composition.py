@@ -6,8 +6,8 @@ import sys
 
 
 def _cmd_composition(args) -> int:
-    from ..results import ResultsError, read_results
-    from ..tables import composition_table, composition_wide
+    from crossprofile_lib.run.results import ResultsError, read_results
+    from crossprofile_lib.stats.composition import composition_table, composition_wide
     try:
         df = read_results(args.dir)
     except ResultsError as e:
@@ -30,7 +30,7 @@ def _cmd_composition(args) -> int:
 
 
 def register(sub) -> None:
-    from ..constants import PRIMARY_BUDGET
+    from crossprofile_lib.design import PRIMARY_BUDGET
     c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
     c.add_argument("dir", help="a run folder (results.parquet) or a parquet file")
     c.add_argument("--budget", default=PRIMARY_BUDGET,

@@ -12,7 +12,7 @@ import json
 import math
 import sys
 
-from . import args as A
+from crossprofile_lib.cli import args as A
 
 
 def _num(x, d=1) -> str:
@@ -71,7 +71,7 @@ def print_report(res, out=None, recovery: bool = False) -> None:
 
 
 def _cmd_fit_paper(args) -> int:
-    from ..paperfit import fit_paper
+    from crossprofile_lib.paperfit import fit_paper
     res = fit_paper(templates=args.templates, seeds=args.seeds, resamples=args.resamples, boot_seed=args.boot_seed,
                     cache_dir=args.cache, use_cache=not args.no_cache)
     if args.json:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from . import args as A
+from crossprofile_lib.cli import args as A
 
 
 def _cmd_validate(args) -> int:
-    from ..hiddenbench.importer import HiddenBenchError, load_hiddenbench
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError, load_hiddenbench
     try:
         data = load_hiddenbench(args.path)
     except HiddenBenchError as e:
@@ -29,11 +29,11 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from ..hiddenbench.importer import HiddenBenchError
-    from ..hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
-    from ..backends.base import CHAT
-    from ..prompts import PromptError
-    from ..backends.openai_compat import ServerUnreachable
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError
+    from crossprofile_lib.hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
+    from crossprofile_lib.backends.base import CHAT
+    from crossprofile_lib.prompts import PromptError
+    from crossprofile_lib.backends.openai_compat import ServerUnreachable
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     capabilities = A.backend_capabilities(args.backend)
     if "natural" in protocols and capabilities is not None and CHAT not in capabilities:
@@ -71,8 +71,8 @@ def _cmd_run(args) -> int:
 
 
 def register(sub) -> None:
-    from ..hiddenbench.ablations import DEFAULT_ABLATIONS
-    from ..hiddenbench.common import HB_BUDGETS, HB_POLICIES
+    from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
+    from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES
     hb = sub.add_parser("hiddenbench", help="HiddenBench: validate a file, run the controlled/natural protocols")
     hsub = hb.add_subparsers(dest="hb_cmd", required=True)
     v = hsub.add_parser("validate", help="check a HiddenBench JSON file; print task count and histograms")

@@ -15,8 +15,8 @@ import sys
 
 import pandas as pd
 
-from ..constants import CLASSIC, MIRROR, PRIMARY_BUDGET
-from ..stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
+from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
+from crossprofile_lib.stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
 
 _ci = fmt_ci          # the one formatter (crossprofile_lib.stats.format), shared with the book
 _p = fmt_p

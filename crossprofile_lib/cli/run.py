@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from . import args as A
+from crossprofile_lib.cli import args as A
 
 
 def _cmd_run(args) -> int:
-    from ..runner import RunConfig, run_to_dir
-    from ..templates import TemplateError
-    from ..backends.openai_compat import ServerUnreachable
+    from crossprofile_lib.run.runner import RunConfig, run_to_dir
+    from crossprofile_lib.task.templates import TemplateError
+    from crossprofile_lib.backends.openai_compat import ServerUnreachable
     policies = args.policies if args.policies is not None else list(RunConfig.policies)
     cannot = A.unsupported_policies(args.backend, policies)
     if cannot:
@@ -28,8 +28,8 @@ def _cmd_run(args) -> int:
     A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags={
         k: "--" + k.replace("_", "-") for k in _MODEL_OPTIONS if getattr(args, k, None) is not None})
     try:
-        from ..backends import backend_for
-        from ..outdir import locked_dir
+        from crossprofile_lib.backends import backend_for
+        from crossprofile_lib.safety.outputs import locked_dir
         with locked_dir(args.out):  # taken before a backend loads a model or probes a server
             try:
                 backend = backend_for(cfg)
@@ -78,8 +78,8 @@ def _add_model_options(r) -> None:
 
 
 def register(sub) -> None:
-    from ..policies import DEFAULT_POLICIES
-    from ..runner import DEFAULT_BUDGETS
+    from crossprofile_lib.policies import DEFAULT_POLICIES
+    from crossprofile_lib.run.runner import DEFAULT_BUDGETS
     r = sub.add_parser("run", help="run a grid and write DIR/results.parquet and DIR/run.json")
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")

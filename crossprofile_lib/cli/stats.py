@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import sys
 
-from . import args as A
-from .report import print_report
+from crossprofile_lib.cli import args as A
+from crossprofile_lib.cli.report import print_report
 
 
 def _cmd_stats(args) -> int:
-    from ..results import ResultsError, read_header, read_results
-    from ..stats.analysis import analyse, to_jsonable
-    from ..stats.contrasts import PreregError, load_prereg
+    from crossprofile_lib.run.results import ResultsError, read_header, read_results
+    from crossprofile_lib.stats.analysis import analyse, to_jsonable
+    from crossprofile_lib.stats.contrasts import PreregError, load_prereg
     try:
         df = read_results(args.dir)
         prereg = load_prereg(args.prereg)
@@ -25,7 +25,7 @@ def _cmd_stats(args) -> int:
         config = read_header(args.dir).get("config")
     except ResultsError:
         config = None
-    from ..stats.analysis_set import FailedCallsError, prepare
+    from crossprofile_lib.stats.analysis_set import FailedCallsError, prepare
     try:
         rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
     except FailedCallsError as e:
@@ -37,8 +37,8 @@ def _cmd_stats(args) -> int:
         print(f"error: {args.dir}/results.parquet: no decisions left to analyse", file=sys.stderr)
         return 1
     try:
-        from ..rebuild import choice_data_rebuilder, rebuild_inputs_key
-        from ..stats.cache import FitCache
+        from crossprofile_lib.run.rebuild import choice_data_rebuilder, rebuild_inputs_key
+        from crossprofile_lib.stats.cache import FitCache
         cache = FitCache.for_run(args.dir, enabled=not args.no_cache)
         choice = choice_data_rebuilder(rows, config, args.templates, prereg.settings["social_proof_where"])
         res = analyse(rows, prereg, n_resamples=args.resamples, seed=args.seed, choice_data=choice,
@@ -58,8 +58,8 @@ def _cmd_stats(args) -> int:
 
 
 def register(sub) -> None:
-    from ..stats.analysis_set import ANALYSIS_SETS
-    from ..stats.cache import CACHE_DIRNAME
+    from crossprofile_lib.stats.analysis_set import ANALYSIS_SETS
+    from crossprofile_lib.stats.cache import CACHE_DIRNAME
     s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
                                      "net-lead regressions, fitted social-proof weight")
     s.add_argument("dir", help="a run folder (results.parquet + run.json)")

@@ -2,7 +2,7 @@
 
 The model turns each message into atomic claims (prompt ``natural/extract_claims_v1.txt``);
 every claim inherits the message's speaker. The claims are then merged into the same
-:class:`~crossprofile_lib.discussion.ClaimList` the scripted discussion produces, so every
+:class:`~crossprofile_lib.task.discussion.ClaimList` the scripted discussion produces, so every
 memory policy and the decision call run on it unchanged (claims carry ``fact_id=None``).
 
 **Parsing** (:func:`parse_claims`): a JSON array of strings, or a JSON object with a
@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from ..discussion import ClaimList, Utterance, claim_list_from_utterances
-from .disclosure import tokens
+from crossprofile_lib.task.discussion import ClaimList, Utterance, claim_list_from_utterances
+from crossprofile_lib.hiddenbench.disclosure import tokens
 
 MERGE_THRESHOLD = 0.6
 CONFIRM_LOW = 0.35

@@ -1,7 +1,7 @@
 """What both HiddenBench protocols share: the task as the decision call sees it, budgets,
 memories and their composition.
 
-**Task view.** Backends take a :class:`~crossprofile_lib.discussion.Task` whose ``template``
+**Task view.** Backends take a :class:`~crossprofile_lib.task.discussion.Task` whose ``template``
 gives the description and the options. :func:`task_view` wraps a HiddenBench task in a
 :class:`HiddenBenchView` (a ``Task`` subclass) whose template is built *without* the
 CrossProfile answer-key validator (HiddenBench tasks have no criteria, polarities or decoy
@@ -9,7 +9,7 @@ option): option ids ``O1..On`` in file order, names = the answers, ``decoy_optio
 facts ``S1..Sm`` (shared, role ``shared``) and ``H1..Hn`` (hidden; ``H{i}`` held by
 ``A{i}``, role ``hidden``), all relevant. The view's ``variant`` says ``hiddenbench``.
 Option letters are rotated by the seed exactly as for templates
-(:func:`crossprofile_lib.decider.option_order`).
+(:func:`crossprofile_lib.task.decision.option_order`).
 
 **Budget.** ``T_all`` prices every fact of the task (shared and hidden) written with all
 ``n`` agents' labels plus a newline, as SPEC section 5 does for templates; ``B(r) =
@@ -29,18 +29,18 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..backends.base import MODEL_RELEVANCE
-from ..budgets import Budget, line_cost
-from ..constants import PRIMARY_BUDGET
-from ..decider import DecisionRequest, option_order
-from ..discussion import ClaimList, Task, Transcript, label
-from ..memory import Memory
-from ..pipeline import TaskInputs, TaskUnit, memories, policy_rng, unsupported
-from ..policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
-from ..templates import Fact, Option, Template
-from ..variants import agent_names
-from .disclosure import facts_restated
-from .importer import HiddenBenchTask
+from crossprofile_lib.backends.base import MODEL_RELEVANCE
+from crossprofile_lib.task.budgets import Budget, line_cost
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.task.decision import DecisionRequest, option_order
+from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, label
+from crossprofile_lib.task.memory import Memory
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, unsupported
+from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
+from crossprofile_lib.task.templates import Fact, Option, Template
+from crossprofile_lib.task.variants import agent_names
+from crossprofile_lib.hiddenbench.disclosure import facts_restated
+from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 
 HB_BUDGETS = (PRIMARY_BUDGET,)
 
@@ -159,7 +159,7 @@ def _every_fact(cl: ClaimList, view) -> frozenset[int]:
 def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript, plan: PolicyPlan,
                    budgets: Sequence[str], backend, key_prefix: str, by_ids: bool):
     """Yield ``(DecisionRequest, row)`` for every policy x budget of one discussion
-    (:func:`crossprofile_lib.pipeline.memories`).
+    (:func:`crossprofile_lib.run.pipeline.memories`).
 
     ``row`` holds the memory's columns (policy, budget, tokens, composition, memory text and
     its sha); the caller adds the decision columns.

@@ -11,7 +11,7 @@ The public file ``benchmark_all_clean.json`` is a JSON array of task objects::
 
 The file is not redistributable, so it is never copied into the project: it is read from
 ``--hiddenbench PATH`` or the ``HIDDENBENCH_PATH`` environment variable. When neither is
-given, the project's own fixture (``tests/fixtures/hiddenbench_fixture.json``, same format,
+given, the project's own fixture (``crossprofile_lib/resources/hiddenbench_fixture.json``, same format,
 our own sentences, every task named ``FIXTURE ...``) is used and every table says so in its
 ``data_source`` column (``fixture``, or the file's basename and a sha256 prefix).
 
@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from crossprofile_lib.paths import hiddenbench_fixture_path
+
 ENV_VAR = "HIDDENBENCH_PATH"
-FIXTURE_PATH = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "hiddenbench_fixture.json"
+FIXTURE_PATH = hiddenbench_fixture_path()
 MAX_OPTIONS = 10
 
 

@@ -27,8 +27,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from ..stats.bootstrap import TemplateBootstrap, resample_indices
+from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap, resample_indices
 
 #: ALL - EMPTY must exceed this many points (prereg.yaml ``settings.headroom_min_points``)
 HEADROOM_POINTS = HEADROOM_MIN_POINTS
@@ -91,7 +91,7 @@ def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.D
         for pol, g in d.groupby("policy", sort=False):
             row[pol] = _pct(g.correct.astype(float).mean())
         out[abl] = row
-    from .ablations import DEFAULT_ABLATIONS
+    from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
     order = [a for a in DEFAULT_ABLATIONS if a in out] + [a for a in out if a not in DEFAULT_ABLATIONS]
     return pd.DataFrame.from_dict(out, orient="index").loc[order]
 
@@ -144,7 +144,7 @@ def headroom(decisions: pd.DataFrame, rng: np.random.Generator, n_resamples: int
 def paper_table(protocol: str) -> pd.DataFrame:
     """The paper's figures for ``controlled`` (one column per model) or ``natural`` (its ranges as
     low / high), in percent, read from data/paper_figures.yaml."""
-    from ..paper_figures import paper_item
+    from crossprofile_lib.paper_figures import paper_item
     rows, index = [], []
     for ref in PAPER_REFS[protocol]:
         it = paper_item(ref)

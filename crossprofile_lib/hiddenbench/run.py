@@ -35,17 +35,17 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import __version__
-from ..prompts import prompt_dir
-from ..outdir import atomic_write, locked_dir, write_text_atomic
-from ..redact import redact_url
-from ..results import git_commit
-from .ablations import DEFAULT_ABLATIONS, parse_ablations, prompt_files
-from .common import HB_BUDGETS, HB_POLICIES, PolicyPlan
-from .controlled import run_controlled_chunk
-from .importer import HiddenBenchData, load_hiddenbench, select_tasks
-from .measures import headroom
-from .natural import MAX_WORDS, run_natural_chunk
+from crossprofile_lib import __version__
+from crossprofile_lib.prompts import prompt_dir
+from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_text_atomic
+from crossprofile_lib.safety.redact import redact_url
+from crossprofile_lib.run.results import git_commit
+from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS, parse_ablations, prompt_files
+from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES, PolicyPlan
+from crossprofile_lib.hiddenbench.controlled import run_controlled_chunk
+from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
+from crossprofile_lib.hiddenbench.measures import headroom
+from crossprofile_lib.hiddenbench.natural import MAX_WORDS, run_natural_chunk
 
 PROTOCOLS = ("controlled", "natural")
 TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},
@@ -161,13 +161,13 @@ def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
 
 def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
     """Run the configured protocols into ``out_dir``; return the header (also written). The folder
-    is locked for the whole run (:func:`crossprofile_lib.outdir.locked_dir`)."""
+    is locked for the whole run (:func:`crossprofile_lib.safety.outputs.locked_dir`)."""
     with locked_dir(out_dir):
         return _run_locked(cfg, out_dir, backend, progress)
 
 
 def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
-    from ..backends import backend_for
+    from crossprofile_lib.backends import backend_for
     t0 = time.perf_counter()
     data = load_hiddenbench(cfg.hiddenbench)
     tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)

@@ -13,7 +13,7 @@ by least squares to the paper's published figures (``data/paper_figures.yaml``),
 Every table it produces is "fit to the paper's published numbers; not a model run".
 """
 
-from .figures import NOT_A_MODEL_RUN, select_figures
-from .report import PaperFit, fit_paper, predict_at
+from crossprofile_lib.paperfit.figures import NOT_A_MODEL_RUN, select_figures
+from crossprofile_lib.paperfit.report import PaperFit, fit_paper, predict_at
 
 __all__ = ["NOT_A_MODEL_RUN", "PaperFit", "fit_paper", "predict_at", "select_figures"]

@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..constants import PAPER_FIGURES_PATH, PRIMARY_BUDGET
-from ..paper_figures import PaperItem, load_paper_figures
-from ..stats.contrasts import Contrast, parse_prereg
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH
+from crossprofile_lib.paper_figures import PaperItem, load_paper_figures
+from crossprofile_lib.stats.contrasts import Contrast, parse_prereg
 
 DECISION_OUTCOMES = ("correct", "chose_decoy")
 MEMORY_OUTCOMES = ("kept_support", "kept_decoy", "kept_irrelevant", "relevance_precision", "relevance_recall")
@@ -98,7 +99,7 @@ def short(model: str) -> str:
 def needed_policies(figures: Sequence[Figure], all_policies: Sequence[str]) -> tuple[list[str], list[str]]:
     """The policies and budget labels the figures' terms can match (a term without a ``policy``
     filter matches every policy of ``all_policies`` allowed by its ``selection`` / ``label_format``)."""
-    from ..policies import parse_policy
+    from crossprofile_lib.policies import parse_policy
     pols, budgets = [], []
     for f in figures:
         for t in f.contrast.terms:

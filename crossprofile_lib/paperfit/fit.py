@@ -21,8 +21,8 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy.optimize import least_squares
 
-from .ledger import LedgerDesign, grid_points, target_probability_diff
-from .predict import FigureMatrix
+from crossprofile_lib.paperfit.ledger import LedgerDesign, grid_points, target_probability_diff
+from crossprofile_lib.paperfit.predict import FigureMatrix
 
 PARAMS = ("social_proof", "irrelevant_weight", "inverse_temperature")
 #: bounds of (s, w, beta) for the fit (s >= -0.3 keeps 1 + s*(n-1) > 0 for 4 speakers)

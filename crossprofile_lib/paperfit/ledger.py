@@ -2,7 +2,7 @@
 
 The ledger's parameters act only on its decisions: every memory of the grid (templates x variants x
 seeds x policies x budgets) is the same whatever ``(s, w, beta)`` is. With the option features of
-:func:`crossprofile_lib.rebuild.option_features` (``x0`` relevant polarity, ``x1`` relevant
+:func:`crossprofile_lib.run.rebuild.option_features` (``x0`` relevant polarity, ``x1`` relevant
 polarity x extra labels, ``x2``, ``x3`` the same for irrelevant facts), the ledger picks option ``o``
 with probability
 
@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from crossprofile_lib import __version__
 
 FORMULA = "softmax(beta*(x0 + s*x1 + w*(x2 + s*x3))) v1"   # part of the cache key
 TARGETS = ("correct", "chose_decoy")
@@ -45,8 +45,8 @@ GRID = {"social_proof": tuple(np.round(np.linspace(-0.3, 4.5, 17), 6)),
 
 
 def default_cache_dir() -> Path:
-    """``$CROSSPROFILE_CACHE/paperfit`` (default ``.crossprofile_cache/paperfit``)."""
-    return Path(os.environ.get("CROSSPROFILE_CACHE", ".crossprofile_cache")) / "paperfit"
+    """``paperfit/`` in the call-cache folder (:func:`crossprofile_lib.paths.cache_dir`)."""
+    return cache_dir() / "paperfit"
 
 
 def grid_points(grid: dict = GRID) -> np.ndarray:
@@ -116,10 +116,10 @@ def _canonical(X: np.ndarray, target: np.ndarray) -> np.ndarray:
 def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budgets: Sequence[str],
                  n_agents: int = 4, tokenizer: Optional[str] = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """Build every memory of the grid (no decisions) and return ``(rows, Xp, pattern)``."""
-    from ..backends.ledger import ReferenceDecider
-    from ..runner import RunConfig, build_requests
-    from ..rebuild import option_features
-    from ..tokenizer import get_tokenizer
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.run.runner import RunConfig, build_requests
+    from crossprofile_lib.run.rebuild import option_features
+    from crossprofile_lib.task.tokenizer import get_tokenizer
     cfg = RunConfig(backend="ledger", seeds=list(seeds), budgets=list(budgets), policies=list(policies),
                     n_agents=n_agents, tokenizer=tokenizer)
     stub = ReferenceDecider(tokenizer=get_tokenizer(tokenizer))
@@ -145,7 +145,7 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
 
 
 def _template_digest(paths) -> list:
-    from ..templates import template_paths
+    from crossprofile_lib.task.templates import template_paths
     return sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in template_paths(paths))
 
 
@@ -161,7 +161,7 @@ def load_or_build(templates: Sequence[str], seeds: Sequence[int], policies: Sequ
                   n_agents: int = 4, tokenizer: Optional[str] = None) -> LedgerDesign:
     """The design and its grid probabilities, from ``cache_dir`` when the key matches, else built
     (and written there). ``templates``: template paths (files or folders)."""
-    from ..templates import load_templates
+    from crossprofile_lib.task.templates import load_templates
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key, cfg = cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid)
     npz, pq = cache_dir / f"ledger-{key}.npz", cache_dir / f"ledger-{key}.parquet"

@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
-from ..policies import DEFAULT_POLICIES
-from ..stats.bootstrap import TemplateBootstrap, percentile_interval
-from .figures import NOT_A_MODEL_RUN, NOT_SEPARATED, model_columns, needed_policies, select_figures, short
-from .fit import BOUNDS, PARAMS, Fitter, recovery
-from .ledger import GRID, cache_key, default_cache_dir, load_or_build
-from .predict import evaluate_figures, figure_matrix
+from crossprofile_lib.policies import DEFAULT_POLICIES
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
+from crossprofile_lib.paperfit.figures import NOT_A_MODEL_RUN, NOT_SEPARATED, model_columns, needed_policies, select_figures, short
+from crossprofile_lib.paperfit.fit import BOUNDS, PARAMS, Fitter, recovery
+from crossprofile_lib.paperfit.ledger import GRID, cache_key, default_cache_dir, load_or_build
+from crossprofile_lib.paperfit.predict import evaluate_figures, figure_matrix
 
 #: known parameters for the recovery check (besides each model's fitted point)
 RECOVERY_TRUTHS = ((0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0))

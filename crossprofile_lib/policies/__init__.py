@@ -11,12 +11,12 @@ A policy spec is ``BASE[-kK][:FORMAT]``:
 * ``-k7`` the fixed-k control: keep exactly the first 7 claims of the policy's priority
   order, whatever their cost (removes the "R1 fits more lines" confound).
 * ``:FORMAT`` a provenance format (``full`` by default, ``unlabeled``, ``shuffled``,
-  ``first-speaker``, ``claim-id``; see :mod:`crossprofile_lib.provenance`). The kept set is
+  ``first-speaker``, ``claim-id``; see :mod:`crossprofile_lib.task.provenance`). The kept set is
   chosen exactly as for ``full``; only the shown labels change.
 
 Each policy declares what it needs (``Policy.needs``: the transcript, relevance tiers,
 stances, a summariser); :func:`select_memory` receives those inputs from the caller (the
-pipeline, :mod:`crossprofile_lib.pipeline`), so policies import no backend.
+pipeline, :mod:`crossprofile_lib.run.pipeline`), so policies import no backend.
 """
 
 from __future__ import annotations
@@ -26,17 +26,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..discussion import ClaimList, Task, Transcript
-from ..memory import Memory
-from .registry import (DEFAULT_POLICIES, FIT_POLICIES, FIXED_K_DEFAULT, GROUP_SIZE_POLICIES, HB_POLICIES,
-                       HEATMAP_POLICIES, LABELS_POLICIES, MODEL_POLICIES, NEEDS, REFERENCE_POLICIES, REGISTRY,
-                       SOCIAL_PROOF_POLICIES, SWEEP_POLICIES, WALK_POLICIES, Policy, PolicyContext, PolicySpec, bases,
-                       parse_policy, register)
-from .copy import claims_memory, order_b4, order_m1, order_r1, order_random, pack  # registers R1 B4 Random M1
-from .r1rel import oracle_relevance, order_r1_rel, relevance_metrics              # R1-rel, R1-rel-oracle
-from .bal import balanced_order, oracle_stances, order_bal, pack_balanced          # BAL, BAL-oracle
-from . import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
-from .b3 import cut_to_budget, summary_kept, summary_prompt, word_limit             # B3
+from crossprofile_lib.task.discussion import ClaimList, Task, Transcript
+from crossprofile_lib.task.memory import Memory
+from crossprofile_lib.policies.registry import DEFAULT_POLICIES, FIT_POLICIES, FIXED_K_DEFAULT, GROUP_SIZE_POLICIES, HB_POLICIES, HEATMAP_POLICIES, LABELS_POLICIES, MODEL_POLICIES, NEEDS, REFERENCE_POLICIES, REGISTRY, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES, WALK_POLICIES, Policy, PolicyContext, PolicySpec, bases, parse_policy, register
+from crossprofile_lib.policies.copy import claims_memory, order_b4, order_m1, order_r1, order_random, pack  # registers R1 B4 Random M1
+from crossprofile_lib.policies.r1rel import oracle_relevance, order_r1_rel, relevance_metrics              # R1-rel, R1-rel-oracle
+from crossprofile_lib.policies.bal import balanced_order, oracle_stances, order_bal, pack_balanced          # BAL, BAL-oracle
+from crossprofile_lib.policies import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept, summary_prompt, word_limit             # B3
 
 
 @dataclass(frozen=True)

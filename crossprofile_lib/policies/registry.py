@@ -15,12 +15,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..provenance import FORMATS
+from crossprofile_lib.task.provenance import FORMATS
 
 #: What a policy may need from its caller: ``transcript`` (REF), ``relevance`` (R1-rel tiers),
 #: ``stances`` (BAL), ``summarise`` (B3: a callable that sends one prompt to a model).
 NEEDS = ("transcript", "relevance", "stances", "summarise")
-FIXED_K_DEFAULT = 7
+from crossprofile_lib.design import FIXED_K_DEFAULT  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -76,36 +76,9 @@ def bases() -> tuple[str, ...]:
 
 # --- the policy lists (the one place each is written) --------------------------------------
 
-#: The paper's grid (with the controls) in the order tables show them.
-DEFAULT_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle",
-                    "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
-                    "ALL:unlabeled", "ALL:shuffled", "R1:unlabeled", "B4:unlabeled",
-                    "EMPTY", "ALL", "REF", "private-only", "shared-only")
-#: HiddenBench's grid: the paper's copy policies, B3 and the reference memories.
-HB_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "B3",
-               "EMPTY", "ALL", "REF", "private-only", "shared-only")
-#: The walkthrough's (chapters 1 and 10): one task end to end on the reference decider.
-WALK_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel-oracle", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
-
-# the book's experiment grids (crossprofile_lib.book) and its heatmap rows
-#: The book's reference-decider grid: the paper's policies and controls plus the BAL repair.
-REFERENCE_POLICIES = DEFAULT_POLICIES + ("BAL", "BAL-oracle")
-#: Provenance formats compared under a social-proof reference decider (SPEC 6 and issue 8).
-SOCIAL_PROOF_POLICIES = tuple(p if f == "full" else f"{p}:{f}" for p in ("ALL", "R1", "B4", "BAL")
-                              for f in FORMATS) + ("Random", "R1-rel", "EMPTY")
-GROUP_SIZE_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "BAL", "ALL", "EMPTY")
-#: The social-proof sweep of chapter 6 needs only the ALL memory in its formats (unbudgeted).
-SWEEP_POLICIES = tuple("ALL" if f == "full" else f"ALL:{f}" for f in FORMATS)
-#: The stochastic reference decider of chapter 7 (parameter recovery of the social-proof fit).
-FIT_POLICIES = ("R1", "B4", "Random", "R1-rel", "ALL", "ALL:unlabeled", "ALL:shuffled", "EMPTY")
-#: What a language-model sample runs (EMPTY and ALL give its headroom check).
-MODEL_POLICIES = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle", "ALL", "ALL:unlabeled", "EMPTY")
-#: The model sample rerun with the 'labels are not evidence' decision prompt (chapter 12).
-LABELS_POLICIES = ("ALL", "ALL:unlabeled")
-#: The rows of the book's accuracy heatmap.
-HEATMAP_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle",
-                    "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
-                    "private-only", "shared-only", "ALL", "REF", "EMPTY")
+from crossprofile_lib.design import (  # noqa: E402,F401  (the policy lists live in design.py)
+    DEFAULT_POLICIES, FIT_POLICIES, GROUP_SIZE_POLICIES, HB_POLICIES, HEATMAP_POLICIES, LABELS_POLICIES,
+    MODEL_POLICIES, REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES, WALK_POLICIES)
 
 
 # --- specs -------------------------------------------------------------------------------------

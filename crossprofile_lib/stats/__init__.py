@@ -1,7 +1,7 @@
 """Inference over a results table (SPEC section 8): pure functions on arrays and frames.
 
 Nothing here imports the pipeline (runner, policies, backends, discussion, templates): the
-social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.rebuild` and handed in.
+social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.run.rebuild` and handed in.
 
 * :mod:`.bootstrap` -- the template bootstrap (one resample index matrix per run; HiddenBench's
   task bootstrap uses it too);
@@ -18,8 +18,8 @@ social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.rebuild` an
 * :mod:`.analysis` -- everything for a run, per model (``crossprofile stats``).
 """
 
-from .bootstrap import TemplateBootstrap, bootstrap_pvalue, count_matrix, percentile_interval, resample_indices
-from .contrasts import PreregError, evaluate_contrasts, holm, load_prereg, parse_prereg
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap, bootstrap_pvalue, count_matrix, percentile_interval, resample_indices
+from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, holm, load_prereg, parse_prereg
 
 __all__ = ["TemplateBootstrap", "bootstrap_pvalue", "count_matrix", "percentile_interval", "resample_indices",
            "PreregError", "evaluate_contrasts", "holm", "load_prereg", "parse_prereg"]

@@ -4,7 +4,7 @@
 All statistics of a model share one template-bootstrap resample index matrix drawn from
 ``numpy.random.default_rng(seed)``; the social-proof fit uses its first ``fit_resamples`` rows.
 The social-proof fit needs the decisions' rebuilt memories: the caller rebuilds them
-(:func:`crossprofile_lib.rebuild.choice_data_by_model`) and hands them in as ``choice_data``;
+(:func:`crossprofile_lib.run.rebuild.choice_data_by_model`) and hands them in as ``choice_data``;
 this module only computes. Before anything, :func:`.analysis_set.prepare` refuses failed calls
 (or drops them with ``allow_errors``) and keeps the analysis set (the formal templates);
 each model's ``status`` is confirmatory only when :func:`.analysis_set.run_status` says so.
@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from . import tables as T
-from .analysis_set import MIN_TEMPLATES_CONFIRMATORY, prepare, run_status
-from .bootstrap import DEFAULT_RESAMPLES, TemplateBootstrap
-from .contrasts import Prereg, evaluate_contrasts, load_prereg
-from .cache import FitCache, table_hash
-from .netlead import net_lead_analysis, regressions_fit, subset
-from .socialproof import fit_social_proof
+from crossprofile_lib.stats import tables as T
+from crossprofile_lib.stats.analysis_set import MIN_TEMPLATES_CONFIRMATORY, prepare, run_status
+from crossprofile_lib.stats.bootstrap import DEFAULT_RESAMPLES, TemplateBootstrap
+from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, load_prereg
+from crossprofile_lib.stats.cache import FitCache, table_hash
+from crossprofile_lib.stats.netlead import net_lead_analysis, regressions_fit, subset
+from crossprofile_lib.stats.socialproof import fit_social_proof
 
 #: BLAS threads during the analysis: one. The fits' matrices are small, extra threads only spin
 #: (on a busy 2-core machine they doubled the CPU time of ``crossprofile stats``), and a fixed
@@ -113,7 +113,7 @@ def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int 
     ``df`` is first :func:`~.analysis_set.prepare`-d (``allow_errors``, ``analysis_set``) unless
     ``rows`` (what an earlier ``prepare`` returned) says the caller did it. ``choice_data``:
     ``{(backend, model): (ChoiceData, info) or reason}`` from
-    :func:`crossprofile_lib.rebuild.choice_data_by_model` on the prepared rows, or a callable
+    :func:`crossprofile_lib.run.rebuild.choice_data_by_model` on the prepared rows, or a callable
     ``(backend, model) -> (ChoiceData, info) or reason`` called only on a cache miss (None: no
     social-proof fit). ``cache``, ``choice_key``: see :func:`analyse_model`."""
     prereg = prereg or load_prereg()

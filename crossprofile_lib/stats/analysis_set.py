@@ -30,9 +30,9 @@ from typing import Optional
 import pandas as pd
 import yaml
 
-from ..constants import ROOT
+from crossprofile_lib.paths import formal_templates_dir
 
-FORMAL_DIR = ROOT / "templates" / "formal"
+FORMAL_DIR = formal_templates_dir()
 #: fewest templates a run needs before its results may be called confirmatory
 MIN_TEMPLATES_CONFIRMATORY = 10
 ANALYSIS_SETS = ("formal", "all")
@@ -89,7 +89,7 @@ def select_analysis_set(df: pd.DataFrame, analysis_set: str = "formal", formal_i
     tid = df["template_id"].astype(str)
     is_formal = tid.isin(formal)
     n_formal, n_other = int(tid[is_formal].nunique()), int(tid[~is_formal].nunique())
-    rec = dict(rule=f"formal = template ids of the files under {FORMAL_DIR.relative_to(ROOT).as_posix()}/",
+    rec = dict(rule=f"formal = template ids of the files under templates/formal/",
                formal_templates=n_formal, development_templates=n_other, rows_dropped=0)
     if analysis_set == "all" or not n_other:
         name = "formal" if not n_other else "all (formal and development templates)"

@@ -44,7 +44,7 @@ def table_hash(df: pd.DataFrame) -> str:
 @lru_cache(maxsize=None)
 def code_digest() -> str:
     """Package version + SHA-256 of the statistics' source files."""
-    from .. import __version__
+    from crossprofile_lib import __version__
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(__version__.encode())
     for p in sorted(here.glob("*.py")) + [here.parent / "rebuild.py"]:

@@ -36,17 +36,18 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from .bootstrap import TemplateBootstrap
+from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
+from crossprofile_lib.paths import prereg_path
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 
-DEFAULT_PREREG_PATH = Path(__file__).resolve().parents[2] / "prereg.yaml"
+DEFAULT_PREREG_PATH = prereg_path()
 
 _TOP_KEYS = {"version", "defaults", "families", "settings", "contrasts"}
 _DEFAULT_KEYS = {"outcome", "scale", "where"}
 _CONTRAST_KEYS = {"id", "title", "family", "outcome", "scale", "test_value", "where", "terms", "paper", "note"}
 _FAMILY_KEYS = {"correction", "alpha"}
 _CORRECTIONS = ("holm", "none")
-#: a user's file without ``settings`` falls back to the repository prereg.yaml's (crossprofile_lib.constants)
+#: a user's file without ``settings`` falls back to the repository prereg.yaml's (crossprofile_lib.design)
 _SETTINGS = {"primary_budget": PRIMARY_BUDGET, "headroom_min_points": HEADROOM_MIN_POINTS,
              "net_lead_where": {"selection": "budget", "label_format": "full", "budget_label": PRIMARY_BUDGET},
              "social_proof_where": {}}
@@ -200,7 +201,7 @@ def _paper(x, path, fld) -> Optional[dict]:
     if x is None or isinstance(x, dict):
         return x
     if isinstance(x, str):
-        from ..paper_figures import PaperFiguresError, paper_values
+        from crossprofile_lib.paper_figures import PaperFiguresError, paper_values
         try:
             return paper_values(x)
         except PaperFiguresError as e:

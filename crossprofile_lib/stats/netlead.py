@@ -40,8 +40,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .bootstrap import TemplateBootstrap
-from .tables import means_table
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.tables import means_table
 
 NET_LEADS = tuple(range(-3, 6))
 #: a logit coefficient this large signals (quasi-)separation, which the reports flag
@@ -55,7 +55,7 @@ VB_SEED = 0
 
 def subset(df: pd.DataFrame, where: Optional[dict]) -> pd.DataFrame:
     """Rows matching ``where`` (column -> value or list), as in prereg.yaml."""
-    from .contrasts import row_mask
+    from crossprofile_lib.stats.contrasts import row_mask
     if not where:
         return df
     m, _ = row_mask(df, where, "<settings>", "where")
@@ -112,7 +112,7 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``)."""
     from scipy.stats import norm
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
-    from .contrasts import holm
+    from crossprofile_lib.stats.contrasts import holm
     d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
     if refused:
         return refused

@@ -1,6 +1,6 @@
 """Beyond the paper: the fitted social-proof weight.
 
-The reference decider (:mod:`crossprofile_lib.decider`) scores option o from the kept facts as
+The reference decider (:mod:`crossprofile_lib.task.decision`) scores option o from the kept facts as
 ``sum polarity * w_f * (1 + s * (n_f - 1))`` (``w_f`` = 1 for relevant facts, ``w`` for
 irrelevant ones; ``n_f`` the speakers a line's label reveals) and picks it with probability
 ``softmax(beta * score)``. Read as a **conditional logit** over the options, its utility is
@@ -17,7 +17,7 @@ extra speaker label. ``beta`` is bounded above (:data:`BOUNDS`); a deterministic
 default ledger) drives it to the bound, and the fit says so.
 
 The results table holds no per-fact detail: the decisions' features come from memories
-rebuilt from the run's configuration by :func:`crossprofile_lib.rebuild.rebuild_choice_data`
+rebuilt from the run's configuration by :func:`crossprofile_lib.run.rebuild.rebuild_choice_data`
 (outside ``stats/``, which imports nothing of the pipeline) and are handed in as
 :class:`ChoiceData`.
 """
@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 
 FEATURES = ("relevant", "relevant_x_extra_labels", "irrelevant", "irrelevant_x_extra_labels")
 PARAMS = ("social_proof", "irrelevant_weight", "inverse_temperature")

@@ -14,14 +14,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HEADROOM_MIN_POINTS
-from .bootstrap import TemplateBootstrap
+from crossprofile_lib.design import BUDGET_ORDER as _BUDGET_ORDER
+from crossprofile_lib.design import HEADROOM_MIN_POINTS
+from crossprofile_lib.design import POLICY_ORDER as _POLICY_ORDER
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 
-#: Order in which tables list policies (the runner's default grid first).
-_POLICY_ORDER = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "B3", "R1-k7", "B4-k7", "Random-k7",
-                 "M1-k7", "R1-rel-k7", "R1:unlabeled", "B4:unlabeled", "ALL", "ALL:unlabeled", "ALL:shuffled",
-                 "EMPTY", "REF", "private-only", "shared-only")
-_BUDGET_ORDER = ("0.4", "0.6", "0.8", "128t", "none")
 CELLS = ("classic", "mirror", "other")
 
 

@@ -1,6 +1,6 @@
 """Run a grid: templates x variants x seeds x policies x budgets -> one row per decision.
 
-The runner builds every task unit once and its memories through :mod:`crossprofile_lib.pipeline`, sends all decision
+The runner builds every task unit once and its memories through :mod:`crossprofile_lib.run.pipeline`, sends all decision
 requests to the backend in one batch (LLM backends cache and parallelise them), and writes
 the tidy table plus ``run.json``.
 """
@@ -16,18 +16,18 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from . import __version__
-from .backends import backend_for
-from .budgets import Budget
-from .constants import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from .decider import DecisionRequest
-from .evidence import composition, encode_features, fact_table, option_features
-from .pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
-from .policies import DEFAULT_POLICIES, relevance_metrics
-from .results import git_commit, write_results
-from .rng import stream
-from .templates import load_templates
-from .variants import VARIANT_NAMES
+from crossprofile_lib import __version__
+from crossprofile_lib.backends import backend_for
+from crossprofile_lib.task.budgets import Budget
+from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
+from crossprofile_lib.task.decision import DecisionRequest
+from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
+from crossprofile_lib.policies import DEFAULT_POLICIES, relevance_metrics
+from crossprofile_lib.run.results import git_commit, write_results
+from crossprofile_lib.rng import stream
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.variants import VARIANT_NAMES
 
 #: the paper's budget grid: the primary budget (prereg.yaml) among the ratios, and the fixed control
 DEFAULT_BUDGETS = tuple(dict.fromkeys(sorted({"0.4", PRIMARY_BUDGET, "0.8"}, key=float) + ["128t"]))
@@ -50,7 +50,7 @@ class RunConfig:
 def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[TaskUnit]] = None):
     """Yield ``(request, row)`` pairs: the decision request and the row's known columns.
 
-    ``units``: the grid's task units when already built (:func:`crossprofile_lib.pipeline.task_units`)."""
+    ``units``: the grid's task units when already built (:func:`crossprofile_lib.run.pipeline.task_units`)."""
     budgets = [Budget.parse(b) for b in cfg.budgets]
     specs = specs_of(cfg.policies)
     if units is None:
@@ -91,7 +91,7 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
 
 def prefetch_model_calls(templates, cfg: RunConfig, backend, units: Optional[Sequence[TaskUnit]] = None) -> None:
     """Send a model backend's relevance-filter, stance and B3 calls for the whole grid as one batch
-    (:func:`crossprofile_lib.pipeline.prefetch`); :func:`build_requests` then finds them cached."""
+    (:func:`crossprofile_lib.run.pipeline.prefetch`); :func:`build_requests` then finds them cached."""
     if units is None:
         units = task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer)
     prefetch(units, specs_of(cfg.policies), [Budget.parse(b) for b in cfg.budgets], backend)
@@ -134,7 +134,7 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
 def _redacted_config(cfg: RunConfig) -> dict:
     """The resolved configuration for ``run.json``; option values named like a secret are hidden."""
     d = asdict(cfg)
-    from .redact import MASK, is_secret_name, redact_url
+    from crossprofile_lib.safety.redact import MASK, is_secret_name, redact_url
     d["backend_options"] = {k: (MASK if is_secret_name(k) else redact_url(v) if k == "base_url" else v)
                             for k, v in d["backend_options"].items()}
     return d
@@ -143,8 +143,8 @@ def _redacted_config(cfg: RunConfig) -> dict:
 def headroom_check(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> dict:
     """SPEC section 8: ALL - EMPTY accuracy (points) with a template-bootstrap interval; a lower
     bound of ``HEADROOM_MIN_POINTS`` (prereg.yaml) or less marks the model's results exploratory."""
-    from .stats.bootstrap import TemplateBootstrap
-    from .stats.tables import headroom
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+    from crossprofile_lib.stats.tables import headroom
     d = df[df["policy"].isin(["ALL", "EMPTY"])]
     boot = TemplateBootstrap.draw(d["template_id"].unique() if len(d) else ["-"], n_resamples,
                                   stream(seed, "headroom"))
@@ -173,8 +173,8 @@ def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool
     """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls,
     cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
     print the headroom check. The output folder is locked for the whole run
-    (:func:`crossprofile_lib.outdir.locked_dir`: a second run on it refuses at once)."""
-    from .outdir import locked_dir
+    (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run on it refuses at once)."""
+    from crossprofile_lib.safety.outputs import locked_dir
     with locked_dir(out_dir):
         return _run_to_locked_dir(cfg, out_dir, backend, progress)
 

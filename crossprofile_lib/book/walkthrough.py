@@ -13,9 +13,9 @@ import html
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .book import resolve
-from .constants import PRIMARY_BUDGET
-from .policies import WALK_POLICIES
+from crossprofile_lib.book.runs import resolve
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.policies import WALK_POLICIES
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Walkthrough:
 
     @property
     def agents(self) -> tuple[str, ...]:
-        from .variants import agent_names
+        from crossprofile_lib.task.variants import agent_names
         return agent_names(self.task.n_agents)
 
     @property
@@ -51,14 +51,14 @@ class Walkthrough:
         return {c.fact_id for c in self.memories[policy].kept}
 
     def composition(self, policy: str):
-        from .evidence import composition
+        from crossprofile_lib.task.evidence import composition
         return composition(self.task, self.memories[policy])
 
     def html(self) -> str:
         """A static view (no JavaScript), the explorer's: the first policy's memory and decision
         in focus, the other policies, the scripted discussion and the claim list; a decision on a
-        tied top score is shown as a tie (:mod:`crossprofile_lib.explorer`)."""
-        from .explorer import Exploration
+        tied top score is shown as a tie (:mod:`crossprofile_lib.book.explorer`)."""
+        from crossprofile_lib.book.explorer import Exploration
         return Exploration(self, self.policies[0], self.social_proof).html()
 
     def _repr_html_(self) -> str:  # renders itself in Jupyter
@@ -68,12 +68,12 @@ class Walkthrough:
 def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUDGET,
                 policies: Sequence[str] = WALK_POLICIES, n_agents: int = 4, social_proof: float = 0.0) -> Walkthrough:
     """Build one task end to end with the reference decider (no model calls), through the
-    pipeline (:mod:`crossprofile_lib.pipeline`)."""
-    from .backends.ledger import ReferenceDecider
-    from .budgets import Budget
-    from .decider import DecisionRequest
-    from .pipeline import build_task, memories, specs_of
-    from .rng import stream
+    pipeline (:mod:`crossprofile_lib.run.pipeline`)."""
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.task.budgets import Budget
+    from crossprofile_lib.task.decision import DecisionRequest
+    from crossprofile_lib.run.pipeline import build_task, memories, specs_of
+    from crossprofile_lib.rng import stream
     dec = ReferenceDecider(social_proof=social_proof)
     u = build_task(template, variant, seed, n_agents, dec.tokenizer)
     task = u.task
@@ -89,7 +89,7 @@ def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUD
 
 
 def find_template(template_id: str, paths: Sequence[str] = ("templates",)):
-    from .templates import load_templates
+    from crossprofile_lib.task.templates import load_templates
     for t in load_templates([str(resolve(p)) for p in paths]):
         if t.id == template_id:
             return t
@@ -99,8 +99,8 @@ def find_template(template_id: str, paths: Sequence[str] = ("templates",)):
 def template_html(template, seed: int = 0, n_agents: int = 4) -> str:
     """One template rendered for the catalogue: task, options (key marked), criteria, and each
     fact with its role and its holders in the eight variants (seed ``seed``)."""
-    from .discussion import make_task
-    from .variants import VARIANT_NAMES
+    from crossprofile_lib.task.discussion import make_task
+    from crossprofile_lib.task.variants import VARIANT_NAMES
     esc = html.escape
     t = template
     tasks = {v: make_task(t, v, seed, n_agents) for v in VARIANT_NAMES}

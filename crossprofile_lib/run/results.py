@@ -44,10 +44,10 @@ def git_commit(cwd: Path | str | None = None) -> str | None:
 
 def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
     """Write ``results.parquet`` (rows sorted deterministically) and ``run.json``, each to a unique
-    temporary name renamed into place (:func:`crossprofile_lib.outdir.atomic_write`): a reader sees
+    temporary name renamed into place (:func:`crossprofile_lib.safety.outputs.atomic_write`): a reader sees
     the old file or the new one, never a torn one. Callers that run a grid hold the folder's lock
-    (:func:`crossprofile_lib.outdir.locked_dir`)."""
-    from .outdir import atomic_write, write_text_atomic
+    (:func:`crossprofile_lib.safety.outputs.locked_dir`)."""
+    from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_frame(df, out / "results.parquet")
@@ -61,7 +61,7 @@ def check_frame(df: pd.DataFrame, where: Path | str = "<results>") -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ResultsError(f"{where}: missing column(s) {missing} (rule: every results table has "
-                           f"the columns of crossprofile_lib.results.REQUIRED_COLUMNS)")
+                           f"the columns of crossprofile_lib.run.results.REQUIRED_COLUMNS)")
     for c in BOOL_COLUMNS:
         if not pd.api.types.is_bool_dtype(df[c]):
             raise ResultsError(f"{where}: column '{c}' must be boolean, found {df[c].dtype}")

@@ -1,7 +1,7 @@
 """The classroom explorer (chapter 10): one task end to end, for a student.
 
 * :func:`explore` builds one template in one attribution variant with the reference decider (no
-  model calls, :func:`crossprofile_lib.walkthrough.walkthrough`) and returns an
+  model calls, :func:`crossprofile_lib.book.walkthrough.walkthrough`) and returns an
   :class:`Exploration`, which renders itself in Jupyter (``_repr_html_``): the plain-Python path.
 * :func:`controls` is the live version (ipywidgets): pick template, variant, policy, budget,
   social-proof weight and seed, and the memory and decision below change.
@@ -17,7 +17,7 @@ import html
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from .constants import CLASSIC, MIRROR, PRIMARY_BUDGET
+from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
 
 BUDGETS = ("0.4", "0.6", "0.8", "128t")
 REFERENCE = "reference decider"
@@ -51,8 +51,8 @@ def outcome(view, policy: str) -> str:
 
 def verdict(view, policy: str, social_proof: float) -> Verdict:
     """Score ``view``'s memory of ``policy`` as the reference decider does and name any tie."""
-    from .backends.ledger import ReferenceDecider
-    from .decider import option_order
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.task.decision import option_order
     order = option_order(view.task)
     s = ReferenceDecider(social_proof=social_proof).option_scores(view.task, view.memories[policy], order)
     top = max(s)
@@ -123,7 +123,7 @@ class Exploration:
 def explore(template, variant: str = CLASSIC, policy: str = "R1", budget: str = PRIMARY_BUDGET,
             social_proof: float = 0.0, seed: int = 0, policies: Optional[Sequence[str]] = None) -> Exploration:
     """One task end to end with ``policy`` in focus (``template``: a Template or a template id)."""
-    from .walkthrough import WALK_POLICIES, find_template, walkthrough
+    from crossprofile_lib.book.walkthrough import WALK_POLICIES, find_template, walkthrough
     if isinstance(template, str):
         template = find_template(template)
     pols = tuple(policies or WALK_POLICIES)
@@ -138,8 +138,8 @@ def controls(templates: Mapping[str, object], template_id: str, variant: str = C
     """The live explorer: dropdowns and sliders above an output that re-renders on every change."""
     import ipywidgets as w
     from IPython.display import display
-    from .variants import VARIANT_NAMES
-    from .walkthrough import WALK_POLICIES
+    from crossprofile_lib.task.variants import VARIANT_NAMES
+    from crossprofile_lib.book.walkthrough import WALK_POLICIES
     style = {"description_width": "110px"}
     pick = w.Dropdown(options=sorted(templates), value=template_id, description="template", style=style)
     var = w.Dropdown(options=[(v + _cell(v), v) for v in VARIANT_NAMES], value=variant, description="variant",

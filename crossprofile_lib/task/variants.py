@@ -16,12 +16,11 @@ from itertools import product
 
 import numpy as np
 
-from .templates import ROLES, Template
+from crossprofile_lib.task.templates import ROLES, Template
+
+from crossprofile_lib.design import CELLS, CLASSIC, MIRROR, VARIANT_NAMES  # noqa: E402,F401
 
 GROUP_ORDER = ROLES  # support, decoy, irrelevant
-VARIANT_NAMES = tuple("".join(v) for v in product("PS", repeat=3))  # PPP, PPS, ..., SSS
-CLASSIC, MIRROR = "PSP", "SPS"
-CELLS = {CLASSIC: "classic", MIRROR: "mirror"}
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ from typing import Iterable
 
 import yaml
 
+from crossprofile_lib.paths import resolve_template_path
+
 MAX_BYTES = 64 * 1024   # the largest real template is under 4 KiB
 MAX_DEPTH = 8           # a template needs 3 (root -> facts -> fact -> value)
 SUFFIX = ".yaml"
@@ -232,13 +234,14 @@ def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
     A folder contributes every ``*.yaml`` and ``*.yml`` file under it (recursively, hidden
     files and folders skipped); the ``.yml`` ones are then refused by the extension rule,
     never skipped. A path that matches nothing, or a folder with no template file, raises
-    :class:`FileNotFoundError`.
+    :class:`FileNotFoundError`. A ``templates/...`` path that does not exist in the working folder
+    means the bundled templates (:func:`crossprofile_lib.paths.resolve_template_path`).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     out: list[Path] = []
     for p in paths:
-        p = Path(p)
+        p = resolve_template_path(p)
         if p.is_dir():
             found = _walk(p)
             if not found:

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .discussion import Claim, label
+from crossprofile_lib.task.discussion import Claim, label
 
 # (claims, rng) -> list of (prefix shown, number of speakers the prefix reveals)
 Format = Callable[[Sequence[Claim], np.random.Generator], list[tuple[str, int]]]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .template_files import TemplateError, template_paths
-from .templates import UNIQUE_ID, Template, TemplateWarning, load_template
+from crossprofile_lib.safety.inputs import TemplateError, template_paths
+from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template
 
 
 @dataclass

@@ -18,9 +18,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .rng import stream
-from .templates import Template
-from .variants import Variant, agent_names, assign_holders
+from crossprofile_lib.rng import stream
+from crossprofile_lib.task.templates import Template
+from crossprofile_lib.task.variants import Variant, agent_names, assign_holders
 
 
 def agent_key(a: str) -> tuple[int, str]:

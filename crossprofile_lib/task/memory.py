@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .discussion import Claim
+from crossprofile_lib.task.discussion import Claim
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .discussion import label
-from .templates import Template
-from .variants import agent_names
+from crossprofile_lib.task.discussion import label
+from crossprofile_lib.task.templates import Template
+from crossprofile_lib.task.variants import agent_names
 
 FIXED_CONTROL_TOKENS = 128
 NEWLINE = "\n"

@@ -37,14 +37,14 @@ from typing import Annotated, Iterable, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator
 
-from . import hints
-from .template_files import TemplateError, parse_yaml, read_template_text, template_paths
+from crossprofile_lib.task import hints
+from crossprofile_lib.safety.inputs import TemplateError, parse_yaml, read_template_text, template_paths
 
 __all__ = ["TemplateError", "TemplateWarning", "Template", "Fact", "Option", "Criterion", "LoadedTemplate",
            "scores", "validate_template", "parse_template", "load_template", "load_templates",
            "template_paths"]
 
-ROLES = ("support", "decoy", "irrelevant")
+from crossprofile_lib.design import ROLES  # noqa: E402
 
 #: Exact role structure: (role, about) -> count of facts by polarity.
 #: ``about`` is "correct", "decoy" or "any" (irrelevant facts may be about any option).
@@ -188,7 +188,7 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     """Apply rules 1-5 to ``t``; raise :class:`TemplateError` on the first broken rule.
 
     With a ``tokenizer`` (an object with ``name`` and ``count(text) -> int``, e.g.
-    :func:`crossprofile_lib.tokenizer.default_tokenizer`), returns a list of warning messages
+    :func:`crossprofile_lib.task.tokenizer.default_tokenizer`), returns a list of warning messages
     for fact lengths outside the range that keeps the paper's R1 composition; they are also
     issued as :class:`TemplateWarning`. Without one, no length is checked.
     """

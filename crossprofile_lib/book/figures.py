@@ -10,7 +10,7 @@ most 7 inches, drawn at full size: fonts 9-12 pt), with
   own still says what produced it.
 
 The look (colours, sizes, layout, SVG output) and the model-panel rule (:func:`model_signal`,
-:func:`no_signal_note`) live in :mod:`crossprofile_lib.figure_style` and are re-exported here.
+:func:`no_signal_note`) live in :mod:`crossprofile_lib.book.style` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .figure_style import (BASE_COLORS, DPI, FONT, FORMAT_SHADE, PAPER_COLOR, ROLE_COLORS, WIDTH,  # noqa: F401
-                           Signal, _hue_colors, _split, finish, legend_of, model_signal, new_figure, no_signal_note,
-                           palette, policy_color, stamp, top, top_names, use_svg)
+from crossprofile_lib.book.style import BASE_COLORS, DPI, FONT, FORMAT_SHADE, PAPER_COLOR, ROLE_COLORS, WIDTH, Signal, _hue_colors, _split, finish, legend_of, model_signal, new_figure, no_signal_note, palette, policy_color, stamp, top, top_names, use_svg
 
 # --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """The hidden-profile concept diagram: one panel per attribution variant (two columns).
 
-    ``views``: :class:`~crossprofile_lib.walkthrough.Walkthrough` objects (one template, several
+    ``views``: :class:`~crossprofile_lib.book.walkthrough.Walkthrough` objects (one template, several
     variants). Each panel has agents as rows and the 12 facts as columns (grouped support / decoy /
     irrelevant); a filled dot marks a holder; a box marks what the memory policy kept.
     """
@@ -84,7 +82,7 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
     """Heat map of accuracy (%) with rows = policies and columns = the variants.
 
     ``acc``: a wide ``(n_policies, n_variants)`` frame of percentages."""
-    from .constants import CLASSIC, MIRROR
+    from crossprofile_lib.design import CLASSIC, MIRROR
     fig, ax = new_figure(0.62 * acc.shape[1] + 2.6, 0.3 * acc.shape[0] + 2.1)
     sns.heatmap(acc, annot=True, fmt=".0f", cmap=cmap, vmin=0, vmax=100, linewidths=0.5, ax=ax,
                 cbar_kws={"label": "accuracy (%)", "shrink": 0.8}, annot_kws={"fontsize": FONT["tick"]})

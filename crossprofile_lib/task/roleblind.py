@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .templates import ROLES, Template
-from .tokenizer import default_tokenizer
+from crossprofile_lib.task.templates import ROLES, Template
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 POSITIVE = frozenset("""passed praised reliable fast quick faster praised won award awarded zero
  strong high improved cut saved reduced free safe secure stable available excellent record clean

@@ -3,7 +3,7 @@
 The results table holds no per-fact detail, so the fitted social-proof weight
 (:mod:`crossprofile_lib.stats.socialproof`) needs each decision's memory rebuilt from the run's
 configuration (templates, seeds, policies, budgets, tokenizer). This module does that with the
-pipeline (:mod:`crossprofile_lib.pipeline`, through :func:`crossprofile_lib.runner.build_requests`) and hands the statistics a plain
+pipeline (:mod:`crossprofile_lib.run.pipeline`, through :func:`crossprofile_lib.run.runner.build_requests`) and hands the statistics a plain
 :class:`~crossprofile_lib.stats.socialproof.ChoiceData`; ``stats/`` itself never imports the
 pipeline.
 
@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .evidence import decode_features, fact_table, option_features  # noqa: F401  (re-exported)
-from .stats.socialproof import ChoiceData
+from crossprofile_lib.task.evidence import decode_features, fact_table, option_features  # noqa: F401  (re-exported)
+from crossprofile_lib.stats.socialproof import ChoiceData
 
 KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
 
@@ -86,17 +86,17 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
 
 def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[ChoiceData, dict]:
     """Rebuild the memories of a run (``config``: its ``run.json`` ``config`` dict or a
-    :class:`~crossprofile_lib.runner.RunConfig`) and return the decisions' :class:`ChoiceData`
+    :class:`~crossprofile_lib.run.runner.RunConfig`) and return the decisions' :class:`ChoiceData`
     plus bookkeeping.
 
     ``templates``: loaded templates or paths (default: the config's template paths, as the
     run named them). Generated (B3) policies cannot be rebuilt and are left out.
     """
-    from .backends.ledger import ReferenceDecider
-    from .policies import parse_policy
-    from .runner import RunConfig, build_requests
-    from .templates import load_templates
-    from .tokenizer import get_tokenizer
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.policies import parse_policy
+    from crossprofile_lib.run.runner import RunConfig, build_requests
+    from crossprofile_lib.task.templates import load_templates
+    from crossprofile_lib.task.tokenizer import get_tokenizer
     cfg = dict(config) if isinstance(config, dict) else asdict(config)
     known = set(RunConfig.__dataclass_fields__)
     cfg = {k: v for k, v in cfg.items() if k in known}
@@ -162,7 +162,7 @@ def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
 
 
 def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):
-    from .stats.netlead import subset
+    from crossprofile_lib.stats.netlead import subset
     recorded = recorded_choice_data(subset(d, where))
     if recorded is not None:
         return recorded
@@ -197,7 +197,7 @@ def rebuild_inputs_key(config: Optional[dict], templates=None) -> str:
     """What a rebuild depends on besides the rows: the run's configuration and the content of
     the template files it reads (a key part of the social-proof fit's cache entry)."""
     import json
-    from .stats.cache import files_digest
+    from crossprofile_lib.stats.cache import files_digest
     paths = templates if templates is not None else (config or {}).get("templates", [])
     paths = [paths] if isinstance(paths, (str, bytes)) else [str(p) for p in paths]
     try:
@@ -213,9 +213,9 @@ def social_proof_fit(df: pd.DataFrame, config: Optional[dict], boot, fit_resampl
     """The social-proof fit of one model's rows as ``crossprofile stats`` computes it, for the book:
     read from ``run_dir``'s fit cache when ``stats`` (or an earlier chapter) stored it with the same
     rows, resamples and inputs; else memories rebuilt, fitted and stored (``run_dir=None``: no cache)."""
-    from .stats.analysis import social_proof_cached
-    from .stats.cache import FitCache
-    from .stats.netlead import subset
+    from crossprofile_lib.stats.analysis import social_proof_cached
+    from crossprofile_lib.stats.cache import FitCache
+    from crossprofile_lib.stats.netlead import subset
     rows = subset(df, where)
     cache = FitCache.for_run(run_dir) if run_dir is not None else None
     return social_proof_cached(rows, boot, fit_resamples, lambda: _rebuild_or_reason(rows, config, templates, None),

@@ -4,7 +4,7 @@ One colour per policy (:func:`policy_color`), sizes and fonts for the book's tex
 message title / subtitle / legend-below / run-stamp layout (:func:`finish`), SVG output in Jupyter
 (:func:`use_svg`), ties named as ties in messages (:func:`top`), and :func:`model_signal` /
 :func:`no_signal_note`: a language model's panel is drawn only when its run has signal, otherwise
-one line says why not. The plots themselves are in :mod:`crossprofile_lib.figures`.
+one line says why not. The plots themselves are in :mod:`crossprofile_lib.book.figures`.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
     passes (ALL - EMPTY accuracy, lower 95% template-bootstrap bound above ``min_points``, default
     prereg.yaml's threshold); a run without ALL and EMPTY rows has it when its overall accuracy's
     95% Wilson interval lies above chance (one over the number of options)."""
-    from .constants import HEADROOM_MIN_POINTS
+    from crossprofile_lib.design import HEADROOM_MIN_POINTS
     if run is None:
         return Signal(False, "no run")
     if run.is_reference:
@@ -173,7 +173,7 @@ def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
     df = run.df
     boot = boot if boot is not None else getattr(run, "boot", None)
     if boot is not None and {"ALL", "EMPTY"} <= set(df["policy"]):
-        from .stats.tables import headroom
+        from crossprofile_lib.stats.tables import headroom
         hr = headroom(df, boot, min_points)
         if hr["passed"]:
             return Signal(True, "")

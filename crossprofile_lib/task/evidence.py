@@ -13,8 +13,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .discussion import ClaimList, Task
-from .memory import Memory
+from crossprofile_lib.task.discussion import ClaimList, Task
+from crossprofile_lib.task.memory import Memory
 
 N_SUPPORT = 5
 

@@ -124,7 +124,7 @@ class ServerTokenizer:
     """The served model's tokenizer, one HTTP request per distinct text (cached in memory)."""
 
     def __init__(self, base_url: str, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0):
-        from .redact import redact_url
+        from crossprofile_lib.safety.redact import redact_url
         spec = {k: (path, body) for k, path, body in SERVER_ENDPOINTS}
         if kind not in spec:
             raise ValueError(f"unknown tokenize endpoint kind '{kind}' (known: {', '.join(spec)})")

@@ -1,0 +1,116 @@
+"""Where every resource is: the data bundled with the package, the user's folders, the checkout.
+
+The suite ships its data inside the package (``crossprofile_lib/resources/``, read with
+:mod:`importlib.resources`), so an installed wheel works from any folder:
+
+* :func:`templates_dir` (70 templates: ``formal/`` and ``dev/``), :func:`prompts_dir`,
+  :func:`prereg_path`, :func:`paper_figures_path`, :func:`hiddenbench_fixture_path`;
+* :func:`cache_dir`: the model-call cache (``$CROSSPROFILE_CACHE``; else an existing
+  ``./.crossprofile_cache`` of the working folder, as earlier versions used; else the user cache folder
+  from :mod:`platformdirs`, e.g. ``~/.cache/crossprofile``);
+* :func:`checkout_root`: the repository a book is built from (notebooks, ``_config.yml``), or None for
+  an installed package.
+
+A checkout keeps ``templates/``, ``prompts/``, ``prereg.yaml`` and ``data/paper_figures.yaml`` at its
+top as links to the same files. A template path the user writes as ``templates/...`` that does not exist
+in the working folder means the bundled one (:func:`resolve_template_path`).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+PACKAGE = "crossprofile_lib"
+CACHE_ENV = "CROSSPROFILE_CACHE"
+PROMPTS_ENV = "CROSSPROFILE_PROMPTS"
+ROOT_ENV = "CROSSPROFILE_ROOT"
+LEGACY_CACHE = ".crossprofile_cache"
+
+
+def package_dir() -> Path:
+    """The installed package's folder."""
+    return Path(str(resources.files(PACKAGE)))
+
+
+def resource(*parts: str) -> Path:
+    """A file or folder bundled under ``crossprofile_lib/resources/``."""
+    return Path(str(resources.files(PACKAGE).joinpath("resources", *parts)))
+
+
+def templates_dir() -> Path:
+    return resource("templates")
+
+
+def formal_templates_dir() -> Path:
+    return resource("templates", "formal")
+
+
+def dev_templates_dir() -> Path:
+    return resource("templates", "dev")
+
+
+def prompts_dir() -> Path:
+    """The prompt files (``$CROSSPROFILE_PROMPTS`` moves them)."""
+    env = os.environ.get(PROMPTS_ENV)
+    return Path(env) if env else resource("prompts")
+
+
+def prereg_path() -> Path:
+    return resource("prereg.yaml")
+
+
+def paper_figures_path() -> Path:
+    return resource("paper_figures.yaml")
+
+
+def hiddenbench_fixture_path() -> Path:
+    """The project's own HiddenBench-format fixture (6 tasks written for this suite, not HiddenBench data)."""
+    return resource("hiddenbench_fixture.json")
+
+
+def resolve_template_path(p: str | os.PathLike) -> Path:
+    """``p`` as given when it exists; a ``templates[/...]`` path that does not exist here means the bundled one."""
+    path = Path(p).expanduser()
+    if path.exists() or path.is_absolute():
+        return path
+    parts = path.parts
+    if parts and parts[0] == "templates":
+        bundled = templates_dir().joinpath(*parts[1:])
+        if bundled.exists():
+            return bundled
+    return path
+
+
+def cache_dir() -> Path:
+    """The model-call cache folder: ``$CROSSPROFILE_CACHE``, else ``./.crossprofile_cache`` if it exists
+    (where earlier versions kept it), else the user cache folder (platformdirs)."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    legacy = Path.cwd() / LEGACY_CACHE
+    if legacy.is_dir():
+        return legacy
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("crossprofile", appauthor=False))
+
+
+def checkout_root() -> Path | None:
+    """The repository the package runs from (``$CROSSPROFILE_ROOT``, else the folder above the package
+    when it holds ``notebooks/`` and ``_config.yml``), or None for an installed package."""
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return Path(env)
+    up = package_dir().resolve().parent
+    return up if (up / "notebooks").is_dir() and (up / "_config.yml").is_file() else None
+
+
+def book_root() -> Path:
+    """The checkout a book is built from; a clear error for an installed package."""
+    root = checkout_root()
+    if root is None:
+        raise FileNotFoundError("the book is built from a checkout of the repository (notebooks/, _config.yml); "
+                                f"this package is installed at {package_dir()} without them "
+                                f"(rule: clone the repository, or set {ROOT_ENV} to a checkout)")
+    return root

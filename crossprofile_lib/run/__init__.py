@@ -1,0 +1,6 @@
+"""The run wing: a grid of decisions from templates to a results folder.
+
+:mod:`.pipeline` is the one chain task -> discussion -> claim list -> memories; :mod:`.runner` runs a grid
+and writes :mod:`.results` (the tidy table and ``run.json``); :mod:`.rebuild` rebuilds a run's memories as
+choice data for the social-proof fit; :mod:`.relevance_filter` simulates a noisy relevance filter.
+"""
