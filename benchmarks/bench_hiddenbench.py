@@ -24,8 +24,8 @@ import tracemalloc
 from pathlib import Path
 
 from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, ChatBackend, ChatResult
-from crossprofile_lib.task.decision import Decision
 from crossprofile_lib.hiddenbench import FIXTURE_PATH, HBConfig, run_hiddenbench
+from crossprofile_lib.task.decision import Decision
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

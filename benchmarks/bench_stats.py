@@ -212,6 +212,7 @@ def main() -> None:
            "machine": platform.machine(), "cores": len(os.sched_getaffinity(0)), "load_1min_at_start": load(),
            "decisions": len(df), "run_s": made}
     from threadpoolctl import threadpool_limits
+
     from crossprofile_lib.stats.analysis import BLAS_THREADS
     out["blas_threads"] = BLAS_THREADS      # as crossprofile stats runs them
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):

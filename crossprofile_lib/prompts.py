@@ -19,7 +19,6 @@ that word.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import string
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ RELEVANCE = "relevance_v1.txt"
 B3_SUMMARY = "b3_summary_v1.txt"
 
 from crossprofile_lib.design import LETTERS  # noqa: E402,F401
+
 EMPTY_MEMORY = "(no notes)"
 _FORBIDDEN = re.compile(r"\bdecoys?\b", re.IGNORECASE)
 

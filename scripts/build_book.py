@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from crossprofile_lib import book  # noqa: E402
-from crossprofile_lib.cli.args import csv  # noqa: E402
 from crossprofile_lib.book import launch_buttons  # noqa: E402
+from crossprofile_lib.cli.args import csv  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//[^"']+["']""", re.IGNORECASE)

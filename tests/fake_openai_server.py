@@ -36,7 +36,6 @@ import re
 import threading
 from collections import Counter
 
-
 _FAKE_TOKEN = re.compile(r"[A-Za-z]+|\d|[^\sA-Za-z\d]")
 TOKENIZE_KINDS = {"vllm": ("/tokenize", "prompt", False), "llama.cpp": ("/tokenize", "content", False),
                   "llama-cpp-python": ("/extras/tokenize", "input", True)}

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, SUMMARISE, ChatBackend, ChatResult
-from crossprofile_lib.task.decision import Decision
 from crossprofile_lib.hiddenbench.common import option_id
 from crossprofile_lib.hiddenbench.disclosure import restates
+from crossprofile_lib.task.decision import Decision
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
 _AGENT = re.compile(r"You are (A\d+)")

@@ -3,8 +3,8 @@
 import json
 import sqlite3
 
-import numpy as np
 import pytest
+from scripted_llm import Scripted
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.cache import CallCache, cache_folder, call_key
@@ -12,7 +12,6 @@ from crossprofile_lib.backends.llm import parse_decision, parse_relevance
 from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept
 from crossprofile_lib.run.runner import RunConfig, build_requests, run_grid
 from crossprofile_lib.task.tokenizer import default_tokenizer
-from scripted_llm import Scripted
 
 ID = {"provider": "openai", "model": "m", "base_url": "http://a/v1"}
 
@@ -55,8 +54,9 @@ def test_entries_persist_and_never_expire(tmp_path):
 def test_cache_folder_from_environment_never_inside_the_package(tmp_path, monkeypatch):
     monkeypatch.setenv("CROSSPROFILE_CACHE", str(tmp_path / "c"))
     assert cache_folder() == tmp_path / "c"
-    import crossprofile_lib
     from pathlib import Path
+
+    import crossprofile_lib
     with pytest.raises(ValueError, match="inside the installed package"):
         cache_folder(Path(crossprofile_lib.__file__).parent / "cache")
 

@@ -427,6 +427,7 @@ def test_a_local_tokenizer_json_prices_budgets_without_probing(server, tmp_path)
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
+
     from crossprofile_lib.task.tokenizer import HFTokenizer
     words = sorted({w for t in ("templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml")
                     for w in Path(t).read_text().replace("\n", " ").split()})
@@ -449,6 +450,7 @@ def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_p
     recorded, and prices every budget exactly as the embedded model's own tokenizer does."""
     pytest.importorskip("llama_cpp")
     import urllib.request
+
     from crossprofile_lib.backends.llamacpp import model_path
     from crossprofile_lib.task.tokenizer import GGUFTokenizer
     gguf = str(model_path("smollm2-135m"))

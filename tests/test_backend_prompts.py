@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from crossprofile_lib import prompts as P
-from crossprofile_lib.task.decision import option_order
-from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
+from crossprofile_lib.backends.cache import messages_sha
 from crossprofile_lib.policies import DEFAULT_POLICIES, parse_policy, select_memory
 from crossprofile_lib.policies.b3 import summary_prompt, word_limit
 from crossprofile_lib.task.budgets import Budget, t_all
-from crossprofile_lib.backends.cache import messages_sha
+from crossprofile_lib.task.decision import option_order
+from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
 from crossprofile_lib.task.tokenizer import default_tokenizer
 from crossprofile_lib.task.variants import VARIANT_NAMES, agent_names
 

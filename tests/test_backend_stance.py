@@ -3,14 +3,14 @@
 import json
 
 import pytest
+from scripted_llm import Scripted
 
+from crossprofile_lib import prompts as P
 from crossprofile_lib.backends.stance import parse_stances
-from crossprofile_lib.task.evidence import Stance, oracle_stances
+from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
-from crossprofile_lib.run.runner import RunConfig, run_grid
-from crossprofile_lib import prompts as P
-from scripted_llm import Scripted
+from crossprofile_lib.task.evidence import Stance, oracle_stances
 
 
 def _oracle_answer(task_of_prompt):

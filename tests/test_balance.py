@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from crossprofile_lib.task.evidence import Stance, oracle_stances
-from crossprofile_lib.policies.bal import balanced_order, pack_balanced
-from crossprofile_lib.task.discussion import Claim, ClaimList, claim_list, make_task, scripted_discussion
 from crossprofile_lib.policies import select_memory
+from crossprofile_lib.policies.bal import balanced_order, pack_balanced
+from crossprofile_lib.task.discussion import Claim, ClaimList
+from crossprofile_lib.task.evidence import Stance
 
 
 class WordTok:

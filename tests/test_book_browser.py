@@ -34,7 +34,6 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-
 from browser import Browser, navigate, off_machine, require_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +124,8 @@ INSPECT = r"""(() => {
           raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
           figs: [...art.querySelectorAll('.cp-caption, .caption')].filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
           shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.9 * i.naturalWidth)
-                      .map(i => `${i.src.split('/').pop()} at ${Math.round(100 * i.getBoundingClientRect().width / i.naturalWidth)}%`)
+                      .map(i => `${i.src.split('/').pop()} at `
+                                + `${Math.round(100 * i.getBoundingClientRect().width / i.naturalWidth)}%`)
                       .slice(0, 5),
           imgs: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src).slice(0, 5),
           title: document.title};

@@ -1,12 +1,11 @@
 import math
 
 import numpy as np
-import pytest
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.policies import select_memory
 from crossprofile_lib.task.decision import DecisionRequest, option_order
 from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
-from crossprofile_lib.policies import select_memory
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
 

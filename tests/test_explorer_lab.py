@@ -1,7 +1,8 @@
 """The live explorer (chapter 10) in a real JupyterLab, driven by headless Chromium.
 
 JupyterLab starts as ``make lab`` starts it (the chapter's jupytext source opened as a notebook with
-jupytext's viewer, as scripts/lab-overrides.json makes the default), headless: on 127.0.0.1, token disabled, no browser of its own, the app
+jupytext's viewer, as scripts/lab-overrides.json makes the default), headless: on 127.0.0.1, token disabled, no browser of
+its own, the app
 exposed to the page (``--expose-app-in-browser``) so the test can run all cells. The test opens
 ``notebooks/10-explorer.md``, runs it, waits for the explorer's rendered task, switches the policy
 dropdown from R1 to B4 as a student would, and checks that the rendered memory changes to B4's.
@@ -21,7 +22,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from browser import Browser, navigate, require_chromium
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ import sys
 
 import numpy as np
 import pytest
+from scripted_llm import Scripted
 
 from crossprofile_lib.backends.base import ChatRequest
 from crossprofile_lib.backends.cache import FILE_NAME, CacheError, CallCache, check_cache, export_cache, vacuum_cache
-from scripted_llm import Scripted
 
 N = 300
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crossprofile_lib.safety.outputs import LOCK_NAME, FolderLocked, acquire, atomic_write, locked_dir, release
 from crossprofile_lib.run.results import read_results
 from crossprofile_lib.run.runner import RunConfig, run_grid
+from crossprofile_lib.safety.outputs import LOCK_NAME, FolderLocked, acquire, atomic_write, locked_dir, release
 
 CLI = [str(Path(sys.executable).with_name("crossprofile"))]
 if not Path(CLI[0]).exists():

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from crossprofile_lib.task.roleblind import role_blindness
 from crossprofile_lib.run.runner import RunConfig, run_grid
+from crossprofile_lib.task.roleblind import role_blindness
 from crossprofile_lib.task.templates import TemplateWarning, load_templates
 from crossprofile_lib.task.tokenizer import default_tokenizer
 

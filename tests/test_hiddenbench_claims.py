@@ -1,9 +1,19 @@
 import numpy as np
 import pytest
 
-from crossprofile_lib.task.discussion import ClaimList, Transcript, Utterance
-from crossprofile_lib.hiddenbench.claims import MAX_CLAIMS_PER_MESSAGE, MERGE_THRESHOLD, RawClaim, grey_pairs, jaccard, key, merge_claims, parse_claims, sentence_claims
+from crossprofile_lib.hiddenbench.claims import (
+    MAX_CLAIMS_PER_MESSAGE,
+    MERGE_THRESHOLD,
+    RawClaim,
+    grey_pairs,
+    jaccard,
+    key,
+    merge_claims,
+    parse_claims,
+    sentence_claims,
+)
 from crossprofile_lib.policies import DEFAULT_POLICIES, parse_policy, select_memory
+from crossprofile_lib.task.discussion import ClaimList, Transcript, Utterance
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
 

@@ -3,17 +3,17 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hiddenbench_fake import ScriptedBackend
 
 from crossprofile_lib.cli import main
-from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.hiddenbench.common import t_all, task_view
 from crossprofile_lib.hiddenbench.controlled import scripted_discussion
 from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH, load_hiddenbench
 from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom
 from crossprofile_lib.hiddenbench.run import HBConfig, iter_artefacts, read_tables, run_hiddenbench
 from crossprofile_lib.prompts import decision_prompt
+from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.tokenizer import default_tokenizer
-from hiddenbench_fake import ScriptedBackend
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,14 @@
 import pytest
 
-from crossprofile_lib.hiddenbench.disclosure import DISCLOSURE_THRESHOLD, coverage, disclosure, facts_restated, lcs_length, restates, tokens
+from crossprofile_lib.hiddenbench.disclosure import (
+    DISCLOSURE_THRESHOLD,
+    coverage,
+    disclosure,
+    facts_restated,
+    lcs_length,
+    restates,
+    tokens,
+)
 
 FACT = "The cargo door of the Kestrel is too narrow for the shop's standard pallets."  # 15 tokens
 

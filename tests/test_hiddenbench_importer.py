@@ -4,8 +4,14 @@ import json
 import pytest
 
 from crossprofile_lib.cli import main
-from crossprofile_lib.hiddenbench.importer import ENV_VAR, FIXTURE_PATH, HiddenBenchError, load_hiddenbench, select_tasks
 from crossprofile_lib.hiddenbench.disclosure import restates
+from crossprofile_lib.hiddenbench.importer import (
+    ENV_VAR,
+    FIXTURE_PATH,
+    HiddenBenchError,
+    load_hiddenbench,
+    select_tasks,
+)
 
 
 @pytest.fixture()

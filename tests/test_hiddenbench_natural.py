@@ -2,6 +2,7 @@ import json
 
 import pandas as pd
 import pytest
+from hiddenbench_fake import ScriptedBackend
 
 from crossprofile_lib.hiddenbench.ablations import ABLATIONS, get_ablation, parse_ablations, prompt_files
 from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH, load_hiddenbench
@@ -9,7 +10,6 @@ from crossprofile_lib.hiddenbench.measures import group_vote, natural_summary, p
 from crossprofile_lib.hiddenbench.natural import Session, clean_message, parse_vote
 from crossprofile_lib.hiddenbench.run import HBConfig, iter_artefacts, read_tables, run_hiddenbench
 from crossprofile_lib.prompts import fields_of
-from hiddenbench_fake import ScriptedBackend
 
 POLICIES = ("R1", "B4", "M1", "Random", "R1-rel", "B3", "EMPTY", "ALL", "REF", "private-only", "shared-only")
 

@@ -70,6 +70,7 @@ def test_parameters_cell_first_and_defaults_match_the_book(md):
     """A `parameters` cell comes first; its defaults equal book.DEFAULTS where they share a name."""
     import jupytext
     import papermill as pm
+
     from crossprofile_lib import book
     nb = jupytext.read(md)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -120,6 +121,7 @@ def test_paper_vs_suite_puts_paper_values_only_under_paper(tmp_path):
 def test_natural_discussion_fills_its_paper_rows():
     # two tasks: a hand-checkable natural run (group vote right on t1 only; t2 discloses 2 of 4 hidden facts)
     import pandas as pd
+
     from crossprofile_lib import book
     from crossprofile_lib.book import load_paper_figures, paper_vs_suite
     dec = pd.DataFrame([dict(task_id=t, seed=0, ablation=a, policy=p, budget_label=b, decided=True, correct=c)
@@ -180,8 +182,9 @@ def test_few_templates_flag_the_intervals(tmp_path):
 
 
 def test_smollm2_is_called_near_chance():
-    from crossprofile_lib import book
     import pandas as pd
+
+    from crossprofile_lib import book
     run = book.Run(Path("x"), pd.DataFrame({"policy": ["R1"], "template_id": ["t"]}),
                    {"backend": "llamacpp/smollm2-135m", "model": "smollm2-135m", "decision_mode": "score"})
     assert any("near chance" in b.data for b in book.run_notices(run))
@@ -207,6 +210,7 @@ def test_make_variables_set_the_model_run():
     ({"HIDDENBENCH": "no/such.json"}, "does not exist"), ({"JOBS": "0"}, "JOBS=0")])
 def test_a_bad_make_variable_stops_before_anything_runs(env, names, tmp_path, monkeypatch, capsys):
     import build_book
+
     from crossprofile_lib import book
     called = []
     monkeypatch.setattr(book, "prepare", lambda *a, **k: called.append(1) or {})
@@ -222,6 +226,7 @@ def test_a_bad_make_variable_stops_before_anything_runs(env, names, tmp_path, mo
 
 def test_make_book_budgets_without_the_primary_budget_are_accepted(tmp_path, monkeypatch):
     import build_book
+
     from crossprofile_lib import book
     p = build_book.parameters(env={"BUDGETS": "0.4", "VARIANTS": "PSP"})
     assert p["model_budgets"] == ["0.4"] and p["model_variants"] == ["PSP"]
@@ -283,6 +288,7 @@ def test_chapters_retype_no_budget_cell_or_paper_value(md):
     """The primary budget, the cells and the paper's values come from constants, runs and
     data/paper_figures.yaml: no chapter's code retypes "0.6" or a paper number."""
     import re
+
     from crossprofile_lib.book import load_paper_figures
     code = "\n".join(_chapters_code(md))
     assert '"0.6"' not in code and "'0.6'" not in code, f"{md.name} retypes the primary budget"

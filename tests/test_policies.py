@@ -15,9 +15,17 @@ Tokenizer: one token per whitespace-separated word, one per newline, so a line
 import numpy as np
 import pytest
 
+from crossprofile_lib.policies import (
+    DEFAULT_POLICIES,
+    PolicyContext,
+    order_b4,
+    order_m1,
+    order_r1,
+    pack,
+    parse_policy,
+    select_memory,
+)
 from crossprofile_lib.task.discussion import Claim, ClaimList
-from crossprofile_lib.policies import DEFAULT_POLICIES, order_b4, order_m1, order_r1, pack, parse_policy, select_memory
-from crossprofile_lib.policies import PolicyContext
 
 
 class WordTok:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from crossprofile_lib.task.budgets import Budget, budget_tokens
 from crossprofile_lib.run.runner import RunConfig, run_grid
+from crossprofile_lib.task.budgets import Budget, budget_tokens
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
 

@@ -1,8 +1,5 @@
 import json
-import subprocess
-import sys
 
-import numpy as np
 import pandas as pd
 import pytest
 

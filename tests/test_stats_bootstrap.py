@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from crossprofile_lib.stats.bootstrap import TemplateBootstrap, bootstrap_pvalue, count_matrix, percentile_interval, resample_indices
+from crossprofile_lib.stats.bootstrap import (
+    TemplateBootstrap,
+    bootstrap_pvalue,
+    count_matrix,
+    percentile_interval,
+    resample_indices,
+)
 
 
 def test_count_matrix_known_answer():

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from stats_cli import run_stats
 
 from crossprofile_lib.cli import main
-from stats_cli import run_stats
 
 
 @pytest.fixture(scope="module")

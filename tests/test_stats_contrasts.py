@@ -6,7 +6,14 @@ import pytest
 import yaml
 
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.stats.contrasts import DEFAULT_PREREG_PATH, PreregError, evaluate_contrasts, holm, load_prereg, parse_prereg
+from crossprofile_lib.stats.contrasts import (
+    DEFAULT_PREREG_PATH,
+    PreregError,
+    evaluate_contrasts,
+    holm,
+    load_prereg,
+    parse_prereg,
+)
 
 
 def _frame():

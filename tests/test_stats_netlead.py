@@ -5,7 +5,13 @@ import pandas as pd
 import pytest
 
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.stats.netlead import accuracy_by_net_lead, gee_logit, is_nondecreasing, mixed_logit, net_lead_analysis
+from crossprofile_lib.stats.netlead import (
+    accuracy_by_net_lead,
+    gee_logit,
+    is_nondecreasing,
+    mixed_logit,
+    net_lead_analysis,
+)
 
 
 def _synthetic(policy_effect: float, seed: int = 0, T: int = 20, n: int = 60) -> pd.DataFrame:

@@ -7,11 +7,17 @@ import shutil
 
 import pandas as pd
 import pytest
+from stats_cli import run_stats
 
 from crossprofile_lib.cli import main
-from stats_cli import run_stats
 from crossprofile_lib.stats.analysis import analyse
-from crossprofile_lib.stats.analysis_set import MIN_TEMPLATES_CONFIRMATORY, FailedCallsError, check_failed_calls, formal_template_ids, select_analysis_set
+from crossprofile_lib.stats.analysis_set import (
+    MIN_TEMPLATES_CONFIRMATORY,
+    FailedCallsError,
+    check_failed_calls,
+    formal_template_ids,
+    select_analysis_set,
+)
 
 FAST = ["--resamples", "200", "--fit-resamples", "0", "--no-regressions"]
 

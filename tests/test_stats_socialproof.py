@@ -5,10 +5,18 @@ import numpy as np
 import pytest
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.run.rebuild import choice_data, option_features, rebuild_choice_data
 from crossprofile_lib.run.runner import RunConfig, build_requests, run_grid
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.run.rebuild import choice_data, option_features, rebuild_choice_data
-from crossprofile_lib.stats.socialproof import PARAMS, ChoiceData, batched_newton, fit, fit_social_proof, log_likelihood, patterns
+from crossprofile_lib.stats.socialproof import (
+    PARAMS,
+    ChoiceData,
+    batched_newton,
+    fit,
+    fit_social_proof,
+    log_likelihood,
+    patterns,
+)
 
 TRUE = dict(social_proof=0.5, irrelevant_weight=0.3, inverse_temperature=2.0)
 
@@ -109,6 +117,7 @@ def test_recorded_option_features_equal_the_rebuilt_ones():
     """The runner records each decision's option features; reading them gives exactly the
     choice data a rebuild of the memories gives (and needs no templates or run header)."""
     from dataclasses import asdict
+
     from crossprofile_lib.run.rebuild import recorded_choice_data
     from crossprofile_lib.run.runner import RunConfig, run_grid
     cfg = RunConfig(templates=["templates/dev"], seeds=[0], budgets=["0.6"],

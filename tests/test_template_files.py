@@ -13,9 +13,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossprofile_lib.task.validate import summary, validate_paths
 from crossprofile_lib.safety.inputs import MAX_BYTES, TemplateError, read_template_text, template_paths
 from crossprofile_lib.task.templates import load_template, load_templates
+from crossprofile_lib.task.validate import summary, validate_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = ROOT / "tests" / "broken_templates"

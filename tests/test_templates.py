@@ -7,8 +7,16 @@ import pytest
 import yaml
 
 from crossprofile_lib.task import hints
+from crossprofile_lib.task.templates import (
+    TemplateError,
+    TemplateWarning,
+    load_template,
+    load_templates,
+    parse_template,
+    scores,
+    validate_template,
+)
 from crossprofile_lib.task.tokenizer import default_tokenizer
-from crossprofile_lib.task.templates import TemplateError, TemplateWarning, load_template, load_templates, parse_template, scores, validate_template
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = ROOT / "tests" / "broken_templates"

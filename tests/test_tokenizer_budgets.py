@@ -3,9 +3,9 @@ import math
 import pytest
 
 from crossprofile_lib.task.budgets import Budget, budget_tokens, line_cost, t_all
+from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
 from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
 from crossprofile_lib.task.variants import VARIANTS
-from crossprofile_lib.task.discussion import make_task, scripted_discussion, claim_list
 
 
 @pytest.mark.parametrize("text,n", [("[A1,A2,A3,A4] ", 14), ("[A2] ", 5), ("\n", 1), ("2024", 4),

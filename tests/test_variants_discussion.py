@@ -1,8 +1,8 @@
 from collections import Counter
 
-import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crossprofile_lib.task.discussion import claim_list, label, make_task, scripted_discussion
 from crossprofile_lib.task.variants import VARIANT_NAMES, VARIANTS, Variant, agent_names

@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
+from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.paths import cache_dir
 from crossprofile_lib.safety.redact import redact_url
-from crossprofile_lib.backends.base import ChatRequest, ChatResult
 
 DEFAULT_FOLDER = ".crossprofile_cache"
 FILE_NAME = "calls.sqlite"

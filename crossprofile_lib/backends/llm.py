@@ -38,9 +38,19 @@ from collections import Counter
 from typing import Callable, Optional, Sequence
 
 from crossprofile_lib import prompts as P
-from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
-from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, ChatBackend, ChatRequest, ChatResult, Relevance, summary_request
+from crossprofile_lib.backends.base import (
+    CHAT,
+    MODEL_RELEVANCE,
+    MODEL_STANCES,
+    SUMMARISE,
+    ChatBackend,
+    ChatRequest,
+    ChatResult,
+    Relevance,
+    summary_request,
+)
 from crossprofile_lib.backends.cache import CallCache, call_key, messages_sha
+from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
 
 DECISION_MODES = ("generate", "grammar", "score")
 SCORE_PREFILL = "Decision:"

@@ -47,9 +47,19 @@ import threading
 import time
 from typing import Callable, Optional, Sequence
 
-from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, ChatTemplate, LLMBackend, best_choice, choice_logprobs, decision_gbnf, decision_regex, score_text
+from crossprofile_lib.backends.llm import (
+    GRAMMAR_REASON_CHARS,
+    TOP_LOGPROBS,
+    ChatTemplate,
+    LLMBackend,
+    best_choice,
+    choice_logprobs,
+    decision_gbnf,
+    decision_regex,
+    score_text,
+)
+from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 
 
 class MalformedResponse(Exception):

@@ -15,8 +15,8 @@ import re
 from typing import Optional, Sequence
 
 from crossprofile_lib import prompts as P
-from crossprofile_lib.task.evidence import Stance
 from crossprofile_lib.backends.base import ChatRequest
+from crossprofile_lib.task.evidence import Stance
 
 STANCE = "stance_v1.txt"
 

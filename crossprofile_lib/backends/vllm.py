@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.llm import GRAMMAR_REASON_CHARS, TOP_LOGPROBS, LLMBackend, best_choice, choice_logprobs, decision_regex, score_text
+from crossprofile_lib.backends.llm import (
+    GRAMMAR_REASON_CHARS,
+    TOP_LOGPROBS,
+    LLMBackend,
+    best_choice,
+    choice_logprobs,
+    decision_regex,
+    score_text,
+)
 
 
 class EngineTokenizer:

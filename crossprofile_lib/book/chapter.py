@@ -14,11 +14,19 @@ import html
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from crossprofile_lib.design import PRIMARY_BUDGET
-from crossprofile_lib.book.display import Captions, Notice, built_with, data_source_box, near_chance_name, provenance_box, run_notices
+from crossprofile_lib.book.display import (
+    Captions,
+    Notice,
+    built_with,
+    data_source_box,
+    near_chance_name,
+    provenance_box,
+    run_notices,
+)
 from crossprofile_lib.book.experiments import DEFAULTS, BookRuns
 from crossprofile_lib.book.hbruns import HBRun
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
+from crossprofile_lib.design import PRIMARY_BUDGET
 
 #: Runs a chapter may ask for besides the reference grid and the model sample.
 EXTRA_RUNS = ("social_proof", "fit_check", "hiddenbench", "hiddenbench_model")
@@ -57,6 +65,7 @@ class Chapter:
         """The runs worth a figure panel (:func:`crossprofile_lib.book.figures.model_signal`); for each
         other run, one line saying why its panel is not drawn."""
         from IPython.display import display
+
         from crossprofile_lib.book import figures
         out = []
         for r in (self.shown if runs is None else runs):

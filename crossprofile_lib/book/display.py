@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+from crossprofile_lib.design import HEADROOM_MIN_POINTS
 
 #: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
 #: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.

@@ -11,9 +11,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.book.hbruns import HBRun, hiddenbench_run
-from crossprofile_lib.book.runs import FIT_POLICIES, LABELS_POLICIES, LABELS_PROMPT, SWEEP_POLICIES, Run, model_run, reference_run, slug
+from crossprofile_lib.book.runs import (
+    FIT_POLICIES,
+    LABELS_POLICIES,
+    LABELS_PROMPT,
+    SWEEP_POLICIES,
+    Run,
+    model_run,
+    reference_run,
+    slug,
+)
+from crossprofile_lib.design import PRIMARY_BUDGET
 
 #: The book's default parameters: every notebook's ``parameters`` cell holds the same literals
 #: (a test checks it), and ``make book`` passes them (with any Make-variable overrides).

@@ -138,8 +138,9 @@ def controls(templates: Mapping[str, object], template_id: str, variant: str = C
     """The live explorer: dropdowns and sliders above an output that re-renders on every change."""
     import ipywidgets as w
     from IPython.display import display
-    from crossprofile_lib.task.variants import VARIANT_NAMES
+
     from crossprofile_lib.book.walkthrough import WALK_POLICIES
+    from crossprofile_lib.task.variants import VARIANT_NAMES
     style = {"description_width": "110px"}
     pick = w.Dropdown(options=sorted(templates), value=template_id, description="template", style=style)
     var = w.Dropdown(options=[(v + _cell(v), v) for v in VARIANT_NAMES], value=variant, description="variant",

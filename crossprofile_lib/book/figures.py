@@ -22,7 +22,23 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from crossprofile_lib.book.style import BASE_COLORS, DPI, FONT, FORMAT_SHADE, PAPER_COLOR, ROLE_COLORS, WIDTH, Signal, _hue_colors, _split, finish, legend_of, model_signal, new_figure, no_signal_note, palette, policy_color, stamp, top, top_names, use_svg
+from crossprofile_lib.book.style import (
+    BASE_COLORS,
+    FONT,
+    PAPER_COLOR,
+    ROLE_COLORS,
+    WIDTH,
+    _hue_colors,
+    _split,
+    finish,
+    legend_of,
+    new_figure,
+    policy_color,
+    top,
+    top_names,
+    use_svg,
+)
+
 
 # --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
@@ -279,7 +295,7 @@ def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] 
         ax.set_xlabel("accuracy (%)" if u == "%" else "difference (points)")
         if u == "points":
             ax.axvline(0, color="#777777", linewidth=0.8)
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes[:, 0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)

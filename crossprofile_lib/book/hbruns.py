@@ -12,7 +12,17 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.runs import REFERENCE, UNAVAILABLE, Run, _jsonable, _stored_config, own_folder, reference_who, resolve, slug
+from crossprofile_lib.book.runs import (
+    REFERENCE,
+    UNAVAILABLE,
+    Run,
+    _jsonable,
+    _stored_config,
+    own_folder,
+    reference_who,
+    resolve,
+    slug,
+)
 
 
 # --------------------------------------------------------------------------- HiddenBench

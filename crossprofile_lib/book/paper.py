@@ -10,12 +10,17 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.design import PRIMARY_BUDGET
-from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH
-from crossprofile_lib.paper_figures import PaperFiguresError, PaperItem, load_paper_figures, paper_item, paper_values  # noqa: F401
-from crossprofile_lib.stats.format import fmt_ci
 from crossprofile_lib.book.runs import Run, bootstrap, unit_column
-
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.paper_figures import (  # noqa: F401
+    PAPER_FIGURES_PATH,
+    PaperFiguresError,
+    PaperItem,
+    load_paper_figures,
+    paper_item,
+    paper_values,
+)
+from crossprofile_lib.stats.format import fmt_ci
 
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:

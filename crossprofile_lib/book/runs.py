@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -28,10 +27,18 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+# The book's policy grids are defined once, in design.py (re-exported here for the chapters).
+from crossprofile_lib.design import (  # noqa: F401
+    FIT_POLICIES,
+    GROUP_SIZE_POLICIES,
+    LABELS_POLICIES,
+    MODEL_POLICIES,
+    PRIMARY_BUDGET,
+    REFERENCE_POLICIES,
+    SOCIAL_PROOF_POLICIES,
+    SWEEP_POLICIES,
+)
 from crossprofile_lib.paths import checkout_root
-from crossprofile_lib.design import PRIMARY_BUDGET
-# The book's policy grids are defined once, in the policy registry (crossprofile_lib.policies.registry).
-from crossprofile_lib.policies import FIT_POLICIES, GROUP_SIZE_POLICIES, LABELS_POLICIES, MODEL_POLICIES, REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES
 from crossprofile_lib.task.provenance import FORMATS  # noqa: F401
 
 ROOT = checkout_root() or Path.cwd()
@@ -195,8 +202,8 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     if not rerun and _stored_config(p) == want and (p / "results.parquet").exists():
         return load_run(p)
-    from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
     from crossprofile_lib.run.runner import RunConfig, run_to_dir
+    from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})
     p.mkdir(parents=True, exist_ok=True)

@@ -17,11 +17,10 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
-from crossprofile_lib.stats.format import fmt_p
 from crossprofile_lib.book.runs import Run, resolve, unit_column
-
+from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.policies import HEATMAP_POLICIES  # noqa: E402  (defined once, in the policy registry)
+from crossprofile_lib.stats.format import fmt_p
 
 
 def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Sequence[str] = HEATMAP_POLICIES,
@@ -183,9 +182,9 @@ def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
     """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a
     run's decisions (:mod:`crossprofile_lib.stats.socialproof`), memories rebuilt from its config
     (:mod:`crossprofile_lib.run.rebuild`)."""
+    from crossprofile_lib.book.runs import bootstrap
     from crossprofile_lib.run.rebuild import rebuild_choice_data
     from crossprofile_lib.stats.socialproof import fit_social_proof
-    from crossprofile_lib.book.runs import bootstrap
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
     data, info = rebuild_choice_data(run.df, cfg, templates=paths)

@@ -70,10 +70,10 @@ def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUD
     """Build one task end to end with the reference decider (no model calls), through the
     pipeline (:mod:`crossprofile_lib.run.pipeline`)."""
     from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.rng import stream
+    from crossprofile_lib.run.pipeline import build_task, memories, specs_of
     from crossprofile_lib.task.budgets import Budget
     from crossprofile_lib.task.decision import DecisionRequest
-    from crossprofile_lib.run.pipeline import build_task, memories, specs_of
-    from crossprofile_lib.rng import stream
     dec = ReferenceDecider(social_proof=social_proof)
     u = build_task(template, variant, seed, n_agents, dec.tokenizer)
     task = u.task

@@ -76,7 +76,8 @@ def _cmd_fit_paper(args) -> int:
                     cache_dir=args.cache, use_cache=not args.no_cache)
     if args.json:
         doc = dict(title=res.title, info=res.info,
-                   **{k: getattr(res, k).to_dict(orient="records") for k in ("params", "figures", "memory", "profiles", "recovery")})
+                   **{k: getattr(res, k).to_dict(orient="records")
+                      for k in ("params", "figures", "memory", "profiles", "recovery")})
         json.dump(doc, sys.stdout, indent=1, default=str)
         print()
     else:

@@ -29,11 +29,11 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    from crossprofile_lib.backends.base import CHAT
+    from crossprofile_lib.backends.openai_compat import ServerUnreachable
     from crossprofile_lib.hiddenbench.importer import HiddenBenchError
     from crossprofile_lib.hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
-    from crossprofile_lib.backends.base import CHAT
     from crossprofile_lib.prompts import PromptError
-    from crossprofile_lib.backends.openai_compat import ServerUnreachable
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     capabilities = A.backend_capabilities(args.backend)
     if "natural" in protocols and capabilities is not None and CHAT not in capabilities:

@@ -8,9 +8,9 @@ from crossprofile_lib.cli import args as A
 
 
 def _cmd_run(args) -> int:
+    from crossprofile_lib.backends.openai_compat import ServerUnreachable
     from crossprofile_lib.run.runner import RunConfig, run_to_dir
     from crossprofile_lib.task.templates import TemplateError
-    from crossprofile_lib.backends.openai_compat import ServerUnreachable
     policies = args.policies if args.policies is not None else list(RunConfig.policies)
     cannot = A.unsupported_policies(args.backend, policies)
     if cannot:

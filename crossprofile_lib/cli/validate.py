@@ -12,8 +12,8 @@ def _cmd_validate(args) -> int:
     the summary; exit 1 if any file is invalid. The checks live in :mod:`..template_check`."""
     from collections import Counter
 
-    from crossprofile_lib.task.validate import summary, validate_paths
     from crossprofile_lib.task.tokenizer import default_tokenizer
+    from crossprofile_lib.task.validate import summary, validate_paths
     try:
         verdicts = validate_paths(args.paths, n_options=args.options, tokenizer=default_tokenizer())
     except FileNotFoundError as e:

@@ -10,7 +10,15 @@ Modules: :mod:`importer` (the public file format, the fixture, ``data_source``),
 
 from crossprofile_lib.hiddenbench.ablations import ABLATIONS, DEFAULT_ABLATIONS, get_ablation, parse_ablations
 from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES, task_view
-from crossprofile_lib.hiddenbench.importer import ENV_VAR, FIXTURE_PATH, HiddenBenchData, HiddenBenchError, HiddenBenchTask, load_hiddenbench, select_tasks
+from crossprofile_lib.hiddenbench.importer import (
+           ENV_VAR,
+           FIXTURE_PATH,
+           HiddenBenchData,
+           HiddenBenchError,
+           HiddenBenchTask,
+           load_hiddenbench,
+           select_tasks,
+)
 from crossprofile_lib.hiddenbench.run import HBConfig, iter_artefacts, read_tables, run_hiddenbench
 
 __all__ = ["ABLATIONS", "DEFAULT_ABLATIONS", "ENV_VAR", "FIXTURE_PATH", "HB_BUDGETS", "HB_POLICIES", "HBConfig",

@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from crossprofile_lib.task.discussion import ClaimList, Utterance, claim_list_from_utterances
 from crossprofile_lib.hiddenbench.disclosure import tokens
+from crossprofile_lib.task.discussion import ClaimList, Utterance, claim_list_from_utterances
 
 MERGE_THRESHOLD = 0.6
 CONFIRM_LOW = 0.35

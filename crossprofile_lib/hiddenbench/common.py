@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from crossprofile_lib.backends.base import MODEL_RELEVANCE
-from crossprofile_lib.task.budgets import Budget, line_cost
 from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.hiddenbench.disclosure import facts_restated
+from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
+from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, unsupported
+from crossprofile_lib.task.budgets import Budget, line_cost
 from crossprofile_lib.task.decision import DecisionRequest, option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, label
 from crossprofile_lib.task.memory import Memory
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, unsupported
-from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
 from crossprofile_lib.task.templates import Fact, Option, Template
 from crossprofile_lib.task.variants import agent_names
-from crossprofile_lib.hiddenbench.disclosure import facts_restated
-from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 
 HB_BUDGETS = (PRIMARY_BUDGET,)
 

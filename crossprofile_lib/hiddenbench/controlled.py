@@ -23,11 +23,18 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from crossprofile_lib.task.discussion import Transcript, Utterance, claim_list_from_utterances
-from crossprofile_lib.rng import stream
-from crossprofile_lib.task.variants import agent_names
-from crossprofile_lib.hiddenbench.common import PolicyPlan, build_memories, decide, decision_columns, fact_ids, task_view
+from crossprofile_lib.hiddenbench.common import (
+    PolicyPlan,
+    build_memories,
+    decide,
+    decision_columns,
+    fact_ids,
+    task_view,
+)
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
+from crossprofile_lib.rng import stream
+from crossprofile_lib.task.discussion import Transcript, Utterance, claim_list_from_utterances
+from crossprofile_lib.task.variants import agent_names
 
 
 def scripted_discussion(task: HiddenBenchTask, seed: int) -> Transcript:

@@ -48,17 +48,24 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from crossprofile_lib.backends.base import CHAT, ChatRequest, ChatResult
-from crossprofile_lib.task.decision import option_order
-from crossprofile_lib.task.discussion import Transcript, Utterance
-from crossprofile_lib.prompts import LETTERS, render
-from crossprofile_lib.rng import stream
-from crossprofile_lib.task.variants import agent_names
 from crossprofile_lib.hiddenbench.ablations import PROMPT_FILES, Ablation
 from crossprofile_lib.hiddenbench.claims import RawClaim, grey_pairs, merge_claims, parse_claims, sentence_claims
-from crossprofile_lib.hiddenbench.common import PolicyPlan, build_memories, decide, decision_columns, option_id, task_view
+from crossprofile_lib.hiddenbench.common import (
+    PolicyPlan,
+    build_memories,
+    decide,
+    decision_columns,
+    option_id,
+    task_view,
+)
 from crossprofile_lib.hiddenbench.disclosure import disclosure, facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.hiddenbench.measures import group_vote
+from crossprofile_lib.prompts import LETTERS, render
+from crossprofile_lib.rng import stream
+from crossprofile_lib.task.decision import option_order
+from crossprofile_lib.task.discussion import Transcript, Utterance
+from crossprofile_lib.task.variants import agent_names
 
 MAX_WORDS = 60
 VOTE_MAX_TOKENS = 100

@@ -36,16 +36,16 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib import __version__
-from crossprofile_lib.prompts import prompt_dir
-from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_text_atomic
-from crossprofile_lib.safety.redact import redact_url
-from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS, parse_ablations, prompt_files
 from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES, PolicyPlan
 from crossprofile_lib.hiddenbench.controlled import run_controlled_chunk
 from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
 from crossprofile_lib.hiddenbench.measures import headroom
 from crossprofile_lib.hiddenbench.natural import MAX_WORDS, run_natural_chunk
+from crossprofile_lib.prompts import prompt_dir
+from crossprofile_lib.run.results import git_commit
+from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_text_atomic
+from crossprofile_lib.safety.redact import redact_url
 
 PROTOCOLS = ("controlled", "natural")
 TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},

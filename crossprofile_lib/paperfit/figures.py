@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from crossprofile_lib.design import PRIMARY_BUDGET
-from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH
-from crossprofile_lib.paper_figures import PaperItem, load_paper_figures
+from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH, PaperItem, load_paper_figures
 from crossprofile_lib.stats.contrasts import Contrast, parse_prereg
 
 DECISION_OUTCOMES = ("correct", "chose_decoy")

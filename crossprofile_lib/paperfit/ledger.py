@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib import __version__
+from crossprofile_lib.paths import cache_dir
 
 FORMULA = "softmax(beta*(x0 + s*x1 + w*(x2 + s*x3))) v1"   # part of the cache key
 TARGETS = ("correct", "chose_decoy")
@@ -117,8 +118,8 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
                  n_agents: int = 4, tokenizer: Optional[str] = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """Build every memory of the grid (no decisions) and return ``(rows, Xp, pattern)``."""
     from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.run.runner import RunConfig, build_requests
     from crossprofile_lib.run.rebuild import option_features
+    from crossprofile_lib.run.runner import RunConfig, build_requests
     from crossprofile_lib.task.tokenizer import get_tokenizer
     cfg = RunConfig(backend="ledger", seeds=list(seeds), budgets=list(budgets), policies=list(policies),
                     n_agents=n_agents, tokenizer=tokenizer)

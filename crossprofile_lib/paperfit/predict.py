@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, row_mask
 from crossprofile_lib.paperfit.figures import Figure
 from crossprofile_lib.paperfit.ledger import LedgerDesign
+from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, row_mask
 
 
 @dataclass

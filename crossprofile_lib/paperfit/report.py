@@ -18,20 +18,27 @@ import json
 import math
 import os
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
-from crossprofile_lib.policies import DEFAULT_POLICIES
-from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
-from crossprofile_lib.paperfit.figures import NOT_A_MODEL_RUN, NOT_SEPARATED, model_columns, needed_policies, select_figures, short
+from crossprofile_lib.paperfit.figures import (
+    NOT_A_MODEL_RUN,
+    NOT_SEPARATED,
+    model_columns,
+    needed_policies,
+    select_figures,
+    short,
+)
 from crossprofile_lib.paperfit.fit import BOUNDS, PARAMS, Fitter, recovery
 from crossprofile_lib.paperfit.ledger import GRID, cache_key, default_cache_dir, load_or_build
 from crossprofile_lib.paperfit.predict import evaluate_figures, figure_matrix
+from crossprofile_lib.policies import DEFAULT_POLICIES
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
 
 #: known parameters for the recovery check (besides each model's fitted point)
 RECOVERY_TRUTHS = ((0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0))
@@ -168,7 +175,8 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
         n = int(used.sum())
         sigma2 = full["loss"] / max(1, n - 3)
         thr = full["loss"] + sigma2 * chi2.ppf(0.95, 1)
-        fits[m] = dict(theta=[float(v) for v in full["theta"]], loss=full["loss"], rmse=full["rmse"], n_figures=n, unconverged_refits=n_failed,
+        fits[m] = dict(theta=[float(v) for v in full["theta"]], loss=full["loss"], rmse=full["rmse"], n_figures=n,
+                       unconverged_refits=n_failed,
                        model=ledger_model(full["theta"]))
         for k, name in enumerate(PARAMS):
             lo = hi = plo = phi = math.nan

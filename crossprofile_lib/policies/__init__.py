@@ -26,14 +26,42 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from crossprofile_lib.policies import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept, summary_prompt, word_limit  # B3
+from crossprofile_lib.policies.bal import balanced_order, oracle_stances, order_bal, pack_balanced  # BAL, BAL-oracle
+from crossprofile_lib.policies.copy import (  # registers R1 B4 Random M1
+    claims_memory,
+    order_b4,
+    order_m1,
+    order_r1,
+    order_random,
+    pack,
+)
+from crossprofile_lib.policies.r1rel import oracle_relevance, order_r1_rel, relevance_metrics  # R1-rel, R1-rel-oracle
+from crossprofile_lib.policies.registry import (
+    DEFAULT_POLICIES,
+    FIT_POLICIES,
+    FIXED_K_DEFAULT,
+    GROUP_SIZE_POLICIES,
+    HB_POLICIES,
+    HEATMAP_POLICIES,
+    LABELS_POLICIES,
+    MODEL_POLICIES,
+    NEEDS,
+    REFERENCE_POLICIES,
+    REGISTRY,
+    SOCIAL_PROOF_POLICIES,
+    SWEEP_POLICIES,
+    WALK_POLICIES,
+    Policy,
+    PolicyContext,
+    PolicySpec,
+    bases,
+    parse_policy,
+    register,
+)
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript
 from crossprofile_lib.task.memory import Memory
-from crossprofile_lib.policies.registry import DEFAULT_POLICIES, FIT_POLICIES, FIXED_K_DEFAULT, GROUP_SIZE_POLICIES, HB_POLICIES, HEATMAP_POLICIES, LABELS_POLICIES, MODEL_POLICIES, NEEDS, REFERENCE_POLICIES, REGISTRY, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES, WALK_POLICIES, Policy, PolicyContext, PolicySpec, bases, parse_policy, register
-from crossprofile_lib.policies.copy import claims_memory, order_b4, order_m1, order_r1, order_random, pack  # registers R1 B4 Random M1
-from crossprofile_lib.policies.r1rel import oracle_relevance, order_r1_rel, relevance_metrics              # R1-rel, R1-rel-oracle
-from crossprofile_lib.policies.bal import balanced_order, oracle_stances, order_bal, pack_balanced          # BAL, BAL-oracle
-from crossprofile_lib.policies import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
-from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept, summary_prompt, word_limit             # B3
 
 
 @dataclass(frozen=True)

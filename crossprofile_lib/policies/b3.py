@@ -16,10 +16,10 @@ import re
 from typing import Sequence
 
 from crossprofile_lib import prompts as P
+from crossprofile_lib.policies.registry import Policy, register
 from crossprofile_lib.task.budgets import memory_tokens
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.memory import Memory
-from crossprofile_lib.policies.registry import Policy, register
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("the a an and or of to in on for at by with from its it is was were has had that this "

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from crossprofile_lib.policies.registry import Policy, PolicyContext, register
 from crossprofile_lib.task.budgets import line_cost
 from crossprofile_lib.task.discussion import ClaimList
 from crossprofile_lib.task.evidence import Stance, oracle_stances  # noqa: F401  (oracle_stances: BAL-oracle's input)
-from crossprofile_lib.policies.registry import Policy, PolicyContext, register
 
 
 def _buckets(cl: ClaimList, stances, tier: bool, by_first) -> dict[tuple, list[int]]:

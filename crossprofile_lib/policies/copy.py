@@ -11,11 +11,11 @@ from typing import Sequence
 
 import numpy as np
 
+from crossprofile_lib.policies.registry import Policy, PolicyContext, register
 from crossprofile_lib.task.budgets import line_cost
 from crossprofile_lib.task.discussion import ClaimList
 from crossprofile_lib.task.memory import Memory
 from crossprofile_lib.task.provenance import render_lines
-from crossprofile_lib.policies.registry import Policy, PolicyContext, register
 
 
 def order_r1(cl: ClaimList, ctx: PolicyContext) -> list[int]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from crossprofile_lib.task.discussion import ClaimList
-from crossprofile_lib.task.evidence import oracle_relevance  # noqa: F401  (R1-rel-oracle's tiers)
 from crossprofile_lib.policies.copy import order_r1
 from crossprofile_lib.policies.registry import Policy, PolicyContext, register
+from crossprofile_lib.task.discussion import ClaimList
+from crossprofile_lib.task.evidence import oracle_relevance  # noqa: F401  (R1-rel-oracle's tiers)
 
 
 def order_r1_rel(cl: ClaimList, ctx: PolicyContext) -> list[int]:

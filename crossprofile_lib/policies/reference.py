@@ -3,10 +3,10 @@ transcript), ``private-only`` (claims one speaker stated) and ``shared-only`` (t
 
 from __future__ import annotations
 
-from crossprofile_lib.task.budgets import memory_tokens
-from crossprofile_lib.task.memory import Memory
 from crossprofile_lib.policies.copy import claims_memory
 from crossprofile_lib.policies.registry import Policy, register
+from crossprofile_lib.task.budgets import memory_tokens
+from crossprofile_lib.task.memory import Memory
 
 
 def _empty(spec, x) -> Memory:

@@ -15,12 +15,25 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from crossprofile_lib.design import (  # noqa: F401  (the policy lists live in design.py; re-exported)
+    DEFAULT_POLICIES,
+    FIT_POLICIES,
+    FIXED_K_DEFAULT,
+    GROUP_SIZE_POLICIES,
+    HB_POLICIES,
+    HEATMAP_POLICIES,
+    LABELS_POLICIES,
+    MODEL_POLICIES,
+    REFERENCE_POLICIES,
+    SOCIAL_PROOF_POLICIES,
+    SWEEP_POLICIES,
+    WALK_POLICIES,
+)
 from crossprofile_lib.task.provenance import FORMATS
 
 #: What a policy may need from its caller: ``transcript`` (REF), ``relevance`` (R1-rel tiers),
 #: ``stances`` (BAL), ``summarise`` (B3: a callable that sends one prompt to a model).
 NEEDS = ("transcript", "relevance", "stances", "summarise")
-from crossprofile_lib.design import FIXED_K_DEFAULT  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -73,12 +86,6 @@ def register(policy: Policy) -> Policy:
 def bases() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
-
-# --- the policy lists (the one place each is written) --------------------------------------
-
-from crossprofile_lib.design import (  # noqa: E402,F401  (the policy lists live in design.py)
-    DEFAULT_POLICIES, FIT_POLICIES, GROUP_SIZE_POLICIES, HB_POLICIES, HEATMAP_POLICIES, LABELS_POLICIES,
-    MODEL_POLICIES, REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES, SWEEP_POLICIES, WALK_POLICIES)
 
 
 # --- specs -------------------------------------------------------------------------------------

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 from crossprofile_lib.backends.base import MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, Relevance
+from crossprofile_lib.policies import PolicySpec, parse_policy, select_memory, summary_prompt
+from crossprofile_lib.rng import stream
 from crossprofile_lib.task.budgets import Budget, t_all
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, claim_list, make_task, scripted_discussion
 from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
 from crossprofile_lib.task.memory import Memory
-from crossprofile_lib.policies import PolicySpec, parse_policy, select_memory, summary_prompt
-from crossprofile_lib.rng import stream
 from crossprofile_lib.task.variants import Variant, agent_names
 
 

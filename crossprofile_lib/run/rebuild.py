@@ -3,8 +3,8 @@
 The results table holds no per-fact detail, so the fitted social-proof weight
 (:mod:`crossprofile_lib.stats.socialproof`) needs each decision's memory rebuilt from the run's
 configuration (templates, seeds, policies, budgets, tokenizer). This module does that with the
-pipeline (:mod:`crossprofile_lib.run.pipeline`, through :func:`crossprofile_lib.run.runner.build_requests`) and hands the statistics a plain
-:class:`~crossprofile_lib.stats.socialproof.ChoiceData`; ``stats/`` itself never imports the
+pipeline (:mod:`crossprofile_lib.run.pipeline`, through :func:`crossprofile_lib.run.runner.build_requests`) and hands the
+statistics a plain :class:`~crossprofile_lib.stats.socialproof.ChoiceData`; ``stats/`` itself never imports the
 pipeline.
 
 A decision is used only when its rebuilt memory has the row's ``memory_sha`` (generated B3
@@ -15,13 +15,13 @@ are left out and counted in ``info``).
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.task.evidence import decode_features, fact_table, option_features  # noqa: F401  (re-exported)
 from crossprofile_lib.stats.socialproof import ChoiceData
+from crossprofile_lib.task.evidence import decode_features, fact_table, option_features  # noqa: F401  (re-exported)
 
 KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
 
@@ -197,6 +197,7 @@ def rebuild_inputs_key(config: Optional[dict], templates=None) -> str:
     """What a rebuild depends on besides the rows: the run's configuration and the content of
     the template files it reads (a key part of the social-proof fit's cache entry)."""
     import json
+
     from crossprofile_lib.stats.cache import files_digest
     paths = templates if templates is not None else (config or {}).get("templates", [])
     paths = [paths] if isinstance(paths, (str, bytes)) else [str(p) for p in paths]

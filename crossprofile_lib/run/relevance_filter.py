@@ -24,11 +24,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.task.budgets import Budget
-from crossprofile_lib.task.evidence import composition, oracle_relevance
-from crossprofile_lib.run.pipeline import task_units
 from crossprofile_lib.policies import parse_policy, select_memory
 from crossprofile_lib.rng import stream
+from crossprofile_lib.run.pipeline import task_units
+from crossprofile_lib.task.budgets import Budget
+from crossprofile_lib.task.evidence import composition, oracle_relevance
 
 
 def noisy_filter(truth: frozenset[int], n_claims: int, precision: float, recall: float,

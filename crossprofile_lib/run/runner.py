@@ -18,14 +18,14 @@ import pandas as pd
 
 from crossprofile_lib import __version__
 from crossprofile_lib.backends import backend_for
-from crossprofile_lib.task.budgets import Budget
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
+from crossprofile_lib.policies import DEFAULT_POLICIES, relevance_metrics
+from crossprofile_lib.rng import stream
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
+from crossprofile_lib.run.results import git_commit, write_results
+from crossprofile_lib.task.budgets import Budget
 from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
-from crossprofile_lib.policies import DEFAULT_POLICIES, relevance_metrics
-from crossprofile_lib.run.results import git_commit, write_results
-from crossprofile_lib.rng import stream
 from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.variants import VARIANT_NAMES
 

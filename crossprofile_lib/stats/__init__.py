@@ -18,7 +18,13 @@ social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.run.rebuild
 * :mod:`.analysis` -- everything for a run, per model (``crossprofile stats``).
 """
 
-from crossprofile_lib.stats.bootstrap import TemplateBootstrap, bootstrap_pvalue, count_matrix, percentile_interval, resample_indices
+from crossprofile_lib.stats.bootstrap import (
+           TemplateBootstrap,
+           bootstrap_pvalue,
+           count_matrix,
+           percentile_interval,
+           resample_indices,
+)
 from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, holm, load_prereg, parse_prereg
 
 __all__ = ["TemplateBootstrap", "bootstrap_pvalue", "count_matrix", "percentile_interval", "resample_indices",

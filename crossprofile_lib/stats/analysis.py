@@ -14,6 +14,7 @@ given (``crossprofile stats`` keeps it in ``DIR/.stats_cache/``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from pathlib import Path
@@ -26,8 +27,8 @@ from threadpoolctl import threadpool_limits
 from crossprofile_lib.stats import tables as T
 from crossprofile_lib.stats.analysis_set import MIN_TEMPLATES_CONFIRMATORY, prepare, run_status
 from crossprofile_lib.stats.bootstrap import DEFAULT_RESAMPLES, TemplateBootstrap
-from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, load_prereg
 from crossprofile_lib.stats.cache import FitCache, table_hash
+from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, load_prereg
 from crossprofile_lib.stats.netlead import net_lead_analysis, regressions_fit, subset
 from crossprofile_lib.stats.socialproof import fit_social_proof
 
@@ -128,7 +129,7 @@ def _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamp
     for (backend, model), d in df.groupby(["backend", "model"], sort=True):
         key = (str(backend), str(model))
         if callable(choice_data):
-            cd = (lambda k=key: choice_data(*k))
+            cd = functools.partial(choice_data, *key)
         else:
             cd = (choice_data or {}).get(key)
         out.append(analyse_model(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,

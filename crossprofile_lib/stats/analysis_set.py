@@ -89,7 +89,7 @@ def select_analysis_set(df: pd.DataFrame, analysis_set: str = "formal", formal_i
     tid = df["template_id"].astype(str)
     is_formal = tid.isin(formal)
     n_formal, n_other = int(tid[is_formal].nunique()), int(tid[~is_formal].nunique())
-    rec = dict(rule=f"formal = template ids of the files under templates/formal/",
+    rec = dict(rule="formal = template ids of the files under templates/formal/",
                formal_templates=n_formal, development_templates=n_other, rows_dropped=0)
     if analysis_set == "all" or not n_other:
         name = "formal" if not n_other else "all (formal and development templates)"

@@ -112,6 +112,7 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``)."""
     from scipy.stats import norm
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
+
     from crossprofile_lib.stats.contrasts import holm
     d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
     if refused:

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from crossprofile_lib.design import LETTERS  # noqa: E402,F401
 from crossprofile_lib.task.discussion import Task
 from crossprofile_lib.task.memory import Memory
-
-from crossprofile_lib.design import LETTERS  # noqa: E402,F401
 
 
 def option_order(task: Task) -> tuple[str, ...]:

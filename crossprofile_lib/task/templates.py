@@ -37,14 +37,14 @@ from typing import Annotated, Iterable, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator
 
-from crossprofile_lib.task import hints
+from crossprofile_lib.design import ROLES  # noqa: F401  (re-exported: the fact roles)
 from crossprofile_lib.safety.inputs import TemplateError, parse_yaml, read_template_text, template_paths
+from crossprofile_lib.task import hints
 
 __all__ = ["TemplateError", "TemplateWarning", "Template", "Fact", "Option", "Criterion", "LoadedTemplate",
            "scores", "validate_template", "parse_template", "load_template", "load_templates",
            "template_paths"]
 
-from crossprofile_lib.design import ROLES  # noqa: E402
 
 #: Exact role structure: (role, about) -> count of facts by polarity.
 #: ``about`` is "correct", "decoy" or "any" (irrelevant facts may be about any option).

@@ -12,13 +12,11 @@ group, and the variant as a whole, is spread over agents as evenly as possible.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
 
 import numpy as np
 
-from crossprofile_lib.task.templates import ROLES, Template
-
 from crossprofile_lib.design import CELLS, CLASSIC, MIRROR, VARIANT_NAMES  # noqa: E402,F401
+from crossprofile_lib.task.templates import ROLES, Template
 
 GROUP_ORDER = ROLES  # support, decoy, irrelevant
 
