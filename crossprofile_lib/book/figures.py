@@ -22,18 +22,25 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from crossprofile_lib.book.style import (
+from crossprofile_lib.book.style import (  # noqa: F401  (the figure look and the model-panel rule, re-exported)
     BASE_COLORS,
+    DPI,
     FONT,
+    FORMAT_SHADE,
     PAPER_COLOR,
     ROLE_COLORS,
     WIDTH,
+    Signal,
     _hue_colors,
     _split,
     finish,
     legend_of,
+    model_signal,
     new_figure,
+    no_signal_note,
+    palette,
     policy_color,
+    stamp,
     top,
     top_names,
     use_svg,
