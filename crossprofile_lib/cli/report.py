@@ -72,6 +72,8 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     w()
     w(f"Classic ({CLASSIC}) and mirror ({MIRROR}) cells at budget {primary} and unbudgeted: accuracy and decoy "
       "choice (%); 'pooled' = PS* / SP* (both irrelevant levels), secondary")
+    w(f"   mirror = {MIRROR} is our reading (the paper does not state the mirror cell's irrelevant level; {MIRROR} "
+      "swaps every holder of the classic cell)")
     cells = _budget_rows(res["cells"], primary)
     if not cells.empty:
         cells = cells.assign(col=cells["outcome"].map({"correct": "accuracy", "chose_decoy": "chose decoy"})
