@@ -1,9 +1,12 @@
 """``crossprofile fit-paper``: fit the reference decider to the paper's published figures.
 
 Prints the fitted (social_proof, irrelevant_weight, inverse_temperature) per paper model with
-template-bootstrap and profile intervals, and per figure the paper's value, the fitted prediction
-[interval], the residual and the leave-one-figure-out prediction (:mod:`crossprofile_lib.paperfit`).
-Every table is a fit to the paper's published numbers, not a model run.
+parametric-bootstrap intervals (the paper's figures redrawn at the paper's own sample sizes) and
+profile intervals, how many independent figures each model has against the 3 parameters, the fit's
+chi-squared, and per figure the paper's value, its n and sampling SD, the fitted prediction
+[interval], the residual, z, its linked group and the leave-one-figure-out prediction
+(:mod:`crossprofile_lib.paperfit`). Every table is the reference decider fitted to the paper's
+published numbers, not a model run.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ def _interval(lo, hi, d=1) -> str:
     return "" if any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)) else f"[{lo:.{d}f}, {hi:.{d}f}]"
 
 
+def _p_value(p) -> str:
+    return "" if p is None or (isinstance(p, float) and math.isnan(p)) else "p < 0.001" if p < 1e-3 else f"p = {p:.3f}"
+
+
 def print_report(res, out=None, recovery: bool = False) -> None:
     out = sys.stdout if out is None else out   # looked up at call time (a captured stdout may be swapped)
     info = res.info
@@ -34,27 +41,60 @@ def print_report(res, out=None, recovery: bool = False) -> None:
     p(f"crossprofile fit-paper: {res.title}")
     p(f"backend ledger (the reference decider, not a language model) on {info['n_templates']} templates "
       f"({', '.join(info['templates'])}), seeds {','.join(map(str, info['seeds']))}: {info['n_decisions']} "
-      f"decisions, expected outcomes computed analytically; {info['resamples']} template-bootstrap resamples "
-      f"(seed {info['boot_seed']}); {how}")
+      f"decisions, expected outcomes computed analytically, memories priced with tokenizer "
+      f"{info.get('tokenizer', 'offline-bpe-approx-v1')}; {how}")
+    if not info.get("tokenizer_spec"):
+        p("notice: priced with the offline approximation; the paper's models price with their own tokenizers "
+          "(--tokenizer)")
+    tr = info.get("template_resamples", 0)
+    p(f"intervals: {info['resamples']} parametric-bootstrap refits per model (the paper's figures redrawn from the "
+      f"fitted decider at the paper's sample sizes, n per figure below, binomial; seed {info['boot_seed']})"
+      + (f"; {tr} template-bootstrap refits (the paper's values held fixed: dependence on this suite's templates)"
+         if tr else ""))
     p("")
-    p(f"Fitted parameters ({res.title}): estimate, 95% template-bootstrap interval, profile interval")
+    p(f"Fitted parameters ({res.title}): estimate, 95% parametric-bootstrap interval, profile interval"
+      + (", template-bootstrap interval" if tr else ""))
     t = res.params.copy()
     if t.empty:
         p("  no model column has 3 or more predictable figures")
     else:
         t["bootstrap"] = [_interval(a, b, 3) for a, b in zip(t.lo, t.hi)]
         t["profile"] = [_interval(a, b, 3) for a, b in zip(t.profile_lo, t.profile_hi)]
+        cols = ["model", "parameter", "estimate", "bootstrap", "profile"]
+        if tr and "template_lo" in t:
+            t["templates"] = [_interval(a, b, 3) for a, b in zip(t.template_lo, t.template_hi)]
+            cols.append("templates")
         t["estimate"] = [f"{v:.3f}" + (" (at bound)" if ab else "") for v, ab in zip(t.estimate, t.at_bound)]
-        p(t[["model", "parameter", "estimate", "bootstrap", "profile"]].to_string(index=False))
+        p(t[cols].to_string(index=False))
     for full, f in info.get("fits", {}).items():
-        p(f"  {full}: {f['model']}, {f['n_figures']} figures, RMSE {f['rmse']:.1f} points")
+        p(f"  {full}: {f['model']}; {f['n_figures']} figures, {f.get('n_independent', '?')} independent against 3 "
+          f"parameters; RMSE {f['rmse']:.1f} points")
+        if "chi2" in f:
+            df = f["df"]
+            fit_word = ("" if df <= 0 else "; the misses are beyond the paper's sampling noise, so the profile "
+                        f"interval (scaled by chi2/df = {f['chi2'] / df:.1f}) is the one to read" if f["p_fit"] < 0.05
+                        else "; the misses are within the paper's sampling noise")
+            p(f"    chi-squared {f['chi2']:.1f} on {df} df"
+              + (f" ({_p_value(f['p_fit'])}){fit_word}" if df > 0 else " (no figure left to test the fit)"))
+        for g, refs in enumerate(f.get("linked_groups", []), 1):
+            p(f"    linked group {g} (counted by its independent part): {', '.join(refs)}")
+        if f.get("inconsistency", 0) > 0.05 + 1e-9:
+            p(f"    the paper's values of the linked figures disagree with each other by {f['inconsistency']:.1f} "
+              "points (a part no parameter can fit; ignored by the weighted loss)")
+    for a in info.get("aliases", []):
+        p(f"  same prediction: {a}")
     for m, g in res.figures.groupby("model", sort=False):
         p("")
-        p(f"Figures, {m} ({res.title}): paper = the paper's value; fit = the reference decider at {m}'s fitted "
-          "parameters [95% template-bootstrap interval]; loo = prediction from a fit without that figure")
+        p(f"Figures, {m} ({res.title}): paper = the paper's value; n = the paper's decisions per term (* from "
+          f"this suite's design where the paper does not give it); sd = its sampling SD; fit = the reference "
+          f"decider at {m}'s fitted parameters [95% parametric-bootstrap interval]; z = residual / sd; loo = "
+          "prediction from a fit without that figure")
         g = g.assign(fit=[f"{_num(v)} {_interval(a, b)}" for v, a, b in zip(g.fit, g.lo, g.hi)],
-                     paper=g.paper.map(_num), residual=g.residual.map(_num), loo=g.loo.map(_num))
-        p(g[["figure", "unit", "paper", "fit", "residual", "loo", "role"]].to_string(index=False))
+                     paper=g.paper.map(_num), residual=g.residual.map(_num), loo=g.loo.map(_num),
+                     n=[f"{v:.0f}" + ("" if s == "paper" else "*") for v, s in zip(g.n, g.n_source)],
+                     sd=g.sd.map(_num), z=g.z.map(_num))
+        p(g[["figure", "unit", "paper", "n", "sd", "fit", "residual", "z", "loo", "linked", "role"]]
+          .to_string(index=False))
     if not res.memory.empty:
         p("")
         p(f"Parameter-free figures ({res.title}): what the reference decider's memories keep (oracle relevance "
@@ -66,14 +106,30 @@ def print_report(res, out=None, recovery: bool = False) -> None:
     if recovery and not res.recovery.empty:
         p("")
         p(f"Recovery check ({res.title}; here the 'paper' figures are generated by the reference decider at known "
-          "parameters, rounded to 0.1, and refitted)")
-        p(res.recovery.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+          f"parameters with the paper's binomial noise at its sample sizes, rounded to 0.1, and refitted; "
+          "fit = median of the refits [95% range])")
+        r = res.recovery
+        rows = {"model": r.model}
+        for k in ("social_proof", "irrelevant_weight", "inverse_temperature"):
+            rows[f"{k} true"] = r[f"{k}_true"].map(lambda v: f"{v:.3f}")
+            rows[f"{k} fit"] = [f"{v:.3f} {_interval(a, b, 3)}" if f"{k}_lo" in r else f"{v:.3f}"
+                                for v, a, b in zip(r[f"{k}_fit"], r.get(f"{k}_lo", r[f"{k}_fit"]),
+                                                   r.get(f"{k}_hi", r[f"{k}_fit"]))]
+        import pandas as pd
+        p(pd.DataFrame(rows).to_string(index=False))
 
 
 def _cmd_fit_paper(args) -> int:
     from crossprofile_lib.paperfit import fit_paper
+    from crossprofile_lib.task.tokenizer import get_tokenizer
+    try:
+        get_tokenizer(args.tokenizer)      # a bad spec or a missing file: a clear error before any work
+    except (ValueError, OSError, ImportError) as e:
+        print(f"error: --tokenizer {args.tokenizer}: {e}", file=sys.stderr)
+        return 2
     res = fit_paper(templates=args.templates, seeds=args.seeds, resamples=args.resamples, boot_seed=args.boot_seed,
-                    cache_dir=args.cache, use_cache=not args.no_cache)
+                    cache_dir=args.cache, use_cache=not args.no_cache, tokenizer=args.tokenizer,
+                    template_resamples=args.template_resamples, recovery_draws=args.recovery_draws)
     if args.json:
         doc = dict(title=res.title, info=res.info,
                    **{k: getattr(res, k).to_dict(orient="records")
@@ -93,7 +149,17 @@ def register(sub) -> None:
                    help="template files or folders (default templates/formal, the 60 formal templates)")
     f.add_argument("--seeds", type=A.seeds, default="0,1,2", help="distinct seeds (default 0,1,2)")
     f.add_argument("--resamples", type=A.nonnegative_int, default=1000,
-                   help="template-bootstrap refits per model (default 1000; 0: no intervals)")
+                   help="parametric-bootstrap refits per model: the paper's figures redrawn at the paper's sample "
+                        "sizes (default 1000; 0: no intervals)")
+    f.add_argument("--template-resamples", dest="template_resamples", type=A.nonnegative_int, default=0,
+                   help="also template-bootstrap refits per model (the paper's values held fixed: how much the fit "
+                        "depends on this suite's templates; default 0, none)")
+    f.add_argument("--recovery-draws", dest="recovery_draws", type=A.positive_int, default=20,
+                   help="redrawn figure sets per known parameter point in the recovery check (default 20)")
+    f.add_argument("--tokenizer", default=None,
+                   help="how the design's memories are priced, as for 'crossprofile run': offline (default, the "
+                        "file-free approximation), gguf:PATH, hf:FOLDER, PATH/tokenizer.json, or a tokenizer name "
+                        "'crossprofile run --tokenizer' accepts (the paper's models price with their own)")
     f.add_argument("--boot-seed", dest="boot_seed", type=A.seed, default=0, help="bootstrap seed (default 0)")
     f.add_argument("--cache", default=None, help="cache folder (default: $CROSSPROFILE_CACHE/paperfit or "
                                                  "./.crossprofile_cache/paperfit)")

@@ -34,7 +34,7 @@ SHORT = {"Qwen2.5-7B-Instruct": "Qwen", "Llama-3.1-8B-Instruct": "Llama", "DeepS
 #: paper-value keys that name no single model (predicted at every fit, never fitted)
 NOT_SEPARATED = ("models not separated", "range over models")
 MIN_FIGURES = 3   # a model column is fitted only with at least this many figures (3 parameters)
-NOT_A_MODEL_RUN = "fit to the paper's published numbers; not a model run"
+NOT_A_MODEL_RUN = "the reference decider fitted to the paper's published numbers; not a model run"
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Figure:
     contrast: Contrast
     kind: str           # "decision" (fitted) or "memory" (parameter-free)
     note: str = ""
+    n: Optional[int] = None   # the paper's decisions per term mean (60 templates x 3 seeds); None: not derivable
 
     @property
     def outcome(self) -> str:
@@ -75,7 +76,7 @@ def select_figures(items: Optional[Sequence[PaperItem]] = None) -> list[Figure]:
         paper = {k: float(v) for k, v in it.paper.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if paper:
-            out.append(Figure(it.ref, it.label, it.unit, paper, c, kind, it.note))
+            out.append(Figure(it.ref, it.label, it.unit, paper, c, kind, it.note, it.n))
     return out
 
 

@@ -1,16 +1,20 @@
-"""Least-squares fit of the ledger's (s, w, beta) to published figures, and its checks.
+"""Weighted least-squares fit of the ledger's (s, w, beta) to published figures, and its checks.
 
-Loss for a model column with paper values ``y`` on figures ``used``:
+Loss for a model column with paper values ``y`` on figures ``used``, with the whitener ``H`` of the
+figures' sampling covariance ``V`` (:mod:`.sampling`; ``H' H = V+``, the pseudo-inverse):
 
-    L(theta) = sum_i (figure_i(theta) - y_i)^2          (percentage points or points, unscaled)
+    L(theta) = | H (figure(theta) - y) |^2 = r' V+ r      (a chi-squared statistic; H = I: plain squares)
 
-Minimised in two steps: the best point of the cached coarse grid (:data:`.ledger.GRID`), then
-``scipy.optimize.least_squares`` (trust-region reflective, bounded by :data:`BOUNDS`) over
-``(s, w, log beta)`` from there. A template-bootstrap refit uses the resample's count row ``W`` in
-every figure's pooled means (the paper's values stay fixed: the interval says how much the fit
-depends on which templates the suite happens to have). Also here: leave-one-figure-out predictions,
-the loss profile of each parameter (identification) and a recovery check (fit figures the ledger
-itself generated at known parameters, rounded to the paper's 0.1).
+so each figure counts by its sampling variance and a linked figure (a combination of others)
+counts once. Minimised in two steps: the best point of the cached coarse grid
+(:data:`.ledger.GRID`), then ``scipy.optimize.least_squares`` (trust-region reflective, bounded by
+:data:`BOUNDS`) over ``(s, w, log beta)`` from there. Refits: a **parametric bootstrap**
+(:meth:`Fitter.refit_many`: the paper's figures redrawn at the paper's sample sizes from the fitted
+decider, :meth:`.sampling.Sampling.draw`), an optional template bootstrap (:meth:`Fitter.bootstrap`:
+the resample's count row ``W`` in every figure's pooled means, the paper's values fixed: how much the
+fit depends on which templates the suite has), leave-one-figure-out predictions, the loss profile of
+each parameter and a recovery check (figures the ledger generated at known parameters with the same
+binomial noise, refitted).
 """
 
 from __future__ import annotations
@@ -71,15 +75,17 @@ class Fitter:
 
     def fit(self, y: np.ndarray, used: np.ndarray, W: Optional[np.ndarray] = None,
             start: Optional[Sequence[float]] = None, fixed: Optional[tuple[int, float]] = None,
-            grid_pred: Optional[np.ndarray] = None) -> dict:
+            grid_pred: Optional[np.ndarray] = None, H: Optional[np.ndarray] = None) -> dict:
         """Least-squares ``theta`` for paper values ``y`` ``(I,)`` on the figures where ``used``
-        ``(I,)`` is True. ``fixed=(k, value)`` holds parameter k (a profile). ``start`` skips the
-        grid search; ``grid_pred`` ``(G, I)`` is the grid for ``W`` when the caller batched it."""
+        ``(I,)`` is True, residuals whitened by ``H`` ``(k, used.sum())`` (None: unweighted).
+        ``fixed=(k, value)`` holds parameter k (a profile). ``start`` skips the grid search;
+        ``grid_pred`` ``(G, I)`` is the grid for ``W`` when the caller batched it."""
         used = np.asarray(used, dtype=bool)
         yu = np.asarray(y, dtype=float)[used]
+        Hm = np.eye(int(used.sum())) if H is None else np.asarray(H, dtype=float)
         if start is None:
             gp = self.pred_grid if W is None else (grid_pred if grid_pred is not None else self.grid_predictions(W[None])[0])
-            loss = np.nansum((gp[:, used] - yu) ** 2, axis=1)
+            loss = np.sum((np.nan_to_num(gp[:, used] - yu, nan=1e3) @ Hm.T) ** 2, axis=1)
             if fixed is not None:   # grid points nearest the fixed value
                 d = np.abs(self.grid[:, fixed[0]] - fixed[1])
                 loss = np.where(d <= d.min() + 1e-12, loss, np.inf)
@@ -98,7 +104,7 @@ class Fitter:
 
         def resid(zf):
             pr, jac = self.predict_batch_jac(full(zf)[None], w1)
-            return np.nan_to_num(pr[0, used] - yu, nan=1e3), np.nan_to_num(jac[0][np.ix_(used, free)])
+            return Hm @ np.nan_to_num(pr[0, used] - yu, nan=1e3), Hm @ np.nan_to_num(jac[0][np.ix_(used, free)])
 
         cache = {}
 
@@ -117,7 +123,8 @@ class Fitter:
         z = full(r.x)
         th = _theta(z)
         at = [bool(min(abs(z[k] - _LO[k]), abs(z[k] - _HI[k])) < 1e-4) for k in range(3)]
-        return dict(theta=th, loss=float(2 * r.cost), rmse=float(math.sqrt(2 * r.cost / max(1, used.sum()))),
+        raw = self.predict(th, W)[used] - yu
+        return dict(theta=th, loss=float(2 * r.cost), rmse=float(math.sqrt(np.nanmean(raw ** 2))) if len(raw) else 0.0,
                     at_bound=at, success=bool(r.success), nfev=int(r.nfev))
 
     def predict_batch(self, theta: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -155,7 +162,7 @@ class Fitter:
             jac = np.einsum("bjk,ji->bik", dnum, self.fm.C)
         return pred, jac
 
-    def bootstrap(self, y, used, full: dict, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    def bootstrap(self, y, used, full: dict, W: np.ndarray, H=None) -> tuple[np.ndarray, np.ndarray, int]:
         """Refit for every count row of ``W`` ``(B, T)``, each warm-started at the full-data estimate
         (:meth:`fit` with the exact Jacobian; a resample moves the optimum only a little). Returns
         ``theta`` draws ``(B, 3)``, the resampled predictions of every figure at each draw ``(B, I)``
@@ -163,13 +170,26 @@ class Fitter:
         th = np.empty((len(W), 3))
         failed = 0
         for b in range(len(W)):
-            f = self.fit(y, used, W[b], start=full["theta"])
+            f = self.fit(y, used, W[b], start=full["theta"], H=H)
             th[b] = f["theta"]
             failed += not f["success"]
         return th, self.predict_batch(th, W), failed
 
-    def leave_one_out(self, y, used, full: dict) -> np.ndarray:
-        """``(I,)``: each used figure's prediction from a fit without it (NaN where not used)."""
+    def refit_many(self, Y: np.ndarray, used, start, H=None) -> tuple[np.ndarray, np.ndarray, int]:
+        """Refit every row of ``Y`` ``(B, I)`` (redrawn figures; parametric bootstrap), each started at
+        ``start`` with whitener ``H``. Returns ``theta`` ``(B, 3)``, every figure's prediction at each
+        refit ``(B, I)`` and how many refits stopped without converging."""
+        th = np.empty((len(Y), 3))
+        failed = 0
+        for b in range(len(Y)):
+            f = self.fit(Y[b], used, start=start, H=H)
+            th[b] = f["theta"]
+            failed += not f["success"]
+        return th, self.predict_batch(th, np.ones((len(Y), len(self.fm.units)))), failed
+
+    def leave_one_out(self, y, used, full: dict, V: Optional[np.ndarray] = None) -> np.ndarray:
+        """``(I,)``: each used figure's prediction from a fit without it (NaN where not used); ``V``
+        ``(I, I)`` the sampling covariance (the fit without figure i is weighted by ``V`` without it)."""
         used = np.asarray(used, dtype=bool)
         out = np.full(len(y), np.nan)
         for i in np.flatnonzero(used):
@@ -177,14 +197,16 @@ class Fitter:
             u[i] = False
             if u.sum() < 1:
                 continue
-            gl = np.nansum((self.pred_grid[:, u] - np.asarray(y)[u]) ** 2, axis=1)
+            H = None if V is None else whitener(V[np.ix_(u, u)])
+            Hm = np.eye(int(u.sum())) if H is None else H
+            gl = np.sum((np.nan_to_num(self.pred_grid[:, u] - np.asarray(y)[u], nan=1e3) @ Hm.T) ** 2, axis=1)
             cands = [self.grid[int(np.argmin(gl))], full["theta"]]
-            fits = [self.fit(y, u, start=c) for c in cands]
+            fits = [self.fit(y, u, start=c, H=H) for c in cands]
             best = min(fits, key=lambda f: f["loss"])
             out[i] = self.predict(best["theta"])[i]
         return out
 
-    def profile(self, y, used, full: dict, k: int, values: Sequence[float]) -> np.ndarray:
+    def profile(self, y, used, full: dict, k: int, values: Sequence[float], H=None) -> np.ndarray:
         """Minimum loss ``(len(values),)`` with parameter ``k`` held at each value (identification:
         a flat profile means the figures do not pin the parameter down). Continuation: the sweep
         runs outwards from the estimate, each point starting at its neighbour's optimum; a point
@@ -198,22 +220,36 @@ class Fitter:
             st = np.array(full["theta"], dtype=float)
             for i in order:
                 st[k] = values[i]
-                f = self.fit(y, used, start=st, fixed=(k, float(values[i])))
+                f = self.fit(y, used, start=st, fixed=(k, float(values[i])), H=H)
                 out[i] = f["loss"]
                 st = f["theta"].copy()
         return out
 
 
+def whitener(V: np.ndarray, tol: float = 1e-8) -> np.ndarray:
+    """``H`` ``(k, I)`` with ``H' H = V+`` (the pseudo-inverse of the covariance ``V`` ``(I, I)``;
+    ``k`` its rank at relative tolerance ``tol``): whitened residuals ``H r`` count a linked figure once."""
+    lam, U = np.linalg.eigh((V + V.T) / 2)
+    keep = lam > tol * max(lam.max(), 0.0) if len(lam) else np.zeros(0, dtype=bool)
+    return (U[:, keep] / np.sqrt(lam[keep])).T
+
+
 def recovery(fitter: Fitter, used: np.ndarray, truths: Sequence[Sequence[float]], rng: np.random.Generator,
-             rounding: float = 0.1) -> list[dict]:
-    """Generate the used figures from the ledger at each known ``theta``, add noise at the paper's
-    rounding (uniform within half a rounding step, then rounded to ``rounding``), refit, and return
-    one dict per truth: ``truth``, ``estimate``, ``rmse`` of the refit, the noisy figures."""
+             sampling, kappa: float, draws: int = 20, rounding: float = 0.1) -> list[dict]:
+    """For each known ``theta``: redraw the used figures ``draws`` times from the ledger at that theta
+    with the paper's binomial noise (:meth:`.sampling.Sampling.draw`, rounded to ``rounding``),
+    refit each (grid search, then refine; weighted by the covariance at the truth), and return one
+    dict per truth: ``truth``, ``estimates`` ``(draws, 3)``, their median ``estimate``, ``rmse``
+    (median of the refits' root-mean-square misses)."""
     out = []
     for t in truths:
-        clean = fitter.predict(np.asarray(t, dtype=float))
-        noisy = np.round((clean + rng.uniform(-rounding / 2, rounding / 2, size=clean.shape)) / rounding) * rounding
-        f = fitter.fit(noisy, used)
-        out.append(dict(truth=np.asarray(t, dtype=float), estimate=f["theta"], rmse=f["rmse"], figures=noisy,
-                        at_bound=f["at_bound"]))
+        t = np.asarray(t, dtype=float)
+        pc, pd_ = sampling.proportions(fitter.design.probability(t))
+        H = whitener(sampling.covariance(pc, pd_, kappa, used))
+        Y = sampling.draw(pc, pd_, kappa, draws, rng, rounding)
+        fits = [fitter.fit(Y[b], used, H=H) for b in range(draws)]
+        est = np.array([f["theta"] for f in fits])
+        out.append(dict(truth=t, estimates=est, estimate=np.median(est, axis=0),
+                        rmse=float(np.median([f["rmse"] for f in fits])),
+                        at_bound=[bool(np.mean([f["at_bound"][k] for f in fits]) > 0.5) for k in range(3)]))
     return out

@@ -1,14 +1,33 @@
 """``fit_paper``: fit the reference decider to the paper's published figures, every table at once.
 
-For each paper model column with enough figures (:func:`.figures.model_columns`): the least-squares
-``(s, w, beta)`` (:mod:`.fit`), template-bootstrap percentile intervals (resample the templates,
-refit), a profile interval (identification: where the loss profile stays within
-``sigma^2 * chi2_1(0.95)`` of its minimum, ``sigma^2 = loss / (figures - 3)``, i.e. the misfit treated as
-noise), and per figure: paper value, fitted prediction [bootstrap interval], residual and the
-leave-one-figure-out prediction. Parameter-free memory figures are shown beside, and a recovery
-check refits figures the ledger generated at known parameters. Every table is "fit to the paper's
-published numbers; not a model run": the numbers in ``paper`` are the paper's, everything else is
-the reference decider (backend ``ledger``) on this suite's templates.
+For each paper model column with enough figures (:func:`.figures.model_columns`):
+
+* the weighted least-squares ``(s, w, beta)`` (:mod:`.fit`): each figure weighted by its sampling
+  variance at the paper's sample size (:mod:`.sampling`: binomial ``p (1 - p) / n`` at the fitted
+  decider's probabilities, ``n`` from ``data/paper_figures.yaml``; differences: sums of
+  variances; shared decisions: shared noise), linked figures counted once (pseudo-inverse of the
+  figures' covariance); the weights are re-estimated at the fit until it settles
+  (:data:`REWEIGHT_STEPS` at most);
+* **parametric-bootstrap** percentile intervals: the paper's figures redrawn ``resamples`` times
+  from the fitted decider at the paper's own sample sizes (multinomial per atom of decisions,
+  rounded to 0.1 as published), each refitted: the uncertainty of the parameters that the paper's
+  sampling noise implies;
+* a **profile** interval: where the loss profile stays within ``sigma^2 * chi2_1(0.95)`` of its
+  minimum, ``sigma^2 = max(1, chi2 / df)`` with ``df`` = independent figures - 3 (the misfit
+  beyond sampling noise widens it; never narrower than the noise alone);
+* optionally (``template_resamples``) the old template-bootstrap interval (the paper's values held
+  fixed; it measures how much the fit depends on this suite's templates, not the parameters'
+  uncertainty);
+* per figure: paper value, n, sampling SD, fitted prediction [parametric interval], residual, z
+  (residual / SD), the linked group it belongs to and the leave-one-figure-out prediction;
+* how many **independent** figures the model has against the 3 parameters, the chi-squared
+  goodness of fit, and a recovery check that refits figures the decider generated at known
+  parameters with the same binomial noise.
+
+Every table is "the reference decider fitted to the paper's published numbers; not a model run":
+the numbers in ``paper`` are the paper's, everything else is the reference decider (backend
+``ledger``) on this suite's templates, priced with ``tokenizer`` (default: the offline
+approximation).
 """
 
 from __future__ import annotations
@@ -26,6 +45,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
+from crossprofile_lib.paper_figures import SAMPLE_TEMPLATES, paper_sampling
 from crossprofile_lib.paperfit.figures import (
     NOT_A_MODEL_RUN,
     NOT_SEPARATED,
@@ -34,16 +54,23 @@ from crossprofile_lib.paperfit.figures import (
     select_figures,
     short,
 )
-from crossprofile_lib.paperfit.fit import BOUNDS, PARAMS, Fitter, recovery
+from crossprofile_lib.paperfit.fit import BOUNDS, PARAMS, Fitter, recovery, whitener
 from crossprofile_lib.paperfit.ledger import GRID, cache_key, default_cache_dir, load_or_build
 from crossprofile_lib.paperfit.predict import evaluate_figures, figure_matrix
+from crossprofile_lib.paperfit.sampling import build_sampling
 from crossprofile_lib.policies import DEFAULT_POLICIES
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
 
 #: known parameters for the recovery check (besides each model's fitted point)
 RECOVERY_TRUTHS = ((0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0))
 PROFILE_POINTS = 25
-FIT_VERSION = 4   # bump when the fit's method changes (part of the result cache key)
+FIT_VERSION = 5   # bump when the fit's method changes (part of the result cache key)
+#: most re-estimations of the sampling weights at the current fit (stops earlier once theta settles)
+REWEIGHT_STEPS = 6
+#: redrawn figure sets per known parameter point in the recovery check
+RECOVERY_DRAWS = 20
+#: template-bootstrap resamples for the parameter-free memory figures' intervals
+MEMORY_RESAMPLES = 1000
 TABLES = ("params", "figures", "memory", "profiles", "recovery")
 
 
@@ -54,11 +81,12 @@ def ledger_model(theta) -> str:
 
 @dataclass
 class PaperFit:
-    params: pd.DataFrame       # model, parameter, estimate, lo, hi, profile_lo, profile_hi, at_bound
+    params: pd.DataFrame       # model, parameter, estimate, lo, hi (parametric bootstrap), profile_lo, profile_hi,
+    #                            template_lo, template_hi (template bootstrap, NaN unless asked), at_bound
     figures: pd.DataFrame      # one row per (model, decision figure)
     memory: pd.DataFrame       # parameter-free figures: paper vs the ledger's memories
     profiles: pd.DataFrame     # model, parameter, value, loss, delta ((loss - min) / sigma^2; 95%: chi2_1 3.84)
-    recovery: pd.DataFrame     # model, truth and estimate per parameter
+    recovery: pd.DataFrame     # model, truth, median refit and 95% range of the refits per parameter
     info: dict = field(default_factory=dict)
 
     title = NOT_A_MODEL_RUN
@@ -96,27 +124,36 @@ def _profile_interval(values: np.ndarray, loss: np.ndarray, threshold: float) ->
 
 def fit_paper(templates: Sequence[str] = ("templates/formal",), seeds: Sequence[int] = (0, 1, 2),
               resamples: int = 1000, boot_seed: int = 0, cache_dir=None, models: Optional[Sequence[str]] = None,
-              with_recovery: bool = True, with_profiles: bool = True, items=None, use_cache: bool = True) -> PaperFit:
+              with_recovery: bool = True, with_profiles: bool = True, items=None, use_cache: bool = True,
+              tokenizer: Optional[str] = None, template_resamples: int = 0,
+              recovery_draws: int = RECOVERY_DRAWS, sampling: Optional[dict] = None) -> PaperFit:
     """Fit every paper model column; see the module doc. ``items``: paper items (default: the file).
+    ``resamples``: parametric-bootstrap refits per model (0: no intervals); ``template_resamples``:
+    template-bootstrap refits (0: none); ``tokenizer``: how memories are priced (a
+    :func:`crossprofile_lib.task.tokenizer.get_tokenizer` spec; None: the offline approximation);
+    ``sampling``: ``{model: {"templates": T, "seeds": S}}`` overriding the file's paper samples.
 
     The result is cached under ``cache_dir`` (default ``$CROSSPROFILE_CACHE/paperfit``) keyed by the
-    ledger design's key (templates' bytes, seeds, policies, budgets, grid, package version), the
-    figures' definitions and paper values, ``resamples``, ``boot_seed``, ``models`` and the options:
-    a second call with the same inputs reads the tables back and computes nothing."""
+    ledger design's key (templates' bytes, seeds, policies, budgets, tokenizer, grid, package version),
+    the figures' definitions, paper values and n, the options and the seeds: a second call with the
+    same inputs reads the tables back and computes nothing."""
     t0 = time.perf_counter()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     figs = select_figures(items)
     pols, buds = needed_policies(figs, DEFAULT_POLICIES)
-    dkey, _ = cache_key(templates, seeds, pols, buds, 4, None, GRID)
+    tok = _tokenizer_label(tokenizer)
+    samp = dict(paper_sampling(), **(sampling or {}))
+    dkey, _ = cache_key(templates, seeds, pols, buds, 4, tok, GRID)
     fkey = hashlib.sha256(json.dumps(dict(
-        design=dkey, figures=[(f.ref, f.unit, f.paper, repr(f.contrast)) for f in figs], resamples=int(resamples),
+        design=dkey, figures=[(f.ref, f.unit, f.paper, f.n, repr(f.contrast)) for f in figs], resamples=int(resamples),
         boot_seed=int(boot_seed), models=list(models) if models is not None else None, recovery=with_recovery,
-        profiles=with_profiles, version=FIT_VERSION), sort_keys=True, default=str).encode()).hexdigest()[:20]
+        profiles=with_profiles, template_resamples=int(template_resamples), recovery_draws=int(recovery_draws),
+        sampling=samp, version=FIT_VERSION), sort_keys=True, default=str).encode()).hexdigest()[:20]
     fdir = cache_dir / f"fit-{fkey}"
     if use_cache and (fdir / "info.json").exists():
         return _read(fdir, t0)
     out = _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery,
-               with_profiles, t0)
+               with_profiles, t0, tok, int(template_resamples), int(recovery_draws), samp)
     out.info.update(fit_key=fkey, fit_cache_hit=False)
     if use_cache:
         _write(out, fdir)
@@ -151,46 +188,108 @@ def _read(fdir: Path, t0: float) -> PaperFit:
     return PaperFit(*(pd.read_parquet(fdir / f"{n}.parquet") for n in TABLES), info=info)
 
 
+def _tokenizer_label(spec: Optional[str]) -> Optional[str]:
+    """The tokenizer spec as the design's cache key and the runner see it: None for the default (the
+    offline approximation), else ``spec`` plus the resolved tokenizer's name (a ``ValueError`` from
+    :func:`~crossprofile_lib.task.tokenizer.get_tokenizer` names a bad spec)."""
+    from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
+    tok = get_tokenizer(spec)
+    return None if isinstance(tok, OfflineTokenizer) and spec in (None, "", "offline", OfflineTokenizer.name) else spec
+
+
+def _kappa(model: str, design, seeds, samp: dict) -> float:
+    """The paper's decisions per design row for ``model``: its templates x seeds over the design's."""
+    s = samp.get(model, {"templates": SAMPLE_TEMPLATES, "seeds": 3})
+    return s["templates"] * s["seeds"] / (len(design.units) * len(seeds))
+
+
+def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np.ndarray, int]:
+    """Fit with the sampling weights re-estimated at the current fit (unweighted start). Returns
+    the fit, the figures' covariance ``V`` ``(I, I)`` at it and the number of reweighting steps."""
+    full = F.fit(y, used)
+    V = None
+    steps = 0
+    for steps in range(1, REWEIGHT_STEPS + 1):
+        pc, pd_ = S.proportions(design.probability(full["theta"]))
+        V = S.covariance(pc, pd_, kappa)
+        H = whitener(V[np.ix_(used, used)])
+        cands = [F.fit(y, used, H=H), F.fit(y, used, H=H, start=full["theta"])]
+        new = min(cands, key=lambda f: f["loss"])
+        moved = np.max(np.abs(np.array([new["theta"][0] - full["theta"][0], new["theta"][1] - full["theta"][1],
+                                        math.log(new["theta"][2] / full["theta"][2])])))
+        full = new
+        if moved < 1e-3:
+            break
+    pc, pd_ = S.proportions(design.probability(full["theta"]))
+    return full, S.covariance(pc, pd_, kappa), steps
+
+
 def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery,
-         with_profiles, t0) -> PaperFit:
+         with_profiles, t0, tokenizer=None, template_resamples=0, recovery_draws=RECOVERY_DRAWS,
+         samp=None) -> PaperFit:
+    from crossprofile_lib.rng import stream
     dec = [f for f in figs if f.kind == "decision"]
     mem = [f for f in figs if f.kind == "memory"]
-    design = load_or_build(templates, seeds, pols, buds, cache_dir)
+    design = load_or_build(templates, seeds, pols, buds, cache_dir, tokenizer=tokenizer)
     t_design = time.perf_counter()
     fm = figure_matrix(design, dec)
     F = Fitter(design, fm)
-    boot = TemplateBootstrap.draw(design.units, max(1, int(resamples)), np.random.default_rng(boot_seed))
+    S = build_sampling(design, dec)
+    samp = samp if samp is not None else paper_sampling()
+    tboot = (TemplateBootstrap.draw(design.units, template_resamples, stream(boot_seed, "paperfit", "templates"))
+             if template_resamples else None)
     models = list(models) if models is not None else model_columns(figs)
     prow, frow, profrows, recrows, fits = [], [], [], [], {}
-    rng = np.random.default_rng(boot_seed)
     for m in models:
         y = np.array([f.paper.get(m, np.nan) for f in dec])
         used = ~np.isnan(y) & fm.estimable
         if used.sum() < 3:
             continue
-        full = F.fit(y, used)
-        th_b, pr_b, n_failed = F.bootstrap(y, used, full, boot.weights) if resamples else (None, None, 0)
-        loo = F.leave_one_out(y, used, full)
+        kappa = _kappa(m, design, seeds, samp)
+        full, V, steps = _weighted_fit(F, S, design, y, used, kappa)
+        H = whitener(V[np.ix_(used, used)])
+        link = S.linkage(used)
+        df = link["n_independent"] - 3
+        pc, pd_ = S.proportions(design.probability(full["theta"]))
+        th_b = pr_b = None
+        n_failed = 0
+        if resamples:
+            Y = S.draw(pc, pd_, kappa, int(resamples), stream(boot_seed, "paperfit", "parametric", m))
+            th_b, pr_b, n_failed = F.refit_many(Y, used, full["theta"], H)
+        th_t, n_failed_t = None, 0
+        if tboot is not None:
+            th_t, _, n_failed_t = F.bootstrap(y, used, full, tboot.weights, H)
+        loo = F.leave_one_out(y, used, full, V)
         pred = F.predict(full["theta"])
         n = int(used.sum())
-        sigma2 = full["loss"] / max(1, n - 3)
+        sigma2 = max(1.0, full["loss"] / df) if df > 0 else 1.0
         thr = full["loss"] + sigma2 * chi2.ppf(0.95, 1)
-        fits[m] = dict(theta=[float(v) for v in full["theta"]], loss=full["loss"], rmse=full["rmse"], n_figures=n,
-                       unconverged_refits=n_failed,
+        null = link.pop("null")
+        incons = float(np.linalg.norm(null @ np.where(used, y, 0.0)[used])) if len(null) else 0.0
+        fits[m] = dict(theta=[float(v) for v in full["theta"]], loss=full["loss"], chi2=full["loss"], df=df,
+                       p_fit=float(chi2.sf(full["loss"], df)) if df > 0 else math.nan, rmse=full["rmse"],
+                       n_figures=n, n_independent=link["n_independent"], linked_groups=link["groups"],
+                       inconsistency=incons, kappa=kappa, paper_sample=samp.get(m), profile_sigma2=sigma2,
+                       reweight_steps=steps, unconverged_refits=n_failed, unconverged_template_refits=n_failed_t,
                        model=ledger_model(full["theta"]))
         for k, name in enumerate(PARAMS):
-            lo = hi = plo = phi = math.nan
+            lo = hi = plo = phi = tlo = thi = math.nan
             if th_b is not None:
                 lo, hi = (float(v) for v in percentile_interval(th_b[:, k]))
+            if th_t is not None:
+                tlo, thi = (float(v) for v in percentile_interval(th_t[:, k]))
             if with_profiles:
                 vals = _profile_values(k, full["theta"][k])
-                prof = F.profile(y, used, full, k, vals)
+                prof = F.profile(y, used, full, k, vals, H)
                 plo, phi = _profile_interval(vals, prof, thr)
                 profrows += [dict(model=short(m), parameter=name, value=v, loss=L,
                                   delta=(L - full["loss"]) / sigma2 if sigma2 > 0 else math.nan)
                              for v, L in zip(vals, prof)]
             prow.append(dict(model=short(m), parameter=name, estimate=full["theta"][k], lo=lo, hi=hi,
-                             profile_lo=plo, profile_hi=phi, at_bound=full["at_bound"][k]))
+                             profile_lo=plo, profile_hi=phi, template_lo=tlo, template_hi=thi,
+                             at_bound=full["at_bound"][k]))
+        group = {ref: g + 1 for g, refs in enumerate(link["groups"]) for ref in refs}
+        sd = np.sqrt(np.clip(np.diag(V), 0.0, None))
         for i, f in enumerate(dec):
             other = next((f.paper[k] for k in NOT_SEPARATED if k in f.paper), math.nan)
             role = ("fitted" if used[i] else "held out (paper names no model)" if not math.isnan(other)
@@ -198,17 +297,34 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             pv = y[i] if not math.isnan(y[i]) else other
             lo, hi = ((float(v) for v in percentile_interval(pr_b[:, i]))
                       if pr_b is not None and np.isfinite(pr_b[:, i]).any() else (math.nan, math.nan))
-            frow.append(dict(model=short(m), figure=f.ref, unit=f.unit, paper=pv, fit=pred[i], lo=lo, hi=hi,
-                             residual=pred[i] - pv, loo=loo[i], role=role))
+            ps = samp.get(m, {"templates": SAMPLE_TEMPLATES, "seeds": 3})
+            item_n = f.n * ps["templates"] / SAMPLE_TEMPLATES * ps["seeds"] / 3 if f.n is not None else None
+            n_src = "paper" if item_n is not None else "this suite's design"
+            n_val = item_n if item_n is not None else kappa * S.n_term[i]
+            frow.append(dict(model=short(m), figure=f.ref, unit=f.unit, paper=pv, n=n_val, n_source=n_src,
+                             sd=sd[i], fit=pred[i], lo=lo, hi=hi, residual=pred[i] - pv,
+                             z=(pred[i] - pv) / sd[i] if sd[i] > 0 else math.nan, loo=loo[i],
+                             linked=(f"group {group[f.ref]}" if f.ref in group and used[i] else ""), role=role))
         if with_recovery:
             truths = list(RECOVERY_TRUTHS) + [tuple(full["theta"])]
-            for r in recovery(F, used, truths, rng):
+            for r in recovery(F, used, truths, stream(boot_seed, "paperfit", "recovery", m), S, kappa,
+                              max(1, int(recovery_draws))):
+                q = np.percentile(r["estimates"], [2.5, 97.5], axis=0)
                 recrows.append(dict(model=short(m), **{f"{p}_true": r["truth"][k] for k, p in enumerate(PARAMS)},
-                                    **{f"{p}_fit": r["estimate"][k] for k, p in enumerate(PARAMS)}, rmse=r["rmse"]))
-    memory = _memory_table(design, mem, boot)
+                                    **{f"{p}_fit": r["estimate"][k] for k, p in enumerate(PARAMS)},
+                                    **{f"{p}_lo": q[0, k] for k, p in enumerate(PARAMS)},
+                                    **{f"{p}_hi": q[1, k] for k, p in enumerate(PARAMS)},
+                                    draws=len(r["estimates"]), rmse=r["rmse"]))
+    memory = _memory_table(design, mem, TemplateBootstrap.draw(design.units, MEMORY_RESAMPLES,
+                                                               stream(boot_seed, "paperfit", "memory")))
+    from crossprofile_lib.task.tokenizer import get_tokenizer
     info = dict(title=NOT_A_MODEL_RUN, backend="ledger", fits=fits, templates=list(templates), seeds=list(seeds),
                 n_templates=len(design.units), n_decisions=len(design.rows), n_patterns=int(design.Xp.shape[0]),
-                resamples=int(resamples) if resamples else 0, boot_seed=boot_seed, policies=pols, budgets=buds,
+                n_atoms=S.n_atoms, aliases=list(S.aliases), tokenizer=get_tokenizer(tokenizer).name,
+                tokenizer_spec=tokenizer, resamples=int(resamples) if resamples else 0,
+                template_resamples=int(template_resamples), recovery_draws=int(recovery_draws),
+                interval="parametric bootstrap (the paper's figures redrawn at the paper's sample sizes)",
+                boot_seed=boot_seed, policies=pols, budgets=buds,
                 cache_key=design.key, cache_hit=design.from_cache, seconds=dict(
                     design=t_design - t0, fit=time.perf_counter() - t_design, total=time.perf_counter() - t0,
                     **{f"design_{k}": v for k, v in design.seconds.items()}))
@@ -220,7 +336,7 @@ def _memory_table(design, mem, boot) -> pd.DataFrame:
     """Parameter-free figures: the paper's value per model beside the ledger's memories' value."""
     if not mem:
         return pd.DataFrame()
-    ev = evaluate_figures(design.rows, mem, TemplateBootstrap(boot.units, boot.idx[:min(1000, boot.n_resamples)]))
+    ev = evaluate_figures(design.rows, mem, boot)
     rows = []
     for f, (_, e) in zip(mem, ev.iterrows()):
         for m, v in f.paper.items():
@@ -230,14 +346,14 @@ def _memory_table(design, mem, boot) -> pd.DataFrame:
 
 
 def predict_at(theta, templates: Sequence[str] = ("templates/formal",), seeds: Sequence[int] = (0, 1, 2),
-               cache_dir=None, items=None) -> pd.Series:
+               cache_dir=None, items=None, tokenizer: Optional[str] = None) -> pd.Series:
     """Every predictable figure (index: figure reference) from the reference decider at ``theta`` =
     (s, w, beta) on the cached grid: e.g. a fitted point with ``s = 0`` (no social proof) shows what
     social proof contributes to each figure."""
     figs = select_figures(items)
     dec = [f for f in figs if f.kind == "decision"]
     pols, buds = needed_policies(figs, DEFAULT_POLICIES)
-    design = load_or_build(templates, seeds, pols, buds, cache_dir)
+    design = load_or_build(templates, seeds, pols, buds, cache_dir, tokenizer=_tokenizer_label(tokenizer))
     fm = figure_matrix(design, dec)
     p = design.probability(np.asarray(theta, dtype=float))
     return pd.Series(fm.predict(p), index=[f.ref for f in dec], name=ledger_model(theta))

@@ -1,0 +1,213 @@
+"""The paper's sampling noise: how much each published figure could move by chance, and which figures
+are the same information (linkage).
+
+Every fitted figure is ``scale * sum_k weight_k * mean(outcome | rows of term k)`` over the paper's
+decisions. The paper's decisions behind a term are ``n`` (``data/paper_figures.yaml``: 60 templates
+x 3 seeds x the variants the term pools, e.g. 180 for one cell, 1,440 for a mean over the 8
+variants); this module models them as this suite's design rows scaled by
+``kappa = paper templates x paper seeds / (design templates x design seeds)`` (1 for the formal
+templates and 3 seeds; DeepSeek-V4-Pro ran 30 templates: 1/2).
+
+**Atoms.** The terms' row sets overlap (the R1 mean over 8 variants contains the classic cell's R1
+rows; the net-lead strata contain every copy policy). The design rows are split into *atoms*: rows
+that belong to exactly the same terms. Each atom's paper decisions ``kappa * n_a`` are one
+multinomial draw over (correct option, decoy, third option) at the atom's mean choice probabilities
+under the decider; a term's mean is the count-weighted mean of its atoms. So terms that share
+decisions share their noise, and a difference of disjoint terms has the sum of their variances
+(binomial ``p (1 - p) / n`` for each). Binomial at an atom's *mean* probability is the model-free
+choice (a mean of independent decisions with unequal probabilities has at most that variance). A
+proportion at 0 or 1 gets the variance of half a decision (``p`` clipped to ``[1/(2n), 1 - 1/(2n)]``)
+so that no figure gets an infinite weight.
+
+**Same prediction.** Two terms whose rows carry the same choice patterns in every template predict
+the same number at every ``(s, w, beta)``: under the reference decider R1-rel (whose relevance
+filter is the oracle's) and R1-rel-oracle. Such a term is *aliased* to the first one: it uses that
+term's rows, so the paper's two values (classic R1-rel - R1 and oracle - R1) are two readings of
+**one** random quantity, counted once, not two independent confirmations.
+
+**Linkage.** Figures are linked when one is an exact linear combination of the others' terms
+(H2 = R1 - Random, classic R1 - B4 = R1 - B4's levels, H3 = R1-rel - R1 with both levels fitted,
+R1-rel - R1 and oracle - R1 after aliasing, ALL unlabeled - ALL with both levels for Flash). Formally
+the figures' map from atom proportions, ``L`` ``(2 * atoms, I)``, has rank below the number of
+figures; the rank is the number of **independent figures**, and figures sharing a null vector of
+``L`` form a linked group. The fit's loss ``r' V+ r`` (``V = L' Sigma L``, the figures' sampling
+covariance, ``+`` the pseudo-inverse) counts a linked group by its independent part only: a
+figure that is a combination of others adds nothing, and an inconsistency among the paper's
+values of a linked group (Llama's H3 +15.6 against 74.6 - 63.0) lies in the part no
+parameter can move and is ignored (reported as ``inconsistency``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+from scipy import sparse
+
+from crossprofile_lib.paperfit.figures import Figure
+from crossprofile_lib.paperfit.ledger import LedgerDesign
+from crossprofile_lib.stats.contrasts import row_mask
+
+#: relative tolerance of the rank / pseudo-inverse (exact linear dependence, not near-dependence)
+RANK_TOL = 1e-8
+
+
+@dataclass
+class Sampling:
+    """The figures' sampling structure on one design. ``n`` ``(A,)`` design rows per atom; ``Pc``, ``Pd``
+    ``(A, P)`` each atom's pattern counts for target correct / decoy; ``L`` ``(2A, I)`` figures as
+    linear maps of the atom proportions (correct block, then decoy block); ``n_term`` ``(I,)`` the
+    design rows behind each figure's first term; ``aliases``: (term, alias of) descriptions."""
+
+    refs: tuple[str, ...]
+    n: np.ndarray
+    Pc: sparse.csr_matrix
+    Pd: sparse.csr_matrix
+    L: np.ndarray
+    n_term: np.ndarray
+    aliases: tuple[str, ...]
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.n)
+
+    def proportions(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each atom's mean P(correct) and P(decoy) ``(A,)`` for pattern probabilities ``p`` ``(P,)``."""
+        return (self.Pc @ p) / self.n, (self.Pd @ p) / self.n
+
+    def figures(self, pc: np.ndarray, pd_: np.ndarray) -> np.ndarray:
+        """Figures ``(..., I)`` from atom proportions ``(..., A)`` each."""
+        return np.concatenate([pc, pd_], axis=-1) @ self.L
+
+    def covariance(self, pc: np.ndarray, pd_: np.ndarray, kappa: float, used=None) -> np.ndarray:
+        """Sampling covariance ``(I, I)`` of the figures (``used`` ones) when atom ``a`` has ``kappa * n_a``
+        paper decisions at proportions ``pc``, ``pd_`` (multinomial; clipped as the module doc says)."""
+        m = np.maximum(kappa * self.n, 1.0)
+        eps = 0.5 / m
+        c, d = np.clip(pc, eps, 1 - eps), np.clip(pd_, eps, 1 - eps)
+        L = self.L if used is None else self.L[:, np.asarray(used, dtype=bool)]
+        A = self.n_atoms
+        Lc, Ld = L[:A], L[A:]
+        vc, vd, cv = c * (1 - c) / m, d * (1 - d) / m, -c * d / m
+        return (Lc.T * vc) @ Lc + (Ld.T * vd) @ Ld + (Lc.T * cv) @ Ld + (Ld.T * cv) @ Lc
+
+    def draw(self, pc: np.ndarray, pd_: np.ndarray, kappa: float, size: int, rng: np.random.Generator,
+             rounding: Optional[float] = 0.1) -> np.ndarray:
+        """``(size, I)`` figures redrawn at the paper's sample: each atom's ``round(kappa * n_a)``
+        decisions one multinomial draw over (correct, decoy, third) at ``pc``, ``pd_``; figures
+        rounded to ``rounding`` as the paper reports them (None: unrounded)."""
+        m = np.maximum(np.rint(kappa * self.n), 1).astype(np.int64)
+        c = np.clip(pc, 0.0, 1.0)
+        d = np.clip(pd_, 0.0, 1.0 - c)
+        pv = np.stack([c, d, np.clip(1.0 - c - d, 0.0, 1.0)], axis=1)
+        pv /= pv.sum(axis=1, keepdims=True)
+        k = rng.multinomial(m, pv, size=(size, len(m)))                       # (size, A, 3)
+        y = self.figures(k[:, :, 0] / m, k[:, :, 1] / m)
+        return y if rounding is None else np.round(y / rounding) * rounding
+
+    def linkage(self, used) -> dict:
+        """Independent figures and linked groups among the ``used`` figures (see the module doc)."""
+        used = np.flatnonzero(np.asarray(used, dtype=bool))
+        L = self.L[:, used]
+        if L.shape[1] == 0:
+            return dict(n_figures=0, n_independent=0, groups=[])
+        u, sv, vt = np.linalg.svd(L, full_matrices=True)
+        tol = RANK_TOL * max(1.0, sv.max() if len(sv) else 0.0)
+        rank = int((sv > tol).sum())
+        null = vt[rank:]                                                      # (I_u - rank, I_u)
+        # figures sharing a null vector are linked: connected components of the null vectors' supports
+        parent = list(range(len(used)))
+
+        def find(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+        linked = set()
+        for v in null:
+            s = np.flatnonzero(np.abs(v) > 1e-6)
+            linked.update(s.tolist())
+            for a in s[1:]:
+                parent[find(a)] = find(s[0])
+        groups: dict = {}
+        for i in sorted(linked):
+            groups.setdefault(find(i), []).append(self.refs[used[i]])
+        return dict(n_figures=len(used), n_independent=rank, groups=list(groups.values()), null=null)
+
+
+def term_masks(design: LedgerDesign, figures: Sequence[Figure]) -> list[tuple[int, int, np.ndarray, str, float]]:
+    """``(figure index, term index, row mask, outcome, coefficient)`` for every term of every figure."""
+    out = []
+    for i, f in enumerate(figures):
+        for k, t in enumerate(f.contrast.terms):
+            m, _ = row_mask(design.rows, t.where, f.ref, f"measure.terms[{k}].where")
+            out.append((i, k, np.asarray(m, dtype=bool), f.outcome, f.contrast.scale * t.weight))
+    return out
+
+
+def _content_key(design: LedgerDesign, unit: np.ndarray, mask: np.ndarray) -> bytes:
+    """The term's per-template multiset of (pattern for correct, pattern for decoy): equal keys mean the
+    same prediction at every parameter point."""
+    idx = np.flatnonzero(mask)
+    a = np.stack([unit[idx], design.pattern["correct"][idx], design.pattern["chose_decoy"][idx]], axis=1)
+    a = a[np.lexsort(a.T[::-1])]
+    return a.astype(np.int64).tobytes()
+
+
+def build_sampling(design: LedgerDesign, figures: Sequence[Figure]) -> Sampling:
+    """Atoms, aliases and the figure map ``L`` for the decision ``figures`` on ``design``."""
+    rows = design.rows
+    pos = {u: i for i, u in enumerate(design.units)}
+    unit = rows["template_id"].astype(str).map(pos).to_numpy()
+    terms = term_masks(design, figures)
+    # aliases: a term whose content equals an earlier term's (but whose rows differ) takes that term's rows
+    first: dict = {}
+    masks, aliases = [], []
+    for i, k, m, _, _ in terms:
+        key = _content_key(design, unit, m) if m.any() else b""
+        if key in first and not np.array_equal(masks[first[key][0]], m):
+            j, ref = first[key]
+            aliases.append(f"{figures[i].ref} term {k} predicts as {ref} (same choice patterns in every template)")
+            masks.append(masks[j])
+        else:
+            first.setdefault(key, (len(masks), f"{figures[i].ref} term {k}"))
+            masks.append(m)
+    # atoms: rows with the same membership over the distinct masks
+    distinct, which = [], []
+    for m in masks:
+        for d, dm in enumerate(distinct):
+            if np.array_equal(dm, m):
+                which.append(d)
+                break
+        else:
+            which.append(len(distinct))
+            distinct.append(m)
+    M = np.stack(distinct, axis=1) if distinct else np.zeros((len(rows), 0), dtype=bool)    # (n, D)
+    inany = M.any(axis=1)
+    sig = np.packbits(M[inany], axis=1)
+    _, atom = np.unique(sig, axis=0, return_inverse=True)
+    atom = atom.ravel()
+    A = int(atom.max()) + 1 if len(atom) else 0
+    ridx = np.flatnonzero(inany)
+    n = np.bincount(atom, minlength=A).astype(float)
+    P = design.Xp.shape[0]
+    Pc = sparse.csr_matrix((np.ones(len(ridx)), (atom, design.pattern["correct"][ridx])), shape=(A, P))
+    Pd = sparse.csr_matrix((np.ones(len(ridx)), (atom, design.pattern["chose_decoy"][ridx])), shape=(A, P))
+    # each distinct mask as atom weights: member[a, d] = atom a lies in mask d
+    member = np.zeros((A, len(distinct)))
+    Ma = M[ridx]                                                          # (rows in any, D)
+    for d in range(len(distinct)):
+        member[np.unique(atom[Ma[:, d]]), d] = 1.0
+    L = np.zeros((2 * A, len(figures)))
+    n_term = np.full(len(figures), np.nan)
+    for (i, k, _, outcome, coef), d in zip(terms, which):
+        w = member[:, d] * n
+        tot = w.sum()
+        if tot == 0:
+            continue
+        off = 0 if outcome == "correct" else A
+        L[off:off + A, i] += coef * w / tot
+        if k == 0:
+            n_term[i] = tot
+    return Sampling(tuple(f.ref for f in figures), n, Pc, Pd, L, n_term, tuple(aliases))
