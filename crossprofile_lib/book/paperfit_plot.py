@@ -33,8 +33,8 @@ def fitted_models(res) -> str:
 
 def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """One panel per model: the paper's value (x) against the fitted prediction (y) with its 95%
-    template-bootstrap interval; filled dots were fitted, hollow squares are held out (the paper names
-    no model); the diagonal is a perfect fit. The largest misses are labelled."""
+    parametric-bootstrap interval (the paper's figures redrawn at its sample sizes); filled dots were
+    fitted, hollow squares are held out (the paper names no model); the diagonal is a perfect fit. The largest misses are labelled."""
     t = res.figures[res.figures.paper.notna()]
     models = list(dict.fromkeys(t.model))
     fig, axes = F.new_figure(F.WIDTH, 4.4, ncols=max(1, len(models)), squeeze=False, sharey=True)
@@ -71,8 +71,9 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
 
 
 def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
-    """The loss profile of each parameter per model, as (loss - minimum) / sigma^2 (sigma^2 = the fit's
-    residual variance); values under the dashed line (chi2_1 95%) form the profile interval."""
+    """The loss profile of each parameter per model, as (loss - minimum) / sigma^2 (sigma^2 = max(1,
+    chi2 / df): the misfit beyond the paper's sampling noise); values under the dashed line (chi2_1 95%)
+    form the profile interval."""
     p = res.profiles
     params = list(dict.fromkeys(p.parameter))
     fig, axes = F.new_figure(F.WIDTH, 3.4, ncols=max(1, len(params)), squeeze=False, sharey=True)

@@ -109,8 +109,13 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
       f"never falls as net lead rises: {'yes' if nl['nondecreasing'] else 'NO'}")
     t = nl["by_net_lead"]
     w(t.assign(accuracy=_with_ci(t))[["net_lead", "n", "accuracy"]].to_string(index=False))
-    roles = {"fixed": "primary", "mixed": "robustness", "gee": "robustness"}
-    for key in ("fixed", "mixed", "gee"):
+    roles = {"fixed": "primary", "lr": "robustness", "mixed": "robustness", "gee": "robustness"}
+    fam = nl.get("families", {})
+    if fam.get("primary"):
+        f0 = fam["primary"]
+        w(f"   Regressions, primary family: {f0['family']} ({f0['n']} decisions; reference policy {f0['reference']})"
+          + (f"; {f0['note']}" if f0.get("note") else ""))
+    for key in ("fixed", "lr", "mixed", "gee"):
         if key not in nl:
             continue
         m = nl[key]
@@ -123,20 +128,37 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
         elif key == "mixed":
             w(f"   template random-intercept SD {m['template_sd']:.3f}; policy terms significant after Holm: "
               f"{m['policy_significant']}")
-        elif m.get("wald"):
-            wd = m["wald"]
-            w(f"   joint Wald test of the policy terms: chi2 = {wd['chi2']:.1f}, df = {wd['df']}, p = {_p(wd['p'])}; "
-              f"significant: {m['policy_significant']}")
+        elif m.get("wald") or m.get("lr"):
+            wd = m.get("wald") or m.get("lr")
+            w(f"   {'joint Wald' if m.get('wald') else 'likelihood-ratio'} test of the policy terms: chi2 = "
+              f"{wd['chi2']:.1f}, df = {wd['df']}, p = {_p(wd['p'])}; significant: {m['policy_significant']}")
+        if m.get("flat_templates"):
+            w(f"   {m['flat_templates']} template(s) all correct or all wrong: no information under fixed effects, dropped")
         for msg in m.get("warnings", []):
             if "separation" in msg:
                 w(f"   note: {msg}")
+    if fam.get("secondary"):
+        f1 = fam["secondary"]
+        w(f"   Secondary family: {f1['family']} ({', '.join(f1['policies'])} tested; {f1['n']} decisions)"
+          + (f"; {f1['note']}" if f1.get("note") else ""))
+        sep = f1.get("separated")
+        if isinstance(sep, pd.DataFrame) and not sep.empty:
+            w("   separated levels, reported apart (a coefficient there is infinite, so no test is run on it):")
+            w(sep.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     v = nl.get("verdict")
     if isinstance(v, pd.DataFrame) and not v.empty:
         sig = nl.get("policy_significant")
+        name = fam.get("primary", {}).get("family", "")
         w("   Verdict: policy terms " + ("stay significant" if sig else "are not significant" if sig is False
                                          else "could not be tested")
-          + " once net lead and irrelevant tone are controlled (primary: template fixed effects)")
-        w(v[["fit", "role", "policy_significant", "agrees_with_primary"]].to_string(index=False))
+          + " once net lead and irrelevant tone are controlled (primary: template fixed effects"
+          + (f", family {name}" if name else "") + ")")
+        cols = [c for c in ("family", "fit", "role", "test", "statistic", "df", "p", "policy_significant",
+                            "agrees_with_primary") if c in v.columns]
+        vv = v[cols].copy()
+        if "p" in vv:
+            vv["p"] = vv["p"].map(_p)
+        w(vv.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     w()
     sp = res["social_proof"]
     w("Fitted decider parameters (conditional logit; beyond the paper): score = sum polarity * w_f * (1 + s*(n-1)), "

@@ -4,13 +4,22 @@
 The **net lead** of a memory is the net score of the correct option minus that of the decoy
 over its kept relevant facts (-3 ... +5). If accuracy follows the evidence balance, the policy
 terms should add little once net lead is in the model; :func:`net_lead_analysis` reports
-whether they stay significant:
+whether they stay significant. What the tests are fitted on (:mod:`.separation`): the **primary
+family** is the copy policies (R1, B4, Random, M1), with duplicate decisions dropped (one decision
+call counted twice) and separated levels (all correct or all wrong) set apart; the **secondary
+family** (every budgeted policy in the rows: R1-rel, its oracle, BAL, ...) is tested the same way
+and reported beside it, its separated levels listed apart with a note, never as a coefficient
+tested.
 
 * **primary** (:func:`fixed_effects_logit`): a frequentist logistic regression with template
   fixed effects (a dummy per template, statsmodels ``GLM``) and cluster-robust (template)
   covariance; the policy terms "stay significant" when the joint Wald test of all policy terms
   has p < 0.05. The paper's claim ("policy loses significance once net lead is controlled") is
-  a p-value verdict, so it rests on this fit, which depends on no prior;
+  a p-value verdict, so it rests on this fit, which depends on no prior. Templates whose rows are
+  all correct (or all wrong) carry no information under fixed effects and are dropped (counted);
+* robustness (:func:`lr_test`): the likelihood-ratio test of the policy terms in the same
+  fixed-effects model (full against no policy; model-based, not cluster-robust), the test that
+  stays valid where a coefficient is large;
 * robustness: a random-intercept (template) logistic regression fitted by statsmodels'
   ``BinomialBayesMixedGLM.fit_vb`` (variational Bayes; statsmodels' default priors; its random
   starting values drawn from a fixed seed, :data:`VB_SEED`, so the same table gives the same
@@ -20,9 +29,10 @@ whether they stay significant:
   falling back to independence if that fails) and robust covariance; a joint Wald test of
   all policy terms.
 
-:func:`net_lead_analysis` adds a ``verdict`` table: each fit's verdict on the policy terms and
-whether it agrees with the primary fit. All take the rows of one model; the default subset is
-the budgeted copy policies with full labels at r = 0.6 (``settings.net_lead_where``).
+:func:`net_lead_analysis` adds a ``verdict`` table: per family and fit, the test, its statistic,
+df and p, the verdict on the policy terms and whether it agrees with the primary fit. All take the
+rows of one model; the default subset is the budgeted policies with full labels at r = 0.6
+(``settings.net_lead_where``), of which the families are drawn.
 
 Neither is fitted on too few templates (a choice of this suite; the paper does not say): the
 random-intercept variance needs at least ``MIN_TEMPLATES_MIXED`` = 5 templates, and a
@@ -41,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.separation import COPY_FAMILY, PRIMARY_FAMILY, informative_templates, prepare_family
 from crossprofile_lib.stats.tables import means_table
 
 NET_LEADS = tuple(range(-3, 6))
@@ -165,9 +176,10 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     import statsmodels.api as sm
     import statsmodels.formula.api as smf
     method = "GLM logit, template fixed effects, cluster-robust (template) covariance"
+    df, flat = informative_templates(df)
     d, formula, ref, refused = _prepare(df, reference, method, MIN_TEMPLATES_GEE)
     if refused:
-        return refused
+        return dict(refused, flat_templates=flat)
     fe_formula = formula + " + C(template_id)"
     groups = pd.factorize(d["template_id"], sort=True)[0]
     with warnings.catch_warnings(record=True) as caught:
@@ -187,9 +199,43 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     notes = sorted({str(w.message)[:160] for w in caught})
     terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
     return dict(method=method, formula=fe_formula, reference_policy=ref, n=len(d),
-                n_templates=int(d["template_id"].nunique()), terms=terms, wald=wald,
+                n_templates=int(d["template_id"].nunique()), terms=terms, wald=wald, flat_templates=flat,
                 policy_significant=(bool(wald["p"] < 0.05) if wald and math.isfinite(wald["p"]) else None),
                 warnings=notes + _separation(terms))
+
+
+def lr_test(df: pd.DataFrame, reference: str = "R1") -> dict:
+    """Likelihood-ratio test of the policy terms under template fixed effects: ``2 (llf_full -
+    llf_without_policy)`` against chi2 with the number of policy terms (statsmodels ``GLM``,
+    model-based; templates without variation dropped as in :func:`fixed_effects_logit`)."""
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+    from scipy.stats import chi2
+    method = "likelihood-ratio test, GLM logit with template fixed effects"
+    df, flat = informative_templates(df)
+    d, formula, ref, refused = _prepare(df, reference, method, MIN_TEMPLATES_GEE)
+    if refused:
+        return dict(refused, flat_templates=flat, lr=None)
+    full = formula + " + C(template_id)"
+    if "C(policy" not in formula:
+        return dict(method=method, formula=full, reference_policy=ref, n=len(d), terms=pd.DataFrame(), lr=None,
+                    policy_significant=None, warnings=[], flat_templates=flat, error="one policy level: nothing to test")
+    reduced = full.replace(f" + C(policy, Treatment('{ref}'))", "")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            f1 = smf.glm(full, data=d, family=sm.families.Binomial()).fit()
+            f0 = smf.glm(reduced, data=d, family=sm.families.Binomial()).fit()
+        except (np.linalg.LinAlgError, ValueError) as e:
+            return dict(method=f"{method} (failed)", formula=full, reference_policy=ref, terms=pd.DataFrame(), lr=None,
+                        policy_significant=None, warnings=[str(e)], error=f"fit failed: {e}", flat_templates=flat)
+    k = int(f1.df_model - f0.df_model)
+    stat = max(0.0, float(2 * (f1.llf - f0.llf)))
+    p = float(chi2.sf(stat, k)) if k > 0 else math.nan
+    return dict(method=method, formula=f"{full} against {reduced}", reference_policy=ref, n=len(d),
+                n_templates=int(d["template_id"].nunique()), terms=pd.DataFrame(), flat_templates=flat,
+                lr=dict(chi2=stat, df=k, p=p), policy_significant=(bool(p < 0.05) if math.isfinite(p) else None),
+                warnings=sorted({str(w.message)[:160] for w in caught}))
 
 
 def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
@@ -232,19 +278,41 @@ def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
 
 
 #: the fits of :func:`net_lead_analysis`: key, role
-FITS = (("fixed", "primary"), ("mixed", "robustness"), ("gee", "robustness"))
+FITS = (("fixed", "primary"), ("lr", "robustness"), ("mixed", "robustness"), ("gee", "robustness"))
+TESTS = {"fixed": "joint Wald, cluster-robust", "lr": "likelihood ratio", "mixed": "any policy term, Holm",
+         "gee": "joint Wald, robust"}
+
+
+def _test_numbers(fit: dict) -> tuple[float, float, float]:
+    """(statistic, df, p) of a fit's policy test (NaN where it has none)."""
+    t = fit.get("wald") or fit.get("lr")
+    if t:
+        return float(t["chi2"]), float(t["df"]), float(t["p"])
+    terms = fit.get("terms")
+    if isinstance(terms, pd.DataFrame) and "p_holm" in terms.columns and terms["p_holm"].notna().any():
+        return math.nan, float(terms["p_holm"].notna().sum()), float(terms["p_holm"].min())
+    return math.nan, math.nan, math.nan
 
 
 def verdict_table(fits: dict) -> pd.DataFrame:
-    """One row per fit: its verdict on the policy terms and whether it agrees with the primary."""
+    """One row per (family, fit): the test, its statistic, df and p, the verdict on the policy terms
+    and whether it agrees with the primary fit; ``note`` names what the family set apart (duplicates
+    dropped, separated levels reported apart: never tested)."""
     primary = fits.get("fixed", {}).get("policy_significant")
+    fam = fits.get("families", {})
     rows = []
-    for key, role in FITS:
-        if key not in fits:
-            continue
-        sig = fits[key].get("policy_significant")
-        rows.append(dict(fit=key, role=role, method=fits[key]["method"], policy_significant=sig,
-                         agrees_with_primary=(None if sig is None or primary is None else bool(sig == primary))))
+    for family_key, keys in (("primary", FITS), ("secondary", (("fixed", "secondary"), ("lr", "secondary")))):
+        src = fits if family_key == "primary" else fits.get("secondary", {})
+        info = fam.get(family_key, {})
+        for key, role in keys:
+            if key not in src:
+                continue
+            sig = src[key].get("policy_significant")
+            stat, df, p = _test_numbers(src[key])
+            rows.append(dict(family=info.get("family", ""), fit=key, role=role, test=TESTS[key], method=src[key]["method"],
+                             statistic=stat, df=df, p=p, policy_significant=sig,
+                             agrees_with_primary=(None if sig is None or primary is None else bool(sig == primary)),
+                             note=info.get("note", "")))
     return pd.DataFrame(rows)
 
 
@@ -263,8 +331,32 @@ def net_lead_analysis(df: pd.DataFrame, boot: TemplateBootstrap, where: Optional
 
 
 def regressions_fit(d: pd.DataFrame, reference: str = "R1") -> dict:
-    """The three regressions on the rows ``d`` and their verdict table (the part worth caching)."""
-    fits = dict(fixed=fixed_effects_logit(d, reference), mixed=mixed_logit(d, reference), gee=gee_logit(d, reference))
+    """The regressions on the rows ``d`` and their verdict table (the part worth caching): the
+    primary family's fixed-effects (primary), likelihood-ratio, mixed and GEE fits under the keys
+    ``fixed``, ``lr``, ``mixed``, ``gee``; the secondary family's fixed-effects and likelihood-ratio
+    fits under ``secondary`` (only where the rows hold policies outside the copy family); what each
+    family dropped and set apart under ``families``."""
+    prim = prepare_family(d, "copy", reference)
+    if prim["rows"].empty:       # no copy policy in the rows: every policy is the primary family
+        prim = prepare_family(d, "all", reference)
+    r, ref = prim["rows"], prim["reference"] or reference
+    fits = dict(fixed=fixed_effects_logit(r, ref), lr=lr_test(r, ref), mixed=mixed_logit(r, ref), gee=gee_logit(r, ref))
+    fam = dict(primary=_family_info(prim))
+    if prim["family"] == PRIMARY_FAMILY and set(d["policy"].astype(str)) - set(COPY_FAMILY):
+        sec = prepare_family(d, "all", reference)
+        rs, refs = sec["rows"], sec["reference"] or reference
+        if sec["policies"] == prim["policies"] and len(rs) == len(r):   # nothing left beyond the copy family
+            fits["secondary"] = dict(fixed=fits["fixed"], lr=fits["lr"])
+            sec["note"] += "; the rows left to test are the primary family's"
+        else:
+            fits["secondary"] = dict(fixed=fixed_effects_logit(rs, refs), lr=lr_test(rs, refs))
+        fam["secondary"] = _family_info(sec)
+    fits["families"] = fam
     fits["verdict"] = verdict_table(fits)
     fits["policy_significant"] = fits["fixed"].get("policy_significant")
     return fits
+
+
+def _family_info(f: dict) -> dict:
+    return dict(family=f["family"], policies=list(f["policies"]), reference=f["reference"], n=len(f["rows"]),
+                separated=f["separated"], duplicates=f["duplicates"], note=f["note"])

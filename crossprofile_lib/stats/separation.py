@@ -1,0 +1,128 @@
+"""What the net-lead regressions are fitted on: the family of policies, duplicate decisions
+dropped, separated levels set apart (SPEC section 8; :mod:`.netlead` fits).
+
+**Families.** The *primary* family is the copy policies of the paper, :data:`COPY_FAMILY`
+(R1, B4, Random, M1): they differ only in which claim lines they keep, so "does policy matter
+once the net lead is known" is a question about them. The *secondary* family is every budgeted
+policy in the rows (R1-rel, its oracle, BAL, ...), reported apart: on the reference decider the
+relevance policies' rows are all correct (separation) and the two duplicate each other.
+
+**Duplicates.** Two rows are duplicates when the decision call saw the same input and gave the
+same answer: same task (``template_id``, ``variant``, ``seed``), same budget (``budget_label``), the
+identical memory text (``memory_sha``) and the same ``decision``. Such rows are one model call
+counted twice (the call cache answers it once; at temperature 0 its answer is the same), so only the
+first is kept, in family order (:data:`COPY_FAMILY`, then the table order of
+:data:`crossprofile_lib.design.POLICY_ORDER`, then alphabetical). Examples: R1 and B4 keep the same
+lines when every fact has the same number of speakers (PPP, SSS), R1-rel and R1-rel-oracle when the
+relevance filter is the oracle. Rejected alternative: identical rows of the design matrix and
+outcome within a template (``net_lead``, ``irrelevant_tone``, ``correct``). Different tasks with
+equal covariates are independent decisions, and collapsing them would throw away data, not
+duplicates. A table without ``memory_sha`` (an older run) drops nothing and says so.
+
+**Separation.** A policy level whose rows are all correct (or all wrong) separates the outcome:
+its logit coefficient runs off to infinity (about 25 where the fit stops), and a Wald or likelihood
+test "on" it is an artefact. Such levels are **reported apart** (rows, accuracy) and left out of
+the test. Under template fixed effects a template whose rows are all correct (or all wrong) carries
+no information either (its intercept is infinite); it is dropped from the fixed-effects fits and
+counted. A near miss (one wrong decision in a level) is not separation and is tested normally.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pandas as pd
+
+from crossprofile_lib.design import POLICY_ORDER
+
+#: the primary family of the net-lead test: the paper's copy policies (SPEC section 6)
+COPY_FAMILY = ("R1", "B4", "Random", "M1")
+PRIMARY_FAMILY = "copy policies (R1, B4, Random, M1)"
+SECONDARY_FAMILY = "every budgeted policy in the rows"
+DUPLICATE_KEY = ("template_id", "variant", "seed", "budget_label", "memory_sha", "decision")
+
+
+def policy_rank(policy: str) -> tuple:
+    """Family order: the copy family, then the tables' policy order, then alphabetical."""
+    if policy in COPY_FAMILY:
+        return (0, COPY_FAMILY.index(policy), policy)
+    if policy in POLICY_ORDER:
+        return (1, POLICY_ORDER.index(policy), policy)
+    return (2, 0, policy)
+
+
+def drop_duplicates(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The rows without duplicate decisions (see the module doc) and what was dropped:
+    ``{"rule", "dropped", "by_policy": {policy: n}, "kept_as": {policy: {earlier policy: n}}}``."""
+    rule = ("same task (template, variant, seed), budget, memory text (memory_sha) and decision as a row of "
+            "a policy earlier in the family order: one decision call counted twice")
+    missing = [c for c in DUPLICATE_KEY if c not in df.columns]
+    if missing or df.empty:
+        return df, dict(rule=rule, dropped=0, by_policy={}, kept_as={},
+                        note=(f"no duplicates dropped: the table has no {', '.join(missing)} column" if missing else ""))
+    d = df.assign(_rank=df["policy"].astype(str).map(policy_rank))
+    d = d.sort_values("_rank", kind="stable")
+    key = list(DUPLICATE_KEY)
+    dup = d.duplicated(key, keep="first")
+    first = d.loc[~dup].set_index(key)["policy"]
+    gone = d.loc[dup]
+    kept_as: dict = {}
+    if len(gone):
+        origin = first.reindex(pd.MultiIndex.from_frame(gone[key])).to_numpy()
+        for p, o in zip(gone["policy"].astype(str), origin):
+            kept_as.setdefault(p, {}).setdefault(str(o), 0)
+            kept_as[p][str(o)] += 1
+    out = df.loc[sorted(d.index[~dup])]
+    return out, dict(rule=rule, dropped=int(dup.sum()), by_policy={p: sum(v.values()) for p, v in kept_as.items()},
+                     kept_as=kept_as, note="")
+
+
+def separated_levels(df: pd.DataFrame, column: str = "policy") -> pd.DataFrame:
+    """Levels of ``column`` whose rows are all correct or all wrong: ``level, n, correct, accuracy``."""
+    if df.empty:
+        return pd.DataFrame(columns=[column, "n", "correct", "accuracy", "separation"])
+    g = df.groupby(column, sort=False)["correct"].agg(["size", "sum"])
+    sep = g[(g["sum"] == 0) | (g["sum"] == g["size"])]
+    return pd.DataFrame({column: sep.index.astype(str), "n": sep["size"].astype(int).to_numpy(),
+                         "correct": sep["sum"].astype(int).to_numpy(),
+                         "accuracy": (100.0 * sep["sum"] / sep["size"]).to_numpy(),
+                         "separation": ["all correct" if s else "all wrong" for s in (sep["sum"] > 0)]})
+
+
+def family_rows(df: pd.DataFrame, family: str) -> pd.DataFrame:
+    """The rows of ``family``: ``"copy"`` (:data:`COPY_FAMILY`) or ``"all"`` (every policy given)."""
+    if family == "copy":
+        return df[df["policy"].astype(str).isin(COPY_FAMILY)]
+    return df
+
+
+def prepare_family(df: pd.DataFrame, family: str, reference: str = "R1") -> dict:
+    """Everything a family's test needs: ``rows`` (duplicates dropped, separated levels out),
+    ``duplicates`` (:func:`drop_duplicates`' report), ``separated`` (:func:`separated_levels`),
+    ``reference`` (``reference`` unless it is separated or absent: the first level left in family
+    order), ``policies`` (the levels tested) and ``note`` (what was set apart, for the reports)."""
+    d = family_rows(df, family)
+    d, dups = drop_duplicates(d)
+    sep = separated_levels(d)
+    out_levels = set(sep["policy"]) if len(sep) else set()
+    rows = d[~d["policy"].astype(str).isin(out_levels)]
+    pols = sorted(rows["policy"].astype(str).unique(), key=policy_rank)
+    ref: Optional[str] = reference if reference in pols else (pols[0] if pols else None)
+    notes = []
+    if dups["dropped"]:
+        notes.append(f"{dups['dropped']} duplicate decisions dropped (" + ", ".join(
+            f"{p}: {n}" for p, n in sorted(dups["by_policy"].items(), key=lambda kv: policy_rank(kv[0]))) + ")")
+    if dups.get("note"):
+        notes.append(dups["note"])
+    for r in sep.itertuples():
+        notes.append(f"{r.policy} separated ({r.separation}, {r.correct} of {r.n}): reported apart, not tested")
+    return dict(family=PRIMARY_FAMILY if family == "copy" else SECONDARY_FAMILY, rows=rows, duplicates=dups,
+                separated=sep, reference=ref, policies=pols, note="; ".join(notes))
+
+
+def informative_templates(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Rows of templates whose outcome varies, and how many templates were all correct or all wrong
+    (no information under template fixed effects: their intercept is infinite)."""
+    g = df.groupby(df["template_id"].astype(str))["correct"].agg(["size", "sum"])
+    flat = g.index[(g["sum"] == 0) | (g["sum"] == g["size"])]
+    return df[~df["template_id"].astype(str).isin(flat)], int(len(flat))
