@@ -34,7 +34,8 @@ def fitted_models(res) -> str:
 def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """One panel per model: the paper's value (x) against the fitted prediction (y) with its 95%
     parametric-bootstrap interval (the paper's figures redrawn at its sample sizes); filled dots were
-    fitted, hollow squares are held out (the paper names no model); the diagonal is a perfect fit. The largest misses are labelled."""
+    fitted, hollow squares are held out (the paper names no model); the diagonal is a perfect fit.
+    The largest misses are labelled."""
     t = res.figures[res.figures.paper.notna()]
     models = list(dict.fromkeys(t.model))
     fig, axes = F.new_figure(F.WIDTH, 4.4, ncols=max(1, len(models)), squeeze=False, sharey=True)
