@@ -360,3 +360,25 @@ def regressions_fit(d: pd.DataFrame, reference: str = "R1") -> dict:
 def _family_info(f: dict) -> dict:
     return dict(family=f["family"], policies=list(f["policies"]), reference=f["reference"], n=len(f["rows"]),
                 separated=f["separated"], duplicates=f["duplicates"], note=f["note"])
+
+
+def verdict_display(analysis: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """For a page: the verdict table (family, fit, role, test, chi2, df, p, verdict), the separated
+    levels reported apart (family, policy, n, correct, accuracy, separation) and each family's note
+    (duplicates dropped, levels set apart), from :func:`net_lead_analysis`' result."""
+    v = analysis.get("verdict")
+    if not isinstance(v, pd.DataFrame) or v.empty:
+        return pd.DataFrame(), pd.DataFrame(), []
+    t = v.assign(verdict=v["policy_significant"].map({True: "policy matters", False: "not significant"}).fillna("not tested"),
+                 p=v["p"].map(lambda x: "" if not np.isfinite(x) else "< 0.001" if x < 1e-3 else f"{x:.3f}"),
+                 chi2=v["statistic"].round(2), df=v["df"])
+    t = t[["family", "fit", "role", "test", "chi2", "df", "p", "verdict"]]
+    seps, notes = [], []
+    for f in analysis.get("families", {}).values():
+        s = f.get("separated")
+        if isinstance(s, pd.DataFrame) and not s.empty:
+            seps.append(s.assign(family=f["family"]))
+        if f.get("note"):
+            notes.append(f"{f['family']}: {f['note']}")
+    sep = pd.concat(seps)[["family", "policy", "n", "correct", "accuracy", "separation"]] if seps else pd.DataFrame()
+    return t, sep, notes
