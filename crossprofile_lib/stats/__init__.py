@@ -10,8 +10,10 @@ social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.run.rebuild
   confirmatory or exploratory;
 * :mod:`.tables` -- accuracy, cells (classic PSP, mirror SPS, pooled), composition, relevance,
   label effects, headroom;
-* :mod:`.netlead` -- accuracy by net lead; template fixed-effects logit (primary), mixed and GEE
-  logits (robustness), their verdicts;
+* :mod:`.netlead` -- accuracy by net lead; template fixed-effects logit (primary), likelihood-ratio,
+  mixed and GEE logits (robustness), their verdicts per family;
+* :mod:`.separation` -- what the net-lead tests are fitted on: the copy-policy family, duplicate
+  decisions dropped, separated levels reported apart;
 * :mod:`.socialproof` -- the fitted social-proof weight (beyond the paper);
 * :mod:`.cache` -- the fits stored under the run folder, keyed by the rows' hash;
 * :mod:`.format` -- the one formatter of estimates, intervals and p-values;
