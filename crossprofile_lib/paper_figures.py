@@ -10,6 +10,9 @@ An item's ``n`` is the paper's number of decisions behind each term's mean for a
 :data:`SAMPLE_TEMPLATES` templates x 3 seeds (None where the paper does not let it be derived);
 :func:`paper_sampling` gives each model's templates and seeds (``sampling:`` in the file) and
 :func:`paper_n` the item's n for one model (scaled by its templates).
+
+The file is validated by :class:`PaperFiguresFile` (pydantic; a docstring per field): every error names
+the file, the field and the rule.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
+from crossprofile_lib.config import ConfigModel, rule, rule_errors
 from crossprofile_lib.paths import paper_figures_path
 
 PAPER_FIGURES_PATH = paper_figures_path()
@@ -33,6 +38,88 @@ SAMPLE_TEMPLATES = 60
 class PaperFiguresError(ValueError):
     """``data/paper_figures.yaml`` (or a reference into it) breaks a rule; names file and field."""
 
+
+# --- the file -------------------------------------------------------------------------------
+
+Text = Annotated[str, BeforeValidator(lambda v: v if v is None else str(v))]
+
+
+def _whole(what: str):
+    """An ``AfterValidator``: a positive whole number (an int above 0, never a bool)."""
+    def check(v):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise rule("range", f"a positive whole number of {what} (got {v!r})")
+        return v
+    return AfterValidator(check)
+
+
+def _values(v: dict) -> dict:
+    if not v:
+        raise rule("required", "a mapping model -> paper value is required")
+    return v
+
+
+class PaperItemSpec(ConfigModel):
+    """One number the paper reports, for one or more models."""
+
+    label: Text
+    """The quantity (``R1``, ``R1 - B4``); ``<figure id>/<label>`` is its reference."""
+    unit: Literal[UNITS]
+    """``%`` (an accuracy or rate), ``points`` (a difference of percentages) or ``facts`` (a mean count)."""
+    paper: Annotated[dict[str, Union[int, float, str]], AfterValidator(_values)]
+    """Model name -> the paper's value (a number, or a string for a reported range)."""
+    measure: Optional[dict[str, Any]] = None
+    """How this suite computes the same quantity, in prereg.yaml's contrast language (checked where it is
+    used: :mod:`crossprofile_lib.paperfit.figures`); omitted where the suite has no comparable run."""
+    note: Text = ""
+    """Free text."""
+    n: Annotated[Optional[Any], _whole("decisions")] = None
+    """The paper's decisions behind each term's mean for a model run on 60 templates x 3 seeds; omitted where
+    the paper does not let it be derived."""
+
+
+class FigureSpec(ConfigModel):
+    """One row of the paper's results, with its numbers."""
+
+    id: Text
+    """A unique id."""
+    result: Text
+    """What the paper's row says (SPEC wording)."""
+    source: Text = ""
+    """``SPEC 10``, ``SPEC 8`` or ``seed`` (a number the summary gives beyond SPEC's table)."""
+    chapter: Text = ""
+    """The book chapter that discusses it."""
+    data: Literal["crossprofile", "hiddenbench", "natural"]
+    """Which run this suite's value comes from."""
+    items: list[PaperItemSpec]
+    """The numbers."""
+
+
+class Sample(ConfigModel):
+    """How many templates and seeds a paper model ran."""
+
+    templates: Annotated[Any, _whole("templates")]
+    """Templates the model ran (the items' ``n`` are for 60)."""
+    seeds: Annotated[Any, _whole("seeds")]
+    """Seeds per template."""
+
+
+class PaperFiguresFile(ConfigModel):
+    """``data/paper_figures.yaml``: every number the paper reports, and only those."""
+
+    version: Any = None
+    """The file format's version (1)."""
+    paper: Text = ""
+    """The paper's title."""
+    models: dict[str, Text] = Field(default_factory=dict)
+    """Model name -> how the paper ran it."""
+    sampling: Optional[dict[str, Sample]] = None
+    """Model name -> its templates and seeds (a model not named ran 60 templates x 3 seeds)."""
+    figures: list[FigureSpec]
+    """The paper's figures."""
+
+
+# --- the items --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class PaperItem:
@@ -54,38 +141,40 @@ class PaperItem:
 
 
 def load_paper_figures(path: str | Path = PAPER_FIGURES_PATH) -> list[PaperItem]:
-    """Every paper number of ``data/paper_figures.yaml`` as one :class:`PaperItem` each."""
+    """Every paper number of ``data/paper_figures.yaml`` as one :class:`PaperItem` each (the file is
+    validated by :class:`PaperFiguresFile`; errors name the file, the field and the rule)."""
     return list(_load(str(Path(path).resolve())))
 
 
 @lru_cache(maxsize=8)
-def _load(path: str) -> tuple[PaperItem, ...]:
+def _file(path: str) -> PaperFiguresFile:
+    """The validated file (read once per path)."""
     p = Path(path)
     try:
         doc = yaml.safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise PaperFiguresError(f"{p}: cannot be read as YAML ({e})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("figures"), list):
-        raise PaperFiguresError(f"{p}: field 'figures': required, a list")
+    if not isinstance(doc, dict):
+        raise PaperFiguresError(f"{p}: field 'figures': required: the file is a mapping with a 'figures' list")
+    try:
+        f = PaperFiguresFile.model_validate(doc)
+    except ValidationError as e:
+        fld, name, msg = sorted(rule_errors(e, PaperFiguresFile), key=lambda x: x[1] != "unknown key")[0]
+        raise PaperFiguresError(f"{p}: field '{fld}': {name}: {msg}") from None
+    return f
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> tuple[PaperItem, ...]:
+    p, f = Path(path), _file(path)
     out, seen = [], set()
-    for i, f in enumerate(doc["figures"]):
-        for key in ("id", "result", "items", "data"):
-            if not isinstance(f, dict) or key not in f:
-                raise PaperFiguresError(f"{p}: field 'figures[{i}].{key}': required")
-        for j, it in enumerate(f["items"]):
-            where = f"{p}: field 'figures[{i}].items[{j}]"
-            if not isinstance(it.get("paper"), dict) or not it["paper"]:
-                raise PaperFiguresError(f"{where}.paper': a mapping model -> paper value is required")
-            if it.get("unit") not in UNITS:
-                raise PaperFiguresError(f"{where}.unit': one of {', '.join(UNITS)}")
-            n = it.get("n")
-            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-                raise PaperFiguresError(f"{where}.n': a positive whole number of decisions (got {n!r})")
-            item = PaperItem(str(f["id"]), f["result"], f.get("source", ""), f.get("chapter", ""), f["data"],
-                             str(it["label"]), it["unit"], dict(it["paper"]), it.get("measure"),
-                             str(it.get("note", "")), n)
+    for i, fig in enumerate(f.figures):
+        for j, it in enumerate(fig.items):
+            item = PaperItem(fig.id, fig.result, fig.source, fig.chapter, fig.data, it.label, it.unit, dict(it.paper),
+                             it.measure, it.note, it.n)
             if item.ref in seen:
-                raise PaperFiguresError(f"{where}.label': duplicate reference '{item.ref}'")
+                raise PaperFiguresError(f"{p}: field 'figures[{i}].items[{j}].label': unique: duplicate reference "
+                                        f"'{item.ref}'")
             seen.add(item.ref)
             out.append(item)
     return tuple(out)
@@ -106,23 +195,7 @@ def paper_values(ref: str, path: str | Path = PAPER_FIGURES_PATH) -> dict:
 
 def paper_sampling(path: str | Path = PAPER_FIGURES_PATH) -> dict:
     """``{model: {"templates": int, "seeds": int}}``: each paper model's sample (``sampling:``)."""
-    return {m: dict(v) for m, v in _sampling(str(Path(path).resolve()))}
-
-
-@lru_cache(maxsize=8)
-def _sampling(path: str) -> tuple:
-    p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise PaperFiguresError(f"{p}: cannot be read as YAML ({e})") from None
-    out = []
-    for m, v in (doc.get("sampling") or {}).items():
-        if not isinstance(v, dict) or any(not isinstance(v.get(k), int) or isinstance(v.get(k), bool) or v[k] < 1
-                                          for k in ("templates", "seeds")):
-            raise PaperFiguresError(f"{p}: field 'sampling.{m}': templates and seeds, positive whole numbers")
-        out.append((str(m), (("templates", v["templates"]), ("seeds", v["seeds"]))))
-    return tuple(out)
+    return {m: v.model_dump() for m, v in (_file(str(Path(path).resolve())).sampling or {}).items()}
 
 
 def paper_n(item: PaperItem, model: str, path: str | Path = PAPER_FIGURES_PATH) -> Optional[float]:

@@ -2,7 +2,8 @@
 
 from crossprofile_lib.backends.base import ChatRequest
 from crossprofile_lib.backends.cache import call_key
-from crossprofile_lib.hiddenbench.run import _redacted
+from crossprofile_lib.hiddenbench.run import HBConfig
+from crossprofile_lib.run.header import config_record
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 
 K = "sk-canary-7f3e"
@@ -33,5 +34,5 @@ def test_cache_key_and_hiddenbench_header_never_hold_the_secret():
     k1 = call_key({"provider": "openai", "model": "m", "base_url": f"http://u:{K}@h/v1"}, r, "generate")
     k2 = call_key({"provider": "openai", "model": "m", "base_url": "http://u:other-key@h/v1"}, r, "generate")
     assert k1 == k2  # keyed by the redacted URL: a new key on the same server reuses the cache
-    cfg = _redacted({"backend_options": {"base_url": f"http://u:{K}@h/v1", "api_key": K, "concurrency": 4}})
+    cfg = config_record(HBConfig(backend_options={"base_url": f"http://u:{K}@h/v1", "api_key": K, "concurrency": 4}))
     assert cfg["backend_options"] == {"base_url": "http://***@h/v1", "api_key": "***", "concurrency": 4}

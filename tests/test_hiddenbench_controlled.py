@@ -97,8 +97,8 @@ def test_model_backend_decides_and_headroom(tasks, tmp_path):
     acc = d.groupby("policy").correct.mean()
     assert acc["ALL"] == 1 and acc["private-only"] == 1 and acc["EMPTY"] == 0 and acc["shared-only"] == 0
     hr = h["protocols"]["controlled"]["headroom"]
-    assert hr["difference"] == 100 and hr["passes"] and hr["n_tasks"] == 6
-    assert headroom(d, np.random.default_rng(1)).low == 100
+    assert hr["estimate"] == 100 and hr["passed"] and hr["n_units"] == 6 and hr["status"] == "confirmatory"
+    assert headroom(d, np.random.default_rng(1)).lo == 100
 
 
 def test_cli_run_controlled(tmp_path, capsys):

@@ -4,7 +4,8 @@ and followed transitively.
 Wings are ranked from the ground floor up; a module may import its own wing and any wing of a lower rank,
 never a higher one and never a sibling of the same rank:
 
-0. ground floor: ``design`` (the paper's names and grids), ``paths``, ``rng``, ``safety/``
+0. ground floor: ``design`` (the paper's names and grids), ``config`` (the configuration models' shared
+   types), ``paths``, ``rng``, ``safety/``
 1. resources read as data: ``prompts``, ``paper_figures``
 2. ``task/`` (templates, variants, discussion, budgets, tokenizer, memory, evidence, decision)
 3. ``policies/`` and ``stats/`` (pure: a function of results tables)
@@ -31,7 +32,7 @@ LIB = Path(__file__).resolve().parents[1] / "crossprofile_lib"
 PKG = "crossprofile_lib"
 
 RANKS = {
-    "": 0, "design": 0, "paths": 0, "rng": 0, "safety": 0,
+    "": 0, "design": 0, "config": 0, "paths": 0, "rng": 0, "safety": 0,
     "prompts": 1, "paper_figures": 1,
     "task": 2,
     "policies": 3, "stats": 3,
@@ -110,8 +111,8 @@ def closure(mod: str) -> frozenset[str]:
 def test_the_checker_sees_relative_lazy_and_package_imports():
     names = imports(LIB / "policies" / "b3.py")
     assert f"{PKG}.prompts" in names and f"{PKG}.task.decision" in names and f"{PKG}.policies.registry" in names
-    assert f"{PKG}.run.runner" in imports(LIB / "run" / "rebuild.py")      # imported inside a function
-    assert f"{PKG}.run.runner" not in imports(LIB / "run" / "rebuild.py", top_level_only=True)
+    assert f"{PKG}.run.runner" in imports(LIB / "cli" / "run.py")      # imported inside a function
+    assert f"{PKG}.run.runner" not in imports(LIB / "cli" / "run.py", top_level_only=True)
 
 
 def test_every_wing_has_a_rank():
@@ -178,4 +179,4 @@ def test_no_shim_modules_remain(shim):
 
 def test_few_modules_on_the_ground_floor():
     flat = sorted(p.name for p in LIB.glob("*.py") if p.name != "__init__.py")
-    assert flat == ["design.py", "paper_figures.py", "paths.py", "prompts.py", "rng.py"], flat
+    assert flat == ["config.py", "design.py", "paper_figures.py", "paths.py", "prompts.py", "rng.py"], flat

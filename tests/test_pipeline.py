@@ -70,9 +70,9 @@ def test_a_policy_without_its_input_fails_naming_it(dev_templates):
 
 def test_unsupported_reads_the_declared_capabilities():
     b3, r1 = parse_policy("B3"), parse_policy("R1")
-    assert "language-model backend" in pipeline.unsupported(b3, ReferenceDecider.capabilities)
-    assert pipeline.unsupported(b3, provider_class("openai").capabilities) is None
-    assert pipeline.unsupported(r1, frozenset()) is None
+    assert "language-model backend" in pipeline.unsupported([b3], ReferenceDecider.capabilities)["B3"]
+    assert pipeline.unsupported([b3], provider_class("openai")) == {}
+    assert pipeline.unsupported([r1], frozenset()) == {}
 
 
 def test_a_model_run_builds_every_task_once(dev_templates, monkeypatch):

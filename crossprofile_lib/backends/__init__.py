@@ -27,6 +27,16 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 }
 
 
+def check_backend_spec(spec: str) -> str:
+    """``spec`` stripped when it is ``ledger`` or ``provider/model`` with a provider of :data:`PROVIDERS`; else
+    :class:`ValueError` naming the rule (no module is imported)."""
+    provider = spec.strip().partition("/")[0]
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown provider '{provider}' in '{spec}' (known providers: {', '.join(sorted(PROVIDERS))}; "
+                         f"write ledger or provider/model)")
+    return spec.strip()
+
+
 def provider_class(provider: str):
     """The backend class registered for ``provider`` (its module is imported now)."""
     if provider not in PROVIDERS:

@@ -2,23 +2,31 @@
 
 Every option is parsed here, by argparse ``type=`` functions, so a bad command line stops with
 exit 2 and a message naming the option and the rule (``argument --seeds: ...``) before any work
-starts and before anything is written. Checks that need two options at once (a policy the chosen
-backend cannot run) are in :func:`unsupported_policies`.
+starts and before anything is written. The rules are those of the configuration models
+(:mod:`crossprofile_lib.config`: budgets, seeds, lists; the policy registry; the provider table), and a
+command builds its configuration through :func:`build_config`, which names the option of any field the
+model refuses. Checks that need two options at once (a policy the chosen backend cannot run) are in
+:func:`unsupported_policies`.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import re
 import tempfile
 from pathlib import Path
 
-ArgError = argparse.ArgumentTypeError
+from pydantic import ValidationError
 
-#: Seeds are 32-bit unsigned (larger ones would wrap onto small ones in some generators).
-MAX_SEED = 2**32 - 1
+from crossprofile_lib.backends import PROVIDERS, check_backend_spec, provider_class
+from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
+from crossprofile_lib.design import DEFAULT_POLICIES
+from crossprofile_lib.safety.redact import is_secret_name
+
+ArgError = argparse.ArgumentTypeError
 
 
 def csv(s: str) -> list[str]:
@@ -31,11 +39,10 @@ def _items(s: str, what: str, example: str) -> list[str]:
     items = csv(s)
     if not items:
         raise ArgError(f"empty list: give at least one {what}, comma-separated (e.g. {example})")
-    seen = set()
-    dups = [x for x in items if x in seen or seen.add(x)]
-    if dups:
-        raise ArgError(f"{what} {', '.join(dict.fromkeys(dups))} given twice: each {what} may appear once")
-    return items
+    try:
+        return distinct(items, what)
+    except ValueError as e:
+        raise ArgError(str(e)) from None
 
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -76,10 +83,10 @@ def seed(s: str) -> int:
     s = s.strip()
     if not _INT.match(s):
         raise ArgError(f"seed '{s}' is not an integer")
-    v = int(s)
-    if not 0 <= v <= MAX_SEED:
-        raise ArgError(f"seed {v} is outside 0..{MAX_SEED} (seeds are 32-bit unsigned)")
-    return v
+    try:
+        return check_seed(int(s))
+    except ValueError as e:
+        raise ArgError(str(e)) from None
 
 
 def seeds(s: str) -> list[int]:
@@ -92,60 +99,41 @@ def seeds(s: str) -> list[int]:
 
 # --- budgets, policies, variants -------------------------------------------------------------
 
-_FIXED = re.compile(r"^(?:(\d+)t|t(\d+))$")
-
-
-def budget(s: str) -> str:
-    """One budget: a ratio in (0, 1] (``0.6``) or a fixed token count above 0 (``128t``)."""
-    s = s.strip()
-    m = _FIXED.match(s)
-    if m:
-        if int(m.group(1) or m.group(2)) < 1:
-            raise ArgError(f"budget '{s}': a fixed token budget must be at least 1 token")
-        return s
-    if s.startswith("-") and s.rstrip("t") != s:
-        raise ArgError(f"budget '{s}': a fixed token budget must be at least 1 token")
+def budget(s: str) -> Budget:
+    """One budget: a ratio in (0, 1] (``0.6``) or a fixed token count above 0 (``128t``)
+    (:class:`crossprofile_lib.config.Budget`)."""
     try:
-        r = float(s)
-    except ValueError:
-        raise ArgError(f"budget '{s}' is neither a ratio in (0, 1] (e.g. 0.6) nor a token count "
-                       f"(e.g. 128t)") from None
-    if not (math.isfinite(r) and 0 < r <= 1):
-        raise ArgError(f"budget ratio '{s}' is not in (0, 1]")
-    return s
+        return Budget(s)
+    except ValueError as e:
+        raise ArgError(str(e)) from None
 
 
 def budgets(s: str) -> list[str]:
     """argparse type: comma-separated distinct budgets (``0.4,0.6,128t``)."""
     out = [budget(x) for x in _items(s, "budget", "0.6,128t")]
-    labels = [f"{int(b.strip('t'))}t" if _FIXED.match(b) else f"{float(b):g}" for b in out]
-    if len(set(labels)) < len(labels):  # e.g. 0.6,0.60 or 128t,t128
+    if len(set(out)) < len(out):  # e.g. 0.6,0.60 or 128t,t128: one label
         raise ArgError(f"'{s}' names the same budget twice: each budget may appear once")
     return out
 
 
 def policies(s: str) -> list[str]:
-    """argparse type: comma-separated distinct policy specs, each one the runner knows."""
-    from crossprofile_lib.policies import DEFAULT_POLICIES, parse_policy
+    """argparse type: comma-separated distinct policy specs, each one the registry knows."""
+    from crossprofile_lib.policies import parse_policy  # the command line's imports are lazy: fast --help
     out = _items(s, "policy", "R1,ALL")
     for p in out:
         try:
-            spec = parse_policy(p)
+            parse_policy(p)
         except ValueError as e:
             raise ArgError(f"{e}; the default grid is {','.join(DEFAULT_POLICIES)}") from None
-        if spec.fixed_k is not None and spec.fixed_k < 1:
-            raise ArgError(f"policy '{p}': a fixed-k policy keeps at least 1 claim (e.g. {spec.base}-k7)")
     return out
 
 
 def variants(s: str) -> list[str]:
     """argparse type: comma-separated distinct variants (three letters of P/S)."""
-    from crossprofile_lib.task.variants import VARIANT_NAMES
-    out = _items(s, "variant", "PSP,SPS")
-    bad = [v for v in out if v not in VARIANT_NAMES]
-    if bad:
-        raise ArgError(f"unknown variant(s) {', '.join(bad)} (known: {', '.join(VARIANT_NAMES)})")
-    return out
+    try:
+        return check_variants(_items(s, "variant", "PSP,SPS"))
+    except ValueError as e:
+        raise ArgError(str(e)) from None
 
 
 def ablations(s: str) -> list[str]:
@@ -170,27 +158,22 @@ def names(s: str) -> list[str]:
 
 def known_providers() -> tuple[str, ...]:
     """Provider names a ``--backend`` may start with (the backends' provider table; no SDK loaded)."""
-    from crossprofile_lib.backends import PROVIDERS
     return tuple(sorted(PROVIDERS))
 
 
 def backend(s: str) -> str:
     """argparse type: ``ledger`` or ``provider/model`` with a known provider."""
-    provider = s.strip().partition("/")[0]
-    known = known_providers()
-    if provider not in known:
-        raise ArgError(f"unknown provider '{provider}' in '{s}' (known providers: {', '.join(known)}; "
-                       f"write ledger or provider/model)")
-    return s.strip()
-
-
-def backend_capabilities(backend_spec: str):
-    """What the backend's class declares it can do beyond deciding (see ``backends.base``), read
-    from the class alone (no model is loaded); None when its module cannot be imported (a missing
-    SDK: building the backend then names it)."""
-    from crossprofile_lib.backends import provider_class
     try:
-        return provider_class(backend_spec.partition("/")[0]).capabilities
+        return check_backend_spec(s)
+    except ValueError as e:
+        raise ArgError(str(e)) from None
+
+
+def backend_class(backend_spec: str):
+    """The backend's class (no model is loaded: its capabilities and options are read from it); None when
+    its module cannot be imported (a missing SDK: building the backend then names it)."""
+    try:
+        return provider_class(backend_spec.partition("/")[0])
     except ImportError:
         return None
 
@@ -199,13 +182,10 @@ def unknown_backend_options(backend_spec: str, options) -> tuple[list[str], list
     """``(unknown, accepted)``: the option names the backend's class does not take, and those it
     does, read from its constructor's signature (no model is loaded); nothing is unknown when the
     class cannot be imported or takes any keyword."""
-    import inspect
-
-    from crossprofile_lib.backends import provider_class
-    try:
-        params = inspect.signature(provider_class(backend_spec.partition("/")[0])).parameters
-    except ImportError:
+    cls = backend_class(backend_spec)
+    if cls is None:
         return [], []
+    params = inspect.signature(cls).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return [], []
     accepted = [k for k in params if k not in ("model", "tokenizer")]
@@ -224,13 +204,23 @@ def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, fla
 
 
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
-    """Policy -> why the backend cannot run it, from the capabilities its class declares (the
-    class alone: no model is loaded); empty when it can run them all."""
-    from crossprofile_lib.run.pipeline import specs_of, unsupported
-    capabilities = backend_capabilities(backend_spec)
-    if capabilities is None:
-        return {}
-    return {s.name: why for s in specs_of(policy_specs) if (why := unsupported(s, capabilities))}
+    """Policy -> why the backend cannot run it (:func:`crossprofile_lib.run.capabilities.unsupported` on the
+    capabilities its class declares: no model is loaded); empty when it can run them all."""
+    from crossprofile_lib.run.capabilities import unsupported
+    cls = backend_class(backend_spec)
+    return {} if cls is None else unsupported(policy_specs, cls)
+
+
+def build_config(parser, cls, flags: dict, **fields):
+    """``cls(**fields)`` (a configuration model), or ``parser.error`` (exit 2) naming the option of the
+    first field the model refuses and its rule; ``flags`` maps a field to its option (default
+    ``--field-name``)."""
+    try:
+        return cls(**fields)
+    except ValidationError as e:
+        fld, _, msg = rule_errors(e)[0]
+        top = re.split(r"[.\[]", fld, maxsplit=1)[0]
+        parser.error(f"argument {flags.get(top, '--' + top.replace('_', '-'))}: {msg}")
 
 
 def option_value(v: str):
@@ -252,7 +242,6 @@ def backend_option(s: str) -> tuple[str, object]:
     """argparse type of ``--backend-option KEY=VALUE``: ``(key, typed value)``; dashes in the key
     become underscores (``social-proof=0.5`` -> ``("social_proof", 0.5)``). A key named like a
     secret (``api_key``, ``token``, ...) keeps its value as the string given: a key is never a number."""
-    from crossprofile_lib.safety.redact import is_secret_name
     k, eq, v = s.partition("=")
     k = k.strip()
     if not eq or not k:

@@ -29,26 +29,27 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from crossprofile_lib.backends.base import CHAT
     from crossprofile_lib.backends.openai_compat import ServerUnreachable
+    from crossprofile_lib.hiddenbench.common import protocol_unsupported
     from crossprofile_lib.hiddenbench.importer import HiddenBenchError
     from crossprofile_lib.hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
     from crossprofile_lib.prompts import PromptError
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
-    capabilities = A.backend_capabilities(args.backend)
-    if "natural" in protocols and capabilities is not None and CHAT not in capabilities:
-        args.parser.error(f"argument --protocol: the natural protocol needs a model backend with chat; "
-                          f"'{args.backend}' has none (use e.g. --backend llamacpp/smollm2-135m)")
+    cls = A.backend_class(args.backend)
+    why = next((w for p in protocols if cls is not None and (w := protocol_unsupported(p, cls, args.backend))), None)
+    if why:
+        args.parser.error(f"argument --protocol: {why}")
     A.refuse_unknown_backend_options(args.parser, args.backend, A.backend_options(args.backend_option))
+    cfg = A.build_config(args.parser, HBConfig, {"protocols": "--protocol", "backend_options": "--backend-option",
+                                                 "resume": "--fresh"},
+                         backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
+                         seeds=args.seeds, ablations=args.ablations,
+                         policies=args.policies if args.policies is not None else HBConfig.policies,
+                         budgets=args.budgets, tasks=args.tasks, limit=args.limit, batch_tasks=args.batch_tasks,
+                         max_words=args.max_words, confirm_duplicates=args.confirm_duplicates,
+                         constrained_votes=args.constrained_votes, tokenizer=args.tokenizer,
+                         backend_options=A.backend_options(args.backend_option), resume=not args.fresh)
     try:
-        cfg = HBConfig(backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
-                       seeds=args.seeds, ablations=args.ablations,
-                       policies=args.policies if args.policies is not None else HBConfig.policies,
-                       budgets=args.budgets, tasks=args.tasks,
-                       limit=args.limit, batch_tasks=args.batch_tasks, max_words=args.max_words,
-                       confirm_duplicates=args.confirm_duplicates, constrained_votes=args.constrained_votes,
-                       tokenizer=args.tokenizer,
-                       backend_options=A.backend_options(args.backend_option), resume=not args.fresh)
         header = run_hiddenbench(cfg, args.out, progress=args.progress)
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -17,13 +17,14 @@ def _cmd_run(args) -> int:
         args.parser.error(f"argument --policies: backend '{args.backend}' cannot run {', '.join(cannot)}: "
                           + "; ".join(cannot.values()))
     opts = A.backend_options(args.backend_option)
-    cfg = RunConfig(backend=args.backend, templates=args.templates, seeds=args.seeds, budgets=args.budgets,
-                    policies=policies, variants=args.variants if args.variants else RunConfig.variants,
-                    n_agents=args.agents, n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
     for name in _MODEL_OPTIONS:  # model-backend options, recorded in run.json like --backend-option
         v = getattr(args, name, None)
         if v is not None:
             opts[name] = v
+    cfg = A.build_config(args.parser, RunConfig, _FLAGS, backend=args.backend, templates=args.templates,
+                         seeds=args.seeds, budgets=args.budgets, policies=policies,
+                         variants=args.variants if args.variants else RunConfig.variants, n_agents=args.agents,
+                         n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
     # before the output folder's lock is taken: a refused command line writes nothing
     A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags={
         k: "--" + k.replace("_", "-") for k in _MODEL_OPTIONS if getattr(args, k, None) is not None})
@@ -53,6 +54,9 @@ def _cmd_run(args) -> int:
     return 0
 
 
+#: RunConfig field -> the option that sets it (others: ``--field-name``)
+_FLAGS = {"n_agents": "--agents", "n_options": "--options", "backend_options": "--backend-option"}
+
 #: ``crossprofile run`` options passed to model backends (only when given)
 _MODEL_OPTIONS = ("decision_mode", "base_url", "concurrency", "cache", "max_retries", "timeout", "chat_template",
                   "max_tokens")
@@ -66,7 +70,8 @@ def _add_model_options(r) -> None:
     g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
                    "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
     g.add_argument("--concurrency", type=A.positive_int, help="concurrent requests to OpenAI-compatible servers (default 8)")
-    g.add_argument("--cache", help="call-cache folder (default: CROSSPROFILE_CACHE or ./.crossprofile_cache)")
+    g.add_argument("--cache", help="call-cache folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache "
+                   "if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
     g.add_argument("--max-retries", dest="max_retries", type=A.nonnegative_int, help="retries on 429/5xx/timeouts (default 6)")
     g.add_argument("--timeout", type=A.positive_float, help="seconds per request (default 120)")
     g.add_argument("--chat-template", dest="chat_template",
@@ -78,8 +83,8 @@ def _add_model_options(r) -> None:
 
 
 def register(sub) -> None:
-    from crossprofile_lib.policies import DEFAULT_POLICIES
-    from crossprofile_lib.run.runner import DEFAULT_BUDGETS
+    from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
+    from crossprofile_lib.design import DEFAULT_POLICIES
     r = sub.add_parser("run", help="run a grid and write DIR/results.parquet and DIR/run.json")
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")

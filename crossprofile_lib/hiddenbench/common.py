@@ -29,12 +29,13 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from crossprofile_lib.backends.base import MODEL_RELEVANCE
+from crossprofile_lib.backends.base import CHAT
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.disclosure import facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, unsupported
+from crossprofile_lib.run.capabilities import capabilities_of, unsupported
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng
 from crossprofile_lib.task.budgets import Budget, line_cost
 from crossprofile_lib.task.decision import DecisionRequest, option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, label
@@ -133,22 +134,32 @@ class PolicyPlan:
 
     @classmethod
     def for_backend(cls, policies: Sequence[str], backend, protocol: str) -> "PolicyPlan":
+        """The policies ``backend`` can run in ``protocol``: HiddenBench has no roles, so a policy's model
+        inputs must come from the model (:func:`crossprofile_lib.run.capabilities.unsupported` with
+        ``model_inputs``), stances are not implemented, and natural claims have no oracle relevance."""
         specs, skipped = [], {}
+        cannot = unsupported(policies, backend, model_inputs=True)
         for p in policies:
             s = parse_policy(p)
-            why = unsupported(s, backend.capabilities)
-            if why:
-                skipped[s.name] = why
-            elif "relevance" in s.needs and s.source == "model" and MODEL_RELEVANCE not in backend.capabilities:
-                skipped[s.name] = f"{s.base} needs a model relevance filter (the backend has none)"
-            elif "stances" in s.needs:
+            if "stances" in s.needs:
                 skipped[s.name] = (f"{s.base} needs each claim's stance on the options; HiddenBench facts carry no "
                                    "polarities (not implemented for HiddenBench)")
+            elif s.name in cannot:
+                skipped[s.name] = cannot[s.name]
             elif "relevance" in s.needs and s.source == "oracle" and protocol == "natural":
                 skipped[s.name] = "natural claims have no roles, so there is no oracle relevance"
             else:
                 specs.append(s)
         return cls(tuple(specs), skipped)
+
+
+def protocol_unsupported(protocol: str, backend, name: str) -> Optional[str]:
+    """Why ``backend`` (an instance or its class; ``name`` as the user wrote it) cannot run ``protocol``; None
+    when it can. The natural protocol is a discussion: it needs a model backend that chats."""
+    if protocol == "natural" and CHAT not in capabilities_of(backend):
+        return (f"the natural protocol needs a model backend with chat; '{name}' has none "
+                f"(use e.g. --backend llamacpp/smollm2-135m)")
+    return None
 
 
 def _every_fact(cl: ClaimList, view) -> frozenset[int]:
@@ -168,7 +179,7 @@ def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript,
     order = option_order(view)
     unit = TaskUnit(view, transcript, cl, order, t_all(task, backend.tokenizer))
     inputs = TaskInputs(unit, backend, oracle_rel=_every_fact)
-    for m in memories(unit, plan.specs, [Budget.parse(b) for b in budgets], backend, key_prefix,
+    for m in memories(unit, plan.specs, [Budget(b) for b in budgets], backend, key_prefix,
                       policy_rng(view.seed, "hb-policy", always=True), inputs):
         spec, b, btok, mem = m.spec, m.budget, m.budget_tokens, m.memory
         comp = (composition_by_ids(task, mem) if by_ids and mem.kind in ("claims", "transcript", "empty")

@@ -12,9 +12,9 @@ Tables (inputs are the run folder's parquet tables; see :mod:`run`):
   accuracy, disclosure rate, invalid votes, and each policy's decision accuracy (REF, ALL, ...);
 * :func:`controlled_summary` -- per policy: decision accuracy (model backends) and the kept
   composition (every backend);
-* :func:`headroom` -- ALL minus EMPTY accuracy with a task-bootstrap percentile interval (the
-  template bootstrap of :mod:`crossprofile_lib.stats.bootstrap` with the task as the unit); the
-  check passes when the lower bound exceeds prereg.yaml's ``headroom_min_points`` (SPEC section 8).
+* :func:`headroom` -- ALL minus EMPTY accuracy with a task-bootstrap percentile interval
+  (:func:`crossprofile_lib.stats.headroom.task_headroom`: the template bootstrap with the task as the
+  unit); the check passes when the lower bound exceeds prereg.yaml's ``headroom_min_points`` (SPEC section 8).
 """
 
 from __future__ import annotations
@@ -24,14 +24,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-import numpy as np
 import pandas as pd
 
-from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from crossprofile_lib.stats.bootstrap import TemplateBootstrap, resample_indices
-
-#: ALL - EMPTY must exceed this many points (prereg.yaml ``settings.headroom_min_points``)
-HEADROOM_POINTS = HEADROOM_MIN_POINTS
+from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
+from crossprofile_lib.paper_figures import paper_item
+from crossprofile_lib.stats.headroom import Headroom, task_headroom  # noqa: F401  (Headroom: re-exported)
 
 #: Which items of data/paper_figures.yaml (the one source of paper numbers) each protocol's
 #: paper table shows, as "<figure id>/<item label>" references.
@@ -91,7 +89,6 @@ def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.D
         for pol, g in d.groupby("policy", sort=False):
             row[pol] = _pct(g.correct.astype(float).mean())
         out[abl] = row
-    from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
     order = [a for a in DEFAULT_ABLATIONS if a in out] + [a for a in out if a not in DEFAULT_ABLATIONS]
     return pd.DataFrame.from_dict(out, orient="index").loc[order]
 
@@ -110,41 +107,14 @@ def controlled_summary(decisions: pd.DataFrame, budget: str = PRIMARY_BUDGET) ->
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-@dataclass(frozen=True)
-class Headroom:
-    difference: float        # ALL minus EMPTY accuracy, points
-    low: float
-    high: float
-    n_tasks: int
-    passes: bool
-
-
-def headroom(decisions: pd.DataFrame, rng: np.random.Generator, n_resamples: int = 10_000,
-             level: float = 0.95) -> Optional[Headroom]:
-    """ALL - EMPTY accuracy with a percentile interval from resampling tasks.
-
-    ``decisions`` needs ``task_id``, ``policy``, ``correct`` and ``decided``; per task the
-    accuracy is averaged over seeds (and ablations), shape ``(n_tasks,)``; each resample draws
-    ``n_tasks`` tasks with replacement. ``None`` when nothing was decided (ledger runs).
-    """
-    d = decisions[decisions.decided & decisions.policy.isin(["ALL", "EMPTY"])]
-    if d.empty or set(d.policy) != {"ALL", "EMPTY"}:
-        return None
-    per = d.assign(c=d.correct.astype(float)).pivot_table(index="task_id", columns="policy", values="c",
-                                                          aggfunc="mean").dropna()
-    diff = 100.0 * (per["ALL"] - per["EMPTY"]).to_numpy()          # shape (n_tasks,)
-    # the project's one bootstrap (crossprofile_lib.stats.bootstrap), the task as the unit
-    boot = TemplateBootstrap(tuple(map(str, per.index)), resample_indices(len(diff), n_resamples, rng), level)
-    point, draws = boot.means(diff[:, None], np.ones((len(diff), 1)))
-    s = boot.summarize(point, draws)
-    lo, hi = float(s["lo"][0]), float(s["hi"][0])
-    return Headroom(float(point[0]), lo, hi, len(diff), bool(lo > HEADROOM_POINTS))
+#: HiddenBench's headroom check: ALL - EMPTY with tasks resampled (the one :class:`Headroom` type of
+#: :mod:`crossprofile_lib.stats.headroom`)
+headroom = task_headroom
 
 
 def paper_table(protocol: str) -> pd.DataFrame:
     """The paper's figures for ``controlled`` (one column per model) or ``natural`` (its ranges as
     low / high), in percent, read from data/paper_figures.yaml."""
-    from crossprofile_lib.paper_figures import paper_item
     rows, index = [], []
     for ref in PAPER_REFS[protocol]:
         it = paper_item(ref)

@@ -47,7 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from crossprofile_lib.backends.base import CHAT, ChatRequest, ChatResult
+from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.hiddenbench.ablations import PROMPT_FILES, Ablation
 from crossprofile_lib.hiddenbench.claims import RawClaim, grey_pairs, merge_claims, parse_claims, sentence_claims
 from crossprofile_lib.hiddenbench.common import (
@@ -56,6 +56,7 @@ from crossprofile_lib.hiddenbench.common import (
     decide,
     decision_columns,
     option_id,
+    protocol_unsupported,
     task_view,
 )
 from crossprofile_lib.hiddenbench.disclosure import disclosure, facts_restated
@@ -361,9 +362,9 @@ def run_natural_chunk(units: Sequence[tuple[HiddenBenchTask, int, Ablation]], pl
                       budgets: Sequence[str], backend, base_columns: dict, max_words: int = MAX_WORDS,
                       confirm_duplicates: bool = False, constrained_votes: bool = False) -> Iterable[dict]:
     """Run the sessions of ``units`` in lockstep; yield one artefact record per session."""
-    if CHAT not in backend.capabilities:
-        raise ValueError(f"the natural protocol needs a model backend with chat(); '{backend.name}' has none "
-                         f"(use e.g. --backend llamacpp/smollm2-135m)")
+    why = protocol_unsupported("natural", backend, backend.name)
+    if why:
+        raise ValueError(why)
     sessions = [Session(t, seed, abl, max_words, constrained_votes) for t, seed, abl in units]
     if not sessions:
         return

@@ -28,59 +28,30 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib import __version__
-from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS, parse_ablations, prompt_files
-from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES, PolicyPlan
+from crossprofile_lib.backends import backend_for
+from crossprofile_lib.hiddenbench.ablations import parse_ablations, prompt_files
+from crossprofile_lib.hiddenbench.common import PolicyPlan
+from crossprofile_lib.hiddenbench.config import PROTOCOLS, HBConfig  # noqa: F401  (re-exported)
 from crossprofile_lib.hiddenbench.controlled import run_controlled_chunk
 from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
 from crossprofile_lib.hiddenbench.measures import headroom
-from crossprofile_lib.hiddenbench.natural import MAX_WORDS, run_natural_chunk
+from crossprofile_lib.hiddenbench.natural import run_natural_chunk
 from crossprofile_lib.prompts import prompt_dir
-from crossprofile_lib.run.results import git_commit
+from crossprofile_lib.run.header import run_header, stamp
 from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_text_atomic
-from crossprofile_lib.safety.redact import redact_url
+from crossprofile_lib.safety.redact import redact_options
 
-PROTOCOLS = ("controlled", "natural")
 TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},
           "natural": {"decisions": "hiddenbench_natural_decisions.parquet",
                       "votes": "hiddenbench_natural_votes.parquet",
                       "sessions": "hiddenbench_natural_sessions.parquet"}}
 HEADER = "hiddenbench_run.json"
-
-
-@dataclass
-class HBConfig:
-    backend: str = "ledger"
-    hiddenbench: Optional[str] = None          # path; None -> $HIDDENBENCH_PATH -> the fixture
-    protocols: Sequence[str] = ("controlled",)
-    seeds: Sequence[int] = (0, 1, 2)
-    ablations: Sequence[str] = DEFAULT_ABLATIONS
-    policies: Sequence[str] = HB_POLICIES
-    budgets: Sequence[str] = HB_BUDGETS
-    tasks: Optional[Sequence[str]] = None      # task ids; None = all
-    limit: Optional[int] = None                # first N tasks
-    batch_tasks: int = 4
-    max_words: int = MAX_WORDS
-    confirm_duplicates: bool = False
-    constrained_votes: bool = False            # JSON-schema votes (see natural); off: free generation
-    tokenizer: Optional[str] = None
-    backend_options: dict = field(default_factory=dict)
-    resume: bool = True
-
-    def __post_init__(self):
-        bad = [p for p in self.protocols if p not in PROTOCOLS]
-        if bad:
-            raise ValueError(f"unknown protocol(s) {bad} (known: {', '.join(PROTOCOLS)})")
-        parse_ablations(list(self.ablations))
-        if self.batch_tasks < 1:
-            raise ValueError("batch_tasks must be at least 1")
 
 
 def _file_sha(name: str) -> str:
@@ -90,7 +61,7 @@ def _file_sha(name: str) -> str:
 def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, prompts: dict) -> str:
     d = dict(protocol=protocol, backend=backend.name, model=backend.model, tokenizer=backend.tokenizer.name,
              decision_mode=backend.decision_mode,
-             backend_options=_redacted({"backend_options": dict(cfg.backend_options)})["backend_options"],
+             backend_options=redact_options(cfg.backend_options),
              data=data.data_source if not data.is_fixture else f"fixture@{data.sha256[:12]}",
              policies=list(cfg.policies), budgets=list(cfg.budgets))
     if protocol == "natural":
@@ -98,15 +69,6 @@ def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, pr
         if cfg.constrained_votes:  # only when on, so earlier runs' hashes stay valid
             d["constrained_votes"] = True
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _redacted(config: dict) -> dict:
-    """The configuration for the header: secret-named backend options hidden, URLs redacted."""
-    opts = config.get("backend_options") or {}
-    secret = ("key", "token", "secret", "password")
-    config["backend_options"] = {k: ("***" if any(w in k.lower() for w in secret)
-                                      else redact_url(v) if "url" in k.lower() else v) for k, v in opts.items()}
-    return config
 
 
 def _session_key(rec: dict) -> str:
@@ -167,7 +129,6 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
 
 
 def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
-    from crossprofile_lib.backends import backend_for
     t0 = time.perf_counter()
     data = load_hiddenbench(cfg.hiddenbench)
     tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)
@@ -179,13 +140,11 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
     prompts = {p: _file_sha(p) for p in prompt_files()}
     base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
                 decision_mode=backend.decision_mode, tokenizer=backend.tokenizer.name)
-    header = dict(config=_redacted(asdict(cfg)), data_source=data.data_source, data_path=str(data.path),
-                  data_sha256=data.sha256, data_is_fixture=data.is_fixture, data_notes=list(data.notes),
+    header = run_header(cfg, backend)
+    header.update(data_source=data.data_source, data_path=str(data.path), data_sha256=data.sha256,
+                  data_is_fixture=data.is_fixture, data_notes=list(data.notes),
                   malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks),
-                  n_tasks_in_file=len(data.tasks), backend=backend.name,
-                  model=backend.model, decision_mode=base["decision_mode"], tokenizer=backend.tokenizer.name,
-                  prompts=prompts, package_version=__version__,
-                  git_commit=git_commit(Path(__file__).resolve().parent), protocols={})
+                  n_tasks_in_file=len(data.tasks), prompts=prompts, protocols={})
     ablations = parse_ablations(list(cfg.ablations))
     for protocol in cfg.protocols:
         plan = PolicyPlan.for_backend(cfg.policies, backend, protocol)
@@ -219,15 +178,14 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
                     rows={k: len(v) for k, v in frames.items()})
         d = frames["decisions"]
         h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d else None
-        info["headroom"] = asdict(h) if h else None
+        info["headroom"] = h.as_dict() if h else None
         if protocol == "natural" and len(frames["votes"]):
             v, s = frames["votes"], frames["sessions"]
             info.update(invalid_votes=int(v.invalid.sum()), vote_retries=int(v.retried.sum()),
                         extraction_fallbacks=int(s.extraction_fallbacks.sum()),
                         chat_errors=int(s.chat_errors.sum()))
         header["protocols"][protocol] = info
-    header.update(seconds=round(time.perf_counter() - t0, 3),
-                  created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    stamp(header, t0)
     write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
     return header
 

@@ -143,4 +143,6 @@ def parse_policy(spec: str) -> PolicySpec:
     if k is not None and REGISTRY[base].kind != "copy":
         copies = ", ".join(n for n, p in REGISTRY.items() if p.kind == "copy")
         raise ValueError(f"policy '{spec}': fixed-k applies to copy policies only ({copies})")
+    if k is not None and int(k) < 1:
+        raise ValueError(f"policy '{spec.strip()}': a fixed-k policy keeps at least 1 claim (e.g. {base}-k7)")
     return PolicySpec(spec.strip(), base, int(k) if k is not None else None, fmt, REGISTRY[base])

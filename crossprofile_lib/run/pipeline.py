@@ -13,6 +13,9 @@ rebuild of a run's memories for the social-proof fit.
 * :func:`memories` yields one :class:`MemoryItem` per policy x budget of a unit.
 * :func:`prefetch` sends a model backend's relevance, stance and B3 calls of a whole grid as one
   batch (concurrent / batched by the provider), so :func:`memories` then finds them cached.
+
+What a backend is asked for follows the one table of :mod:`crossprofile_lib.run.capabilities`
+(:func:`~crossprofile_lib.run.capabilities.unsupported`: which policies a backend cannot run).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 from crossprofile_lib.backends.base import MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, Relevance
 from crossprofile_lib.policies import PolicySpec, parse_policy, select_memory, summary_prompt
 from crossprofile_lib.rng import stream
+from crossprofile_lib.run.capabilities import asks, unsupported  # noqa: F401  (unsupported: re-exported)
 from crossprofile_lib.task.budgets import Budget, t_all
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, claim_list, make_task, scripted_discussion
@@ -67,14 +71,6 @@ def task_units(templates, variants: Sequence[str], seeds: Sequence[int], n_agent
 
 def specs_of(policies: Iterable[str | PolicySpec]) -> list[PolicySpec]:
     return [parse_policy(p) if isinstance(p, str) else p for p in policies]
-
-
-def unsupported(spec: PolicySpec, capabilities: frozenset) -> Optional[str]:
-    """Why a backend with ``capabilities`` (its declared ones; the class attribute will do, so
-    nothing is loaded) cannot run policy ``spec``; None when it can."""
-    if "summarise" in spec.needs and SUMMARISE not in capabilities:
-        return f"{spec.base} is a generated summary and needs a language-model backend (this one writes none)"
-    return None
 
 
 class TaskInputs:
@@ -142,8 +138,8 @@ def memories(unit: TaskUnit, specs: Sequence[PolicySpec], budgets: Sequence[Budg
     ``rng_for(spec, key)`` gives the policy's generator (or None); ``key`` is
     ``{key_prefix}/{policy}/{budget label or -}``."""
     x = inputs or TaskInputs(unit, backend)
-    summarise = backend.summarise if SUMMARISE in backend.capabilities else None
     for spec in specs:
+        summarise = backend.summarise if asks(spec, SUMMARISE, backend) else None
         rel = stances = None
         rel_kind = st_kind = ""
         if "relevance" in spec.needs:
@@ -167,10 +163,7 @@ def policy_rng(seed: int, label: str = "policy", always: bool = False) -> Callab
 
 def prefetch(units: Sequence[TaskUnit], specs: Sequence[PolicySpec], budgets: Sequence[Budget], backend) -> None:
     """Send a model backend's relevance, stance and B3 calls for all ``units`` as one batch."""
-    caps = backend.capabilities
-    want_rel = MODEL_RELEVANCE in caps and any("relevance" in s.needs and s.source == "model" for s in specs)
-    want_st = MODEL_STANCES in caps and any("stances" in s.needs and s.source == "model" for s in specs)
-    want_b3 = SUMMARISE in caps and any("summarise" in s.needs for s in specs)
+    want_rel, want_st, want_b3 = (any(asks(s, c, backend) for s in specs) for c in (MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE))
     if not (want_rel or want_st or want_b3):
         return
     pairs = [(u.task, u.claims) for u in units]

@@ -14,14 +14,22 @@ are left out and counted in ``info``).
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import json
+from dataclasses import asdict, fields
 from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.policies import parse_policy
+from crossprofile_lib.run.runner import RunConfig, build_requests
+from crossprofile_lib.stats.cache import files_digest
+from crossprofile_lib.stats.netlead import subset
 from crossprofile_lib.stats.socialproof import ChoiceData
 from crossprofile_lib.task.evidence import decode_features, fact_table, option_features  # noqa: F401  (re-exported)
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.tokenizer import get_tokenizer
 
 KEY = ["template_id", "variant", "seed", "policy", "budget_label"]
 
@@ -92,13 +100,8 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     ``templates``: loaded templates or paths (default: the config's template paths, as the
     run named them). Generated (B3) policies cannot be rebuilt and are left out.
     """
-    from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.policies import parse_policy
-    from crossprofile_lib.run.runner import RunConfig, build_requests
-    from crossprofile_lib.task.templates import load_templates
-    from crossprofile_lib.task.tokenizer import get_tokenizer
     cfg = dict(config) if isinstance(config, dict) else asdict(config)
-    known = set(RunConfig.__dataclass_fields__)
+    known = {f.name for f in fields(RunConfig)}
     cfg = {k: v for k, v in cfg.items() if k in known}
     present = {c: set(df[c].unique().tolist()) for c in ("policy", "variant", "seed")}
     pols = [p for p in cfg.get("policies", ()) if p in present["policy"]]
@@ -162,7 +165,6 @@ def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
 
 
 def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):
-    from crossprofile_lib.stats.netlead import subset
     recorded = recorded_choice_data(subset(d, where))
     if recorded is not None:
         return recorded
@@ -174,19 +176,11 @@ def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where
         return f"cannot rebuild the memories: {e}"
 
 
-def choice_data_by_model(df: pd.DataFrame, config: Optional[dict], templates=None,
-                         where: Optional[dict] = None) -> dict:
-    """Choice data for every (backend, model) of ``df``, as :func:`crossprofile_lib.stats.analysis.analyse`
-    takes it: ``{(backend, model): (ChoiceData, info)}``, or ``{...: "reason"}`` where the memories
-    cannot be rebuilt (no run header, templates not found). ``where``: the rows to use
-    (prereg.yaml's ``settings.social_proof_where``)."""
-    return {(str(b), str(m)): _rebuild_or_reason(d, config, templates, where)
-            for (b, m), d in df.groupby(["backend", "model"], sort=True)}
-
-
 def choice_data_rebuilder(df: pd.DataFrame, config: Optional[dict], templates=None, where: Optional[dict] = None):
-    """The lazy form of :func:`choice_data_by_model`: ``(backend, model) -> (ChoiceData, info) or
-    reason``, rebuilt only when called (``analyse`` calls it only when its cache has no fit)."""
+    """Choice data for one (backend, model) of ``df``, as :func:`crossprofile_lib.stats.analysis.analyse` takes
+    it: ``(backend, model) -> (ChoiceData, info)``, or a reason string where the memories cannot be rebuilt
+    (no run header, templates not found); rebuilt only when called (``analyse`` calls it only when its cache
+    has no fit). ``where``: the rows to use (prereg.yaml's ``settings.social_proof_where``)."""
     def rebuild(backend: str, model: str):
         d = df[(df["backend"].astype(str) == backend) & (df["model"].astype(str) == model)]
         return _rebuild_or_reason(d, config, templates, where)
@@ -196,9 +190,6 @@ def choice_data_rebuilder(df: pd.DataFrame, config: Optional[dict], templates=No
 def rebuild_inputs_key(config: Optional[dict], templates=None) -> str:
     """What a rebuild depends on besides the rows: the run's configuration and the content of
     the template files it reads (a key part of the social-proof fit's cache entry)."""
-    import json
-
-    from crossprofile_lib.stats.cache import files_digest
     paths = templates if templates is not None else (config or {}).get("templates", [])
     paths = [paths] if isinstance(paths, (str, bytes)) else [str(p) for p in paths]
     try:
@@ -207,17 +198,3 @@ def rebuild_inputs_key(config: Optional[dict], templates=None) -> str:
         files = "unreadable"
     cfg = {k: v for k, v in (config or {}).items() if k != "templates"}     # the files' content counts, not their path
     return json.dumps({"config": cfg, "files": files}, sort_keys=True, default=str)
-
-
-def social_proof_fit(df: pd.DataFrame, config: Optional[dict], boot, fit_resamples: Optional[int] = 1000,
-                     templates=None, where: Optional[dict] = None, run_dir=None) -> dict:
-    """The social-proof fit of one model's rows as ``crossprofile stats`` computes it, for the book:
-    read from ``run_dir``'s fit cache when ``stats`` (or an earlier chapter) stored it with the same
-    rows, resamples and inputs; else memories rebuilt, fitted and stored (``run_dir=None``: no cache)."""
-    from crossprofile_lib.stats.analysis import social_proof_cached
-    from crossprofile_lib.stats.cache import FitCache
-    from crossprofile_lib.stats.netlead import subset
-    rows = subset(df, where)
-    cache = FitCache.for_run(run_dir) if run_dir is not None else None
-    return social_proof_cached(rows, boot, fit_resamples, lambda: _rebuild_or_reason(rows, config, templates, None),
-                               cache, rebuild_inputs_key(config, templates))

@@ -10,48 +10,36 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib import __version__
 from crossprofile_lib.backends import backend_for
-from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from crossprofile_lib.policies import DEFAULT_POLICIES, relevance_metrics
+from crossprofile_lib.design import BUDGET_GRID, HEADROOM_MIN_POINTS
+from crossprofile_lib.policies import relevance_metrics
 from crossprofile_lib.rng import stream
+from crossprofile_lib.run.capabilities import unsupported
+from crossprofile_lib.run.config import RunConfig  # noqa: F401  (the run configuration; re-exported)
+from crossprofile_lib.run.header import run_header, stamp
 from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
-from crossprofile_lib.run.results import git_commit, write_results
-from crossprofile_lib.task.budgets import Budget
+from crossprofile_lib.run.results import write_results
+from crossprofile_lib.safety.outputs import locked_dir
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.headroom import Headroom, headroom
 from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
 from crossprofile_lib.task.templates import load_templates
-from crossprofile_lib.task.variants import VARIANT_NAMES
 
-#: the paper's budget grid: the primary budget (prereg.yaml) among the ratios, and the fixed control
-DEFAULT_BUDGETS = tuple(dict.fromkeys(sorted({"0.4", PRIMARY_BUDGET, "0.8"}, key=float) + ["128t"]))
-
-
-@dataclass
-class RunConfig:
-    backend: str = "ledger"
-    templates: Sequence[str] = ("templates",)
-    seeds: Sequence[int] = (0, 1, 2)
-    budgets: Sequence[str] = DEFAULT_BUDGETS
-    policies: Sequence[str] = DEFAULT_POLICIES
-    variants: Sequence[str] = VARIANT_NAMES
-    n_agents: int = 4
-    n_options: int = 3
-    tokenizer: Optional[str] = None
-    backend_options: dict = field(default_factory=dict)
+#: the paper's budget grid (:data:`crossprofile_lib.design.BUDGET_GRID`): the ratios and the fixed control
+DEFAULT_BUDGETS = BUDGET_GRID
 
 
 def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[TaskUnit]] = None):
     """Yield ``(request, row)`` pairs: the decision request and the row's known columns.
 
     ``units``: the grid's task units when already built (:func:`crossprofile_lib.run.pipeline.task_units`)."""
-    budgets = [Budget.parse(b) for b in cfg.budgets]
+    budgets = list(cfg.budgets)
     specs = specs_of(cfg.policies)
     if units is None:
         units = task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer)
@@ -94,12 +82,16 @@ def prefetch_model_calls(templates, cfg: RunConfig, backend, units: Optional[Seq
     (:func:`crossprofile_lib.run.pipeline.prefetch`); :func:`build_requests` then finds them cached."""
     if units is None:
         units = task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer)
-    prefetch(units, specs_of(cfg.policies), [Budget.parse(b) for b in cfg.budgets], backend)
+    prefetch(units, specs_of(cfg.policies), list(cfg.budgets), backend)
 
 
 def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False) -> pd.DataFrame:
-    """Run the grid and return the tidy table (not written; see :func:`run_to_dir`)."""
+    """Run the grid and return the tidy table (not written; see :func:`run_to_dir`). A policy the backend
+    cannot run (:func:`crossprofile_lib.run.capabilities.unsupported`) is a :class:`ValueError` before any work."""
     backend = backend or backend_for(cfg)
+    cannot = unsupported(cfg.policies, backend)
+    if cannot:
+        raise ValueError(f"backend '{backend.name}' cannot run {', '.join(cannot)}: " + "; ".join(cannot.values()))
     templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options,
                                                                        tokenizer=None)
     if progress:
@@ -131,20 +123,9 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
     return df
 
 
-def _redacted_config(cfg: RunConfig) -> dict:
-    """The resolved configuration for ``run.json``; option values named like a secret are hidden."""
-    d = asdict(cfg)
-    from crossprofile_lib.safety.redact import MASK, is_secret_name, redact_url
-    d["backend_options"] = {k: (MASK if is_secret_name(k) else redact_url(v) if k == "base_url" else v)
-                            for k, v in d["backend_options"].items()}
-    return d
-
-
-def headroom_check(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> dict:
+def headroom_check(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> Headroom:
     """SPEC section 8: ALL - EMPTY accuracy (points) with a template-bootstrap interval; a lower
     bound of ``HEADROOM_MIN_POINTS`` (prereg.yaml) or less marks the model's results exploratory."""
-    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-    from crossprofile_lib.stats.tables import headroom
     d = df[df["policy"].isin(["ALL", "EMPTY"])]
     boot = TemplateBootstrap.draw(d["template_id"].unique() if len(d) else ["-"], n_resamples,
                                   stream(seed, "headroom"))
@@ -159,13 +140,13 @@ def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
           f"{st.get('cached', 0)} cache hits, {int(df['invalid'].sum())} invalid answers, "
           f"{header['errors']} errors")
     h = headroom_check(df)
-    header["headroom"] = h
-    header["status"] = h["status"]
-    if h["estimate"] is None:
-        print(f"headroom check: not run ({h['reason']}); results are exploratory")
+    header["headroom"] = h.as_dict()
+    header["status"] = h.status
+    if h.estimate is None:
+        print(f"headroom check: not run ({h.reason}); results are exploratory")
     else:
-        print(f"headroom check: ALL - EMPTY = {h['estimate']:+.1f} points (95% CI {h['lo']:+.1f} to "
-              f"{h['hi']:+.1f}); {'PASS' if h['passed'] else 'FAIL'} -> results are {h['status']}")
+        print(f"headroom check: ALL - EMPTY = {h.estimate:+.1f} points (95% CI {h.lo:+.1f} to "
+              f"{h.hi:+.1f}); {'PASS' if h.passed else 'FAIL'} -> results are {h.status}")
 
 
 def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
@@ -174,7 +155,6 @@ def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool
     cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
     print the headroom check. The output folder is locked for the whole run
     (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run on it refuses at once)."""
-    from crossprofile_lib.safety.outputs import locked_dir
     with locked_dir(out_dir):
         return _run_to_locked_dir(cfg, out_dir, backend, progress)
 
@@ -184,21 +164,9 @@ def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progre
     t0 = time.perf_counter()
     backend = backend or backend_for(cfg)
     df = run_grid(cfg, backend, progress=progress)
-    header = {
-        "config": _redacted_config(cfg),
-        "backend": backend.name,
-        "model": backend.model,
-        "decision_mode": backend.decision_mode,
-        "tokenizer": backend.tokenizer.name,
-        "tokenizer_source": backend.tokenizer_source,
-        "package_version": __version__,
-        "git_commit": git_commit(Path(__file__).resolve().parent),
-        "rows": len(df),
-        "seconds": round(time.perf_counter() - t0, 3),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "errors": int((df["error"] != "").sum()) if "error" in df else 0,
-        "invalid": int(df["invalid"].sum()),
-    }
+    header = stamp(run_header(cfg, backend), t0)
+    header.update(rows=len(df), errors=int((df["error"] != "").sum()) if "error" in df else 0,
+                  invalid=int(df["invalid"].sum()))
     if backend.decision_mode != "ledger":
         header["cache"] = backend.cache.path if backend.cache is not None else None
         _report_model_run(df, backend, header)

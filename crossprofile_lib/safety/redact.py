@@ -9,6 +9,8 @@ written or keyed -- the call cache (key and stored field), ``run.json``,
   ``access_token``, ``secret``, ``password``, ``passwd``, ``pwd``, ``sig``, ``signature``,
   ``auth``, ``credential``, ``session``...) becomes ``***``.
 
+:func:`redact_options` applies the same rule to a backend's options wherever a run header records them.
+
 Redaction is deterministic, so a redacted URL still identifies the server in cache keys (two
 keys on one server share a cache, as the API key never was part of the key).
 :func:`redact_text` redacts every URL found in free text (error messages).
@@ -28,6 +30,14 @@ def is_secret_name(name: str) -> bool:
     """Whether an option, header or query name looks like it holds a secret (``api_key``,
     ``token``, ``password``...): its value is never typed, written or keyed."""
     return bool(_SECRET_NAME.search(name))
+
+
+def redact_options(options: dict) -> dict:
+    """The one redaction rule of run headers (``run.json``, ``hiddenbench_run.json``) and configuration
+    hashes: a value whose name looks secret (:func:`is_secret_name`) becomes ``***``; a value whose name
+    holds ``url`` is redacted as a URL (:func:`redact_url`); others pass unchanged."""
+    return {k: (MASK if is_secret_name(k) else redact_url(v) if "url" in k.lower() else v)
+            for k, v in (options or {}).items()}
 
 
 def _redact_query(q: str) -> str:

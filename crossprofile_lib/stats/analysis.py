@@ -4,7 +4,7 @@
 All statistics of a model share one template-bootstrap resample index matrix drawn from
 ``numpy.random.default_rng(seed)``; the social-proof fit uses its first ``fit_resamples`` rows.
 The social-proof fit needs the decisions' rebuilt memories: the caller rebuilds them
-(:func:`crossprofile_lib.run.rebuild.choice_data_by_model`) and hands them in as ``choice_data``;
+(:func:`crossprofile_lib.run.rebuild.choice_data_rebuilder`) and hands them in as ``choice_data``;
 this module only computes. Before anything, :func:`.analysis_set.prepare` refuses failed calls
 (or drops them with ``allow_errors``) and keeps the analysis set (the formal templates);
 each model's ``status`` is confirmatory only when :func:`.analysis_set.run_status` says so.
@@ -60,7 +60,7 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
                level=boot.level, prereg=prereg.source)
     if out["backend"] == "ledger":
         out["note"] = "reference decider (a normative evidence counter), not a language model"
-    out["headroom"] = T.headroom(df, boot, float(st["headroom_min_points"]))
+    out["headroom"] = T.headroom(df, boot, float(st["headroom_min_points"])).as_dict()
     out["analysis_set"] = dict(rows or {}).get("analysis_set", {})
     out["failed_calls"] = dict(rows or {}).get("failed_calls", "")
     out["status"], out["status_reasons"] = run_status(out["headroom"], out["analysis_set"], len(boot.units))
@@ -113,9 +113,9 @@ def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int 
 
     ``df`` is first :func:`~.analysis_set.prepare`-d (``allow_errors``, ``analysis_set``) unless
     ``rows`` (what an earlier ``prepare`` returned) says the caller did it. ``choice_data``:
-    ``{(backend, model): (ChoiceData, info) or reason}`` from
-    :func:`crossprofile_lib.run.rebuild.choice_data_by_model` on the prepared rows, or a callable
-    ``(backend, model) -> (ChoiceData, info) or reason`` called only on a cache miss (None: no
+    ``{(backend, model): (ChoiceData, info) or reason}``, or a callable
+    ``(backend, model) -> (ChoiceData, info) or reason`` called only on a cache miss
+    (:func:`crossprofile_lib.run.rebuild.choice_data_rebuilder` on the prepared rows; None: no
     social-proof fit). ``cache``, ``choice_key``: see :func:`analyse_model`."""
     prereg = prereg or load_prereg()
     if rows is None:

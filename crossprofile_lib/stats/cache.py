@@ -7,7 +7,7 @@ folder (``DIR/.stats_cache/``). An entry's key is the SHA-256 of everything its 
 * the rows it is fitted on (:func:`table_hash`: pandas' per-row hash of every column, in order);
 * its options (prereg settings it reads, resamples, seed, reference policy, ...);
 * the code: the package version and a digest of the source of ``crossprofile_lib/stats/`` and
-  ``crossprofile_lib/rebuild.py`` (:func:`code_digest`), so an edited fit never reads an old answer;
+  ``crossprofile_lib/run/rebuild.py`` (:func:`code_digest`), so an edited fit never reads an old answer;
 * for the social-proof fit, the template files the memories are rebuilt from (the caller adds
   their digest).
 
@@ -30,6 +30,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib import __version__
+
 CACHE_DIRNAME = ".stats_cache"
 
 
@@ -44,10 +46,9 @@ def table_hash(df: pd.DataFrame) -> str:
 @lru_cache(maxsize=None)
 def code_digest() -> str:
     """Package version + SHA-256 of the statistics' source files."""
-    from crossprofile_lib import __version__
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(__version__.encode())
-    for p in sorted(here.glob("*.py")) + [here.parent / "rebuild.py"]:
+    for p in sorted(here.glob("*.py")) + [here.parent / "run" / "rebuild.py"]:
         if p.exists():
             h.update(p.name.encode())
             h.update(p.read_bytes())

@@ -24,201 +24,28 @@ adjusted within each ``family`` by the family's ``correction`` (``holm``: statsm
 value the p-value tests against. A contrast whose terms match no rows in a given
 run is reported as not estimable (with the reason) and left out of its family.
 ``paper:`` entries are the paper's reported values, carried for comparison only.
+
+The file is validated and compiled by :mod:`crossprofile_lib.stats.prereg` (a pydantic model with a
+docstring per field); this module evaluates the compiled contrasts on a results table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Optional
-
 import numpy as np
 import pandas as pd
-import yaml
 
-from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from crossprofile_lib.paths import prereg_path
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-
-DEFAULT_PREREG_PATH = prereg_path()
-
-_TOP_KEYS = {"version", "defaults", "families", "settings", "contrasts"}
-_DEFAULT_KEYS = {"outcome", "scale", "where"}
-_CONTRAST_KEYS = {"id", "title", "family", "outcome", "scale", "test_value", "where", "terms", "paper", "note"}
-_FAMILY_KEYS = {"correction", "alpha"}
-_CORRECTIONS = ("holm", "none")
-#: a user's file without ``settings`` falls back to the repository prereg.yaml's (crossprofile_lib.design)
-_SETTINGS = {"primary_budget": PRIMARY_BUDGET, "headroom_min_points": HEADROOM_MIN_POINTS,
-             "net_lead_where": {"selection": "budget", "label_format": "full", "budget_label": PRIMARY_BUDGET},
-             "social_proof_where": {}}
-
-
-class PreregError(ValueError):
-    """A preregistration file breaks a rule. ``str()`` names the file, the field and the rule."""
-
-    def __init__(self, path: str, field: str, rule: str, message: str):
-        self.path, self.field, self.rule = str(path), field, rule
-        super().__init__(f"{path}: field '{field}': {rule}: {message}")
-
-
-@dataclass(frozen=True)
-class Term:
-    weight: float
-    where: dict  # column -> value, list of values, or None (no filter)
-
-
-@dataclass(frozen=True)
-class Contrast:
-    id: str
-    terms: tuple[Term, ...]
-    title: str = ""
-    family: Optional[str] = None
-    outcome: str = "correct"
-    scale: float = 100.0
-    null: float = 0.0
-    paper: Optional[dict] = None
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Family:
-    correction: str = "holm"
-    alpha: float = 0.05
-
-
-@dataclass(frozen=True)
-class Prereg:
-    contrasts: tuple[Contrast, ...]
-    families: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=lambda: dict(_SETTINGS))
-    source: str = "<built-in>"
-
-
-def _num(x, path, fld) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise PreregError(path, fld, "type", f"must be a number, found {x!r}")
-    return float(x)
-
-
-def _where(x, path, fld) -> dict:
-    if x is None:
-        return {}
-    if not isinstance(x, dict):
-        raise PreregError(path, fld, "type", f"must be a mapping column -> value(s), found {type(x).__name__}")
-    for k, v in x.items():
-        vals = v if isinstance(v, list) else [v]
-        if isinstance(v, list) and not v:
-            raise PreregError(path, f"{fld}.{k}", "value", "an empty list matches nothing")
-        for e in vals:
-            if e is not None and not isinstance(e, (str, int, float, bool)):
-                raise PreregError(path, f"{fld}.{k}", "value", f"must be a scalar or list of scalars, found {e!r}")
-    return dict(x)
-
-
-def _extra(d: dict, allowed: set, path, fld) -> None:
-    extra = sorted(set(d) - allowed)
-    if extra:
-        raise PreregError(path, f"{fld}.{extra[0]}" if fld else extra[0], "unknown key",
-                          f"allowed keys: {', '.join(sorted(allowed))}")
-
-
-def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
-    """Validate a parsed YAML document and build a :class:`Prereg` (errors name the field)."""
-    if not isinstance(doc, dict):
-        raise PreregError(path, "<top>", "type", "the file must be a mapping with a 'contrasts' list")
-    _extra(doc, _TOP_KEYS, path, "")
-    defaults = doc.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise PreregError(path, "defaults", "type", "must be a mapping")
-    _extra(defaults, _DEFAULT_KEYS, path, "defaults")
-    d_where = _where(defaults.get("where"), path, "defaults.where")
-    d_outcome = str(defaults.get("outcome", "correct"))
-    d_scale = _num(defaults.get("scale", 100), path, "defaults.scale")
-    families = {}
-    for name, f in (doc.get("families") or {}).items():
-        f = f or {}
-        if not isinstance(f, dict):
-            raise PreregError(path, f"families.{name}", "type", "must be a mapping")
-        _extra(f, _FAMILY_KEYS, path, f"families.{name}")
-        corr = f.get("correction", "holm")
-        if corr not in _CORRECTIONS:
-            raise PreregError(path, f"families.{name}.correction", "value", f"one of {', '.join(_CORRECTIONS)}")
-        alpha = _num(f.get("alpha", 0.05), path, f"families.{name}.alpha")
-        if not 0 < alpha < 1:
-            raise PreregError(path, f"families.{name}.alpha", "range", "must lie in (0, 1)")
-        families[str(name)] = Family(corr, alpha)
-    settings = dict(_SETTINGS)
-    s = doc.get("settings") or {}
-    if not isinstance(s, dict):
-        raise PreregError(path, "settings", "type", "must be a mapping")
-    _extra(s, set(_SETTINGS), path, "settings")
-    for k, v in s.items():
-        settings[k] = (_where(v, path, f"settings.{k}") if k.endswith("_where") else
-                       _num(v, path, f"settings.{k}") if k == "headroom_min_points" else str(v))
-    cs = doc.get("contrasts")
-    if not isinstance(cs, list) or not cs:
-        raise PreregError(path, "contrasts", "required", "a non-empty list of contrasts")
-    out, seen = [], set()
-    for i, c in enumerate(cs):
-        fld = f"contrasts[{i}]"
-        if not isinstance(c, dict):
-            raise PreregError(path, fld, "type", "each contrast is a mapping with 'id' and 'terms'")
-        _extra(c, _CONTRAST_KEYS, path, fld)
-        cid = c.get("id")
-        if not isinstance(cid, str) or not cid.strip():
-            raise PreregError(path, f"{fld}.id", "required", "a non-empty string")
-        if cid in seen:
-            raise PreregError(path, f"{fld}.id", "unique", f"id '{cid}' is used twice")
-        seen.add(cid)
-        fam = c.get("family")
-        if fam is not None and fam not in families:
-            raise PreregError(path, f"{fld}.family", "declared", f"family '{fam}' is not under 'families' "
-                              f"(declared: {', '.join(families) or 'none'})")
-        c_where = {**d_where, **_where(c.get("where"), path, f"{fld}.where")}
-        terms = c.get("terms")
-        if not isinstance(terms, list) or not terms:
-            raise PreregError(path, f"{fld}.terms", "required", "a non-empty list of {weight, where} terms")
-        tl = []
-        for j, t in enumerate(terms):
-            tf = f"{fld}.terms[{j}]"
-            if not isinstance(t, dict):
-                raise PreregError(path, tf, "type", "a mapping with 'weight' and 'where'")
-            _extra(t, {"weight", "where"}, path, tf)
-            if "weight" not in t:
-                raise PreregError(path, f"{tf}.weight", "required", "every term needs a weight")
-            w = {k: v for k, v in {**c_where, **_where(t.get("where"), path, f"{tf}.where")}.items() if v is not None}
-            tl.append(Term(_num(t["weight"], path, f"{tf}.weight"), w))
-        paper = _paper(c.get("paper"), path, f"{fld}.paper")
-        out.append(Contrast(cid, tuple(tl), str(c.get("title", "")), fam, str(c.get("outcome", d_outcome)),
-                            _num(c.get("scale", d_scale), path, f"{fld}.scale"),
-                            _num(c.get("test_value", 0.0), path, f"{fld}.test_value"), paper, str(c.get("note", ""))))
-    return Prereg(tuple(out), families, settings, str(path))
-
-
-def _paper(x, path, fld) -> Optional[dict]:
-    """A contrast's paper values: a reference "<figure id>/<label>" into data/paper_figures.yaml
-    (the one source of paper numbers), or a mapping model -> value for a contrast of the user's own."""
-    if x is None or isinstance(x, dict):
-        return x
-    if isinstance(x, str):
-        from crossprofile_lib.paper_figures import PaperFiguresError, paper_values
-        try:
-            return paper_values(x)
-        except PaperFiguresError as e:
-            raise PreregError(path, fld, "paper reference", str(e)) from None
-    raise PreregError(path, fld, "type", "a reference '<figure id>/<item label>' or a mapping model -> paper value")
-
-
-def load_prereg(path: str | Path | None = None) -> Prereg:
-    """Read a preregistration file (default: the repository's ``prereg.yaml``)."""
-    p = Path(path) if path is not None else DEFAULT_PREREG_PATH
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise PreregError(str(p), "<file>", "exists", "no such file") from None
-    except yaml.YAMLError as e:
-        raise PreregError(str(p), "<file>", "YAML", str(e).replace("\n", " ")) from None
-    return parse_prereg(doc, str(p))
+from crossprofile_lib.stats.prereg import (  # noqa: F401  (the file's model and compiled form; re-exported)
+    DEFAULT_PREREG_PATH,
+    Contrast,
+    Family,
+    Prereg,
+    PreregError,
+    PreregFile,
+    Term,
+    load_prereg,
+    parse_prereg,
+)
 
 
 def _coerce(series: pd.Series, v):
@@ -316,6 +143,6 @@ def evaluate_contrasts(df: pd.DataFrame, prereg: Prereg, boot: TemplateBootstrap
 
 def holm(pvals, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """Holm's step-down adjustment (statsmodels' ``multipletests``): ``(reject, p_adjusted)``."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # lazy: statsmodels costs seconds to import
     rej, padj, _, _ = multipletests(np.asarray(pvals, dtype=float), alpha=alpha, method="holm")
     return rej, padj

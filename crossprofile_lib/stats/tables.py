@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.design import BUDGET_ORDER as _BUDGET_ORDER
-from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.design import POLICY_ORDER as _POLICY_ORDER
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.headroom import headroom  # noqa: F401  (the headroom check; re-exported)
 
 CELLS = ("classic", "mirror", "other")
 
@@ -187,20 +187,3 @@ def support_shared_minus_private(df: pd.DataFrame, boot: TemplateBootstrap) -> p
     pairs = [(dict(policy=p, contrast="support shared - support private"), i, index[(p, "private")])
              for (p, a), i in index.items() if a == "shared" and (p, "private") in index]
     return _differences(keys, point, draws, pairs, boot)
-
-
-def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = HEADROOM_MIN_POINTS) -> dict:
-    """ALL - EMPTY accuracy over all variants, in points. The model's results count as
-    confirmatory only when the lower interval bound exceeds ``min_points``; else 'exploratory'."""
-    d = df[df["policy"].isin(["ALL", "EMPTY"])]
-    if set(d["policy"]) != {"ALL", "EMPTY"}:
-        return dict(estimate=None, lo=None, hi=None, min_points=min_points, passed=False,
-                    status="exploratory", reason="the run has no ALL and EMPTY rows to check headroom")
-    keys, point, draws = group_draws(d, ["policy"], ["correct"], boot)
-    i, j = (keys.index[keys.policy == p][0] for p in ("ALL", "EMPTY"))
-    s = boot.summarize(np.array([point[i] - point[j]]), (draws[:, i] - draws[:, j])[:, None])
-    lo = float(s["lo"][0])
-    ok = bool(lo > min_points)
-    return dict(estimate=float(s["estimate"][0]), lo=lo, hi=float(s["hi"][0]), min_points=min_points,
-                passed=ok, status="confirmatory" if ok else "exploratory",
-                reason="" if ok else f"ALL - EMPTY lower bound {lo:.1f} <= {min_points:g} points")

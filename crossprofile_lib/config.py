@@ -1,0 +1,285 @@
+"""The shared pieces of every validated configuration (the ground floor: imports nothing of the suite).
+
+Each configuration is a pydantic model with a docstring per field: a run
+(:class:`crossprofile_lib.run.config.RunConfig`), a HiddenBench run
+(:class:`crossprofile_lib.hiddenbench.config.HBConfig`), ``prereg.yaml``
+(:mod:`crossprofile_lib.stats.prereg`) and ``data/paper_figures.yaml``
+(:mod:`crossprofile_lib.paper_figures`). They are built from what this module provides:
+
+* :data:`MODEL_CONFIG` / :class:`ConfigModel`: unknown keys are refused and each field's docstring becomes
+  its description;
+* :class:`Budget`: a token budget parsed once, from ``0.6`` (a ratio of ``T_all``) or ``128t`` / ``t128``
+  (a fixed token count), with the rules the command line prints;
+* :func:`check_seed`, :func:`check_variants`, :func:`distinct`: the rules of seed, variant and list
+  options, and the field types built on them (:data:`Seeds`, :data:`Budgets`, :data:`Variants`,
+  :data:`Paths`);
+* :func:`rule_errors`: a :class:`pydantic.ValidationError` as ``(field, rule, message)`` triples, the
+  field written ``contrasts[0].terms[1].weight``, for errors that name the file or option, the field and
+  the rule.
+
+A validator states a rule by raising :func:`rule` (``PydanticCustomError(rule, message)``): the error's
+type is the rule's name. Built-in checks map onto the same names (:data:`RULES`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from types import UnionType
+from typing import Annotated, Any, Callable, Iterable, Optional, Union, get_args, get_origin
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, Strict, ValidationError
+from pydantic_core import PydanticCustomError, core_schema
+
+from crossprofile_lib.design import VARIANT_NAMES
+
+#: Every configuration: unknown keys refused, defaults validated too, attribute docstrings as field descriptions.
+MODEL_CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+#: Seeds are 32-bit unsigned (larger ones would wrap onto small ones in some generators).
+MAX_SEED = 2**32 - 1
+
+
+class ConfigModel(BaseModel):
+    """Base of the file models: unknown keys refused, one docstring per field."""
+
+    model_config = MODEL_CONFIG
+
+
+def rule(name: str, message: str) -> PydanticCustomError:
+    """The error a validator raises for a broken rule ``name`` (``message`` is printed after it)."""
+    return PydanticCustomError(name, message)
+
+
+# --- budgets ----------------------------------------------------------------------------------
+
+_FIXED = re.compile(r"^(?:(\d+)t|t(\d+))$")
+
+
+class Budget(str):
+    """A token budget (SPEC section 5): the ratio ``r`` of ``B(r) = floor(r * T_all)`` or a fixed token
+    count. The string itself is the canonical label (``"0.6"``, ``"128t"``; ``0.60`` and ``t128`` are
+    written so), so a budget compares equal to its label and is written as it in ``run.json``.
+
+    ``Budget("0.6")``, ``Budget(0.6)``, ``Budget("128t")``, ``Budget("t128")``; anything else raises
+    :class:`ValueError` naming the rule: a ratio lies in (0, 1]; a fixed budget is at least 1 token.
+    """
+
+    ratio: Optional[float]
+    fixed_tokens: Optional[int]
+
+    def __new__(cls, value: "str | float | Budget") -> "Budget":
+        if isinstance(value, Budget):
+            return value
+        ratio, fixed = _parse_budget(value)
+        self = super().__new__(cls, f"{fixed}t" if ratio is None else f"{ratio:g}")
+        self.ratio, self.fixed_tokens = ratio, fixed
+        return self
+
+    def __getnewargs__(self):
+        return (str(self),)
+
+    @classmethod
+    def parse(cls, value: "str | float | Budget") -> "Budget":
+        """The budget ``value`` names (see the class doc)."""
+        return cls(value)
+
+    @property
+    def label(self) -> str:
+        """``0.6`` or ``128t``: the ``budget_label`` column."""
+        return str(self)
+
+    def tokens(self, t_all: int) -> int:
+        """The budget in tokens for a template whose facts cost ``t_all``."""
+        return self.fixed_tokens if self.ratio is None else math.floor(self.ratio * t_all)
+
+    def __repr__(self) -> str:
+        return f"Budget({str(self)!r})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            _validate_budget, json_schema_input_schema=core_schema.union_schema(
+                [core_schema.str_schema(), core_schema.float_schema()]),
+            serialization=core_schema.plain_serializer_function_ser_schema(str))
+
+
+def _parse_budget(value) -> tuple[Optional[float], Optional[int]]:
+    if isinstance(value, bool):
+        raise ValueError(f"budget {value!r} is neither a ratio in (0, 1] (e.g. 0.6) nor a token count (e.g. 128t)")
+    s = str(value).strip()
+    m = _FIXED.match(s)
+    if m:
+        n = int(m.group(1) or m.group(2))
+        if n < 1:
+            raise ValueError(f"budget '{s}': a fixed token budget must be at least 1 token")
+        return None, n
+    if s.startswith("-") and s.rstrip("t") != s:
+        raise ValueError(f"budget '{s}': a fixed token budget must be at least 1 token")
+    try:
+        r = float(s)
+    except ValueError:
+        raise ValueError(f"budget '{s}' is neither a ratio in (0, 1] (e.g. 0.6) nor a token count "
+                         f"(e.g. 128t)") from None
+    if not (math.isfinite(r) and 0 < r <= 1):
+        raise ValueError(f"budget ratio '{s}' is not in (0, 1]")
+    return r, None
+
+
+def _validate_budget(value) -> Budget:
+    try:
+        return Budget(value)
+    except ValueError as e:
+        raise rule("budget", str(e)) from None
+
+
+# --- seeds and lists --------------------------------------------------------------------------
+
+def check_seed(v: int) -> int:
+    """A seed is an integer in ``0..MAX_SEED``."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"seed {v!r} is not an integer")
+    if not 0 <= v <= MAX_SEED:
+        raise ValueError(f"seed {v} is outside 0..{MAX_SEED} (seeds are 32-bit unsigned)")
+    return v
+
+
+def distinct(items: Iterable, what: str) -> list:
+    """``items`` as a list when no item appears twice; else :class:`ValueError` naming the repeats."""
+    items = list(items)
+    seen: set = set()
+    dups = [x for x in items if x in seen or seen.add(x)]
+    if dups:
+        raise ValueError(f"{what} {', '.join(map(str, dict.fromkeys(dups)))} given twice: each {what} may appear once")
+    return items
+
+
+def _seed(v: int) -> int:
+    try:
+        return check_seed(v)
+    except ValueError as e:
+        raise rule("seed", str(e)) from None
+
+
+def distinct_list(what: str):
+    """An ``AfterValidator`` refusing repeats in a list field (rule ``unique``)."""
+    def check(items):
+        try:
+            distinct(items, what)
+        except ValueError as e:
+            raise rule("unique", str(e)) from None
+        return items
+    return AfterValidator(check)
+
+
+def check_variants(names: Iterable[str]) -> list[str]:
+    """Variants are three letters of P/S (:data:`crossprofile_lib.design.VARIANT_NAMES`)."""
+    names = list(names)
+    bad = [v for v in names if v not in VARIANT_NAMES]
+    if bad:
+        raise ValueError(f"unknown variant(s) {', '.join(map(str, bad))} (known: {', '.join(VARIANT_NAMES)})")
+    return names
+
+
+def checked(check: Callable, name: str) -> AfterValidator:
+    """An ``AfterValidator`` running ``check`` (which raises :class:`ValueError`) as rule ``name``."""
+    def run(v):
+        try:
+            check(v)
+        except ValueError as e:
+            raise rule(name, str(e)) from None
+        return v
+    return AfterValidator(run)
+
+
+def _paths(v):
+    """One path or several, as strings (``Path`` objects accepted)."""
+    if isinstance(v, (str, os.PathLike)):
+        v = [v]
+    return [os.fspath(p) if isinstance(p, os.PathLike) else p for p in v] if isinstance(v, (list, tuple)) else v
+
+
+#: A number in a file: an int or a float, never a bool or a string.
+Number = Annotated[float, Strict()]
+Seed = Annotated[int, AfterValidator(_seed)]
+Seeds = Annotated[tuple[Seed, ...], distinct_list("seed")]
+Budgets = Annotated[tuple[Budget, ...], distinct_list("budget")]
+Variants = Annotated[tuple[str, ...], checked(check_variants, "variant"), distinct_list("variant")]
+Paths = Annotated[tuple[str, ...], BeforeValidator(_paths)]
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+#: pydantic's error types -> the rule names this suite prints.
+RULES = {"missing": "required", "extra_forbidden": "unknown key", "unexpected_keyword_argument": "unknown key",
+         "too_short": "required", "literal_error": "value", "enum": "value",
+         "greater_than": "range", "greater_than_equal": "range", "less_than": "range", "less_than_equal": "range"}
+
+
+def field_path(loc: Iterable) -> str:
+    """``("contrasts", 0, "terms", 1, "weight")`` -> ``contrasts[0].terms[1].weight``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not re.fullmatch(r"[a-z]+\[.*\]|function-.*|[a-z-]+-union.*", str(part)):  # pydantic's schema tags
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _unwrap(tp):
+    """The type inside ``Optional[...]`` / ``Annotated[...]``."""
+    while True:
+        origin, args = get_origin(tp), get_args(tp)
+        if origin is Annotated:
+            tp = args[0]
+        elif origin in (Union, UnionType) and type(None) in args and len(args) == 2:
+            tp = next(a for a in args if a is not type(None))
+        else:
+            return tp
+
+
+def _fields(cls) -> dict:
+    return getattr(cls, "model_fields", None) or getattr(cls, "__pydantic_fields__", None) or {}
+
+
+def field_info(model, loc: Iterable):
+    """``(fields of the model holding the last named part of loc, that part's FieldInfo or None)``, following
+    ``loc`` through nested models, lists and mappings; ``({}, None)`` where it cannot."""
+    tp, parent, info = model, {}, None
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(part, int) or get_origin(tp) in (list, tuple, dict):
+            if get_origin(tp) in (list, tuple, dict):
+                tp, info = get_args(tp)[-1], None
+                continue
+            return {}, None
+        parent = _fields(tp)
+        if part not in parent:
+            return parent, None
+        info = parent[part]
+        tp = info.annotation
+    return parent, info
+
+
+def rule_errors(e: ValidationError, model=None) -> list[tuple[str, str, str]]:
+    """``(field, rule, message)`` per error of ``e``, in the order pydantic found them. With the ``model``
+    that was validated, a missing field is explained by its docstring and an unknown key lists the
+    allowed ones."""
+    out = []
+    for err in e.errors(include_url=False):
+        kind = err["type"]
+        name = RULES.get(kind, "type" if kind.endswith(("_type", "_parsing")) or kind == "is_instance_of" else kind)
+        msg = err["msg"]
+        if kind == "value_error":
+            name, msg = "value", msg.removeprefix("Value error, ")
+        elif model is not None and name in ("required", "unknown key"):
+            parent, info = field_info(model, err["loc"])
+            if name == "unknown key" and parent:
+                msg = f"allowed keys: {', '.join(sorted(parent))}"
+            elif name == "required" and info is not None and info.description:
+                msg = info.description.rstrip(".")
+                msg = (msg[0].lower() + msg[1:]).replace("``", "")
+        out.append((field_path(err["loc"]), name, msg))
+    return out

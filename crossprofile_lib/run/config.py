@@ -1,0 +1,68 @@
+"""The run configuration: one grid on one backend, validated when it is built.
+
+:class:`RunConfig` is what ``crossprofile run`` builds from its options, what the book builds for its
+runs and what ``run.json`` records (``config``, secrets masked: :mod:`crossprofile_lib.run.header`).
+It is a pydantic dataclass: every field is checked on construction (a bad value raises
+:class:`pydantic.ValidationError`, a :class:`ValueError`, naming the field and the rule), budgets are
+parsed once into :class:`~crossprofile_lib.config.Budget`, and lists become tuples.
+``dataclasses.asdict`` and ``RunConfig.<field>`` (the default) work as on a plain dataclass.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+
+from crossprofile_lib.config import MODEL_CONFIG, Budgets, Paths, Seeds, Variants, checked, distinct_list
+from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, N_AGENTS, VARIANT_NAMES
+from crossprofile_lib.policies import parse_policy
+
+
+def check_policies(specs) -> None:
+    """Every policy spec is one the registry knows (``BASE[-kK][:FORMAT]``, :func:`parse_policy`)."""
+    for p in specs:
+        parse_policy(p)
+
+
+def check_backend_name(spec: str) -> None:
+    """``ledger`` or ``provider/model``. Whether the provider is one of the suite's is checked when the backend
+    is built from the name (:func:`crossprofile_lib.backends.get_backend`; the command line checks it first):
+    a backend of your own, passed to the runner as an object, may carry any name."""
+    provider, slash, model = spec.partition("/")
+    if not provider.strip() or spec != spec.strip() or (slash and not model.strip()):
+        raise ValueError(f"backend '{spec}' is not 'ledger' or 'provider/model'")
+
+
+BackendSpec = Annotated[str, checked(check_backend_name, "backend")]
+Policies = Annotated[tuple[str, ...], checked(check_policies, "policy"), distinct_list("policy")]
+
+
+@dataclass(config=MODEL_CONFIG, frozen=True)
+class RunConfig:
+    """One grid: templates x variants x seeds x policies x budgets, decided by one backend."""
+
+    backend: BackendSpec = "ledger"
+    """``ledger`` (the reference decider) or ``provider/model`` with a known provider (``--backend``)."""
+    templates: Paths = ("templates",)
+    """Template files, folders or globs (``--templates``); ``templates/...`` not found in the working folder
+    means the bundled templates."""
+    seeds: Seeds = (0, 1, 2)
+    """Distinct seeds in ``0..2^32-1``; each seed deals the facts and rotates the options (``--seeds``)."""
+    budgets: Budgets = BUDGET_GRID
+    """Distinct token budgets: ratios of ``T_all`` in (0, 1] and fixed counts (``128t``) (``--budgets``)."""
+    policies: Policies = DEFAULT_POLICIES
+    """Distinct policy specs ``BASE[-kK][:FORMAT]`` (``--policies``; default: the paper's grid)."""
+    variants: Variants = VARIANT_NAMES
+    """Distinct attribution variants, three letters of P/S (``--variants``; default: all 8)."""
+    n_agents: Annotated[int, Field(ge=2)] = N_AGENTS
+    """Agents per discussion, at least 2 (``--agents``)."""
+    n_options: Annotated[int, Field(ge=2)] = 3
+    """Options per template, at least 2 (``--options``): templates with another count are refused."""
+    tokenizer: Optional[str] = None
+    """The budgets' tokenizer: ``offline``, ``gguf:PATH``, ``hf:FOLDER`` or ``PATH/tokenizer.json``; None: the
+    backend's (``--tokenizer``)."""
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword options of the backend's class, e.g. ``social_proof`` for the ledger (``--backend-option``
+    and the model options); values named like a secret are masked in ``run.json``."""

@@ -1,0 +1,51 @@
+"""The run header: what ``run.json`` and ``hiddenbench_run.json`` record about how a run was made.
+
+:func:`run_header` builds the fields both headers share: the resolved configuration (``config``, its
+backend options through the one redaction rule :func:`crossprofile_lib.safety.redact.redact_options`, so no
+key reaches a file), the backend, model, decision mode, tokenizer and how it was chosen, the package
+version and the git commit. :func:`stamp` adds the seconds the run took and when it was written. Each
+writer adds its own fields: rows, errors and the headroom check for a grid
+(:mod:`crossprofile_lib.run.runner`); data source, prompts and protocols for HiddenBench
+(:mod:`crossprofile_lib.hiddenbench.run`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from crossprofile_lib import __version__
+from crossprofile_lib.run.results import git_commit
+from crossprofile_lib.safety.redact import redact_options
+
+
+def config_record(cfg) -> dict:
+    """A configuration dataclass (:class:`~crossprofile_lib.run.config.RunConfig`,
+    :class:`~crossprofile_lib.hiddenbench.config.HBConfig`) as the header records it: its fields, backend
+    options redacted."""
+    d = asdict(cfg)
+    if "backend_options" in d:
+        d["backend_options"] = redact_options(d["backend_options"])
+    return d
+
+
+def run_header(cfg, backend) -> dict:
+    """The fields every run header has (see the module doc)."""
+    return {
+        "config": config_record(cfg),
+        "backend": backend.name,
+        "model": backend.model,
+        "decision_mode": backend.decision_mode,
+        "tokenizer": backend.tokenizer.name,
+        "tokenizer_source": backend.tokenizer_source,
+        "package_version": __version__,
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+    }
+
+
+def stamp(header: dict, t0: float) -> dict:
+    """``header`` with ``seconds`` since ``t0`` (:func:`time.perf_counter`) and ``created`` (UTC) set."""
+    header.update(seconds=round(time.perf_counter() - t0, 3),
+                  created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return header
