@@ -22,6 +22,8 @@ import os
 from importlib import resources
 from pathlib import Path
 
+import platformdirs
+
 PACKAGE = "crossprofile_lib"
 CACHE_ENV = "CROSSPROFILE_CACHE"
 PROMPTS_ENV = "CROSSPROFILE_PROMPTS"
@@ -92,7 +94,6 @@ def cache_dir() -> Path:
     legacy = Path.cwd() / LEGACY_CACHE
     if legacy.is_dir():
         return legacy
-    import platformdirs
     return Path(platformdirs.user_cache_dir("crossprofile", appauthor=False))
 
 

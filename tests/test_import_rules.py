@@ -180,3 +180,43 @@ def test_no_shim_modules_remain(shim):
 def test_few_modules_on_the_ground_floor():
     flat = sorted(p.name for p in LIB.glob("*.py") if p.name != "__init__.py")
     assert flat == ["config.py", "design.py", "paper_figures.py", "paths.py", "prompts.py", "rng.py"], flat
+
+
+#: Third-party modules a function may import on first use: the optional SDKs (a model backend, a chat
+#: template) and the statistics libraries that cost seconds to import (only their fits need them).
+LAZY_THIRD_PARTY = ("llama_cpp", "openai", "vllm", "tokenizers", "jinja2", "statsmodels", "scipy")
+#: Wings whose functions may import lazily: the command line (a fast ``--help``) and the book (IPython,
+#: widgets and matplotlib live there; its modules are being thinned separately).
+LAZY_WINGS = ("cli", "book")
+
+
+def function_local_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import statement inside a function of ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    out += [(node.lineno, a.name) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    out.append((node.lineno, "." * node.level + (node.module or "")))
+    return out
+
+
+def test_the_local_import_checker_sees_a_function_local_import():
+    assert f"{PKG}.run.runner" in {m for _, m in function_local_imports(LIB / "cli" / "run.py")}
+    assert "statsmodels.stats.multitest" in {m for _, m in function_local_imports(LIB / "stats" / "contrasts.py")}
+
+
+def test_imports_sit_at_module_tops_outside_the_command_line_and_the_book():
+    """Issue 20: no function-local import of the package (there are no circles to dodge) nor of a
+    declared dependency; only the optional SDKs and the slow statistics libraries are imported on use."""
+    bad = []
+    for m, p in sorted(MODULES.items()):
+        if wing(m) in LAZY_WINGS:
+            continue
+        for line, mod in function_local_imports(p):
+            if mod.split(".")[0] not in LAZY_THIRD_PARTY:
+                bad.append(f"{p.relative_to(LIB.parent)}:{line}: import {mod} inside a function")
+    assert not bad, "\n".join(bad)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 
 from crossprofile_lib.backends.base import Backend  # noqa: F401  (the interface)
+from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: provider -> (``module:Class``, default model when the spec names none)
 PROVIDERS: dict[str, tuple[str, str]] = {
@@ -52,7 +53,6 @@ def get_backend(spec: str, tokenizer=None, **opts):
         raise ValueError(f"unknown backend '{spec}' (known providers: {', '.join(sorted(PROVIDERS))})")
     cls = provider_class(provider)
     if provider == "ledger":
-        from crossprofile_lib.task.tokenizer import get_tokenizer
         return cls(tokenizer=get_tokenizer(tokenizer), **opts)
     return cls(model or PROVIDERS[provider][1], tokenizer=tokenizer, **opts)
 

@@ -40,6 +40,7 @@ from typing import Iterable, Optional
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.paths import cache_dir
+from crossprofile_lib.safety.outputs import atomic_write
 from crossprofile_lib.safety.redact import redact_url
 
 DEFAULT_FOLDER = ".crossprofile_cache"
@@ -366,7 +367,6 @@ def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
 def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
     """Write every readable entry of a cache file as one JSON line (all columns) to ``out``, also
     from a damaged file where SQLite can still read rows; returns (written, unreadable)."""
-    from crossprofile_lib.safety.outputs import atomic_write
     f = resolve_cache_file(path)
     if not f.is_file() or f.stat().st_size == 0:
         raise _err(f, open_problem(f, writable=False) or "not a readable file")

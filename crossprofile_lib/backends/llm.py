@@ -31,11 +31,15 @@ Decision modes (recorded in every row):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Callable, Optional, Sequence
+
+from tqdm.auto import tqdm
 
 from crossprofile_lib import prompts as P
 from crossprofile_lib.backends.base import (
@@ -50,7 +54,9 @@ from crossprofile_lib.backends.base import (
     summary_request,
 )
 from crossprofile_lib.backends.cache import CallCache, call_key, messages_sha
+from crossprofile_lib.backends.stance import parse_stances, stance_request
 from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 DECISION_MODES = ("generate", "grammar", "score")
 SCORE_PREFILL = "Decision:"
@@ -139,7 +145,6 @@ class LLMBackend(ChatBackend):
     def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
-        from crossprofile_lib.task.tokenizer import default_tokenizer
         if decision_prompt not in P.DECISION_PROMPTS:
             raise ValueError(f"backend {self.provider}/{model}: decision_prompt '{decision_prompt}' is not one of "
                              f"{', '.join(P.DECISION_PROMPTS)}")
@@ -182,7 +187,6 @@ class LLMBackend(ChatBackend):
             self.stats["cached"] += sum(k in found for k in keys)          # answered from the cache
             self.stats["deduplicated"] += sum(k not in found for k in keys) - len(todo)  # same call twice
         if todo:
-            from tqdm.auto import tqdm
             purposes = sorted({r.purpose for r in todo})
             bar = tqdm(total=len(todo), desc=f"{self.name} {'+'.join(purposes)}", unit="call",
                        disable=not self.progress, leave=False)
@@ -294,14 +298,12 @@ class LLMBackend(ChatBackend):
         return Relevance.of(idx)
 
     def stance_request(self, task, cl) -> ChatRequest:
-        from crossprofile_lib.backends.stance import stance_request
         # constrained only in grammar mode: a JSON grammar over a dozen stances costs minutes per
         # call in llama.cpp on two cores, while score mode exists to avoid long constrained output
         return stance_request(task, cl.claims, option_order(task), self.decision_mode == "grammar")
 
     def stances(self, task, cl):
         """BAL's stance call (:mod:`.stance`): one stance (or None) per claim."""
-        from crossprofile_lib.backends.stance import parse_stances
         res = self.chat([self.stance_request(task, cl)])[0]
         parsed = parse_stances(res.text, len(cl), option_order(task)) if res.error is None else None
         if parsed is None:
@@ -338,8 +340,7 @@ class ChatTemplate:
     """
 
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "", name: str = ""):
-        import hashlib
-
+        # optional: jinja2 comes with the llm / book extras, needed only for a chat template over HTTP
         import jinja2
         import jinja2.ext
         from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -363,7 +364,6 @@ class ChatTemplate:
 
     @classmethod
     def from_spec(cls, spec: str) -> "ChatTemplate":
-        from pathlib import Path
         if spec == "chatml":
             return cls(CHATML, "", "<|im_end|>", name="chatml")
         kind, _, arg = spec.partition(":")

@@ -47,6 +47,8 @@ import threading
 import time
 from typing import Callable, Optional, Sequence
 
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
@@ -60,6 +62,7 @@ from crossprofile_lib.backends.llm import (
     score_text,
 )
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
+from crossprofile_lib.task.tokenizer import default_tokenizer, get_tokenizer, probe_server
 
 
 class MalformedResponse(Exception):
@@ -129,7 +132,6 @@ class OpenAICompatBackend(LLMBackend):
                  extra_body: Optional[dict] = None, progress: bool = False, max_tokens: int = 512,
                  reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default",
                  circuit_breaker: int = 8):
-        from crossprofile_lib.task.tokenizer import get_tokenizer
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         probe = tokenizer in (None, "", "auto", "server")
@@ -166,7 +168,6 @@ class OpenAICompatBackend(LLMBackend):
 
     def _server_tokenizer(self, required: bool):
         """(tokenizer, source) for budgets: the server's own where it has a tokenize endpoint."""
-        from crossprofile_lib.task.tokenizer import default_tokenizer, probe_server
         if self.provider == "deepseek" and self.base_urls == [self.default_base_url] and not required:
             tok, why = None, "the hosted DeepSeek API has no tokenize endpoint"
         else:
@@ -244,7 +245,6 @@ class OpenAICompatBackend(LLMBackend):
                           latency_s=time.perf_counter() - t0, choice_logprobs=lps)
 
     async def _call(self, clients, j: int, r: ChatRequest) -> ChatResult:
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
         attempts = 0
         try:
             async for attempt in AsyncRetrying(

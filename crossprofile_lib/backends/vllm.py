@@ -34,6 +34,7 @@ from crossprofile_lib.backends.llm import (
     decision_regex,
     score_text,
 )
+from crossprofile_lib.task.tokenizer import get_tokenizer
 
 
 class EngineTokenizer:
@@ -75,7 +76,6 @@ class VLLMBackend(LLMBackend):
         self.engine_config = {k: v for k, v in kw.items() if k != "model"}
         self.engine = vllm.LLM(**kw)
         self.hf_tokenizer = self.engine.get_tokenizer()
-        from crossprofile_lib.task.tokenizer import get_tokenizer
         tok = EngineTokenizer(self.hf_tokenizer, model) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,

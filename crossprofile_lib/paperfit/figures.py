@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH, PaperItem, load_paper_figures
+from crossprofile_lib.policies import parse_policy
 from crossprofile_lib.stats.contrasts import Contrast, parse_prereg
 
 DECISION_OUTCOMES = ("correct", "chose_decoy")
@@ -99,7 +100,6 @@ def short(model: str) -> str:
 def needed_policies(figures: Sequence[Figure], all_policies: Sequence[str]) -> tuple[list[str], list[str]]:
     """The policies and budget labels the figures' terms can match (a term without a ``policy``
     filter matches every policy of ``all_policies`` allowed by its ``selection`` / ``label_format``)."""
-    from crossprofile_lib.policies import parse_policy
     pols, budgets = [], []
     for f in figures:
         for t in f.contrast.terms:

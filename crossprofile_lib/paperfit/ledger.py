@@ -35,7 +35,12 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib import __version__
+from crossprofile_lib.backends.ledger import ReferenceDecider
 from crossprofile_lib.paths import cache_dir
+from crossprofile_lib.run.rebuild import option_features
+from crossprofile_lib.run.runner import RunConfig, build_requests
+from crossprofile_lib.task.templates import load_templates, template_paths
+from crossprofile_lib.task.tokenizer import get_tokenizer
 
 FORMULA = "softmax(beta*(x0 + s*x1 + w*(x2 + s*x3))) v1"   # part of the cache key
 TARGETS = ("correct", "chose_decoy")
@@ -117,10 +122,6 @@ def _canonical(X: np.ndarray, target: np.ndarray) -> np.ndarray:
 def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budgets: Sequence[str],
                  n_agents: int = 4, tokenizer: Optional[str] = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """Build every memory of the grid (no decisions) and return ``(rows, Xp, pattern)``."""
-    from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.run.rebuild import option_features
-    from crossprofile_lib.run.runner import RunConfig, build_requests
-    from crossprofile_lib.task.tokenizer import get_tokenizer
     cfg = RunConfig(backend="ledger", seeds=list(seeds), budgets=list(budgets), policies=list(policies),
                     n_agents=n_agents, tokenizer=tokenizer)
     stub = ReferenceDecider(tokenizer=get_tokenizer(tokenizer))
@@ -146,7 +147,6 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
 
 
 def _template_digest(paths) -> list:
-    from crossprofile_lib.task.templates import template_paths
     return sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in template_paths(paths))
 
 
@@ -162,7 +162,6 @@ def load_or_build(templates: Sequence[str], seeds: Sequence[int], policies: Sequ
                   n_agents: int = 4, tokenizer: Optional[str] = None) -> LedgerDesign:
     """The design and its grid probabilities, from ``cache_dir`` when the key matches, else built
     (and written there). ``templates``: template paths (files or folders)."""
-    from crossprofile_lib.task.templates import load_templates
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key, cfg = cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid)
     npz, pq = cache_dir / f"ledger-{key}.npz", cache_dir / f"ledger-{key}.parquet"

@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,7 +170,6 @@ def _write(out: PaperFit, fdir: Path) -> None:
     try:
         os.replace(tmp, fdir)
     except OSError:      # another process wrote the same entry first
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
+
 #: Columns every results table has (later modules may add more; none may be renamed).
 REQUIRED_COLUMNS = (
     "template_id", "domain", "variant", "support_attr", "decoy_attr", "irrelevant_attr", "seed",
@@ -47,7 +49,6 @@ def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
     temporary name renamed into place (:func:`crossprofile_lib.safety.outputs.atomic_write`): a reader sees
     the old file or the new one, never a torn one. Callers that run a grid hold the folder's lock
     (:func:`crossprofile_lib.safety.outputs.locked_dir`)."""
-    from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_frame(df, out / "results.parquet")

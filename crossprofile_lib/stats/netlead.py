@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.contrasts import holm, row_mask
 from crossprofile_lib.stats.separation import COPY_FAMILY, PRIMARY_FAMILY, informative_templates, prepare_family
 from crossprofile_lib.stats.tables import means_table
 
@@ -66,7 +67,6 @@ VB_SEED = 0
 
 def subset(df: pd.DataFrame, where: Optional[dict]) -> pd.DataFrame:
     """Rows matching ``where`` (column -> value or list), as in prereg.yaml."""
-    from crossprofile_lib.stats.contrasts import row_mask
     if not where:
         return df
     m, _ = row_mask(df, where, "<settings>", "where")
@@ -124,7 +124,6 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     from scipy.stats import norm
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
 
-    from crossprofile_lib.stats.contrasts import holm
     d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
     if refused:
         return refused

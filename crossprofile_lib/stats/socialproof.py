@@ -102,7 +102,7 @@ DEFAULT_STARTS = ((0.0, 0.0, 1.0), (0.5, 0.5, 5.0))
 
 def fit(Xp: np.ndarray, weight: np.ndarray, starts: Sequence[Sequence[float]] = DEFAULT_STARTS) -> dict:
     """Maximum-likelihood ``(s, w, beta)`` (L-BFGS-B within :data:`BOUNDS`, best of ``starts``)."""
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize  # lazy: scipy costs a second to import; only the fit needs it
 
     def nll(th):
         ll, g = log_likelihood(th, Xp, weight)

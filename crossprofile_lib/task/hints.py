@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
+import snowballstemmer
+from confusable_homoglyphs import confusables
+
 #: Hint lemmas: single words, or phrases (matched as consecutive words). Built from SPEC
 #: rule 5 (best, recommended, should choose, correct, decoy, misleading, winner) and issue 14.
 HINT_WORDS = (
@@ -51,14 +54,12 @@ _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[a-z]+")
 
 @lru_cache(maxsize=1)
 def _stemmer():
-    import snowballstemmer
     return snowballstemmer.stemmer("english")
 
 
 @lru_cache(maxsize=1)
 def _confusables() -> dict[str, str]:
     """Non-ASCII character -> the ASCII letters it looks like (Unicode TR39 confusables)."""
-    from confusable_homoglyphs import confusables
     out = {}
     for ch, glyphs in confusables.confusables_data.items():
         if ch.isascii():

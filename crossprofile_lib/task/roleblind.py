@@ -61,7 +61,7 @@ class RoleBlindness:
 
 def role_blindness(templates: Sequence[Template], n_folds: int = 6) -> RoleBlindness:
     """Domain-held-out accuracy of a multinomial logit predicting roles from text features."""
-    import statsmodels.api as sm
+    import statsmodels.api as sm  # lazy: statsmodels costs seconds to import; only this check needs it
     X = np.vstack([fact_features(t) for t in templates])
     y = np.concatenate([[ROLES.index(f.role) for f in t.facts] for t in templates])
     domains = sorted({t.domain for t in templates})

@@ -19,6 +19,7 @@ measured on the empty string once and that offset is subtracted.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import re
@@ -26,6 +27,9 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
+
+from crossprofile_lib.safety.redact import redact_url
 
 # One pre-token per match, as a byte-level BPE pre-tokenizer splits text:
 #   an optional leading space + a run of letters  -> a word (priced by length below)
@@ -124,7 +128,6 @@ class ServerTokenizer:
     """The served model's tokenizer, one HTTP request per distinct text (cached in memory)."""
 
     def __init__(self, base_url: str, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0):
-        from crossprofile_lib.safety.redact import redact_url
         spec = {k: (path, body) for k, path, body in SERVER_ENDPOINTS}
         if kind not in spec:
             raise ValueError(f"unknown tokenize endpoint kind '{kind}' (known: {', '.join(spec)})")
@@ -143,8 +146,6 @@ class ServerTokenizer:
         self.offset = 0  # special tokens the endpoint adds to every text (set by probe_server)
 
     def _post(self, payload: dict) -> dict:
-        import http.client
-        from urllib.parse import urlsplit
         parts = urlsplit(self.url)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         for attempt in (0, 1):  # one reconnect on a dropped keep-alive connection
