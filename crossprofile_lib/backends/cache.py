@@ -43,7 +43,6 @@ from crossprofile_lib.paths import cache_dir
 from crossprofile_lib.safety.outputs import atomic_write
 from crossprofile_lib.safety.redact import redact_url
 
-DEFAULT_FOLDER = ".crossprofile_cache"
 FILE_NAME = "calls.sqlite"
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x43505246  # "CPRF", set on cache files made since the integrity check

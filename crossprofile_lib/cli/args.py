@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from crossprofile_lib.backends import PROVIDERS, check_backend_spec, provider_class
+from crossprofile_lib.backends import check_backend_spec, provider_class
 from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
 from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
@@ -155,11 +155,6 @@ def names(s: str) -> list[str]:
 
 
 # --- backends --------------------------------------------------------------------------------
-
-def known_providers() -> tuple[str, ...]:
-    """Provider names a ``--backend`` may start with (the backends' provider table; no SDK loaded)."""
-    return tuple(sorted(PROVIDERS))
-
 
 def backend(s: str) -> str:
     """argparse type: ``ledger`` or ``provider/model`` with a known provider."""

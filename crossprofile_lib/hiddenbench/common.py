@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from crossprofile_lib.backends.base import CHAT
-from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.design import NO_BUDGET, PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.disclosure import facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
@@ -185,7 +185,7 @@ def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript,
         comp = (composition_by_ids(task, mem) if by_ids and mem.kind in ("claims", "transcript", "empty")
                 else composition_by_text(task, mem))
         row = dict(policy=spec.name, base_policy=spec.base, selection=spec.selection, label_format=spec.fmt,
-                   budget_label=b.label if b else "none",
+                   budget_label=b.label if b else NO_BUDGET,
                    budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
                    budget_tokens=(btok if btok is not None else -1), t_all=unit.t_all,
                    memory_kind=mem.kind, memory_tokens=mem.tokens, memory_truncated=bool(mem.truncated),

@@ -39,10 +39,6 @@ PAPER_REFS = {
     "natural": ("natural/group vote", "natural/REF", "natural/ALL", "natural/EMPTY"),
 }
 PAPER_MODELS = ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct")
-PAPER_NOTE = ("paper figures; the natural-discussion entries are ranges over the paper's runs, not "
-              "per-model values")
-
-
 @dataclass(frozen=True)
 class GroupVote:
     option: Optional[str]

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from crossprofile_lib.backends import backend_for
-from crossprofile_lib.design import BUDGET_GRID, HEADROOM_MIN_POINTS
+from crossprofile_lib.design import BUDGET_GRID, HEADROOM_MIN_POINTS, NO_BUDGET
 from crossprofile_lib.policies import relevance_metrics
 from crossprofile_lib.rng import stream
 from crossprofile_lib.run.capabilities import unsupported
@@ -60,7 +60,7 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
                        label_format=spec.fmt, relevance_filter=m.relevance_kind, stance_source=m.stance_kind,
                        stance_agreement=(x.stance_agreement() if "stances" in spec.needs and spec.source == "model"
                                          else math.nan),
-                       budget_label=b.label if b else "none",
+                       budget_label=b.label if b else NO_BUDGET,
                        budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),
                        budget_tokens=(btok if btok is not None else -1),
                        memory_tokens=mem.tokens, memory_truncated=mem.truncated,

@@ -120,13 +120,6 @@ def fit(Xp: np.ndarray, weight: np.ndarray, starts: Sequence[Sequence[float]] = 
                 at_bound=at)
 
 
-def fit_choice_data(data: ChoiceData) -> dict:
-    """Maximum-likelihood fit on all decisions of ``data`` (no intervals)."""
-    units = sorted(set(map(str, data.template)))
-    Xp, C = patterns(data, units)
-    return fit(Xp, C.sum(axis=0))
-
-
 def _derivs(th: np.ndarray, Xp: np.ndarray, Wp: np.ndarray, hess: bool = True):
     """Log-likelihood ``(b,)``, gradient ``(b, 3)`` and Hessian ``(b, 3, 3)`` for a batch of
     parameter rows ``th`` ``(b, 3)`` and pattern weights ``Wp`` ``(b, P)``."""
