@@ -161,8 +161,9 @@ def register(sub) -> None:
                         "file-free approximation), gguf:PATH, hf:FOLDER, PATH/tokenizer.json, or a tokenizer name "
                         "'crossprofile run --tokenizer' accepts (the paper's models price with their own)")
     f.add_argument("--boot-seed", dest="boot_seed", type=A.seed, default=0, help="bootstrap seed (default 0)")
-    f.add_argument("--cache", default=None, help="cache folder (default: $CROSSPROFILE_CACHE/paperfit or "
-                                                 "./.crossprofile_cache/paperfit)")
+    f.add_argument("--cache", default=None, help="cache folder (default: paperfit/ in the call-cache folder: "
+                                                 "$CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, "
+                                                 "else the user cache folder)")
     f.add_argument("--no-cache", dest="no_cache", action="store_true", help="recompute the fit (the ledger grid "
                                                                               "is still read from the cache)")
     f.add_argument("--recovery", action="store_true", help="also print the recovery check")

@@ -1,7 +1,8 @@
 """HiddenBench (SPEC section 9): the importer, the controlled (scripted) protocol, the natural
 discussion with claim extraction, the disclosure rate and the four prompt ablations.
 
-Modules: :mod:`importer` (the public file format, the fixture, ``data_source``),
+Modules: :mod:`config` (the run configuration, validated), :mod:`importer` (the public file format, the
+fixture, ``data_source``),
 :mod:`common` (the task as backends see it, budgets, memories, composition),
 :mod:`controlled`, :mod:`natural`, :mod:`claims` (extraction parsing, near-duplicate merging),
 :mod:`disclosure` (the "restated in full" rule), :mod:`ablations`, :mod:`measures`

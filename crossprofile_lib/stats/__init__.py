@@ -5,11 +5,13 @@ social-proof fit's choice data are rebuilt by :mod:`crossprofile_lib.run.rebuild
 
 * :mod:`.bootstrap` -- the template bootstrap (one resample index matrix per run; HiddenBench's
   task bootstrap uses it too);
-* :mod:`.contrasts` -- the preregistered-contrast language (``prereg.yaml``) and Holm;
+* :mod:`.contrasts` -- the preregistered-contrast language and Holm; :mod:`.prereg` -- ``prereg.yaml``'s
+  model (validated, a docstring per field) and its compiled contrasts;
+* :mod:`.headroom` -- the headroom check (one :class:`~.headroom.Headroom` type for runs and HiddenBench);
 * :mod:`.analysis_set` -- failed calls refused or dropped, the analysis set (formal templates),
   confirmatory or exploratory;
 * :mod:`.tables` -- accuracy, cells (classic PSP, mirror SPS, pooled), composition, relevance,
-  label effects, headroom;
+  label effects;
 * :mod:`.netlead` -- accuracy by net lead; template fixed-effects logit (primary), likelihood-ratio,
   mixed and GEE logits (robustness), their verdicts per family;
 * :mod:`.separation` -- what the net-lead tests are fitted on: the copy-policy family, duplicate
