@@ -60,7 +60,9 @@ from crossprofile_lib.paperfit.ledger import GRID, cache_key, default_cache_dir,
 from crossprofile_lib.paperfit.predict import evaluate_figures, figure_matrix
 from crossprofile_lib.paperfit.sampling import build_sampling
 from crossprofile_lib.policies import DEFAULT_POLICIES
+from crossprofile_lib.rng import stream
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
+from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
 
 #: known parameters for the recovery check (besides each model's fitted point)
 RECOVERY_TRUTHS = ((0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0))
@@ -192,7 +194,6 @@ def _tokenizer_label(spec: Optional[str]) -> Optional[str]:
     """The tokenizer spec as the design's cache key and the runner see it: None for the default (the
     offline approximation), else ``spec`` plus the resolved tokenizer's name (a ``ValueError`` from
     :func:`~crossprofile_lib.task.tokenizer.get_tokenizer` names a bad spec)."""
-    from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
     tok = get_tokenizer(spec)
     return None if isinstance(tok, OfflineTokenizer) and spec in (None, "", "offline", OfflineTokenizer.name) else spec
 
@@ -227,7 +228,6 @@ def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np
 def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery,
          with_profiles, t0, tokenizer=None, template_resamples=0, recovery_draws=RECOVERY_DRAWS,
          samp=None) -> PaperFit:
-    from crossprofile_lib.rng import stream
     dec = [f for f in figs if f.kind == "decision"]
     mem = [f for f in figs if f.kind == "memory"]
     design = load_or_build(templates, seeds, pols, buds, cache_dir, tokenizer=tokenizer)
@@ -317,7 +317,6 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
                                     draws=len(r["estimates"]), rmse=r["rmse"]))
     memory = _memory_table(design, mem, TemplateBootstrap.draw(design.units, MEMORY_RESAMPLES,
                                                                stream(boot_seed, "paperfit", "memory")))
-    from crossprofile_lib.task.tokenizer import get_tokenizer
     info = dict(title=NOT_A_MODEL_RUN, backend="ledger", fits=fits, templates=list(templates), seeds=list(seeds),
                 n_templates=len(design.units), n_decisions=len(design.rows), n_patterns=int(design.Xp.shape[0]),
                 n_atoms=S.n_atoms, aliases=list(S.aliases), tokenizer=get_tokenizer(tokenizer).name,
