@@ -155,24 +155,6 @@ def distinct(items: Iterable, what: str) -> list:
     return items
 
 
-def _seed(v: int) -> int:
-    try:
-        return check_seed(v)
-    except ValueError as e:
-        raise rule("seed", str(e)) from None
-
-
-def distinct_list(what: str):
-    """An ``AfterValidator`` refusing repeats in a list field (rule ``unique``)."""
-    def check(items):
-        try:
-            distinct(items, what)
-        except ValueError as e:
-            raise rule("unique", str(e)) from None
-        return items
-    return AfterValidator(check)
-
-
 def check_variants(names: Iterable[str]) -> list[str]:
     """Variants are three letters of P/S (:data:`crossprofile_lib.design.VARIANT_NAMES`)."""
     names = list(names)
@@ -193,6 +175,11 @@ def checked(check: Callable, name: str) -> AfterValidator:
     return AfterValidator(run)
 
 
+def distinct_list(what: str) -> AfterValidator:
+    """An ``AfterValidator`` refusing repeats in a list field (rule ``unique``)."""
+    return checked(lambda items: distinct(items, what), "unique")
+
+
 def _paths(v):
     """One path or several, as strings (``Path`` objects accepted)."""
     if isinstance(v, (str, os.PathLike)):
@@ -202,7 +189,7 @@ def _paths(v):
 
 #: A number in a file: an int or a float, never a bool or a string.
 Number = Annotated[float, Strict()]
-Seed = Annotated[int, AfterValidator(_seed)]
+Seed = Annotated[int, checked(check_seed, "seed")]
 Seeds = Annotated[tuple[Seed, ...], distinct_list("seed")]
 Budgets = Annotated[tuple[Budget, ...], distinct_list("budget")]
 Variants = Annotated[tuple[str, ...], checked(check_variants, "variant"), distinct_list("variant")]
