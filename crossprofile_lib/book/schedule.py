@@ -1,0 +1,119 @@
+"""The book's experiments on every core: independent runs scheduled as concurrent processes.
+
+:meth:`BookRuns.steps <crossprofile_lib.book.experiments.BookRuns.steps>` lists every run one
+parameter set needs. They are independent (each writes its own run folder, each is seeded), so
+:func:`run_steps` hands them to a :class:`concurrent.futures.ProcessPoolExecutor` with one worker
+per core (``workers``; 1 = one after another in this process, as before):
+
+* each **reference-decider** run (the grid, the social-proof, sweep, group-size and fit-check
+  runs, controlled HiddenBench) is one task;
+* the **language-model** runs (the model sample, its labels-not-evidence rerun, its HiddenBench
+  run) are ONE task, run one after another in one worker: they share the model's call cache, and
+  the embedded model keeps its thread rule (:func:`crossprofile_lib.backends.llamacpp.auto_threads`:
+  every core unless the machine is heavily loaded) instead of several models fighting for the cores.
+  It is submitted first: it is the longest.
+
+A worker rebuilds :class:`BookRuns` from the same parameters and makes the named steps, so every
+run is made by exactly the code the sequential path runs; its result table is the same (a test
+compares the tables of both paths). Workers are forked on Linux (so a caller's script needs no
+``if __name__ == "__main__"`` guard; the model library is loaded only inside a worker), spawned
+elsewhere. Reasons a run is missing come back into ``skipped``.
+
+``python -m crossprofile_lib.book.experiments --reference-only`` runs only the reference decider's
+runs (what ``make book`` does while the embedded engine installs).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Callable
+
+#: keys into ``BookRuns.skipped`` of the reference decider's steps (every other step is a model's)
+REFERENCE_KEYS = ("ledger", "hiddenbench:ledger")
+
+
+def cores() -> int:
+    """The cores this process may use (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def tasks(steps: list[tuple[str, Callable, str]]) -> list[list[str]]:
+    """Group step names into tasks: the model steps together (first), each reference step alone."""
+    model = [name for name, _, key in steps if key not in REFERENCE_KEYS]
+    ref = [[name] for name, _, key in steps if key in REFERENCE_KEYS]
+    return ([model] if model else []) + ref
+
+
+def _make(params, names: list[str]) -> list[tuple[str, object, float, dict]]:
+    """In a worker: make the named steps of ``BookRuns(params)``, one after another."""
+    from crossprofile_lib.book.experiments import BookRuns
+    br = BookRuns(params)
+    by_name = {name: make for name, make, _ in br.steps()}
+    out = []
+    for name in names:
+        t0 = time.perf_counter()
+        run = by_name[name]()
+        out.append((name, run, time.perf_counter() - t0, dict(br.skipped)))
+    return out
+
+
+def run_steps(br, workers: int | None = None, log=print) -> dict:
+    """Make every step of ``br`` (a ``BookRuns``), ``workers`` processes at once (default: the
+    cores); ``{name: run or None}`` in :meth:`steps` order, reasons merged into ``br.skipped``."""
+    steps = br.steps()
+    keys = {name: key for name, _, key in steps}
+    workers = cores() if workers is None else max(1, int(workers))
+    groups = tasks(steps)
+    done: dict = {}
+
+    def report(name, run, seconds, skipped):
+        done[name] = run
+        br.skipped.update(skipped)
+        why = br.skipped.get(keys[name], "")
+        log(f"{name}: {seconds:.1f} s" + (f" (skipped: {why})" if run is None else ""))
+
+    if workers == 1 or len(groups) == 1:
+        for name, make, _ in steps:
+            t0 = time.perf_counter()
+            run = make()
+            report(name, run, time.perf_counter() - t0, {})
+        return {name: done[name] for name, _, _ in steps}
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
+        pending = {ex.submit(_make, br.params, g) for g in groups}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                for name, run, seconds, skipped in f.result():
+                    report(name, run, seconds, skipped)
+    return {name: done[name] for name, _, _ in steps}
+
+
+def main(argv=None) -> int:
+    """``--reference-only``: the reference decider's runs of the book's default parameters
+    (``HIDDENBENCH`` from the environment, as ``make book`` reads it), on every core."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.schedule", description=main.__doc__)
+    ap.add_argument("--reference-only", action="store_true", required=True,
+                    help="run only the reference decider's runs (no language model)")
+    ap.add_argument("--workers", type=int, default=None, help="processes at once (default: the cores)")
+    a = ap.parse_args(argv)
+    from crossprofile_lib.book.experiments import BookRuns
+    params = {"backend": ""}
+    if os.environ.get("HIDDENBENCH", "").strip():
+        params["hiddenbench_path"] = os.environ["HIDDENBENCH"].strip()
+    t0 = time.perf_counter()
+    run_steps(BookRuns(params), a.workers, log=lambda s: print(s, flush=True))
+    print(f"reference runs ready in {time.perf_counter() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
