@@ -12,11 +12,15 @@ import os
 import platform
 import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
-from crossprofile_lib.run.runner import RunConfig, run_grid
-from crossprofile_lib.task.templates import load_templates
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import Recorder  # noqa: E402
+
+from crossprofile_lib.run.runner import RunConfig, run_grid  # noqa: E402
+from crossprofile_lib.task.templates import load_templates  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,6 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    rec = Recorder()
     t0 = time.perf_counter()
     templates = load_templates(ROOT / "templates")
     load_s = time.perf_counter() - t0
@@ -47,7 +52,7 @@ def main() -> None:
            "python": platform.python_version(), "machine": platform.machine()}
     print(json.dumps(out, indent=2))
     (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
-    (ROOT / "benchmarks" / "results" / "grid.json").write_text(json.dumps(out, indent=2) + "\n")
+    rec.write(ROOT / "benchmarks" / "results" / "grid.json", out)
 
 
 if __name__ == "__main__":

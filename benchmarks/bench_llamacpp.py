@@ -98,6 +98,9 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="lean,runner,old,runner-2t")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llamacpp.json"))
     a = ap.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from record import Recorder
+    rec = Recorder()
     with tempfile.TemporaryDirectory() as cache:
         b = get_backend("llamacpp/smollm2-135m", cache=cache)
         reqs = _requests(b, a.templates)
@@ -130,7 +133,7 @@ def main(argv=None) -> int:
         res["ratio_to_lean_median"] = {c: round(statistics.median(v) / statistics.median(times["lean"]), 3)
                                        for c, v in times.items()}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
+    res = rec.write(a.out, res)
     print(json.dumps(res, indent=2))
     return 0
 

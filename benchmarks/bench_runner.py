@@ -195,6 +195,9 @@ def main(argv=None) -> None:
     p.add_argument("--decision-modes", action="store_true", help="also compare the embedded model's decision modes")
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/runner.json"))
     a = p.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from record import Recorder
+    rec = Recorder()
     res = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                        "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -206,7 +209,7 @@ def main(argv=None) -> None:
     if a.decision_modes:
         res["embedded_decision_modes"] = bench_decision_modes()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
+    rec.write(a.out, res)
     print(f"-> {a.out}")
 
 

@@ -230,6 +230,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--loop-refits", type=int, default=100, help="resamples timed in the L-BFGS-B loop")
     ap.add_argument("--keep", default=None, help="keep the two run folders here (default: a temporary folder)")
+    ap.add_argument("--command-only", action="store_true",
+                    help="measure only the command on the reference grid (part 3); the other parts are kept from "
+                         "the existing results file, which must be of the same commit")
     args = ap.parse_args()
     rec = Recorder()
     from crossprofile_lib.stats.contrasts import load_prereg
@@ -237,6 +240,8 @@ def main() -> None:
     runs = {"reference": (tmp / "reference", []),
             "stochastic": (tmp / "stochastic", ["--backend-option", "social_proof=0.5", "--backend-option",
                                                 "irrelevant_weight=0.3", "--backend-option", "inverse_temperature=2"])}
+    if args.command_only:
+        runs = {"reference": runs["reference"]}
     made = {k: round(make_run(d, o), 1) for k, (d, o) in runs.items() if not (d / "results.parquet").exists()}
     df = pd.read_parquet(runs["reference"][0] / "results.parquet")
     out = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "numpy": np.__version__,
@@ -246,12 +251,22 @@ def main() -> None:
 
     from crossprofile_lib.stats.analysis import BLAS_THREADS
     out["blas_threads"] = BLAS_THREADS      # as crossprofile stats runs them
-    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
-        out["contrast_bootstrap"] = bench_contrasts(df, load_prereg(), args)
-        out["social_proof_refits"] = bench_refits(runs["stochastic"][0], args)
-    out["stats_command_cpu_s"] = {k: bench_command(d, args) for k, (d, _) in runs.items()}
+    dest = ROOT / "benchmarks" / "results" / "stats.json"
+    if args.command_only:
+        old = json.loads(dest.read_text())
+        if old.get("record", {}).get("commit") != rec.commit:
+            raise SystemExit(f"--command-only: {dest} is of commit {old.get('record', {}).get('commit')}, not {rec.commit}")
+        out.update({k: old[k] for k in ("contrast_bootstrap", "social_proof_refits") if k in old})
+        out["parts_1_2_record"] = old["record"]
+        out["stats_command_cpu_s"] = dict(old.get("stats_command_cpu_s", {}), reference=bench_command(
+            runs["reference"][0], args))
+    else:
+        with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+            out["contrast_bootstrap"] = bench_contrasts(df, load_prereg(), args)
+            out["social_proof_refits"] = bench_refits(runs["stochastic"][0], args)
+        out["stats_command_cpu_s"] = {k: bench_command(d, args) for k, (d, _) in runs.items()}
     out["load_1min_at_end"] = load()
-    out = rec.write(ROOT / "benchmarks" / "results" / "stats.json", out)
+    out = rec.write(dest, out)
     print(json.dumps(out, indent=1))
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
