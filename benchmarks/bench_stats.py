@@ -254,8 +254,11 @@ def main() -> None:
     dest = ROOT / "benchmarks" / "results" / "stats.json"
     if args.command_only:
         old = json.loads(dest.read_text())
-        if old.get("record", {}).get("commit") != rec.commit:
-            raise SystemExit(f"--command-only: {dest} is of commit {old.get('record', {}).get('commit')}, not {rec.commit}")
+        was = old.get("record", {}).get("commit", "")
+        same = was == rec.commit or subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", was, rec.commit, "--",
+                                                    "crossprofile_lib"]).returncode == 0
+        if not same:
+            raise SystemExit(f"--command-only: {dest} measured commit {was}; crossprofile_lib changed since (rerun all)")
         out.update({k: old[k] for k in ("contrast_bootstrap", "social_proof_refits") if k in old})
         out["parts_1_2_record"] = old["record"]
         out["stats_command_cpu_s"] = dict(old.get("stats_command_cpu_s", {}), reference=bench_command(
