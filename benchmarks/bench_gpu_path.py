@@ -13,9 +13,11 @@ how fast the runner sends calls to an instant stand-in server.
 
    * one process, one server, concurrency 64 and 256;
    * one process, two base URLs (``--base-url URL1,URL2``: the backend spreads calls over them);
-   * two processes at once, each half of the templates, each its own server, one shared cache
-     folder (what a user runs as two ``crossprofile run`` commands on disjoint ``--templates``
-     into the same ``CROSSPROFILE_CACHE``), then the whole grid again from that cache;
+   * two processes at once, each half of the templates, both with the same two base URLs, one
+     shared cache folder (what a user runs as two ``crossprofile run`` commands on disjoint
+     ``--templates`` with the same ``--base-url URL1,URL2`` into the same ``CROSSPROFILE_CACHE``),
+     then the whole grid again from that cache (the base URLs are part of a call's cache key, so
+     the processes and the final run must name the same list);
    * the ``openai`` client alone against one server (no runner): the client's own ceiling.
 
    On this 2-core machine the fake servers and the runner processes share the same two cores,
@@ -87,13 +89,13 @@ def one_process(urls: list[str], concurrency: int) -> dict:
 
 
 def processes(urls: list[str], concurrency: int) -> dict:
-    """Two runner processes at once, half the templates each, one server each, one shared cache;
-    then the whole grid from that cache in one process."""
+    """Two runner processes at once, half the templates each, both with every base URL, one shared
+    cache; then the whole grid from that cache in one process (same base URLs: same cache keys)."""
     shards = [DEV[i::len(urls)] for i in range(len(urls))]
     with tempfile.TemporaryDirectory() as cache:
         procs = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(
-            {"urls": [u], "templates": s, "concurrency": concurrency, "cache": cache})], stdout=subprocess.PIPE,
-            text=True, cwd=ROOT) for u, s in zip(urls, shards)]
+            {"urls": urls, "templates": s, "concurrency": concurrency, "cache": cache})], stdout=subprocess.PIPE,
+            text=True, cwd=ROOT) for s in shards]
         outs = []
         for p in procs:
             out, _ = p.communicate()
@@ -101,7 +103,7 @@ def processes(urls: list[str], concurrency: int) -> dict:
             outs.append(json.loads(out.strip().splitlines()[-1]))
         calls = sum(o["calls"] for o in outs)
         span = max(o["end"] for o in outs) - min(o["start"] for o in outs)
-        rerun = send(urls[:1], DEV, concurrency, cache)
+        rerun = send(urls, DEV, concurrency, cache)
     return {"processes": len(urls), "servers": len(urls), "concurrency_each": concurrency, "calls": calls,
             "seconds": round(span, 3), "calls_per_s": round(calls / span, 1),
             "per_process_calls_per_s": [o["calls_per_s"] for o in outs],
@@ -122,6 +124,10 @@ def main(argv=None) -> int:
         return 0
     rec = Recorder()
     res: dict = {}
+    old = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
+    if a.skip_count and "paper_design_calls_per_model" in old:  # keep the earlier count, with its own record
+        res["paper_design_calls_per_model"] = old["paper_design_calls_per_model"]
+        res["count_record"] = old.get("count_record", old.get("record"))
     if not a.skip_count:
         from crossprofile_lib.run.plan import call_plan
         res["paper_design_calls_per_model"] = {"generate": call_plan(decision_mode="generate")}
@@ -132,7 +138,7 @@ def main(argv=None) -> int:
         rate = {"one_process_one_server_c64": one_process(urls[:1], 64),
                 "one_process_one_server_c256": one_process(urls[:1], 256),
                 "one_process_two_base_urls_c256": one_process(urls, 256),
-                "two_processes_two_servers_c128_each": processes(urls, 128)}
+                "two_processes_two_base_urls_c128_each": processes(urls, 128)}
         calls = rate["one_process_one_server_c64"]["calls"]
         s = asyncio.run(_client_only(urls[0], calls, 256))
         rate["openai_client_only_c256"] = {"calls": calls, "seconds": round(s, 3), "calls_per_s": round(calls / s, 1)}

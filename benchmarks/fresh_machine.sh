@@ -24,6 +24,7 @@ done
 WORK="${KEEP:-$(mktemp -d /tmp/fresh_machine.XXXXXX)}"
 mkdir -p "$WORK"
 export PIP_CACHE_DIR="$WORK/pip-cache"   # empty: nothing comes from an earlier build
+export CROSSPROFILE_CACHE="$WORK/call-cache"   # an empty call cache too: every model call is made
 rm -rf "$PIP_CACHE_DIR"; mkdir -p "$PIP_CACHE_DIR"
 PHASES="$WORK/phases.tsv"; : > "$PHASES"
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -88,6 +88,7 @@ def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str 
             "seeds": len(cfg.seeds), "budgets": list(cfg.budgets), "policies": list(cfg.policies),
             "decision_mode": decision_mode, "tokenizer": backend.tokenizer.name,
             "deduplicated_decisions": int(backend.stats["deduplicated"]),
+            "distinct_decision_prompts": int(df["prompt_sha"].nunique()),
             "not_counted": "format-reminder retries of unparsable generate answers (at most one per decision "
                            "call) and transport retries of failed calls",
             "counted_in_s": round(time.perf_counter() - t0, 2)}
