@@ -39,7 +39,7 @@ install-llm: $(LLM_STAMP)
 # wheel; its log: .venv/install-llm.log), then the `llm`-marked ones (tests/conftest.py fails a test that
 # skips for a missing llama-cpp-python without that mark, so none is silently never run).
 test: install
-	@( $(MAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; echo $$? > $(VENV)/install-llm.rc ) & \
+	@( $(SUBMAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; echo $$? > $(VENV)/install-llm.rc ) & \
 	$(BIN)/python -m pytest -q -m "not llm" tests; rc=$$?; wait; \
 	if [ "$$(cat $(VENV)/install-llm.rc)" != 0 ]; then cat $(VENV)/install-llm.log; echo "make install-llm failed"; exit 1; fi; \
 	$(BIN)/python -m pytest -q -m llm tests; rc2=$$?; [ $$rc = 0 ] && [ $$rc2 = 0 ]
@@ -47,13 +47,15 @@ test: install
 # The embedded engine, for `make book` only when its backend is llama.cpp (the default; BACKEND=none,
 # openai/..., deepseek/... install nothing more). While it installs, the reference decider's runs go
 # ahead (log: .venv/reference-runs.log; the build itself reruns whatever they did not finish).
+# (SUBMAKE, not $(MAKE), so that `make -n book` only prints this instead of starting the runs.)
 BOOK_NEEDS_LLM := $(if $(strip $(BACKEND)),$(filter llamacpp%,$(strip $(BACKEND))),default)
+SUBMAKE = $(MAKE)
 book-engine: install
 ifneq ($(BOOK_NEEDS_LLM),)
-	@if $(MAKE) -q install-llm 2>/dev/null; then :; else \
+	@if [ -f $(LLM_STAMP) ] && [ ! $(STAMP) -nt $(LLM_STAMP) ]; then :; else \
 	  echo "installing the embedded engine; the reference decider's runs go ahead meanwhile"; \
 	  $(BIN)/python -m crossprofile_lib.book.schedule --reference-only > $(VENV)/reference-runs.log 2>&1 & ref=$$!; \
-	  $(MAKE) --no-print-directory install-llm; rc=$$?; \
+	  $(SUBMAKE) --no-print-directory install-llm; rc=$$?; \
 	  wait $$ref || echo "reference runs stopped early (see $(VENV)/reference-runs.log); the build reruns what is missing"; \
 	  exit $$rc; fi
 endif
