@@ -18,7 +18,10 @@ how fast the runner sends calls to an instant stand-in server.
      ``--templates`` with the same ``--base-url URL1,URL2`` into the same ``CROSSPROFILE_CACHE``),
      then the whole grid again from that cache (the base URLs are part of a call's cache key, so
      the processes and the final run must name the same list);
-   * the ``openai`` client alone against one server (no runner): the client's own ceiling.
+   * the ``openai`` client alone against one server (no runner): the client's own ceiling;
+   * the in-process vLLM engine (``vllm/...``) with an instant stand-in for ``vllm.LLM`` (the
+     fake module of ``tests/test_backend_vllm.py``): every prompt of the grid goes to the engine
+     in one ``generate`` call, no HTTP, so this is the runner's own cost on that path.
 
    On this 2-core machine the fake servers and the runner processes share the same two cores,
    so several processes can add at most what the cores leave; on a client machine with more
@@ -112,10 +115,33 @@ def processes(urls: list[str], concurrency: int) -> dict:
                                         "decisions_per_s": round(rerun["decisions"] / rerun["seconds"], 1)}}
 
 
+def in_process_vllm() -> dict:
+    """Every decision through ``vllm/...`` with an instant stand-in engine (no GPU, no HTTP)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_backend_vllm import make_fake_vllm
+    mod = make_fake_vllm()
+    sys.modules["vllm"], sys.modules["vllm.sampling_params"] = mod, mod.sampling_params
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            b = get_backend("vllm//models/stand-in", cache=cache)
+            reqs = _grid_requests(b, DEV)
+            t0 = time.perf_counter()
+            b.decide(reqs)
+            s = time.perf_counter() - t0
+            eng = mod.LLM.instances[-1]
+            return {"decisions": len(reqs), "calls": int(b.stats["calls"]), "engine_generate_calls": len(eng.calls),
+                    "seconds": round(s, 3), "calls_per_s": round(b.stats["calls"] / s, 1)}
+    finally:
+        sys.modules.pop("vllm", None)
+        sys.modules.pop("vllm.sampling_params", None)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-count", action="store_true", help="skip the call count (minutes on a loaded machine)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--only", default="", help="comma-separated rate configurations to (re)measure; the others are "
+                                                "kept from the existing results file")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_path.json"))
     a = ap.parse_args(argv)
     if a.worker:  # one runner process of the 'processes' measurement
@@ -139,12 +165,20 @@ def main(argv=None) -> int:
             s = asyncio.run(_client_only(urls[0], n, c))
             return {"calls": n, "concurrency": c, "seconds": round(s, 3), "calls_per_s": round(n / s, 1)}
 
-        rate = {}
+        rate = dict(old.get("rate_against_instant_fake_servers", {})) if a.only else {}
+        if a.only:  # the kept configurations keep their run's record; the new ones get theirs in rate_records
+            res["kept_rates_record"] = old.get("kept_rates_record", old.get("record"))
+            res["rate_records"] = dict(old.get("rate_records", {}))
         for name, fn in (("one_process_one_server_c64", lambda: one_process(urls[:1], 64)),
                          ("one_process_one_server_c256", lambda: one_process(urls[:1], 256)),
                          ("one_process_two_base_urls_c256", lambda: one_process(urls, 256)),
                          ("two_processes_two_base_urls_c128_each", lambda: processes(urls, 128)),
-                         ("openai_client_only_c64", client_only)):
+                         ("openai_client_only_c64", client_only),
+                         ("in_process_vllm_stand_in", in_process_vllm)):
+            if a.only and name not in a.only.split(","):
+                continue
+            if a.only:
+                res["rate_records"][name] = rec.header()
             try:
                 rate[name] = fn()
             except Exception as e:  # a configuration that fails (e.g. connect timeouts under load) is recorded
