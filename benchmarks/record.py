@@ -70,3 +70,50 @@ class Recorder:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=2) + "\n")
         return out
+
+
+def mark_rebased(results: Path = ROOT / "benchmarks" / "results", root: Path = ROOT) -> list[str]:
+    """After a rebase: for each results file whose ``record.commit`` is no longer in HEAD's history,
+    add ``record.rebased_as``, the commit of HEAD's history with the same subject line (the same
+    change replayed onto a newer base; the figures stay those measured at ``commit``). Returns the
+    files changed."""
+    def git(*a):
+        return subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True).stdout.strip()
+    subjects = {}
+    for line in git("log", "--format=%H %s", "HEAD").splitlines():
+        h, _, subj = line.partition(" ")
+        subjects.setdefault(subj, h)
+    def records(x):  # every record in a file: the top one and any kept from earlier runs
+        if isinstance(x, dict):
+            if "commit" in x and "command" in x:
+                yield x
+            for v in x.values():
+                yield from records(v)
+
+    changed = []
+    for p in sorted(Path(results).glob("*.json")):
+        d = json.loads(p.read_text())
+        touched = False
+        for rec in records(d):
+            c = rec.get("commit", "")
+            if not c or subprocess.run(["git", "-C", str(root), "merge-base", "--is-ancestor", c, "HEAD"],
+                                       capture_output=True).returncode == 0:
+                continue
+            new = subjects.get(git("log", "-1", "--format=%s", c))
+            if new and rec.get("rebased_as") != new:
+                rec["rebased_as"] = new
+                rec["rebase_note"] = ("measured at 'commit' before a rebase; 'rebased_as' is the same change on the "
+                                      "newer base (the figures were not measured again there)")
+                touched = True
+        if touched:
+            p.write_text(json.dumps(d, indent=2) + "\n")
+            changed.append(p.name)
+    return changed
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--mark-rebased"]:
+        print("\n".join(mark_rebased()) or "nothing to mark")
+    else:
+        print("usage: python benchmarks/record.py --mark-rebased", file=sys.stderr)
+        raise SystemExit(2)
