@@ -19,11 +19,11 @@ machine load hits all of them alike; the 1-minute load average is recorded befor
    ``crossprofile run --backend ledger --templates templates/formal --seeds 0,1,2``, and a
    stochastic one: social_proof=0.5, irrelevant_weight=0.3, inverse_temperature=2), paired and
    interleaved: bare tables (``--no-regressions --fit-resamples 0``), default with an empty cache
-   (``cold``: the regressions fitted in a worker process beside the tables), the same pinned to
-   one core (``cold_one_core``: everything in one process, as before issue 26) and default again
-   (``warm``, the fits read from ``DIR/.stats_cache/``). The reports of ``cold`` and
-   ``cold_one_core`` must be identical (recorded). The aim (issue 26): cold within 1.5x the bare
-   tables.
+   (``cold``) and default again (``warm``, the fits read from ``DIR/.stats_cache/``); the reports
+   of ``cold`` and ``warm`` must be identical (recorded). The aim (issue 26): cold within 1.5x the
+   bare tables. (``benchmarks/results/stats.json`` of commit f5c6d93 also has ``cold_one_core``:
+   that commit fitted the regressions in a forked worker by default, and pinning to one core ran
+   them in-process; the worker cost more CPU and more wall time there, so it was removed.)
 
 The file records the commit, date, load average and command (``benchmarks/record.py``).
 """
@@ -180,16 +180,14 @@ def child_times(cmd: list[str]) -> tuple[float, float, str]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall, out
 
 
-#: the command's variants, interleaved per repetition: bare tables, default with an empty cache on
-#: every core (the regressions fitted in a worker beside the tables), the same on one core (taskset:
-#: everything in one process, as before), and default again (the fits read from the cache)
-VARIANTS = ("bare", "cold", "cold_one_core", "warm")
+#: the command's variants, interleaved per repetition: bare tables, default with an empty cache, and
+#: default again (the fits read from the cache)
+VARIANTS = ("bare", "cold", "warm")
 
 
 def bench_command(run_dir: Path, args) -> dict:
     base = CLI + ["stats", str(run_dir), "--resamples", str(args.resamples), "--fit-resamples", str(args.fit_resamples)]
     cache = run_dir / ".stats_cache"
-    one_core = ["taskset", "-c", "0"] if shutil.which("taskset") and len(os.sched_getaffinity(0)) > 1 else []
     cpu = {k: [] for k in VARIANTS}
     wall = {k: [] for k in VARIANTS}
     loads = {k: [] for k in VARIANTS}
@@ -200,18 +198,16 @@ def bench_command(run_dir: Path, args) -> dict:
                 shutil.rmtree(cache, ignore_errors=True)
             loads[k].append(load())
             cmd = base + (["--no-regressions", "--fit-resamples", "0"] if k == "bare" else [])
-            c, w, text = child_times((one_core if k == "cold_one_core" else []) + cmd)
+            c, w, text = child_times(cmd)
             cpu[k].append(c)
             wall[k].append(w)
             outputs.setdefault(k, text)
             assert outputs[k] == text, f"{k}: the report changed between repetitions"
     out = {"cpu_s": {k: summary(cpu[k], loads[k]) for k in VARIANTS},
            "wall_s": {k: summary(wall[k], loads[k]) for k in VARIANTS},
-           "one_core_by": " ".join(one_core) or "(only one core: cold_one_core is cold)",
-           "cold_report_identical_to_one_core_report": outputs["cold"] == outputs["cold_one_core"],
            "warm_report_identical_to_cold_report": outputs["warm"] == outputs["cold"]}
     for clock in ("cpu_s", "wall_s"):
-        for k in ("cold", "cold_one_core", "warm"):
+        for k in ("cold", "warm"):
             out[f"{k}_over_bare_median_{clock[:-2]}"] = round(out[clock][k]["median"] / out[clock]["bare"]["median"], 2)
     return out
 

@@ -5,19 +5,10 @@ the text report is :func:`crossprofile_lib.cli.report.print_report`, ``--json`` 
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from crossprofile_lib.cli import args as A
 from crossprofile_lib.cli.report import print_report
-
-
-def _cores() -> int:
-    """The cores this process may use: the regressions are fitted beside the tables when >= 2."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _cmd_stats(args) -> int:
@@ -52,7 +43,7 @@ def _cmd_stats(args) -> int:
         choice = choice_data_rebuilder(rows, config, args.templates, prereg.settings["social_proof_where"])
         res = analyse(rows, prereg, n_resamples=args.resamples, seed=args.seed, choice_data=choice,
                       regressions=not args.no_regressions, fit_resamples=args.fit_resamples, rows=prepared,
-                      cache=cache, choice_key=rebuild_inputs_key(config, args.templates), workers=_cores())
+                      cache=cache, choice_key=rebuild_inputs_key(config, args.templates))
     except PreregError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -122,19 +122,11 @@ class FitCache:
         doc = json.dumps({"name": name, "code": code_digest(), "parts": _encode(parts)}, sort_keys=True)
         return hashlib.sha256(doc.encode()).hexdigest()
 
-    def _path(self, name: str, parts: dict) -> Path:
-        return self.folder / f"{name}-{self.key(name, parts)[:32]}.json"
-
-    def contains(self, name: str, parts: dict) -> bool:
-        """Whether an entry for ``(name, parts)`` is stored (it may still prove unreadable: ``get``
-        then recomputes it)."""
-        return self.folder is not None and self._path(name, parts).is_file()
-
     def get(self, name: str, parts: dict, compute: Callable[[], Any]) -> Any:
         if self.folder is None:
             self.misses += 1
             return compute()
-        path = self._path(name, parts)
+        path = self.folder / f"{name}-{self.key(name, parts)[:32]}.json"
         try:
             value = _decode(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
