@@ -54,7 +54,7 @@ book-engine: install
 ifneq ($(BOOK_NEEDS_LLM),)
 	@if [ -f $(LLM_STAMP) ] && [ ! $(STAMP) -nt $(LLM_STAMP) ]; then :; else \
 	  echo "installing the embedded engine; the reference decider's runs go ahead meanwhile"; \
-	  $(BIN)/python -m crossprofile_lib.book.schedule --reference-only > $(VENV)/reference-runs.log 2>&1 & ref=$$!; \
+	  $(BIN)/python -m crossprofile_lib.book.prefetch --reference-only > $(VENV)/reference-runs.log 2>&1 & ref=$$!; \
 	  $(SUBMAKE) --no-print-directory install-llm; rc=$$?; \
 	  wait $$ref || echo "reference runs stopped early (see $(VENV)/reference-runs.log); the build reruns what is missing"; \
 	  exit $$rc; fi

@@ -19,8 +19,8 @@ compares the tables of both paths). Workers are forked on Linux (so a caller's s
 ``if __name__ == "__main__"`` guard; the model library is loaded only inside a worker), spawned
 elsewhere. Reasons a run is missing come back into ``skipped``.
 
-``python -m crossprofile_lib.book.experiments --reference-only`` runs only the reference decider's
-runs (what ``make book`` does while the embedded engine installs).
+``python -m crossprofile_lib.book.prefetch --reference-only`` runs only the reference decider's
+runs (what ``make book`` does while the embedded engine installs; :func:`main`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     """``--reference-only``: the reference decider's runs of the book's default parameters
     (``HIDDENBENCH`` from the environment, as ``make book`` reads it), on every core."""
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.schedule", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.prefetch", description=main.__doc__)
     ap.add_argument("--reference-only", action="store_true", required=True,
                     help="run only the reference decider's runs (no language model)")
     ap.add_argument("--workers", type=int, default=None, help="processes at once (default: the cores)")
@@ -113,7 +113,3 @@ def main(argv=None) -> int:
     run_steps(BookRuns(params), a.workers, log=lambda s: print(s, flush=True))
     print(f"reference runs ready in {time.perf_counter() - t0:.0f} s", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
