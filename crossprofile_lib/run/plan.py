@@ -33,6 +33,7 @@ from crossprofile_lib.backends.llm import LLMBackend
 from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, VARIANT_NAMES
 from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: The paper's full design for one model: the 60 formal templates x 8 variants x 3 seeds, every
 #: policy and control of the paper's grid plus the generated summary B3, budgets 0.4/0.6/0.8 and 128t.
@@ -76,7 +77,6 @@ def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str 
     """The calls a fresh run of ``cfg`` sends to one model (see the module doc): ``calls`` by
     purpose and in total, ``decisions`` (rows of the results table), the grid's size and how long
     counting took. ``templates``: loaded templates (default: ``cfg.templates``)."""
-    from crossprofile_lib.task.tokenizer import get_tokenizer
     t0 = time.perf_counter()
     tok = get_tokenizer(tokenizer) if tokenizer else None
     backend = CountingBackend(decision_mode, tok)
