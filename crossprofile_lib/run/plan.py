@@ -36,7 +36,7 @@ from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: The paper's full design for one model: the 60 formal templates x 8 variants x 3 seeds, every
-#: policy and control of the paper's grid plus the generated summary B3, budgets 0.4/0.6/0.8 and 128t.
+#: policy and control of the paper's grid plus the generated summary B3, the budgets of BUDGET_GRID.
 PAPER_DESIGN = RunConfig(backend="plan/count", templates=["templates/formal"], seeds=[0, 1, 2],
                          budgets=list(BUDGET_GRID), policies=list(DEFAULT_POLICIES) + ["B3"],
                          variants=list(VARIANT_NAMES))
