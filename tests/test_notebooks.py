@@ -213,7 +213,7 @@ def test_a_bad_make_variable_stops_before_anything_runs(env, names, tmp_path, mo
 
     from crossprofile_lib import book
     called = []
-    monkeypatch.setattr(book, "prepare", lambda *a, **k: called.append(1) or {})
+    monkeypatch.setattr(book.BookRuns, "prepare", lambda *a, **k: called.append(1) or {})
     for k in ("BACKEND", "MODEL", "TEMPLATES", "SEEDS", "BUDGETS", "VARIANTS", "RESAMPLES", "HIDDENBENCH", "JOBS"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
@@ -230,7 +230,7 @@ def test_make_book_budgets_without_the_primary_budget_are_accepted(tmp_path, mon
     from crossprofile_lib import book
     p = build_book.parameters(env={"BUDGETS": "0.4", "VARIANTS": "PSP"})
     assert p["model_budgets"] == ["0.4"] and p["model_variants"] == ["PSP"]
-    monkeypatch.setattr(book, "prepare", lambda *a, **k: pytest.fail("ran experiments"))
+    monkeypatch.setattr(book.BookRuns, "prepare", lambda *a, **k: pytest.fail("ran experiments"))
     assert build_book.main(["--only", "99-nope", "--no-html", "--out", str(tmp_path / "b")]) == 2   # refused up front
 
 

@@ -51,7 +51,7 @@ from crossprofile_lib.book.style import (  # noqa: F401  (the figure look and th
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """The hidden-profile concept diagram: one panel per attribution variant (two columns).
 
-    ``views``: :class:`~crossprofile_lib.book.walkthrough.Walkthrough` objects (one template, several
+    ``views``: :class:`~crossprofile_lib.book.explorer.Walkthrough` objects (one template, several
     variants). Each panel has agents as rows and the 12 facts as columns (grouped support / decoy /
     irrelevant); a filled dot marks a holder; a box marks what the memory policy kept.
     """

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
-from crossprofile_lib.book import figures as F
+import crossprofile_lib.book.figures as F
 from crossprofile_lib.paperfit.figures import NOT_A_MODEL_RUN
 
 MODEL_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]

@@ -138,6 +138,16 @@ class Run:
     def variants(self) -> list[str]:
         return sorted(self.df["variant"].unique()) if "variant" in self.df.columns else []
 
+    @property
+    def seeds(self) -> list[int]:
+        """The run's seeds, sorted."""
+        return sorted(int(s) for s in self.df["seed"].unique()) if "seed" in self.df.columns else []
+
+    @property
+    def seed_list(self) -> str:
+        """``"0, 1, 2"``: the run's seeds for a caption."""
+        return ", ".join(map(str, self.seeds))
+
 
 def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[str, str]:
     """The budget a chapter shows for ``run``: ``wanted`` (prereg.yaml's primary budget) when the

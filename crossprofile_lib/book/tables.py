@@ -5,6 +5,8 @@
   ``PS*`` / ``SP*`` cells as secondary rows labelled "pooled" (SPEC section 3, revised);
 * :func:`contrasts_with_holm` / :func:`contrast_table` -- the preregistered contrasts with
   95% and Holm-adjusted intervals (at the primary budget, or the budget a run has);
+* :func:`cell_entry` / :func:`cell_value` -- THE estimate of policy P in cell C (one row of a
+  :func:`cell_rows` table), which every chapter reads;
 * :func:`grid_calls` -- how many model calls a grid makes; :func:`cell_gaps` -- classic minus
   mirror per policy.
 """
@@ -21,6 +23,9 @@ from crossprofile_lib.book.runs import Run, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.policies import HEATMAP_POLICIES  # noqa: E402  (defined once, in the policy registry)
 from crossprofile_lib.stats.format import fmt_p
+
+#: The kept-fact outcomes of a decision row (support, decoy, irrelevant).
+KEPT = ("kept_support", "kept_decoy", "kept_irrelevant")
 
 
 def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Sequence[str] = HEATMAP_POLICIES,
@@ -118,6 +123,69 @@ def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bo
                          .rename(columns={"pooled_cell": "cell"}).assign(cell=lambda x: x["cell"].map(POOLED_LABELS)))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["policy", "budget_label", "cell", "outcome", "estimate", "lo", "hi"])
+
+
+def select(t: pd.DataFrame, policies: Optional[Sequence[str]] = None, outcome: Optional[str] = None,
+           cell: Optional[str] = None, budgets: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Rows of a long table ``t`` for ``policies`` (in any order), one ``outcome``, one ``cell``
+    (``classic``/``mirror`` or a cell label) and ``budgets`` (``budget_label``); None: any."""
+    keep = pd.Series(True, index=t.index)
+    if policies is not None:
+        keep &= t["policy"].isin(list(policies))
+    if outcome is not None:
+        keep &= t["outcome"] == outcome
+    if cell is not None:
+        keep &= t["cell"] == CELL_LABELS.get(cell, cell)
+    if budgets is not None:
+        keep &= t["budget_label"].astype(str).isin([str(b) for b in budgets])
+    return t[keep]
+
+
+def cells_by_run(runs, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> dict:
+    """Run label -> :func:`cell_rows` of that run (with its bootstrap) for ``outcomes``."""
+    return {r.label: cell_rows(r, r.boot, outcomes, pooled=pooled) for r in runs if r is not None}
+
+
+def holm_by_run(ch, runs=None, families: Sequence[str] = ("confirmatory",)) -> dict:
+    """Run label -> :func:`contrasts_with_holm` of ``families`` at the budget chapter ``ch`` shows
+    that run at (default: the runs the chapter shows)."""
+    return {r.label: contrasts_with_holm(r, r.boot, families=families, budget=ch.budget(r))
+            for r in (ch.shown if runs is None else runs)}
+
+
+def contrast_row(res: pd.DataFrame, cid: str):
+    """The row of contrast ``cid`` in a :func:`contrasts_with_holm` table, or None when it is absent or
+    not estimable."""
+    t = res.set_index("id")
+    if cid not in t.index or not t.loc[cid].estimable:
+        return None
+    return t.loc[cid]
+
+
+def paper_by_title(res: pd.DataFrame) -> dict:
+    """Contrast title -> its paper values (for :func:`crossprofile_lib.book.figures.forest`)."""
+    return {row.title: row.paper for row in res.itertuples()}
+
+
+def not_estimable_reason(res: pd.DataFrame) -> str:
+    """Why a run's contrasts are not estimable (their reasons, or that the run lacks what they need)."""
+    return "; ".join(sorted(set(res.reason.astype(str)))) or "the run lacks the policies or cells"
+
+
+def cell_entry(t: pd.DataFrame, policy: str, cell: str, outcome: str = "correct"):
+    """The row of a :func:`cell_rows` table ``t`` for ``policy`` in ``cell`` (``classic``, ``mirror``,
+    or a label of :data:`CELL_LABELS` / :data:`POOLED_LABELS`) and ``outcome``, or None when the run
+    has none (a table without an ``outcome`` column is one outcome's)."""
+    v = t[(t["policy"] == policy) & (t["cell"] == CELL_LABELS.get(cell, cell))]
+    if "outcome" in v.columns:
+        v = v[v["outcome"] == outcome]
+    return v.iloc[0] if len(v) else None
+
+
+def cell_value(t: pd.DataFrame, policy: str, cell: str, outcome: str = "correct") -> float:
+    """The estimate of :func:`cell_entry` (NaN when absent)."""
+    r = cell_entry(t, policy, cell, outcome)
+    return float(r["estimate"]) if r is not None else float("nan")
 
 
 def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence[str], policies: Sequence[str],
