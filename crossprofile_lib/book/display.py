@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -25,6 +27,8 @@ import pandas as pd
 
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
+from crossprofile_lib.run.results import git_commit
+from crossprofile_lib.stats.tables import headroom
 
 #: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
 #: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
@@ -234,7 +238,6 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
                           "policies are mostly noise; it is here to show the pipeline runs end to end on a "
                           "real model, not to estimate the paper's effects."))
     if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
-        from crossprofile_lib.stats.tables import headroom
         h = headroom(run.df, boot, min_points)
         if not h["passed"]:
             out.append(Notice("warning", "Headroom check failed: exploratory results",
@@ -245,7 +248,6 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
 
 
 def _commit() -> str:
-    from crossprofile_lib.run.results import git_commit
     c = git_commit(ROOT)
     return (c[:10] + ("-dirty" if c.endswith("-dirty") else "")) if c else "unknown (not a git checkout)"
 
@@ -329,8 +331,6 @@ def takeaways(lines: Sequence[str], title: str = "What this build shows"):
 
 def docstring_html(module: str) -> str:
     """A module's documentation as preformatted HTML (an import failure is said, not raised)."""
-    import importlib
-    import inspect
     try:
         doc = inspect.getdoc(importlib.import_module(module)) or "(no documentation)"
     except Exception as e:  # an optional backend may be missing here

@@ -22,12 +22,12 @@ from crossprofile_lib.paper_figures import (  # noqa: F401
     paper_item,
     paper_values,
 )
+from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
 from crossprofile_lib.stats.format import fmt_ci
 
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
     """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
-    from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
     idx = [k for k, it in enumerate(items) if it.data == data and it.measure]
     out: list[Optional[dict]] = [None] * len(items)
     contrasts = []

@@ -13,16 +13,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.runs import Run, resolve, unit_column
+from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.book.runs import Run, bootstrap, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
-from crossprofile_lib.policies import HEATMAP_POLICIES  # noqa: E402  (defined once, in the policy registry)
+from crossprofile_lib.policies import (
+    HEATMAP_POLICIES,  # noqa: E402  (defined once, in the policy registry)
+    parse_policy,
+)
+from crossprofile_lib.prompts import decision_prompt
+from crossprofile_lib.run.rebuild import rebuild_choice_data
+from crossprofile_lib.run.runner import RunConfig, build_requests
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg, parse_prereg
 from crossprofile_lib.stats.format import fmt_p
+from crossprofile_lib.stats.socialproof import fit_social_proof
+from crossprofile_lib.stats.tables import label_effects, means_table
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.variants import VARIANT_NAMES
 
 #: The kept-fact outcomes of a decision row (support, decoy, irrelevant).
 KEPT = ("kept_support", "kept_decoy", "kept_irrelevant")
@@ -40,7 +54,6 @@ def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Se
 def at_budget(pre, budget: str):
     """``pre`` with every term's ``budget_label`` filter that names the primary budget moved to
     ``budget`` (a run without the primary budget; its contrasts are then exploratory)."""
-    from dataclasses import replace
     if budget == PRIMARY_BUDGET:
         return pre
 
@@ -59,8 +72,6 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
     the ``i``-th smallest p, ``i = 0 .. m-1``), drawn from the same resamples. Such an interval
     excludes the null value when Holm rejects (up to the bootstrap's discreteness).
     """
-    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-    from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg
     pre = prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg)
     pre = at_budget(pre, budget)
     res = evaluate_contrasts(run.df, pre, boot)
@@ -109,7 +120,6 @@ def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bo
     this suite's reading of the mirror), then, with ``pooled``, the pooled ``PS*`` / ``SP*``
     cells as secondary rows whose ``cell`` says "pooled". Long format (``outcome``,
     ``estimate``, ``lo``, ``hi``), cell labels as in :data:`CELL_LABELS` / :data:`POOLED_LABELS`."""
-    from crossprofile_lib.stats.tables import means_table
     df = run.df
     parts = []
     d = df[df["cell"].isin(["classic", "mirror"])]
@@ -199,12 +209,6 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
     budget. Prompt tokens are the offline tokenizer's count over a seeded sample of rendered
     decision prompts (a model's own tokenizer differs by a few percent).
     """
-    from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.policies import parse_policy
-    from crossprofile_lib.prompts import decision_prompt
-    from crossprofile_lib.run.runner import RunConfig, build_requests
-    from crossprofile_lib.task.templates import load_templates
-    from crossprofile_lib.task.variants import VARIANT_NAMES
     specs = [parse_policy(p) for p in policies]
     copy = [s.name for s in specs if s.selection != "generated"]
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
@@ -227,7 +231,6 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
 def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """Per policy: classic-cell minus mirror-cell accuracy and the mean over all variants, in
     points, with 95% intervals (contrasts in the language of ``prereg.yaml``)."""
-    from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
     present = [p for p in policies if p in set(run.df["policy"])]
     cs = []
     for p in present:
@@ -250,9 +253,6 @@ def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
     """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a
     run's decisions (:mod:`crossprofile_lib.stats.socialproof`), memories rebuilt from its config
     (:mod:`crossprofile_lib.run.rebuild`)."""
-    from crossprofile_lib.book.runs import bootstrap
-    from crossprofile_lib.run.rebuild import rebuild_choice_data
-    from crossprofile_lib.stats.socialproof import fit_social_proof
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
     data, info = rebuild_choice_data(run.df, cfg, templates=paths)
@@ -266,7 +266,6 @@ def label_effect_rows(run: Run, boot, pooled: bool = True) -> pd.DataFrame:
     """:func:`crossprofile_lib.stats.tables.label_effects` in the classic (``PSP``) and mirror
     (``SPS``) cells and over all variants, then (with ``pooled``) the pooled ``PS*`` / ``SP*``
     cells as secondary rows; cells labelled as in :func:`cell_rows`."""
-    from crossprofile_lib.stats.tables import label_effects
     labels = {**CELL_LABELS, "all": "all variants"}
     t = label_effects(run.df, boot)
     if t.empty:
