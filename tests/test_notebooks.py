@@ -548,6 +548,10 @@ def test_crossprofile_book_is_a_command_with_the_builds_checks(tmp_path, monkeyp
     assert "SEEDS=0,0" in capsys.readouterr().err and not (tmp_path / "b").exists()
     monkeypatch.delenv("SEEDS")
     assert main(["book", "--only", "99-nope", "--no-html", "--out", str(tmp_path / "b")]) == 2
+    monkeypatch.setenv("REPOSITORY_URL", "https://github.com/OWNER/crossprofile")   # refused before staging
+    assert main(["book", "--no-html", "--out", str(tmp_path / "b")]) == 2
+    assert "REPOSITORY_URL" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    monkeypatch.delenv("REPOSITORY_URL")
     assert main(["book", "--help"]) == 0 and "--quick" in capsys.readouterr().out
 
 

@@ -144,12 +144,15 @@ def run(args) -> int:
         print(f"crossprofile book: {e}", file=sys.stderr)
         return 2
     from crossprofile_lib.book.build import BookConfigError, build, check_only
+    from crossprofile_lib.book.launch_buttons import LaunchConfigError, check_url
     try:  # every Make variable is checked before anything runs
         params = book_params(args.quick)
         n_jobs = args.jobs if args.jobs is not None else jobs()
         only = A.csv(args.only)
         check_only(root, only)
-    except BookConfigError as e:
+        if os.environ.get("REPOSITORY_URL", "").strip():
+            check_url(os.environ["REPOSITORY_URL"])
+    except (BookConfigError, LaunchConfigError) as e:
         print(f"make book: {e}. Nothing was run.", file=sys.stderr)
         return 2
     return build(params, root, Path(args.out) if args.out else None, only, n_jobs, html=not args.no_html,
