@@ -103,7 +103,8 @@ def noisy_filter_grid(tpl, tok, seeds: Sequence[int], budget: str, draws: int = 
     grid = [(pf["precision"], pf["recall"])] + [(p, r) for p in (1.0, 0.9, 0.8, 0.7) for r in (1.0, 0.9, 0.8, 0.7)]
     rows = pd.concat([tiering_summary(tiering_compositions(tpl, tok, p, r, seeds=seeds, budget=budget, draws=draws))
                       for p, r in grid], ignore_index=True)
-    rows["distance to the paper"] = ((rows[list(KEPT)] - pf["composition"]) ** 2).sum(axis=1) ** 0.5
+    euclid = ((rows[list(KEPT)] - pf["composition"]) ** 2).sum(axis=1) ** 0.5
+    rows["distance to the paper"] = euclid
     return rows
 
 
