@@ -12,24 +12,23 @@ The same model is read three ways:
   (:meth:`BookParams.resolve`) and validates the rest, so a chapter never holds a copy of a default.
 
 A bad value raises :class:`BookParamsError` naming the parameter, the value, the rule and, where one
-sets it, the Make variable. :data:`DEFAULTS` and :data:`QUICK` are the defaults as plain dicts (read
+sets it, the Make variable. Seeds, budgets and variants are checked with the configuration's own rules
+(:mod:`crossprofile_lib.config`: :class:`~crossprofile_lib.config.Budget`, ``check_seed``,
+``check_variants``), the ones the command line prints. :data:`DEFAULTS` and :data:`QUICK` are the defaults as plain dicts (read
 only; derived from the model, not copies to keep in step).
 """
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from crossprofile_lib.book.runs import resolve
+from crossprofile_lib.config import Budget, Seed, check_variants, checked, distinct, distinct_list
 from crossprofile_lib.design import CLASSIC, PRIMARY_BUDGET, VARIANT_NAMES
 from crossprofile_lib.hiddenbench.ablations import get_ablation
-from crossprofile_lib.task.budgets import Budget
 from crossprofile_lib.task.templates import template_paths
-
-#: Seeds are 32-bit unsigned, as on the command line.
-MAX_SEED = 2**32 - 1
 
 #: Make variable -> the field it sets (MODEL is joined to BACKEND; JOBS is the build's, not a notebook's).
 MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS": "model_seeds",
@@ -37,43 +36,27 @@ MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS":
                   "HIDDENBENCH": "hiddenbench_path"}
 _MAKE_OF = {f: v for v, f in MAKE_VARIABLES.items()}
 
+# The rules are the configuration's (crossprofile_lib.config), the ones the command line prints; the
+# book keeps lists (papermill and the "built with" line read them as lists).
+#: Seeds: each in 0..2^32-1, none twice.
+Seeds = Annotated[list[Seed], distinct_list("seed")]
+#: Budgets (:class:`crossprofile_lib.config.Budget`: a ratio in (0, 1] or a token count such as 128t), none twice.
+Budgets = Annotated[list[Budget], distinct_list("budget")]
+#: Attribution variants (three letters of P/S), none twice.
+Variants = Annotated[list[str], checked(check_variants, "variant"), distinct_list("variant")]
+#: One attribution variant.
 Variant = Literal[VARIANT_NAMES]  # type: ignore[valid-type]
 #: What one item of a list parameter is called in an error message.
-_ITEM = {"variants": "variant", "model_variants": "variant", "hb_model_protocols": "protocol",
-         "hb_ablations": "ablation", "paper_policies": "policy"}
+_ITEM = {"hb_model_protocols": "protocol", "hb_ablations": "ablation", "paper_policies": "policy",
+         "social_proof_sweep": "weight", "group_sizes": "group size"}
+
+
+def _blank_is_none(v):
+    return None if v is None or str(v).strip() == "" else v
 
 
 class BookParamsError(ValueError):
     """A book parameter that cannot be used; the message names it, its value and the rule."""
-
-
-def _distinct(v: list, what: str) -> list:
-    seen, dups = set(), []
-    for x in v:
-        if x in seen:
-            dups.append(x)
-        seen.add(x)
-    if dups:
-        raise ValueError(f"{what} {', '.join(map(str, dict.fromkeys(dups)))} given twice: each {what} may appear once")
-    return v
-
-
-def _budget(s) -> str:
-    """One budget checked with the suite's budget type (:class:`crossprofile_lib.task.budgets.Budget`)."""
-    s = str(s).strip()
-    try:
-        b = Budget.parse(s)
-    except ValueError:
-        raise ValueError(f"budget '{s}' is neither a ratio in (0, 1] (e.g. 0.6) nor a token count (e.g. 128t)") from None
-    if b.ratio is None and b.fixed_tokens < 1:
-        raise ValueError(f"budget '{s}': a fixed token budget must be at least 1 token")
-    return s
-
-
-def _budgets(v) -> list[str]:
-    out = [_budget(b) for b in v]
-    _distinct([Budget.parse(b).label for b in out], "budget")
-    return out
 
 
 def _templates(v) -> list[str]:
@@ -97,11 +80,11 @@ class BookParams(BaseModel):
     """Folder holding the run folders (relative paths resolve against the repository)."""
     templates: list[str] = Field(default_factory=lambda: ["templates/formal"], min_length=1)
     """The reference decider's templates: the analysis set, the 60 formal templates (SPEC 8)."""
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    seeds: Seeds = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     """The reference decider's seeds (each in 0..2^32-1, once)."""
-    budgets: list[str] = Field(default_factory=lambda: ["0.4", "0.6", "0.8", "128t"], min_length=1)
+    budgets: Budgets = Field(default_factory=lambda: ["0.4", "0.6", "0.8", "128t"], min_length=1)
     """The reference decider's budgets: ratios in (0, 1] or token counts such as ``128t``."""
-    variants: list[Variant] = Field(default_factory=lambda: list(VARIANT_NAMES), min_length=1)
+    variants: Variants = Field(default_factory=lambda: list(VARIANT_NAMES), min_length=1)
     """The reference decider's attribution variants (three letters of P/S)."""
     backend: str = "llamacpp/smollm2-135m"
     """The language-model sample's backend, ``provider/model``; empty (or ``none``): the reference decider only."""
@@ -109,15 +92,15 @@ class BookParams(BaseModel):
         "templates/formal/hospital-equipment/hospital-equipment-01.yaml",
         "templates/formal/school-meals/school-meals-01.yaml"], min_length=1)
     """The model sample's template files or folders (Make variable TEMPLATES)."""
-    model_seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    model_seeds: Seeds = Field(default_factory=lambda: [0], min_length=1)
     """The model sample's seeds (Make variable SEEDS)."""
-    model_budgets: list[str] = Field(default_factory=lambda: ["0.6"], min_length=1)
+    model_budgets: Budgets = Field(default_factory=lambda: ["0.6"], min_length=1)
     """The model sample's budgets (Make variable BUDGETS); without the primary budget its pages say so."""
-    model_variants: list[Variant] = Field(default_factory=lambda: ["PSP", "PSS", "SPP", "SPS"], min_length=1)
+    model_variants: Variants = Field(default_factory=lambda: ["PSP", "PSS", "SPP", "SPS"], min_length=1)
     """The model sample's attribution variants (Make variable VARIANTS)."""
     n_resamples: int = Field(10000, ge=100)
     """Template-bootstrap resamples behind every interval (Make variable RESAMPLES; at least 100)."""
-    boot_seed: int = Field(0, ge=0, le=MAX_SEED)
+    boot_seed: Seed = 0
     """Seed of the bootstrap's resample draws."""
     social_proof: float = Field(0.5, ge=0)
     """The social-proof weight s of the reference decider's social-proof run (chapters 5, 6, 11, 12)."""
@@ -130,11 +113,11 @@ class BookParams(BaseModel):
     # --- HiddenBench (chapters 8, 11) ------------------------------------------------------------------
     hiddenbench_path: str = ""
     """The public HiddenBench file, read in place (Make variable HIDDENBENCH); empty: the project's fixture."""
-    hb_seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    hb_seeds: Seeds = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     """Seeds of the reference decider's controlled HiddenBench run."""
-    hb_budgets: list[str] = Field(default_factory=lambda: ["0.4", "0.6", "0.8"], min_length=1)
+    hb_budgets: Budgets = Field(default_factory=lambda: ["0.4", "0.6", "0.8"], min_length=1)
     """HiddenBench budgets ("R1 - B3, mean over budgets" averages over them, as the paper)."""
-    hb_model_seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    hb_model_seeds: Seeds = Field(default_factory=lambda: [0], min_length=1)
     """Seeds of the model's HiddenBench runs."""
     hb_model_protocols: list[Literal["controlled", "natural"]] = Field(
         default_factory=lambda: ["controlled", "natural"], min_length=1)
@@ -150,9 +133,9 @@ class BookParams(BaseModel):
     """The explorer's attribution variant in focus (chapter 10)."""
     policy: str = "R1"
     """The memory policy in focus (chapters 1 and 10)."""
-    seed: int = Field(0, ge=0, le=MAX_SEED)
+    seed: Seed = 0
     """The seed of the one task shown end to end (chapters 1, 3, 10)."""
-    budget: Optional[str] = None
+    budget: Annotated[Optional[Budget], BeforeValidator(_blank_is_none)] = None
     """The budget of the one task shown end to end (chapters 1, 3, 10); None: the primary budget."""
     example_template: str = "hospital-equipment-01"
     """Chapter 3's example task: the template."""
@@ -165,7 +148,7 @@ class BookParams(BaseModel):
     # --- the instrument (chapter 2) --------------------------------------------------------------------
     catalogue: list[str] = Field(default_factory=lambda: ["templates"], min_length=1)
     """Template files or folders chapter 2 catalogues and validates."""
-    catalogue_seed: int = Field(0, ge=0, le=MAX_SEED)
+    catalogue_seed: Seed = 0
     """The seed whose holders chapter 2's catalogue shows."""
     broken_dir: str = "tests/broken_templates"
     """The validator's rejection corpus (one broken template per rule)."""
@@ -177,9 +160,9 @@ class BookParams(BaseModel):
     # --- what a rerun costs (chapter 9) ----------------------------------------------------------------
     paper_templates: list[str] = Field(default_factory=lambda: ["templates/formal"], min_length=1)
     """The paper's CrossProfile grid whose calls chapter 9 counts: templates."""
-    paper_seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    paper_seeds: Seeds = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     """The paper's grid: seeds."""
-    paper_budgets: list[str] = Field(default_factory=lambda: ["0.4", "0.6", "0.8", "128t"], min_length=1)
+    paper_budgets: Budgets = Field(default_factory=lambda: ["0.4", "0.6", "0.8", "128t"], min_length=1)
     """The paper's grid: budgets."""
     paper_policies: list[str] = Field(default_factory=lambda: [
         "R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "B3", "R1-k7", "B4-k7", "Random-k7", "M1-k7",
@@ -194,28 +177,10 @@ class BookParams(BaseModel):
     """Price per million prompt tokens (0: no cost column)."""
 
     # --- rules beyond the types ------------------------------------------------------------------------
-    @field_validator("seeds", "model_seeds", "hb_seeds", "hb_model_seeds", "paper_seeds")
-    @classmethod
-    def _seeds(cls, v):
-        bad = [s for s in v if not 0 <= s <= MAX_SEED]
-        if bad:
-            raise ValueError(f"seed {bad[0]} is outside 0..{MAX_SEED} (seeds are 32-bit unsigned)")
-        return _distinct(v, "seed")
-
-    @field_validator("budgets", "model_budgets", "hb_budgets", "paper_budgets", mode="before")
-    @classmethod
-    def _budget_lists(cls, v):
-        return _budgets(v) if isinstance(v, (list, tuple)) else v
-
-    @field_validator("budget", mode="before")
-    @classmethod
-    def _one_budget(cls, v):
-        return None if v is None or str(v).strip() == "" else _budget(v)
-
-    @field_validator("variants", "model_variants", "hb_model_protocols", "hb_ablations", "paper_policies")
+    @field_validator("hb_model_protocols", "hb_ablations", "paper_policies")
     @classmethod
     def _names(cls, v, info):
-        return _distinct(v, _ITEM[info.field_name])
+        return distinct(v, _ITEM[info.field_name])
 
     @field_validator("templates", "model_templates", "catalogue", "paper_templates")
     @classmethod
@@ -248,14 +213,14 @@ class BookParams(BaseModel):
     def _weights(cls, v):
         if any(s < 0 for s in v):
             raise ValueError("a social-proof weight is at least 0")
-        return _distinct(v, "weight")
+        return distinct(v, "weight")
 
     @field_validator("group_sizes")
     @classmethod
     def _sizes(cls, v):
         if any(n < 2 for n in v):
             raise ValueError("a group has at least 2 agents")
-        return _distinct(v, "group size")
+        return distinct(v, "group size")
 
     # --- constructors --------------------------------------------------------------------------------
     @classmethod
@@ -282,7 +247,7 @@ class BookParams(BaseModel):
     @property
     def shown_budget(self) -> str:
         """The one task's budget: :attr:`budget`, or the primary budget when it is None."""
-        return self.budget or PRIMARY_BUDGET
+        return str(self.budget) if self.budget is not None else PRIMARY_BUDGET
 
 
 def _message(e: ValidationError, values: dict) -> str:
