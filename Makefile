@@ -61,12 +61,13 @@ ifneq ($(BOOK_NEEDS_LLM),)
 endif
 
 # make book [BACKEND=provider/model|none] [MODEL=...] [TEMPLATES=...] [SEEDS=0,1,2] [BUDGETS=0.4,0.6]
-#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [JOBS=2]: the model sample's
-# parameters (the reference decider always runs the 60 formal templates). scripts/build_book.py checks
-# every variable with the command line's rules before running anything and stops (exit 2) naming
-# the bad one; any valid value builds every page.
+#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [JOBS=2] [REPOSITORY_URL=...]: the
+# model sample's parameters (the reference decider always runs the 60 formal templates). The command
+# `crossprofile book` (crossprofile_lib/cli/book.py; the build is crossprofile_lib/book/build.py) checks
+# every variable with the command line's rules before running anything and stops (exit 2) naming the
+# bad one; any valid value builds every page. BOOK_ARGS: its options, e.g. --quick --out _build/quick.
 book: install book-engine
-	$(BIN)/python scripts/build_book.py
+	$(BIN)/crossprofile book $(BOOK_ARGS)
 
 # The live classroom explorer (chapter 10) in JupyterLab on this machine: the chapter's jupytext source
 # opens as a notebook (scripts/lab-overrides.json: text notebooks open as notebooks by default), run all

@@ -10,7 +10,8 @@ every HTML page is opened in Chromium. On each page the test checks that
 * MathJax typeset the maths without an error (no ``mjx-merror`` element, no raw ``$...\\cmd...$``);
 * the console shows no error, no uncaught exception and no failed load;
 * every image loaded (``naturalWidth > 0``) and is shown at least at 90% of its size (a figure drawn
-  wider than the column shrinks its labels), and every "Figure N." caption has its image;
+  wider than the column shrinks its labels), and every "Figure N" caption (a numbered ``figcaption``, or
+  a caption paragraph outside a figure) has its image;
 * no request left the machine (every URL the page asked for is on 127.0.0.1; Chromium also resolves
   nothing else).
 
@@ -122,7 +123,8 @@ INSPECT = r"""(() => {
           cut: cut.slice(0, 10), math: document.querySelectorAll('mjx-container').length,
           math_errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error')].map(e => e.textContent).slice(0, 5),
           raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
-          figs: [...art.querySelectorAll('.cp-caption, .caption')].filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
+          figs: [...art.querySelectorAll('.cp-caption, .caption, figcaption')]
+                  .filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
           shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.9 * i.naturalWidth)
                       .map(i => `${i.src.split('/').pop()} at `
                                 + `${Math.round(100 * i.getBoundingClientRect().width / i.naturalWidth)}%`)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from crossprofile_lib.book import explorer, walkthrough
+from crossprofile_lib.book import explorer
 from crossprofile_lib.design import CLASSIC, MIRROR
 
 
@@ -18,7 +18,7 @@ def test_explore_renders_itself_with_the_policy_in_focus(hospital):
 
 
 def test_walkthrough_renders_itself_in_jupyter(hospital):
-    w = walkthrough.walkthrough(hospital, CLASSIC, policies=("R1", "ALL"))
+    w = explorer.walkthrough(hospital, CLASSIC, policies=("R1", "ALL"))
     assert w._repr_html_() == w.html() and "data-policy='R1'" in w.html()
 
 

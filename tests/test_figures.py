@@ -116,7 +116,7 @@ def test_model_signal_uses_the_headroom_check_when_all_and_empty_ran():
 
 @pytest.mark.parametrize("n", [1, 8])
 def test_concept_figure_message_counts_kept_decoys(n):
-    from crossprofile_lib.book import walkthrough as W
+    from crossprofile_lib.book import explorer as W
     from crossprofile_lib.task.templates import load_templates
     from crossprofile_lib.task.variants import VARIANT_NAMES
     tpl = load_templates(["templates/dev"])[0]

@@ -220,3 +220,18 @@ def test_imports_sit_at_module_tops_outside_the_command_line_and_the_book():
             if mod.split(".")[0] not in LAZY_THIRD_PARTY:
                 bad.append(f"{p.relative_to(LIB.parent)}:{line}: import {mod} inside a function")
     assert not bad, "\n".join(bad)
+
+
+#: What the book's functions may still import on first use: the notebook machinery (IPython, widgets,
+#: matplotlib's inline backend, jupytext, papermill, nbformat) besides the optional SDKs above.
+BOOK_LAZY = LAZY_THIRD_PARTY + ("IPython", "ipywidgets", "matplotlib", "matplotlib_inline", "jupytext", "papermill",
+                                "nbformat")
+
+
+def test_the_book_imports_the_package_at_module_tops():
+    """The book's modules import the package (and its declared dependencies) at their tops; only the
+    notebook machinery and the optional SDKs load on first use."""
+    bad = [f"{p.relative_to(LIB.parent)}:{line}: import {mod} inside a function"
+           for m, p in sorted(MODULES.items()) if wing(m) == "book"
+           for line, mod in function_local_imports(p) if mod.split(".")[0] not in BOOK_LAZY]
+    assert not bad, "\n".join(bad)

@@ -1,8 +1,10 @@
 """The book's notebooks: every chapter runs at small parameters (``pytest --nbval-lax``), both at the
-quick parameters and at a set without the primary budget and with one variant; its parameters match
-the book's defaults; the helpers keep the honesty rules (captions name the backend and model, paper
-values only in 'paper' columns, a failed headroom check is visible); runs are never overwritten by
-another configuration; ``make book`` checks its variables before running anything."""
+quick parameters and at a set without the primary budget and with one variant; every parameter a
+chapter declares is a field of BookParams defaulting to None; chapters import only the book and define
+nothing; every figure is labelled and referenced; the helpers keep the honesty rules (captions name the
+backend and model, paper values only in 'paper' columns, a failed headroom check is visible); runs are
+never overwritten by another configuration; ``make book`` (``crossprofile book``) checks its variables
+before running anything."""
 
 from __future__ import annotations
 
@@ -65,25 +67,31 @@ def test_notebook_runs_under_nbval(name, small_notebooks):
     assert r.returncode == 0, f"{name} failed under nbval:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
 
 
-@pytest.mark.parametrize("md", NOTEBOOKS, ids=lambda p: p.stem)
-def test_parameters_cell_first_and_defaults_match_the_book(md):
-    """A `parameters` cell comes first; its defaults equal book.DEFAULTS where they share a name."""
+def _declared(md) -> tuple[list, dict]:
+    """The chapter's code cells and what papermill finds in its parameters cell."""
     import jupytext
     import papermill as pm
-
-    from crossprofile_lib import book
     nb = jupytext.read(md)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert "parameters" in code[0].metadata.get("tags", []), f"{md.name}: the first code cell is not tagged parameters"
-    tmp = md.parent.parent / ".pytest-params.ipynb"
+    tmp = md.parent.parent / f".pytest-params-{md.stem}.ipynb"
     try:
         jupytext.write(nb, tmp)
-        declared = pm.inspect_notebook(str(tmp))
+        return code, pm.inspect_notebook(str(tmp))
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("md", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cell_first_every_default_none_and_a_book_parameter(md):
+    """A `parameters` cell comes first; every name in it is a field of BookParams and defaults to None
+    (the book's default, resolved by book.setup): no chapter holds a copy of a default."""
+    from crossprofile_lib.book import BookParams
+    code, declared = _declared(md)
+    assert "parameters" in code[0].metadata.get("tags", []), f"{md.name}: the first code cell is not tagged parameters"
+    assert declared, f"{md.name}: the parameters cell declares nothing"
     for k, v in declared.items():
-        if k in book.DEFAULTS:
-            assert eval(v["default"]) == book.DEFAULTS[k], f"{md.name}: parameter {k} = {v['default']} differs from book.DEFAULTS"
+        assert k in BookParams.model_fields, f"{md.name}: parameter {k} is not a field of BookParams"
+        assert v["default"] == "None", f"{md.name}: parameter {k} = {v['default']} (a copy of a default; write None)"
 
 
 def test_paper_figures_hold_every_spec_section_10_number():
@@ -213,7 +221,7 @@ def test_a_bad_make_variable_stops_before_anything_runs(env, names, tmp_path, mo
 
     from crossprofile_lib import book
     called = []
-    monkeypatch.setattr(book, "prepare", lambda *a, **k: called.append(1) or {})
+    monkeypatch.setattr(book.BookRuns, "prepare", lambda *a, **k: called.append(1) or {})
     for k in ("BACKEND", "MODEL", "TEMPLATES", "SEEDS", "BUDGETS", "VARIANTS", "RESAMPLES", "HIDDENBENCH", "JOBS"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
@@ -230,7 +238,7 @@ def test_make_book_budgets_without_the_primary_budget_are_accepted(tmp_path, mon
     from crossprofile_lib import book
     p = build_book.parameters(env={"BUDGETS": "0.4", "VARIANTS": "PSP"})
     assert p["model_budgets"] == ["0.4"] and p["model_variants"] == ["PSP"]
-    monkeypatch.setattr(book, "prepare", lambda *a, **k: pytest.fail("ran experiments"))
+    monkeypatch.setattr(book.BookRuns, "prepare", lambda *a, **k: pytest.fail("ran experiments"))
     assert build_book.main(["--only", "99-nope", "--no-html", "--out", str(tmp_path / "b")]) == 2   # refused up front
 
 
@@ -298,11 +306,11 @@ def test_chapters_retype_no_budget_cell_or_paper_value(md):
     assert not (typed & paper), f"{md.name} types paper values {sorted(typed & paper)}"
 
 
-def test_every_chapter_with_runs_uses_the_one_preamble():
+def test_every_chapter_uses_the_one_preamble():
+    """Every page resolves its parameters and shows its "built with" line through book.setup, once."""
     for md in NOTEBOOKS:
         code = "\n".join(_chapters_code(md))
-        if "runs_root" in code or "book.reference_run(" in code:
-            assert code.count("book.setup(") == 1 or md.stem in ("03-methods", "09-rerun"), md.name
+        assert code.count("book.setup(") == 1, md.name
         assert "open_runs" not in code and "SKIPPED" not in code and "book_tables" not in code, md.name
 
 
@@ -380,3 +388,178 @@ def test_paper_text_reads_the_one_source():
     assert book.paper_text("h3/H3: R1-rel - R1") == "+8.5 (Qwen2.5-7B-Instruct) / +15.6 (Llama-3.1-8B-Instruct)"
     with pytest.raises(book.PaperFiguresError):
         book.paper_text("h3/no such item")
+
+
+# --------------------------------------------------------------------------- thin chapters
+#: What a chapter may import: the book's namespace and its submodules.
+BOOK = "crossprofile_lib.book"
+
+
+def chapter_violations(source: str) -> list[str]:
+    """Imports of anything but crossprofile_lib.book, and any def, class or lambda, in one code cell."""
+    import ast
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            bad += [f"import {a.name}" for a in node.names if not (a.name == BOOK or a.name.startswith(BOOK + "."))]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            ok = mod == BOOK or mod.startswith(BOOK + ".") or (mod == "crossprofile_lib" and
+                                                              [a.name for a in node.names] == ["book"])
+            if not ok or node.level:
+                bad.append(f"from {mod} import {', '.join(a.name for a in node.names)}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bad.append(f"def {node.name}")
+        elif isinstance(node, ast.Lambda):
+            bad.append("lambda")
+    return bad
+
+
+def test_the_chapter_checker_sees_imports_defs_and_lambdas():
+    assert chapter_violations("from crossprofile_lib import book\nfrom crossprofile_lib.book import figures\n"
+                              "import crossprofile_lib.book.explorer\nx = [book.num(1) for _ in range(2)]") == []
+    assert chapter_violations("import pandas as pd") == ["import pandas"]
+    assert chapter_violations("from crossprofile_lib.design import CLASSIC") == ["from crossprofile_lib.design import CLASSIC"]
+    assert chapter_violations("from crossprofile_lib import book, design") != []
+    assert chapter_violations("from IPython.display import display") != []
+    assert chapter_violations("def f(x):\n    return x") == ["def f"]
+    assert chapter_violations("f = lambda x: x") == ["lambda"]
+    assert chapter_violations("if True:\n    class A: pass") == ["def A"]
+
+
+@pytest.mark.parametrize("md", NOTEBOOKS, ids=lambda p: p.stem)
+def test_chapters_import_only_the_book_and_define_nothing(md):
+    """Chapters only compose the book's library: every import is crossprofile_lib.book, and no cell
+    defines a function, a class or a lambda (analysis lives in crossprofile_lib/book/)."""
+    import jupytext
+    nb = jupytext.read(md)
+    bad = {i: v for i, c in enumerate(nb.cells) if c.cell_type == "code" for v in [chapter_violations(c.source)] if v}
+    assert not bad, f"{md.name}: code cells that do more than compose crossprofile_lib.book: {bad}"
+
+
+@pytest.mark.parametrize("md", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_numref_names_a_figure_of_its_chapter(md):
+    """The text's {numref}`fig-NAME` references name figures the chapter draws (cap.figure(..., name="NAME"))."""
+    import re
+    text = md.read_text()
+    refs = set(re.findall(r"\{numref\}`(fig-[\w-]+)`", text))
+    names = set(re.findall(r'name=f?"([\w{}-]+)"', text))
+    drawn = {f"fig-{n}" for n in names if "{" not in n} | {f"fig-{n.replace('{cell}', c)}" for n in names if "{cell}" in n
+                                                          for c in ("classic", "mirror")}
+    assert refs <= drawn, f"{md.name}: numref to figures it does not draw: {sorted(refs - drawn)}"
+    if names:
+        assert refs, f"{md.name}: draws figures but its text references none of them"
+
+
+def test_figure_captions_carry_a_unique_label_and_their_number():
+    from crossprofile_lib import book
+    cap = book.Captions(4)
+    a, b = cap.figure("A.", "x", name="heat").data, cap.figure("B.", "x", name="heat").data
+    assert 'data-cp-figure="fig-heat" data-cp-number="4.1"><strong>Figure 4.1.</strong> A.' in a
+    assert 'data-cp-figure="fig-heat-2" data-cp-number="4.2"' in b            # a second one of that name
+    assert 'data-cp-figure="fig-04-rarest-first-3"' in cap.figure("C.", "x").data   # no name: still addressable
+    assert 'data-cp-number="0.1"' in book.Captions("intro").figure("D.", "x").data
+
+
+def test_the_sphinx_extension_makes_a_numbered_labelled_figure():
+    """Image output + caption output (as myst-nb parses them) -> one figure node with the label, the
+    caption without its typed number, and the caption's number for {numref}."""
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    from crossprofile_lib import book
+    from crossprofile_lib.book.sphinx_figures import FigureOutputs, number_figures
+
+    class Env:
+        docname, toc_fignumbers = "book/04-rarest-first", {"book/04-rarest-first": {"figure": {"x": (7,)}}}
+
+    doc = new_document("<test>", get_default_settings(Parser))
+    doc.settings.env = Env()
+
+    def bundle(mime, child):
+        b = nodes.container(nb_element="mime_bundle")
+        part = nodes.container(mime_type=mime)
+        part += child
+        b += part
+        return b
+
+    out = nodes.container(classes=["cell_output"])
+    out += bundle("image/png", nodes.image(uri="a.png"))
+    out += bundle("text/html", nodes.raw("", book.Captions(4).figure("Accuracy.", "x", name="heat").data, format="html"))
+    out += bundle("text/html", nodes.raw("", "<p>a table</p>", format="html"))     # not a caption: left alone
+    doc += out
+    FigureOutputs(doc).apply()
+    figs = list(doc.findall(nodes.figure))
+    assert len(figs) == 1 and figs[0]["ids"] == ["fig-heat"] and doc.nameids["fig-heat"] == "fig-heat"
+    assert isinstance(figs[0][0], nodes.container) and list(figs[0].findall(nodes.image))
+    cap = figs[0][1].astext()
+    assert isinstance(figs[0][1], nodes.caption) and cap.startswith("Accuracy.") and "Figure 4.1" not in cap
+    assert len(out.children) == 2                                                  # the figure and the table
+    number_figures(None, doc.settings.env)
+    assert Env.toc_fignumbers["book/04-rarest-first"]["figure"]["fig-heat"] == (4, 1)
+
+
+# --------------------------------------------------------------------------- the book's parameters
+def test_book_params_resolve_none_to_the_defaults_and_name_a_bad_one():
+    from crossprofile_lib import book
+    p = book.BookParams.resolve({"seeds": None, "model_budgets": ["0.4"], "budget": None})
+    assert p.seeds == book.DEFAULTS["seeds"] == [0, 1, 2] and p.model_budgets == ["0.4"] and p.shown_budget == "0.6"
+    assert book.BookParams.quick().templates == ["templates/dev"] and book.QUICK["backend"] == ""
+    for bad, words in [({"model_budgets": ["0.7x"]}, ("model_budgets", "0.7x", "neither a ratio", "BUDGETS")),
+                       ({"budgets": ["0.6", "0.60"]}, ("budgets", "given twice")),
+                       ({"seeds": [0, 0]}, ("seeds", "given twice")),
+                       ({"model_seeds": [-1]}, ("model_seeds", "outside 0..", "SEEDS")),
+                       ({"variants": ["PXP"]}, ("variants", "PXP")),
+                       ({"templates": ["no/such/dir"]}, ("templates", "no/such/dir")),
+                       ({"n_resamples": 10}, ("n_resamples", "100", "RESAMPLES")),
+                       ({"hiddenbench_path": "no/such.json"}, ("hiddenbench_path", "does not exist", "HIDDENBENCH")),
+                       ({"hb_ablations": ["loud"]}, ("hb_ablations", "unknown ablation")),
+                       ({"widgets": "maybe"}, ("widgets",)),
+                       ({"no_such_parameter": 1}, ("no_such_parameter", "not a book parameter"))]:
+        with pytest.raises(book.BookParamsError) as e:
+            book.BookParams.resolve(bad)
+        assert all(w in str(e.value) for w in words), (bad, str(e.value))
+
+
+def test_every_book_parameter_is_documented():
+    from crossprofile_lib import book
+    undocumented = [k for k, f in book.BookParams.model_fields.items() if not (f.description or "").strip()]
+    assert not undocumented, undocumented
+
+
+def test_setup_resolves_a_chapters_none_parameters(tmp_path):
+    from crossprofile_lib import book
+    ch = book.setup({"runs_root": str(tmp_path / "runs"), "templates": None, "seeds": [1], "budget": None,
+                     "unrelated_global": 3}, 3, reference=False, model=False, show=False)
+    assert ch.params.templates == ["templates/formal"] and ch.params.seeds == [1] and ch.params.shown_budget == "0.6"
+    with pytest.raises(book.BookParamsError, match="seeds"):
+        book.setup({"seeds": ["x"]}, 3, reference=False, model=False, show=False)
+
+
+# --------------------------------------------------------------------------- the build command
+def test_crossprofile_book_is_a_command_with_the_builds_checks(tmp_path, monkeypatch, capsys):
+    from crossprofile_lib import book
+    from crossprofile_lib.cli import main
+    monkeypatch.setattr(book.BookRuns, "prepare", lambda *a, **k: pytest.fail("ran experiments"))
+    monkeypatch.setenv("SEEDS", "0,0")
+    assert main(["book", "--no-html", "--out", str(tmp_path / "b")]) == 2
+    assert "SEEDS=0,0" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    monkeypatch.delenv("SEEDS")
+    assert main(["book", "--only", "99-nope", "--no-html", "--out", str(tmp_path / "b")]) == 2
+    monkeypatch.setenv("REPOSITORY_URL", "https://github.com/OWNER/crossprofile")   # refused before staging
+    assert main(["book", "--no-html", "--out", str(tmp_path / "b")]) == 2
+    assert "REPOSITORY_URL" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    monkeypatch.delenv("REPOSITORY_URL")
+    assert main(["book", "--help"]) == 0 and "--quick" in capsys.readouterr().out
+
+
+def test_crossprofile_book_needs_a_checkout(tmp_path, monkeypatch, capsys):
+    from crossprofile_lib import paths
+    from crossprofile_lib.cli import main
+    monkeypatch.delenv("CROSSPROFILE_ROOT", raising=False)
+    monkeypatch.setattr(paths, "package_dir", lambda: tmp_path / "site-packages" / "crossprofile_lib")
+    assert main(["book", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "built from a checkout" in err and "CROSSPROFILE_ROOT" in err

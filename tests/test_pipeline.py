@@ -13,7 +13,7 @@ from scripted_llm import Scripted
 from crossprofile_lib.backends import PROVIDERS, backend_for, get_backend, provider_class
 from crossprofile_lib.backends.base import CAPABILITIES, SUMMARISE, Backend
 from crossprofile_lib.backends.ledger import ReferenceDecider
-from crossprofile_lib.book.walkthrough import walkthrough
+from crossprofile_lib.book.explorer import walkthrough
 from crossprofile_lib.policies import NEEDS, REGISTRY, parse_policy, select_memory
 from crossprofile_lib.run import pipeline
 from crossprofile_lib.run.runner import RunConfig, build_requests, run_grid

@@ -1,11 +1,14 @@
 """ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")``.
 
-:func:`setup` reads the chapter's parameters (the names of :data:`DEFAULTS` found in the
-mapping it is given; the rest from :data:`DEFAULTS`), makes or finds the runs the chapter reads
-(:class:`BookRuns`), attaches each run's template bootstrap, and shows the page's "built with"
-line and its ONE provenance box (backends, models, run folders and every notice, collapsible).
-It returns a :class:`Chapter`: the runs, the captions, and the budget each run is shown at
-(prereg.yaml's primary budget, or the run's own when it lacks it, with a notice).
+:func:`setup` reads the chapter's parameters (the fields of
+:class:`~crossprofile_lib.book.params.BookParams` found in the mapping it is given -- a chapter's
+``parameters`` cell declares them ``= None`` -- each ``None`` resolved to the book's default and
+every value validated), makes or finds the runs the chapter reads (:class:`BookRuns`), attaches each
+run's template bootstrap, and shows the page's "built with" line and its ONE provenance box
+(backends, models, run folders and every notice, collapsible). A chapter that reads no runs calls it
+with ``reference=False, model=False`` (the "built with" line only). It returns a :class:`Chapter`:
+the resolved parameters, the runs, the captions, and the budget each run is shown at (prereg.yaml's
+primary budget, or the run's own when it lacks it, with a notice).
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from crossprofile_lib.book.display import (
     Notice,
     built_with,
     data_source_box,
+    display,
     near_chance_name,
     provenance_box,
     run_notices,
 )
-from crossprofile_lib.book.experiments import DEFAULTS, BookRuns
+from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.hbruns import HBRun
+from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
+from crossprofile_lib.book.style import model_signal, no_signal_note
 from crossprofile_lib.design import PRIMARY_BUDGET
 
 #: Runs a chapter may ask for besides the reference grid and the model sample.
@@ -37,7 +43,7 @@ class Chapter:
     """What one chapter reads: its parameters, runs and captions."""
 
     number: int
-    params: dict
+    params: BookParams
     runs: BookRuns
     cap: Captions
     ref: Optional[Run] = None
@@ -62,18 +68,15 @@ class Chapter:
         return PRIMARY_BUDGET
 
     def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
-        """The runs worth a figure panel (:func:`crossprofile_lib.book.figures.model_signal`); for each
+        """The runs worth a figure panel (:func:`crossprofile_lib.book.style.model_signal`); for each
         other run, one line saying why its panel is not drawn."""
-        from IPython.display import display
-
-        from crossprofile_lib.book import figures
         out = []
         for r in (self.shown if runs is None else runs):
-            sig = figures.model_signal(r, r.boot)
+            sig = model_signal(r, r.boot)
             if sig.ok:
                 out.append(r)
             else:
-                display(figures.no_signal_note(sig, what))
+                display(no_signal_note(sig, what))
         return out
 
     def at(self, run: Run, t, budget_col: str = "budget_label"):
@@ -81,27 +84,34 @@ class Chapter:
         return t[t[budget_col].astype(str) == self.budget(run)]
 
 
-def _params(given: dict) -> dict:
-    return {k: given[k] for k in DEFAULTS if k in given}
+def declared(given: dict) -> dict:
+    """The book parameters among ``given`` (a chapter's globals): field name -> value (None: default)."""
+    return {k: given[k] for k in BookParams.model_fields if k in given}
 
 
-def _attach(run: Optional[Run], p: dict) -> Optional[Run]:
+def shown(given: dict, p: BookParams) -> dict:
+    """The parameters a chapter declares, with their resolved values (what its "built with" line names)."""
+    return {k: getattr(p, k) for k in declared(given)}
+
+
+def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
     if run is not None and run.boot is None:
-        run.boot = bootstrap(run, p["n_resamples"], p["boot_seed"])
+        run.boot = bootstrap(run, p.n_resamples, p.boot_seed)
     return run
 
 
-def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model: bool = True,
+def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True, model: bool = True,
           notes: Sequence[tuple[str, str, str]] = (), show: bool = True) -> Chapter:
-    """The chapter preamble (see the module doc). ``extra``: names from :data:`EXTRA_RUNS`;
-    ``notes``: (kind, title, HTML body) boxes of this chapter, folded into the provenance box."""
-    from IPython.display import display
+    """The chapter preamble (see the module doc). ``params``: the chapter's globals (its declared
+    parameters, ``None`` = default); ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
+    title, HTML body) boxes of this chapter, folded into the provenance box; ``show``: display the
+    "built with" line and the provenance box (chapter 13 shows its own line)."""
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
-    p = _params(params)
+    p = BookParams.resolve(declared(params))
     br = BookRuns(p)
-    ch = Chapter(chapter, br.params, br, Captions(chapter))
+    ch = Chapter(chapter, p, br, Captions(chapter))
     rows = []
     if reference:
         ch.ref = _attach(br.reference(), br.params)
@@ -114,7 +124,7 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
         rows.append(("language model", ch.model, _model_notices(br, ch.model)))
     if "social_proof" in extra:
         ch.sp = _attach(br.social_proof(), br.params)
-        s = br.params["social_proof"]
+        s = p.social_proof
         rows.append(("social-proof decider", ch.sp, [Notice(
             "important", f"A reference decider with social-proof weight {s:g}",
             f"The run labelled <b>{html.escape(ch.sp.label)}</b> is the {REFERENCE} with a social-proof parameter: "
@@ -125,7 +135,7 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
         rows.append(("stochastic decider", ch.fit, [Notice(
             "important", "A stochastic reference decider",
             f"<b>{html.escape(ch.fit.label)}</b> is the {REFERENCE} with social-proof weight "
-            f"{br.params['social_proof']:g} that samples its choice from softmax({br.params['stochastic_beta']:g} "
+            f"{p.social_proof:g} that samples its choice from softmax({p.stochastic_beta:g} "
             "x score) instead of taking the argmax. It checks that the social-proof fit recovers known "
             "parameters; it is not a language model.")]))
     hb_notices = []
@@ -158,7 +168,7 @@ def setup(params: dict, chapter: int, *extra: str, reference: bool = True, model
                                  "<code>variants</code>); tables and contrasts that need another variant are left "
                                  "out or marked not estimable."))
     if show:
-        display(built_with(p))
+        display(built_with(shown(params, p)))
         if rows or ch.notices:
             display(provenance_box(rows, ch.notices))
     return ch
@@ -185,10 +195,3 @@ def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:
     if why:
         out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in the model run", html.escape(why) + "."))
     return out + run_notices(run, run.boot)
-
-
-def page_header(params: dict):
-    """The "built with" line of a chapter that reads no runs (chapters 1-3, 9): the book's
-    parameters it declares, the commit and the date."""
-    from IPython.display import display
-    display(built_with(_params(params)))

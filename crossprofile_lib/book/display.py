@@ -2,8 +2,11 @@
 
 * :class:`Captions` numbers figures and tables per chapter; every caption ends with ONE short
   line naming the backend and model of its runs (the full sentence is in the provenance box).
+  Every figure has a label (``fig-<name>``) that the chapter text references with ``{numref}``;
+  in the book it is a numbered Sphinx figure (:mod:`crossprofile_lib.book.sphinx_figures`).
 * :func:`show_figure` displays a figure, its caption and a link to the notebook cell that made
   it (the downloadable ``.ipynb`` and the cell's execution number).
+* :func:`display`, :data:`HTML`, :data:`Markdown`: IPython's, so a chapter imports only ``book``.
 * :func:`run_notices` lists what a reader must know about a run (the reference decider is not a
   model; a near-chance model; a failed headroom check; too few templates for intervals);
   :func:`provenance_box` folds them, with backend, model and run folder, into one compact box
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -22,6 +27,8 @@ import pandas as pd
 
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
+from crossprofile_lib.run.results import git_commit
+from crossprofile_lib.stats.tables import headroom
 
 #: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
 #: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
@@ -31,6 +38,28 @@ MIN_TEMPLATES_FOR_INTERVALS = 10
 def _html(s: str):
     from IPython.display import HTML
     return HTML(s)
+
+
+def display(*objs, **kwargs) -> None:
+    """IPython's ``display`` (a chapter imports only ``crossprofile_lib.book``)."""
+    from IPython.display import display as show
+    show(*objs, **kwargs)
+
+
+def HTML(data: str):
+    """IPython's ``HTML`` object."""
+    return _html(data)
+
+
+def Markdown(data: str):
+    """IPython's ``Markdown`` object."""
+    from IPython.display import Markdown as md
+    return md(data)
+
+
+def esc(s) -> str:
+    """HTML-escaped text (for run labels and reasons in a takeaway line)."""
+    return html.escape(str(s))
 
 
 def admonition(kind: str, title: str, body: str):
@@ -54,6 +83,11 @@ def num(x, digits: int = 1, sign: bool = False, suffix: str = "") -> str:
     if v != v:
         return "n/a (not in this run)"
     return f"{v:{'+' if sign else ''}.{digits}f}{suffix}"
+
+
+def one_decimal(t: pd.DataFrame, names: Sequence[str]) -> dict:
+    """A :meth:`Captions.table` ``fmt``: one decimal for the columns whose second level is in ``names``."""
+    return {c: "{:.1f}" for c in t.columns if c[1] in names}
 
 
 def _count(n: int, noun: str) -> str:
@@ -81,10 +115,13 @@ def notebook_name(chapter) -> str:
 
 
 class Captions:
-    """Numbered captions for one chapter; each names the backend and model of its runs once."""
+    """Numbered captions for one chapter; each names the backend and model of its runs once. The
+    landing page (``intro``) numbers its figures 0.1, 0.2, ..."""
 
     def __init__(self, chapter: int | str):
-        self.chapter, self._n = chapter, {"Figure": 0, "Table": 0}
+        self.chapter = "0" if chapter == "intro" else chapter
+        self._n = {"Figure": 0, "Table": 0}
+        self._labels: set[str] = set()
         self.notebook = notebook_name(chapter)
 
     def _next(self, kind: str) -> str:
@@ -94,9 +131,25 @@ class Captions:
     def text(self, kind: str, text: str, runs) -> str:
         return f"{self._next(kind)}. {text} {_labels(runs)}".strip()
 
-    def figure(self, text: str, runs):
+    def label(self, name: Optional[str]) -> str:
+        """``fig-<name>`` (unique on the page: a second figure of that name gets ``-2``); without a
+        name, ``fig-<notebook>-<n>``."""
+        base = f"fig-{name}" if name else f"fig-{self.notebook}-{self._n['Figure']}"
+        label, k = base, 1
+        while label in self._labels:
+            k += 1
+            label = f"{base}-{k}"
+        self._labels.add(label)
+        return label
+
+    def figure(self, text: str, runs, name: Optional[str] = None):
+        """The caption of the next figure: number, text, the backend-and-model line and the source
+        link; it carries the figure's label (:meth:`label`) and number for the book's
+        ``{numref}`` cross-references (:mod:`crossprofile_lib.book.sphinx_figures`)."""
         num = self._next("Figure")
-        return _html(f'<p class="caption cp-caption"><strong>{num}.</strong> '
+        label = self.label(name)
+        return _html(f'<p class="caption cp-caption" data-cp-figure="{html.escape(label)}" '
+                     f'data-cp-number="{num.split()[1]}"><strong>{num}.</strong> '
                      f"{html.escape((text + ' ' + _labels(runs)).strip())}{self.source_link()}</p>")
 
     def source_link(self) -> str:
@@ -185,7 +238,6 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
                           "policies are mostly noise; it is here to show the pipeline runs end to end on a "
                           "real model, not to estimate the paper's effects."))
     if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
-        from crossprofile_lib.stats.tables import headroom
         h = headroom(run.df, boot, min_points)
         if not h["passed"]:
             out.append(Notice("warning", "Headroom check failed: exploratory results",
@@ -196,7 +248,6 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
 
 
 def _commit() -> str:
-    from crossprofile_lib.run.results import git_commit
     c = git_commit(ROOT)
     return (c[:10] + ("-dirty" if c.endswith("-dirty") else "")) if c else "unknown (not a git checkout)"
 
@@ -280,8 +331,6 @@ def takeaways(lines: Sequence[str], title: str = "What this build shows"):
 
 def docstring_html(module: str) -> str:
     """A module's documentation as preformatted HTML (an import failure is said, not raised)."""
-    import importlib
-    import inspect
     try:
         doc = inspect.getdoc(importlib.import_module(module)) or "(no documentation)"
     except Exception as e:  # an optional backend may be missing here

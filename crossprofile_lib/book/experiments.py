@@ -1,8 +1,7 @@
-"""The book's parameters and the experiments one parameter set reads.
+"""The experiments one parameter set reads.
 
-:data:`DEFAULTS` are the parameters ``make book`` passes (every chapter's ``parameters`` cell
-holds the same literals; a test checks it); :class:`BookRuns` makes or finds every run of one
-parameter set, once, and records why a run is missing in :attr:`BookRuns.skipped`.
+:class:`BookRuns` makes or finds every run of one :class:`~crossprofile_lib.book.params.BookParams`
+(the book's parameters), once, and records why a run is missing in :attr:`BookRuns.skipped`.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from crossprofile_lib.book.hbruns import HBRun, hiddenbench_run
+from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import (
     FIT_POLICIES,
     LABELS_POLICIES,
@@ -24,54 +24,22 @@ from crossprofile_lib.book.runs import (
 from crossprofile_lib.book.schedule import run_steps
 from crossprofile_lib.design import PRIMARY_BUDGET
 
-#: The book's default parameters: every notebook's ``parameters`` cell holds the same literals
-#: (a test checks it), and ``make book`` passes them (with any Make-variable overrides).
-#: ``templates`` is the analysis set (the 60 formal templates, SPEC 8): development templates
-#: never enter the confirmatory tables; chapter 2's catalogue lists them as such.
-DEFAULTS = dict(
-    runs_root="runs",
-    templates=["templates/formal"],
-    seeds=[0, 1, 2],
-    budgets=["0.4", "0.6", "0.8", "128t"],
-    variants=["PPP", "PPS", "PSP", "PSS", "SPP", "SPS", "SSP", "SSS"],
-    backend="llamacpp/smollm2-135m",
-    model_templates=["templates/formal/hospital-equipment/hospital-equipment-01.yaml",
-                     "templates/formal/school-meals/school-meals-01.yaml"],
-    model_seeds=[0],
-    model_budgets=["0.6"],
-    model_variants=["PSP", "PSS", "SPP", "SPS"],
-    n_resamples=10000,
-    boot_seed=0,
-    social_proof=0.5,
-    social_proof_sweep=[0.25, 0.5, 1.0, 2.0],
-    stochastic_beta=2.0,
-    group_sizes=[3, 4, 6, 8],
-    hiddenbench_path="",
-    hb_seeds=[0, 1, 2],
-    hb_budgets=["0.4", "0.6", "0.8"],
-    hb_model_seeds=[0],
-    hb_model_protocols=["controlled", "natural"],
-    hb_ablations=["baseline"],
-    hb_model_limit=1,
-)
-#: Small parameters for tests and a quick look (seconds, reference decider only).
-QUICK = dict(DEFAULTS, templates=["templates/dev"], seeds=[0], budgets=["0.6"], backend="",
-             n_resamples=200, social_proof_sweep=[0.5], group_sizes=[3, 4])
-
 
 # --------------------------------------------------------------------------- one parameter set
 @dataclass
 class BookRuns:
-    """Every experiment the chapters read, for one parameter set (:data:`DEFAULTS` with the
-    given overrides). Each run is made (or found) once per object; a run that cannot be made
-    here is ``None`` and :attr:`skipped` says why (key: backend, or ``hiddenbench:<backend>``)."""
+    """Every experiment the chapters read, for one parameter set (a :class:`BookParams`, or a dict
+    of overrides of the defaults, ``None`` meaning the default). Each run is made (or found) once
+    per object; a run that cannot be made here is ``None`` and :attr:`skipped` says why (key:
+    backend, or ``hiddenbench:<backend>``)."""
 
-    params: dict = field(default_factory=dict)
+    params: BookParams | dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
     _made: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
-        self.params = {**DEFAULTS, **{k: v for k, v in self.params.items() if v is not None}}
+        if not isinstance(self.params, BookParams):
+            self.params = BookParams.resolve(self.params)
 
     def _once(self, name: str, make: Callable):
         if name not in self._made:
@@ -80,55 +48,56 @@ class BookRuns:
 
     @property
     def backend(self) -> str:
-        return self.params.get("backend") or ""
+        return self.params.backend
 
     @property
     def primary_budget(self) -> str:
         """prereg.yaml's primary budget when the parameters' budgets have it, else their first ratio."""
-        b = [x for x in self.params["budgets"] if not str(x).endswith("t")] or list(self.params["budgets"])
-        return PRIMARY_BUDGET if PRIMARY_BUDGET in self.params["budgets"] or not b else b[0]
+        have = self.params.budgets
+        b = [x for x in have if not str(x).endswith("t")] or list(have)
+        return PRIMARY_BUDGET if PRIMARY_BUDGET in have or not b else b[0]
 
     def reference(self, social_proof: float = 0.0, n_agents: int = 4) -> Run:
         """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``:
         a group-size run)."""
         p = self.params
         return self._once(f"ledger-sp{social_proof:g}-n{n_agents}", lambda: reference_run(
-            p["runs_root"], p["templates"], p["seeds"], p["budgets"], social_proof=social_proof, n_agents=n_agents,
-            variants=p["variants"]))
+            p.runs_root, p.templates, p.seeds, p.budgets, social_proof=social_proof, n_agents=n_agents,
+            variants=p.variants))
 
     def social_proof(self) -> Run:
-        return self.reference(social_proof=self.params["social_proof"])
+        return self.reference(social_proof=self.params.social_proof)
 
     def sweep(self, s: float) -> Run:
         """The ALL memory in every provenance format, decided by a reference decider with
         social-proof weight ``s`` at the primary budget (``runs/ledger-sp<s>-all``; chapter 6)."""
         p = self.params
         return self._once(f"sweep-{s:g}", lambda: reference_run(
-            p["runs_root"], p["templates"], p["seeds"], [self.primary_budget], social_proof=s,
-            policies=SWEEP_POLICIES, name=f"ledger-sp{s:g}-all", variants=p["variants"]))
+            p.runs_root, p.templates, p.seeds, [self.primary_budget], social_proof=s,
+            policies=SWEEP_POLICIES, name=f"ledger-sp{s:g}-all", variants=p.variants))
 
     def fit_check(self) -> Run:
         """A stochastic reference decider (softmax, known parameters) whose decisions the
         social-proof fit must recover (``runs/ledger-sp<s>-beta<b>``; chapter 7)."""
         p = self.params
         return self._once("fit-check", lambda: reference_run(
-            p["runs_root"], p["templates"], p["seeds"], p["budgets"], social_proof=p["social_proof"],
-            policies=FIT_POLICIES, inverse_temperature=p["stochastic_beta"], variants=p["variants"]))
+            p.runs_root, p.templates, p.seeds, p.budgets, social_proof=p.social_proof,
+            policies=FIT_POLICIES, inverse_temperature=p.stochastic_beta, variants=p.variants))
 
     def model(self) -> Optional[Run]:
         """The language-model sample (None without a model backend or when it cannot run here)."""
         p = self.params
         return self._once("model", lambda: model_run(
-            p["runs_root"], self.backend, p["model_templates"], p["model_seeds"], p["model_budgets"],
-            p["model_variants"], skipped=self.skipped))
+            p.runs_root, self.backend, p.model_templates, p.model_seeds, p.model_budgets,
+            p.model_variants, skipped=self.skipped))
 
     def labels_prompt(self) -> Optional[Run]:
         """The model sample's ALL memories decided with the 'labels are not evidence' decision
         prompt (``runs/<backend>-labels-not-evidence``; chapter 12)."""
         p = self.params
         return self._once("labels", lambda: model_run(
-            p["runs_root"], self.backend, p["model_templates"], p["model_seeds"], p["model_budgets"],
-            p["model_variants"], policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
+            p.runs_root, self.backend, p.model_templates, p.model_seeds, p.model_budgets,
+            p.model_variants, policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
             suffix=LABELS_PROMPT, skipped=self.skipped))
 
     def hiddenbench(self, model: bool = False) -> Optional[HBRun]:
@@ -137,13 +106,13 @@ class BookRuns:
         p = self.params
         if not model:
             return self._once("hb-ledger", lambda: hiddenbench_run(
-                p["runs_root"], "ledger", p["hiddenbench_path"], ["controlled"], p["hb_seeds"],
-                budgets=p["hb_budgets"], skipped=self.skipped))
+                p.runs_root, "ledger", p.hiddenbench_path, ["controlled"], p.hb_seeds,
+                budgets=p.hb_budgets, skipped=self.skipped))
         if not self.backend:
             return None
         return self._once("hb-model", lambda: hiddenbench_run(
-            p["runs_root"], self.backend, p["hiddenbench_path"], p["hb_model_protocols"], p["hb_model_seeds"],
-            p["hb_ablations"], p["hb_model_limit"] or None, budgets=p["hb_budgets"], skipped=self.skipped))
+            p.runs_root, self.backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
+            p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped))
 
     def skip_reason(self, name: str) -> str:
         return self.skipped.get(name, "")
@@ -152,11 +121,11 @@ class BookRuns:
         """(folder name, make, key into :attr:`skipped`) for every run, in build order."""
         p, b = self.params, self.backend
         out = [("ledger", self.reference, "ledger"),
-               (f"ledger-sp{p['social_proof']:g}", self.social_proof, "ledger")]
-        out += [(f"ledger-sp{s:g}-all", lambda s=s: self.sweep(s), "ledger") for s in p["social_proof_sweep"]]
+               (f"ledger-sp{p.social_proof:g}", self.social_proof, "ledger")]
+        out += [(f"ledger-sp{s:g}-all", lambda s=s: self.sweep(s), "ledger") for s in p.social_proof_sweep]
         out += [(f"ledger-agents{n}", lambda n=n: self.reference(n_agents=n), "ledger")
-                for n in p["group_sizes"] if n != 4]
-        out.append((f"ledger-sp{p['social_proof']:g}-beta{p['stochastic_beta']:g}", self.fit_check, "ledger"))
+                for n in p.group_sizes if n != 4]
+        out.append((f"ledger-sp{p.social_proof:g}-beta{p.stochastic_beta:g}", self.fit_check, "ledger"))
         out.append(("hiddenbench-ledger", self.hiddenbench, "hiddenbench:ledger"))
         if b:
             out += [(slug(b), self.model, b), (f"{slug(b)}-{LABELS_PROMPT}", self.labels_prompt, b),

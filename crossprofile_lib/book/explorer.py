@@ -1,26 +1,113 @@
-"""The classroom explorer (chapter 10): one task end to end, for a student.
+"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10).
 
-* :func:`explore` builds one template in one attribution variant with the reference decider (no
-  model calls, :func:`crossprofile_lib.book.walkthrough.walkthrough`) and returns an
-  :class:`Exploration`, which renders itself in Jupyter (``_repr_html_``): the plain-Python path.
+* :func:`walkthrough` builds one template in one attribution variant for one seed with the
+  reference decider (no model calls), through the pipeline: the holders, the scripted discussion,
+  the claim list, each policy's memory at one budget and the decision (:class:`Walkthrough`).
+  Chapter 1 draws eight of them as the concept figure; chapter 3 shows one.
+* :func:`explore` returns an :class:`Exploration` (one walkthrough with one policy in focus), which
+  renders itself in Jupyter (``_repr_html_``): the plain-Python path of chapter 10.
 * :func:`controls` is the live version (ipywidgets): pick template, variant, policy, budget,
   social-proof weight and seed, and the memory and decision below change.
 * A decision is called a **tie** when the top score is shared by several options (the reference
-  decider then draws among them with a seeded coin): a tie is never shown as "correct".
+  decider then draws among them with a seeded coin): a tie is never shown as "correct"
+  (:func:`verdict`, :func:`outcome`).
 * :func:`exercises` writes predict-then-check questions for the classic and mirror cells, their
-  answers computed from the template in hand.
+  answers computed from the template in hand; :func:`variant_views` is chapter 10's static view.
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
+import pandas as pd
 
-BUDGETS = ("0.4", "0.6", "0.8", "128t")
-REFERENCE = "reference decider"
+from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.book.display import HTML, admonition, details
+from crossprofile_lib.book.runs import REFERENCE, resolve
+from crossprofile_lib.design import BUDGET_GRID, CLASSIC, MIRROR, PRIMARY_BUDGET, VARIANT_NAMES
+from crossprofile_lib.policies import WALK_POLICIES
+from crossprofile_lib.rng import stream
+from crossprofile_lib.run.pipeline import build_task, memories, specs_of
+from crossprofile_lib.task.budgets import Budget
+from crossprofile_lib.task.decision import DecisionRequest, option_order
+from crossprofile_lib.task.evidence import composition
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.variants import agent_names
+
+
+@dataclass
+class Walkthrough:
+    """One template in one variant for one seed: who holds what, the scripted discussion,
+    the claim list, each policy's memory at one budget and the reference decider's choice.
+
+    Used by chapter 1's concept figure and chapter 10's explorer."""
+
+    task: object
+    transcript: object
+    claims: object
+    budget_tokens: int
+    t_all: int
+    policies: tuple
+    memories: dict = field(default_factory=dict)
+    decisions: dict = field(default_factory=dict)
+    decider: str = ""
+    tokenizer: str = ""
+    social_proof: float = 0.0
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return agent_names(self.task.n_agents)
+
+    @property
+    def facts_by_role(self) -> list:
+        t = self.task.template
+        return [f for role in ("support", "decoy", "irrelevant") for f in t.facts_by_role(role)]
+
+    def kept_fact_ids(self, policy: str) -> set:
+        return {c.fact_id for c in self.memories[policy].kept}
+
+    def composition(self, policy: str):
+        return composition(self.task, self.memories[policy])
+
+    def html(self) -> str:
+        """A static view (no JavaScript), the explorer's: the first policy's memory and decision
+        in focus, the other policies, the scripted discussion and the claim list; a decision on a
+        tied top score is shown as a tie (:class:`Exploration`)."""
+        return Exploration(self, self.policies[0], self.social_proof).html()
+
+    def _repr_html_(self) -> str:  # renders itself in Jupyter
+        return self.html()
+
+
+def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUDGET,
+                policies: Sequence[str] = WALK_POLICIES, n_agents: int = 4, social_proof: float = 0.0) -> Walkthrough:
+    """Build one task end to end with the reference decider (no model calls), through the
+    pipeline (:mod:`crossprofile_lib.run.pipeline`)."""
+    dec = ReferenceDecider(social_proof=social_proof)
+    u = build_task(template, variant, seed, n_agents, dec.tokenizer)
+    task = u.task
+    b = Budget.parse(budget)
+    w = Walkthrough(task, u.transcript, u.claims, b.tokens(u.t_all), u.t_all, tuple(policies), decider=dec.model,
+                    tokenizer=dec.tokenizer.name, social_proof=social_proof)
+    for m in memories(u, specs_of(policies), [b], dec, task.task_id,
+                      lambda spec, key: stream(seed, "policy", task.task_id, spec.name)):
+        p = m.spec.name
+        w.memories[p] = m.memory
+        w.decisions[p] = dec.decide_one(DecisionRequest(task, m.memory, u.order, f"{task.task_id}/{p}"))
+    return w
+
+
+def find_template(template_id: str, paths: Sequence[str] = ("templates",)):
+    for t in load_templates([str(resolve(p)) for p in paths]):
+        if t.id == template_id:
+            return t
+    raise KeyError(f"template '{template_id}' not found under {', '.join(map(str, paths))}")
+
+
+#: The budgets the live controls offer.
+BUDGETS = BUDGET_GRID
 
 
 @dataclass(frozen=True)
@@ -51,8 +138,6 @@ def outcome(view, policy: str) -> str:
 
 def verdict(view, policy: str, social_proof: float) -> Verdict:
     """Score ``view``'s memory of ``policy`` as the reference decider does and name any tie."""
-    from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.task.decision import option_order
     order = option_order(view.task)
     s = ReferenceDecider(social_proof=social_proof).option_scores(view.task, view.memories[policy], order)
     top = max(s)
@@ -123,7 +208,6 @@ class Exploration:
 def explore(template, variant: str = CLASSIC, policy: str = "R1", budget: str = PRIMARY_BUDGET,
             social_proof: float = 0.0, seed: int = 0, policies: Optional[Sequence[str]] = None) -> Exploration:
     """One task end to end with ``policy`` in focus (``template``: a Template or a template id)."""
-    from crossprofile_lib.book.walkthrough import WALK_POLICIES, find_template, walkthrough
     if isinstance(template, str):
         template = find_template(template)
     pols = tuple(policies or WALK_POLICIES)
@@ -139,8 +223,6 @@ def controls(templates: Mapping[str, object], template_id: str, variant: str = C
     import ipywidgets as w
     from IPython.display import display
 
-    from crossprofile_lib.book.walkthrough import WALK_POLICIES
-    from crossprofile_lib.task.variants import VARIANT_NAMES
     style = {"description_width": "110px"}
     pick = w.Dropdown(options=sorted(templates), value=template_id, description="template", style=style)
     var = w.Dropdown(options=[(v + _cell(v), v) for v in VARIANT_NAMES], value=variant, description="variant",
@@ -189,3 +271,73 @@ def exercises(template, budget: str = PRIMARY_BUDGET, seed: int = 0) -> str:
             f"ALL and social-proof weight 1 the {REFERENCE} ends at <b>{esc(sp.verdicts()['ALL'].word(sp.template))}"
             f"</b>.</p></details></li>")
     return "<ol class='cp-exercises'>" + "".join(items) + "</ol>"
+
+
+# --------------------------------------------------------------------------- chapter 1: one template, 8 variants
+def variant_walkthroughs(template, seed: int = 0, budget: str = PRIMARY_BUDGET, policy: str = "R1",
+                         others: Sequence[str] = ("B4", "ALL")) -> list[Walkthrough]:
+    """``template`` in each of the eight attribution variants (``policy`` first, then ``others``)."""
+    return [walkthrough(template, v, seed=seed, budget=budget, policies=[policy, *others]) for v in VARIANT_NAMES]
+
+
+def kept_counts(view: Walkthrough, policy: str) -> str:
+    """``"support/decoy/irrelevant"`` facts that ``policy`` keeps in ``view``."""
+    c = view.composition(policy)
+    return f"{c.kept_support}/{c.kept_decoy}/{c.kept_irrelevant}"
+
+
+def concept_takeaways(views: Sequence[Walkthrough], policy: str, budget: str) -> list[str]:
+    """Chapter 1's takeaways: what ``policy`` keeps in the classic and mirror cells, and the decision."""
+    by = {v.task.variant.name: v for v in views}
+    t, seed = views[0].task.template, views[0].task.seed
+    return [
+        f"Template {t.id}, seed {seed}, r = {budget}: {policy} keeps <b>{kept_counts(by[CLASSIC], policy)}</b> "
+        f"support/decoy/irrelevant facts in the classic cell {CLASSIC} and <b>{kept_counts(by[MIRROR], policy)}</b> in "
+        f"the mirror cell {MIRROR}; the fact texts are the same, only their holders differ.",
+        f"From those memories the {REFERENCE}'s decision is: <b>{outcome(by[CLASSIC], policy)}</b> in "
+        f"{CLASSIC} and <b>{outcome(by[MIRROR], policy)}</b> in {MIRROR}."]
+
+
+def policy_choices(views: Sequence[Walkthrough]):
+    """Per variant (rows) and policy (columns): the kept support/decoy/irrelevant facts and the
+    reference decider's choice (a tied top score is a ``tie``, never "correct")."""
+    rows = []
+    for v in views:
+        for p in v.policies:
+            c = v.composition(p)
+            rows.append({"variant": v.task.variant.name, "cell": v.task.variant.cell, "policy": p,
+                         "kept support/decoy/irrelevant": f"{c.kept_support}/{c.kept_decoy}/{c.kept_irrelevant}",
+                         "net lead": c.net_lead, "choice": outcome(v, p)})
+    return pd.DataFrame(rows).pivot(index=["variant", "cell"], columns="policy",
+                                    values=["kept support/decoy/irrelevant", "choice"])
+
+
+# --------------------------------------------------------------------------- chapter 10: the static view
+def variant_views(template, policy: str = "R1", budget: str = PRIMARY_BUDGET, social_proof: float = 0.0,
+                  seed: int = 0, open_variant: str = CLASSIC) -> list:
+    """Chapter 10's static view: one collapsible block per variant (``open_variant`` open), each the
+    :class:`Exploration` of ``template`` with ``policy`` in focus, then its caption."""
+    out = []
+    for v in VARIANT_NAMES:
+        e = explore(template, v, policy, budget, social_proof, seed)
+        var = e.view.task.variant
+        out.append(details(f"Variant {v}{_cell(v)}: support {var.support_attr}, decoy {var.decoy_attr}, "
+                           f"irrelevant {var.irrelevant_attr}", e.html(), open_=(v == open_variant)))
+    out.append(HTML(f"<p class='cp-caption'>Static view of template {template.id}, policy {policy} in focus, seed "
+                    f"{seed}, budget r = {budget}, social-proof weight {social_proof:g}. Backend: ledger, the "
+                    "reference decider (a normative evidence counter, not a language model).</p>"))
+    return out
+
+
+def templates_by_id(paths: Sequence[str] = ("templates",)) -> dict:
+    """Template id -> template, for every template under ``paths`` (the explorer's choices)."""
+    return {t.id: t for t in load_templates([str(resolve(p)) for p in paths])}
+
+
+def static_note(template, policy: str):
+    """The box announcing chapter 10's static view (the built book has no kernel behind it)."""
+    return admonition(
+        "note", "Static view: open with make lab for live controls",
+        f"This copy was executed without live controls (parameter <code>widgets = False</code>, as the book "
+        f"builds it), so it shows template {template.id} with policy {policy} in all eight variants below. "
+        "For the live explorer run <code>make lab</code> in the project folder and run this notebook there.")

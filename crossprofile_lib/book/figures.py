@@ -15,6 +15,7 @@ The look (colours, sizes, layout, SVG output) and the model-panel rule (:func:`m
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
@@ -45,13 +46,14 @@ from crossprofile_lib.book.style import (  # noqa: F401  (the figure look and th
     top_names,
     use_svg,
 )
+from crossprofile_lib.design import CLASSIC, MIRROR
 
 
 # --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """The hidden-profile concept diagram: one panel per attribution variant (two columns).
 
-    ``views``: :class:`~crossprofile_lib.book.walkthrough.Walkthrough` objects (one template, several
+    ``views``: :class:`~crossprofile_lib.book.explorer.Walkthrough` objects (one template, several
     variants). Each panel has agents as rows and the 12 facts as columns (grouped support / decoy /
     irrelevant); a filled dot marks a holder; a box marks what the memory policy kept.
     """
@@ -105,7 +107,6 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
     """Heat map of accuracy (%) with rows = policies and columns = the variants.
 
     ``acc``: a wide ``(n_policies, n_variants)`` frame of percentages."""
-    from crossprofile_lib.design import CLASSIC, MIRROR
     fig, ax = new_figure(0.62 * acc.shape[1] + 2.6, 0.3 * acc.shape[0] + 2.1)
     sns.heatmap(acc, annot=True, fmt=".0f", cmap=cmap, vmin=0, vmax=100, linewidths=0.5, ax=ax,
                 cbar_kws={"label": "accuracy (%)", "shrink": 0.8}, annot_kws={"fontsize": FONT["tick"]})
@@ -130,7 +131,6 @@ def _leaders(t: pd.DataFrame, x: str, hue: str) -> str:
     groups = {str(g): d.set_index(d[hue].astype(str))["estimate"] for g, d in t.groupby(x, sort=False)}
     if len(groups) <= 2:
         return "; ".join(f"{top(v)} in {g}" for g, v in groups.items())
-    from collections import Counter
     best, k = Counter(n for v in groups.values() for n in top_names(v)).most_common(1)[0]
     return (f"{best} is highest (or tied) in every {x.replace('_', ' ')}" if k == len(groups) else
             f"{best} is highest (or tied) in {k} of {len(groups)} {x.replace('_', ' ')} groups")

@@ -23,6 +23,9 @@ from crossprofile_lib.book.runs import (
     resolve,
     slug,
 )
+from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
+from crossprofile_lib.hiddenbench.run import HEADER
+from crossprofile_lib.safety.outputs import locked_dir
 
 
 # --------------------------------------------------------------------------- HiddenBench
@@ -72,12 +75,6 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     fixture; the file is read in place, never copied."""
     skipped = {} if skipped is None else skipped
     key = f"hiddenbench:{backend or 'ledger'}"
-    try:
-        from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
-        from crossprofile_lib.hiddenbench.run import HEADER
-    except ImportError as e:
-        skipped[key] = f"the HiddenBench library is not available ({e})"
-        return None
     kw = dict(backend=backend or "ledger", hiddenbench=path or None, protocols=tuple(protocols), seeds=tuple(seeds),
               ablations=tuple(ablations or DEFAULT_ABLATIONS), limit=limit)
     if policies:
@@ -90,7 +87,6 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     hdr = out / HEADER
     try:
         if _stored_config(out, HEADER) != want:
-            from crossprofile_lib.safety.outputs import locked_dir
             out.mkdir(parents=True, exist_ok=True)
             with locked_dir(out):
                 run_hiddenbench(cfg, out)

@@ -24,12 +24,18 @@ class LaunchConfigError(ValueError):
     pass
 
 
-def configured(config: Path, url: str, out: Path) -> Path:
-    """Write ``config`` with the repository ``url`` and Binder/Colab on into ``out``; return ``out``."""
+def check_url(url: str) -> str:
+    """``url`` (stripped) when it is a repository URL; else :class:`LaunchConfigError` naming the rule."""
     url = url.strip()
     if not URL.match(url) or "/OWNER/" in url:
         raise LaunchConfigError(f"REPOSITORY_URL: {url!r} is not a repository URL like "
                                 "https://github.com/OWNER/NAME (the launch buttons would be dead links)")
+    return url
+
+
+def configured(config: Path, url: str, out: Path) -> Path:
+    """Write ``config`` with the repository ``url`` and Binder/Colab on into ``out``; return ``out``."""
+    url = check_url(url)
     doc = yaml.safe_load(Path(config).read_text())
     doc["repository"] = dict(doc.get("repository") or {}, url=url.rstrip("/"))
     doc["launch_buttons"] = dict(doc.get("launch_buttons") or {}, binderhub_url=BINDER, colab_url=COLAB)

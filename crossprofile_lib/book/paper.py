@@ -5,11 +5,13 @@ suite's in columns naming the backend and model of their run."""
 
 from __future__ import annotations
 
+import html
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.runs import Run, bootstrap, unit_column
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.paper_figures import (  # noqa: F401
@@ -20,12 +22,12 @@ from crossprofile_lib.paper_figures import (  # noqa: F401
     paper_item,
     paper_values,
 )
+from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
 from crossprofile_lib.stats.format import fmt_ci
 
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
     """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
-    from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
     idx = [k for k, it in enumerate(items) if it.data == data and it.measure]
     out: list[Optional[dict]] = [None] * len(items)
     contrasts = []
@@ -82,3 +84,60 @@ def paper_text(ref: str, digits: Optional[int] = None) -> str:
         d = digits if digits is not None else (2 if item.unit == "facts" else 1)
         return f"{v:{sign}.{d}f}"
     return " / ".join(f"{one(v)} ({m})" for m, v in item.paper.items())
+
+
+# --------------------------------------------------------------------------- chapter 11
+#: At most this many resamples for the comparison's intervals.
+MAX_COMPARISON_RESAMPLES = 2000
+
+
+def comparison_runs(ch) -> dict:
+    """Data kind -> the runs chapter 11 compares with the paper: the reference decider, its social-proof
+    run and the model sample (CrossProfile); the model's controlled and natural HiddenBench runs."""
+    hb_run, hb_natural = hb_as_run(ch.hb_model, "controlled"), hb_natural_as_run(ch.hb_model)
+    return {"crossprofile": [r for r in (ch.ref, ch.sp, ch.model) if r is not None],
+            "hiddenbench": [r for r in (hb_run,) if r], "natural": [r for r in (hb_natural,) if r]}
+
+
+def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: int) -> pd.DataFrame:
+    """:func:`paper_vs_suite` with at most :data:`MAX_COMPARISON_RESAMPLES` resamples."""
+    return paper_vs_suite(items, runs, n_resamples=min(n_resamples, MAX_COMPARISON_RESAMPLES), seed=seed)
+
+
+def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[int, int]:
+    """How many paper values (per model) lie inside the 95% interval of column ``col`` of a
+    :func:`paper_vs_suite` table: ``(inside, total)``."""
+    inside = total = 0
+    for k, it in enumerate(items):
+        cell = str(tab[col].iloc[k])
+        if "[" not in cell:
+            continue
+        lo, hi = (float(x) for x in cell.split("[", 1)[1].rstrip("]").split(","))
+        for v in it.paper.values():
+            if isinstance(v, (int, float)):
+                total += 1
+                inside += lo <= v <= hi
+    return inside, total
+
+
+def agreement_takeaways(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[str]:
+    """Per run column: how many paper values lie inside its intervals; and how to read that."""
+    lines = []
+    for col in [c for c in tab.columns if c[0] == "this suite"]:
+        inside, total = share_within(tab, items, col)
+        if total:
+            lines.append(f"{html.escape(col[1])}: {inside} of {total} paper values lie inside this run's 95% interval.")
+    lines.append("A value inside an interval of the reference decider says the effect follows from what the memory keeps; "
+                 "one outside says the paper's models add something of their own (chapter 6).")
+    return lines
+
+
+def by_chapter(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[tuple[str, pd.DataFrame]]:
+    """The comparison split by the paper's chapter, each part indexed by (result, quantity), columns
+    that are empty throughout left out."""
+    out = []
+    for chapter, part in tab.groupby(pd.Series([it.chapter for it in items]), sort=False):
+        part = part.set_index([("result", ""), ("quantity", "")])
+        part.index.names = ["result", "quantity"]
+        out.append((chapter, part.loc[:, [c for c in part.columns if not part[c].astype(str).eq("").all()]]))
+    return out

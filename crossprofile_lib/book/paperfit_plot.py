@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2
 
-from crossprofile_lib.book import figures as F
+import crossprofile_lib.book.figures as F
 from crossprofile_lib.paperfit.figures import NOT_A_MODEL_RUN
+from crossprofile_lib.stats.format import fmt_ci
 
 MODEL_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
 NEAR = 3.0   # points: a figure the fit reproduces "within 3 points"
@@ -109,7 +110,6 @@ def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
 
 def figure_table(res) -> pd.DataFrame:
     """Wide table: one row per figure, per model paper / fit [interval] / residual / leave-one-out."""
-    from crossprofile_lib.stats.format import fmt_ci
     t = res.figures.copy()
     t["fit [95%]"] = [fmt_ci(v, a, b, digits=1) if np.isfinite(v) else "" for v, a, b in zip(t.fit, t.lo, t.hi)]
     out = t.pivot_table(index="figure", columns="model", values=["paper", "fit [95%]", "residual", "loo"],

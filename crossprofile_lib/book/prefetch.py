@@ -1,8 +1,33 @@
 """``python -m crossprofile_lib.book.prefetch --reference-only``: the reference decider's runs of the
 book's default parameters, on every core, before the build needs them (what ``make book`` runs while
-the embedded engine installs). The work is :func:`crossprofile_lib.book.schedule.main`."""
+the embedded engine installs; the scheduling is :func:`crossprofile_lib.book.schedule.run_steps`)."""
 
-from crossprofile_lib.book.schedule import main
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from crossprofile_lib.book.experiments import BookRuns
+from crossprofile_lib.book.schedule import run_steps
+
+
+def main(argv=None) -> int:
+    """``--reference-only``: the reference decider's runs of the book's default parameters
+    (``HIDDENBENCH`` from the environment, as ``make book`` reads it), on every core."""
+    ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.prefetch", description=main.__doc__)
+    ap.add_argument("--reference-only", action="store_true", required=True,
+                    help="run only the reference decider's runs (no language model)")
+    ap.add_argument("--workers", type=int, default=None, help="processes at once (default: the cores)")
+    a = ap.parse_args(argv)
+    params = {"backend": ""}
+    if os.environ.get("HIDDENBENCH", "").strip():
+        params["hiddenbench_path"] = os.environ["HIDDENBENCH"].strip()
+    t0 = time.perf_counter()
+    run_steps(BookRuns(params), a.workers, log=lambda s: print(s, flush=True))
+    print(f"reference runs ready in {time.perf_counter() - t0:.0f} s", flush=True)
+    return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

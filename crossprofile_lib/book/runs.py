@@ -39,7 +39,12 @@ from crossprofile_lib.design import (  # noqa: F401
     SWEEP_POLICIES,
 )
 from crossprofile_lib.paths import checkout_root
+from crossprofile_lib.run.results import read_header, read_results
+from crossprofile_lib.run.runner import RunConfig, run_to_dir
+from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.task.provenance import FORMATS  # noqa: F401
+from crossprofile_lib.task.variants import VARIANT_NAMES, Variant
 
 ROOT = checkout_root() or Path.cwd()
 REFERENCE = "reference decider"
@@ -138,6 +143,16 @@ class Run:
     def variants(self) -> list[str]:
         return sorted(self.df["variant"].unique()) if "variant" in self.df.columns else []
 
+    @property
+    def seeds(self) -> list[int]:
+        """The run's seeds, sorted."""
+        return sorted(int(s) for s in self.df["seed"].unique()) if "seed" in self.df.columns else []
+
+    @property
+    def seed_list(self) -> str:
+        """``"0, 1, 2"``: the run's seeds for a caption."""
+        return ", ".join(map(str, self.seeds))
+
 
 def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[str, str]:
     """The budget a chapter shows for ``run``: ``wanted`` (prereg.yaml's primary budget) when the
@@ -157,7 +172,6 @@ def with_cells(df: pd.DataFrame) -> pd.DataFrame:
     ``variant``, so a run folder written before SPEC section 3's revision reads the same."""
     if "variant" not in df.columns:
         return df
-    from crossprofile_lib.task.variants import Variant
     names = df["variant"].astype(str)
     cells = {v: Variant(v) for v in names.unique() if len(v) == 3 and set(v) <= {"P", "S"}}
     if not cells:
@@ -167,7 +181,6 @@ def with_cells(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_run(path: str | Path) -> Run:
-    from crossprofile_lib.run.results import read_header, read_results
     p = resolve(path)
     return Run(p, with_cells(read_results(p)), read_header(p))
 
@@ -202,8 +215,6 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     if not rerun and _stored_config(p) == want and (p / "results.parquet").exists():
         return load_run(p)
-    from crossprofile_lib.run.runner import RunConfig, run_to_dir
-    from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})
     p.mkdir(parents=True, exist_ok=True)
@@ -222,7 +233,6 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
     """The reference decider's grid: ``runs/ledger``, ``runs/ledger-sp0.5`` (social-proof
     weight 0.5), ``runs/ledger-agents6`` (6 agents), ``runs/ledger-sp0.5-beta2`` (softmax with
     inverse temperature 2 instead of argmax)."""
-    from crossprofile_lib.run.runner import RunConfig
     name = name or ("ledger" + (f"-sp{social_proof:g}" if social_proof else "") + (f"-agents{n_agents}" if n_agents != 4 else "")
                     + (f"-beta{inverse_temperature:g}" if inverse_temperature is not None else ""))
     if policies is None:
@@ -230,7 +240,6 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
     opts = {"social_proof": float(social_proof)} if social_proof else {}
     if inverse_temperature is not None:
         opts["inverse_temperature"] = float(inverse_temperature)
-    from crossprofile_lib.task.variants import VARIANT_NAMES
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
                     policies=list(policies), variants=list(variants or VARIANT_NAMES), n_agents=n_agents,
                     backend_options=opts)
@@ -248,8 +257,6 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
     """A language-model backend's run (``runs/<backend slug>``), or None when ``backend`` is
     empty or cannot be built here (the reason goes to ``skipped[backend]``). Calls go through
     the backend's call cache: a finished grid makes no model calls."""
-    from crossprofile_lib.run.runner import RunConfig
-    from crossprofile_lib.task.variants import VARIANT_NAMES
     skipped = {} if skipped is None else skipped
     if not backend or backend == "ledger":
         return None
@@ -276,7 +283,6 @@ def unit_column(df: pd.DataFrame) -> str:
 def bootstrap(run, n_resamples: int = 10_000, seed: int = 0):
     """The template bootstrap shared by every statistic of one run (``(B, T)`` count matrix);
     HiddenBench tables resample tasks."""
-    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
     df = run.df if hasattr(run, "df") else run
     return TemplateBootstrap.draw(df[unit_column(df)].astype(str).unique(), n_resamples, np.random.default_rng(seed))
 

@@ -20,7 +20,7 @@ compares the tables of both paths). Workers are forked on Linux (so a caller's s
 elsewhere. Reasons a run is missing come back into ``skipped``.
 
 ``python -m crossprofile_lib.book.prefetch --reference-only`` runs only the reference decider's
-runs (what ``make book`` does while the embedded engine installs; :func:`main`).
+runs (what ``make book`` does while the embedded engine installs; :func:`crossprofile_lib.book.prefetch.main`).
 """
 
 from __future__ import annotations
@@ -51,10 +51,9 @@ def tasks(steps: list[tuple[str, Callable, str]]) -> list[list[str]]:
     return ([model] if model else []) + ref
 
 
-def _make(params, names: list[str]) -> list[tuple[str, object, float, dict]]:
-    """In a worker: make the named steps of ``BookRuns(params)``, one after another."""
-    from crossprofile_lib.book.experiments import BookRuns
-    br = BookRuns(params)
+def _make(runs_class, params, names: list[str]) -> list[tuple[str, object, float, dict]]:
+    """In a worker: make the named steps of ``runs_class(params)`` (a ``BookRuns``), one after another."""
+    br = runs_class(params)
     by_name = {name: make for name, make, _ in br.steps()}
     out = []
     for name in names:
@@ -87,29 +86,10 @@ def run_steps(br, workers: int | None = None, log=print) -> dict:
         return {name: done[name] for name, _, _ in steps}
     ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
-        pending = {ex.submit(_make, br.params, g) for g in groups}
+        pending = {ex.submit(_make, type(br), br.params, g) for g in groups}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
                 for name, run, seconds, skipped in f.result():
                     report(name, run, seconds, skipped)
     return {name: done[name] for name, _, _ in steps}
-
-
-def main(argv=None) -> int:
-    """``--reference-only``: the reference decider's runs of the book's default parameters
-    (``HIDDENBENCH`` from the environment, as ``make book`` reads it), on every core."""
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.prefetch", description=main.__doc__)
-    ap.add_argument("--reference-only", action="store_true", required=True,
-                    help="run only the reference decider's runs (no language model)")
-    ap.add_argument("--workers", type=int, default=None, help="processes at once (default: the cores)")
-    a = ap.parse_args(argv)
-    from crossprofile_lib.book.experiments import BookRuns
-    params = {"backend": ""}
-    if os.environ.get("HIDDENBENCH", "").strip():
-        params["hiddenbench_path"] = os.environ["HIDDENBENCH"].strip()
-    t0 = time.perf_counter()
-    run_steps(BookRuns(params), a.workers, log=lambda s: print(s, flush=True))
-    print(f"reference runs ready in {time.perf_counter() - t0:.0f} s", flush=True)
-    return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import colorsys
 import html
+import textwrap
 from typing import NamedTuple, Optional, Sequence
 
 import matplotlib
@@ -18,6 +19,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+
+from crossprofile_lib.design import HEADROOM_MIN_POINTS
+from crossprofile_lib.stats.tables import headroom
 
 #: One colour per base policy (Okabe-Ito where possible); label formats and fixed-k reuse
 #: the base policy's hue (lighter / darker), so a policy looks the same in every chapter.
@@ -83,7 +87,6 @@ def wrap(text: str, width_in: float, fontsize: float, em: float = 0.58) -> str:
     """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (DejaVu Sans
     averages about 0.55 em per character; bold about 0.6), so nothing is drawn past the figure's edge
     (the inline backend's tight bounding box would widen the image and shrink it in the column)."""
-    import textwrap
     return textwrap.fill(text, max(20, int(width_in * 72 / (fontsize * em))), break_long_words=False)
 
 
@@ -164,7 +167,6 @@ def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
     passes (ALL - EMPTY accuracy, lower 95% template-bootstrap bound above ``min_points``, default
     prereg.yaml's threshold); a run without ALL and EMPTY rows has it when its overall accuracy's
     95% Wilson interval lies above chance (one over the number of options)."""
-    from crossprofile_lib.design import HEADROOM_MIN_POINTS
     if run is None:
         return Signal(False, "no run")
     if run.is_reference:
@@ -173,7 +175,6 @@ def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
     df = run.df
     boot = boot if boot is not None else getattr(run, "boot", None)
     if boot is not None and {"ALL", "EMPTY"} <= set(df["policy"]):
-        from crossprofile_lib.stats.tables import headroom
         hr = headroom(df, boot, min_points)
         if hr["passed"]:
             return Signal(True, "")

@@ -5,22 +5,41 @@
   ``PS*`` / ``SP*`` cells as secondary rows labelled "pooled" (SPEC section 3, revised);
 * :func:`contrasts_with_holm` / :func:`contrast_table` -- the preregistered contrasts with
   95% and Holm-adjusted intervals (at the primary budget, or the budget a run has);
+* :func:`cell_entry` / :func:`cell_value` -- THE estimate of policy P in cell C (one row of a
+  :func:`cell_rows` table), which every chapter reads;
 * :func:`grid_calls` -- how many model calls a grid makes; :func:`cell_gaps` -- classic minus
   mirror per policy.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.runs import Run, resolve, unit_column
+from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.book.runs import Run, bootstrap, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
-from crossprofile_lib.policies import HEATMAP_POLICIES  # noqa: E402  (defined once, in the policy registry)
+from crossprofile_lib.policies import (
+    HEATMAP_POLICIES,  # noqa: E402  (defined once, in the policy registry)
+    parse_policy,
+)
+from crossprofile_lib.prompts import decision_prompt
+from crossprofile_lib.run.rebuild import rebuild_choice_data
+from crossprofile_lib.run.runner import RunConfig, build_requests
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg, parse_prereg
 from crossprofile_lib.stats.format import fmt_p
+from crossprofile_lib.stats.socialproof import fit_social_proof
+from crossprofile_lib.stats.tables import label_effects, means_table
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.variants import VARIANT_NAMES
+
+#: The kept-fact outcomes of a decision row (support, decoy, irrelevant).
+KEPT = ("kept_support", "kept_decoy", "kept_irrelevant")
 
 
 def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Sequence[str] = HEATMAP_POLICIES,
@@ -35,7 +54,6 @@ def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Se
 def at_budget(pre, budget: str):
     """``pre`` with every term's ``budget_label`` filter that names the primary budget moved to
     ``budget`` (a run without the primary budget; its contrasts are then exploratory)."""
-    from dataclasses import replace
     if budget == PRIMARY_BUDGET:
         return pre
 
@@ -54,8 +72,6 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
     the ``i``-th smallest p, ``i = 0 .. m-1``), drawn from the same resamples. Such an interval
     excludes the null value when Holm rejects (up to the bootstrap's discreteness).
     """
-    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-    from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg
     pre = prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg)
     pre = at_budget(pre, budget)
     res = evaluate_contrasts(run.df, pre, boot)
@@ -104,7 +120,6 @@ def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bo
     this suite's reading of the mirror), then, with ``pooled``, the pooled ``PS*`` / ``SP*``
     cells as secondary rows whose ``cell`` says "pooled". Long format (``outcome``,
     ``estimate``, ``lo``, ``hi``), cell labels as in :data:`CELL_LABELS` / :data:`POOLED_LABELS`."""
-    from crossprofile_lib.stats.tables import means_table
     df = run.df
     parts = []
     d = df[df["cell"].isin(["classic", "mirror"])]
@@ -120,6 +135,69 @@ def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bo
         columns=["policy", "budget_label", "cell", "outcome", "estimate", "lo", "hi"])
 
 
+def select(t: pd.DataFrame, policies: Optional[Sequence[str]] = None, outcome: Optional[str] = None,
+           cell: Optional[str] = None, budgets: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Rows of a long table ``t`` for ``policies`` (in any order), one ``outcome``, one ``cell``
+    (``classic``/``mirror`` or a cell label) and ``budgets`` (``budget_label``); None: any."""
+    keep = pd.Series(True, index=t.index)
+    if policies is not None:
+        keep &= t["policy"].isin(list(policies))
+    if outcome is not None:
+        keep &= t["outcome"] == outcome
+    if cell is not None:
+        keep &= t["cell"] == CELL_LABELS.get(cell, cell)
+    if budgets is not None:
+        keep &= t["budget_label"].astype(str).isin([str(b) for b in budgets])
+    return t[keep]
+
+
+def cells_by_run(runs, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> dict:
+    """Run label -> :func:`cell_rows` of that run (with its bootstrap) for ``outcomes``."""
+    return {r.label: cell_rows(r, r.boot, outcomes, pooled=pooled) for r in runs if r is not None}
+
+
+def holm_by_run(ch, runs=None, families: Sequence[str] = ("confirmatory",)) -> dict:
+    """Run label -> :func:`contrasts_with_holm` of ``families`` at the budget chapter ``ch`` shows
+    that run at (default: the runs the chapter shows)."""
+    return {r.label: contrasts_with_holm(r, r.boot, families=families, budget=ch.budget(r))
+            for r in (ch.shown if runs is None else runs)}
+
+
+def contrast_row(res: pd.DataFrame, cid: str):
+    """The row of contrast ``cid`` in a :func:`contrasts_with_holm` table, or None when it is absent or
+    not estimable."""
+    t = res.set_index("id")
+    if cid not in t.index or not t.loc[cid].estimable:
+        return None
+    return t.loc[cid]
+
+
+def paper_by_title(res: pd.DataFrame) -> dict:
+    """Contrast title -> its paper values (for :func:`crossprofile_lib.book.figures.forest`)."""
+    return {row.title: row.paper for row in res.itertuples()}
+
+
+def not_estimable_reason(res: pd.DataFrame) -> str:
+    """Why a run's contrasts are not estimable (their reasons, or that the run lacks what they need)."""
+    return "; ".join(sorted(set(res.reason.astype(str)))) or "the run lacks the policies or cells"
+
+
+def cell_entry(t: pd.DataFrame, policy: str, cell: str, outcome: str = "correct"):
+    """The row of a :func:`cell_rows` table ``t`` for ``policy`` in ``cell`` (``classic``, ``mirror``,
+    or a label of :data:`CELL_LABELS` / :data:`POOLED_LABELS`) and ``outcome``, or None when the run
+    has none (a table without an ``outcome`` column is one outcome's)."""
+    v = t[(t["policy"] == policy) & (t["cell"] == CELL_LABELS.get(cell, cell))]
+    if "outcome" in v.columns:
+        v = v[v["outcome"] == outcome]
+    return v.iloc[0] if len(v) else None
+
+
+def cell_value(t: pd.DataFrame, policy: str, cell: str, outcome: str = "correct") -> float:
+    """The estimate of :func:`cell_entry` (NaN when absent)."""
+    r = cell_entry(t, policy, cell, outcome)
+    return float(r["estimate"]) if r is not None else float("nan")
+
+
 def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence[str], policies: Sequence[str],
                variants: Optional[Sequence[str]] = None, n_agents: int = 4, sample: int = 400,
                seed: int = 0) -> dict:
@@ -131,12 +209,6 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
     budget. Prompt tokens are the offline tokenizer's count over a seeded sample of rendered
     decision prompts (a model's own tokenizer differs by a few percent).
     """
-    from crossprofile_lib.backends.ledger import ReferenceDecider
-    from crossprofile_lib.policies import parse_policy
-    from crossprofile_lib.prompts import decision_prompt
-    from crossprofile_lib.run.runner import RunConfig, build_requests
-    from crossprofile_lib.task.templates import load_templates
-    from crossprofile_lib.task.variants import VARIANT_NAMES
     specs = [parse_policy(p) for p in policies]
     copy = [s.name for s in specs if s.selection != "generated"]
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
@@ -159,7 +231,6 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
 def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """Per policy: classic-cell minus mirror-cell accuracy and the mean over all variants, in
     points, with 95% intervals (contrasts in the language of ``prereg.yaml``)."""
-    from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
     present = [p for p in policies if p in set(run.df["policy"])]
     cs = []
     for p in present:
@@ -182,9 +253,6 @@ def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
     """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a
     run's decisions (:mod:`crossprofile_lib.stats.socialproof`), memories rebuilt from its config
     (:mod:`crossprofile_lib.run.rebuild`)."""
-    from crossprofile_lib.book.runs import bootstrap
-    from crossprofile_lib.run.rebuild import rebuild_choice_data
-    from crossprofile_lib.stats.socialproof import fit_social_proof
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
     data, info = rebuild_choice_data(run.df, cfg, templates=paths)
@@ -198,7 +266,6 @@ def label_effect_rows(run: Run, boot, pooled: bool = True) -> pd.DataFrame:
     """:func:`crossprofile_lib.stats.tables.label_effects` in the classic (``PSP``) and mirror
     (``SPS``) cells and over all variants, then (with ``pooled``) the pooled ``PS*`` / ``SP*``
     cells as secondary rows; cells labelled as in :func:`cell_rows`."""
-    from crossprofile_lib.stats.tables import label_effects
     labels = {**CELL_LABELS, "all": "all variants"}
     t = label_effects(run.df, boot)
     if t.empty:

@@ -1,0 +1,201 @@
+"""Build the book: run the experiments, execute the chapters, build the HTML offline.
+
+:func:`build` is what ``crossprofile book`` (and so ``make book`` and ``scripts/build_book.py``) runs
+with one validated :class:`~crossprofile_lib.book.params.BookParams` (the command line turns the Make
+variables into it first: :mod:`crossprofile_lib.cli.book`):
+
+1. run every experiment the chapters read (:meth:`BookRuns.prepare`: the reference decider's full grid,
+   its social-proof and group-size runs, the language-model sample, HiddenBench) -- a model backend
+   answers from its call cache, so a rebuild makes no model calls;
+2. convert each ``notebooks/*.md`` (jupytext) to a notebook and execute it with papermill into
+   ``book/<name>.ipynb`` (generated, not tracked), injecting the parameters the chapter declares;
+3. ``jupyter-book build . -W -n --keep-going`` (warnings are errors);
+4. check that no built page loads a script or stylesheet over http(s) (:func:`check_offline`).
+
+The book is built from a checkout (``notebooks/``, ``_config.yml``; :func:`crossprofile_lib.paths.book_root`).
+With ``out`` the sources are staged into that folder first (:func:`stage`) and its runs go to ``out/runs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import yaml
+
+from crossprofile_lib.book.experiments import BookRuns
+from crossprofile_lib.book.launch_buttons import LaunchConfigError, config_args
+from crossprofile_lib.book.params import BookParams
+
+EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//[^"']+["']""", re.IGNORECASE)
+
+#: Pages every build keeps, even with ``only``: the landing page and the glossary/bibliography that
+#: chapters cross-reference.
+ALWAYS = ("intro", "glossary", "bibliography")
+
+
+class BookConfigError(ValueError):
+    """A Make variable (or option) the book cannot be built with; names the variable and the rule."""
+
+
+def notebooks(root: Path) -> list[Path]:
+    """The chapter sources, ``root/notebooks/*.md``, in order."""
+    return sorted((root / "notebooks").glob("*.md"))
+
+
+def selected(stem: str, only: Sequence[str]) -> bool:
+    """Whether chapter ``stem`` (``04-rarest-first``) is built with ``only`` (names or numbers; empty: all)."""
+    return not only or stem in only or stem.split("-")[0] in only or stem in ALWAYS
+
+
+def check_only(root: Path, only: Sequence[str]) -> None:
+    """:class:`BookConfigError` when ``only`` names a chapter that does not exist."""
+    known = [m.stem for m in notebooks(root)]
+    unknown = [o for o in only if not any(k == o or k.split("-")[0] == o for k in known)]
+    if unknown:
+        raise BookConfigError(f"--only {','.join(only)}: no notebook named {', '.join(unknown)} (notebooks: "
+                              f"{', '.join(sorted(known))})")
+
+
+def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
+    """Copy the book's sources (config, text pages, static files) from ``root`` into ``out``; with
+    ``only``, the staged table of contents keeps just those chapters (a partial book that still
+    builds with warnings as errors)."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(root / "_config.yml", out / "_config.yml")
+    shutil.copy2(root / "references.bib", out / "references.bib")
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    if only:
+        parts = []
+        for part in toc.get("parts", []):
+            ch = [c for c in part["chapters"] if selected(Path(c["file"]).name, only)]
+            if ch:
+                parts.append(dict(part, chapters=ch))
+        toc["parts"] = parts
+    (out / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    (out / "book").mkdir(exist_ok=True)
+    for f in (root / "book").glob("*.md"):
+        shutil.copy2(f, out / "book" / f.name)
+    shutil.copytree(root / "book" / "_static", out / "book" / "_static", dirs_exist_ok=True)
+
+
+def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
+    """jupytext-convert ``md`` and execute it with papermill into ``out_dir/<name>.ipynb``, injecting
+    the parameters it declares (those ``params`` holds, ``None`` left out: the chapter's default)."""
+    import jupytext
+    import papermill as pm
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / (md.stem + ".ipynb")
+        jupytext.write(jupytext.read(md), src)
+        declared = pm.inspect_notebook(str(src))
+        use = {k: v for k, v in params.items() if k in declared and v is not None}
+        dst = out_dir / src.name
+        pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd),
+                            kernel_name="python3", progress_bar=False, request_save_on_cell_execute=False)
+        tidy(dst)
+    return time.perf_counter() - t0
+
+
+def tidy(path: Path) -> None:
+    """Results first: the parameters cell and papermill's injected-parameters cell (no output) are
+    left out of the web page (tag ``remove-cell``); the page's "built with" line names their values,
+    and the downloadable notebook keeps both cells."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    for c in nb.cells:
+        tags = c.metadata.setdefault("tags", [])
+        if ("injected-parameters" in tags or "parameters" in tags) and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, path)
+
+
+def check_offline(html_dir: Path) -> list[str]:
+    """Pages that load a script or stylesheet from another host."""
+    bad = []
+    for f in html_dir.rglob("*.html"):
+        for m in EXTERNAL.finditer(f.read_text(errors="replace")):
+            bad.append(f"{f.relative_to(html_dir)}: {m.group(0)[:120]}")
+    return bad
+
+
+def _rows(run) -> int:
+    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
+
+
+def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequence[str] = (), jobs: int = 1,
+          html: bool = True, quick: bool = False, env: Optional[dict] = None,
+          log: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
+    """Build the book of ``params`` from the checkout ``root`` (staged into ``out`` when given);
+    returns the exit status (0 built; 1 a notebook or the HTML failed; 2 a bad ``REPOSITORY_URL``).
+    ``only``: chapters to execute (checked by :func:`check_only` first); ``html``: run jupyter-book."""
+    env = os.environ if env is None else env
+    t0 = time.perf_counter()
+    target = out.resolve() if out is not None else root
+    if target != root:
+        stage(root, target, only)
+        params = params.replace(runs_root=str(target / "runs"))
+    out_dir = target / "book"
+    try:  # REPOSITORY_URL turns the Binder/Colab buttons on; a bad URL stops the build before it runs anything
+        jb_config = config_args(target, env)
+    except LaunchConfigError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    values = params.model_dump()
+    log(f"parameters: {json.dumps(values)}")
+
+    # (1) experiments, once, before the notebooks read them (a notebook that finds its run reruns nothing)
+    t = time.perf_counter()
+    for name, run in BookRuns(params).prepare(log=log).items():
+        log(f"  {name}: {'skipped' if run is None else f'{_rows(run)} rows, {run.label}'}")
+    t_runs = time.perf_counter() - t
+
+    # (2) notebooks
+    mds = [m for m in notebooks(root) if selected(m.stem, only)]
+    t = time.perf_counter()
+    failed = []
+
+    def one(md: Path):
+        try:
+            s = execute(md, out_dir, values, root)
+            log(f"  executed {md.stem} in {s:.1f} s")
+        except Exception as e:  # report every failing notebook, then fail the build
+            failed.append(md.stem)
+            log(f"  FAILED {md.stem}: {type(e).__name__}: {str(e)[-2000:]}")
+
+    with ThreadPoolExecutor(max(1, jobs)) as ex:
+        list(ex.map(one, mds))
+    t_nb = time.perf_counter() - t
+    if failed:
+        print(f"notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
+        return 1
+
+    # (3) HTML
+    t_html = 0.0
+    if html:
+        t = time.perf_counter()
+        jb = Path(sys.executable).with_name("jupyter-book")
+        rc = subprocess.call([str(jb), "build", str(target), "-W", "-n", "--keep-going", *jb_config], cwd=target)
+        t_html = time.perf_counter() - t
+        if rc:
+            return rc
+        bad = check_offline(target / "_build" / "html")
+        if bad:
+            print("pages load scripts or stylesheets from the network:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
+            return 1
+    total = time.perf_counter() - t0
+    timing = dict(experiments_s=round(t_runs, 1), notebooks_s=round(t_nb, 1), html_s=round(t_html, 1),
+                  total_s=round(total, 1), cpus=os.cpu_count(), quick=quick, backend=params.backend)
+    (target / "_build").mkdir(exist_ok=True)
+    (target / "_build" / "book_timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+    log(f"book built in {total:.0f} s ({json.dumps(timing)}) -> {target / '_build' / 'html' / 'index.html'}")
+    return 0

@@ -1,0 +1,91 @@
+"""The landing page's headline (``notebooks/intro.md``): the paper's central contrast (R1, B4 and
+Random in the classic and mirror cells) and its headline numbers beside this build's, computed from
+the build's runs, never typed in."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+from crossprofile_lib.book.display import admonition
+from crossprofile_lib.book.paper import load_paper_figures, suite_values
+from crossprofile_lib.book.style import model_signal
+from crossprofile_lib.book.tables import cell_entry, cell_rows
+from crossprofile_lib.design import CLASSIC, HEADROOM_MIN_POINTS, MIRROR
+
+#: The policies of the central contrast.
+HEAD = ("R1", "B4", "Random")
+#: The paper's headline figures (ids in data/paper_figures.yaml) and how each row is labelled here.
+HEADLINE = {"classic-r1-b4": f"classic cell {CLASSIC}", "mirror-r1-b4": f"mirror cell {MIRROR}",
+            "cp-mean": "mean of 8 variants", "h1": "", "h3": "mean of 8 variants"}
+
+
+def central_cells(ch) -> dict:
+    """Run label -> accuracy per policy and cell (PSP, SPS; no pooled rows) at the budget the run is
+    shown at, for every run the chapter shows."""
+    return {r.label: ch.at(r, cell_rows(r, r.boot, ["correct"], pooled=False)) for r in ch.shown}
+
+
+def headline_line(ch, r, t: pd.DataFrame) -> str:
+    """One takeaway line: R1's classic-minus-mirror swing and B4 / Random beside it (HTML)."""
+    a = {(p, c): cell_entry(t, p, c) for p in HEAD for c in ("classic", "mirror")}
+    if a[("R1", "classic")] is None or a[("R1", "mirror")] is None:
+        return f"{html.escape(r.label)}: no classic/mirror decisions at r = {ch.budget(r)}."
+
+    def v(p, c):
+        x = a[(p, c)]
+        return "–" if x is None else f"{x.estimate:.1f}%"
+    swing = a[("R1", "classic")].estimate - a[("R1", "mirror")].estimate
+    return (f"<b>{html.escape(r.label)}</b>, r = {ch.budget(r)}: rarest-first (R1) "
+            f"decides {v('R1', 'classic')} correctly in the classic cell {CLASSIC} and {v('R1', 'mirror')} in the "
+            f"mirror cell {MIRROR}, a swing of <b>{swing:+.1f} points</b> from who holds the decoys alone; "
+            f"first-mention (B4) {v('B4', 'classic')} / {v('B4', 'mirror')}, Random {v('Random', 'classic')} / "
+            f"{v('Random', 'mirror')}.")
+
+
+def headline_takeaways(ch, cells: dict) -> list[str]:
+    """The landing page's takeaways: one :func:`headline_line` per run, then why a run without signal
+    is shown but not interpreted."""
+    lines = [headline_line(ch, r, cells[r.label]) for r in ch.shown]
+    for r in ch.shown:
+        sig = model_signal(r, r.boot)
+        if not sig.ok:
+            lines.append(html.escape(sig.reason) + " Its numbers above are shown, not interpreted.")
+    return lines
+
+
+def central_contrast(t: pd.DataFrame) -> pd.DataFrame:
+    """The central contrast's rows of a :func:`central_cells` table, cells named ``classic`` / ``mirror``."""
+    t = t[t.policy.isin(HEAD)]
+    return t.assign(cell=t["cell"].str.split(" ").str[0])
+
+
+def headline_items() -> list:
+    """The paper's headline numbers (:data:`HEADLINE`) that this suite can measure."""
+    return [it for it in load_paper_figures()
+            if it.figure_id in HEADLINE and it.data == "crossprofile" and it.measure and it.unit in ("%", "points")
+            and any(isinstance(v, (int, float)) for v in it.paper.values())]
+
+
+def paper_beside_run(items, r) -> pd.DataFrame:
+    """One row per (quantity, paper model): this run's estimate and interval beside the paper's value
+    (the rows of :func:`crossprofile_lib.book.figures.paper_vs_run`)."""
+    rows = []
+    for it, v in zip(items, suite_values(items, r, r.boot)):
+        if v is None or np.isnan(v["estimate"]):
+            continue
+        q = f"{it.label}, {HEADLINE[it.figure_id]}" if HEADLINE[it.figure_id] else it.label
+        for m, pv in it.paper.items():
+            if isinstance(pv, (int, float)):
+                rows.append(dict(quantity=q, unit=it.unit, estimate=v["estimate"], lo=v["lo"], hi=v["hi"],
+                                 paper_model=m, paper=float(pv)))
+    return pd.DataFrame(rows)
+
+
+def thresholds_note():
+    """The box naming this build's thresholds (headroom, cells)."""
+    return admonition("note", "Thresholds of this build",
+                      f"Headroom: ALL - EMPTY accuracy must exceed {HEADROOM_MIN_POINTS:g} points at the lower "
+                      f"95% bound (prereg.yaml). Classic cell {CLASSIC}, mirror cell {MIRROR} (SPEC section 3).")

@@ -1,0 +1,95 @@
+"""What chapter 3 (methods) computes: the budgets' sizes, what labels cost, the check that the
+paper's cell values are single-variant cells (multiples of 1/180), R1's classic-side composition,
+the decision prompt of the example task and the preregistered contrasts."""
+
+from __future__ import annotations
+
+import html
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from crossprofile_lib.book.runs import Run
+from crossprofile_lib.book.tables import KEPT
+from crossprofile_lib.paper_figures import load_paper_figures, paper_values
+from crossprofile_lib.prompts import decision_prompt
+from crossprofile_lib.stats.contrasts import load_prereg
+from crossprofile_lib.task.budgets import Budget, t_all
+from crossprofile_lib.task.decision import option_order
+from crossprofile_lib.task.tokenizer import default_tokenizer  # noqa: F401  (re-exported for the chapter)
+
+#: Tasks behind one single-variant classic/mirror percentage of the paper: 60 templates x 3 seeds.
+CELL_TASKS = 180
+
+
+def budget_takeaways(tpl: Sequence, tok) -> list[str]:
+    """Chapter 3's takeaways: the analysis set's size and the range of T_all; the cells' reading."""
+    sizes = [t_all(t, tok) for t in tpl]
+    return [
+        f"The analysis set has {len(tpl)} templates; a memory may spend B(r) = floor(r x T_all) tokens, where T_all "
+        f"ranges from {min(sizes)} to {max(sizes)} tokens here ({tok.name} tokenizer).",
+        "The classic cell is the single variant PSP and the mirror cell SPS, as the paper's figures are (see the "
+        "section on cells below); the pooled PS*/SP* cells are secondary rows labelled 'pooled'."]
+
+
+def of_180(v: float, unit: str) -> Optional[int]:
+    """The k in k/180 that reproduces the printed paper value ``v`` (None when no k does)."""
+    scale, digits = (1, 2) if unit == "facts" else (100, 1)
+    k = round(v * CELL_TASKS / scale)
+    return k if round(k * scale / CELL_TASKS, digits) == round(v, digits) else None
+
+
+def paper_cell_values() -> pd.DataFrame:
+    """Every classic/mirror value of the paper with the k of k/180 that prints as it (paper values)."""
+    rows = []
+    for it in load_paper_figures():
+        if not it.figure_id.startswith(("classic-", "mirror-")):
+            continue
+        for m, v in it.paper.items():
+            if isinstance(v, (int, float)):
+                k = of_180(v, it.unit)
+                rows.append({"figure": it.figure_id, "quantity": it.label, "model": m, "paper": v, "unit": it.unit,
+                             "k of 180": "–" if k is None else k, "multiple of 1/180": k is not None})
+    return pd.DataFrame(rows)
+
+
+def classic_side_composition(ref: Run, budget: str, model: str = "Qwen2.5-7B-Instruct") -> pd.DataFrame:
+    """R1's mean kept support / decoy / irrelevant facts at ``budget`` in PSP and PSS and pooled over
+    both, beside the paper's R1 classic composition for ``model`` (a paper column)."""
+    d = ref.df[(ref.df.policy == "R1") & (ref.df.budget_label == budget) & ref.df.variant.str.startswith("PS")]
+    comp = d.groupby("variant")[list(KEPT)].mean()
+    comp.loc["PS* (pooled)"] = d[list(KEPT)].mean()
+    comp["paper (R1, classic)"] = " / ".join(f"{paper_values(f'classic-kept/R1 {k}')[model]:.2f}"
+                                             for k in ("support", "decoy", "irrelevant"))
+    return comp
+
+
+def label_costs(tok) -> pd.DataFrame:
+    """Tokens of a four-label prefix, a one-label prefix, a newline and a number."""
+    texts = ["[A1,A2,A3,A4] ", "[A2] ", "\n", "2024"]
+    return pd.DataFrame({"text": ["[A1,A2,A3,A4] ", "[A2] ", "\\n", "2024"],
+                         "tokens": [tok.count(t) for t in texts]}).set_index("text")
+
+
+def budget_sizes(tpl: Sequence, tok, budgets: Sequence[str]) -> pd.DataFrame:
+    """Min / mean / max over the templates of T_all and of B(r) for each ratio budget (tokens)."""
+    ta = pd.Series([t_all(t, tok) for t in tpl])
+    out = pd.DataFrame({"T_all": ta.describe()[["min", "mean", "max"]]})
+    for r in [b for b in budgets if not b.endswith("t")]:
+        out[f"B({r})"] = pd.Series([Budget.parse(r).tokens(x) for x in ta]).describe()[["min", "mean", "max"]]
+    return out
+
+
+def decision_prompt_html(view, policy: str = "R1") -> str:
+    """The decision prompt of ``view``'s task with ``policy``'s memory, verbatim, with its file and hash."""
+    pr = decision_prompt(view.task, view.memories[policy], option_order(view.task))
+    return (f"<p>File <code>prompts/{pr.file}</code>, sha {pr.sha}:</p><pre style='white-space: pre-wrap'>"
+            f"{html.escape(pr.text)}</pre>")
+
+
+def prereg_table() -> pd.DataFrame:
+    """The preregistered contrasts of prereg.yaml (paper values for comparison only)."""
+    pre = load_prereg()
+    return pd.DataFrame([{"id": c.id, "family": c.family, "contrast": c.title,
+                          "paper": ", ".join(f"{m}: {v:+g}" for m, v in (c.paper or {}).items())}
+                         for c in pre.contrasts]).set_index("id")

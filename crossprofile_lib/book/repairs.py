@@ -1,0 +1,105 @@
+"""Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free
+provenance formats, the 'labels are not evidence' decision prompt, and group size."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from crossprofile_lib.book.display import Markdown, num
+from crossprofile_lib.book.runs import LABELS_PROMPT, REFERENCE, Run
+from crossprofile_lib.book.tables import CELL_LABELS, cell_gaps
+from crossprofile_lib.design import CLASSIC, LABELS_POLICIES, MIRROR
+
+#: The policies the repairs are compared with.
+POL = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle")
+#: Policies whose full-label and count-free memories the format table sets side by side.
+FORMAT_ROWS = ("R1", "R1:first-speaker", "B4", "B4:first-speaker", "BAL", "BAL:first-speaker", "BAL:claim-id",
+               "BAL:unlabeled")
+#: The policies of the group-size runs' table and figures.
+GROUP_POLICIES = ("R1", "B4", "Random", "R1-rel", "BAL")
+GAP, MEAN = "classic - mirror (points)", "mean accuracy (%)"
+
+
+def gaps_by_run(ch, runs: Sequence[Run], policies: Sequence[str] = POL) -> dict:
+    """Run label -> :func:`cell_gaps` (classic minus mirror and the mean over variants) at its shown budget."""
+    return {r.label: cell_gaps(r, r.boot, list(policies), ch.budget(r)) for r in runs}
+
+
+def repair_takeaways(ch, gaps: dict, effects: dict) -> list[str]:
+    """BAL's gap beside R1's and B4's (reference decider), and the count-free formats under social proof."""
+    lines, ref, sp = [], ch.ref, ch.sp
+    g = gaps[ref.label].set_index(["policy", "quantity"])["estimate"] if len(gaps[ref.label]) else pd.Series(dtype=float)
+
+    def gap(p):
+        return num(g.get((p, GAP)), sign=True)
+
+    def mean(p):
+        return num(g.get((p, MEAN)), suffix="%")
+    if ("BAL", GAP) in g.index:
+        lines.append(f"With the {REFERENCE} at r = {ch.budget(ref)}: BAL's classic-minus-mirror gap ({CLASSIC} - {MIRROR}) "
+                     f"is <b>{gap('BAL')}</b> points, R1's {gap('R1')} and B4's {gap('B4')}; BAL's mean accuracy over the "
+                     f"variants is {mean('BAL')} against R1-rel's {mean('R1-rel')}.")
+    e = effects[sp.label]
+    if not e.empty:
+        a = e[(e.versus == "ALL") & (e.cell == CELL_LABELS["classic"])].set_index("label_format")["estimate"]
+        if {"unlabeled", "first-speaker", "claim-id"} <= set(a.index):
+            lines.append(f"Under a social-proof weight of {ch.params.social_proof:g}, removing the ALL memory's labels "
+                         f"changes classic-cell accuracy by <b>{num(a['unlabeled'], sign=True)}</b> points, first-speaker "
+                         f"labels by {num(a['first-speaker'], sign=True)} and claim ids by {num(a['claim-id'], sign=True)}.")
+    return lines
+
+
+def format_by_cell(run: Run, budget: str) -> pd.DataFrame:
+    """Accuracy (%) by cell at ``budget`` of each policy with full labels and with a count-free format."""
+    d = run.df[(run.df.budget_label == budget) & run.df.policy.str.startswith(("BAL", "R1", "B4")) & (run.df.cell != "other")]
+    t = (100 * d.pivot_table(index="policy", columns="cell", values="correct", aggfunc="mean")).round(1)
+    t = t.rename(columns=CELL_LABELS)
+    return t.reindex([p for p in FORMAT_ROWS if p in t.index])
+
+
+def labels_prompt_table(model: Run, lab: Run) -> pd.DataFrame:
+    """Accuracy (%) per variant of the unbudgeted memories with the default decision prompt and with the
+    'labels are not evidence' one."""
+    both = pd.concat([model.df.assign(prompt="default"), lab.df.assign(prompt=LABELS_PROMPT)])
+    both = both[both.policy.isin(LABELS_POLICIES)]
+    return (100 * both.pivot_table(index=["prompt", "policy"], columns="variant", values="correct", aggfunc="mean")).round(1)
+
+
+def no_labels_prompt_note(ch):
+    """Why the decision-prompt repair is not shown (no language-model run on this page)."""
+    why = ch.runs.skipped.get(ch.runs.backend, "") if ch.runs.backend else "parameter backend is empty"
+    return Markdown("No language-model run on this page, so the decision-prompt repair is not shown "
+                    f"(it needs a model{': ' + why if why else ''}).")
+
+
+def group_size_runs(ch) -> dict:
+    """Number of agents -> the reference decider's run (4: the reference grid)."""
+    return {n: (ch.ref if n == 4 else ch.runs.reference(n_agents=n)) for n in ch.params.group_sizes}
+
+
+def group_size_rows(size_runs: dict, budget: str) -> pd.DataFrame:
+    """Per group size, policy and cell at ``budget``: accuracy (%), mean kept facts, budget and T_all."""
+    rows = []
+    for n, r in size_runs.items():
+        d = r.df[(r.df.budget_label == budget) & r.df.policy.isin(list(GROUP_POLICIES))]
+        for (p, cell), x in d.groupby(["policy", "cell"]):
+            rows.append({"agents": n, "policy": p, "cell": cell, "estimate": 100 * x.correct.mean(),
+                         "kept support": x.kept_support.mean(), "kept decoy": x.kept_decoy.mean(),
+                         "kept irrelevant": x.kept_irrelevant.mean(), "budget (tokens)": x.budget_tokens.mean(),
+                         "T_all": x.t_all.mean()})
+    return pd.DataFrame(rows)
+
+
+def group_size_cell(t: pd.DataFrame, cell: str) -> pd.DataFrame:
+    """The rows of :func:`group_size_rows` in one cell, as point estimates (``lo`` = ``hi`` = estimate)."""
+    d = t[t.cell == cell]
+    return d.assign(lo=d.estimate, hi=d.estimate)
+
+
+def group_size_composition(t: pd.DataFrame) -> pd.DataFrame:
+    """The classic cell by group size: T_all, budget, mean kept facts and accuracy (%)."""
+    comp = t[t.cell == "classic"].pivot_table(index=["policy", "agents"], values=[
+        "T_all", "budget (tokens)", "kept support", "kept decoy", "kept irrelevant", "estimate"])
+    return comp.rename(columns={"estimate": "accuracy (%)"})

@@ -1,0 +1,174 @@
+"""``crossprofile book``: build the Jupyter Book (what ``make book`` and ``scripts/build_book.py`` run).
+
+    crossprofile book                              # the defaults (BookParams), in the repository
+    crossprofile book --quick --out _build/quick   # small parameters, staged in a folder
+    BACKEND=deepseek/deepseek-chat TEMPLATES=templates/formal SEEDS=0,1,2 BUDGETS=0.4,0.6,0.8 crossprofile book
+
+Environment / Make variables (:data:`VARIABLES`): BACKEND (``provider/model``; ``none`` for the
+reference decider only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS,
+BUDGETS, VARIANTS (the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench
+file; default the bundled fixture), JOBS (notebooks executed at once), REPOSITORY_URL (launch
+buttons). Every one is checked with the command line's own rules (:mod:`.args`) before anything
+runs, then they become one :class:`~crossprofile_lib.book.params.BookParams`; a bad one stops the build
+(exit 2) with a message naming the variable and the rule. A model sample without the primary budget
+(``BUDGETS=0.4``) or with fewer variants builds every page: the chapters show it at its own budget,
+with a notice. The build itself is :func:`crossprofile_lib.book.build.build`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from crossprofile_lib.cli import args as A
+
+#: The documented Make variables: name -> what it sets. Checked by :func:`book_params` before
+#: anything runs, with the command line's own rules.
+VARIABLES = {
+    "BACKEND": "the language-model backend, provider/model (none or ledger: the reference decider only)",
+    "MODEL": "the model, joined to BACKEND when BACKEND names only the provider",
+    "TEMPLATES": "the model sample's template files or folders (comma-separated)",
+    "SEEDS": "the model sample's seeds (comma-separated integers)",
+    "BUDGETS": "the model sample's budgets (ratios in (0, 1] or token counts such as 128t)",
+    "VARIANTS": "the model sample's attribution variants (e.g. PSP,SPS)",
+    "RESAMPLES": "bootstrap resamples (an integer >= 100)",
+    "HIDDENBENCH": "a HiddenBench file (default: the bundled fixture)",
+    "JOBS": "notebooks executed at once (an integer >= 1)",
+}
+
+
+def _error():
+    from crossprofile_lib.book.build import BookConfigError
+    return BookConfigError
+
+
+def _check(name: str, value: str, parse):
+    try:
+        return parse(value)
+    except (A.ArgError, ValueError) as e:
+        raise _error()(f"{name}={value}: {e} ({VARIABLES[name]})") from None
+
+
+def _root() -> Path:
+    from crossprofile_lib.book.runs import ROOT
+    return ROOT
+
+
+def _templates(value: str) -> list[str]:
+    out = []
+    for t in A.csv(value) or [""]:
+        if not t:
+            raise A.ArgError("empty list: give at least one template file or folder")
+        A.template_path(t if Path(t).is_absolute() else str(_root() / t))
+        out.append(t)
+    return out
+
+
+def _backend(env: dict) -> str:
+    b = env.get("BACKEND", "").strip()
+    model = env.get("MODEL", "").strip()
+    err = _error()
+    if model and not b:
+        raise err(f"MODEL={model}: set BACKEND too (e.g. BACKEND=openai MODEL={model})")
+    if not b or b in ("none", "ledger"):
+        if model:
+            raise err(f"MODEL={model}: BACKEND={b} runs no language model")
+        return ""
+    if "/" not in b:
+        if not model:
+            raise err(f"BACKEND={b}: name the model, BACKEND={b}/MODEL_NAME or BACKEND={b} MODEL=MODEL_NAME "
+                      f"({VARIABLES['BACKEND']})")
+        b = f"{b}/{model}"
+    elif model:
+        raise err(f"MODEL={model}: BACKEND={b} already names its model")
+    return _check("BACKEND", b, A.backend)
+
+
+def book_params(quick: bool = False, env: dict | None = None):
+    """The book's parameters (:class:`BookParams`: the defaults, or :meth:`BookParams.quick`) with the
+    Make variables' overrides, each checked first: a bad one raises ``BookConfigError`` naming it. The
+    built book shows chapter 10's static view (``widgets`` False: no kernel behind a web page)."""
+    from crossprofile_lib.book.params import MAKE_VARIABLES, BookParams, BookParamsError
+    env = os.environ if env is None else env
+    given = {}
+    if env.get("BACKEND", "").strip() or env.get("MODEL", "").strip():
+        given["backend"] = _backend(env)
+    rules = {"TEMPLATES": _templates, "SEEDS": A.seeds, "BUDGETS": A.budgets, "VARIANTS": A.variants,
+             "RESAMPLES": lambda v: A.int_at_least(100)(v.strip())}
+    for var, parse in rules.items():
+        if env.get(var, "").strip():
+            given[MAKE_VARIABLES[var]] = _check(var, env[var], parse)
+    if env.get("HIDDENBENCH", "").strip():
+        h = env["HIDDENBENCH"].strip()
+        _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.existing_file)
+        given["hiddenbench_path"] = h
+    try:
+        return (BookParams.quick if quick else BookParams.resolve)(given, widgets=False)
+    except BookParamsError as e:  # the model's own rules; its message names the Make variable
+        raise _error()(str(e)) from None
+
+
+def parameters(quick: bool = False, env: dict | None = None) -> dict:
+    """:func:`book_params` as the plain dict papermill injects."""
+    return book_params(quick, env).model_dump()
+
+
+def jobs(env: dict | None = None) -> int:
+    """JOBS (default: the CPU count), checked."""
+    env = os.environ if env is None else env
+    v = env.get("JOBS", "").strip()
+    return _check("JOBS", v, A.positive_int) if v else (os.cpu_count() or 1)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="small parameters (BookParams.quick): seconds, no model")
+    p.add_argument("--out", default=None, help="stage and build in this folder (default: the repository)")
+    p.add_argument("--only", default="", help="comma-separated notebook names to execute (default: all)")
+    p.add_argument("--no-html", action="store_true", help="execute the notebooks but skip jupyter-book")
+    p.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: JOBS or the CPUs)")
+
+
+def run(args) -> int:
+    """Check everything (Make variables, options, the checkout), then build; exit 2 before any work on a
+    bad one."""
+    # llama.cpp's OpenMP threads spin while they wait by default; on a shared or small CPU that costs the
+    # embedded model about 4x (measured on 2 cores: 111 s -> 28 s for one task's 9 calls). Passive waiting
+    # is set before any model library loads; export OMP_WAIT_POLICY=ACTIVE to override.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from crossprofile_lib.paths import book_root
+    try:
+        root = book_root()
+    except FileNotFoundError as e:
+        print(f"crossprofile book: {e}", file=sys.stderr)
+        return 2
+    from crossprofile_lib.book.build import BookConfigError, build, check_only
+    from crossprofile_lib.book.launch_buttons import LaunchConfigError, check_url
+    try:  # every Make variable is checked before anything runs
+        params = book_params(args.quick)
+        n_jobs = args.jobs if args.jobs is not None else jobs()
+        only = A.csv(args.only)
+        check_only(root, only)
+        if os.environ.get("REPOSITORY_URL", "").strip():
+            check_url(os.environ["REPOSITORY_URL"])
+    except (BookConfigError, LaunchConfigError) as e:
+        print(f"make book: {e}. Nothing was run.", file=sys.stderr)
+        return 2
+    return build(params, root, Path(args.out) if args.out else None, only, n_jobs, html=not args.no_html,
+                 quick=args.quick)
+
+
+def main(argv=None) -> int:
+    """The command as its own program (``scripts/build_book.py``)."""
+    ap = argparse.ArgumentParser(prog="build_book.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def register(sub) -> None:
+    b = sub.add_parser("book", help="build the Jupyter Book (make book)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(b)
+    b.set_defaults(func=run)
