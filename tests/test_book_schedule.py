@@ -49,7 +49,7 @@ def test_model_steps_form_one_task_submitted_first():
 def test_a_missing_model_comes_back_as_a_reason_from_the_worker(tmp_path):
     gguf = tmp_path / "none.gguf"
     br = BookRuns(dict(book.QUICK, runs_root=str(tmp_path / "runs"), backend=f"llamacpp/{gguf}",
-                       social_proof_sweep=[], group_sizes=[4]))
+                       social_proof_sweep=[0.5], group_sizes=[4]))
     out = br.prepare(log=lambda s: None, workers=2)
     from crossprofile_lib.book.runs import slug
     assert out[slug(br.backend)] is None and out[f"hiddenbench-{slug(br.backend)}"] is None
