@@ -76,7 +76,7 @@ def test_fact_length_warning(hospital):
 
         def count(self, text):
             return 5
-    with pytest.warns(TemplateWarning, match="outside 15-30"):
+    with pytest.warns(TemplateWarning, match="outside 12-30"):
         msgs = validate_template(hospital, "x.yaml", tokenizer=Short())
     assert len(msgs) == 12
 
