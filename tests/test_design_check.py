@@ -50,9 +50,19 @@ def test_a_long_private_line_fails_naming_template_tokenizer_and_line(formal, pa
 
 
 def test_a_short_decoy_that_fits_fails(formal, paper_tokenizers):
+    # short private facts leave room after the nine private lines; a decoy cut to a few words then fits in it
+    offline = paper_tokenizers[-1]
     t = next(x for x in formal if x.id == "ambulance-dispatch-01")
-    d = next(f for f in t.facts if f.role == "decoy" and f.about == "swiftline")
-    facts = tuple(f.model_copy(update={"text": "Swiftline bought 22 ambulances."}) if f.id == d.id else f for f in t.facts)
-    short = t.model_copy(update={"facts": facts})
+    d = next(f for f in t.facts if f.role == "decoy")
+
+    def cut(f):
+        if f.id == d.id:
+            return f.model_copy(update={"text": f"{t.option(f.about).name} bought 22 vans."})
+        if f.role != "decoy":
+            return f.model_copy(update={"text": " ".join(f.text.split()[:6]) + "."})
+        return f
+    short = t.model_copy(update={"facts": tuple(cut(f) for f in t.facts)})
+    fit = classic_fit(short, offline)
+    assert fit.private_cost <= fit.budget and fit.cheapest_decoy.cost <= fit.left   # the case the check must catch
     with pytest.raises(TemplateError, match="decoy line .* fits"):
-        check_classic_cell(short, [paper_tokenizers[-1]], "x.yaml")
+        check_classic_cell(short, [offline], "x.yaml")
