@@ -66,3 +66,12 @@ def test_a_short_decoy_that_fits_fails(formal, paper_tokenizers):
     assert fit.private_cost <= fit.budget and fit.cheapest_decoy.cost <= fit.left   # the case the check must catch
     with pytest.raises(TemplateError, match="decoy line .* fits"):
         check_classic_cell(short, [offline], "x.yaml")
+
+
+def test_validate_without_a_path_checks_every_bundled_template(capsys):
+    """``crossprofile validate`` alone: the 70 bundled templates (formal and dev), rules 1-5 and the design check."""
+    from crossprofile_lib.cli import main
+    assert main(["validate"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == "70 templates valid, 0 invalid (12 domains)"
+    assert "design check (classic cell" in err and "FAIL" not in err
