@@ -1,7 +1,8 @@
 """Design check: does a template's classic cell hold under a model's own pricing? (SPEC sections 3, 5)
 
-The paper's classic-cell composition (R1 keeps 4.98 / 0.01 / 4.00 support / decoy / irrelevant
-in ``PSP`` at r = 0.6, with Qwen2.5's tokenizer) is a property of a template *and* a tokenizer:
+The paper's classic-cell composition (what R1 keeps in ``PSP`` at r = 0.6 with Qwen2.5's tokenizer:
+the items "R1 support / decoy / irrelevant" of data/paper_figures.yaml, about five support facts, no
+decoy and four irrelevant facts) is a property of a template *and* a tokenizer:
 the budget is ``B = floor(0.6 * T_all)`` in the decision model's own tokens. In ``PSP`` the nine
 private lines (5 support, 4 irrelevant; one label ``[Ak]`` each) come first in R1's order and the
 three shared decoy lines (label ``[A1,A2,A3,A4]``) after them, so R1 keeps exactly 5 / 0 / 4 if
