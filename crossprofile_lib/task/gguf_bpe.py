@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import gguf
+
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 
@@ -66,11 +68,6 @@ def read_vocab(path: str | Path) -> GGUFVocab:
     """Read the tokenizer metadata of ``path`` with the ``gguf`` package (a 150,000-token vocab takes
     about 20 s of pure Python; :mod:`.vocabs` converts once and keeps the result)."""
     path = Path(path)
-    try:
-        import gguf
-    except ImportError as e:
-        raise VocabError(f"{path}: reading a GGUF vocabulary without llama.cpp needs the 'gguf' package "
-                         f"(pip install gguf): {e}") from None
     try:
         r = gguf.GGUFReader(str(path))
     except (OSError, ValueError, KeyError) as e:

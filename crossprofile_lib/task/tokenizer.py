@@ -35,6 +35,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from crossprofile_lib.safety.redact import redact_url
+from crossprofile_lib.task import gguf_bpe, vocabs
 
 # One pre-token per match, as a byte-level BPE pre-tokenizer splits text:
 #   an optional leading space + a run of letters  -> a word (priced by length below)
@@ -92,7 +93,6 @@ class GGUFTokenizer:
             try:
                 from llama_cpp import Llama  # imported only when used
             except ImportError:
-                from crossprofile_lib.task import gguf_bpe
                 self._hf = gguf_bpe.build_tokenizer(gguf_bpe.read_vocab(self.path))
             else:
                 llama = Llama(model_path=str(self.path), vocab_only=True, verbose=False)
@@ -270,7 +270,6 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
     resolved by the HTTP backends, which know the server.)"""
     if spec in (None, "", "offline", OfflineTokenizer.name):
         return _DEFAULT
-    from crossprofile_lib.task import vocabs
     if vocabs.canonical(spec):
         return vocabs.load(spec)
     if spec in vocabs.PACKAGED:

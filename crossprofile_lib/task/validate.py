@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from crossprofile_lib.safety.inputs import TemplateError, template_paths
+from crossprofile_lib.task.design_check import check_classic_cell
 from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template
 
 
@@ -61,7 +62,6 @@ def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list
                 raise TemplateError(p, "id", UNIQUE_ID, f"template id '{t.id}' also used by {seen[t.id]}")
             seen[t.id] = p
             if design and n_options == 3:
-                from crossprofile_lib.task.design_check import check_classic_cell
                 check_classic_cell(t, design, str(p))
             v.template, v.warnings = t, [str(w.message) for w in caught]
         except TemplateError as e:

@@ -33,6 +33,7 @@ line ``NAME: PATH`` in ``names.yaml`` in the tokenizers folder, where PATH is a 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,10 +42,15 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+import yaml
+from filelock import FileLock
+
 from crossprofile_lib.paths import TOKENIZERS_ENV, tokenizers_dir
+from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
 from crossprofile_lib.task import gguf_bpe
 
 #: The PyPI source distribution that carries llama.cpp's vocab files (the version the suite builds).
@@ -98,7 +104,6 @@ def canonical(spec: str) -> Optional[str]:
 
 def packaged_path(name: str) -> Path:
     """The GGUF file of a :data:`PACKAGED` name; FileNotFoundError naming the package when it is missing."""
-    import importlib.util
     module, file, _ = PACKAGED[name]
     spec = importlib.util.find_spec(module)
     path = Path(spec.origin).parent / file if spec and spec.origin else None
@@ -113,7 +118,6 @@ def user_names(folder: Optional[Path] = None) -> dict[str, str]:
     f = (folder or tokenizers_dir()) / USER_NAMES
     if not f.is_file():
         return {}
-    import yaml
     try:
         raw = yaml.safe_load(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
@@ -179,7 +183,6 @@ def pip_download(dest: Path, log: Callable[[str], None] = print) -> Path:
 def extract(sdist: Path, vocabs: Sequence[NamedVocab], folder: Path) -> None:
     """Copy only the named vocab files out of ``sdist`` into ``folder`` (regular files of bounded
     size, written atomically; each GGUF checked against its SHA-256)."""
-    from crossprofile_lib.safety.outputs import atomic_write
     ver = SDIST[1]
     prefix = SDIST_MODELS.format(version=ver)
     try:
@@ -206,7 +209,6 @@ def extract(sdist: Path, vocabs: Sequence[NamedVocab], folder: Path) -> None:
 
 def convert(v: NamedVocab, folder: Path, log: Callable[[str], None] = print) -> dict:
     """Rebuild ``v``'s tokenizer from its GGUF file, check it on every reference vector, keep it."""
-    from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
     p = _paths(v, folder)
     if _sha256(p["gguf"]) != v.sha256:
         raise VocabUnavailable(f"{p['gguf']}: SHA-256 differs from the registered one (a damaged or different "
@@ -221,7 +223,6 @@ def convert(v: NamedVocab, folder: Path, log: Callable[[str], None] = print) -> 
                                f"differ (first: {text[:40]!r} -> {got[:8]}, expected {want[:8]}); not installed")
     with atomic_write(p["json"]) as tmp:
         tok.save(str(tmp))
-    from importlib.metadata import version
     m = dict(name=v.name, file=v.file, gguf_sha256=v.sha256, models=v.models,
              source=f"{SDIST[0]}=={SDIST[1]} (PyPI sdist), {SDIST_MODELS.format(version=SDIST[1])}{v.file}",
              reference_vectors=len(vectors), reference_vectors_exact=len(vectors),
@@ -236,7 +237,6 @@ def fetch(names: Optional[Sequence[str]] = None, sdist: Optional[Path] = None, f
     """Install the named tokenizers (default: all of :data:`NAMED`) into the tokenizers folder;
     their manifests. Files already there and checked are kept (``force``: fetched again). Another
     process fetching at the same time is waited for (a file lock)."""
-    from filelock import FileLock
     vocabs = []
     for n in names or list(NAMED):
         c = canonical(n)
