@@ -15,7 +15,6 @@ from crossprofile_lib.book.runs import (
     FIT_POLICIES,
     LABELS_POLICIES,
     LABELS_PROMPT,
-    REFERENCE_TOKENIZER,
     SWEEP_POLICIES,
     Run,
     model_run,

@@ -7,7 +7,8 @@
 Environment / Make variables (:data:`VARIABLES`): BACKEND (``provider/model``; ``none`` for the
 reference decider only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS,
 BUDGETS, VARIANTS (the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench
-file; default the bundled fixture), TOKENIZER (the reference decider's pricing; default qwen2.5), JOBS (notebooks executed at once), REPOSITORY_URL (launch
+file; default the bundled fixture), TOKENIZER (the reference decider's pricing; default qwen2.5),
+JOBS (notebooks executed at once), REPOSITORY_URL (launch
 buttons). Every one is checked with the command line's own rules (:mod:`.args`) before anything
 runs, then they become one :class:`~crossprofile_lib.book.params.BookParams`; a bad one stops the build
 (exit 2) with a message naming the variable and the rule. A model sample without the primary budget
