@@ -74,6 +74,13 @@ def reference_who(model: str) -> str:
             f"model: {model}.")
 
 
+def tokenizer_note(header: dict) -> str:
+    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own
+    tokenizer or its server (the offline approximation, asked for), else empty."""
+    src = str(header.get("tokenizer_source") or "")
+    return f" (budgets priced with the {src})" if src.startswith("offline approximation") else ""
+
+
 def _budget_labels(df: pd.DataFrame) -> list[str]:
     if "budget_label" not in df.columns:
         return []
@@ -141,7 +148,8 @@ class Run:
                       if self.pricing_note else f" Budgets priced with tokenizer {tok}.")
             return reference_who(self.model + extra) + priced
         return (f"Backend: {self.backend}; model: {self.model}; decision mode: "
-                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}{extra}.")
+                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}"
+                f"{tokenizer_note(self.header)}{extra}.")
 
     @property
     def n_templates(self) -> int:
