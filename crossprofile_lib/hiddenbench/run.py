@@ -214,6 +214,7 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
         header["protocols"][protocol] = info
     header.update(errors=sum(sum(i["errors"].values()) for i in header["protocols"].values()),
                   failed_sessions=sum(i["failed_sessions"] for i in header["protocols"].values()))
+    header.update(backend.record() if hasattr(backend, "record") else {})  # after the calls: the limits reached
     stamp(header, t0)
     write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
     return header
