@@ -61,7 +61,7 @@ ifneq ($(BOOK_NEEDS_LLM),)
 endif
 
 # make book [BACKEND=provider/model|none] [MODEL=...] [TEMPLATES=...] [SEEDS=0,1,2] [BUDGETS=0.4,0.6]
-#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [JOBS=2] [REPOSITORY_URL=...]: the
+#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [TOKENIZER=qwen2.5] [JOBS=2] [REPOSITORY_URL=...]: the
 # model sample's parameters (the reference decider always runs the 60 formal templates). The command
 # `crossprofile book` (crossprofile_lib/cli/book.py; the build is crossprofile_lib/book/build.py) checks
 # every variable with the command line's rules before running anything and stops (exit 2) naming the

@@ -89,7 +89,8 @@ def bench_overhead(concurrency: int) -> dict:
     from crossprofile_lib.backends.base import ChatResult
     out = {"concurrency": concurrency}
     with tempfile.TemporaryDirectory() as tmp:
-        b = get_backend("openai/fake", base_url="http://127.0.0.1:9/v1", cache=tmp, concurrency=concurrency)
+        b = get_backend("openai/fake", base_url="http://127.0.0.1:9/v1", cache=tmp, concurrency=concurrency,
+                        tokenizer="offline")
 
         async def instant(client, r):
             return ChatResult("Decision: A")
@@ -108,7 +109,7 @@ def bench_overhead(concurrency: int) -> dict:
     url = f"http://127.0.0.1:{port}/v1"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            b = get_backend("openai/fake", base_url=url, cache=tmp, concurrency=concurrency)
+            b = get_backend("openai/fake", base_url=url, cache=tmp, concurrency=concurrency, tokenizer="offline")
             reqs = _requests(b, *GRID)
             t0 = time.perf_counter()
             ds = b.decide(reqs)
@@ -116,7 +117,7 @@ def bench_overhead(concurrency: int) -> dict:
             assert b.stats["errors"] == 0 and not any(d.invalid for d in ds)
             calls = b.stats["calls"]
             out["fake_server"] = {"calls": calls, "seconds": round(s, 3), "calls_per_s": round(calls / s, 1)}
-            b2 = get_backend("openai/fake", base_url=url, cache=tmp, concurrency=concurrency)
+            b2 = get_backend("openai/fake", base_url=url, cache=tmp, concurrency=concurrency, tokenizer="offline")
             t0 = time.perf_counter()
             b2.decide(reqs)
             s = time.perf_counter() - t0

@@ -8,6 +8,9 @@ The suite ships its data inside the package (``crossprofile_lib/resources/``, re
 * :func:`cache_dir`: the model-call cache (``$CROSSPROFILE_CACHE``; else an existing
   ``./.crossprofile_cache`` of the working folder, as earlier versions used; else the user cache folder
   from :mod:`platformdirs`, e.g. ``~/.cache/crossprofile``);
+* :func:`tokenizers_dir`: the named tokenizers' vocabulary files (``$CROSSPROFILE_TOKENIZERS``; else the
+  user data folder from :mod:`platformdirs`, e.g. ``~/.local/share/crossprofile/tokenizers``; filled by
+  ``crossprofile tokenizers fetch`` or at first use, :mod:`crossprofile_lib.task.vocabs`);
 * :func:`checkout_root`: the repository a book is built from (notebooks, ``_config.yml``), or None for
   an installed package.
 
@@ -28,6 +31,7 @@ PACKAGE = "crossprofile_lib"
 CACHE_ENV = "CROSSPROFILE_CACHE"
 PROMPTS_ENV = "CROSSPROFILE_PROMPTS"
 ROOT_ENV = "CROSSPROFILE_ROOT"
+TOKENIZERS_ENV = "CROSSPROFILE_TOKENIZERS"
 LEGACY_CACHE = ".crossprofile_cache"
 
 
@@ -95,6 +99,14 @@ def cache_dir() -> Path:
     if legacy.is_dir():
         return legacy
     return Path(platformdirs.user_cache_dir("crossprofile", appauthor=False))
+
+
+def tokenizers_dir() -> Path:
+    """The named tokenizers' files: ``$CROSSPROFILE_TOKENIZERS``, else the user data folder (platformdirs)."""
+    env = os.environ.get(TOKENIZERS_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("crossprofile", appauthor=False)) / "tokenizers"
 
 
 def checkout_root() -> Path | None:

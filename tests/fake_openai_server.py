@@ -12,7 +12,12 @@ Faults (per distinct request body, counted by attempts):
 * ``delay_first=N, delay_s=S`` -- the first N attempts of every request sleep S seconds (timeouts);
 * ``malformed_first=N`` -- the first N attempts of every request get a body that is not JSON;
 * ``latency_s=S`` -- every answer waits S seconds (to kill a run mid-way);
-* ``api_key=K`` -- requests without ``Authorization: Bearer K`` get 401.
+* ``api_key=K`` -- requests without ``Authorization: Bearer K`` get 401;
+* ``served_model=NAME[,NAME2]`` -- ``/v1/models`` lists these (else ``fake``) and a completion for
+  another model gets 404 ``model ... does not exist`` (as vLLM answers); ``root=PATH`` adds vLLM's
+  ``root`` to the listed model;
+* ``capacity=K`` -- at most K requests are worked on at once (each for ``latency_s``), the others
+  wait in a queue, as a busy model server does; ``queue_limit=Q`` answers 429 beyond Q waiting.
 
 Tokenize endpoint (``tokenize=KIND``, off by default: then those paths get 404): ``vllm``
 (``POST /tokenize`` with ``prompt``), ``llama.cpp`` (``POST /tokenize`` with ``content``) or
@@ -57,7 +62,8 @@ class FakeTokenizer:
 
 class FakeServer:
     def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
-                 malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None):
+                 malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None,
+                 served_model=None, root=None, capacity=0, queue_limit=0):
         if tokenize is not None and tokenize not in TOKENIZE_KINDS:
             raise ValueError(f"tokenize={tokenize!r}: use one of {', '.join(TOKENIZE_KINDS)}")
         self.tokenize, self.tokenized = tokenize, 0
@@ -69,6 +75,10 @@ class FakeServer:
         self.bodies: list = [] if keep_bodies else None  # parsed request bodies, with the auth header
         self.received = 0
         self.answered = 0
+        self.served = [m.strip() for m in served_model.split(",")] if served_model else None
+        self.root, self.capacity, self.queue_limit = root, int(capacity or 0), int(queue_limit or 0)
+        self._slots = None
+        self.waiting = self.max_inflight = self._inflight = 0
 
     # -- content --
     @staticmethod
@@ -99,7 +109,9 @@ class FakeServer:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             return 401, json.dumps({"error": {"message": "invalid api key"}}).encode(), 0.0
         if path.endswith("/models"):
-            return 200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode(), 0.0
+            data = [dict({"id": m, "object": "model", "owned_by": "fake"}, **({"root": self.root} if self.root else {}))
+                    for m in (self.served or ["fake"])]
+            return 200, json.dumps({"object": "list", "data": data}).encode(), 0.0
         if path.endswith("/tokenize"):
             return self._tokenize(path, raw)
         if not path.endswith("/completions"):
@@ -118,6 +130,10 @@ class FakeServer:
         if self.bodies is not None:
             self.bodies.append((path, headers.get("authorization", ""), body))
         model = body.get("model", "fake")
+        if self.served is not None and model not in self.served:
+            msg = {"object": "error", "message": f"The model `{model}` does not exist.", "type": "NotFoundError",
+                   "code": 404}
+            return 404, json.dumps(msg).encode(), 0.0
         if path.endswith("/chat/completions"):
             text = self._answer_chat(body)
             out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
@@ -146,6 +162,26 @@ class FakeServer:
             out.update(count=len(toks), max_model_len=8192)
         return 200, json.dumps(out).encode(), 0.0
 
+    async def _work(self, delay: float, status: int, body: bytes) -> tuple[int, bytes]:
+        """At most ``capacity`` answers in the works at once; the others queue (429 beyond ``queue_limit``)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.capacity)
+        if self.queue_limit and self.waiting >= self.queue_limit and self._slots.locked():
+            return 429, b'{"error": {"message": "queue full"}}'
+        self.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        self._inflight += 1
+        self.max_inflight = max(self.max_inflight, self._inflight)
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self._inflight -= 1
+            self._slots.release()
+        return status, body
+
     def answered_ok(self, raw: bytes) -> None:
         self.answered += 1
         if self.log:
@@ -165,7 +201,9 @@ class FakeServer:
                         headers[k.strip().lower()] = v.strip()
                 raw = await reader.readexactly(int(headers.get("content-length", 0) or 0))
                 status, body, delay = self.respond(path.split("?")[0], headers, raw)
-                if delay > 0:
+                if self.capacity and status == 200 and delay >= 0 and path.endswith("/completions"):
+                    status, body = await self._work(delay, status, body)
+                elif delay > 0:
                     await asyncio.sleep(delay)
                 reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
                           500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
@@ -227,9 +265,13 @@ def main(argv=None) -> None:
     p.add_argument("--api-key", default=None)
     p.add_argument("--log", default=None)
     p.add_argument("--tokenize", default=None, choices=sorted(TOKENIZE_KINDS))
+    p.add_argument("--served-model", default=None)
+    p.add_argument("--capacity", type=int, default=0)
+    p.add_argument("--queue-limit", type=int, default=0)
     a = p.parse_args(argv)
     fake = FakeServer(a.fail_first, a.fail_status, a.burst_500, a.delay_first, a.delay_s, a.malformed_first,
-                      a.latency_s, a.api_key, a.log, tokenize=a.tokenize)
+                      a.latency_s, a.api_key, a.log, tokenize=a.tokenize, served_model=a.served_model,
+                      capacity=a.capacity, queue_limit=a.queue_limit)
 
     async def serve():
         srv = await asyncio.start_server(fake.handle, "127.0.0.1", a.port)

@@ -23,7 +23,7 @@ FAST = dict(retry_wait=0.01, retry_wait_max=0.05)
 GRID = dict(templates=["templates/dev"], seeds=[0], budgets=["0.6"], policies=["R1", "B4", "ALL", "EMPTY"],
             variants=["PSP", "SPS"])
 CLI_GRID = ["--templates", "templates/dev", "--seeds", "0", "--budgets", "0.6", "--policies", "R1,B4,ALL,EMPTY",
-            "--variants", "PSP,SPS,PPP,SSS"]
+            "--variants", "PSP,SPS,PPP,SSS", "--tokenizer", "offline"]
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def server():
 
 
 def _backend(url, tmp_path, **kw):
-    return get_backend("openai/fake", base_url=url, cache=tmp_path / "cache", **{**FAST, **kw})
+    return get_backend("openai/fake", base_url=url, cache=tmp_path / "cache", **{**FAST, "tokenizer_fallback": "offline", **kw})
 
 
 def _free_port() -> int:
@@ -103,7 +103,8 @@ def test_persistent_failure_is_an_error_the_run_finishes_and_exits_nonzero(tmp_p
     srv = _spawn_server(port, log, fail_first=10_000, fail_status=503)
     try:
         rc = main(["run", "--backend", "openai/fake", "--base-url", f"http://127.0.0.1:{port}/v1", "--cache", cache,
-                   "--max-retries", "1", "--out", str(tmp_path / "out"), "--no-progress"] + CLI_GRID[:2]
+                   "--max-retries", "1", "--out", str(tmp_path / "out"), "--no-progress", "--tokenizer", "offline"]
+                  + CLI_GRID[:2]
                   + ["--seeds", "0", "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP"])
     finally:
         srv.kill()
@@ -119,7 +120,7 @@ def test_persistent_failure_is_an_error_the_run_finishes_and_exits_nonzero(tmp_p
     try:
         rc = main(["run", "--backend", "openai/fake", "--base-url", f"http://127.0.0.1:{port}/v1", "--cache", cache,
                    "--out", str(tmp_path / "out"), "--no-progress", "--templates", "templates/dev", "--seeds", "0",
-                   "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP"])
+                   "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP", "--tokenizer", "offline"])
     finally:
         srv.kill()
         srv.wait()
@@ -128,11 +129,13 @@ def test_persistent_failure_is_an_error_the_run_finishes_and_exits_nonzero(tmp_p
 
 
 def test_client_errors_are_not_retried(server, tmp_path):
-    fake, url = server(api_key="right-key")
-    b = _backend(url, tmp_path, api_key="wrong-key")
+    # a model the server does not serve (a one-model server lists another name): 404 on every call;
+    # with the early stop turned off every call is an error row, none retried
+    fake, url = server(served_model="other-model")
+    b = _backend(url, tmp_path, api_key="some-key", stop_on_refusal=0)
     d = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
-    assert d.error.str.contains("AuthenticationError").all() and (d.call_retries == 0).all()
-    assert "wrong-key" not in " ".join(d.error)
+    assert d.error.str.contains("NotFoundError").all() and (d.call_retries == 0).all()
+    assert "some-key" not in " ".join(d.error)
 
 
 def test_several_base_urls_share_the_load_and_a_dead_one_is_skipped(server, tmp_path):
@@ -141,9 +144,9 @@ def test_several_base_urls_share_the_load_and_a_dead_one_is_skipped(server, tmp_
     b = _backend(f"{u1},{u2}", tmp_path, concurrency=4)
     df = run_grid(RunConfig(**GRID), b)
     assert (df.error == "").all() and f1.answered > 5 and f2.answered > 5
-    assert b.identity()["base_url"] == sorted([u1, u2])
+    assert b.stored_identity()["base_url"] == sorted([u1, u2]) and "base_url" not in b.identity()
     dead = f"http://127.0.0.1:{_free_port()}/v1"
-    b = get_backend("openai/fake", base_url=f"{dead},{u1}", cache=tmp_path / "c2", **FAST)
+    b = get_backend("openai/fake", base_url=f"{dead},{u1}", cache=tmp_path / "c2", tokenizer="offline", **FAST)
     df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]}), b)
     assert (df.error == "").all() and (df.call_retries <= 1).all()
 
@@ -189,7 +192,7 @@ def test_server_killed_and_restarted_mid_run(tmp_path):
     port, log = _free_port(), tmp_path / "served.log"
     srv = _spawn_server(port, log, latency_s=0.02)
     b = get_backend("openai/fake", base_url=f"http://127.0.0.1:{port}/v1", cache=tmp_path / "cache",
-                    concurrency=2, max_retries=12, retry_wait=0.05, retry_wait_max=0.3)
+                    concurrency=2, max_retries=12, retry_wait=0.05, retry_wait_max=0.3, tokenizer="offline")
     import threading
     box = {}
     t = threading.Thread(target=lambda: box.setdefault("df", run_grid(RunConfig(**GRID), b)))
@@ -219,7 +222,7 @@ def test_a_canary_key_appears_in_no_file_the_run_writes(tmp_path):
     try:
         out = subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake",
                               "--base-url", f"http://127.0.0.1:{port}/v1", "--no-progress", "--out",
-                              str(tmp_path / "out"), "--backend-option", f"api_key={canary}",
+                              str(tmp_path / "out"), "--backend-option", f"api_key={canary}", "--tokenizer", "offline",
                               "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6",
                               "--policies", "R1,R1-rel,B3,ALL,EMPTY", "--variants", "PSP"],
                              env=_cli_env(tmp_path, CROSSPROFILE_API_KEY=canary), capture_output=True, text=True,
@@ -228,7 +231,8 @@ def test_a_canary_key_appears_in_no_file_the_run_writes(tmp_path):
         bad = subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake",
                               "--base-url", f"http://127.0.0.1:{port}/v1", "--no-progress",
                               "--out", str(tmp_path / "out-bad"), "--templates", "templates/dev/dev-hospital-01.yaml",
-                              "--seeds", "1", "--budgets", "0.6", "--policies", "ALL", "--variants", "PSP"],
+                              "--seeds", "1", "--budgets", "0.6", "--policies", "ALL", "--variants", "PSP",
+                              "--tokenizer", "offline"],
                              env=_cli_env(tmp_path, CROSSPROFILE_API_KEY=canary + "-wrong"), capture_output=True,
                              text=True, timeout=300)
     finally:
@@ -252,12 +256,15 @@ def test_deepseek_preset_sends_temperature_zero_and_thinking_off(server, tmp_pat
     monkeypatch.setenv("DEEPSEEK_API_KEY", "ds-key")
     monkeypatch.delenv("CROSSPROFILE_BASE_URL", raising=False)
     monkeypatch.delenv("CROSSPROFILE_API_KEY", raising=False)
-    b = get_backend("deepseek/deepseek-chat", cache=tmp_path / "c", **FAST)
+    b = get_backend("deepseek/deepseek-chat", cache=tmp_path / "c", tokenizer="offline", **FAST)
     df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
     assert (df.error == "").all() and (df.backend == "deepseek/deepseek-chat").all()
     path, auth, body = fake.bodies[0]
     assert path.endswith("/chat/completions") and auth == "Bearer ds-key"
     assert body["temperature"] == 0 and body["thinking"] == {"type": "disabled"} and body["model"] == "deepseek-chat"
+    # the paper's greedy settings as OpenAI fields only (no llama.cpp / vLLM penalty fields to DeepSeek)
+    assert body["top_p"] == 1 and body["frequency_penalty"] == 0 and body["presence_penalty"] == 0
+    assert "repeat_penalty" not in body and "repetition_penalty" not in body
     with pytest.raises(ValueError, match="decision_mode 'score'"):
         get_backend("deepseek/deepseek-chat", decision_mode="score", cache=":memory:")
 
@@ -281,7 +288,7 @@ def test_grammar_and_score_modes_over_http(server, tmp_path):
 # --- a dead server: retry waves and the circuit breaker (issue 14.6) ---------------------------
 
 ONE = ["--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6", "--policies", "ALL",
-       "--variants", "PSP"]
+       "--variants", "PSP", "--tokenizer", "offline"]
 
 
 def _closed_port() -> int:
@@ -350,7 +357,7 @@ def test_the_breaker_keeps_finished_calls_and_spares_a_live_server(server, tmp_p
     # one dead URL beside a live one never trips it (the live one answers)
     fake, live = server()
     mixed = get_backend("openai/fake", base_url=f"http://127.0.0.1:{_closed_port()}/v1,{live}",
-                        cache=tmp_path / "c3", concurrency=16, circuit_breaker=2, **FAST)
+                        cache=tmp_path / "c3", concurrency=16, circuit_breaker=2, tokenizer="offline", **FAST)
     assert (run_grid(RunConfig(**GRID), mixed).error == "").all()
 
 
@@ -412,13 +419,15 @@ def test_budgets_use_the_servers_tokenize_endpoint(server, tmp_path, kind, capsy
     assert fake.tokenized > 0
 
 
-def test_no_tokenize_endpoint_falls_back_with_a_notice_and_server_insists(server, tmp_path, capsys):
+def test_no_tokenize_endpoint_is_refused_unless_the_fallback_is_asked_for(server, tmp_path, capsys):
     fake, url = server()
-    b = _backend(url, tmp_path)
-    assert b.tokenizer.name == "offline-bpe-approx-v1"
+    with pytest.raises(ValueError, match="budgets are never changed silently.*--tokenizer-fallback offline"):
+        _backend(url, tmp_path, tokenizer_fallback="error")
+    b = _backend(url, tmp_path, tokenizer_fallback="offline")  # asked for: the approximation, said and recorded
+    assert b.tokenizer.name == "offline-bpe-approx-v1" and "--tokenizer-fallback offline" in b.tokenizer_source
     err = capsys.readouterr().err
     assert "budgets use the offline approximation" in err and "/extras/tokenize" in err and "/tokenize" in err
-    with pytest.raises(ValueError, match="--tokenizer server, but no tokenize endpoint answered"):
+    with pytest.raises(ValueError, match="--tokenizer server, but .*no tokenize endpoint answered"):
         _backend(url, tmp_path, tokenizer="server")
     assert _backend(url, tmp_path, tokenizer="offline").tokenizer.name == "offline-bpe-approx-v1"
 

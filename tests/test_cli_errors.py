@@ -83,7 +83,7 @@ CASES = [
      "argument --backend-option no_such_option", "it takes: social_proof"),
     ("model-option-on-ledger", RUN + ["--concurrency", "4"], "argument --concurrency", "does not take"),
     ("tokenizer-unknown", RUN + ["--policies", "R1", "--tokenizer", "bogus"], "unknown tokenizer 'bogus'",
-     "use offline"),
+     "use qwen2.5 or llama-3.1"),
     ("options-beyond-the-templates", RUN + ["--policies", "R1", "--options", "4"], "field 'options'",
      "expected 4 options"),
     ("concurrency-zero", RUN + ["--concurrency", "0"], "argument --concurrency", "below the minimum 1"),

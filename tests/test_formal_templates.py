@@ -14,7 +14,7 @@ from crossprofile_lib.task.tokenizer import default_tokenizer
 @pytest.fixture(scope="module")
 def formal(root):
     with warnings.catch_warnings():
-        warnings.simplefilter("error", TemplateWarning)  # no fact outside 15-30 tokens
+        warnings.simplefilter("error", TemplateWarning)  # no fact outside 12-30 tokens
         return load_templates(root / "templates" / "formal", tokenizer=default_tokenizer())
 
 

@@ -33,9 +33,12 @@ def test_json_same_seed_same_numbers_other_seed_differs(run_dir, capsys):
     _, c, _ = run_stats(capsys, *args, "--seed", 2)
     assert rc == 0 and a == b
     ma, mc = json.loads(a)["models"][0], json.loads(c)["models"][0]
-    h1a = next(x for x in ma["contrasts"] if x["id"] == "H1")
-    h1c = next(x for x in mc["contrasts"] if x["id"] == "H1")
-    assert h1a["estimate"] == h1c["estimate"] and (h1a["lo"], h1a["hi"]) != (h1c["lo"], h1c["hi"])
+    # the same estimates, other resamples: with 10 templates one interval can land on the same
+    # percentiles by chance, so the three hypotheses' intervals are compared together
+    ha = {x["id"]: x for x in ma["contrasts"] if x["id"] in ("H1", "H2", "H3")}
+    hc = {x["id"]: x for x in mc["contrasts"] if x["id"] in ("H1", "H2", "H3")}
+    assert len(ha) == 3 and all(ha[h]["estimate"] == hc[h]["estimate"] for h in ha)
+    assert [(ha[h]["lo"], ha[h]["hi"]) for h in sorted(ha)] != [(hc[h]["lo"], hc[h]["hi"]) for h in sorted(hc)]
     assert ma["backend"] == "ledger" and ma["model"].startswith("reference-decider")
     sp = {r["parameter"]: r for r in ma["social_proof"]["table"]}
     assert sp["social_proof"]["lo"] <= 0.4 <= sp["social_proof"]["hi"]

@@ -76,7 +76,7 @@ def test_fact_length_warning(hospital):
 
         def count(self, text):
             return 5
-    with pytest.warns(TemplateWarning, match="outside 15-30"):
+    with pytest.warns(TemplateWarning, match="outside 12-30"):
         msgs = validate_template(hospital, "x.yaml", tokenizer=Short())
     assert len(msgs) == 12
 
@@ -132,3 +132,55 @@ def test_duplicate_template_ids_rejected(tmp_path):
     (tmp_path / "b.yaml").write_text(src)
     with pytest.raises(TemplateError, match="also used by"):
         load_templates(tmp_path)
+
+
+def _with_fact_text(t, fid, text):
+    facts = tuple(f.model_copy(update={"text": text}) if f.id == fid else f for f in t.facts)
+    return t.model_copy(update={"facts": facts})
+
+
+#: Hand-checked near misses of the option-set comparison rule (issue 21 item 3): each compares with
+#: something that is not the option set, or uses a superlative about one option alone; all must pass.
+NEAR_MISSES = [
+    ("F09", "Helix Infusion Systems cut five-year ownership costs to below last year's price for the same pumps."),
+    ("F09", "Helix Infusion Systems quoted its lowest five-year ownership price in ten years to the hospital."),
+    ("F09", "Helix Infusion Systems' five-year ownership cost is lower than last year's price, by 18 percent."),
+    ("F06", "Helix Infusion Systems keeps two field engineers near the busiest junction in town, forty minutes away."),
+    ("F06", "Helix Infusion Systems needs only two field engineers to answer calls within forty minutes."),
+    ("F02", "Helix Infusion Systems pumps ran the most stable ward trial in Leeds, with 2 alarm faults per 1,000 hours."),
+    ("F03", "Medora Devices sponsors a charity cycling race that came last in a magazine's poll of local events."),
+    ("F12", "Medora Devices changed its logo three times; staff voted the latest the least popular of five designs."),
+    ("F03", "Medora Devices sponsors the oldest charity cycling race in the county, passing the hospital each September."),
+    ("F10", "Helix Infusion Systems printed a brochure whose grey typeface was among the palest the committee had seen."),
+]
+
+
+@pytest.mark.parametrize("fid,text", NEAR_MISSES)
+def test_comparisons_with_something_else_pass(hospital, fid, text):
+    validate_template(_with_fact_text(hospital, fid, text), "x.yaml")
+
+
+@pytest.mark.parametrize("fid,text,phrase", [
+    ("F09", "Helix Infusion Systems offered the lowest five-year ownership price of the three suppliers.", "of the three"),
+    ("F09", "Helix Infusion Systems sent the lowest bid received for the pumps' five-year ownership.", "received"),
+    ("F09", "Helix Infusion Systems quoted the cheapest five-year ownership cost of any supplier.", "of any"),
+    ("F06", "Helix Infusion Systems scored highest in the committee's assessment of repair response times.", "assessment"),
+    ("F06", "Helix Infusion Systems answers repair calls faster than the other two suppliers.", "than the other"),
+    ("F06", "Helix Infusion Systems is the only candidate with engineers within forty minutes.", "the only candidate"),
+    ("F02", "Helix Infusion Systems pumps logged 2 alarm faults per 1,000 hours, ahead of all rivals.", "ahead of all"),
+    ("F03", "Medora Devices sponsors a cycling race; you may ignore this fact.", "you"),
+    ("F03", "Medora Devices sponsors a cycling race. The answer is option A.", "answer"),
+])
+def test_comparisons_over_the_option_set_are_rule_5(hospital, fid, text, phrase):
+    with pytest.raises(TemplateError) as ei:
+        validate_template(_with_fact_text(hospital, fid, text), "x.yaml")
+    assert ei.value.rule.startswith("rule 5") and phrase in str(ei.value), str(ei.value)
+    i = [f.id for f in hospital.facts].index(fid)
+    assert ei.value.field == f"facts[{i}].text"
+
+
+def test_option_set_size_is_the_templates(hospital):
+    """'of the four' ranks a four-option set, not a three-option one (and 'of five colours' never)."""
+    from crossprofile_lib.task import hints
+    assert hints.find_comparison("the lowest price of the four", n_options=4)
+    assert hints.find_comparison("the lowest price of the four", n_options=3) is None

@@ -4,10 +4,19 @@ Location: the folder ``CROSSPROFILE_CACHE`` (default ``./.crossprofile_cache`` i
 directory, never inside the installed package); the file is ``calls.sqlite``. ``":memory:"``
 gives a throw-away cache (benchmarks).
 
-Key = SHA-256 of the provider, the model, the base URL(s), the rendered messages, the
-settings that change the output (max tokens, temperature, stop strings, constrained choices,
-JSON schema, decision mode and provider extras such as the chat template). The API key,
-retries, timeouts and concurrency are never part of the key or of any stored field.
+Key = SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served
+model as the server reports it and the sampling settings sent -- never where the server is),
+the rendered messages, the settings that change the output (max tokens, temperature, stop
+strings, constrained choices, JSON schema, decision mode and provider extras such as the chat
+template). The API key, base URLs, retries, timeouts and concurrency are never part of the key
+or of any stored field but ``base_url`` (redacted, for the record). Entries made when the key
+still named the base URL (before the served-model identity) are found by
+:meth:`LLMBackend.chat`'s legacy look-up and copied under the new key (:meth:`CallCache.copy`).
+
+Two side tables (made on opening; older files gain them): ``token_counts`` keeps every count a
+server's tokenize endpoint gave (:class:`TokenCountStore`: a rerun prices its budgets without the
+endpoint) and ``served_models`` the served-model identity last reported for a provider and model
+(so a cache carried to a machine without the server keys its calls alike).
 
 Each entry stores the raw text, the parsed answer (set after parsing), the retry count,
 prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
@@ -54,6 +63,12 @@ _CREATE = ("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, created REAL
            "base_url TEXT, decision_mode TEXT, purpose TEXT, prompt_file TEXT, prompt_sha TEXT, text TEXT, "
            "parsed TEXT, retries INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, "
            "choice_logprobs TEXT, meta TEXT)")
+_SIDE_TABLES = ("CREATE TABLE IF NOT EXISTS token_counts (tokenizer TEXT, text_sha TEXT, count INTEGER, "
+                "created REAL, PRIMARY KEY (tokenizer, text_sha))",
+                "CREATE TABLE IF NOT EXISTS served_models (provider TEXT, model TEXT, served TEXT, created REAL, "
+                "PRIMARY KEY (provider, model))")
+#: the ``text_sha`` under which a server tokenizer's offset (special tokens added to every text) is kept
+OFFSET_ROW = "offset"
 _RECOVER = ("recover: move the file aside (mv {f} {f}.broken) and rerun -- a new cache is made and only the "
             "calls it lacks are sent again; 'crossprofile cache check {f}' explains the damage and "
             "'crossprofile cache export {f} calls.jsonl' saves the readable entries")
@@ -235,6 +250,8 @@ class CallCache:
             self.path = ":memory:"
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute(_CREATE)
+            for t in _SIDE_TABLES:
+                self._db.execute(t)
             return
         f = cache_folder(folder)
         if f.is_file() and f.name.endswith((".sqlite", ".db")):  # the file itself was named
@@ -259,6 +276,11 @@ class CallCache:
         self._db = _connect(path, timeout)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            for t in _SIDE_TABLES:
+                self._db.execute(t)
+        except sqlite3.Error as e:
+            raise _err(path, f"adding the token-count tables failed ({type(e).__name__}: {e})") from None
 
     def _run(self, what: str, fn):
         """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file."""
@@ -305,9 +327,101 @@ class CallCache:
         self._run("recording a parsed answer",
                   lambda: self._db.execute("UPDATE calls SET parsed = ? WHERE key = ?", (parsed, key)))
 
+    def copy(self, old_key: str, new_key: str) -> None:
+        """Store the entry of ``old_key`` also under ``new_key`` (the legacy look-up's migration)."""
+        cols = ",".join(c for c in _COLUMNS if c != "key")
+        self._run("copying an entry", lambda: self._db.execute(
+            f"INSERT OR IGNORE INTO calls (key,{cols}) SELECT ?,{cols} FROM calls WHERE key = ?", (new_key, old_key)))
+
+    def base_urls(self, provider: str, model: str) -> list:
+        """Every (redacted) ``base_url`` value stored for ``provider``/``model``: a string, or the sorted
+        list of several URLs, as the legacy key named them."""
+        rows = self._run("listing base URLs", lambda: self._db.execute(
+            "SELECT DISTINCT base_url FROM calls WHERE provider = ? AND model = ?", (provider, model)).fetchall())
+        out = []
+        for (v,) in rows:
+            if isinstance(v, str) and v.startswith("["):
+                try:
+                    v = json.loads(v)
+                except ValueError:
+                    continue
+            if v:
+                out.append(v)
+        return out
+
+    def served_model(self, provider: str, model: str) -> Optional[dict]:
+        """The served-model identity last recorded for ``provider``/``model`` (None when none)."""
+        row = self._run("reading the served model", lambda: self._db.execute(
+            "SELECT served FROM served_models WHERE provider = ? AND model = ?", (provider, model)).fetchone())
+        try:
+            return json.loads(row[0]) if row else None
+        except ValueError:
+            return None
+
+    def set_served_model(self, provider: str, model: str, served: dict) -> None:
+        self._run("recording the served model", lambda: self._db.execute(
+            "INSERT OR REPLACE INTO served_models VALUES (?, ?, ?, ?)",
+            (provider, model, json.dumps(served, sort_keys=True), time.time())))
+
+    def token_store(self, tokenizer: str) -> "TokenCountStore":
+        return TokenCountStore(self, tokenizer)
+
+    def stored_tokenizers(self, suffix: str) -> list[str]:
+        """Tokenizer names with stored counts ending in ``suffix``, most recently used first."""
+        rows = self._run("listing stored token counts", lambda: self._db.execute(
+            "SELECT tokenizer, MAX(created) AS t FROM token_counts WHERE tokenizer LIKE ? GROUP BY tokenizer "
+            "ORDER BY t DESC", ("%" + suffix,)).fetchall())
+        return [r[0] for r in rows if r[0].endswith(suffix)]
+
+    def calls_timeline(self, provider: str, model: str) -> list[float]:
+        """``created`` times of the stored calls of ``provider``/``model``, ascending (for measured rates)."""
+        rows = self._run("reading call times", lambda: self._db.execute(
+            "SELECT created FROM calls WHERE provider = ? AND model = ? ORDER BY created", (provider, model)).fetchall())
+        return [float(r[0]) for r in rows if r[0] is not None]
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class TokenCountStore:
+    """The token counts one tokenizer (``name``) gave, kept in the cache file: ``get(text)``,
+    ``put(text, n)``; ``offset`` (special tokens its endpoint adds to every text) is kept beside."""
+
+    def __init__(self, cache: CallCache, name: str):
+        self.cache, self.name = cache, name
+
+    def __len__(self) -> int:
+        return self.cache._run("counting token counts", lambda: self.cache._db.execute(
+            "SELECT COUNT(*) FROM token_counts WHERE tokenizer = ? AND text_sha != ?",
+            (self.name, OFFSET_ROW)).fetchone()[0])
+
+    def _get(self, sha: str) -> Optional[int]:
+        row = self.cache._run("reading a token count", lambda: self.cache._db.execute(
+            "SELECT count FROM token_counts WHERE tokenizer = ? AND text_sha = ?", (self.name, sha)).fetchone())
+        return int(row[0]) if row else None
+
+    def _put(self, sha: str, n: int) -> None:
+        self.cache._run("storing a token count", lambda: self.cache._db.execute(
+            "INSERT OR REPLACE INTO token_counts VALUES (?, ?, ?, ?)", (self.name, sha, int(n), time.time())))
+
+    def get(self, text: str) -> Optional[int]:
+        return self._get(_text_sha(text))
+
+    def put(self, text: str, n: int) -> None:
+        self._put(_text_sha(text), n)
+
+    @property
+    def offset(self) -> Optional[int]:
+        return self._get(OFFSET_ROW)
+
+    @offset.setter
+    def offset(self, n: int) -> None:
+        self._put(OFFSET_ROW, n)
 
 
 # --- maintenance: crossprofile cache check|vacuum|export ----------------------------------------

@@ -106,6 +106,10 @@ def auto_threads() -> int:
     return n if os.getloadavg()[0] < 2 * n else 1
 
 
+#: the paper's greedy settings, passed explicitly (llama-cpp-python's own defaults; the OpenAI-compatible
+#: path sends the same, so HTTP generate equals embedded generate on the same GGUF)
+SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "repeat_penalty": 1.0}
+
 class LlamaCppBackend(LLMBackend):
     """See module doc. Options: ``decision_mode``, ``n_ctx`` (``auto``: sized to the longest prompt
     of a batch; or a number), ``n_threads`` (:func:`auto_threads`), ``n_batch`` (512), ``max_tokens`` (512),
@@ -147,6 +151,10 @@ class LlamaCppBackend(LLMBackend):
         if not self.auto_ctx or need <= self.n_ctx:
             return
         self.llama = self._load(min(-(-need // 256) * 256, self.llama._model.n_ctx_train()))
+
+    def record(self) -> dict:
+        """What ``run.json`` records of the generation settings (greedy: temperature 0, no penalties)."""
+        return {"sampling": {"mode": "paper", "fields": {"temperature": 0.0, **SAMPLING}}}
 
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "file": self.path.name,
@@ -215,7 +223,7 @@ class LlamaCppBackend(LLMBackend):
                               completion_tokens=0, latency_s=time.perf_counter() - t0, choice_logprobs=lps)
         self._fit_context(len(self._tokens(prompt)), r.max_tokens)
         out = self.llama.create_completion(prompt, max_tokens=r.max_tokens, temperature=r.temperature,
-                                           stop=list(r.stop or ()), grammar=self._grammar(r), seed=0)
+                                           stop=list(r.stop or ()), grammar=self._grammar(r), seed=0, **SAMPLING)
         u = out.get("usage", {})
         return ChatResult(text=out["choices"][0]["text"], prompt_tokens=u.get("prompt_tokens", 0),
                           completion_tokens=u.get("completion_tokens", 0),

@@ -2,7 +2,9 @@
 relevance-filter and B3 calls built on it.
 
 A provider subclass of :class:`LLMBackend` implements two things: :meth:`LLMBackend.identity`
-(what the cache key names: provider, model, base URL(s), output-changing extras; never a key)
+(what the cache key names: provider, model, the served model, output-changing settings; never an
+API key and, since the served-model identity, never a base URL: :meth:`LLMBackend.legacy_identities`
+names the identities earlier versions keyed on, looked up when a key misses and copied forward)
 and :meth:`LLMBackend._complete` (send uncached requests, report each result as it finishes).
 Everything else lives here, once:
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -161,6 +164,7 @@ class LLMBackend(ChatBackend):
         self.reason_chars = int(reason_chars)  # grammar mode: longest reasoning paragraph
         self.stats: Counter = Counter()
         self._lock = threading.Lock()
+        self._legacy_noted = False
 
     # -- provider hooks --
     def identity(self) -> dict:  # pragma: no cover - abstract
@@ -171,15 +175,54 @@ class LLMBackend(ChatBackend):
         """Send ``requests`` (none cached); call ``on_done(i, result)`` as each one finishes."""
         raise NotImplementedError
 
+    def stored_identity(self) -> dict:
+        """The identity stored with each cache entry (the key's, plus where it was made)."""
+        return self.identity()
+
+    def legacy_identities(self) -> list:
+        """Identities earlier versions keyed the same calls on (looked up when a key misses)."""
+        return []
+
+    def legacy_notice(self, n_missing: int) -> Optional[str]:
+        return None
+
+    def record(self) -> dict:
+        """What ``run.json`` records of this backend's requests (sampling, ...)."""
+        return {}
+
     # -- chat --
     def cache_key(self, request: ChatRequest) -> str:
         return call_key(self.identity(), request, self.decision_mode)
+
+    def _legacy_hits(self, requests: list, keys: list, found: dict) -> None:
+        """Misses found under a legacy identity: copied under the new key and added to ``found``."""
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        missing = [k for k in first if k not in found]
+        for ident in self.legacy_identities() if missing else ():
+            old = {k: call_key(ident, requests[first[k]], self.decision_mode) for k in missing}
+            hits = self.cache.get_many(old.values())
+            for k, o in old.items():
+                if o in hits:
+                    self.cache.copy(o, k)
+                    found[k] = hits[o]
+            n = sum(o in hits for o in old.values())
+            if n:
+                with self._lock:
+                    self.stats["legacy"] += n  # answered from entries made by an earlier version
+            missing = [k for k in missing if k not in found]
+            if not missing:
+                break
+        note = self.legacy_notice(len(missing)) if missing and not self._legacy_noted else None
+        if note:
+            self._legacy_noted = True
+            print(note, file=sys.stderr)
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         """One result per request, in order; cached where possible (see module doc)."""
         requests = list(requests)
         keys = [self.cache_key(r) for r in requests]
         found = self.cache.get_many(keys)
+        self._legacy_hits(requests, keys, found)
         todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
         todo = [requests[first[k]] for k in todo_keys]
@@ -191,7 +234,7 @@ class LLMBackend(ChatBackend):
             bar = tqdm(total=len(todo), desc=f"{self.name} {'+'.join(purposes)}", unit="call",
                        disable=not self.progress, leave=False)
             self._bar = bar  # providers may show retry waves on it
-            identity = self.identity()
+            identity = self.stored_identity()
 
             def on_done(j: int, res: ChatResult) -> None:
                 k = todo_keys[j]

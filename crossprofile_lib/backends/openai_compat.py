@@ -8,7 +8,10 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
   that serve the same model: call i goes to URL ``i mod n`` and each retry moves to the next
   URL. The key is held by the client only: it is in no cache key, cache entry, row, header or
   log (errors are scrubbed of it).
-* Bounded concurrency (``concurrency``, default 8) on one asyncio loop; retries with
+* Concurrency (``concurrency``): ``auto`` (default) finds each server's rate -- a limit per base
+  URL by additive increase / multiplicative decrease on latency, 429/503 and timeouts, up to
+  ``max_concurrency`` (128) per URL (:mod:`crossprofile_lib.backends.concurrency`); an integer
+  keeps at most that many requests in flight over all URLs. One asyncio loop; retries with
   exponential backoff and full jitter (tenacity ``wait_random_exponential``) on 429, 5xx,
   timeouts, dropped connections and malformed responses, up to ``max_retries`` (6); other
   errors (400, 401, 404) fail at once. A call that still fails is returned with ``error`` set;
@@ -20,14 +23,36 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
   with ``Decision:``, reading ``logprobs`` of the option letters).
 * ``deepseek/<model>``: base URL ``https://api.deepseek.com``, temperature 0, thinking off
   (``{"thinking": {"type": "disabled"}}``), ``generate`` mode only.
+* **Sampling is pinned** (``sampling="paper"``, the default): every request sends the paper's
+  greedy settings -- temperature 0, ``top_p`` 1, ``frequency_penalty`` and ``presence_penalty``
+  0 and, to llama.cpp and vLLM servers, ``repeat_penalty`` / ``repetition_penalty`` 1 (servers
+  otherwise apply their own defaults: llama.cpp's ``repeat_penalty`` 1.1, a model's
+  ``generation_config.json`` in vLLM); DeepSeek gets the OpenAI fields only. ``extra_body``
+  (``--request-field KEY=VALUE``) adds or overrides fields. What is sent is recorded in
+  ``run.json`` (:meth:`OpenAICompatBackend.record`). ``sampling="server"`` sends temperature only
+  (the requests of earlier versions, whose cache entries it reuses).
+* **Cache identity**: provider, model, the served model as ``GET /v1/models`` reports it (its id
+  and vLLM's ``root``, last path part; recorded in the cache, so a machine without the server
+  keys alike), the sampling and the output-changing options -- not the base URLs: a new port,
+  host or tunnel, or a dropped server, resumes from the cache. Entries keyed by the base URLs
+  (earlier versions) are found under ``sampling="server"`` and copied under the new key.
+* **A wrong key or model stops the run**: ``/v1/models`` answering 401/403, or a model the
+  server does not list, stops before any call (:class:`ServerRefused`, naming the redacted URL,
+  the model and the status); calls answered 401, 403 or 404 stop it after ``stop_on_refusal``
+  (3) such answers in a row (0 = off).
 
 * Budgets (``tokenizer``): by default (``auto``) the served model's own tokenizer through the
   server's tokenize endpoint (vLLM ``/tokenize``, llama.cpp ``/tokenize``, llama-cpp-python
-  ``/extras/tokenize``; probed once per base URL, :func:`crossprofile_lib.task.tokenizer.probe_server`),
-  else the offline approximation with a notice; ``server`` insists on the endpoint; a path to a
-  ``tokenizer.json`` (or ``hf:FOLDER``, ``gguf:PATH``) uses that file; ``offline`` never probes.
-  The hosted DeepSeek API has no endpoint: pass its ``tokenizer.json``. The ``tokenizer`` column
-  and ``run.json`` name the one used.
+  ``/extras/tokenize``; **every** base URL is probed, with ``tokenize_timeout`` seconds,
+  :func:`crossprofile_lib.task.tokenizer.probe_servers`). Every count is kept in the call cache,
+  so a rerun needs no endpoint: with the servers unreachable the stored counts of the same
+  tokenizer price the budgets. Budgets never change silently: when no endpoint can be had (and
+  no counts are stored) the backend refuses (``ValueError``) unless ``tokenizer_fallback="offline"``
+  asks for the offline approximation; ``server`` insists on the endpoint; a named tokenizer, a
+  ``tokenizer.json`` (or ``hf:FOLDER``, ``gguf:PATH``) uses that, with no server (recommended for
+  HTTP runs); ``offline`` never probes. The hosted DeepSeek API has no endpoint and is not probed:
+  it gets the offline approximation with a notice unless a tokenizer is given. The ``tokenizer``
+  column and ``run.json`` name the one used and how it was chosen.
 * A dead server: each retry wave shows in the progress bar (or, without one, as one line on
   stderr per wave): ``retrying 37 calls (wave 2/6)``. A circuit breaker (``circuit_breaker``,
   default 8; 0 turns it off) stops the run with :class:`ServerUnreachable`, naming the base
@@ -40,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -50,6 +76,7 @@ from typing import Callable, Optional, Sequence
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
+from crossprofile_lib.backends.concurrency import NEUTRAL, OVERLOAD, Pool, parse_concurrency
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
     TOP_LOGPROBS,
@@ -62,7 +89,7 @@ from crossprofile_lib.backends.llm import (
     score_text,
 )
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
-from crossprofile_lib.task.tokenizer import default_tokenizer, get_tokenizer, probe_server
+from crossprofile_lib.task.tokenizer import ServerTokenizer, default_tokenizer, get_tokenizer, probe_servers
 
 
 class MalformedResponse(Exception):
@@ -71,6 +98,31 @@ class MalformedResponse(Exception):
 
 class ServerUnreachable(RuntimeError):
     """The circuit breaker: the first attempts all failed to connect (no server answered)."""
+
+
+class ServerRefused(ServerUnreachable):
+    """A wrong key or model: the server answered 401, 403 or 404 (model not found). A subclass of
+    :class:`ServerUnreachable`, so every caller that stops on a dead server stops on it too."""
+
+
+#: the statuses that stop a run early (see the module doc)
+REFUSAL_STATUSES = {401: "unauthorized: a wrong or missing API key", 403: "forbidden: the key may not use this model",
+                    404: "not found: a wrong model name, or no such endpoint on this server"}
+#: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
+PAPER_SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+#: ... and as llama.cpp (``repeat_penalty``) and vLLM (``repetition_penalty``) extra fields
+PAPER_PENALTIES = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
+SAMPLINGS = ("paper", "server")
+TOKENIZER_FALLBACKS = ("error", "offline")
+
+
+#: ``GET /v1/models`` answers seen in this process, per (base URL, key hash)
+_MODELS_SEEN: dict = {}
+
+
+def _basename(x) -> Optional[str]:
+    """The last path part of a model id or path (``/models/Qwen2.5-7B`` -> ``Qwen2.5-7B``)."""
+    return str(x).rstrip("/").rsplit("/", 1)[-1] if x else None
 
 
 def _connect_failure(e: BaseException) -> bool:
@@ -94,6 +146,17 @@ def _retryable(e: BaseException) -> bool:
     if isinstance(e, openai.APIStatusError):
         return e.status_code == 429 or e.status_code == 408 or e.status_code >= 500
     return False
+
+
+def _outcome(e: BaseException) -> str:
+    """How a failed attempt moves its URL's concurrency limit: overload (429, 503, timeouts,
+    dropped connections) or neutral."""
+    import openai
+    if isinstance(e, (openai.APIConnectionError, asyncio.TimeoutError)):
+        return OVERLOAD
+    if isinstance(e, openai.APIStatusError) and e.status_code in (429, 503):
+        return OVERLOAD
+    return NEUTRAL
 
 
 def run_coroutine(coro):
@@ -127,11 +190,12 @@ class OpenAICompatBackend(LLMBackend):
 
     def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
                  base_url: str | Sequence[str] | None = None, api_key: Optional[str] = None,
-                 concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0, retry_wait: float = 1.0,
-                 retry_wait_max: float = 60.0, chat_template: Optional[str] = None, grammar_style: str = "gbnf",
-                 extra_body: Optional[dict] = None, progress: bool = False, max_tokens: int = 512,
-                 reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default",
-                 circuit_breaker: int = 8):
+                 concurrency: "int | str" = "auto", max_retries: int = 6, timeout: float = 120.0,
+                 retry_wait: float = 1.0, retry_wait_max: float = 60.0, chat_template: Optional[str] = None,
+                 grammar_style: str = "gbnf", extra_body: Optional[dict] = None, progress: bool = False,
+                 max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default",
+                 circuit_breaker: int = 8, sampling: str = "paper", tokenizer_fallback: str = "error",
+                 tokenize_timeout: float = 60.0, max_concurrency: int = 128, stop_on_refusal: int = 3):
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         probe = tokenizer in (None, "", "auto", "server")
@@ -148,7 +212,18 @@ class OpenAICompatBackend(LLMBackend):
         self._secrets = [k for k in (self._api_key,) if k != "EMPTY"] + url_secrets(self.base_urls)
         self.shown_urls = ", ".join(redact_url(self.base_urls))
         self.circuit_breaker = int(circuit_breaker)
-        self.concurrency, self.max_retries = max(1, int(concurrency)), int(max_retries)
+        self.concurrency, self.max_retries = parse_concurrency(concurrency), int(max_retries)
+        self.max_concurrency, self.stop_on_refusal = max(1, int(max_concurrency)), int(stop_on_refusal)
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"backend {self.name}: sampling '{sampling}' is not one of {', '.join(SAMPLINGS)}")
+        if tokenizer_fallback not in TOKENIZER_FALLBACKS:
+            raise ValueError(f"backend {self.name}: tokenizer_fallback '{tokenizer_fallback}' is not one of "
+                             f"{', '.join(TOKENIZER_FALLBACKS)}")
+        self.sampling, self.tokenizer_fallback = sampling, tokenizer_fallback
+        self.tokenize_timeout = float(tokenize_timeout)
+        if not self.tokenize_timeout > 0:
+            raise ValueError(f"backend {self.name}: tokenize_timeout {tokenize_timeout} is not a positive number")
+        self._served, self._served_lock, self._pool = None, threading.Lock(), None
         self.timeout, self.retry_wait, self.retry_wait_max = float(timeout), float(retry_wait), float(retry_wait_max)
         self.grammar_style = grammar_style
         if grammar_style not in ("gbnf", "vllm"):
@@ -167,32 +242,177 @@ class OpenAICompatBackend(LLMBackend):
         return f"<{type(self).__name__} {self.name} {self.shown_urls} mode={self.decision_mode}>"
 
     def _server_tokenizer(self, required: bool):
-        """(tokenizer, source) for budgets: the server's own where it has a tokenize endpoint."""
+        """(tokenizer, source) for budgets: the server's own (see the module doc); never another silently."""
         if self.provider == "deepseek" and self.base_urls == [self.default_base_url] and not required:
-            tok, why = None, "the hosted DeepSeek API has no tokenize endpoint"
-        else:
-            tok, why = probe_server(self.base_urls[0], self.model, self._api_key, min(self.timeout, 10.0))
+            off = default_tokenizer()
+            print(f"notice: {self.name}: budgets use the offline approximation {off.name} (the hosted DeepSeek "
+                  f"API has no tokenize endpoint); pass --tokenizer PATH/tokenizer.json for the model's own",
+                  file=sys.stderr)
+            return off, "offline approximation (the hosted DeepSeek API has no tokenize endpoint)"
+        tok, why, state = probe_servers(self.base_urls, self.model, self._api_key, self.tokenize_timeout,
+                                        store=None)
         why = self._scrub(why)
+        if state == "refused":
+            raise ServerRefused(f"backend {self.name}: the server at {self.shown_urls} refused the key for model "
+                                f"'{self.model}' ({why}); check CROSSPROFILE_API_KEY / {self.service}_API_KEY")
+        # counts are kept per served model (a new model under the same name has its own), found again
+        # from the cache's record of it when no server answers
+        served = self.served_model()
+        tag = "@" + json.dumps(served, sort_keys=True, separators=(",", ":")) if served else ""
+        kinds = [f"server:{k}:{self.model}{tag}" for k in ("llama-cpp-python", "vllm", "llama.cpp")]
+        stored = [n for n in self.cache.stored_tokenizers(f":{self.model}{tag}") if n in kinds]
+        store = self.cache.token_store(stored[0]) if stored else None
         if tok is not None:
-            print(f"notice: {self.name}: budgets use the served model's tokenizer ({why})", file=sys.stderr)
+            tok.store = self.cache.token_store(tok.name + tag)
+            tok.store.offset = tok.offset
+            print(f"notice: {self.name}: budgets use the served model's tokenizer ({why}); counts are kept in "
+                  f"the call cache {self.cache.path}", file=sys.stderr)
             return tok, why
+        if state == "unreachable" and store is not None and len(store):
+            kind = stored[0].split(":")[1]
+            tok = ServerTokenizer(self.base_urls, self.model, kind, self._api_key, self.tokenize_timeout, store=store)
+            tok.offset = store.offset or 0
+            print(f"notice: {self.name}: the tokenize endpoint cannot be reached ({why}); budgets use the "
+                  f"{len(store)} token counts {tok.name} gave earlier runs (kept in the call cache {self.cache.path})",
+                  file=sys.stderr)
+            return tok, f"{tok.name} counts stored in the call cache (endpoint unreachable: {why})"
+        advice = ("pass --tokenizer qwen2.5, llama-3.1, PATH/tokenizer.json or gguf:PATH (the model's own "
+                  "tokenizer without a server; recommended for HTTP runs)")
         if required:
-            raise ValueError(f"backend {self.name}: --tokenizer server, but {why} (at {self.shown_urls}); pass "
-                             f"--tokenizer PATH/tokenizer.json (or gguf:PATH) instead")
+            raise ValueError(f"backend {self.name}: --tokenizer server, but {why} (at {self.shown_urls}); {advice}")
+        if self.tokenizer_fallback != "offline":
+            what = ("the servers cannot be reached" if state == "unreachable" else "no server has a tokenize endpoint")
+            err = ServerUnreachable if state == "unreachable" else ValueError
+            raise err(f"backend {self.name}: budgets are priced with the served model's tokenizer, but {what} "
+                      f"({why}) and the call cache {self.cache.path} holds no counts for '{self.model}'; "
+                      f"budgets are never changed silently: rerun when the server is up, {advice}, or pass "
+                      f"--tokenizer-fallback offline to accept the offline approximation")
         off = default_tokenizer()
         print(f"notice: {self.name}: budgets use the offline approximation {off.name}, not the model's own "
-              f"tokenizer ({why}); pass --tokenizer PATH/tokenizer.json or gguf:PATH for exact budgets",
-              file=sys.stderr)
-        return off, f"offline approximation ({why})"
+              f"tokenizer ({why}; --tokenizer-fallback offline)", file=sys.stderr)
+        return off, f"offline approximation (--tokenizer-fallback offline: {why})"
 
-    def identity(self) -> dict:
-        urls = redact_url(self.base_urls)
-        return {"provider": self.provider, "model": self.model,
-                "base_url": urls[0] if len(urls) == 1 else sorted(urls),
-                "chat_template": self.template.sha if self.template else None,
+    def _options_identity(self) -> dict:
+        return {"chat_template": self.template.sha if self.template else None,
                 "grammar_style": self.grammar_style if self.decision_mode != "generate" else None,
                 "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None,
                 "extra_body": self.extra_body or None}
+
+    def identity(self) -> dict:
+        """The cache identity: provider, model, served model, sampling, options; never a base URL."""
+        return {"provider": self.provider, "model": self.model, "served": self.served_model(),
+                "sampling": self.sampling_fields() if self.sampling == "paper" else "server",
+                **self._options_identity()}
+
+    def stored_identity(self) -> dict:
+        urls = redact_url(self.base_urls)
+        return {**self.identity(), "base_url": urls[0] if len(urls) == 1 else sorted(urls)}
+
+    def legacy_identities(self) -> list:
+        """The identities earlier versions keyed on (the base URL list; see the module doc): the
+        current URLs and every one stored for this model. Only under ``sampling="server"``, whose
+        requests are theirs."""
+        if self.sampling != "server":
+            return []
+        urls = redact_url(self.base_urls)
+        cands = [urls[0] if len(urls) == 1 else sorted(urls)] + self.cache.base_urls(self.provider, self.model)
+        out = []
+        for u in cands:
+            ident = {"provider": self.provider, "model": self.model, "base_url": u, **self._options_identity()}
+            if ident not in out:
+                out.append(ident)
+        return out
+
+    def legacy_notice(self, n_missing: int) -> Optional[str]:
+        if self.sampling == "server" or not n_missing or not self.cache.base_urls(self.provider, self.model):
+            return None
+        return (f"notice: {self.name}: the call cache {self.cache.path} holds calls made by earlier versions (keyed "
+                f"by base URL, sampling left to the server); they are not reused with sampling pinned "
+                f"(--sampling paper); pass --sampling server to reuse them")
+
+    def sampling_fields(self) -> dict:
+        """Every request field besides the messages and limits (``sampling="paper"``: the paper's)."""
+        if self.sampling != "paper":
+            return {"temperature": 0.0, **self.extra_body}
+        pen = {} if self.provider == "deepseek" else PAPER_PENALTIES
+        return {"temperature": 0.0, **PAPER_SAMPLING, **pen, **self.extra_body}
+
+    def record(self) -> dict:
+        """What ``run.json`` records of this backend's requests: sampling, served model, concurrency,
+        where the budgets' token counts came from."""
+        out = {"sampling": {"mode": self.sampling, "fields": self.sampling_fields()},
+               "served_model": self._served if isinstance(self._served, dict) else None}
+        if self._pool is not None:
+            out["concurrency"] = self._pool.record(redact_url(self.base_urls))
+        else:
+            out["concurrency"] = {"mode": "auto" if self.concurrency == "auto" else "fixed",
+                                  "concurrency": self.concurrency}
+        src = getattr(self.tokenizer, "sources", None)
+        if src is not None:
+            out["tokenizer_counts"] = dict(src)
+        return out
+
+    def served_model(self) -> Optional[dict]:
+        """The served model as ``GET /v1/models`` reports it (once; see the module doc)."""
+        with self._served_lock:
+            if self._served is None:
+                self._served = self._probe_models() or False
+            return self._served or None
+
+    def _probe_models(self) -> Optional[dict]:
+        import openai
+        seen, unreachable = {}, []
+        for u, shown in zip(self.base_urls, redact_url(self.base_urls)):
+            memo = (u, hashlib.sha256(self._api_key.encode()).hexdigest())
+            if memo in _MODELS_SEEN:  # once per server and key in a process, like the tokenize probe
+                data = _MODELS_SEEN[memo]
+            else:
+                data = None
+            client = openai.OpenAI(base_url=u, api_key=self._api_key, max_retries=0, timeout=self.tokenize_timeout)
+            try:
+                if data is None:
+                    data = list(client.models.list().data)
+                    _MODELS_SEEN[memo] = data
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+                raise ServerRefused(f"backend {self.name}: the server at {shown} answered HTTP {e.status_code} "
+                                    f"({REFUSAL_STATUSES[e.status_code]}) for model '{self.model}'; check "
+                                    f"CROSSPROFILE_API_KEY / {self.service}_API_KEY. Stopped before any call") from None
+            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError):
+                unreachable.append(shown)
+                continue
+            except (openai.APIError, ValueError, TypeError):
+                continue  # no usable /v1/models (a server without it): nothing to add to the identity
+            finally:
+                client.close()
+            ids = [str(getattr(m, "id", "")) for m in data]
+            match = [m for m, i in zip(data, ids) if i == self.model or _basename(i) == self.model]
+            if not match and len(data) > 1:
+                raise ServerRefused(f"backend {self.name}: the server at {shown} does not serve model '{self.model}' "
+                                    f"(HTTP 404 model not found; it serves: {', '.join(ids[:10])}). Stopped before "
+                                    f"any call")
+            if not match and not data:
+                continue
+            m = (match or data)[0]
+            extra = getattr(m, "model_extra", None) or {}
+            served = {"id": _basename(getattr(m, "id", None))}
+            if extra.get("root"):
+                served["root"] = _basename(extra["root"])
+            seen[shown] = served
+        distinct = {json.dumps(v, sort_keys=True) for v in seen.values()}
+        if len(distinct) > 1:
+            raise ValueError(f"backend {self.name}: the base URLs serve different models "
+                             f"({'; '.join(f'{k}: {v}' for k, v in seen.items())}); one run needs one model")
+        if seen:
+            served = next(iter(seen.values()))
+            self.cache.set_served_model(self.provider, self.model, served)
+            return served
+        if unreachable:
+            stored = self.cache.served_model(self.provider, self.model)
+            if stored:
+                print(f"notice: {self.name}: no server answered GET /v1/models ({', '.join(unreachable)}); the "
+                      f"served model recorded in the call cache keys the calls: {stored}", file=sys.stderr)
+            return stored
+        return None
 
     def _scrub(self, text: str) -> str:
         """``text`` without the key, secret URL parts or unredacted URLs."""
@@ -215,12 +435,16 @@ class OpenAICompatBackend(LLMBackend):
             return {"structured_outputs": {"regex": rx}, "guided_regex": rx}
         return {}
 
+    def _body_fields(self) -> dict:
+        """The request fields sent besides model, messages, limits and temperature (:meth:`sampling_fields`)."""
+        return {k: v for k, v in self.sampling_fields().items() if k != "temperature"}
+
     async def _send(self, client, r: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
         if self.decision_mode == "score" and r.choices and r.json_schema is None:
             resp = await client.completions.create(model=self.model, prompt=self.template.render(r.messages),
                                                    max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS,
-                                                   extra_body=self.extra_body or None)
+                                                   extra_body=self._body_fields() or None)
             try:
                 top = resp.choices[0].logprobs.top_logprobs[0]
             except (AttributeError, IndexError, TypeError) as e:
@@ -231,7 +455,7 @@ class OpenAICompatBackend(LLMBackend):
             kw = {"stop": list(r.stop)} if r.stop else {}
             resp = await client.chat.completions.create(
                 model=self.model, messages=[dict(m) for m in r.messages], max_tokens=r.max_tokens,
-                temperature=r.temperature, extra_body={**self.extra_body, **self._constraint(r)} or None, **kw)
+                temperature=r.temperature, extra_body={**self._body_fields(), **self._constraint(r)} or None, **kw)
             try:
                 text = resp.choices[0].message.content
             except (AttributeError, IndexError, TypeError) as e:
@@ -245,7 +469,7 @@ class OpenAICompatBackend(LLMBackend):
                           latency_s=time.perf_counter() - t0, choice_logprobs=lps)
 
     async def _call(self, clients, j: int, r: ChatRequest) -> ChatResult:
-        attempts = 0
+        attempts, k = 0, None
         try:
             async for attempt in AsyncRetrying(
                     stop=stop_after_attempt(self.max_retries + 1), reraise=True,
@@ -255,15 +479,38 @@ class OpenAICompatBackend(LLMBackend):
                     if self._tripped is not None:
                         raise self._tripped
                     attempts += 1
-                    k = (j + attempts - 1) % len(clients)
-                    res = await self._attempt(clients[k], k, r)
+                    k = await self._pool.acquire(j + attempts - 1, avoid=k if attempts > 1 else None)
+                    try:
+                        res = await self._attempt(clients[k], k, r)
+                    except BaseException as e:
+                        await self._pool.release(k, _outcome(e))
+                        raise
+                    await self._pool.release(k, "ok", res.latency_s / (1 + res.completion_tokens))
+            self._refusals = 0
             return dataclasses.replace(res, retries=attempts - 1, meta={"base_url_index": k})
         except ServerUnreachable:
             raise
         except Exception as e:  # recorded, never raised: the run goes on
+            self._refused(e, k)
             return ChatResult(text="", error=self._scrub(f"{type(e).__name__}: {e}")[:500], retries=attempts - 1)
         finally:
             self._retry_done(j)
+
+    def _refused(self, e: BaseException, k: int) -> None:
+        """Count 401/403/404 answers; after ``stop_on_refusal`` in a row, stop the run (:class:`ServerRefused`)."""
+        import openai
+        status = e.status_code if isinstance(e, openai.APIStatusError) else None
+        if status not in REFUSAL_STATUSES or self.stop_on_refusal <= 0:
+            return
+        self._refusals += 1
+        if self._refusals >= self.stop_on_refusal and self._tripped is None:
+            shown = redact_url(self.base_urls)[k if k is not None else 0]
+            self._tripped = ServerRefused(
+                f"backend {self.name}: the server at {shown} answered HTTP {status} ({REFUSAL_STATUSES[status]}) "
+                f"to {self._refusals} calls in a row for model '{self.model}' ({self._scrub(str(e))[:200]}); "
+                f"stopped early (stop_on_refusal={self.stop_on_refusal}); no finished call is lost (they are in "
+                f"the call cache {self.cache.path})")
+            raise self._tripped from None
 
     async def _attempt(self, client, k: int, r: ChatRequest) -> ChatResult:
         """One HTTP attempt; feeds the circuit breaker (see module doc)."""
@@ -318,11 +565,15 @@ class OpenAICompatBackend(LLMBackend):
         it = iter(enumerate(requests))
         self._tripped, self._waves, self._wave_shown, self._last_error = None, {}, 0, ""
         self._connect_failures, self._reached = [0] * len(clients), [False] * len(clients)
+        self._refusals = 0
+        if self._pool is None:  # one per backend: a later batch starts from the limits found so far
+            self._pool = Pool(len(clients), self.concurrency, self.max_concurrency)
+        self._pool.new_loop()
 
         async def worker():
             for j, r in it:
                 on_done(j, await self._call(clients, j, r))
-        tasks = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(requests)))]
+        tasks = [asyncio.create_task(worker()) for _ in range(min(self._pool.workers, len(requests)))]
         try:
             done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for t in pending:  # the breaker tripped (or a bug): stop the others at once

@@ -16,6 +16,7 @@ and checked for real by ``scripts/gpu_smoke.sh``.
   ``grammar`` mode and JSON-schema requests use vLLM structured outputs
   (``StructuredOutputsParams``, or ``GuidedDecodingParams`` on older vLLM).
 * The engine's tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
+* Generations send the paper's greedy settings explicitly (:data:`SAMPLING`; recorded in ``run.json``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from crossprofile_lib.backends.llm import (
     score_text,
 )
 from crossprofile_lib.task.tokenizer import get_tokenizer
+
+#: the paper's greedy settings, sent explicitly with every generation (so no model default applies)
+SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0}
 
 
 class EngineTokenizer:
@@ -83,6 +87,10 @@ class VLLMBackend(LLMBackend):
         self.tokenizer_source = ("the engine's own (Hugging Face)" if tokenizer in (None, "", "model")
                                  else f"given: {self.tokenizer.name}")
 
+    def record(self) -> dict:
+        """What ``run.json`` records of the generation settings (sent with every generation)."""
+        return {"sampling": {"mode": "paper", "fields": {"temperature": 0.0, **SAMPLING}}}
+
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "base_url": None,
                 "max_model_len": self.engine_config["max_model_len"], "dtype": self.engine_config["dtype"],
@@ -109,7 +117,7 @@ class VLLMBackend(LLMBackend):
         elif self.decision_mode == "grammar" and r.choices:
             extra = self._structured(regex=decision_regex(r.choices, self.reason_chars))
         return SP(max_tokens=r.max_tokens, temperature=r.temperature, stop=list(r.stop) if r.stop else None,
-                  seed=0, **extra)
+                  seed=0, **SAMPLING, **extra)
 
     def _complete(self, requests: Sequence[ChatRequest], on_done: Callable[[int, ChatResult], None]) -> None:
         t0 = time.perf_counter()

@@ -63,7 +63,7 @@ class BookRuns:
         p = self.params
         return self._once(f"ledger-sp{social_proof:g}-n{n_agents}", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, p.budgets, social_proof=social_proof, n_agents=n_agents,
-            variants=p.variants))
+            variants=p.variants, tokenizer=p.tokenizer))
 
     def social_proof(self) -> Run:
         return self.reference(social_proof=self.params.social_proof)
@@ -74,7 +74,7 @@ class BookRuns:
         p = self.params
         return self._once(f"sweep-{s:g}", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, [self.primary_budget], social_proof=s,
-            policies=SWEEP_POLICIES, name=f"ledger-sp{s:g}-all", variants=p.variants))
+            policies=SWEEP_POLICIES, name=f"ledger-sp{s:g}-all", variants=p.variants, tokenizer=p.tokenizer))
 
     def fit_check(self) -> Run:
         """A stochastic reference decider (softmax, known parameters) whose decisions the
@@ -82,7 +82,8 @@ class BookRuns:
         p = self.params
         return self._once("fit-check", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, p.budgets, social_proof=p.social_proof,
-            policies=FIT_POLICIES, inverse_temperature=p.stochastic_beta, variants=p.variants))
+            policies=FIT_POLICIES, inverse_temperature=p.stochastic_beta, variants=p.variants,
+            tokenizer=p.tokenizer))
 
     def model(self) -> Optional[Run]:
         """The language-model sample (None without a model backend or when it cannot run here)."""

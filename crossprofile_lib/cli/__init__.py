@@ -11,7 +11,7 @@ import argparse
 import sys
 
 #: Command modules (``crossprofile_lib.cli.<name>``), each with ``register(sub)``.
-COMMANDS = ("validate", "run", "composition", "hiddenbench", "stats", "cache", "fit_paper", "book")
+COMMANDS = ("validate", "run", "composition", "hiddenbench", "stats", "cache", "fit_paper", "book", "tokenizers")
 
 
 def build_parser() -> argparse.ArgumentParser:

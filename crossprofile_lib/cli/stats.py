@@ -49,11 +49,15 @@ def _cmd_stats(args) -> int:
         return 2
     if cache.write_error:
         print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
+    from crossprofile_lib.stats.relevance_fallback import fallback_lines, relevance_fallback
+    fb = relevance_fallback(rows)
     if args.json:
-        print(json.dumps(to_jsonable({"run": str(args.dir), "models": res}), indent=1))
+        print(json.dumps(to_jsonable({"run": str(args.dir), "models": res, "relevance_fallback": fb}), indent=1))
     else:
         for r in res:
             print_report(r, str(prereg.settings["primary_budget"]))
+        for line in fallback_lines(fb):
+            print(line)
     return 0
 
 

@@ -192,7 +192,9 @@ def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript,
                    n_kept=mem.n_kept, kept_hidden=comp.kept_hidden, kept_shared=comp.kept_shared,
                    n_hidden=comp.n_hidden, hidden_retention=comp.hidden_retention,
                    profile_complete=comp.profile_complete, option_order=",".join(order),
-                   memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16], memory_text=mem.text)
+                   memory_sha=hashlib.sha256(mem.text.encode()).hexdigest()[:16], memory_text=mem.text,
+                   error="; ".join(e for e in ((m.relevance.error if m.relevance is not None else ""),
+                                               (mem.meta or {}).get("error", "")) if e))
         yield DecisionRequest(view, mem, order, m.key), row
 
 
@@ -203,13 +205,32 @@ def decide(backend, requests: list) -> Optional[list]:
     return backend.decide(requests)
 
 
-def decision_columns(task: HiddenBenchTask, req: DecisionRequest, d) -> dict:
-    """The decision columns of a row; ``d`` None = not decided (ledger)."""
+def decision_columns(task: HiddenBenchTask, req: DecisionRequest, d, error: str = "") -> dict:
+    """The decision columns of a row; ``d`` None = not decided (ledger). ``error``: a failed call
+    before the decision (the memory's relevance filter or summary, the session's discussion).
+
+    **A failed call is not a decision**: a row whose decision call (or ``error``) failed keeps the
+    message in ``error``, ``decided`` True (a model was asked), ``correct`` missing and
+    ``invalid`` False, exactly as ``crossprofile run`` records it; every table refuses such rows
+    (:func:`crossprofile_lib.stats.analysis_set.check_failed_calls`)."""
     if d is None:
         return dict(decided=False, decision="", decision_letter="", decision_answer="", correct=None,
-                    invalid=False, decision_raw="")
+                    invalid=False, decision_raw="", error=error)
+    error = "; ".join(e for e in (error, (d.meta or {}).get("error", "")) if e)
     correct_id = option_id(task.correct_index)
     answer = req.task.template.option(d.option).name if d.option else ""
     return dict(decided=True, decision=d.option or "", decision_letter=d.letter or "", decision_answer=answer,
-                correct=bool(d.option == correct_id and not d.invalid), invalid=bool(d.invalid),
-                decision_raw=(d.raw or "")[:2000])
+                correct=None if error else bool(d.option == correct_id and not d.invalid),
+                invalid=bool(d.invalid) and not error, decision_raw=(d.raw or "")[:2000], error=error)
+
+
+def record_errors(rec: dict) -> int:
+    """Failed rows of a session record (``artefacts/*.jsonl``). Records written before the ``error``
+    column say it differently: a decided row with no letter and not ``invalid`` (a failed decision
+    call), or a failed call in the session's call log."""
+    if "errors" in rec:
+        return int(rec["errors"])
+    rows = [r for t in (rec.get("rows") or {}).values() for r in t]
+    n = sum(1 for r in rows if r.get("decided") and not r.get("decision_letter") and not r.get("invalid"))
+    calls = (rec.get("artefacts") or {}).get("calls") or []
+    return n + sum(1 for c in calls if c.get("error"))

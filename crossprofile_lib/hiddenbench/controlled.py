@@ -74,13 +74,15 @@ def run_controlled_chunk(units: Sequence[tuple[HiddenBenchTask, int]], plan: Pol
         for req, row in pairs:
             d = next(it) if it is not None else None
             text = row.pop("memory_text")
+            dc = decision_columns(task, req, d, row.pop("error"))
             memories.append(dict(policy=row["policy"], budget=row["budget_label"], text=text,
                                  tokens=row["memory_tokens"], kept=[c.fact_id for c in req.memory.kept],
-                                 decision=(d.letter if d else None), raw=(d.raw if d else None)))
+                                 decision=(d.letter if d else None), raw=(d.raw if d else None), error=dc["error"]))
             rows.append(dict(base_columns, protocol="controlled", task_id=task.id, task_name=task.name,
                              n_agents=task.n_agents, n_options=task.n_options, n_shared=len(task.shared),
-                             seed=seed, ablation="scripted", **row, **decision_columns(task, req, d)))
+                             seed=seed, ablation="scripted", **row, **dc))
         yield dict(protocol="controlled", task_id=task.id, seed=seed, ablation="scripted",
+                   errors=sum(1 for r in rows if r["error"]),
                    artefacts=dict(speaker_order=list(tr.speaker_order),
                                   transcript=[dict(speaker=u.speaker, text=u.text, fact_id=u.fact_id)
                                               for u in tr.utterances],

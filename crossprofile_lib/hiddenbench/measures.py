@@ -6,7 +6,10 @@ order wins (deterministic, no extra randomness); the tie is flagged. With no val
 the group answer is invalid (counted wrong). ``strict_majority`` says whether the winner had
 more than half of all agents' votes.
 
-Tables (inputs are the run folder's parquet tables; see :mod:`run`):
+Tables (inputs are the run folder's parquet tables; see :mod:`run`). **Failed calls are not
+results**: every table refuses a table with error rows (column ``error`` set;
+:class:`~crossprofile_lib.stats.analysis_set.FailedCallsError`, naming the table and the count)
+unless ``allow_errors``, which drops them, as ``crossprofile stats`` does:
 
 * :func:`natural_summary` -- per ablation: agents' initial and final vote accuracy, group vote
   accuracy, disclosure rate, invalid votes, and each policy's decision accuracy (REF, ALL, ...);
@@ -29,6 +32,7 @@ import pandas as pd
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
 from crossprofile_lib.paper_figures import paper_item
+from crossprofile_lib.stats.analysis_set import check_failed_calls
 from crossprofile_lib.stats.headroom import Headroom, task_headroom  # noqa: F401  (Headroom: re-exported)
 
 #: Which items of data/paper_figures.yaml (the one source of paper numbers) each protocol's
@@ -65,13 +69,16 @@ def _pct(x) -> float:
 
 
 def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.DataFrame,
-                    budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
+                    budget: str = PRIMARY_BUDGET, allow_errors: bool = False) -> pd.DataFrame:
     """One row per ablation; accuracies and rates in percent.
 
     Columns: ``initial_vote``, ``final_vote`` (agents' accuracy; invalid votes count wrong),
     ``group_vote``, ``disclosure``, ``invalid_votes`` (count), ``sessions``, then one column
     per policy (decision accuracy at ``budget``, unbudgeted policies at their only level).
     """
+    sessions, _ = check_failed_calls(sessions, allow_errors, "the HiddenBench natural sessions table")
+    votes, _ = check_failed_calls(votes, allow_errors, "the HiddenBench natural votes table")
+    decisions, _ = check_failed_calls(decisions, allow_errors, "the HiddenBench natural decisions table")
     out = {}
     for abl, s in sessions.groupby("ablation", sort=False):
         v = votes[votes.ablation == abl]
@@ -89,8 +96,9 @@ def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.D
     return pd.DataFrame.from_dict(out, orient="index").loc[order]
 
 
-def controlled_summary(decisions: pd.DataFrame, budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
+def controlled_summary(decisions: pd.DataFrame, budget: str = PRIMARY_BUDGET, allow_errors: bool = False) -> pd.DataFrame:
     """One row per policy: accuracy (%; NaN when nothing was decided) and mean composition."""
+    decisions, _ = check_failed_calls(decisions, allow_errors, "the HiddenBench controlled table")
     d = decisions[decisions.budget_label.isin([budget, "none"])]
     rows = {}
     for pol, g in d.groupby("policy", sort=False):
@@ -103,9 +111,13 @@ def controlled_summary(decisions: pd.DataFrame, budget: str = PRIMARY_BUDGET) ->
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-#: HiddenBench's headroom check: ALL - EMPTY with tasks resampled (the one :class:`Headroom` type of
-#: :mod:`crossprofile_lib.stats.headroom`)
-headroom = task_headroom
+def headroom(decisions: pd.DataFrame, rng, n_resamples: int = 10_000, level: float = 0.95,
+             allow_errors: bool = False) -> Optional[Headroom]:
+    """HiddenBench's headroom check: ALL - EMPTY with tasks resampled (the one :class:`Headroom` type,
+    :func:`crossprofile_lib.stats.headroom.task_headroom`); a table with failed calls is refused
+    (``allow_errors`` drops them)."""
+    decisions, _ = check_failed_calls(decisions, allow_errors, "the HiddenBench decisions table")
+    return task_headroom(decisions, rng, n_resamples, level)
 
 
 def paper_table(protocol: str) -> pd.DataFrame:

@@ -397,16 +397,20 @@ def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
             vote_rows.append(dict(common, agent=a, speaking_position=pos, phase=phase, vote_letter=v.letter or "",
                                   vote=s.answers[s.letters.index(v.letter)] if v.letter else "",
                                   correct=v.letter == correct, invalid=v.invalid, retried=v.retried))
+    failed = [c["error"] for c in s.calls if c["error"]]
+    # a session with a failed call is failed in every row: its votes and discussion are incomplete
+    session_error = (f"{len(failed)} of {len(s.calls)} calls of the session failed: {failed[0]}" if failed else "")
     gv = group_vote([(a, s.option_of(s.votes[(a, "final")].letter)) for a in s.speaking_order], task.n_agents)
     disc = disclosure(task.hidden, s.agents, [(m.speaker, m.text) for m in s.messages])
     rows, memories = [], []
     for req, row in pairs:
         d = next(it) if it is not None else None
         text = row.pop("memory_text")
+        dc = decision_columns(task, req, d, "; ".join(e for e in (session_error, row.pop("error")) if e))
         memories.append(dict(policy=row["policy"], budget=row["budget_label"], text=text,
                              tokens=row["memory_tokens"], decision=(d.letter if d else None),
-                             invalid=(d.invalid if d else None), raw=(d.raw if d else None)))
-        rows.append(dict(common, **row, **decision_columns(task, req, d)))
+                             invalid=(d.invalid if d else None), raw=(d.raw if d else None), error=dc["error"]))
+        rows.append(dict(common, **row, **dc))
     ex = s.extraction
     session_row = dict(
         common, group_vote=(s.view.template.option(gv.option).name if gv.option else ""),
@@ -424,7 +428,13 @@ def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
         extraction_fallbacks=sum(r["fallback"] for r in ex),
         merges_confirmed=sum(1 for *_, y in mg.confirmed_pairs if y),
         chat_calls=len(s.calls), chat_cached=sum(c["cached"] for c in s.calls),
-        chat_errors=sum(1 for c in s.calls if c["error"]))
+        chat_errors=sum(1 for c in s.calls if c["error"]), error=session_error)
+    for r in vote_rows:
+        r["error"] = session_error
+    if session_error:  # not results: what they would have scored is missing, not wrong
+        for r in vote_rows:
+            r["correct"] = None
+        session_row.update(group_correct=None, initial_accuracy=float("nan"), final_accuracy=float("nan"))
     claims = []
     for c in mg.claim_list.claims:
         hid = [f"H{i + 1}" for i, ok in enumerate(facts_restated(task.hidden, [c.text])) if ok]
@@ -444,5 +454,6 @@ def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
                         first_message=list(disc.first_message)),
         group=dict(option=gv.option, tie=gv.tie, strict_majority=gv.strict_majority),
         memories=memories, calls=s.calls)
-    return dict(protocol="natural", task_id=task.id, seed=s.seed, ablation=s.ablation.name, artefacts=art,
-                rows=dict(votes=vote_rows, sessions=[session_row], decisions=rows))
+    errors = sum(1 for t in (vote_rows, [session_row], rows) for r in t if r["error"])
+    return dict(protocol="natural", task_id=task.id, seed=s.seed, ablation=s.ablation.name, errors=errors,
+                artefacts=art, rows=dict(votes=vote_rows, sessions=[session_row], decisions=rows))

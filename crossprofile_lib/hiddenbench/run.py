@@ -21,6 +21,13 @@ configuration that produced it; a rerun with the same configuration skips the se
 already on file (and the backend's call cache answers any repeated call), so an interrupted
 run resumes where it stopped. The tables are rebuilt at the end by streaming the ``.jsonl``
 (rows only), keeping the last record of each session.
+
+**Failed calls.** A model call that still failed after its retries makes an error row, exactly
+as in ``crossprofile run``: column ``error`` set (a natural session with a failed call is failed
+in every row: votes, session and decisions), ``correct`` missing. Such a session is never resumed
+as finished: the rerun runs it again (its finished calls come from the cache) and its new record
+replaces the old one. ``hiddenbench_run.json`` counts them (``errors``, ``failed_sessions``, and
+per protocol per table) and the command exits 1; every table refuses them (:mod:`measures`).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import pandas as pd
 
 from crossprofile_lib.backends import backend_for
 from crossprofile_lib.hiddenbench.ablations import parse_ablations, prompt_files
-from crossprofile_lib.hiddenbench.common import PolicyPlan
+from crossprofile_lib.hiddenbench.common import PolicyPlan, record_errors
 from crossprofile_lib.hiddenbench.config import PROTOCOLS, HBConfig  # noqa: F401  (re-exported)
 from crossprofile_lib.hiddenbench.controlled import run_controlled_chunk
 from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
@@ -46,6 +53,7 @@ from crossprofile_lib.prompts import prompt_dir
 from crossprofile_lib.run.header import run_header, stamp
 from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_text_atomic
 from crossprofile_lib.safety.redact import redact_options
+from crossprofile_lib.stats.analysis_set import failed_mask
 
 TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},
           "natural": {"decisions": "hiddenbench_natural_decisions.parquet",
@@ -105,6 +113,14 @@ def _chunks(seq: list, n: int):
         yield seq[i:i + n]
 
 
+def _last_records(out: Path, protocol: str, sha: str) -> list[dict]:
+    """The last record of each session (rows and error count only)."""
+    last: dict[str, dict] = {}
+    for rec in iter_artefacts(out, protocol, sha):
+        last[_session_key(rec)] = dict(rows=rec["rows"], errors=record_errors(rec))
+    return [last[k] for k in sorted(last)]
+
+
 def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
     last: dict[str, dict] = {}
     for rec in iter_artefacts(out, protocol, sha):
@@ -113,6 +129,10 @@ def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
     for name, fname in TABLES[protocol].items():
         rows = [r for k in sorted(last) for r in last[k].get(name, [])]
         df = pd.DataFrame(rows)
+        if "error" in df:  # records written before the error column: none is set there
+            df["error"] = df["error"].fillna("").astype(str)
+        elif len(df):
+            df["error"] = ""
         if protocol == "controlled" and "correct" in df:
             df["correct"] = df["correct"].astype("boolean")
         frames[name] = df
@@ -149,7 +169,9 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
     for protocol in cfg.protocols:
         plan = PolicyPlan.for_backend(cfg.policies, backend, protocol)
         sha = _config_sha(cfg, protocol, backend, data, prompts)
-        done = {_session_key(r) for r in iter_artefacts(out, protocol, sha)} if cfg.resume else set()
+        # a session with a failed call is never resumed as finished: it runs again (its calls come from the cache)
+        done = ({_session_key(r) for r in iter_artefacts(out, protocol, sha) if not record_errors(r)}
+                if cfg.resume else set())
         n_new = n_skip = 0
         path = out / "artefacts" / f"{protocol}.jsonl"
         if not cfg.resume and path.exists():
@@ -175,16 +197,24 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
         frames = _collect(out, protocol, sha)
         info = dict(config_sha=sha, sessions_run=n_new, sessions_resumed=n_skip,
                     policies=[s.name for s in plan.specs], skipped_policies=plan.skipped,
-                    rows={k: len(v) for k, v in frames.items()})
+                    rows={k: len(v) for k, v in frames.items()},
+                    errors={k: int(failed_mask(v).sum()) for k, v in frames.items()},
+                    failed_sessions=sum(1 for r in _last_records(out, protocol, sha) if record_errors(r)))
         d = frames["decisions"]
-        h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d else None
+        failed = bool(len(d)) and bool(failed_mask(d).any())
+        h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d and not failed else None
         info["headroom"] = h.as_dict() if h else None
+        if failed:
+            info["headroom_note"] = "not computed: the decisions table holds failed model calls"
         if protocol == "natural" and len(frames["votes"]):
             v, s = frames["votes"], frames["sessions"]
             info.update(invalid_votes=int(v.invalid.sum()), vote_retries=int(v.retried.sum()),
                         extraction_fallbacks=int(s.extraction_fallbacks.sum()),
                         chat_errors=int(s.chat_errors.sum()))
         header["protocols"][protocol] = info
+    header.update(errors=sum(sum(i["errors"].values()) for i in header["protocols"].values()),
+                  failed_sessions=sum(i["failed_sessions"] for i in header["protocols"].values()))
+    header.update(backend.record() if hasattr(backend, "record") else {})  # after the calls: the limits reached
     stamp(header, t0)
     write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
     return header

@@ -41,6 +41,8 @@ def run_header(cfg, backend) -> dict:
         "tokenizer_source": backend.tokenizer_source,
         "package_version": __version__,
         "git_commit": git_commit(Path(__file__).resolve().parent),
+        # model backends: the request fields sent (sampling), the served model, the concurrency reached
+        **(backend.record() if hasattr(backend, "record") else {}),
     }
 
 

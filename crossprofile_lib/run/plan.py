@@ -17,6 +17,14 @@ calls that fail and are retried by the transport.
 The budgets are priced with the offline tokenizer unless ``tokenizer`` names another one; a
 model's own tokenizer moves a budget by a token here and there, which can merge or split a few
 decision prompts, but not the relevance or B3 counts.
+
+``crossprofile run --dry-run`` prints :func:`describe` of a plan: the decision calls per policy
+(``per_policy``: each distinct decision prompt counted under the first policy that asks it), the
+relevance-filter, stance and B3 calls, the total, and an estimate from :func:`measured_rate` -- the
+calls per second of the latest burst of calls stored in the call cache for the same provider and
+model (their ``created`` times; a pause of more than :data:`BURST_GAP_S` seconds ends a burst) -- or
+a rate given with ``--rate``. :data:`PRESETS` names whole designs for ``--preset`` (``paper``:
+:data:`PAPER_DESIGN`).
 """
 
 from __future__ import annotations
@@ -72,6 +80,15 @@ class CountingBackend(LLMBackend):
             on_done(j, self._reply(r))
 
 
+#: ``crossprofile run --preset NAME``: the grid options of a design (options given beside it override them)
+PRESETS = {"paper": {k: list(getattr(PAPER_DESIGN, k)) for k in ("templates", "seeds", "variants", "policies",
+                                                                  "budgets")}}
+#: seconds without a stored call that end a burst (:func:`measured_rate`)
+BURST_GAP_S = 120.0
+#: fewest calls a burst needs to give a rate
+MIN_BURST = 20
+
+
 def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str = "generate",
               tokenizer: Optional[str] = None) -> dict:
     """The calls a fresh run of ``cfg`` sends to one model (see the module doc): ``calls`` by
@@ -84,11 +101,66 @@ def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str 
     df = run_grid(replace(cfg, backend="plan/count"), backend=backend, templates=templates)
     calls = dict(sorted(backend.sent.items()))
     calls["total"] = sum(backend.sent.values())
+    first = df.drop_duplicates("prompt_sha")  # a distinct decision prompt is sent once: counted where first asked
+    per_policy = {p: int((first["policy"] == p).sum()) for p in dict.fromkeys(df["policy"])}
     return {"calls": calls, "decisions": len(df), "templates": len(templates), "variants": len(cfg.variants),
             "seeds": len(cfg.seeds), "budgets": list(cfg.budgets), "policies": list(cfg.policies),
             "decision_mode": decision_mode, "tokenizer": backend.tokenizer.name,
-            "deduplicated_decisions": int(backend.stats["deduplicated"]),
+            "deduplicated_decisions": int(backend.stats["deduplicated"]), "per_policy": per_policy,
             "distinct_decision_prompts": int(df["prompt_sha"].nunique()),
             "not_counted": "format-reminder retries of unparsable generate answers (at most one per decision "
                            "call) and transport retries of failed calls",
             "counted_in_s": round(time.perf_counter() - t0, 2)}
+
+
+def measured_rate(cache, provider: str, model: str) -> Optional[tuple[float, str]]:
+    """``(calls per second, what it was measured on)`` from the latest burst of stored calls of
+    ``provider``/``model`` in ``cache`` (a :class:`~crossprofile_lib.backends.cache.CallCache`); None
+    without such a burst."""
+    times = cache.calls_timeline(provider, model)
+    if len(times) < MIN_BURST:
+        return None
+    end = start = len(times) - 1
+    while start > 0 and times[start] - times[start - 1] <= BURST_GAP_S:
+        start -= 1
+    n, span = end - start, times[end] - times[start]
+    if n + 1 < MIN_BURST or span <= 0:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(times[end]))
+    return n / span, f"measured on {n + 1} calls of {provider}/{model} stored in {cache.path}, ending {when} UTC"
+
+
+def _hms(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    m = round(seconds / 60)
+    return f"{m} min" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def describe(plan: dict, backend: str, grid: str, model_calls: bool = True,
+             rate: Optional[tuple[float, str]] = None) -> list[str]:
+    """The dry run's lines for a :func:`call_plan` result (see the module doc)."""
+    lines = [f"dry run: {backend} ({plan['decision_mode']} mode); {grid}; "
+             f"{plan['templates'] * plan['variants'] * plan['seeds']:,} task units, {plan['decisions']:,} decisions"]
+    per, calls = plan["per_policy"], plan["calls"]
+    width = max([len(p) for p in per] + [len("relevance filter")])
+    if not model_calls:
+        lines.append(f"total: {plan['decisions']:,} decisions; the reference decider makes no model calls")
+        return lines
+    lines.append(f"  {'policy':<{width}}  decision calls")
+    for p, n in per.items():
+        lines.append(f"  {p:<{width}}  {n:>10,}")
+    for label, key in (("relevance filter", "relevance"), ("BAL stances", "stance"), ("B3 summaries", "b3")):
+        if calls.get(key):
+            lines.append(f"  {label:<{width}}  {calls[key]:>10,}")
+    retries = (f" (+ at most {calls.get('decision', 0):,} format-reminder retries in generate mode)"
+               if plan["decision_mode"] == "generate" else "")
+    lines.append(f"total: {calls['total']:,} model calls{retries}; a fresh cache (calls already cached are not "
+                 f"sent); budgets priced with {plan['tokenizer']}")
+    if rate is None:
+        lines.append("estimate: no measured rate (no burst of calls of this model in the call cache); pass --rate "
+                     "CALLS_PER_S, or run a small grid first")
+    else:
+        r, src = rate
+        lines.append(f"estimate: {calls['total']:,} calls at {r:.2f} calls/s = {_hms(calls['total'] / r)} (rate: {src})")
+    return lines

@@ -27,6 +27,7 @@ from crossprofile_lib.run.results import write_results
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import Headroom, headroom
+from crossprofile_lib.stats.relevance_fallback import fallback_lines, relevance_fallback
 from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
 from crossprofile_lib.task.templates import load_templates
@@ -139,6 +140,11 @@ def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
     print(f"{backend.name} [{backend.decision_mode}]: {st.get('calls', 0)} model calls, "
           f"{st.get('cached', 0)} cache hits, {int(df['invalid'].sum())} invalid answers, "
           f"{header['errors']} errors")
+    fb = relevance_fallback(df)
+    if fb:
+        header["relevance_fallback"] = fb
+        for line in fallback_lines(fb):
+            print(line)
     h = headroom_check(df)
     header["headroom"] = h.as_dict()
     header["status"] = h.status

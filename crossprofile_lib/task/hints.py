@@ -134,3 +134,105 @@ def describe(h: Hint) -> str:
     if h.disguised:
         s += " spelled with look-alike or invisible characters"
     return s + " gives the answer away"
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparisons over the option set and text addressed to the decision model (SPEC section 2,
+# rule 5, revised): "the lowest purchase price of the three freezers" or "the lowest bid received"
+# rank the options without naming them; "choose option B" or "ignore the other facts" speak to
+# the decision model. Both give the answer away as a hint word does. Matching runs on the folded
+# text (look-alike letters read as ASCII), lower-cased.
+
+#: Words ending in -est that are not superlatives.
+NOT_SUPERLATIVE = frozenset("""arrest attest behest bequest chest contest crest digest detest earnest everest
+ forest guest harvest honest infest inquest interest invest manifest midwest modest molest nest northwest pest
+ priest protest quest request rest southwest suggest tempest test unrest vest west zest conquest divest""".split())
+_NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+#: Nouns for the members of a decision's option set (a fact about "the only bidder to ..." ranks it).
+SET_NOUNS = ("options", "candidates", "bidders", "bids", "offers", "tenders", "tenderers", "quotes", "quotations",
+             "proposals", "applicants", "finalists", "contenders", "shortlisted", "rivals", "competitors",
+             "alternatives", "entries", "submissions")
+_SET_NOUN = "(?:" + "|".join(n.rstrip("s") + "s?" if n.endswith("s") else n for n in SET_NOUNS) + ")"
+_WORD_RE = re.compile(r"[a-z]+")
+
+
+def _set_marker(n_options: int) -> re.Pattern:
+    """What after a superlative says it ranks the option set (``of the three``, ``received``, ...)."""
+    n = f"(?:{_NUMBER_WORDS.get(n_options, str(n_options))}|{n_options})"
+    return re.compile(
+        rf"\bof (?:the |all |these |those )?{n}\b|\bof (?:them )?all\b|\bof (?:both|either|any|every)\b|\bamong\b"
+        rf"|\b(?:received|submitted|tendered|shortlisted)\b|\bon the shortlist\b|\bin the (?:tender|running|field)\b"
+        rf"|\bof (?:any|every|all|the) (?:other )?(?:\w+ )?{_SET_NOUN}\b" + _EVALUATION)
+
+
+_OTHERS = (rf"(?:the others?|the rest|its (?:rivals?|competitors?)"
+           rf"|(?:any |all |the )?(?:other|rival|competing) (?:\w+ )?{_SET_NOUN})")
+_AGAINST_THE_OTHERS = re.compile(
+    rf"\bthan (?:any|all|every|either|both|each|{_OTHERS}|the (?:two|three|four|five) others?)\b"
+    rf"|\bunlike (?:the|its|both|either|all|any) (?:others?|rivals?|competitors?|(?:other|two|three) \w+)"
+    rf"|\bthe other (?:two|three|four|five)\b|\b(?:neither|either|both|none) of the others\b"
+    rf"|\bahead of (?:all|every|both|{_OTHERS})\b"
+    rf"|\bout(?:ranked|scored|bid|performed|priced|did) (?:all|every|both|each|{_OTHERS})\b"
+    rf"|\bthe only (?:one|{_SET_NOUN})\b")
+#: Rankings: like superlatives, a hint only when what follows says they rank the option set
+#: ("ranked first in the council's scoring"; not "came last in a magazine's reader poll").
+_RANKING = (r"\b(?:ranked|ranks|rated|came|placed|finished|scored|comes|stands)"
+            r" (?:first|second|third|last|top|bottom|highest|lowest)\b|\b(?:first|second|third|last|top) place\b"
+            r"|\b(?:top|highest|lowest|first|best)[- ]ranked\b|\bnumber one\b|\brunner[- ]up\b")
+_EVALUATION = (r"|\bin the (?:\w+'s )?(?:scoring|evaluation|assessment|comparison|tender|procurement|selection|"
+               r"shortlist|ranking|ratings?|scores?)\b")
+
+_SUPERLATIVE = re.compile(r"\b(?:(most|least|fewest)\b|([a-z]{2,}est)\b)|(?P<rank>" + _RANKING + ")")
+
+
+#: Text that speaks to the decision model or tells it what to answer.
+_ADDRESS = re.compile(
+    r"\byou(?:r|rs|rself)?\b|\b(?:language|ai|decision) model\b|\bllm\b|\bassistant\b|\bdecision\s*:"
+    r"|\b(?:ignore|disregard) (?:the|all|any|every|previous|prior|above|earlier|other|these)\b"
+    r"|\binstructions?\b|\bsystem prompt\b|\bthe (?:right |correct )?answer\b"
+    r"|\b(?:answer|choose|pick|select|vote|respond|reply|output|go)(?: with| for)?(?: option| letter)? [a-d]\b(?!['\w])"
+    r"|\boption [a-d] (?:is|wins)\b")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    phrase: str   # the words that compare (folded, lower case)
+    kind: str     # "superlative/ranking over the option set", "comparison with the other options" or "address"
+
+
+def find_comparison(text: str, n_options: int = 3) -> Optional[Comparison]:
+    """A superlative or ranking over the option set, or a comparison with the other options,
+    named or not; None for comparisons with anything else ("lower than last year's price",
+    "the busiest junction in town")."""
+    low = fold(text).lower()
+    m = _AGAINST_THE_OTHERS.search(low)
+    if m:
+        return Comparison(m.group(0), "comparison with the other options")
+    marker = _set_marker(n_options)
+    for s in _SUPERLATIVE.finditer(low):
+        word = s.group(1) or s.group(2)
+        if s.group(2) and word in NOT_SUPERLATIVE:
+            continue
+        kind = "ranking over the option set" if s.group("rank") else "superlative over the option set"
+        window = low[s.end():]
+        words = list(_WORD_RE.finditer(window))
+        end = words[min(len(words), 8) - 1].end() if words else 0
+        clause = re.split(r"[,;:.!?()]", window[:end], maxsplit=1)[0]
+        mk = marker.search(clause)
+        if mk:
+            return Comparison(low[s.start():s.end() + mk.end()], kind)
+    return None
+
+
+def find_address(text: str) -> Optional[Comparison]:
+    """Words that address the decision model or tell it what to answer ("you", "choose option B",
+    "ignore the other facts", "Decision: A"), or None."""
+    m = _ADDRESS.search(fold(text).lower())
+    return Comparison(m.group(0), "address") if m else None
+
+
+def describe_comparison(c: Comparison) -> str:
+    if c.kind == "address":
+        return f"'{c.phrase}' addresses the decision model or tells it what to answer"
+    return (f"'{c.phrase}' is a {c.kind}: a fact must not rank or compare the options, named or not "
+            f"(it gives the answer away)")

@@ -12,8 +12,10 @@ Rules (numbered as in SPEC section 2):
 4. role counts and polarities exactly as specified; distinct fact texts; neutral ids;
    relevant facts name a stated criterion, irrelevant facts none;
 5. hint check: no hint words (any inflection, any look-alike spelling: :mod:`.hints`) in the
-   title, description, domain, criterion and option names or facts; each fact names the
-   option it is about and no other option.
+   title, description, domain, criterion and option names or facts, and no text that addresses
+   the decision model or tells it what to answer; no fact ranks the option set or compares an
+   option with the others, named or not ("the lowest bid received", "of the three"); each fact
+   names the option it is about and no other option.
 
 Reading a file safely (size, encoding, control characters, strict YAML) is
 :mod:`.template_files`; :func:`.template_check.validate_paths` checks many files and gives
@@ -61,8 +63,9 @@ N_FACTS = sum(ROLE_STRUCTURE.values())  # 12
 FACT_ID_RE = re.compile(r"^F\d{2}$")
 
 #: Fact lengths (the caller's tokenizer, text only) outside this range draw a warning: the
-#: paper's R1 composition in PSP at r = .6 (5 / 0 / 4) needs facts of roughly 15-30 tokens.
-FACT_TOKENS_WARN = (15, 30)
+#: paper's R1 composition in PSP at r = .6 (5 / 0 / 4) under the paper models' own tokenizers needs
+#: short facts, roughly 12-24 tokens (the exact check is the design check, task/design_check.py).
+FACT_TOKENS_WARN = (12, 30)
 
 
 class TemplateWarning(UserWarning):
@@ -270,6 +273,9 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
         h = hints.find_hint(text)
         if h:
             raise TemplateError(path, fld, R5, hints.describe(h))
+        c = hints.find_address(text) or (hints.find_comparison(text, n_options) if fld.startswith("facts[") else None)
+        if c:
+            raise TemplateError(path, fld, R5, hints.describe_comparison(c))
     for i, f in enumerate(t.facts):
         named = [o.id for o in t.options if any(_mentions(f.text, n) for n in o.names())]
         if f.about not in named:

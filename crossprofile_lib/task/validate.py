@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from crossprofile_lib.safety.inputs import TemplateError, template_paths
+from crossprofile_lib.task.design_check import check_classic_cell
 from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template
 
 
@@ -36,8 +37,13 @@ class Verdict:
         return "FAIL " + " ".join(str(self.error).split())
 
 
-def validate_paths(paths, n_options: int = 3, tokenizer=None) -> list[Verdict]:
+def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list[Verdict]:
     """Check every template file under ``paths``; one :class:`Verdict` per file, in order.
+
+    ``design``: tokenizers for the design check (:mod:`.design_check`, rule
+    ``design check (classic cell ...)``): a template whose classic cell does not hold under one of
+    them fails, naming the tokenizer and the line. Applied to 3-option templates only (the paper's
+    design); empty: not checked.
 
     A file that breaks a rule never stops the others. A template id used by an earlier
     valid file fails the later file (rule ``unique template id``). An error the validator
@@ -55,6 +61,8 @@ def validate_paths(paths, n_options: int = 3, tokenizer=None) -> list[Verdict]:
             if t.id in seen:
                 raise TemplateError(p, "id", UNIQUE_ID, f"template id '{t.id}' also used by {seen[t.id]}")
             seen[t.id] = p
+            if design and n_options == 3:
+                check_classic_cell(t, design, str(p))
             v.template, v.warnings = t, [str(w.message) for w in caught]
         except TemplateError as e:
             v.error = e

@@ -1,0 +1,88 @@
+"""The model-backend options ``crossprofile run`` and ``crossprofile hiddenbench run`` share.
+
+Each flag sets the backend option of the same name (recorded in ``run.json`` /
+``hiddenbench_run.json`` like ``--backend-option``), and only when given, so a backend's own
+default applies otherwise. ``--request-field KEY=VALUE`` (repeatable) adds a field to every
+request (``extra_body``; the value is JSON when it parses as JSON, e.g. ``'{"enable_thinking": false}'``,
+else typed as ``--backend-option`` values are).
+"""
+
+from __future__ import annotations
+
+import json
+
+from crossprofile_lib.cli import args as A
+
+#: flags passed to model backends (only when given), by backend option name
+MODEL_OPTIONS = ("decision_mode", "base_url", "concurrency", "cache", "max_retries", "timeout", "chat_template",
+                 "max_tokens", "sampling", "tokenizer_fallback", "tokenize_timeout")
+
+
+def concurrency(s: str):
+    """argparse type of ``--concurrency``: ``auto`` or a positive integer."""
+    if s.strip().lower() == "auto":
+        return "auto"
+    return A.positive_int(s)
+
+
+def request_field(s: str) -> tuple[str, object]:
+    """argparse type of ``--request-field KEY=VALUE``: ``(key, value)``; the value is JSON when it
+    parses (objects, lists, numbers, true/false/null), else a typed ``--backend-option`` value."""
+    k, eq, v = s.partition("=")
+    k = k.strip()
+    if not eq or not k:
+        raise A.ArgError(f"'{s}' is not KEY=VALUE")
+    if k in ("model", "messages", "prompt", "stream"):
+        raise A.ArgError(f"'{k}' is set by the suite itself and cannot be a request field")
+    try:
+        val = json.loads(v)
+    except ValueError:
+        val = A.option_value(v)
+    return k, val
+
+
+def add_model_options(r) -> None:
+    g = r.add_argument_group("model backends (llamacpp/..., openai/..., deepseek/..., vllm/...)")
+    g.add_argument("--decision-mode", dest="decision_mode", choices=("generate", "grammar", "score"),
+                   help="generate (the paper's), grammar (constrained to end in 'Decision: X') or score "
+                        "(log-probabilities of the option letters); default: the backend's")
+    g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
+                   "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
+    g.add_argument("--concurrency", type=concurrency, help="requests in flight to OpenAI-compatible servers: auto "
+                   "(default: found per base URL from latency, 429s and timeouts) or a fixed number over all URLs")
+    g.add_argument("--cache", help="call-cache folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache "
+                   "if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
+    g.add_argument("--max-retries", dest="max_retries", type=A.nonnegative_int, help="retries on 429/5xx/timeouts (default 6)")
+    g.add_argument("--timeout", type=A.positive_float, help="seconds per request (default 120)")
+    g.add_argument("--chat-template", dest="chat_template",
+                   help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
+    g.add_argument("--max-tokens", dest="max_tokens", type=A.positive_int, help="generation limit per decision (default 512)")
+    g.add_argument("--sampling", choices=("paper", "server"),
+                   help="paper (default: temperature 0, top_p 1, no repetition/frequency/presence penalty, sent "
+                        "with every request) or server (temperature only: the server's defaults, as earlier versions; "
+                        "reuses their cache entries)")
+    g.add_argument("--request-field", dest="request_field", action="append", metavar="KEY=VALUE", type=request_field,
+                   help="an extra field for every request (JSON or typed value), e.g. top_k=1; recorded in run.json")
+    g.add_argument("--tokenizer-fallback", dest="tokenizer_fallback", choices=("error", "offline"),
+                   help="when the server's tokenize endpoint cannot be had and no counts are stored: error (default) "
+                        "or offline (price budgets with the offline approximation, recorded)")
+    g.add_argument("--tokenize-timeout", dest="tokenize_timeout", type=A.positive_float,
+                   help="seconds per tokenize and /v1/models request (default 60)")
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="progress bars (default: when stderr is a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def collect(args, opts: dict) -> dict:
+    """Add the given model flags to ``opts`` (backend options); returns ``{option: flag}`` for
+    :func:`crossprofile_lib.cli.args.refuse_unknown_backend_options`."""
+    flags = {}
+    for name in MODEL_OPTIONS:
+        v = getattr(args, name, None)
+        if v is not None:
+            opts[name] = v
+            flags[name] = "--" + name.replace("_", "-")
+    if getattr(args, "request_field", None):
+        opts["extra_body"] = {**(opts.get("extra_body") or {}), **dict(args.request_field)}
+        flags["extra_body"] = "--request-field"
+    return flags

