@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import socket
 import subprocess
 import sys
@@ -33,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from crossprofile_lib.backends import get_backend  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from record import Recorder  # noqa: E402
+
 from crossprofile_lib.backends.base import ChatRequest  # noqa: E402
 
 
@@ -98,7 +100,7 @@ def main(argv=None) -> None:
     ap.add_argument("--concurrency", default="8,32,256,auto")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/concurrency.json"))
     a = ap.parse_args(argv)
-    load0 = os.getloadavg()
+    rec = Recorder(command="python benchmarks/bench_concurrency.py " + " ".join(argv if argv is not None else sys.argv[1:]))
     cases = []
     for cap in [int(x) for x in a.capacities.split(",")]:
         for c in a.concurrency.split(","):
@@ -106,19 +108,8 @@ def main(argv=None) -> None:
             r = one_case(cap, a.latency, c, a.calls, a.timeout)
             print(json.dumps(r), flush=True)
             cases.append(r)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = ""
-    out = dict(created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_commit=commit,
-               command="python benchmarks/bench_concurrency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               machine=dict(cpus=os.cpu_count(), python=platform.python_version(), platform=platform.platform(),
-                            load_average_at_start=[round(x, 2) for x in load0],
-                            load_average_at_end=[round(x, 2) for x in os.getloadavg()]),
-               settings=dict(latency_s=a.latency, calls=a.calls, client_timeout_s=a.timeout, max_retries=3),
-               cases=cases)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
+    rec.write(a.out, dict(settings=dict(latency_s=a.latency, calls=a.calls, client_timeout_s=a.timeout,
+                                         max_retries=3), cases=cases))
     print(f"-> {a.out}")
 
 

@@ -7,8 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -83,10 +81,3 @@ def test_the_scan_catches_an_invented_figure():
     figs = list(readme_figures("the grid took 7.77 s, 12 calls/s and 3 min"))
     assert [(f, u) for _, f, u, _ in figs] == [("7.77", "s"), ("12", "calls/s"), ("3", "min")]
 
-
-@pytest.mark.parametrize("name", sorted({m for m in re.findall(r"benchmarks/results/([\w.-]+\.json)",
-                                                                 (ROOT / "README.md").read_text(encoding="utf-8"))}))
-def test_each_results_file_the_readme_names_records_commit_and_command(name):
-    d = json.loads((RESULTS / name).read_text(encoding="utf-8"))
-    rec = d.get("record", d)
-    assert (rec.get("commit") or rec.get("git_commit")) and rec.get("command"), f"{name}: no commit or command recorded"
