@@ -116,12 +116,23 @@ def test_hint_check_in_every_free_text(hospital):
 
 
 def test_templates_module_imports_no_tokenizer():
-    # layering rule (issue 12): templates import nothing of the pipeline
-    code = ("import sys, crossprofile_lib.task.templates, crossprofile_lib.task.validate; "
+    # layering rule (issue 12): the template schema imports nothing of the pipeline (stats/ loads it)
+    code = ("import sys, crossprofile_lib.task.templates; "
             "bad = [m for m in sys.modules if m.startswith('crossprofile_lib.') and m not in "
             "('crossprofile_lib.design', 'crossprofile_lib.paths', 'crossprofile_lib.safety', "
             "'crossprofile_lib.safety.inputs', 'crossprofile_lib.task', 'crossprofile_lib.task.templates', "
-            "'crossprofile_lib.task.validate', 'crossprofile_lib.task.hints')]; print(bad); assert not bad")
+            "'crossprofile_lib.task.hints')]; print(bad); assert not bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_validator_imports_the_task_wing_and_nothing_above_it():
+    # the validator prices the classic cell (the design check, issue 21), so it loads the task wing's
+    # tokenizer and budgets; never policies, backends, the run, stats or the book
+    code = ("import sys, crossprofile_lib.task.validate; "
+            "bad = [m for m in sys.modules if m.startswith(('crossprofile_lib.policies', 'crossprofile_lib.backends', "
+            "'crossprofile_lib.run', 'crossprofile_lib.stats', 'crossprofile_lib.book', 'crossprofile_lib.hiddenbench'))]; "
+            "print(bad); assert not bad; assert 'crossprofile_lib.task.design_check' in sys.modules")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
 
