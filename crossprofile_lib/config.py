@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from fractions import Fraction
 from types import UnionType
 from typing import Annotated, Any, Callable, Iterable, Optional, Union, get_args, get_origin
 
@@ -93,11 +94,13 @@ class Budget(str):
         return str(self)
 
     def tokens(self, t_all: int) -> int:
-        """The budget in tokens for a template whose facts cost ``t_all``; a ratio that prices to 0 tokens
-        is refused (``ValueError``: a budget is at least 1 token, the rule of ``--budgets``)."""
+        """The budget in tokens for a template whose facts cost ``t_all``: ``floor(r * t_all)`` of the
+        decimal ratio as written (exact: ``0.7 * 90`` is 63 tokens, not the binary float's 62.99...); a
+        ratio that prices to 0 tokens is refused (``ValueError``: a budget is at least 1 token, the rule
+        of ``--budgets``)."""
         if self.ratio is None:
             return self.fixed_tokens
-        n = math.floor(self.ratio * t_all)
+        n = math.floor(Fraction(repr(self.ratio)) * t_all)
         if n < 1 <= t_all:
             raise ValueError(f"budget {self}: prices to 0 tokens for a task of T_all = {t_all} tokens "
                              f"(rule: a budget is at least 1 token; use a ratio of at least {1 / t_all:.3g})")
