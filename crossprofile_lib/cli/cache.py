@@ -1,7 +1,9 @@
 """``crossprofile cache check|vacuum|export``: look after a call-cache file.
 
 * ``check PATH`` -- a full check (file, SQLite header and length, ``PRAGMA integrity_check``,
-  schema, every row decodes); exit 0 when healthy, 1 with the problem named when not;
+  schema, every row decodes); exit 0 when healthy, 1 with the problem named when not; when there is
+  no cache yet (PATH does not exist, or is a folder without ``calls.sqlite``: no model call has been
+  cached there, e.g. after runs of the reference decider only) it says so and exits 0;
 * ``vacuum PATH`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
 * ``export PATH OUT.jsonl`` -- every readable entry as one JSON line (also from a damaged file:
   what SQLite can still read is saved, the rest counted).
@@ -15,7 +17,29 @@ from __future__ import annotations
 import sys
 
 
+def no_cache_yet(path) -> str:
+    """The message for ``cache check PATH`` when there is no cache there yet ('' when there is a file to
+    check): PATH does not exist, or is a folder without ``calls.sqlite``. Not an error: a cache is made by
+    the first model call (runs of the reference decider make none); nothing is to be moved or repaired."""
+    from pathlib import Path
+
+    from crossprofile_lib.backends.cache import FILE_NAME
+    from crossprofile_lib.paths import cache_dir
+    p = Path(path).expanduser()
+    if p.is_symlink() or (p.exists() and not (p.is_dir() and not (p / FILE_NAME).exists())):
+        return ""   # a file (or a link, even a dangling one) is checked
+    where = f"{p} does not exist" if not p.exists() else f"{p} holds no {FILE_NAME}"
+    return (f"no call cache yet: {where}. Nothing to check: the cache is created by the first model call "
+            f"(runs of the reference decider, backend ledger, make none). Runs started here use {cache_dir()} "
+            f"($CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache folder; "
+            f"--cache overrides).")
+
+
 def _cmd_check(args) -> int:
+    msg = no_cache_yet(args.path)
+    if msg:   # a documented non-error: exit 0
+        print(msg)
+        return 0
     from crossprofile_lib.backends.cache import CacheError, check_cache
     try:
         rep = check_cache(args.path)
@@ -68,7 +92,8 @@ def register(sub) -> None:
     c = sub.add_parser("cache", help="check, vacuum or export a call-cache file")
     csub = c.add_subparsers(dest="cache_cmd", required=True)
     from crossprofile_lib.cli.args import path_name
-    k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem")
+    k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem (exit 0 when there is "
+                                      "no cache yet)")
     k.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
     k.set_defaults(func=_cmd_check, parser=k)
     v = csub.add_parser("vacuum", help="checkpoint and compact a healthy cache")
