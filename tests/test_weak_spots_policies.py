@@ -228,3 +228,35 @@ def test_the_128_token_control_ignores_t_all_and_ratios_follow_each_template(dev
         assert (d.memory_tokens <= d.budget_tokens).all()
     # the fixture tells floor from round: some template's 0.6 * T_all has a fractional part >= .5
     assert any((Fraction(6, 10) * x) % 1 >= Fraction(1, 2) for x in df.t_all)
+
+
+# --- run/relevance_filter.py: the noisy filter's rates and the realised precision / recall ----------
+
+def test_noisy_filter_draws_hand_replayed():
+    """8 relevant claims of 12 (4 others). Recall 0.5, precision 0.8: each relevant claim is kept when its
+    uniform draw is below 0.5; each other claim is let in with q = 8 * 0.5 * 0.2 / (0.8 * 4) = 0.25."""
+    from crossprofile_lib.run.relevance_filter import noisy_filter
+    truth = frozenset(range(8))
+    got = noisy_filter(truth, 12, 0.8, 0.5, np.random.default_rng(42))
+    r = np.random.default_rng(42)
+    keep, let_in = r.random(8) < 0.5, r.random(4) < 0.25
+    assert got == frozenset([i for i in range(8) if keep[i]] + [8 + j for j in range(4) if let_in[j]])
+
+
+def test_a_filter_that_lets_everything_in_is_plain_r1_with_precision_two_thirds(dev_templates):
+    """Recall 1 and precision 2/3 on 8 relevant claims of 12: q = 8 * 1 * (1/3) / ((2/3) * 4) = 1, every claim
+    is judged relevant, so R1-rel keeps what R1 keeps, and the realised precision is 8/12, recall 8/8."""
+    from crossprofile_lib.run.pipeline import task_units
+    from crossprofile_lib.run.relevance_filter import tiering_compositions
+    from crossprofile_lib.task.evidence import composition
+    tok = default_tokenizer()
+    ts = dev_templates[:3]
+    df = tiering_compositions(ts, tok, 2 / 3, 1.0, variants=("PSP", "SPS"), seeds=(0,), draws=2)
+    assert len(df) == 3 * 2 * 2
+    assert df.realised_precision.tolist() == pytest.approx([2 / 3] * 12)
+    assert (df.realised_recall == 1.0).all()
+    for u in task_units(ts, ("PSP", "SPS"), (0,), 4, tok):
+        r1 = composition(u.task, select_memory("R1", u.claims, Budget("0.6").tokens(u.t_all), tok, None))
+        rows = df[(df.template_id == u.task.template.id) & (df.variant == u.task.variant.name)]
+        assert (rows.kept_support == r1.kept_support).all() and (rows.kept_decoy == r1.kept_decoy).all()
+        assert (rows.kept_irrelevant == r1.kept_irrelevant).all()
