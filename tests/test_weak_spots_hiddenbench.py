@@ -128,6 +128,7 @@ def test_round_two_shows_the_latest_message_of_every_other_member(tasks):
     ([("A3", "O2"), ("A1", "O1"), ("A2", "O1"), ("A4", "O2")], 4, "O2", True, False),
     # the earliest speaker's own option is not tied: the earliest speaker *of a tied option* decides
     ([("A1", "O3"), ("A2", "O1"), ("A3", "O2"), ("A4", "O1"), ("A5", "O2")], 5, "O1", True, False),
+    ([("A1", "O3"), ("A2", "O2"), ("A3", "O1"), ("A4", "O2"), ("A5", "O1")], 5, "O2", True, False),  # not by name
     # a three-way tie
     ([("A2", "O3"), ("A1", "O1"), ("A3", "O2")], 3, "O3", True, False),
     # an invalid first vote is left out: A2 is the earliest valid speaker
