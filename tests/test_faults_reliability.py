@@ -43,7 +43,10 @@ def _grid(seeds="0"):
 
 ONE = _grid()
 KEY = "plainTestCanary7781q"
-FAST = ["--backend-option", "retry_wait=0.02", "--backend-option", "retry_wait_max=0.1", "--max-retries", "3"]
+#: ``--tokenizer offline``: the fake server has no tokenize endpoint, and an HTTP run never silently
+#: prices budgets with another tokenizer (issue 28); these tests are about faults, not pricing
+FAST = ["--backend-option", "retry_wait=0.02", "--backend-option", "retry_wait_max=0.1", "--max-retries", "3",
+        "--tokenizer", "offline"]
 
 
 def _env(tmp_path, **extra):
@@ -322,7 +325,7 @@ def test_the_lock_of_a_killed_run_and_every_file_hold_no_key(tmp_path):
     url = f"http://user:{KEY}@127.0.0.1:{port}/v1"
     cmd = [sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", "openai/fake", "--base-url", url,
            "--backend-option", f"api_key={KEY}", "--no-progress", "--out", str(out), "--templates", "templates/dev",
-           "--seeds", "0", "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP"]
+           "--seeds", "0", "--budgets", "0.6", "--policies", "R1,ALL", "--variants", "PSP", "--tokenizer", "offline"]
     try:
         p = subprocess.Popen(cmd, cwd=ROOT, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.time()

@@ -258,3 +258,33 @@ def test_option_numbers_are_strict(value, kw, ok):
     else:
         with pytest.raises(ValueError, match="backend x: option opt="):
             option_number("backend x", "opt", value, **kw)
+
+
+# --- the real-model options (issue 28) under the same strict rule (issue 23) --------------------------------------
+
+@pytest.mark.parametrize("opt, value, ok", [
+    ("concurrency", "auto", True), ("concurrency", " AUTO ", True), ("concurrency", 4, True), ("concurrency", 4.0, True),
+    ("concurrency", "4", False), ("concurrency", "fast", False), ("concurrency", 0, False), ("concurrency", True, False),
+    ("concurrency", 2000, False), ("concurrency", 2.5, False),
+    ("max_concurrency", 64, True), ("max_concurrency", 0, False), ("max_concurrency", 1.5, False),
+    ("max_concurrency", "8", False), ("max_concurrency", 5000, False),
+    ("stop_on_refusal", 0, True), ("stop_on_refusal", 3, True), ("stop_on_refusal", -1, False),
+    ("stop_on_refusal", True, False), ("stop_on_refusal", 1.5, False),
+    ("tokenize_timeout", 0.5, True), ("tokenize_timeout", 0, False), ("tokenize_timeout", float("nan"), False),
+    ("tokenize_timeout", float("inf"), False), ("tokenize_timeout", "60", False),
+    ("sampling", "server", True), ("sampling", "greedy", False),
+    ("tokenizer_fallback", "offline", True), ("tokenizer_fallback", "maybe", False),
+])
+def test_real_model_options_are_strict(opt, value, ok, tmp_path):
+    """concurrency is 'auto' (the AIMD rule) or a strict integer 1..1024; the other real-model options
+    follow the one strict rule too, each refused naming the option; nothing is sent (offline tokenizer,
+    a port nobody listens on)."""
+    from crossprofile_lib.backends.openai_compat import OpenAICompatBackend
+    kw = dict(base_url="http://127.0.0.1:9/v1", tokenizer="offline", api_key="k", cache=tmp_path / "cache")
+    if ok:
+        b = OpenAICompatBackend("m", **kw, **{opt: value})
+        if opt == "concurrency":
+            assert b.concurrency == ("auto" if isinstance(value, str) else int(value))
+    else:
+        with pytest.raises(ValueError, match=rf"{opt}\W"):
+            OpenAICompatBackend("m", **kw, **{opt: value})

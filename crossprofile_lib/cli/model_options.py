@@ -51,8 +51,8 @@ def add_model_options(r) -> None:
     g.add_argument("--concurrency", type=concurrency, help="requests in flight to OpenAI-compatible servers: auto "
                    "(default: found per base URL from latency, 429s and timeouts) or a fixed number over all URLs "
                    "(at most 1024)")
-    g.add_argument("--cache", type=A.path_name, help="call-cache folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache "
-                   "if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
+    g.add_argument("--cache", type=A.path_name, help="call-cache folder (default: $CROSSPROFILE_CACHE, else "
+                   "./.crossprofile_cache if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
     g.add_argument("--max-retries", dest="max_retries", type=A.int_between(0, 100),
                    help="retries on 429/5xx/timeouts (default 6; at most 100)")
     g.add_argument("--timeout", type=A.seconds, help="seconds per request (default 120; at most 86400)")
