@@ -204,9 +204,16 @@ def test_the_budget_is_the_floor_of_the_exact_decimal_product():
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 999), st.integers(1, 5000))
 def test_ratio_budget_property_floor_of_the_exact_product(milli, t):
+    # floor of the exact decimal product (issue 25), and a ratio that prices to 0 tokens is refused
+    # naming the rule (issue 23): the union of both rules
     r = Fraction(milli, 1000)
     b = Budget(f"{float(r):g}")
-    assert b.tokens(t) == math.floor(Fraction(b.label) * t)
+    exact = math.floor(Fraction(b.label) * t)
+    if exact == 0:
+        with pytest.raises(ValueError, match="prices to 0 tokens"):
+            b.tokens(t)
+    else:
+        assert b.tokens(t) == exact
 
 
 def test_the_128_token_control_ignores_t_all_and_ratios_follow_each_template(dev_templates):

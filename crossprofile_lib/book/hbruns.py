@@ -27,6 +27,7 @@ from crossprofile_lib.book.runs import (
 from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.hiddenbench.run import HEADER
 from crossprofile_lib.safety.outputs import locked_dir
+from crossprofile_lib.stats.analysis_set import check_failed_calls
 
 
 # --------------------------------------------------------------------------- HiddenBench
@@ -126,7 +127,6 @@ def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run
     None when nothing was decided (the reference decider makes no HiddenBench decisions)."""
     if hb is None:
         return None
-    from crossprofile_lib.stats.analysis_set import check_failed_calls
     d, _ = check_failed_calls(hb.decisions(protocol), False, f"{hb.path}: the HiddenBench {protocol} decisions")
     if d.empty or "decided" not in d or not d["decided"].any():
         return None
@@ -143,7 +143,6 @@ def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
     if hb is None or "natural" not in hb.tables:
         return None
     decided = hb_as_run(hb, "natural")
-    from crossprofile_lib.stats.analysis_set import check_failed_calls
     s, _ = check_failed_calls(hb.tables["natural"].get("sessions", pd.DataFrame()), False,
                               f"{hb.path}: the HiddenBench natural sessions")
     parts = [decided.df] if decided is not None else []

