@@ -8,7 +8,7 @@ BASE_EXTRAS := test,book,http,lint
 CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 
-.PHONY: install install-llm test book book-engine lab lint bench bench-runner clean
+.PHONY: install install-llm test book book-engine lab lint bench bench-runner mutation clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -86,6 +86,12 @@ bench: install
 
 bench-runner: install install-llm
 	$(BIN)/python benchmarks/bench_runner.py
+
+# The mutation trial (issue 25; on demand, never part of `make test`): ~50 deliberate bugs from
+# benchmarks/mutation/mutations.yaml, one at a time in a copy of the project, each against the tests
+# named for it; report in benchmarks/results/mutation.{json,md}. MUTATION_ARGS: e.g. --only ID,ID.
+mutation: install install-llm
+	nice -n 10 $(BIN)/python benchmarks/mutation/run.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf _build book/_build runs

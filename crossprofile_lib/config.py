@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from fractions import Fraction
 from types import UnionType
 from typing import Annotated, Any, Callable, Iterable, Optional, Union, get_args, get_origin
 
@@ -54,7 +55,9 @@ def rule(name: str, message: str) -> PydanticCustomError:
 
 # --- budgets ----------------------------------------------------------------------------------
 
-_FIXED = re.compile(r"^(?:(\d+)t|t(\d+))$")
+_FIXED = re.compile(r"^(?:([0-9]+)t|t([0-9]+))$")   # ASCII digits (int() would read other scripts' digits too)
+#: The largest fixed token budget (far above any template's T_all of a few hundred tokens).
+MAX_FIXED_TOKENS = 1_000_000
 
 
 class Budget(str):
@@ -91,8 +94,17 @@ class Budget(str):
         return str(self)
 
     def tokens(self, t_all: int) -> int:
-        """The budget in tokens for a template whose facts cost ``t_all``."""
-        return self.fixed_tokens if self.ratio is None else math.floor(self.ratio * t_all)
+        """The budget in tokens for a template whose facts cost ``t_all``: ``floor(r * t_all)`` of the
+        decimal ratio as written (exact: ``0.7 * 90`` is 63 tokens, not the binary float's 62.99...); a
+        ratio that prices to 0 tokens is refused (``ValueError``: a budget is at least 1 token, the rule
+        of ``--budgets``)."""
+        if self.ratio is None:
+            return self.fixed_tokens
+        n = math.floor(Fraction(repr(self.ratio)) * t_all)
+        if n < 1 <= t_all:
+            raise ValueError(f"budget {self}: prices to 0 tokens for a task of T_all = {t_all} tokens "
+                             f"(rule: a budget is at least 1 token; use a ratio of at least {1 / t_all:.3g})")
+        return n
 
     def __repr__(self) -> str:
         return f"Budget({str(self)!r})"
@@ -109,11 +121,15 @@ def _parse_budget(value) -> tuple[Optional[float], Optional[int]]:
     if isinstance(value, bool):
         raise ValueError(f"budget {value!r} is neither a ratio in (0, 1] (e.g. 0.6) nor a token count (e.g. 128t)")
     s = str(value).strip()
+    if not s.isascii():
+        raise ValueError(f"budget '{s}': write the number with ASCII digits")
     m = _FIXED.match(s)
     if m:
         n = int(m.group(1) or m.group(2))
         if n < 1:
             raise ValueError(f"budget '{s}': a fixed token budget must be at least 1 token")
+        if n > MAX_FIXED_TOKENS:
+            raise ValueError(f"budget '{s}': a fixed token budget is at most {MAX_FIXED_TOKENS} tokens")
         return None, n
     if s.startswith("-") and s.rstrip("t") != s:
         raise ValueError(f"budget '{s}': a fixed token budget must be at least 1 token")

@@ -30,6 +30,10 @@ VARIANT_NAMES = tuple("".join(v) for v in product("PS", repeat=3))
 #: The textbook hidden profile (support private, decoy shared, irrelevant private) and its full swap.
 CLASSIC, MIRROR = "PSP", "SPS"
 CELLS = {CLASSIC: "classic", MIRROR: "mirror"}
+#: The 12 decision domains of the formal templates (SPEC section 2); a template's ``domain`` is one of them.
+DOMAINS = ("ambulance dispatch provider", "bridge contractor", "bus route", "clinical trial site", "community grant",
+           "emergency shelter location", "hospital equipment procurement", "IT vendor", "library renovation bid",
+           "school meal supplier", "software library", "warehouse site")
 #: Agents per discussion in the formal design.
 N_AGENTS = 4
 #: Option letters of the decision prompt (options rotated by seed, then lettered).

@@ -18,6 +18,11 @@ Faults (per distinct request body, counted by attempts):
   ``root`` to the listed model;
 * ``capacity=K`` -- at most K requests are worked on at once (each for ``latency_s``), the others
   wait in a queue, as a busy model server does; ``queue_limit=Q`` answers 429 beyond Q waiting.
+* ``empty_first=N`` -- the first N attempts of every request get 200 with empty content (``" "``);
+* ``reset_first=N`` -- the first N attempts of every request are read, then the connection is
+  closed without an answer (a reset after the server accepted it);
+* ``retry_after=S`` -- the ``fail_first`` answers carry ``Retry-After: S``;
+* ``attempt_log=FILE`` -- one line per completion attempt: the request body's SHA-256 and the time.
 
 Tokenize endpoint (``tokenize=KIND``, off by default: then those paths get 404): ``vllm``
 (``POST /tokenize`` with ``prompt``), ``llama.cpp`` (``POST /tokenize`` with ``content``) or
@@ -39,6 +44,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import Counter
 
 _FAKE_TOKEN = re.compile(r"[A-Za-z]+|\d|[^\sA-Za-z\d]")
@@ -63,7 +69,11 @@ class FakeTokenizer:
 class FakeServer:
     def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
                  malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None,
-                 served_model=None, root=None, capacity=0, queue_limit=0):
+                 served_model=None, root=None, capacity=0, queue_limit=0,
+                 empty_first=0, reset_first=0, retry_after=None, attempt_log=None):
+        self.empty_first, self.reset_first, self.retry_after = empty_first, reset_first, retry_after
+        self.attempt_log = open(attempt_log, "a", buffering=1) if attempt_log else None
+        self.times: list = []  # (request sha, monotonic time) of every completion attempt
         if tokenize is not None and tokenize not in TOKENIZE_KINDS:
             raise ValueError(f"tokenize={tokenize!r}: use one of {', '.join(TOKENIZE_KINDS)}")
         self.tokenize, self.tokenized = tokenize, 0
@@ -119,12 +129,18 @@ class FakeServer:
         key = hashlib.sha256(raw).hexdigest()
         self.attempts[key] += 1
         n = self.attempts[key]
+        self.times.append((key, time.monotonic()))
+        if self.attempt_log:
+            self.attempt_log.write(f"{key} {time.time():.3f}\n")
+        if n <= self.reset_first:
+            return 0, b"", -2.0  # close the connection without an answer
         if self.received <= self.burst_500:
             return 500, b'{"error": {"message": "burst"}}', 0.0
         if n <= self.fail_first:
             return self.fail_status, b'{"error": {"message": "try again"}}', 0.0
         if n <= self.malformed_first:
             return 200, b'{"id": "x", "choices": [ this is not json', -1.0
+        empty = n <= self.empty_first
         delay = self.delay_s if n <= self.delay_first else self.latency_s
         body = json.loads(raw or b"{}")
         if self.bodies is not None:
@@ -135,7 +151,7 @@ class FakeServer:
                    "code": 404}
             return 404, json.dumps(msg).encode(), 0.0
         if path.endswith("/chat/completions"):
-            text = self._answer_chat(body)
+            text = " " if empty else self._answer_chat(body)
             out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                 "finish_reason": "stop"}],
@@ -201,13 +217,18 @@ class FakeServer:
                         headers[k.strip().lower()] = v.strip()
                 raw = await reader.readexactly(int(headers.get("content-length", 0) or 0))
                 status, body, delay = self.respond(path.split("?")[0], headers, raw)
+                if delay == -2.0:  # reset: drop the connection unanswered
+                    writer.transport.abort()
+                    return
                 if self.capacity and status == 200 and delay >= 0 and path.endswith("/completions"):
                     status, body = await self._work(delay, status, body)
                 elif delay > 0:
                     await asyncio.sleep(delay)
                 reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
                           500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
-                writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+                extra = (f"retry-after: {self.retry_after}\r\n" if self.retry_after is not None and status in (429, 503)
+                         else "")
+                writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{extra}"
                              f"content-length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
                 if (status == 200 and delay >= 0 and method == "POST" and not path.endswith("/models")
@@ -268,10 +289,15 @@ def main(argv=None) -> None:
     p.add_argument("--served-model", default=None)
     p.add_argument("--capacity", type=int, default=0)
     p.add_argument("--queue-limit", type=int, default=0)
+    p.add_argument("--empty-first", type=int, default=0)
+    p.add_argument("--reset-first", type=int, default=0)
+    p.add_argument("--retry-after", default=None)
+    p.add_argument("--attempt-log", default=None)
     a = p.parse_args(argv)
     fake = FakeServer(a.fail_first, a.fail_status, a.burst_500, a.delay_first, a.delay_s, a.malformed_first,
                       a.latency_s, a.api_key, a.log, tokenize=a.tokenize, served_model=a.served_model,
-                      capacity=a.capacity, queue_limit=a.queue_limit)
+                      capacity=a.capacity, queue_limit=a.queue_limit, empty_first=a.empty_first,
+                      reset_first=a.reset_first, retry_after=a.retry_after, attempt_log=a.attempt_log)
 
     async def serve():
         srv = await asyncio.start_server(fake.handle, "127.0.0.1", a.port)

@@ -117,6 +117,43 @@ CASES = [
     ("hb-natural-on-ledger", HB_RUN + ["--protocol", "natural"], "argument --protocol",
      "needs a model backend with chat"),
     ("hb-data-missing", HB_RUN + ["--hiddenbench", "no-such.json"], "argument --hiddenbench", "does not exist"),
+    # issue 23: strict values, options given twice, names the file system cannot hold, broken option files
+    ("backend-ledger-with-a-model", RUN + ["--backend", "ledger/x"], "argument --backend", "takes no model name"),
+    ("seeds-given-twice", RUN + ["--seeds", "1"], "argument --seeds", "given twice (--seeds 0 and --seeds 1)"),
+    ("budgets-given-twice", RUN + ["--budgets", "0.4"], "argument --budgets", "given twice"),
+    ("out-given-twice", RUN + ["--out", "{tmp}/other"], "argument --out", "given twice"),
+    ("templates-given-twice", RUN + ["--templates", ONE_TEMPLATE], "argument --templates", "given twice"),
+    ("seeds-arabic-indic-digit", ["run", "--out", "{out}", "--seeds", "\u0661"], "argument --seeds", "not an integer"),
+    ("budgets-price-to-zero-tokens", ["run", "--out", "{out}", "--templates", ONE_TEMPLATE, "--seeds", "0",
+                                      "--budgets", "1e-9"], "budget 1e-09", "prices to 0 tokens"),
+    ("budgets-fixed-huge", RUN[:-2] + ["--budgets", "99999999999999999999t"], "argument --budgets", "at most"),
+    ("ledger-inverse-temperature-negative", RUN + ["--backend-option", "inverse_temperature=-1"],
+     "option inverse_temperature=-1", "at least 0"),
+    ("ledger-social-proof-boolean", RUN + ["--backend-option", "social_proof=true"], "option social_proof=True",
+     "not bool"),
+    ("ledger-social-proof-nan", RUN + ["--backend-option", "social_proof=nan"], "option social_proof=nan", "finite"),
+    ("ledger-irrelevant-weight-inf", RUN + ["--backend-option", "irrelevant_weight=inf"], "option irrelevant_weight",
+     "finite"),
+    ("http-timeout-option-negative", RUN + ["--backend", "openai/m", "--base-url", "http://127.0.0.1:9/v1",
+                                            "--backend-option", "timeout=-5"], "option timeout=-5", "above 0"),
+    ("http-base-url-invalid-ipv6", RUN + ["--backend", "openai/m", "--base-url", "http://[::1/v1"], "base URL",
+     "not a valid URL"),
+    ("http-broken-chat-template", RUN + ["--backend", "openai/m", "--base-url", "http://127.0.0.1:9/v1",
+                                         "--decision-mode", "score", "--chat-template", "{tmp}/bad.jinja"],
+     "chat_template", "not a valid Jinja template"),
+    ("http-chat-template-folder", RUN + ["--backend", "openai/m", "--base-url", "http://127.0.0.1:9/v1",
+                                         "--decision-mode", "score", "--chat-template", "{tmp}/empty"],
+     "chat_template", "is a folder"),
+    ("out-name-too-long", ["run", "--out", "{tmp}/" + "n" * 300], "argument --out", "255 bytes"),
+    ("out-symlink-loop", ["run", "--out", "{tmp}/loop"], "argument --out", "symbolic-link loop"),
+    ("stats-resamples-huge", ["stats", "{run}", "--resamples", "10000000000"], "argument --resamples",
+     "above the maximum"),
+    ("stats-prereg-a-folder", ["stats", "{run}", "--prereg", "{tmp}/empty"], "argument --prereg", "is a folder"),
+    ("stats-prereg-dev-zero", ["stats", "{run}", "--prereg", "/dev/zero"], "argument --prereg",
+     "not a regular file"),
+    ("fit-paper-cache-a-file", ["fit-paper", "--cache", "{tmp}/file"], "argument --cache", "is a file"),
+    ("cache-export-over-an-existing-file", ["cache", "export", "{tmp}/empty", "{tmp}/file"], "argument out", "--overwrite"),
+    ("hb-batch-tasks-huge", HB_RUN + ["--batch-tasks", "100000"], "argument --batch-tasks", "above the maximum"),
 ]
 
 
@@ -124,6 +161,8 @@ def _prepare(case_dir: Path, tiny_run: Path) -> None:
     (case_dir / "empty").mkdir()
     (case_dir / "file").write_text("keep me")
     (case_dir / "existing").mkdir()
+    (case_dir / "bad.jinja").write_text("{% for m in messages %}{{ m.content }")
+    os.symlink(case_dir / "loop", case_dir / "loop")
     (case_dir / "empty.json").write_text(json.dumps([]))
     empty_run = case_dir / "empty-run"
     empty_run.mkdir()

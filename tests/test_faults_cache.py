@@ -99,7 +99,11 @@ def test_a_damaged_cache_is_named_and_nothing_is_recomputed(healthy, kind):
     with pytest.raises(CacheError) as e:
         Scripted(_answer, cache=healthy)  # the backend cannot even be built: no call can be sent
     msg = str(e.value)
-    assert str(f) in msg and rule in msg and "move the file aside" in msg and "crossprofile cache check" in msg
+    assert str(f) in msg and rule in msg
+    if kind == "read_only":  # a sound file that cannot take new calls: never advice to move it aside (re-buys all)
+        assert "move the file aside" not in msg and "chmod u+w" in msg
+    else:
+        assert "move the file aside" in msg and "crossprofile cache check" in msg
     rep = check_cache(healthy)  # opens read-only: a read-only file is not damaged
     assert rep["file"] == str(f) and rep["ok"] == (kind == "read_only") and bool(rep["problem"]) != rep["ok"]
 

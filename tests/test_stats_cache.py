@@ -65,6 +65,7 @@ def test_rerun_reads_the_cache_and_prints_the_same(run_dir, capsys, monkeypatch)
         raise AssertionError("refitted although cached")
     monkeypatch.setattr(A, "regressions_fit", boom)
     monkeypatch.setattr(A, "fit_social_proof", boom)
+    monkeypatch.setenv("CROSSPROFILE_TRACEBACK", "1")  # the command line's last-resort handler lets it through
     rc, second = _stats(capsys, *args)
     assert rc == 0 and second.out == first.out
     with pytest.raises(AssertionError, match="refitted"):     # other options are another key

@@ -178,3 +178,15 @@ def test_run_with_named_tokenizer_needs_no_model_hub(named_vocabs, tmp_path):
         from crossprofile_lib.task.templates import load_template
         t = load_template("templates/formal/bus-route/bus-route-01.yaml")
         assert int(df.budget_tokens.iloc[0]) == budget_tokens(t, Budget(0.6), get_tokenizer(name))
+
+
+def test_user_names_file_is_read_strictly(tmp_path, monkeypatch):
+    """names.yaml goes through the safe-input layer (issue 23): a duplicate name is refused, not the
+    last one silently; a folder or FIFO in its place is no names file."""
+    monkeypatch.setenv("CROSSPROFILE_TOKENIZERS", str(tmp_path))
+    (tmp_path / "names.yaml").write_text("mine: /a/tokenizer.json\nmine: /b/tokenizer.json\n")
+    with pytest.raises(ValueError, match=r"names\.yaml.*(duplicate|twice).*NAME: PATH"):
+        get_tokenizer("mine")
+    (tmp_path / "names.yaml").write_text("mine: /a/tokenizer.json\n")
+    from crossprofile_lib.task import vocabs
+    assert vocabs.user_names() == {"mine": "/a/tokenizer.json"}

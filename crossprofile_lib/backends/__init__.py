@@ -31,10 +31,13 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 def check_backend_spec(spec: str) -> str:
     """``spec`` stripped when it is ``ledger`` or ``provider/model`` with a provider of :data:`PROVIDERS`; else
     :class:`ValueError` naming the rule (no module is imported)."""
-    provider = spec.strip().partition("/")[0]
+    provider, slash, _ = spec.strip().partition("/")
     if provider not in PROVIDERS:
         raise ValueError(f"unknown provider '{provider}' in '{spec}' (known providers: {', '.join(sorted(PROVIDERS))}; "
                          f"write ledger or provider/model)")
+    if provider == "ledger" and slash:  # the model name would be ignored
+        raise ValueError(f"'{spec}': the reference decider takes no model name (write ledger; its parameters are "
+                         f"--backend-option social_proof=..., irrelevant_weight=..., inverse_temperature=...)")
     return spec.strip()
 
 

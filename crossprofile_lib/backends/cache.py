@@ -21,7 +21,12 @@ endpoint) and ``served_models`` the served-model identity last reported for a pr
 Each entry stores the raw text, the parsed answer (set after parsing), the retry count,
 prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
 Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
-(Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored.
+(Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored, nor are
+blank answers (empty or whitespace-only text without log-probabilities: a server fault, never an
+answer); a blank entry stored by an older version is not a cache hit.
+
+A full disk or a read-only folder is named as such (:func:`environment_problem`), never as a
+damaged cache: moving a healthy cache aside would re-buy every call.
 
 **Integrity.** A cache file is opened only after a check (:func:`open_problem`): it must be a
 regular, writable file, a SQLite database no shorter than its header says, pass
@@ -36,6 +41,7 @@ is never empty. Maintenance: :func:`check_cache`, :func:`vacuum_cache`, :func:`e
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -81,6 +87,42 @@ class CacheError(ValueError):
 
 def _err(path, what: str) -> CacheError:
     return CacheError(f"call cache {path}: {what}; " + _RECOVER.format(f=path))
+
+
+#: SQLite failures that say nothing about the file's health (a full disk, a read-only folder):
+#: named as such, with no advice to move the cache aside (on a paid API that would re-buy every call).
+_ENVIRONMENT = (("database or disk is full", "the disk holding it is full: free some space and rerun"),
+                ("disk quota", "the disk quota is exhausted: free some space and rerun"),
+                ("attempt to write a readonly database",
+                 "it or its folder is read-only: make both writable (SQLite also writes FILE-wal and FILE-shm next "
+                 "to it) or point --cache at a writable copy"),
+                ("readonly database", "it or its folder is read-only: make both writable or point --cache at a "
+                 "writable copy"),
+                ("unable to open database file",
+                 "it cannot be opened for writing (its folder may be read-only or full: SQLite writes FILE-wal and "
+                 "FILE-shm next to it)"),
+                ("disk i/o error", "the disk reported an I/O error (full, read-only or failing?)"))
+
+
+def environment_problem(e: BaseException) -> Optional[str]:
+    """What ``e`` says about the cache's surroundings (full disk, read-only folder), else None."""
+    msg = str(e).lower()
+    for needle, what in _ENVIRONMENT:
+        if needle in msg:
+            return what
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{e.strerror} ({errno.errorcode.get(e.errno, e.errno)})"
+    return None
+
+
+class CacheStorageError(CacheError):
+    """The cache file is sound but its storage is not (a full disk, a read-only folder): a run-time
+    failure (exit 1), never reported as damage."""
+
+
+def _env_err(path, what: str, e: BaseException, problem: str) -> CacheError:
+    return CacheStorageError(f"call cache {path}: {what} failed: {problem} ({type(e).__name__}: {e}); the file itself is "
+                      f"not damaged and every call stored so far is kept: fix this and rerun the same command")
 
 
 def _header_problem(path: Path, size: int) -> Optional[str]:
@@ -140,6 +182,8 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
             return p
         db = _connect(path, timeout, readonly=not writable)
     except (OSError, sqlite3.Error) as e:
+        if environment_problem(e):
+            raise _env_err(path, "opening", e, environment_problem(e)) from None
         return f"cannot be opened ({type(e).__name__}: {e})"
     try:
         rows = [r[0] for r in db.execute("PRAGMA integrity_check" if full else "PRAGMA quick_check")]
@@ -155,6 +199,8 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
         if "locked" in str(e) or "busy" in str(e):
             return (f"locked by another process for more than {timeout:g} s (another run may be writing it: "
                     f"wait for it, or give this run its own --cache)")
+        if environment_problem(e):
+            raise _env_err(path, "opening", e, environment_problem(e)) from None
         return f"damaged ({type(e).__name__}: {e})"
     except sqlite3.DatabaseError as e:
         return f"damaged ({type(e).__name__}: {e})"
@@ -192,6 +238,26 @@ def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
         raise ValueError(f"cache folder {f} is inside the installed package {pkg} "
                          f"(rule: set CROSSPROFILE_CACHE to a folder outside the package)")
     return f
+
+
+def _redacted_field(stored):
+    """A stored ``base_url`` field (a URL, or a JSON list of URLs) redacted again."""
+    if not isinstance(stored, str):
+        return stored
+    if stored.startswith("["):
+        try:
+            urls = json.loads(stored)
+            return json.dumps(redact_url([str(u) for u in urls])) if isinstance(urls, list) else redact_url(stored)
+        except ValueError:
+            pass
+    return redact_url(stored)
+
+
+def blank_answer(result: ChatResult) -> bool:
+    """An answer with no content: empty or whitespace-only text and no log-probabilities. From a
+    server it is a transient fault (retried, never cached, an error row if it persists); a stored
+    one (cached by an older version) is not used."""
+    return not (result.text or "").strip() and result.choice_logprobs is None
 
 
 def messages_sha(messages: Iterable[dict]) -> str:
@@ -268,18 +334,26 @@ class CallCache:
             try:
                 _create(path)
             except (OSError, sqlite3.Error) as e:
-                raise CacheError(f"call cache {path}: cannot be created ({type(e).__name__}: {e}); choose "
-                                 f"another --cache") from None
+                raise CacheError(f"call cache {path}: cannot be created ({type(e).__name__}: {e}"
+                                 + (f": {environment_problem(e)}" if environment_problem(e) else "")
+                                 + "); choose another --cache") from None
         problem = open_problem(path, timeout)
+        if problem and problem.startswith("read-only"):  # sound, but cannot take new calls: not damage
+            raise CacheStorageError(f"call cache {path}: {problem}")
         if problem:
             raise _err(path, problem)
-        self._db = _connect(path, timeout)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            self._db = _connect(path, timeout)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as e:
+            raise _env_err(path, "opening", e, environment_problem(e) or "SQLite refused it") from None
         try:
             for t in _SIDE_TABLES:
                 self._db.execute(t)
         except sqlite3.Error as e:
+            if environment_problem(e):  # a full disk or read-only folder is not damage
+                raise _env_err(path, "adding the token-count tables", e, environment_problem(e)) from None
             raise _err(path, f"adding the token-count tables failed ({type(e).__name__}: {e})") from None
 
     def _run(self, what: str, fn):
@@ -288,6 +362,9 @@ class CallCache:
             try:
                 return fn()
             except sqlite3.Error as e:
+                env = environment_problem(e)
+                if env:
+                    raise _env_err(self.path, what, e, env) from None
                 raise _err(self.path, f"{what} failed ({type(e).__name__}: {e})") from None
 
     def __len__(self) -> int:
@@ -303,13 +380,15 @@ class CallCache:
                 q = ("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, choice_logprobs, "
                      f"meta, parsed FROM calls WHERE key IN ({','.join('?' * len(chunk))})")
                 for row in self._db.execute(q, chunk):
-                    out[row[0]] = _decode(self.path, row)
+                    res = _decode(self.path, row)
+                    if not blank_answer(res):  # a blank answer is never a cache hit (see blank_answer)
+                        out[row[0]] = res
         self._run("reading entries", read)
         return out
 
     def put(self, key: str, request: ChatRequest, result: ChatResult, identity: dict, decision_mode: str) -> None:
-        """Store a finished call (failed calls, ``result.error`` set, are not stored)."""
-        if result.error is not None:
+        """Store a finished call (failed calls, ``result.error`` set, and blank answers are not stored)."""
+        if result.error is not None or blank_answer(result):
             return
         base_url = redact_url(identity.get("base_url"))
         row = (key, time.time(), identity.get("provider", ""), identity.get("model", ""),
@@ -468,12 +547,15 @@ def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
     if problem:
         raise _err(f, problem)
     before = f.stat().st_size + (Path(f"{f}-wal").stat().st_size if Path(f"{f}-wal").exists() else 0)
-    db = _connect(f, 60.0)
     try:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.execute("VACUUM")
-    finally:
-        db.close()
+        db = _connect(f, 60.0)
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+        finally:
+            db.close()
+    except sqlite3.Error as e:  # VACUUM needs free space of about the file's size
+        raise _env_err(f, "vacuum", e, environment_problem(e) or "SQLite stopped") from None
     return before, f.stat().st_size
 
 
@@ -496,7 +578,9 @@ def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, 
             except sqlite3.Error:
                 bad += 1
                 continue
-            fh.write(json.dumps(dict(zip(_COLUMNS, row)), ensure_ascii=False) + "\n")
+            entry = dict(zip(_COLUMNS, row))
+            entry["base_url"] = _redacted_field(entry.get("base_url"))  # entries of older versions too
+            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
             written += 1
     db.close()
     return written, bad

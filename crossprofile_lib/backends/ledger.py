@@ -9,7 +9,9 @@ with ``w(f) = 1`` for relevant facts and ``irrelevant_weight`` for irrelevant on
 number of speakers the memory line reveals (1 when labels are hidden) and ``s`` the
 social-proof weight per extra label. It picks ``argmax`` (ties broken by a seeded draw)
 when ``inverse_temperature`` is infinite, and otherwise samples from
-``softmax(inverse_temperature * score)`` with a seeded generator. With the defaults
+``softmax(inverse_temperature * score)`` with a seeded generator. Options are strict numbers:
+``social_proof`` and ``irrelevant_weight`` finite, ``inverse_temperature`` at least 0 (``inf``
+allowed); a boolean or NaN is refused. With the defaults
 (0, 0, inf) it is the normative ceiling: what a perfect evidence counter decides from that
 memory.
 
@@ -28,6 +30,7 @@ import numpy as np
 
 from crossprofile_lib.backends.base import Relevance
 from crossprofile_lib.rng import stream
+from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.task.decision import LETTERS, Decision, DecisionRequest
 from crossprofile_lib.task.discussion import ClaimList, Task
 from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
@@ -47,9 +50,12 @@ class ReferenceDecider:
 
     def __init__(self, social_proof: float = 0.0, irrelevant_weight: float = 0.0,
                  inverse_temperature: float = math.inf, tokenizer=None):
-        self.social_proof = float(social_proof)
-        self.irrelevant_weight = float(irrelevant_weight)
-        self.inverse_temperature = float(inverse_temperature)
+        # strict values: a boolean is not 1, NaN/inf would make every score NaN, and a negative
+        # inverse temperature would silently pick the worst-supported option
+        self.social_proof = option_number("backend ledger", "social_proof", social_proof)
+        self.irrelevant_weight = option_number("backend ledger", "irrelevant_weight", irrelevant_weight)
+        self.inverse_temperature = option_number("backend ledger", "inverse_temperature", inverse_temperature, low=0,
+                                                 allow_inf=True)
         self.tokenizer = tokenizer or default_tokenizer()
         self.stats: Counter = Counter()
         self.progress = False

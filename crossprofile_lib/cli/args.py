@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -45,7 +44,7 @@ def _items(s: str, what: str, example: str) -> list[str]:
         raise ArgError(str(e)) from None
 
 
-_INT = re.compile(r"^[+-]?\d+$")
+_INT = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only (int() would also read Arabic-Indic digits)
 
 
 # --- numbers --------------------------------------------------------------------------------
@@ -67,14 +66,43 @@ positive_int = int_at_least(1)
 nonnegative_int = int_at_least(0)
 
 
+#: Upper bounds of counts whose memory or time grows with them (a larger value stops with exit 2
+#: instead of a MemoryError or a run that never ends).
+MAX_RESAMPLES = 1_000_000
+MAX_FIT_RESAMPLES = 100_000
+
+
+def int_between(low: int, high: int):
+    """argparse type: an integer in ``[low, high]``."""
+    at_least = int_at_least(low)
+
+    def parse(s: str) -> int:
+        v = at_least(s)
+        if v > high:
+            raise ArgError(f"{v} is above the maximum {high}")
+        return v
+    parse.__name__ = f"integer in {low}..{high}"
+    return parse
+
+
 def positive_float(s: str) -> float:
-    """argparse type: a finite number > 0."""
+    """argparse type: a finite number > 0 (ASCII digits)."""
     try:
+        if not s.isascii():
+            raise ValueError
         v = float(s)
     except ValueError:
         raise ArgError(f"'{s}' is not a number") from None
     if not math.isfinite(v) or v <= 0:
         raise ArgError(f"{s} is not a finite number above 0")
+    return v
+
+
+def seconds(s: str) -> float:
+    """argparse type: a finite number of seconds above 0 and at most a day."""
+    v = positive_float(s)
+    if v > 86_400:
+        raise ArgError(f"{s} seconds is more than a day (at most 86400)")
     return v
 
 
@@ -99,6 +127,10 @@ def seeds(s: str) -> list[int]:
 
 # --- budgets, policies, variants -------------------------------------------------------------
 
+#: The largest fixed-k (a template has 12 claims; HiddenBench tasks a few dozen).
+MAX_FIXED_K = 1000
+
+
 def budget(s: str) -> Budget:
     """One budget: a ratio in (0, 1] (``0.6``) or a fixed token count above 0 (``128t``)
     (:class:`crossprofile_lib.config.Budget`)."""
@@ -121,10 +153,14 @@ def policies(s: str) -> list[str]:
     from crossprofile_lib.policies import parse_policy  # the command line's imports are lazy: fast --help
     out = _items(s, "policy", "R1,ALL")
     for p in out:
+        if not p.isascii():
+            raise ArgError(f"policy '{p}': policy names are ASCII (e.g. R1-k7)")
         try:
-            parse_policy(p)
+            spec = parse_policy(p)
         except ValueError as e:
             raise ArgError(f"{e}; the default grid is {','.join(DEFAULT_POLICIES)}") from None
+        if spec.fixed_k is not None and spec.fixed_k > MAX_FIXED_K:
+            raise ArgError(f"policy '{p}': a fixed-k policy keeps at most {MAX_FIXED_K} claims")
     return out
 
 
@@ -222,6 +258,8 @@ def option_value(v: str):
     """A ``KEY=VALUE`` value, typed: int (``8``), float (``-0.5``, ``1e-3``, ``inf``), bool
     (``true``/``false``, any case), else the string itself."""
     s = v.strip()
+    if not s.isascii():
+        return v
     if _INT.match(s):
         return int(s)
     try:
@@ -253,12 +291,33 @@ def backend_options(pairs) -> dict:
 
 # --- paths -----------------------------------------------------------------------------------
 
+def path_name(s: str) -> str:
+    """argparse type of any path: a name the file system can hold (no component over 255 bytes, no
+    symbolic-link loop; :func:`crossprofile_lib.safety.inputs.path_problem`)."""
+    from crossprofile_lib.safety.inputs import path_problem
+    problem = path_problem(s)
+    if problem:
+        raise ArgError(f"'{s[:80]}{'...' if len(s) > 80 else ''}': {problem}")
+    return s
+
+
+def input_file(s: str) -> str:
+    """argparse type of an input file: an existing, readable regular file (a folder, FIFO or device
+    is refused unread; :func:`crossprofile_lib.safety.inputs.input_file_problem`)."""
+    from crossprofile_lib.safety.inputs import input_file_problem
+    problem = input_file_problem(s)
+    if problem:
+        raise ArgError(f"'{s[:80]}{'...' if len(s) > 80 else ''}': {problem}")
+    return s
+
+
 def out_dir(s: str) -> str:
     """argparse type of ``--out``: a folder this process can create and write. Checked by
     creating (and at once removing) a temporary file in the folder or its nearest existing
     parent, so nothing is left behind when a later option fails."""
     if not s.strip():
         raise ArgError("empty path")
+    path_name(s)
     p = Path(s)
     if p.exists() and not p.is_dir():
         raise ArgError(f"'{s}' is a file, not a folder")
@@ -281,6 +340,7 @@ def out_dir(s: str) -> str:
 def template_path(s: str) -> str:
     """argparse type of a template file, folder or glob: it must name at least one file."""
     from crossprofile_lib.task.templates import template_paths
+    path_name(s)
     try:
         found = template_paths([s])
     except FileNotFoundError as e:
@@ -291,12 +351,39 @@ def template_path(s: str) -> str:
 
 
 def existing_file(s: str) -> str:
-    """argparse type: a path to an existing, readable file."""
-    p = Path(s)
-    if not p.exists():
-        raise ArgError(f"'{s}' does not exist")
-    if p.is_dir():
-        raise ArgError(f"'{s}' is a folder, not a file")
-    if not os.access(p, os.R_OK):
-        raise ArgError(f"'{s}' is not readable")
-    return s
+    """argparse type: a path to an existing, readable regular file (:func:`input_file`)."""
+    return input_file(s)
+
+
+# --- options given twice ---------------------------------------------------------------------
+
+class _StoreOnce(argparse._StoreAction):
+    """A ``store`` option that may appear once: argparse would silently keep the last of
+    ``--seeds 0 --seeds 1``."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_options_given", {})
+        if self.dest in given:
+            parser.error(f"argument {'/'.join(self.option_strings)}: given twice ({given[self.dest]} and "
+                         f"{option_string or self.option_strings[0]} {_shown(values)}); give it once")
+        given[self.dest] = f"{option_string or self.option_strings[0]} {_shown(values)}"
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _shown(values) -> str:
+    from crossprofile_lib.safety.redact import redact_argv
+    vals = values if isinstance(values, list) else [values]
+    out = " ".join(redact_argv(str(v) for v in vals))
+    return out if len(out) <= 60 else out[:57] + "..."
+
+
+def refuse_repeats(parser: argparse.ArgumentParser) -> None:
+    """Make every single-value option of ``parser`` and its subcommands refuse to be given twice
+    (exit 2 naming the option and both values); ``append`` options (``--backend-option``) stay
+    repeatable."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in dict.fromkeys(a.choices.values()):
+                refuse_repeats(sub)
+        elif type(a) is argparse._StoreAction and a.option_strings:
+            a.__class__ = _StoreOnce

@@ -1,7 +1,9 @@
 """``crossprofile cache check|vacuum|export``: look after a call-cache file.
 
 * ``check PATH`` -- a full check (file, SQLite header and length, ``PRAGMA integrity_check``,
-  schema, every row decodes); exit 0 when healthy, 1 with the problem named when not;
+  schema, every row decodes); exit 0 when healthy, 1 with the problem named when not; when there is
+  no cache yet (PATH does not exist, or is a folder without ``calls.sqlite``: no model call has been
+  cached there, e.g. after runs of the reference decider only) it says so and exits 0;
 * ``vacuum PATH`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
 * ``export PATH OUT.jsonl`` -- every readable entry as one JSON line (also from a damaged file:
   what SQLite can still read is saved, the rest counted).
@@ -15,9 +17,35 @@ from __future__ import annotations
 import sys
 
 
+def no_cache_yet(path) -> str:
+    """The message for ``cache check PATH`` when there is no cache there yet ('' when there is a file to
+    check): PATH does not exist, or is a folder without ``calls.sqlite``. Not an error: a cache is made by
+    the first model call (runs of the reference decider make none); nothing is to be moved or repaired."""
+    from pathlib import Path
+
+    from crossprofile_lib.backends.cache import FILE_NAME
+    from crossprofile_lib.paths import cache_dir
+    p = Path(path).expanduser()
+    if p.is_symlink() or (p.exists() and not (p.is_dir() and not (p / FILE_NAME).exists())):
+        return ""   # a file (or a link, even a dangling one) is checked
+    where = f"{p} does not exist" if not p.exists() else f"{p} holds no {FILE_NAME}"
+    return (f"no call cache yet: {where}. Nothing to check: the cache is created by the first model call "
+            f"(runs of the reference decider, backend ledger, make none). Runs started here use {cache_dir()} "
+            f"($CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache folder; "
+            f"--cache overrides).")
+
+
 def _cmd_check(args) -> int:
-    from crossprofile_lib.backends.cache import check_cache
-    rep = check_cache(args.path)
+    msg = no_cache_yet(args.path)
+    if msg:   # a documented non-error: exit 0
+        print(msg)
+        return 0
+    from crossprofile_lib.backends.cache import CacheError, check_cache
+    try:
+        rep = check_cache(args.path)
+    except CacheError as e:  # not the file's health: its surroundings (a full disk, a read-only folder)
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if rep["ok"]:
         print(f"{rep['file']}: ok, {rep['entries']} entries")
         return 0
@@ -43,10 +71,17 @@ def _cmd_vacuum(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from crossprofile_lib.backends.cache import CacheError, export_cache
+    from crossprofile_lib.backends.cache import CacheError, export_cache, resolve_cache_file
+    from crossprofile_lib.safety.outputs import WouldDestroy, WriteError, check_output_file
+    f = resolve_cache_file(args.path)
+    try:  # the destroy check: never over the cache (or its journal files), an existing export only with --overwrite
+        check_output_file(args.out, inputs=[f] + [f"{f}{x}" for x in ("-wal", "-shm", "-journal")],
+                          overwrite=args.overwrite, option="argument out:")
+    except WouldDestroy as e:
+        args.parser.error(str(e))
     try:
         written, bad = export_cache(args.path, args.out)
-    except CacheError as e:
+    except (CacheError, WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"{written} entries -> {args.out}" + (f"; {bad} unreadable" if bad else ""))
@@ -56,13 +91,17 @@ def _cmd_export(args) -> int:
 def register(sub) -> None:
     c = sub.add_parser("cache", help="check, vacuum or export a call-cache file")
     csub = c.add_subparsers(dest="cache_cmd", required=True)
-    k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem")
-    k.add_argument("path", help="cache file, or the folder holding calls.sqlite")
+    from crossprofile_lib.cli.args import path_name
+    k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem (exit 0 when there is "
+                                      "no cache yet)")
+    k.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
     k.set_defaults(func=_cmd_check, parser=k)
     v = csub.add_parser("vacuum", help="checkpoint and compact a healthy cache")
-    v.add_argument("path", help="cache file, or the folder holding calls.sqlite")
+    v.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
     v.set_defaults(func=_cmd_vacuum, parser=v)
     e = csub.add_parser("export", help="write every readable entry as JSON lines")
-    e.add_argument("path", help="cache file, or the folder holding calls.sqlite")
-    e.add_argument("out", help="output .jsonl file")
+    e.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
+    e.add_argument("out", type=path_name, help="output .jsonl file (never the cache itself; an existing file only "
+                                               "with --overwrite)")
+    e.add_argument("--overwrite", action="store_true", help="replace an existing OUT file")
     e.set_defaults(func=_cmd_export, parser=e)

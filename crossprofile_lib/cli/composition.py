@@ -32,7 +32,8 @@ def _cmd_composition(args) -> int:
 def register(sub) -> None:
     from crossprofile_lib.design import PRIMARY_BUDGET
     c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
-    c.add_argument("dir", help="a run folder (results.parquet) or a parquet file")
+    from crossprofile_lib.cli.args import path_name
+    c.add_argument("dir", type=path_name, help="a run folder (results.parquet) or a parquet file")
     c.add_argument("--budget", default=PRIMARY_BUDGET,
                    help=f"budget label (default {PRIMARY_BUDGET}; 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")

@@ -120,16 +120,30 @@ def print_report(res, out=None, recovery: bool = False) -> None:
 
 
 def _cmd_fit_paper(args) -> int:
+    from pathlib import Path
+
     from crossprofile_lib.paperfit import fit_paper
+    from crossprofile_lib.safety.outputs import WriteError
+    from crossprofile_lib.task.templates import TemplateError
     from crossprofile_lib.task.tokenizer import get_tokenizer
+    if args.cache is not None and Path(args.cache).exists() and not Path(args.cache).is_dir():
+        args.parser.error(f"argument --cache: '{args.cache}' is a file, not a folder (the fit is cached in a folder)")
     try:
         get_tokenizer(args.tokenizer)      # a bad spec or a missing file: a clear error before any work
     except (ValueError, OSError, ImportError) as e:
         print(f"error: --tokenizer {args.tokenizer}: {e}", file=sys.stderr)
         return 2
-    res = fit_paper(templates=args.templates, seeds=args.seeds, resamples=args.resamples, boot_seed=args.boot_seed,
-                    cache_dir=args.cache, use_cache=not args.no_cache, tokenizer=args.tokenizer,
-                    template_resamples=args.template_resamples, recovery_draws=args.recovery_draws)
+    try:
+        res = fit_paper(templates=args.templates, seeds=args.seeds, resamples=args.resamples, boot_seed=args.boot_seed,
+                        cache_dir=args.cache, use_cache=not args.no_cache, tokenizer=args.tokenizer,
+                        template_resamples=args.template_resamples, recovery_draws=args.recovery_draws)
+    except (TemplateError, FileNotFoundError) as e:  # a broken template in the folder: named, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (WriteError, OSError) as e:  # the cache folder cannot be written (full disk, read-only)
+        print(f"error: the fit cache {args.cache or 'folder'} cannot be written ({e}); use --no-cache or another "
+              f"--cache", file=sys.stderr)
+        return 1
     if args.json:
         doc = dict(title=res.title, info=res.info,
                    **{k: getattr(res, k).to_dict(orient="records")
@@ -148,22 +162,22 @@ def register(sub) -> None:
     f.add_argument("--templates", type=A.template_path, nargs="+", default=["templates/formal"],
                    help="template files or folders (default templates/formal, the 60 formal templates)")
     f.add_argument("--seeds", type=A.seeds, default="0,1,2", help="distinct seeds (default 0,1,2)")
-    f.add_argument("--resamples", type=A.nonnegative_int, default=1000,
+    f.add_argument("--resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES), default=1000,
                    help="parametric-bootstrap refits per model: the paper's figures redrawn at the paper's sample "
                         "sizes (default 1000; 0: no intervals)")
-    f.add_argument("--template-resamples", dest="template_resamples", type=A.nonnegative_int, default=0,
-                   help="also template-bootstrap refits per model (the paper's values held fixed: how much the fit "
-                        "depends on this suite's templates; default 0, none)")
-    f.add_argument("--recovery-draws", dest="recovery_draws", type=A.positive_int, default=20,
+    f.add_argument("--template-resamples", dest="template_resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES),
+                   default=0, help="also template-bootstrap refits per model (the paper's values held fixed: how much "
+                                   "the fit depends on this suite's templates; default 0, none)")
+    f.add_argument("--recovery-draws", dest="recovery_draws", type=A.int_between(1, 10_000), default=20,
                    help="redrawn figure sets per known parameter point in the recovery check (default 20)")
     f.add_argument("--tokenizer", default=None,
                    help="how the design's memories are priced, as for 'crossprofile run': offline (default, the "
                         "file-free approximation), gguf:PATH, hf:FOLDER, PATH/tokenizer.json, or a tokenizer name "
                         "'crossprofile run --tokenizer' accepts (the paper's models price with their own)")
     f.add_argument("--boot-seed", dest="boot_seed", type=A.seed, default=0, help="bootstrap seed (default 0)")
-    f.add_argument("--cache", default=None, help="cache folder (default: paperfit/ in the call-cache folder: "
-                                                 "$CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, "
-                                                 "else the user cache folder)")
+    f.add_argument("--cache", type=A.path_name, default=None,
+                   help="cache folder (default: paperfit/ in the call-cache folder: $CROSSPROFILE_CACHE, else "
+                        "./.crossprofile_cache if it exists, else the user cache folder)")
     f.add_argument("--no-cache", dest="no_cache", action="store_true", help="recompute the fit (the ledger grid "
                                                                               "is still read from the cache)")
     f.add_argument("--recovery", action="store_true", help="also print the recovery check")

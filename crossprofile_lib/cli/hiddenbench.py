@@ -30,11 +30,13 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    from crossprofile_lib.backends.cache import CacheStorageError
     from crossprofile_lib.backends.openai_compat import ServerUnreachable
     from crossprofile_lib.hiddenbench.common import protocol_unsupported
     from crossprofile_lib.hiddenbench.importer import HiddenBenchError
     from crossprofile_lib.hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
     from crossprofile_lib.prompts import PromptError
+    from crossprofile_lib.safety.outputs import WriteError
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     cls = A.backend_class(args.backend)
     why = next((w for p in protocols if cls is not None and (w := protocol_unsupported(p, cls, args.backend))), None)
@@ -52,15 +54,34 @@ def _cmd_run(args) -> int:
                          constrained_votes=args.constrained_votes, tokenizer=args.tokenizer,
                          backend_options=opts, resume=not args.fresh)
     try:
-        header = run_hiddenbench(cfg, args.out, progress=bool(args.progress))
+        from crossprofile_lib.hiddenbench.importer import resolve_path
+        from crossprofile_lib.safety.outputs import check_output_folder, locked_dir
+        with locked_dir(args.out):
+            # the destroy check: never into the folder of the HiddenBench file, never into a run folder
+            check_output_folder(args.out, "hiddenbench run", inputs=[resolve_path(cfg.hiddenbench)[0]])
+            header = run_hiddenbench(cfg, args.out, progress=bool(args.progress))
+    except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except WriteError as e:  # a full disk: named; finished sessions are in artefacts/, calls in the cache
+        print(f"error: {e}; finished sessions are kept in {args.out}/artefacts and the same command resumes "
+              f"from them", file=sys.stderr)
+        return 1
     for n in header["data_notes"]:
         print(f"note: {n}", file=sys.stderr)
+    skipped = header.get("malformed_records") or []
+    for m in skipped[:20]:
+        print(f"skipped malformed record: {m}", file=sys.stderr)
+    if skipped:
+        print(f"note: {len(skipped)} malformed record(s) skipped"
+              + (f" (the first 20 shown; all are in {args.out}/hiddenbench_run.json)" if len(skipped) > 20 else "")
+              + f"; {header['n_tasks_in_file']} valid task(s) in the file", file=sys.stderr)
     for p, info in header["protocols"].items():
         print(f"{p}: {info['sessions_run']} session(s) run, {info['sessions_resumed']} resumed, rows {info['rows']} "
               f"by {header['backend']} ({header['model']}) on {header['data_source']}")
@@ -84,7 +105,7 @@ def register(sub) -> None:
     hb = sub.add_parser("hiddenbench", help="HiddenBench: validate a file, run the controlled/natural protocols")
     hsub = hb.add_subparsers(dest="hb_cmd", required=True)
     v = hsub.add_parser("validate", help="check a HiddenBench JSON file; print task count and histograms")
-    v.add_argument("path", help="a file in the public HiddenBench format (never copied into the project)")
+    v.add_argument("path", type=A.path_name, help="a file in the public HiddenBench format (never copied into the project)")
     v.set_defaults(func=_cmd_validate, parser=v)
     r = hsub.add_parser("run", help="run HiddenBench and write the tables and artefacts to --out")
     r.add_argument("--backend", type=A.backend, default="ledger", help="ledger (composition only) or provider/model")
@@ -100,8 +121,9 @@ def register(sub) -> None:
                    help="ratios in (0, 1] and fixed budgets (128t)")
     r.add_argument("--tasks", type=A.names, default=None, help="comma-separated task ids (default: all)")
     r.add_argument("--limit", type=A.positive_int, default=None, help="first N tasks only")
-    r.add_argument("--batch-tasks", type=A.positive_int, default=4, help="tasks per lockstep chunk (default 4)")
-    r.add_argument("--max-words", type=A.positive_int, default=60, help="word limit asked for in round messages")
+    r.add_argument("--batch-tasks", type=A.int_between(1, 10_000), default=4, help="tasks per lockstep chunk (default 4)")
+    r.add_argument("--max-words", type=A.int_between(1, 10_000), default=60,
+                   help="word limit asked for in round messages")
     r.add_argument("--confirm-duplicates", action="store_true",
                    help="ask the model to confirm near-duplicate claims in the grey zone")
     r.add_argument("--constrained-votes", action="store_true",

@@ -19,10 +19,10 @@ MODEL_OPTIONS = ("decision_mode", "base_url", "concurrency", "cache", "max_retri
 
 
 def concurrency(s: str):
-    """argparse type of ``--concurrency``: ``auto`` or a positive integer."""
+    """argparse type of ``--concurrency``: ``auto`` or an integer in 1..1024."""
     if s.strip().lower() == "auto":
         return "auto"
-    return A.positive_int(s)
+    return A.int_between(1, 1024)(s)
 
 
 def request_field(s: str) -> tuple[str, object]:
@@ -49,14 +49,17 @@ def add_model_options(r) -> None:
     g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
                    "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
     g.add_argument("--concurrency", type=concurrency, help="requests in flight to OpenAI-compatible servers: auto "
-                   "(default: found per base URL from latency, 429s and timeouts) or a fixed number over all URLs")
-    g.add_argument("--cache", help="call-cache folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache "
-                   "if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
-    g.add_argument("--max-retries", dest="max_retries", type=A.nonnegative_int, help="retries on 429/5xx/timeouts (default 6)")
-    g.add_argument("--timeout", type=A.positive_float, help="seconds per request (default 120)")
+                   "(default: found per base URL from latency, 429s and timeouts) or a fixed number over all URLs "
+                   "(at most 1024)")
+    g.add_argument("--cache", type=A.path_name, help="call-cache folder (default: $CROSSPROFILE_CACHE, else "
+                   "./.crossprofile_cache if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
+    g.add_argument("--max-retries", dest="max_retries", type=A.int_between(0, 100),
+                   help="retries on 429/5xx/timeouts (default 6; at most 100)")
+    g.add_argument("--timeout", type=A.seconds, help="seconds per request (default 120; at most 86400)")
     g.add_argument("--chat-template", dest="chat_template",
                    help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
-    g.add_argument("--max-tokens", dest="max_tokens", type=A.positive_int, help="generation limit per decision (default 512)")
+    g.add_argument("--max-tokens", dest="max_tokens", type=A.int_between(1, 1_000_000),
+                   help="generation limit per decision (default 512)")
     g.add_argument("--sampling", choices=("paper", "server"),
                    help="paper (default: temperature 0, top_p 1, no repetition/frequency/presence penalty, sent "
                         "with every request) or server (temperature only: the server's defaults, as earlier versions; "
@@ -66,8 +69,8 @@ def add_model_options(r) -> None:
     g.add_argument("--tokenizer-fallback", dest="tokenizer_fallback", choices=("error", "offline"),
                    help="when the server's tokenize endpoint cannot be had and no counts are stored: error (default) "
                         "or offline (price budgets with the offline approximation, recorded)")
-    g.add_argument("--tokenize-timeout", dest="tokenize_timeout", type=A.positive_float,
-                   help="seconds per tokenize and /v1/models request (default 60)")
+    g.add_argument("--tokenize-timeout", dest="tokenize_timeout", type=A.seconds,
+                   help="seconds per tokenize and /v1/models request (default 60; at most 86400)")
     g.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="progress bars (default: when stderr is a terminal)")
     g.add_argument("--no-progress", dest="progress", action="store_false")

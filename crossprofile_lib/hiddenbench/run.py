@@ -51,7 +51,7 @@ from crossprofile_lib.hiddenbench.measures import headroom
 from crossprofile_lib.hiddenbench.natural import run_natural_chunk
 from crossprofile_lib.prompts import prompt_dir
 from crossprofile_lib.run.header import run_header, stamp
-from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_text_atomic
+from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_error, write_text_atomic
 from crossprofile_lib.safety.redact import redact_options
 from crossprofile_lib.stats.analysis_set import failed_mask
 
@@ -187,11 +187,14 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
                 n_skip += len(chunk) * len(cfg.seeds) * len(ablations) - len(units)
                 records = (run_natural_chunk(units, plan, cfg.budgets, backend, base, cfg.max_words,
                                              cfg.confirm_duplicates, cfg.constrained_votes) if units else [])
-            with path.open("a", encoding="utf-8") as fh:
-                for rec in records:
-                    rec["config_sha"] = sha
-                    fh.write(json.dumps(rec, default=str) + "\n")
-                    n_new += 1
+            try:
+                with path.open("a", encoding="utf-8") as fh:
+                    for rec in records:
+                        rec["config_sha"] = sha
+                        fh.write(json.dumps(rec, default=str) + "\n")
+                        n_new += 1
+            except OSError as e:  # a full disk: named; the sessions already on file are kept (a torn line is skipped)
+                raise write_error(path, e, "cannot append to") from None
             if progress:
                 print(f"[hiddenbench {protocol}] {chunk[-1].id}: {n_new} new, {n_skip} resumed", flush=True)
         frames = _collect(out, protocol, sha)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from crossprofile_lib.safety.inputs import InputError, load_json
 from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
 
 #: Columns every results table has (later modules may add more; none may be renamed).
@@ -77,6 +78,8 @@ def read_results(run_dir: Path | str) -> pd.DataFrame:
     f = p / "results.parquet" if p.is_dir() else p
     if not f.exists():
         raise ResultsError(f"{f}: no results file (run 'crossprofile run --out {p}' first)")
+    if not f.is_file():  # a FIFO or a device would block the parquet reader
+        raise ResultsError(f"{f}: not a regular file (rule: a results table is a parquet file)")
     try:
         df = pd.read_parquet(f)
     except Exception as e:  # pyarrow raises several types for broken files
@@ -85,11 +88,22 @@ def read_results(run_dir: Path | str) -> pd.DataFrame:
     return df
 
 
+def run_folder(path: Path | str) -> Path:
+    """The run folder of ``path``: the folder itself, or the folder of a ``results.parquet`` named directly."""
+    p = Path(path)
+    return p.parent if p.suffix == ".parquet" and not p.is_dir() else p
+
+
 def read_header(run_dir: Path | str) -> dict:
-    f = Path(run_dir) / "run.json"
+    """``DIR/run.json`` (``run_dir`` may also name the run's parquet file) through the safe-input layer
+    (a regular file, at most 16 MB, strict JSON); it must be a JSON object."""
+    f = run_folder(run_dir) / "run.json"
     try:
-        return json.loads(f.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{f}: no run header") from None
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{f}: not valid JSON ({e})") from None
+        header = load_json(f, 16 << 20, what="run header")
+    except InputError as e:
+        if e.detail == "cannot read: no such file":
+            raise ResultsError(f"{f}: no run header") from None
+        raise ResultsError(str(e)) from None
+    if not isinstance(header, dict):
+        raise ResultsError(f"{f}: must be a JSON object (the run header), found a {type(header).__name__}")
+    return header

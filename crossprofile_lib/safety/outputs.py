@@ -10,7 +10,20 @@
 * :func:`atomic_write` -- ``with atomic_write(dest) as tmp: write(tmp)`` writes to a unique
   temporary name in the destination's folder and renames it over ``dest`` (``os.replace``,
   atomic on POSIX) only when the block succeeds; readers see the old file or the new one, never
-  a torn one. :func:`write_text_atomic` is the one-liner for text.
+  a torn one. :func:`write_text_atomic` is the one-liner for text. Files are created with the
+  mode every other file gets (``0666`` less the umask), not ``mkstemp``'s ``0600``. A write that
+  fails (a full disk, ``EFBIG``, a read-only folder) raises :class:`WriteError` naming the file and
+  the cause; the old file is left as it was.
+* :func:`check_output_folder` / :func:`check_output_file` -- the one "would this destroy existing
+  work" check every command runs on its output path before writing: an output that is (or lies in)
+  what the command reads is refused; a folder holding another kind of output (a ``run`` folder
+  given to ``hiddenbench run``, or the reverse) is refused; finished work of the same kind that the
+  new output would replace (a run with a different grid, an existing export file) is refused
+  unless ``--overwrite`` is given. Each refusal (:class:`WouldDestroy`, exit 2) names the folder and
+  what is in it.
+
+The lock file records the command line through :func:`crossprofile_lib.safety.redact.redact_argv`
+(no key given as an option or inside a URL reaches it).
 """
 
 from __future__ import annotations
@@ -24,15 +37,62 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator, Optional
+
+from crossprofile_lib.safety.inputs import path_problem
+from crossprofile_lib.safety.redact import redact_argv
 
 LOCK_NAME = ".crossprofile.lock"
+_LOCK_MAX_BYTES = 64 * 1024
 _HELD: set[str] = set()  # lock files this process holds (for re-entrant use)
 
 
 class FolderLocked(ValueError):
     """Another live process holds the output folder's lock (a ``ValueError``: the command line
     reports it as a usage error, exit 2)."""
+
+
+class WouldDestroy(ValueError):
+    """Writing this output would overwrite or mix with existing work (a usage error, exit 2)."""
+
+
+class WriteError(OSError):
+    """A file could not be written (full disk, file too large, read-only folder). ``str()`` names
+    the file and the cause; the file's old version, if any, is unchanged."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _why(e: OSError) -> str:
+    name = errno.errorcode.get(e.errno, "") if e.errno else ""
+    hint = {errno.ENOSPC: "the disk is full: free some space and rerun",
+            errno.EDQUOT: "the disk quota is exhausted: free some space and rerun",
+            errno.EFBIG: "the file is larger than this process may write (file-size limit)",
+            errno.EROFS: "the file system is read-only",
+            errno.EACCES: "permission denied", errno.EPERM: "permission denied"}.get(e.errno)
+    return f"{e.strerror or e}" + (f" ({name})" if name else "") + (f"; {hint}" if hint else "")
+
+
+def write_error(dest, e: OSError, what: str = "cannot write") -> WriteError:
+    """A :class:`WriteError` for ``e`` while writing ``dest``."""
+    err = WriteError(e.errno, f"{what} {dest}: {_why(e)}; its previous version (if any) is unchanged")
+    err.filename = str(dest)
+    return err
+
+
+def current_umask() -> int:
+    """The process's umask (read from /proc where possible, so no other thread sees it change)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
 
 
 def _pid_alive(pid: int) -> bool:
@@ -47,14 +107,18 @@ def _pid_alive(pid: int) -> bool:
 
 def _read_lock(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        with open(path, "rb") as fh:
+            info = json.loads(fh.read(_LOCK_MAX_BYTES).decode("utf-8"))
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError, RecursionError):
         return {}
 
 
 def _describe(info: dict) -> str:
+    cmd = info.get("command")
+    cmd = " ".join(redact_argv(str(cmd).split()))[:300] if cmd else ""  # also a lock left by an older version
     return (f"pid {info.get('pid', '?')} on host {info.get('host', '?')} since {info.get('started', '?')}"
-            + (f" ({info['command']})" if info.get("command") else ""))
+            + (f" ({cmd})" if cmd else ""))
 
 
 def _try_create(lock: Path, info: dict) -> bool:
@@ -62,10 +126,16 @@ def _try_create(lock: Path, info: dict) -> bool:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(info) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    except OSError as e:
+        raise ValueError(f"--out {lock.parent}: cannot create the lock file {lock} ({_why(e)})") from None
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(info) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:  # a full disk: leave no empty lock behind (it would block the next run)
+        lock.unlink(missing_ok=True)
+        raise ValueError(f"--out {lock.parent}: cannot write the lock file {lock} ({_why(e)})") from None
     return True
 
 
@@ -76,7 +146,7 @@ def acquire(folder: Path | str) -> Path:
     lock = folder / LOCK_NAME
     info = {"pid": os.getpid(), "host": socket.gethostname(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:6]))}
+            "command": " ".join(redact_argv(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:8])))}
     for _ in range(3):
         if _try_create(lock, info):
             return lock
@@ -144,9 +214,15 @@ def locked_dir(folder: Path | str) -> Iterator[Path]:
 def atomic_write(dest: Path | str) -> Iterator[Path]:
     """Yield a unique temporary path next to ``dest``; on success rename it over ``dest``."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name[:200]}.", suffix=".tmp", dir=dest.parent)
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())  # the mode any other new file gets, not mkstemp's 0600
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise write_error(dest, e) from None
     tmp = Path(tmp)
     try:
         yield tmp
@@ -154,6 +230,12 @@ def atomic_write(dest: Path | str) -> Iterator[Path]:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
         os.replace(tmp, dest)
+    except WriteError:
+        tmp.unlink(missing_ok=True)
+        raise
+    except OSError as e:  # ENOSPC, EFBIG, EROFS...: named, and the old file is left as it was
+        tmp.unlink(missing_ok=True)
+        raise write_error(dest, e) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -177,3 +259,133 @@ def check_writable(folder: Path | str) -> None:
     except OSError as e:
         raise ValueError(f"--out {folder}: cannot write there ({errno.errorcode.get(e.errno, e.errno)}: "
                          f"{e.strerror})") from None
+
+
+# --- would this destroy existing work? ------------------------------------------------------------
+
+#: What each kind of output folder holds (the files that mark it as that kind).
+OUTPUT_KINDS = {"run": ("results.parquet", "run.json"),
+                "hiddenbench run": ("hiddenbench_run.json", "hiddenbench_controlled.parquet",
+                                    "hiddenbench_natural_decisions.parquet", "artefacts/controlled.jsonl",
+                                    "artefacts/natural.jsonl")}
+
+
+def _exists(p: Path) -> bool:
+    try:
+        return p.exists()
+    except OSError:
+        return False
+
+
+def _real(p) -> str:
+    return os.path.realpath(os.path.abspath(os.fspath(p)))
+
+
+def _inside(child: str, parent: str) -> bool:
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def _size(p: Path) -> str:
+    try:
+        n = p.stat().st_size
+    except OSError:
+        return "?"
+    return f"{n} bytes" if n < 10_000 else f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+def folder_kind(folder: Path | str) -> Optional[str]:
+    """``"run"``, ``"hiddenbench run"`` or None: the kind of output ``folder`` already holds."""
+    folder = Path(folder)
+    for kind, names in OUTPUT_KINDS.items():
+        if any(_exists(folder / n) for n in names):
+            return kind
+    return None
+
+
+def describe_folder(folder: Path | str) -> str:
+    """What an output folder holds, in a few words (``results.parquet (12 kB), run.json: a run of
+    ledger created 2026-...``)."""
+    folder = Path(folder)
+    found = [f"{n} ({_size(folder / n)})" for names in OUTPUT_KINDS.values() for n in names if _exists(folder / n)]
+    header = {}
+    for name in ("run.json", "hiddenbench_run.json"):
+        try:
+            with open(folder / name, "rb") as fh:
+                header = json.loads(fh.read(4 << 20))
+            break
+        except (OSError, ValueError, RecursionError):
+            continue
+    what = ""
+    if isinstance(header, dict) and header:
+        what = (f": {header.get('rows', '?')} decisions by {header.get('backend', '?')} "
+                f"({header.get('model', '?')}), created {header.get('created', '?')}")
+    return (", ".join(found) or "files") + what
+
+
+def check_output_folder(folder: Path | str, kind: str, inputs: Iterable[Path | str] = (),
+                        same_work: Optional[Callable[[Path], list[str]]] = None, overwrite: bool = False,
+                        option: str = "--out") -> None:
+    """Refuse (:class:`WouldDestroy`) an output folder whose writing would destroy or mix with
+    existing work (see module doc), before anything is written:
+
+    * ``folder`` is, or lies inside, a folder the command reads (an ``inputs`` entry that is a
+      folder, e.g. ``--templates templates/dev``), or is the folder holding an input file: never
+      (not even with ``--overwrite``);
+    * ``folder`` holds output of another kind (:data:`OUTPUT_KINDS`): never;
+    * ``folder`` holds output of this ``kind`` and ``same_work(folder)`` lists differences (a run
+      of another grid; an unreadable header counts as one): only with ``overwrite``.
+    """
+    folder = Path(folder)
+    here = _real(folder)
+    for p in inputs:
+        src = _real(p)
+        is_dir = os.path.isdir(src)
+        src_dir = src if is_dir else os.path.dirname(src)
+        if (_inside(here, src_dir) if is_dir else here == src_dir):
+            raise WouldDestroy(f"{option} {folder}: is {'the' if here == src_dir else 'inside the'} folder "
+                               f"{src_dir} that this command reads ({p}); write the output to a folder of its own "
+                               f"(rule: an output folder is never an input folder, nor the folder of an input file)")
+    other = folder_kind(folder)
+    if other is not None and other != kind:
+        raise WouldDestroy(f"{option} {folder}: holds a {other} ({describe_folder(folder)}); a {kind} would mix "
+                           f"with it in one folder (rule: one kind of run per folder; choose another {option})")
+    if other == kind and same_work is not None and not overwrite:
+        diffs = same_work(folder)
+        if diffs:
+            raise WouldDestroy(f"{option} {folder}: holds a finished {kind} ({describe_folder(folder)}) that this "
+                               f"command would replace: {'; '.join(diffs)[:600]}. Choose another {option}, or add "
+                               f"--overwrite to replace it (rule: no command destroys existing work without an "
+                               f"explicit flag)")
+
+
+def check_output_file(dest: Path | str, inputs: Iterable[Path | str] = (), overwrite: bool = False,
+                      option: str = "OUT") -> None:
+    """Refuse (:class:`WouldDestroy`) an output file that is one of the command's ``inputs`` (never
+    allowed), a folder, or an existing non-empty file (allowed with ``overwrite``); a parent folder
+    that cannot be written is named too. Checked before anything is written."""
+    dest = Path(dest)
+    problem = path_problem(dest)
+    if problem:
+        raise WouldDestroy(f"{option} {dest}: {problem}")
+    here = _real(dest)
+    for p in inputs:
+        if here == _real(p):
+            raise WouldDestroy(f"{option} {dest}: is the file this command reads ({p}); writing there would destroy "
+                               f"it (rule: an output never replaces the command's input)")
+    if os.path.isdir(here):
+        raise WouldDestroy(f"{option} {dest}: is a folder; name a file (e.g. {dest}/calls.jsonl)")
+    if os.path.exists(here):
+        if not os.path.isfile(here):
+            raise WouldDestroy(f"{option} {dest}: exists and is not a regular file")
+        if not overwrite and os.path.getsize(here) > 0:
+            raise WouldDestroy(f"{option} {dest}: exists ({_size(dest)}); add --overwrite to replace it (rule: no "
+                               f"command destroys existing work without an explicit flag)")
+    parent = Path(os.path.dirname(here) or ".")
+    if not parent.is_dir():
+        raise WouldDestroy(f"{option} {dest}: its folder {parent} does not exist")
+    try:  # a probe, as root may pass os.access where nothing can be created (/proc, a read-only mount)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise WouldDestroy(f"{option} {dest}: its folder {parent} is not writable ({_why(e)})") from None

@@ -1,57 +1,87 @@
-"""Secrets in URLs: :func:`redact_url` is the one function every writer of a URL goes through.
+"""The one redaction rule for every string that can hold a credential.
 
-A base URL may carry a key (``https://user:KEY@host/v1``, ``...?api_key=KEY``). Wherever a URL is
-written or keyed -- the call cache (key and stored field), ``run.json``,
-``hiddenbench_run.json``, logs, error messages, the progress bar -- it is redacted first:
+Keys come from the environment or from options and must never reach a file the suite writes (the
+lock file, ``run.json``, ``hiddenbench_run.json``, the call cache's keys and stored fields, results
+rows, logs, error messages, the progress bar). Every writer of such a string goes through one of:
 
-* userinfo (``user:password@``) becomes ``***@``;
-* a query or fragment value whose name looks secret (``key``, ``api_key``, ``apikey``, ``token``,
-  ``access_token``, ``secret``, ``password``, ``passwd``, ``pwd``, ``sig``, ``signature``,
-  ``auth``, ``credential``, ``session``...) becomes ``***``.
+* :func:`redact_url` -- a URL: its userinfo (``user:password@``, ``KEY@``) becomes ``***@``; **every**
+  query value and the fragment become ``***`` unless the parameter is known to be harmless
+  (:data:`HARMLESS_QUERY`: ``api-version``, ``region``, ...), because a key may travel under any
+  name (Azure Functions use ``?code=KEY``). A harmless-named value that looks like a key is masked
+  too. An unparsable URL (an invalid IPv6 host) keeps only what precedes its userinfo and query;
+* :func:`redact_value` / :func:`redact_options` (the rule of run headers -- ``run.json``,
+  ``hiddenbench_run.json`` -- and configuration hashes) -- an option ``NAME=VALUE``: a value whose name
+  looks secret (:func:`is_secret_name`) becomes ``***``; URLs inside any other value are redacted;
+  a value that looks like a key (``sk-...``, ``hf_...``, ``Bearer ...``) becomes ``***``;
+* :func:`redact_argv` -- a command line: ``--opt VALUE`` / ``--opt=VALUE`` with a secret-looking
+  option name, every ``KEY=VALUE`` word (``--backend-option api_key=...``) and every URL;
+* :func:`redact_text` -- free text (an error message): every URL and key-looking token, and the
+  given secret strings.
 
-:func:`redact_options` applies the same rule to a backend's options wherever a run header records them.
-
-Redaction is deterministic, so a redacted URL still identifies the server in cache keys (two
-keys on one server share a cache, as the API key never was part of the key).
-:func:`redact_text` redacts every URL found in free text (error messages).
+Redaction is deterministic, so a redacted URL still names the server in a cache key.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 MASK = "***"
-_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential|session|bearer", re.IGNORECASE)
+#: Query parameters whose values name a setting, never a credential (kept, unless the value looks like a key).
+HARMLESS_QUERY = frozenset({"api-version", "api_version", "apiversion", "version", "v", "region", "location",
+                            "format", "model", "deployment", "deployment-id", "lang", "locale", "stream"})
+#: Words that mark a name as holding a secret (names are split at ``_ - .`` and camel case).
+SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "passphrase",
+                          "sig", "signature", "auth", "authorization", "credential", "credentials", "session",
+                          "sessionid", "bearer", "cookie", "jwt", "private", "code", "sas", "otp"})
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+#: Tokens that look like keys wherever they appear (OpenAI/DeepSeek ``sk-``, Hugging Face ``hf_``,
+#: GitHub, AWS access keys, ``Bearer`` headers, JWTs).
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{16,}"
+                       r"|\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+                       r"|(?<=Bearer )[^\s'\"]+", re.IGNORECASE)
+_WORD_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
+_NAME_VALUE = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether an option, header or query name looks like it holds a secret (``api_key``,
-    ``token``, ``password``...): its value is never typed, written or keyed."""
-    return bool(_SECRET_NAME.search(name))
+    """Whether an option, header or query name looks like it holds a secret: one of its words
+    (split at ``_``, ``-``, ``.`` and camel case) is in :data:`SECRET_WORDS` (``api_key``,
+    ``apiKey``, ``x-api-key``, ``access_token``, ``client_secret``, ``password``, ``sig``, ``code``);
+    ``tokenizer`` or ``max_tokens`` are not."""
+    words = [w.lower() for w in _WORD_SPLIT.split(str(name).strip("-")) if w]
+    return any(w in SECRET_WORDS for w in words) or str(name).lower().replace("-", "_") in ("api_key", "apikey")
 
 
-def redact_options(options: dict) -> dict:
-    """The one redaction rule of run headers (``run.json``, ``hiddenbench_run.json``) and configuration
-    hashes: a value whose name looks secret (:func:`is_secret_name`) becomes ``***``; a value whose name
-    holds ``url`` is redacted as a URL (:func:`redact_url`); others pass unchanged."""
-    return {k: (MASK if is_secret_name(k) else redact_url(v) if "url" in k.lower() else v)
-            for k, v in (options or {}).items()}
+def looks_like_key(value) -> bool:
+    """Whether a string looks like a credential by its shape alone (``sk-...``, ``hf_...``, a JWT)."""
+    return isinstance(value, str) and bool(_KEY_LIKE.search(value))
 
 
-def _redact_query(q: str) -> str:
+def _mask_tokens(s: str) -> str:
+    return _KEY_LIKE.sub(MASK, s)
+
+
+def _redact_pairs(q: str) -> str:
     if not q:
         return q
     pairs = parse_qsl(q, keep_blank_values=True)
-    if not any(_SECRET_NAME.search(k) for k, _ in pairs):
+    if not pairs:
+        return MASK
+    if all(k.lower() in HARMLESS_QUERY and not looks_like_key(v) for k, v in pairs):
         return q  # untouched, byte for byte (cache keys of clean URLs never change)
-    return urlencode([(k, MASK if _SECRET_NAME.search(k) else v) for k, v in pairs], safe="*")
+    out = []
+    for k, v in pairs:
+        if k.lower() in HARMLESS_QUERY and not looks_like_key(v):
+            out.append(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}")
+        else:  # a bare ``?TOKEN`` may be the key itself: nothing of it is kept
+            out.append(f"{quote(k, safe='-_.~')}={MASK}" if v and not looks_like_key(k) else MASK)
+    return "&".join(out)
 
 
 def redact_url(url):
-    """``url`` with userinfo and secret-looking query values replaced by ``***`` (see module doc).
-    Lists and tuples are redacted element-wise; ``None`` passes through."""
+    """``url`` with its userinfo, its query values (unless harmless) and its fragment replaced by
+    ``***`` (see module doc). Lists and tuples are redacted element-wise; ``None`` passes through."""
     if url is None:
         return None
     if isinstance(url, (list, tuple)):
@@ -59,26 +89,79 @@ def redact_url(url):
     s = str(url)
     try:
         parts = urlsplit(s)
-    except ValueError:  # unparsable: hide anything after an '@' or a '?'
-        return re.sub(r"[^/@]*@", MASK + "@", s.split("?")[0])
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:  # unparsable (an invalid IPv6 host, a bad port): hide userinfo, query and fragment
+        head = re.split(r"[?#]", s, maxsplit=1)[0]
+        scheme, sep, rest = head.partition("://")
+        rest = re.sub(r"^[^/]*@", MASK + "@", rest) if sep else re.sub(r"^[^/]*@", MASK + "@", head)
+        out = f"{scheme}{sep}{rest}" if sep else rest
+        return _mask_tokens(out + (f"?{MASK}" if "?" in s or "#" in s else ""))
     netloc = parts.netloc
     if "@" in netloc:
         netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, netloc, parts.path, _redact_query(parts.query), _redact_query(parts.fragment)))
+    frag = _redact_pairs(parts.fragment) if "=" in parts.fragment else (MASK if parts.fragment else "")
+    return urlunsplit((parts.scheme, netloc, _mask_tokens(parts.path), _redact_pairs(parts.query), frag))
 
 
 def redact_text(text: str, secrets=()) -> str:
-    """``text`` with every URL in it redacted and every string in ``secrets`` replaced by ``***``."""
+    """``text`` with every URL and key-looking token redacted and every string in ``secrets``
+    (of at least 4 characters) replaced by ``***``."""
     out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), str(text))
-    for s in secrets:
-        if s and len(s) >= 4:
-            out = out.replace(s, MASK)
+    for s in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+        out = out.replace(s, MASK)
+    return _mask_tokens(out)
+
+
+def redact_value(name: str, value):
+    """The one rule for an option's value: ``***`` when ``name`` looks secret or the value looks
+    like a key; URLs inside a string redacted; lists, tuples and dicts redacted element-wise
+    (dict keys are names); numbers, booleans and None unchanged."""
+    if is_secret_name(name):
+        return MASK if value not in (None, "") else value
+    if isinstance(value, dict):
+        return {k: redact_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(name, v) for v in value)
+    if isinstance(value, str):
+        m = _NAME_VALUE.match(value)
+        if m and is_secret_name(m.group(1)):
+            return f"{m.group(1)}={MASK}"
+        return redact_text(value)
+    return value
+
+
+def redact_options(options: dict | None) -> dict:
+    """``options`` (e.g. ``backend_options``) with every value through :func:`redact_value`."""
+    return {k: redact_value(str(k), v) for k, v in (options or {}).items()}
+
+
+def redact_argv(argv) -> list[str]:
+    """A command line with every credential masked (see module doc): ``--api-key KEY`` and
+    ``--api-key=KEY`` (any secret-looking option name), ``api_key=KEY`` words, URLs and key-looking
+    tokens."""
+    out: list[str] = []
+    mask_next = False
+    for a in map(str, argv):
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        m = _NAME_VALUE.match(a)
+        if m:
+            name, value = m.groups()
+            out.append(f"{name}={MASK}" if is_secret_name(name) else f"{name}={redact_value(name, value)}")
+        elif a.startswith("-") and "://" not in a and is_secret_name(a):
+            out.append(a)
+            mask_next = True
+        else:
+            out.append(redact_text(a))
     return out
 
 
 def url_secrets(url) -> list[str]:
-    """The secret parts of ``url`` (password, secret query values), to scrub from free text that
-    may quote them without the URL (e.g. an HTTP library's error)."""
+    """The secret parts of ``url`` (password or user name, every query value not known harmless,
+    the fragment), to scrub from free text that may quote them without the URL (e.g. an HTTP
+    library's error)."""
     if url is None:
         return []
     if isinstance(url, (list, tuple)):
@@ -88,10 +171,16 @@ def url_secrets(url) -> list[str]:
     except ValueError:
         return []
     out = []
-    if parts.password:
-        out.append(parts.password)
-    elif parts.username and "@" in parts.netloc:  # KEY@host: the user name is the key
-        out.append(parts.username)
+    try:
+        if parts.password:
+            out.append(parts.password)
+        elif parts.username and "@" in parts.netloc:  # KEY@host: the user name is the key
+            out.append(parts.username)
+    except ValueError:
+        pass
     for q in (parts.query, parts.fragment):
-        out += [v for k, v in parse_qsl(q, keep_blank_values=True) if _SECRET_NAME.search(k) and v]
+        out += [v for k, v in parse_qsl(q, keep_blank_values=True)
+                if v and (k.lower() not in HARMLESS_QUERY or looks_like_key(v))]
+    if parts.fragment and "=" not in parts.fragment:
+        out.append(parts.fragment)
     return out

@@ -26,6 +26,13 @@ from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap, resample_indices
 
 
+def exceeds(lo: Optional[float], min_points: float) -> bool:
+    """The rule: the lower bound strictly exceeds ``min_points``. The bound is compared rounded to 9
+    decimals: accuracies are ratios of counts, and floating-point noise (``0.5 - 0.35`` is
+    ``0.15000000000000002``) must not turn a bound of exactly 15 points into a pass."""
+    return lo is not None and round(float(lo), 9) > min_points
+
+
 @dataclass(frozen=True)
 class Headroom(Mapping):
     """ALL - EMPTY accuracy (points) with its interval and the verdict; ``estimate`` None when not run."""
@@ -39,8 +46,8 @@ class Headroom(Mapping):
 
     @classmethod
     def of(cls, estimate: float, lo: float, hi: float, min_points: float, n_units: int) -> "Headroom":
-        """The verdict on an estimate and its interval: passed when ``lo > min_points``."""
-        ok = lo > min_points
+        """The verdict on an estimate and its interval: passed when ``lo > min_points`` (:func:`exceeds`)."""
+        ok = exceeds(lo, min_points)
         return cls(float(estimate), float(lo), float(hi), float(min_points), int(n_units),
                    "" if ok else f"ALL - EMPTY lower bound {lo:.1f} <= {min_points:g} points")
 
@@ -50,7 +57,7 @@ class Headroom(Mapping):
 
     @property
     def passed(self) -> bool:
-        return self.lo is not None and self.lo > self.min_points
+        return exceeds(self.lo, self.min_points)
 
     @property
     def status(self) -> str:

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
 from crossprofile_lib.config import ConfigModel, Number, rule, rule_errors
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from crossprofile_lib.paper_figures import PaperFiguresError, paper_values
 from crossprofile_lib.paths import prereg_path
+from crossprofile_lib.safety.inputs import PREREG_MAX_BYTES, load_yaml
 
 DEFAULT_PREREG_PATH = prereg_path()
 
@@ -232,10 +232,7 @@ def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
 def load_prereg(path: str | Path | None = None) -> Prereg:
     """Read a preregistration file (default: the bundled ``prereg.yaml``)."""
     p = Path(path) if path is not None else DEFAULT_PREREG_PATH
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise PreregError(str(p), "<file>", "exists", "no such file") from None
-    except yaml.YAMLError as e:
-        raise PreregError(str(p), "<file>", "YAML", str(e).replace("\n", " ")) from None
+    # the safe-input layer: a regular file (a FIFO or /dev/zero is refused unread), size cap, strict
+    # UTF-8, strict YAML (no duplicate keys, aliases or custom tags; nested at most 12 levels)
+    doc = load_yaml(p, PREREG_MAX_BYTES, error=PreregError, max_depth=12, what="prereg file")
     return parse_prereg(doc, str(p))

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
-from crossprofile_lib.design import ROLES  # noqa: F401  (re-exported: the fact roles)
+from crossprofile_lib.design import DOMAINS, ROLES  # noqa: F401  (ROLES re-exported: the fact roles)
 from crossprofile_lib.safety.inputs import TemplateError, parse_yaml, read_template_text, template_paths
 from crossprofile_lib.task import hints
 
@@ -60,7 +61,7 @@ ROLE_STRUCTURE: dict[tuple[str, str, int], int] = {
 }
 N_FACTS = sum(ROLE_STRUCTURE.values())  # 12
 
-FACT_ID_RE = re.compile(r"^F\d{2}$")
+FACT_ID_RE = re.compile(r"^F(?:0[1-9]|1[0-2])$")   # F01..F12 (templates/SCHEMA.md)
 
 #: Fact lengths (the caller's tokenizer, text only) outside this range draw a warning: the
 #: paper's R1 composition in PSP at r = .6 (5 / 0 / 4) under the paper models' own tokenizers needs
@@ -72,9 +73,24 @@ class TemplateWarning(UserWarning):
     """A template passes the rules but something about it may change the paper's figures."""
 
 
+#: Markup that a template's text may not hold: an HTML/XML tag or comment (``<script``, ``</b>``,
+#: ``<!--``, ``<?xml``), a character reference (``&lt;``, ``&#60;``) or a ``javascript:`` URL. Text
+#: reaches prompts and the book's HTML pages; a comparison such as ``under < 5 days`` is fine.
+MARKUP_RE = re.compile(r"<\s*[A-Za-z!/?]|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);|javascript\s*:", re.IGNORECASE)
+#: Template, option and criterion ids: safe file-name tokens (letters, digits, ``-``, ``_``; ``.`` in
+#: template ids), as results tables, cache keys and file names use them.
+TEMPLATE_ID_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9_-])?$")
+TOKEN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
 def _nonblank(v: str) -> str:
     if not v.strip():
         raise ValueError("must not be empty")
+    m = MARKUP_RE.search(v)
+    if m:
+        raise PydanticCustomError("markup", f"markup is not allowed in template text (found "
+                                            f"{v[m.start():m.start() + 12]!r}): write plain text, as it reaches "
+                                            f"prompts and the book's pages")
     return v
 
 
@@ -82,10 +98,41 @@ def _collapse(v: str) -> str:
     return _nonblank(" ".join(v.split()))
 
 
-#: A string that is not empty or blank (kept as written).
+def _token(pattern: re.Pattern, what: str):
+    def check(v: str) -> str:
+        if not pattern.match(v):
+            dots = " ('.' inside)" if what == "template id" else ""
+            raise PydanticCustomError("id", f"{what} {v[:40]!r} is not a safe name: letters, digits, '-' and "
+                                            f"'_'{dots}, starting with a letter or digit")
+        return v
+    return check
+
+
+def _domain(v: str) -> str:
+    if v not in DOMAINS:
+        raise PydanticCustomError("domain", f"domain {v[:60]!r} is not one of the {len(DOMAINS)} decision domains "
+                                            f"(templates/SCHEMA.md): {', '.join(DOMAINS)}")
+    return v
+
+
+def _strict_polarity(v):
+    if type(v) is not int:  # YAML true or 1.0 would pass as 1
+        raise PydanticCustomError("strict", f"polarity must be the integer -1 or 1, not {type(v).__name__} "
+                                            f"{str(v)[:20]!r}")
+    return v
+
+
+#: A string that is not empty or blank and holds no markup (kept as written).
 Text = Annotated[str, AfterValidator(_nonblank)]
-#: Running text (description, fact text): whitespace collapsed to single spaces, not empty.
+#: Running text (description, fact text): whitespace collapsed to single spaces, not empty, no markup.
 Prose = Annotated[str, AfterValidator(_collapse)]
+TemplateId = Annotated[str, AfterValidator(_nonblank), AfterValidator(_token(TEMPLATE_ID_RE, "template id"))]
+TokenId = Annotated[str, AfterValidator(_nonblank), AfterValidator(_token(TOKEN_ID_RE, "id"))]
+Domain = Annotated[str, AfterValidator(_nonblank), AfterValidator(_domain)]
+Polarity = Annotated[Literal[-1, 1], BeforeValidator(_strict_polarity)]
+#: pydantic error types and the rule they are reported under
+_RULES = {"markup": "schema (markup)", "id": "schema (id)", "domain": "schema (domain)", "strict": "schema (strict type)",
+          "int_type": "schema (strict type)"}
 
 
 class _Model(BaseModel):
@@ -93,12 +140,12 @@ class _Model(BaseModel):
 
 
 class Criterion(_Model):
-    id: Text
+    id: TokenId
     name: Text
 
 
 class Option(_Model):
-    id: Text
+    id: TokenId
     name: Text
     aliases: tuple[Text, ...] = ()
 
@@ -111,7 +158,7 @@ class Fact(_Model):
     text: Prose
     role: Literal["support", "decoy", "irrelevant"]
     about: Text
-    polarity: Literal[-1, 1]
+    polarity: Polarity
     criterion: Optional[Text] = None
 
     @property
@@ -120,9 +167,9 @@ class Fact(_Model):
 
 
 class Template(_Model):
-    id: Text
-    version: int
-    domain: Text
+    id: TemplateId
+    version: StrictInt
+    domain: Domain
     title: Text
     description: Prose
     criteria: tuple[Criterion, ...]
@@ -219,7 +266,7 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     for i, f in enumerate(t.facts):
         fld = f"facts[{i}]"
         if not FACT_ID_RE.match(f.id):
-            raise TemplateError(path, f"{fld}.id", R4, f"fact id '{f.id}' is not neutral (expected F01-F99)")
+            raise TemplateError(path, f"{fld}.id", R4, f"fact id '{f.id}' is not neutral (expected F01-F12)")
         if f.id in seen_ids:
             raise TemplateError(path, f"{fld}.id", R4, f"duplicate fact id '{f.id}'")
         seen_ids.add(f.id)
@@ -324,7 +371,7 @@ def parse_template(path: Path | str, text: Optional[str] = None) -> Template:
         err = e.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if j else str(p))
                       for j, p in enumerate(err["loc"]))
-        raise TemplateError(path, loc or "<file>", "schema", err["msg"]) from None
+        raise TemplateError(path, loc or "<file>", _RULES.get(err["type"], "schema"), err["msg"]) from None
 
 
 def load_template(path: Path | str, n_options: int = 3, tokenizer=None) -> Template:

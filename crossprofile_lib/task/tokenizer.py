@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from crossprofile_lib.safety.inputs import input_file_problem
 from crossprofile_lib.safety.redact import redact_url
 from crossprofile_lib.task import gguf_bpe, vocabs
 
@@ -373,7 +374,30 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
     """``None``/``offline`` -> default; a name (``qwen2.5``, ``llama-3.1``, ``vocab:<name>``, or a name
     of ``names.yaml`` in the tokenizers folder: :mod:`.vocabs`); ``gguf:PATH``; ``hf:FOLDER``; a path to
     a ``tokenizer.json`` (or a folder holding one) or to a ``.gguf`` file. (``server``/``auto`` are
-    resolved by the HTTP backends, which know the server.)"""
+    resolved by the HTTP backends, which know the server.) A file is read only when it is a regular
+    file (a FIFO would block the reader) and a library's failure to read it is a ``ValueError`` naming it."""
+    if spec in (None, "", "offline", OfflineTokenizer.name):
+        return _DEFAULT
+    spec = str(spec)
+    named = bool(vocabs.canonical(spec)) or spec in vocabs.PACKAGED or spec.startswith(vocabs.PREFIX)
+    if not named:  # a path: checked by the safe-input layer before any library opens it
+        kind, _, arg = spec.partition(":")
+        p = Path(arg if kind in ("gguf", "hf") else spec).expanduser()
+        f = p / "tokenizer.json" if kind != "gguf" and p.is_dir() else p
+        if kind in ("gguf", "hf") or p.exists():
+            problem = input_file_problem(f)
+            if problem:
+                raise ValueError(f"tokenizer '{spec}': {f} {problem}")
+    try:
+        return _get_tokenizer(spec)
+    except (ValueError, FileNotFoundError, ImportError):
+        raise
+    except Exception as e:  # noqa: BLE001  (tokenizers and llama.cpp raise bare Exceptions for broken files)
+        raise ValueError(f"tokenizer '{spec}': cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+                         ) from None
+
+
+def _get_tokenizer(spec: str | None) -> Tokenizer:
     if spec in (None, "", "offline", OfflineTokenizer.name):
         return _DEFAULT
     if vocabs.canonical(spec):

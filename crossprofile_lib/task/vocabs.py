@@ -46,10 +46,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import yaml
 from filelock import FileLock
 
 from crossprofile_lib.paths import TOKENIZERS_ENV, tokenizers_dir
+from crossprofile_lib.safety.inputs import InputError, load_yaml
 from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
 from crossprofile_lib.task import gguf_bpe
 
@@ -113,15 +113,19 @@ def packaged_path(name: str) -> Path:
     return path
 
 
+#: the largest ``names.yaml`` read (a list of names and paths)
+USER_NAMES_MAX_BYTES = 1 << 20
+
+
 def user_names(folder: Optional[Path] = None) -> dict[str, str]:
     """``names.yaml`` in the tokenizers folder: ``{name: path}`` (empty without the file)."""
     f = (folder or tokenizers_dir()) / USER_NAMES
     if not f.is_file():
         return {}
-    try:
-        raw = yaml.safe_load(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ValueError(f"{f}: not a readable YAML file ({type(e).__name__}); expected lines 'NAME: PATH'") from None
+    try:  # through the safe-input layer (regular file, size cap, strict UTF-8 and YAML: issue 23)
+        raw = load_yaml(f, USER_NAMES_MAX_BYTES, what="tokenizer names file")
+    except InputError as e:
+        raise ValueError(f"{f}: not a readable YAML file ({e}); expected lines 'NAME: PATH'") from None
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
         raise ValueError(f"{f}: expected lines 'NAME: PATH' (a GGUF file or a tokenizer.json per name)")
     return {k: str(Path(v).expanduser()) for k, v in raw.items()}
