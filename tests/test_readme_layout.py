@@ -1,0 +1,38 @@
+"""The README's layout table is true (issue 20): every module of the library is named in it, so a newcomer
+finds any policy, prompt, contrast or figure from one table; and every path the table names exists."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "crossprofile_lib"
+
+
+def _layout() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text[text.index("## Layout"):text.index("\n## ", text.index("## Layout") + 3)]
+
+
+def _row(sec: str, module: Path) -> str:
+    """The table row of the module's wing (the row naming ``crossprofile_lib/<wing>/`` or ``<wing>/``);
+    for a top-level module, the rows naming ``crossprofile_lib/``."""
+    rel = module.relative_to(LIB)
+    rows = [ln for ln in sec.splitlines() if ln.startswith("| `")]
+    if len(rel.parts) == 1:
+        return "\n".join(ln for ln in rows if "`crossprofile_lib/" in ln)
+    wing = rel.parts[0]
+    return "\n".join(ln for ln in rows if f"`crossprofile_lib/{wing}/`" in ln or f"`{wing}/`" in ln.split(" | ")[0])
+
+
+def test_every_module_is_named_in_its_wings_row():
+    sec = _layout()
+    missing = [str(p.relative_to(ROOT)) for p in sorted(LIB.rglob("*.py"))
+               if p.name not in ("__init__.py", "__main__.py") and "resources" not in p.parts
+               and not any(f"`{n}`" in _row(sec, p) for n in (p.name, p.relative_to(LIB), p.relative_to(ROOT)))]
+    assert not missing, "modules the README's layout table does not name in their wing's row:\n" + "\n".join(missing)
+
+
+def test_every_folder_the_layout_names_exists():
+    sec = _layout()
+    for path in re.findall(r"^\| `([\w./-]+/)`", sec, flags=re.M):
+        assert (ROOT / path).is_dir(), f"README layout names {path}, which does not exist"
