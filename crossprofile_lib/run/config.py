@@ -10,7 +10,7 @@ parsed once into :class:`~crossprofile_lib.config.Budget`, and lists become tupl
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -63,6 +63,15 @@ class RunConfig:
     tokenizer: Optional[str] = None
     """The budgets' tokenizer: ``offline``, ``gguf:PATH``, ``hf:FOLDER`` or ``PATH/tokenizer.json``; None: the
     backend's (``--tokenizer``)."""
+    protocol: Literal["scripted", "messy"] = "scripted"
+    """The controlled discussion (``--protocol``): ``scripted`` (SPEC section 4, every fact verbatim; the
+    default) or ``messy`` (paraphrases, restatements and fact-less lines: :mod:`crossprofile_lib.task.messy`)."""
+    extraction: Literal["oracle", "exact", "fuzzy", "model"] = "oracle"
+    """Claim extraction (``--extraction``, :mod:`crossprofile_lib.task.extraction`): ``oracle`` (by fact: the
+    scripted protocol's only level), ``exact``, ``fuzzy`` or ``model`` (a model backend's extractor)."""
+    opinion_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
+    """The messy protocol's share of fact lines followed by a fact-less line, in [0, 1] (``--opinion-rate``;
+    default :data:`crossprofile_lib.task.messy.DEFAULT_OPINION_RATE`); not used by the scripted protocol."""
     backend_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword options of the backend's class, e.g. ``social_proof`` for the ledger (``--backend-option``
     and the model options); values named like a secret are masked in ``run.json``."""
