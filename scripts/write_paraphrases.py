@@ -6,6 +6,8 @@ Each paraphrase keeps the fact's option, criterion, polarity and role (they are 
 not of the text) and rewords its text by fixed, reviewable rules; nothing is random, so a rerun
 writes byte-identical files (``--check`` exits 1 if a file would change, without writing).
 
+* hand-written wordings (:data:`MANUAL`) come first where a template has them (one so far, whose
+  classic cell the rules could not keep);
 * paraphrase 0 (lexical): the word substitutions of :data:`SUBS_0` (case kept; never inside an
   option's name or alias), and, where one applies, a trailing time or place phrase moved to the front
   ("... in 2024." -> "In 2024, ...");
@@ -75,6 +77,35 @@ SUBS_1 = {
     "but": "yet", "twice": "on two occasions", "more than": "upwards of", "without": "lacking",
     "never": "at no point", "showed": "revealed", "shows": "reveals",
     "every day": "each day", "busy": "bustling", 
+}
+#: hand-written wordings, tried before the rules' (template id -> fact id -> (slot 0, slot 1) candidates)
+MANUAL = {
+    "emergency-shelter-01": {
+        "F01": ("Hilltop Community Hall can fit about 150 camp beds in its main hall and side rooms.",
+                "About 150 camp beds fit across Hilltop Community Hall's main hall and side rooms."),
+        "F02": ("An art student made the 10-metre mosaic of local swimmers at Fairmont Leisure Centre's entrance.",
+                "Fairmont Leisure Centre's entrance shows a 10-metre mosaic of local swimmers by an art student."),
+        "F03": ("Hilltop Community Hall sits 22 metres above the river, clear of the worst flood recorded.",
+                "At 22 metres above the river, Hilltop Community Hall is clear of the highest flood on record."),
+        "F04": ("Calder Valley High School's otter mascot costume was stolen and never found.",
+                "Someone stole the otter mascot costume of Calder Valley High School; it never came back."),
+        "F05": ("Fairmont Leisure Centre has its switchroom in the basement and no backup generator.",
+                "Fairmont Leisure Centre keeps its switchroom in the basement, with no backup generator."),
+        "F06": ("In a power cut, a generator at Hilltop Community Hall ran its lights and heating for 3 days.",
+                "Hilltop Community Hall's generator kept lights and heating on for 3 days in a power cut."),
+        "F07": ("A bus stop sits right outside the front doors of Fairmont Leisure Centre, on a main route.",
+                "Fairmont Leisure Centre is on a main bus route, with a stop just outside its front doors."),
+        "F08": ("Calder Valley High School's brass band won a national youth contest and played at a garden party.",
+                "The brass band of Calder Valley High School played at a garden party after winning a national contest."),
+        "F09": ("Since a gale, the fox weathervane on Hilltop Community Hall has pointed the wrong way.",
+                "Hilltop Community Hall's fox weathervane has faced the wrong way since a gale."),
+        "F10": ("Fairmont Leisure Centre's sports hall takes 600 camp beds, with 40 showers nearby.",
+                "The sports hall of Fairmont Leisure Centre fits 600 camp beds, and 40 showers are nearby."),
+        "F11": ("In the last big floods, the car park and ground floor of Fairmont Leisure Centre flooded.",
+                "Fairmont Leisure Centre's car park and ground floor went under water in the last big floods."),
+        "F12": ("Hilltop Community Hall has step-free entry on three sides and an accessible toilet block.",
+                "Three sides of Hilltop Community Hall have step-free entrances, plus an accessible toilet block."),
+    },
 }
 OPENERS = ("Reportedly, ", "On record, ", "As noted, ", "For the record, ", "By one account, ", "In short, ")
 CLOSERS = (", by one account", ", on record", ", as reported")
@@ -197,6 +228,7 @@ def candidates(t, f, idx: int, slot: int, common: set) -> list[str]:
             out.append(OPENERS[(idx + j) % len(OPENERS)] + _lower_first(f.text, names, common))
         for j in range(1, len(CLOSERS)):
             out.append(f.text.rstrip(".") + CLOSERS[(idx + j) % len(CLOSERS)] + ".")
+    out = [m[slot] for m in (MANUAL.get(t.id, {}).get(f.id, ()),) if m] + out
     seen, uniq = {f.text.lower()}, []
     for c in out:
         if c.lower() not in seen:
@@ -241,6 +273,14 @@ def _violation(t, texts: dict, toks) -> int:
 
 
 def choose(t, toks, common: set) -> dict[str, tuple[str, str]]:
+    """:func:`choose_in_order` with set 0 chosen first; where that fails, set 1 first."""
+    try:
+        return choose_in_order(t, toks, common, (0, 1))
+    except SystemExit:
+        return choose_in_order(t, toks, common, (1, 0))
+
+
+def choose_in_order(t, toks, common: set, order=(0, 1)) -> dict[str, tuple[str, str]]:
     """Paraphrases for every fact of ``t``: per paraphrase set, each fact's best-ranked candidate, then a
     coordinate descent (facts in file order, candidates in rank order; repeated until nothing changes)
     that minimises how far the classic cell is from holding under every pricing, then the rank; where
@@ -250,13 +290,14 @@ def choose(t, toks, common: set) -> dict[str, tuple[str, str]]:
         if not c:
             raise SystemExit(f"template {t.id}: fact {fid}: no paraphrase {k} within {TOLERANCE} tokens")
     chosen: dict[tuple[str, int], str] = {}
-    for k in (0, 1):
+    for k in order:
         pick = {f.id: 0 for f in t.facts}
-        if k == 1:  # paraphrase 1 differs from paraphrase 0
-            for f in t.facts:  # (slot 0's other candidates come last: more room for the design check)
-                pool = opts[(f.id, 1)] + [c for c in opts[(f.id, 0)] if c not in opts[(f.id, 1)]]
-                opts[(f.id, 1)] = [c for c in pool if c.lower() != chosen[(f.id, 0)].lower()]
-                if not opts[(f.id, 1)]:
+        if k == order[1]:  # the second set differs from the first
+            o = order[0]
+            for f in t.facts:  # (the other slot's candidates come last: more room for the design check)
+                pool = opts[(f.id, k)] + [c for c in opts[(f.id, o)] if c not in opts[(f.id, k)]]
+                opts[(f.id, k)] = [c for c in pool if c.lower() != chosen[(f.id, o)].lower()]
+                if not opts[(f.id, k)]:
                     raise SystemExit(f"template {t.id}: fact {f.id}: no second paraphrase within {TOLERANCE} tokens")
 
         def score(p):
@@ -345,7 +386,9 @@ def main(argv=None) -> int:
     toks = [_Cached(get_tokenizer(n)) for n in PRICINGS]
     files = list(template_paths(a.paths or [str(templates_dir())]))
     temps = [(p, parse_template(p)) for p in files]
-    common = {w.lower() for _, t in temps for f in t.facts for w in _WORD.findall(f.text) if w[0].islower()}
+    # ordinary words: those written in lower case in any bundled fact (the same set whatever PATHs are given)
+    every = [parse_template(q) for q in template_paths([str(templates_dir())])]
+    common = {w.lower() for t in every for f in t.facts for w in _WORD.findall(f.text) if w[0].islower()}
     changed = []
     for p, t in temps:
         try:
