@@ -264,3 +264,55 @@ def test_write_paraphrases_check_reports_no_change(tmp_path):
     r = subprocess.run([sys.executable, "scripts/write_paraphrases.py", "--check",
                         "templates/dev/dev-hospital-01.yaml"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+#: sha256 of every scripted claim line (70 templates x 8 variants x seeds 0-2), computed on main before the
+#: messy protocol existed (commit fd06d18); the scripted protocol must stay byte-identical
+SCRIPTED_GOLDEN = "7a7235aec8aaa1d2941be4a468d310d4a0cc4fea229891ad105cdde4be0a3ea8"
+
+
+def test_scripted_claim_lists_byte_identical_to_before_the_messy_protocol():
+    import hashlib
+
+    from crossprofile_lib.task.templates import load_templates
+    from crossprofile_lib.task.variants import VARIANT_NAMES
+    h = hashlib.sha256()
+    for t in load_templates(["templates"]):
+        for v in VARIANT_NAMES:
+            for s in (0, 1, 2):
+                cl = claim_list(scripted_discussion(make_task(t, v, s)), AGENTS)
+                for c in cl:
+                    h.update(f"{t.id}/{v}/{s}|{c.line()}|{c.first_mention}|{c.fact_id}|{c.first_speaker}\n".encode())
+                h.update(repr(cl.by_speaker).encode())
+    assert h.hexdigest() == SCRIPTED_GOLDEN
+
+
+def test_cli_run_messy_on_the_reference_decider(tmp_path):
+    """`crossprofile run --protocol messy --extraction exact` writes the protocol columns; model extraction on
+    the ledger and a messy option without --protocol messy are usage errors naming the option."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+    base = [sys.executable, "-m", "crossprofile_lib.cli", "run", "--templates", "templates/dev/dev-hospital-01.yaml",
+            "--seeds", "0", "--budgets", "0.6", "--policies", "R1,B4", "--variants", "PSP,SPS"]
+    r = subprocess.run(base + ["--protocol", "messy", "--extraction", "exact", "--opinion-rate", "0.5",
+                               "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_parquet(tmp_path / "x" / "results.parquet")
+    assert set(df["protocol"]) == {"messy"} and set(df["extraction"]) == {"exact"} and set(df["opinion_rate"]) == {0.5}
+    assert df["n_claims"].min() > 12 and df["split_rate"].notna().all()
+    r = subprocess.run(base + ["--out", str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
+    df = pd.read_parquet(tmp_path / "s" / "results.parquet")
+    assert set(df["protocol"]) == {"scripted"} and set(df["extraction"]) == {"oracle"} and (df["n_claims"] == 12).all()
+    import json
+    assert "protocol" not in json.loads((tmp_path / "s" / "run.json").read_text())["config"]  # as before issue 27
+    r = subprocess.run(base + ["--protocol", "messy", "--extraction", "model", "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--extraction" in r.stderr and "reference decider" in r.stderr
+    r = subprocess.run(base + ["--extraction", "fuzzy", "--out", str(tmp_path / "f")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2 and "--protocol messy" in r.stderr
+    r = subprocess.run(base + ["--protocol", "messy", "--opinion-rate", "1.5", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--opinion-rate" in r.stderr

@@ -75,3 +75,15 @@ class RunConfig:
     backend_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword options of the backend's class, e.g. ``social_proof`` for the ledger (``--backend-option``
     and the model options); values named like a secret are masked in ``run.json``."""
+
+
+#: the fields of the messy protocol (issue 27); a scripted run's record leaves them out
+PROTOCOL_FIELDS = ("protocol", "extraction", "opinion_rate")
+
+
+def protocol_free(d: dict) -> dict:
+    """A configuration dict as recorded: a scripted run's without :data:`PROTOCOL_FIELDS`, so its ``run.json``
+    (and the book's stored-run comparison) is what it was before the messy protocol existed."""
+    if d.get("protocol", "scripted") == "scripted":
+        return {k: v for k, v in d.items() if k not in PROTOCOL_FIELDS}
+    return dict(d)
