@@ -54,14 +54,15 @@ SUBS_0 = {
     "said": "stated", "got": "received", "shows": "indicates", "showed": "indicated", "asked": "requested",
     "big": "large", "small": "little", "quick": "fast", "many": "numerous", "almost": "nearly",
     "started": "began", "ended": "finished", "bought": "purchased", "enough": "sufficient", "whole": "entire",
-    "shut": "closed", "each": "every", "every day": "daily",     "pupils": "students", "lorries": "trucks", "residents": "locals", "firm": "company", "company": "firm",
+    "shut": "closed", "each": "every", "every day": "daily", "pupils": "students", "lorries": "trucks",
+    "residents": "locals", "firm": "company", "company": "firm",
     "website": "web page", "opened": "launched", "launched": "opened", "hired": "employed", "employs": "hires",
     "completed": "finished", "finished": "completed", "delivered": "supplied", "supplies": "provides",
     "repairs": "fixes", "price": "cost", "owner": "proprietor", "selling": "offering",
     "because": "as", "although": "though", "while": "whilst", "received": "got", "receives": "gets",
     "twice": "two times", "won": "took", "more than": "over", "has no": "lacks any", "without": "with no",
     "never": "not once", "still": "even now", "quickly": "swiftly", "huge": "vast", "tiny": "very small",
-    "famous": "well known", "popular": "well liked", "busy": "crowded", 
+    "famous": "well known", "popular": "well liked", "busy": "crowded",
 }
 #: paraphrase 1's word substitutions
 SUBS_1 = {
@@ -76,7 +77,7 @@ SUBS_1 = {
     "delivered": "handed over", "supplies": "delivers",     "price": "charge", "because": "since", "although": "while",
     "but": "yet", "twice": "on two occasions", "more than": "upwards of", "without": "lacking",
     "never": "at no point", "showed": "revealed", "shows": "reveals",
-    "every day": "each day", "busy": "bustling", 
+    "every day": "each day", "busy": "bustling",
 }
 #: hand-written wordings, tried before the rules' (template id -> fact id -> (slot 0, slot 1) candidates)
 MANUAL = {

@@ -24,9 +24,9 @@ import pandas as pd
 
 from crossprofile_lib.book.runs import Run, bootstrap, ensure_run, reference_tokenizer, unit_column
 from crossprofile_lib.book.tables import contrasts_with_holm
-from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
 from crossprofile_lib.design import CLASSIC, GROUP_SIZE_POLICIES, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.run.runner import RunConfig
+from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
 from crossprofile_lib.stats.tables import means_table
 from crossprofile_lib.task.extraction import FUZZY_THRESHOLD, MODEL_UNAVAILABLE
 from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
@@ -209,8 +209,11 @@ def sweep_table(st: MessyStudy) -> pd.DataFrame:
     for rate, run in sorted(st.sweep.items()):
         d = _at(run, st.budget)
         d = d[d["policy"].isin(["R1", "B4"]) & d["variant"].isin([CLASSIC, MIRROR])]
-        t = means_table(d.assign(cell=d["variant"]), ["policy", "cell"], ["correct"], run.boot)
-        parts.append(t.assign(opinion_rate=rate))
+        if len(d):
+            t = means_table(d.assign(cell=d["variant"]), ["policy", "cell"], ["correct"], run.boot)
+            parts.append(t.assign(opinion_rate=rate))
+    if not parts:
+        return pd.DataFrame(columns=["policy", "cell", "opinion_rate", "estimate", "lo", "hi", "series"])
     t = pd.concat(parts, ignore_index=True)
     t["series"] = t["policy"] + " in " + t["cell"]
     return t
@@ -279,10 +282,33 @@ def findings_pivot(f: pd.DataFrame) -> pd.DataFrame:
     """:func:`findings` as a display table: one row per finding, ``estimate [lo, hi] (verdict)`` per protocol."""
     if f.empty:
         return f
-    cell = [f"{r['estimate']:+.1f} [{r['lo']:+.1f}, {r['hi']:+.1f}]" + ("" if r["verdict"] == "reference"
+    cell = ["not estimable in this grid" if pd.isna(r["estimate"]) or pd.isna(r["lo"]) else
+            f"{r['estimate']:+.1f} [{r['lo']:+.1f}, {r['hi']:+.1f}]" + ("" if r["verdict"] == "reference"
                                                                        else f" ({r['verdict']})")
             for _, r in f.iterrows()]
     t = f.assign(value=cell).pivot(index="finding", columns="protocol", values="value")
     order = [t for _, t in FINDINGS if t in set(f["finding"])]
     cols = ["scripted"] + [c for c in t.columns if c != "scripted"]
     return t.reindex(order)[cols]
+
+
+def cell_bars(st: MessyStudy, cell: str = CLASSIC, policies: Sequence[str] = SHOWN) -> pd.DataFrame:
+    """Accuracy (%) with 95% template-bootstrap intervals per protocol (``protocol``) and policy in ``cell``
+    at the study's budget, long format for :func:`crossprofile_lib.book.figures.interval_bars`."""
+    parts = []
+    for name, run in st.variants.items():
+        d = _at(run, st.budget)
+        d = d[(d["variant"] == cell) & d["policy"].isin(policies)]
+        if len(d):
+            t = means_table(d, ["policy"], ["correct"], run.boot)
+            parts.append(t.assign(protocol=name.replace("messy, ", "")))
+    if not parts:
+        return pd.DataFrame()
+    t = pd.concat(parts, ignore_index=True)
+    order = {p: i for i, p in enumerate(policies)}
+    return t.sort_values("policy", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+
+
+def runs_of(st: MessyStudy) -> list:
+    """Every run of the study (for figure stamps and captions)."""
+    return [st.scripted, *st.levels.values(), *[r for r in st.sweep.values() if r not in st.levels.values()]]

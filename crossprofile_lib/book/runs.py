@@ -43,8 +43,8 @@ from crossprofile_lib.design import (  # noqa: F401
     SWEEP_POLICIES,
 )
 from crossprofile_lib.paths import checkout_root
-from crossprofile_lib.run.results import read_header, read_results
 from crossprofile_lib.run.config import protocol_free
+from crossprofile_lib.run.results import read_header, read_results
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap

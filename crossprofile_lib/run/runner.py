@@ -22,8 +22,17 @@ from crossprofile_lib.rng import stream
 from crossprofile_lib.run.capabilities import unsupported
 from crossprofile_lib.run.config import RunConfig  # noqa: F401  (the run configuration; re-exported)
 from crossprofile_lib.run.header import run_header, stamp
-from crossprofile_lib.run.pipeline import (SCRIPTED, Protocol, TaskInputs, TaskUnit, memories, policy_rng, prefetch,
-                                           specs_of, task_units)
+from crossprofile_lib.run.pipeline import (
+    SCRIPTED,
+    Protocol,
+    TaskInputs,
+    TaskUnit,
+    memories,
+    policy_rng,
+    prefetch,
+    specs_of,
+    task_units,
+)
 from crossprofile_lib.run.results import write_results
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap

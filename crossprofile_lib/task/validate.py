@@ -14,8 +14,7 @@ from typing import Optional
 
 from crossprofile_lib.safety.inputs import TemplateError, template_paths
 from crossprofile_lib.task.design_check import check_classic_cell
-from crossprofile_lib.task.templates import (UNIQUE_ID, Template, TemplateWarning, load_template, paraphrase_count,
-                                             paraphrase_set)
+from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template, paraphrase_count, paraphrase_set
 
 
 @dataclass
