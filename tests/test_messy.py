@@ -316,3 +316,34 @@ def test_cli_run_messy_on_the_reference_decider(tmp_path):
     r = subprocess.run(base + ["--protocol", "messy", "--opinion-rate", "1.5", "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "--opinion-rate" in r.stderr
+
+
+def test_model_level_with_a_chat_backend_uses_the_natural_extractor(hospital):
+    """The model level on a (fake) chat backend: one extraction call per utterance, answers parsed and merged
+    by the natural protocol's rules; restatements the extractor words alike merge, the prompt has no fact id."""
+    from crossprofile_lib.backends.base import ChatResult
+    from crossprofile_lib.hiddenbench.messy_extract import model_extractor
+
+    class Echo:
+        def __init__(self):
+            self.requests = []
+
+        def chat(self, reqs):
+            self.requests += list(reqs)
+            # a model that reduces every utterance to its first six words
+            return [ChatResult("- " + " ".join(r.messages[-1]["content"].split("Message:")[-1].split()[:6]))
+                    for r in reqs]
+
+    f = hospital.fact("F01")
+    other = "Corvane Medical pumps passed every electrical check the council ran last year."  # same first 6 words
+    assert other.split()[:6] == f.text.split()[:6]
+    mt = _mt([("A1", f.text, "F01"), ("A2", other, "F01"), ("A3", hospital.fact("F04").text, "F04"),
+              ("A4", "I agree with that.", None)])
+    be = Echo()
+    ex = extract(mt, "model", hospital, AGENTS, extractor=model_extractor(be))
+    assert len(be.requests) == 4 and all("F01" not in r.messages[-1]["content"] for r in be.requests)
+    assert [c.speakers for c in ex.claims] == [("A1", "A2"), ("A3",), ("A4",)]
+    assert [c.text for c in ex.claims][:2] == [f.text, hospital.fact("F04").text]
+    q = merge_quality(mt, ex)
+    assert (q.precision, q.recall, q.split_rate) == (1.0, 1.0, 0.0)
+    assert len(extract(mt, "exact", hospital, AGENTS).claims) == 4  # exact keeps the two wordings apart

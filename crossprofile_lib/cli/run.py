@@ -117,7 +117,15 @@ def _cmd_run(args) -> int:
                 raise ValueError(f"backend '{cfg.backend}' does not take one of the options "
                                  f"{sorted(cfg.backend_options)} ({e})") from None
             progress = sys.stderr.isatty() if args.progress is None else args.progress
-            df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress)
+            extractor = None
+            if cfg.protocol == "messy" and cfg.extraction == "model":  # the natural protocol's extractor
+                from crossprofile_lib.backends.base import CHAT
+                from crossprofile_lib.hiddenbench.messy_extract import model_extractor
+                if CHAT not in getattr(backend, "capabilities", frozenset()):
+                    raise ValueError(f"--extraction model: backend '{cfg.backend}' cannot chat (the model-based "
+                                     f"claim extractor sends one chat call per utterance)")
+                extractor = model_extractor(backend)
+            df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress, extractor=extractor)
     except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -193,21 +193,21 @@ def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
               f"{h.hi:+.1f}); {'PASS' if h.passed else 'FAIL'} -> results are {h.status}")
 
 
-def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
+def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False, extractor=None
                ) -> tuple[pd.DataFrame, dict]:
     """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls,
     cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
     print the headroom check. The output folder is locked for the whole run
     (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run on it refuses at once)."""
     with locked_dir(out_dir):
-        return _run_to_locked_dir(cfg, out_dir, backend, progress)
+        return _run_to_locked_dir(cfg, out_dir, backend, progress, extractor)
 
 
-def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
+def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False, extractor=None
                        ) -> tuple[pd.DataFrame, dict]:
     t0 = time.perf_counter()
     backend = backend or backend_for(cfg)
-    df = run_grid(cfg, backend, progress=progress)
+    df = run_grid(cfg, backend, progress=progress, extractor=extractor)
     header = stamp(run_header(cfg, backend), t0)
     header.update(rows=len(df), errors=int((df["error"] != "").sum()) if "error" in df else 0,
                   invalid=int(df["invalid"].sum()))
