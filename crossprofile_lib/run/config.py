@@ -18,6 +18,7 @@ from pydantic.dataclasses import dataclass
 from crossprofile_lib.config import MODEL_CONFIG, Budgets, Paths, Seeds, Variants, checked, distinct_list
 from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, N_AGENTS, VARIANT_NAMES
 from crossprofile_lib.policies import parse_policy
+from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
 
 
 def check_policies(specs) -> None:
@@ -69,7 +70,7 @@ class RunConfig:
     extraction: Literal["oracle", "exact", "fuzzy", "model"] = "oracle"
     """Claim extraction (``--extraction``, :mod:`crossprofile_lib.task.extraction`): ``oracle`` (by fact: the
     scripted protocol's only level), ``exact``, ``fuzzy`` or ``model`` (a model backend's extractor)."""
-    opinion_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
+    opinion_rate: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_OPINION_RATE
     """The messy protocol's share of fact lines followed by a fact-less line, in [0, 1] (``--opinion-rate``;
     default :data:`crossprofile_lib.task.messy.DEFAULT_OPINION_RATE`); not used by the scripted protocol."""
     backend_options: dict[str, Any] = Field(default_factory=dict)
