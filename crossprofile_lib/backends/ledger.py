@@ -6,7 +6,9 @@ fact id, never by text) and scores each option o as
     score(o) = sum over kept facts f about o of  polarity(f) * w(f) * (1 + s * (n_f - 1))
 
 with ``w(f) = 1`` for relevant facts and ``irrelevant_weight`` for irrelevant ones, ``n_f`` the
-number of speakers the memory line reveals (1 when labels are hidden) and ``s`` the
+number of speakers the memory line reveals (1 when labels are hidden; a fact kept in several
+lines, a restatement the messy protocol's extractor did not merge, counts once with its largest
+label: :meth:`~crossprofile_lib.task.memory.Memory.kept_facts`) and ``s`` the
 social-proof weight per extra label. It picks ``argmax`` (ties broken by a seeded draw)
 when ``inverse_temperature`` is infinite, and otherwise samples from
 ``softmax(inverse_temperature * score)`` with a seeded generator. Options are strict numbers:
@@ -87,10 +89,8 @@ class ReferenceDecider:
         t = task.template
         s = np.zeros(len(order))
         pos = {o: j for j, o in enumerate(order)}
-        for c, n in zip(memory.kept, memory.revealed):
-            if c.fact_id is None:
-                continue
-            f = t.fact(c.fact_id)
+        for fid, n in memory.kept_facts():  # a fact restated in several kept lines counts once
+            f = t.fact(fid)
             w = 1.0 if f.relevant else self.irrelevant_weight
             s[pos[f.about]] += f.polarity * w * (1.0 + self.social_proof * (max(n, 1) - 1))
         return s

@@ -43,6 +43,7 @@ from crossprofile_lib.design import (  # noqa: F401
     SWEEP_POLICIES,
 )
 from crossprofile_lib.paths import checkout_root
+from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.run.results import read_header, read_results
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
@@ -123,6 +124,9 @@ class Run:
         out = []
         if cfg.get("n_agents", 4) != 4:
             out.append(f"{cfg['n_agents']} agents")
+        if cfg.get("protocol", "scripted") != "scripted":  # issue 27: the messy protocol and its extraction level
+            out.append(f"messy protocol, {cfg.get('extraction', '?')} extraction, opinion rate "
+                       f"{float(cfg.get('opinion_rate', 0)):g}")
         dp = (cfg.get("backend_options") or {}).get("decision_prompt")
         if dp and dp != "default":
             out.append(f"decision prompt {dp}")
@@ -234,7 +238,7 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     """Load the run of ``cfg``: from ``path`` when its ``run.json`` records ``cfg``, else run it
     (into ``path`` when that is empty, or into ``path``'s sibling of its own when ``path`` holds
     another configuration; ``rerun=True`` reruns into ``path``)."""
-    want = _jsonable(asdict(cfg))
+    want = _jsonable(protocol_free(asdict(cfg)))
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     if not rerun and _stored_config(p) == want and (p / "results.parquet").exists():
         return load_run(p)
@@ -315,7 +319,7 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
     try:
         return ensure_run(path, cfg)
     except UNAVAILABLE as e:
-        stored = own_folder(resolve(path), _jsonable(asdict(cfg)))
+        stored = own_folder(resolve(path), _jsonable(protocol_free(asdict(cfg))))
         if (stored / "results.parquet").exists():
             skipped[backend] = f"{type(e).__name__}: {e}; showing the stored run instead"
             return load_run(stored)

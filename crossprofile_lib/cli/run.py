@@ -70,6 +70,10 @@ def _cmd_run(args) -> int:
     if args.out is None and not args.dry_run:
         args.parser.error("the following arguments are required: --out")
     _grid_args(args)
+    args.opinion_rate_given = args.opinion_rate is not None
+    if args.opinion_rate is None:
+        from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
+        args.opinion_rate = DEFAULT_OPINION_RATE
     policies = args.policies
     cannot = A.unsupported_policies(args.backend, policies)
     if cannot:
@@ -82,7 +86,15 @@ def _cmd_run(args) -> int:
     cfg = A.build_config(args.parser, RunConfig, _FLAGS, backend=args.backend, templates=args.templates,
                          seeds=args.seeds, budgets=args.budgets, policies=policies,
                          variants=args.variants, n_agents=args.agents,
-                         n_options=args.options, tokenizer=args.tokenizer, backend_options=opts)
+                         n_options=args.options, tokenizer=args.tokenizer, backend_options=opts,
+                         protocol=args.protocol, extraction=args.extraction or "oracle",
+                         opinion_rate=args.opinion_rate)
+    if args.protocol == "scripted" and (args.extraction not in (None, "oracle") or args.opinion_rate_given):
+        args.parser.error("argument --extraction/--opinion-rate: needs --protocol messy (the scripted discussion "
+                          "says every fact verbatim; its claims are the facts)")
+    if args.extraction == "model" and args.backend == "ledger":
+        from crossprofile_lib.task.extraction import MODEL_UNAVAILABLE
+        args.parser.error(f"argument --extraction: {MODEL_UNAVAILABLE}")
     A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags=flags)
     if args.dry_run:
         return _dry_run(args, cfg, opts)
@@ -105,7 +117,15 @@ def _cmd_run(args) -> int:
                 raise ValueError(f"backend '{cfg.backend}' does not take one of the options "
                                  f"{sorted(cfg.backend_options)} ({e})") from None
             progress = sys.stderr.isatty() if args.progress is None else args.progress
-            df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress)
+            extractor = None
+            if cfg.protocol == "messy" and cfg.extraction == "model":  # the natural protocol's extractor
+                from crossprofile_lib.backends.base import CHAT
+                from crossprofile_lib.hiddenbench.messy_extract import model_extractor
+                if CHAT not in getattr(backend, "capabilities", frozenset()):
+                    raise ValueError(f"--extraction model: backend '{cfg.backend}' cannot chat (the model-based "
+                                     f"claim extractor sends one chat call per utterance)")
+                extractor = model_extractor(backend)
+            df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress, extractor=extractor)
     except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -225,5 +245,25 @@ def register(sub) -> None:
                         "else string)")
     r.add_argument("--overwrite", action="store_true",
                    help="replace a finished run of another grid in --out (otherwise refused, naming it)")
+    r.add_argument("--protocol", choices=("scripted", "messy"), default="scripted",
+                   help="controlled discussion: scripted (every fact verbatim; default) or messy (paraphrases, "
+                        "restatements and opinion lines; task/messy.py)")
+    r.add_argument("--extraction", choices=("oracle", "exact", "fuzzy", "model"), default=None,
+                   help="--protocol messy: claim extraction level (default oracle; task/extraction.py); model needs "
+                        "a model backend")
+    r.add_argument("--opinion-rate", dest="opinion_rate", type=_rate, default=None, metavar="R",
+                   help="--protocol messy: share of fact lines followed by an opinion, agreement or hedge line, "
+                        "in [0, 1] (default 0.25)")
     M.add_model_options(r)
     r.set_defaults(func=_cmd_run, parser=r)
+
+
+def _rate(text: str) -> float:
+    import argparse
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+    return v

@@ -10,7 +10,7 @@ parsed once into :class:`~crossprofile_lib.config.Budget`, and lists become tupl
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -18,6 +18,7 @@ from pydantic.dataclasses import dataclass
 from crossprofile_lib.config import MODEL_CONFIG, Budgets, Paths, Seeds, Variants, checked, distinct_list
 from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, N_AGENTS, VARIANT_NAMES
 from crossprofile_lib.policies import parse_policy
+from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
 
 
 def check_policies(specs) -> None:
@@ -63,6 +64,27 @@ class RunConfig:
     tokenizer: Optional[str] = None
     """The budgets' tokenizer: ``offline``, ``gguf:PATH``, ``hf:FOLDER`` or ``PATH/tokenizer.json``; None: the
     backend's (``--tokenizer``)."""
+    protocol: Literal["scripted", "messy"] = "scripted"
+    """The controlled discussion (``--protocol``): ``scripted`` (SPEC section 4, every fact verbatim; the
+    default) or ``messy`` (paraphrases, restatements and fact-less lines: :mod:`crossprofile_lib.task.messy`)."""
+    extraction: Literal["oracle", "exact", "fuzzy", "model"] = "oracle"
+    """Claim extraction (``--extraction``, :mod:`crossprofile_lib.task.extraction`): ``oracle`` (by fact: the
+    scripted protocol's only level), ``exact``, ``fuzzy`` or ``model`` (a model backend's extractor)."""
+    opinion_rate: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_OPINION_RATE
+    """The messy protocol's share of fact lines followed by a fact-less line, in [0, 1] (``--opinion-rate``;
+    default :data:`crossprofile_lib.task.messy.DEFAULT_OPINION_RATE`); not used by the scripted protocol."""
     backend_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword options of the backend's class, e.g. ``social_proof`` for the ledger (``--backend-option``
     and the model options); values named like a secret are masked in ``run.json``."""
+
+
+#: the fields of the messy protocol (issue 27); a scripted run's record leaves them out
+PROTOCOL_FIELDS = ("protocol", "extraction", "opinion_rate")
+
+
+def protocol_free(d: dict) -> dict:
+    """A configuration dict as recorded: a scripted run's without :data:`PROTOCOL_FIELDS`, so its ``run.json``
+    (and the book's stored-run comparison) is what it was before the messy protocol existed."""
+    if d.get("protocol", "scripted") == "scripted":
+        return {k: v for k, v in d.items() if k not in PROTOCOL_FIELDS}
+    return dict(d)

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from crossprofile_lib import __version__
+from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.safety.redact import redact_options
 
@@ -24,7 +25,7 @@ def config_record(cfg) -> dict:
     """A configuration dataclass (:class:`~crossprofile_lib.run.config.RunConfig`,
     :class:`~crossprofile_lib.hiddenbench.config.HBConfig`) as the header records it: its fields, backend
     options redacted."""
-    d = asdict(cfg)
+    d = protocol_free(asdict(cfg))
     if "backend_options" in d:
         d["backend_options"] = redact_options(d["backend_options"])
     return d

@@ -1,4 +1,4 @@
-"""The one function chain: task -> scripted discussion -> claim list -> memories.
+"""The one function chain: task -> scripted (or messy) discussion -> claim list -> memories.
 
 Everything that builds memories goes through here: the runner (its decision requests and the
 batch of model calls it sends first), HiddenBench (both protocols), the walkthrough and the
@@ -31,8 +31,39 @@ from crossprofile_lib.task.budgets import Budget, t_all
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, claim_list, make_task, scripted_discussion
 from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
+from crossprofile_lib.task.extraction import LEVELS, MergeQuality, extract, merge_quality
 from crossprofile_lib.task.memory import Memory
+from crossprofile_lib.task.messy import check_opinion_rate, messy_discussion
 from crossprofile_lib.task.variants import Variant, agent_names
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a unit's discussion is held and its claims extracted (issue 27).
+
+    ``scripted`` (the default, SPEC section 4): every fact verbatim, claims by fact (extraction
+    ``oracle`` only). ``messy`` (:mod:`crossprofile_lib.task.messy`): drawn wordings and fact-less
+    lines at ``opinion_rate``; claims at ``extraction`` level (:mod:`crossprofile_lib.task.extraction`),
+    ``model`` with a caller-given ``extractor``."""
+
+    name: str = "scripted"
+    extraction: str = "oracle"
+    opinion_rate: float = 0.0
+    extractor: Optional[Callable] = None
+
+    def __post_init__(self):
+        if self.name not in PROTOCOLS:
+            raise ValueError(f"protocol '{self.name}' is not one of {', '.join(PROTOCOLS)}")
+        if self.extraction not in LEVELS:
+            raise ValueError(f"extraction level '{self.extraction}' is not one of {', '.join(LEVELS)}")
+        if self.name == "scripted" and self.extraction != "oracle":
+            raise ValueError(f"extraction level '{self.extraction}' needs the messy protocol (--protocol messy): "
+                             f"the scripted discussion says every fact verbatim, its claims are the facts")
+        check_opinion_rate(self.opinion_rate)
+
+
+PROTOCOLS = ("scripted", "messy")
+SCRIPTED = Protocol()
 
 
 @dataclass(frozen=True)
@@ -44,28 +75,38 @@ class TaskUnit:
     claims: ClaimList
     order: tuple[str, ...]   # options in the order the decision prompt letters them
     t_all: int               # tokens of every fact with all labels (budgets are ratios of it)
+    protocol: Protocol = SCRIPTED
+    merge: Optional[MergeQuality] = None   # the messy protocol's extraction against its ground truth
 
 
 def build_task(template, variant: Variant | str, seed: int, n_agents: int = 4, tokenizer=None,
-               total: Optional[int] = None) -> TaskUnit:
-    """The task, its scripted discussion, claim list and option order (``T_all`` priced with
-    ``tokenizer``, or given as ``total`` when the caller priced the template already)."""
+               total: Optional[int] = None, protocol: Protocol = SCRIPTED) -> TaskUnit:
+    """The task, its discussion (scripted unless ``protocol`` says messy), claim list and option order
+    (``T_all`` priced with ``tokenizer``, or given as ``total`` when the caller priced the template already).
+    The messy protocol's ground truth stays out of the unit's transcript and claims' ranking inputs; the
+    unit keeps only its merge measures."""
     if total is None:
         if tokenizer is None:
             raise ValueError(f"template {template.id}: build_task needs a tokenizer (or T_all) to price the budgets")
         total = t_all(template, tokenizer, n_agents)
     task = make_task(template, variant, seed, n_agents)
-    tr = scripted_discussion(task)
-    cl = claim_list(tr, agent_names(n_agents))
-    return TaskUnit(task, tr, cl, option_order(task), total)
+    if protocol.name == "scripted":
+        tr = scripted_discussion(task)
+        cl = claim_list(tr, agent_names(n_agents))
+        return TaskUnit(task, tr, cl, option_order(task), total)
+    mt = messy_discussion(task, protocol.opinion_rate)
+    ex = extract(mt, protocol.extraction, template, agent_names(n_agents), extractor=protocol.extractor)
+    return TaskUnit(task, mt.transcript, ex.claims, option_order(task), total, protocol, merge_quality(mt, ex))
 
 
-def task_units(templates, variants: Sequence[str], seeds: Sequence[int], n_agents: int, tokenizer) -> list[TaskUnit]:
+def task_units(templates, variants: Sequence[str], seeds: Sequence[int], n_agents: int, tokenizer,
+               protocol: Protocol = SCRIPTED) -> list[TaskUnit]:
     """Every unit of a grid in grid order (template, variant, seed); ``T_all`` priced once per template."""
     out = []
     for t in templates:
         total = t_all(t, tokenizer, n_agents)
-        out.extend(build_task(t, Variant(v), s, n_agents, total=total) for v in variants for s in seeds)
+        out.extend(build_task(t, Variant(v), s, n_agents, total=total, protocol=protocol)
+                   for v in variants for s in seeds)
     return out
 
 

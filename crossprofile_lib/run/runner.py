@@ -22,7 +22,17 @@ from crossprofile_lib.rng import stream
 from crossprofile_lib.run.capabilities import unsupported
 from crossprofile_lib.run.config import RunConfig  # noqa: F401  (the run configuration; re-exported)
 from crossprofile_lib.run.header import run_header, stamp
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng, prefetch, specs_of, task_units
+from crossprofile_lib.run.pipeline import (
+    SCRIPTED,
+    Protocol,
+    TaskInputs,
+    TaskUnit,
+    memories,
+    policy_rng,
+    prefetch,
+    specs_of,
+    task_units,
+)
 from crossprofile_lib.run.results import write_results
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
@@ -30,10 +40,32 @@ from crossprofile_lib.stats.headroom import Headroom, headroom
 from crossprofile_lib.stats.relevance_fallback import fallback_lines, relevance_fallback
 from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
+from crossprofile_lib.task.extraction import MODEL_UNAVAILABLE
 from crossprofile_lib.task.templates import load_templates
 
 #: the paper's budget grid (:data:`crossprofile_lib.design.BUDGET_GRID`): the ratios and the fixed control
 DEFAULT_BUDGETS = BUDGET_GRID
+
+
+def protocol_of(cfg: RunConfig, backend=None, extractor=None) -> Protocol:
+    """The run's :class:`~crossprofile_lib.run.pipeline.Protocol` (a :class:`ValueError` for extraction ``model``
+    without an extractor: on the reference decider it is unavailable)."""
+    if cfg.protocol == "scripted":
+        if cfg.extraction != "oracle":
+            raise ValueError(f"--extraction {cfg.extraction} needs --protocol messy (the scripted discussion's "
+                             f"claims are its facts)")
+        return SCRIPTED
+    if cfg.extraction == "model" and extractor is None:
+        if backend is None or getattr(backend, "decision_mode", "") == "ledger":
+            raise ValueError(MODEL_UNAVAILABLE)
+        raise ValueError(f"extraction level 'model' on backend '{backend.name}' needs the natural protocol's "
+                         f"extractor passed to the runner (run_grid(..., extractor=...))")
+    return Protocol("messy", cfg.extraction, cfg.opinion_rate, extractor)
+
+
+def _units(templates, cfg: RunConfig, backend, extractor=None) -> list[TaskUnit]:
+    return task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer,
+                      protocol=protocol_of(cfg, backend, extractor))
 
 
 def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[TaskUnit]] = None):
@@ -43,13 +75,18 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
     budgets = list(cfg.budgets)
     specs = specs_of(cfg.policies)
     if units is None:
-        units = task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer)
+        units = _units(templates, cfg, backend)
     for u in units:
         task, v, t = u.task, u.task.variant, u.task.template
         base = dict(template_id=t.id, template_version=t.version, domain=t.domain, variant=v.name,
                     support_attr=v.support_attr, decoy_attr=v.decoy_attr,
                     irrelevant_attr=v.irrelevant_attr, cell=v.cell, pooled_cell=v.pooled_cell, seed=task.seed,
-                    n_agents=cfg.n_agents, t_all=u.t_all, option_order=",".join(u.order))
+                    n_agents=cfg.n_agents, t_all=u.t_all, option_order=",".join(u.order),
+                    protocol=u.protocol.name, extraction=u.protocol.extraction,
+                    opinion_rate=float(u.protocol.opinion_rate), n_claims=len(u.claims))
+        if u.merge is not None:
+            base.update(merge_precision=u.merge.precision, merge_recall=u.merge.recall,
+                        split_rate=u.merge.split_rate, rare_rate=u.merge.rare_rate)
         x = TaskInputs(u, backend)
         facts = fact_table(t)
         for m in memories(u, specs, budgets, backend, task.task_id, policy_rng(task.seed), x):
@@ -82,22 +119,23 @@ def prefetch_model_calls(templates, cfg: RunConfig, backend, units: Optional[Seq
     """Send a model backend's relevance-filter, stance and B3 calls for the whole grid as one batch
     (:func:`crossprofile_lib.run.pipeline.prefetch`); :func:`build_requests` then finds them cached."""
     if units is None:
-        units = task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer)
+        units = _units(templates, cfg, backend)
     prefetch(units, specs_of(cfg.policies), list(cfg.budgets), backend)
 
 
-def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False) -> pd.DataFrame:
+def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False, extractor=None) -> pd.DataFrame:
     """Run the grid and return the tidy table (not written; see :func:`run_to_dir`). A policy the backend
     cannot run (:func:`crossprofile_lib.run.capabilities.unsupported`) is a :class:`ValueError` before any work."""
     backend = backend or backend_for(cfg)
     cannot = unsupported(cfg.policies, backend)
     if cannot:
         raise ValueError(f"backend '{backend.name}' cannot run {', '.join(cannot)}: " + "; ".join(cannot.values()))
+    protocol_of(cfg, backend, extractor)  # a protocol the backend cannot run: refused before any work
     templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options,
                                                                        tokenizer=None)
     if progress:
         backend.progress = True
-    units = task_units(templates, cfg.variants, cfg.seeds, cfg.n_agents, backend.tokenizer)  # built once
+    units = _units(templates, cfg, backend, extractor)  # built once
     prefetch_model_calls(templates, cfg, backend, units)
     pairs = list(build_requests(templates, cfg, backend, units))
     decisions = backend.decide([r for r, _ in pairs])
@@ -118,7 +156,7 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
                    prompt_sha=meta.get("prompt_sha", ""), letter_logprobs=meta.get("letter_logprobs", ""))
         rows.append(row)
     df = pd.DataFrame(rows)
-    for c in ("seed", "n_kept", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
+    for c in ("seed", "n_kept", "n_claims", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
               "budget_tokens", "t_all", "n_agents", "template_version", "irrelevant_tone"):
         df[c] = df[c].astype("int64")
     return df
@@ -155,21 +193,21 @@ def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
               f"{h.hi:+.1f}); {'PASS' if h.passed else 'FAIL'} -> results are {h.status}")
 
 
-def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
+def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False, extractor=None
                ) -> tuple[pd.DataFrame, dict]:
     """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls,
     cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
     print the headroom check. The output folder is locked for the whole run
     (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run on it refuses at once)."""
     with locked_dir(out_dir):
-        return _run_to_locked_dir(cfg, out_dir, backend, progress)
+        return _run_to_locked_dir(cfg, out_dir, backend, progress, extractor)
 
 
-def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False
+def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False, extractor=None
                        ) -> tuple[pd.DataFrame, dict]:
     t0 = time.perf_counter()
     backend = backend or backend_for(cfg)
-    df = run_grid(cfg, backend, progress=progress)
+    df = run_grid(cfg, backend, progress=progress, extractor=extractor)
     header = stamp(run_header(cfg, backend), t0)
     header.update(rows=len(df), errors=int((df["error"] != "").sum()) if "error" in df else 0,
                   invalid=int(df["invalid"].sum()))

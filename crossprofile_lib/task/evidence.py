@@ -65,10 +65,8 @@ def composition(task: Task, memory: Memory) -> Composition:
     t = task.template
     n = {"support": 0, "decoy": 0, "irrelevant": 0}
     lead = tone = 0
-    for c in memory.kept:
-        if c.fact_id is None:
-            continue
-        f = t.fact(c.fact_id)
+    for fid, _ in memory.kept_facts():  # a fact kept in several lines counts once
+        f = t.fact(fid)
         n[f.role] += 1
         sign = 1 if f.about == t.correct_option else -1 if f.about == t.decoy_option else 0
         if f.relevant:
@@ -95,10 +93,8 @@ def option_features(task: Task, memory: Memory, order: Sequence[str], facts: Opt
     facts = facts if facts is not None else fact_table(task.template)
     pos = {o: j for j, o in enumerate(order)}
     x = np.zeros((len(order), 4))
-    for c, n in zip(memory.kept, memory.revealed):
-        if c.fact_id is None:
-            continue
-        about, k, polarity = facts[c.fact_id]
+    for fid, n in memory.kept_facts():  # a fact kept in several lines counts once
+        about, k, polarity = facts[fid]
         x[pos[about], k] += polarity
         x[pos[about], k + 1] += polarity * (max(n, 1) - 1)
     return x

@@ -160,6 +160,9 @@ class Fact(_Model):
     about: Text
     polarity: Polarity
     criterion: Optional[Text] = None
+    #: other wordings of the same fact (same option, criterion, polarity, role), for the messy protocol
+    #: (:mod:`crossprofile_lib.task.messy`); empty, or at least 2 for every fact (rule ``paraphrases``)
+    paraphrases: tuple[Prose, ...] = ()
 
     @property
     def relevant(self) -> bool:
@@ -331,6 +334,7 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
         if len(named) > 1:
             raise TemplateError(path, f"facts[{i}].text", R5,
                                 f"the fact names several options {named}: facts must not compare options")
+    check_paraphrases(t, path, n_options)
     # --- warnings: fact length -------------------------------------------------------
     msgs = []
     if tokenizer is None:
@@ -344,6 +348,61 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     for m in msgs:
         warnings.warn(m, TemplateWarning, stacklevel=2)
     return msgs
+
+
+PARAPHRASES = "rule 6 (paraphrases)"
+MIN_PARAPHRASES = 2
+
+
+def paraphrase_count(t: Template) -> int:
+    """Complete paraphrase sets of ``t`` (the fewest paraphrases any fact has; 0: none)."""
+    return min(len(f.paraphrases) for f in t.facts) if t.facts else 0
+
+
+def paraphrase_set(t: Template, k: int) -> Template:
+    """``t`` with every fact's text replaced by its paraphrase ``k`` (0-based) and no paraphrases:
+    the template the answer-key, hint and design rules are computed on for that set."""
+    facts = tuple(f.model_copy(update=dict(text=f.paraphrases[k], paraphrases=())) for f in t.facts)
+    return t.model_copy(update=dict(facts=facts))
+
+
+def check_paraphrases(t: Template, path: str = "<template>", n_options: int = 3) -> None:
+    """Rule 6: paraphrases are optional, but a template that has any gives every fact at least
+    :data:`MIN_PARAPHRASES`, each distinct (case aside) from its fact's text and its other
+    paraphrases; and each paraphrase set (:func:`paraphrase_set`) passes rules 1-5 like the facts.
+    An error names the template file, the field ``facts[i].paraphrases[k]``, the fact id and the rule."""
+    if not any(f.paraphrases for f in t.facts):
+        return
+    for i, f in enumerate(t.facts):
+        if len(f.paraphrases) < MIN_PARAPHRASES:
+            raise TemplateError(path, f"facts[{i}].paraphrases", PARAPHRASES,
+                                f"fact {f.id} has {len(f.paraphrases)} paraphrase(s); a template with paraphrases "
+                                f"gives every fact at least {MIN_PARAPHRASES}")
+        seen = {f.text.lower(): "its text"}
+        for k, p in enumerate(f.paraphrases):
+            if p.lower() in seen:
+                raise TemplateError(path, f"facts[{i}].paraphrases[{k}]", PARAPHRASES,
+                                    f"fact {f.id}: paraphrase {k} repeats {seen[p.lower()]}")
+            seen[p.lower()] = f"paraphrase {k}"
+    for k in range(max(len(f.paraphrases) for f in t.facts)):
+        if any(len(f.paraphrases) <= k for f in t.facts):
+            # an incomplete set: each of its paraphrases still passes rule 5 in its own template's set
+            sub = t.model_copy(update=dict(facts=tuple(
+                f.model_copy(update=dict(text=f.paraphrases[k] if len(f.paraphrases) > k else f.text,
+                                         paraphrases=())) for f in t.facts)))
+        else:
+            sub = paraphrase_set(t, k)
+        try:
+            validate_template(sub, path, n_options=n_options)
+        except TemplateError as e:
+            fld = e.field
+            if fld.startswith("facts[") and fld.endswith(".text"):
+                i = int(fld[6:fld.index("]")])
+                fld = f"facts[{i}].paraphrases[{k}]"
+                detail = f"fact {t.facts[i].id}, paraphrase {k}: {e.detail}"
+            else:
+                detail = f"paraphrase set {k}: {e.detail}"
+            raise TemplateError(path, fld, e.rule, detail) from None
 
 
 def _hint_fields(t: Template) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from typing import Optional
 
 from crossprofile_lib.safety.inputs import TemplateError, template_paths
 from crossprofile_lib.task.design_check import check_classic_cell
-from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template
+from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template, paraphrase_count, paraphrase_set
 
 
 @dataclass
@@ -42,7 +42,9 @@ def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list
 
     ``design``: tokenizers for the design check (:mod:`.design_check`, rule
     ``design check (classic cell ...)``): a template whose classic cell does not hold under one of
-    them fails, naming the tokenizer and the line. Applied to 3-option templates only (the paper's
+    them fails, naming the tokenizer and the line; so does one whose classic cell does not hold when
+    every fact is said in its paraphrase ``k`` (each complete paraphrase set, field
+    ``facts[i].paraphrases[k]``). Applied to 3-option templates only (the paper's
     design); empty: not checked.
 
     A file that breaks a rule never stops the others. A template id used by an earlier
@@ -63,6 +65,8 @@ def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list
             seen[t.id] = p
             if design and n_options == 3:
                 check_classic_cell(t, design, str(p))
+                for k in range(paraphrase_count(t)):  # the design holds with each paraphrase set too
+                    _check_paraphrase_design(t, k, design, p)
             v.template, v.warnings = t, [str(w.message) for w in caught]
         except TemplateError as e:
             v.error = e
@@ -71,6 +75,17 @@ def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list
                                     f"{type(e).__name__}: {e} (a validator bug: please report it with the file)")
         out.append(v)
     return out
+
+
+def _check_paraphrase_design(t: Template, k: int, design, p) -> None:
+    """The design check on paraphrase set ``k``; a failure names ``facts[i].paraphrases[k]``."""
+    try:
+        check_classic_cell(paraphrase_set(t, k), design, str(p))
+    except TemplateError as e:
+        fld = e.field
+        if fld.startswith("facts[") and fld.endswith(".text"):
+            fld = fld[:-len(".text")] + f".paraphrases[{k}]"
+        raise TemplateError(p, fld, e.rule, f"paraphrase set {k}: {e.detail}") from None
 
 
 def summary(verdicts: list[Verdict]) -> str:

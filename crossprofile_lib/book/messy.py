@@ -1,0 +1,314 @@
+"""Chapter 14: when the discussion is not a script (issue 27).
+
+The reference decider's grid under the messy controlled protocol (:mod:`crossprofile_lib.task.messy`) at each
+claim-extraction level (:mod:`crossprofile_lib.task.extraction`) and along a sweep of the opinion rate, set
+beside the scripted grid the book already runs. Every statement the chapter prints is computed here from those
+runs (:func:`messy_takeaways`): which of the paper's findings keep their sign and their interval under imperfect
+extraction and which flip.
+
+Runs: ``runs/ledger-messy-<level>-op<rate>`` (:func:`messy_run`), one per level at
+:data:`~crossprofile_lib.task.messy.DEFAULT_OPINION_RATE` and one per rate of :data:`MESSY_RATES` at
+:data:`SWEEP_LEVEL`; policies :data:`MESSY_POLICIES`, the book's templates, seeds, variants and tokenizer, at the
+primary budget only (the contrasts and compositions are read there). The model level needs a model backend and
+is not run by the reference grid (the chapter says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from crossprofile_lib.book.runs import Run, bootstrap, ensure_run, reference_tokenizer, unit_column
+from crossprofile_lib.book.tables import contrasts_with_holm
+from crossprofile_lib.design import CLASSIC, GROUP_SIZE_POLICIES, MIRROR, PRIMARY_BUDGET
+from crossprofile_lib.run.runner import RunConfig
+from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
+from crossprofile_lib.stats.tables import means_table
+from crossprofile_lib.task.extraction import FUZZY_THRESHOLD, MODEL_UNAVAILABLE
+from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
+
+#: the extraction levels the reference grid runs (``model`` needs a model backend)
+MESSY_LEVELS = ("oracle", "exact", "fuzzy")
+#: the opinion-rate sweep, run at :data:`SWEEP_LEVEL`
+MESSY_RATES = (0.0, 0.25, 0.5, 1.0)
+SWEEP_LEVEL = "exact"
+#: the policies of the chapter (the paper's copy policies, relevance-first, BAL and the controls)
+MESSY_POLICIES = GROUP_SIZE_POLICIES
+#: the policies whose compositions and accuracy the chapter shows
+SHOWN = ("R1", "B4", "Random", "R1-rel", "BAL")
+FINDINGS = (("H1", "H1: R1 - B4 swings with who holds the decoys"), ("H2", "H2: R1 - Random over all variants"),
+            ("H3", "H3: R1-rel - R1 over all variants"), ("classic-R1-B4", "classic cell: R1 - B4"),
+            ("mirror-R1-B4", "mirror cell: R1 - B4"), ("swing", "classic/mirror swing: (R1 - B4 | classic) - "
+                                                                     "(R1 - B4 | mirror)"))
+
+
+def messy_run(runs_root: str | Path, templates: Sequence[str], seeds: Sequence[int], budgets: Sequence[str],
+              extraction: str, opinion_rate: float = DEFAULT_OPINION_RATE, tokenizer: Optional[str] = None,
+              variants: Optional[Sequence[str]] = None) -> Run:
+    """The reference decider's grid under the messy protocol (``runs/ledger-messy-<level>-op<rate>``)."""
+    tok, why = reference_tokenizer(tokenizer)
+    cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
+                    policies=list(MESSY_POLICIES), **({"variants": list(variants)} if variants else {}),
+                    tokenizer=tok, protocol="messy", extraction=extraction, opinion_rate=float(opinion_rate))
+    run = ensure_run(Path(runs_root) / f"ledger-messy-{extraction}-op{opinion_rate:g}", cfg)
+    run.pricing_note = why
+    return run
+
+
+@dataclass
+class MessyStudy:
+    """The scripted grid, the messy grid per extraction level and the opinion-rate sweep."""
+
+    scripted: Run
+    levels: dict = field(default_factory=dict)      # level -> Run (default opinion rate)
+    sweep: dict = field(default_factory=dict)       # opinion rate -> Run (SWEEP_LEVEL)
+    budget: str = PRIMARY_BUDGET
+    n_resamples: int = 1000
+    boot_seed: int = 0
+
+    @property
+    def variants(self) -> dict:
+        """``{name: run}``: scripted, then each level (the names the tables and figures use)."""
+        return {"scripted": self.scripted, **{f"messy, {k}": r for k, r in self.levels.items()}}
+
+
+def messy_study(ch, levels: Sequence[str] = MESSY_LEVELS, rates: Sequence[float] = MESSY_RATES) -> MessyStudy:
+    """Run (or load) the chapter's grids with the chapter's parameters (templates, seeds, variants, tokenizer)."""
+    p = ch.params
+    budget = PRIMARY_BUDGET if PRIMARY_BUDGET in [str(b) for b in p.budgets] else str(p.budgets[0])
+    common = dict(templates=p.templates, seeds=p.seeds, budgets=[budget], tokenizer=p.tokenizer, variants=p.variants)
+    st = MessyStudy(ch.ref, budget=budget, n_resamples=p.n_resamples, boot_seed=p.boot_seed)
+    for lv in levels:
+        st.levels[lv] = messy_run(p.runs_root, extraction=lv, opinion_rate=DEFAULT_OPINION_RATE, **common)
+    for r in rates:
+        st.sweep[float(r)] = (st.levels[SWEEP_LEVEL] if float(r) == DEFAULT_OPINION_RATE and SWEEP_LEVEL in st.levels
+                              else messy_run(p.runs_root, extraction=SWEEP_LEVEL, opinion_rate=r, **common))
+    for r in [st.scripted, *st.levels.values(), *st.sweep.values()]:
+        if r.boot is None:
+            r.boot = bootstrap(r, st.n_resamples, st.boot_seed)
+    return st
+
+
+def _at(run: Run, budget: str) -> pd.DataFrame:
+    return run.df[run.df["budget_label"].astype(str) == str(budget)]
+
+
+def merge_table(st: MessyStudy) -> pd.DataFrame:
+    """Per extraction level: claims per discussion, merge precision and recall, split and rare-looking rates
+    (%, means over the discussions; a discussion's measures are read once, not once per policy)."""
+    rows = []
+    for lv, run in st.levels.items():
+        d = run.df.drop_duplicates(["template_id", "variant", "seed"])
+        rows.append({"extraction": lv, "claims per discussion": d["n_claims"].mean(),
+                     "merge precision (%)": 100 * d["merge_precision"].mean(),
+                     "merge recall (%)": 100 * d["merge_recall"].mean(),
+                     "shared facts split (%)": 100 * d["split_rate"].mean(),
+                     "shared facts looking rare (%)": 100 * d["rare_rate"].mean()})
+    return pd.DataFrame(rows)
+
+
+def composition_table(st: MessyStudy, cell: str = CLASSIC) -> pd.DataFrame:
+    """Mean kept support / decoy / irrelevant facts, claim lines kept and accuracy (%) per policy in ``cell``
+    (``PSP`` by default) at the study's budget, one column block per protocol."""
+    rows = []
+    for name, run in st.variants.items():
+        d = _at(run, st.budget)
+        d = d[(d["variant"] == cell) & d["policy"].isin(SHOWN)]
+        g = d.groupby("policy", sort=False)
+        t = pd.DataFrame({"support": g["kept_support"].mean(), "decoy": g["kept_decoy"].mean(),
+                          "irrelevant": g["kept_irrelevant"].mean(), "lines": g["n_kept"].mean(),
+                          "accuracy (%)": 100 * g["correct"].mean()}).reindex([p for p in SHOWN if p in set(d["policy"])])
+        rows.append(t.assign(protocol=name).reset_index())
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def accuracy_by_variant(st: MessyStudy) -> pd.DataFrame:
+    """Accuracy (%) per policy (rows) and attribution variant (columns), one row block per protocol."""
+    out = []
+    for name, run in st.variants.items():
+        d = _at(run, st.budget)
+        d = d[d["policy"].isin(SHOWN)]
+        t = (100 * d.pivot_table(index="policy", columns="variant", values="correct", aggfunc="mean"))
+        t = t.reindex([p for p in SHOWN if p in t.index])
+        t.insert(0, "protocol", name)
+        out.append(t.reset_index())
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _cell_contrasts(run: Run, budget: str) -> pd.DataFrame:
+    """The mirror-cell R1 - B4 gap and the classic/mirror swing (points), in the language of ``prereg.yaml``."""
+    r1b4 = [{"weight": 1, "where": {"policy": "R1"}}, {"weight": -1, "where": {"policy": "B4"}}]
+    cs = [{"id": "mirror-R1-B4", "title": "mirror", "where": {"cell": "mirror"}, "terms": r1b4},
+          {"id": "swing", "title": "swing", "terms": [
+              {"weight": 1, "where": {"cell": "classic", "policy": "R1"}},
+              {"weight": -1, "where": {"cell": "classic", "policy": "B4"}},
+              {"weight": -1, "where": {"cell": "mirror", "policy": "R1"}},
+              {"weight": 1, "where": {"cell": "mirror", "policy": "B4"}}]}]
+    doc = {"defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": budget}}, "contrasts": cs}
+    return evaluate_contrasts(run.df, parse_prereg(doc, "<messy cells>"), run.boot, template_col=unit_column(run.df))
+
+
+def _all_findings(run: Run, budget: str) -> pd.DataFrame:
+    res = contrasts_with_holm(run, run.boot, families=("confirmatory", "exploratory"), budget=budget)
+    return pd.concat([res, _cell_contrasts(run, budget)], ignore_index=True).set_index("id")
+
+
+def findings(st: MessyStudy) -> pd.DataFrame:
+    """H1-H3 and the classic / mirror R1 - B4 gaps (points, 95% template-bootstrap interval) per protocol, and
+    whether each keeps the scripted grid's verdict (:func:`_verdict`: survives, weakens, strengthens, flips)."""
+    rows = []
+    for name, run in st.variants.items():
+        res = _all_findings(run, st.budget)
+        for fid, title in FINDINGS:
+            if fid in res.index:
+                r = res.loc[fid]
+                rows.append({"protocol": name, "finding": title, "id": fid, "estimate": r["estimate"],
+                             "lo": r["lo"], "hi": r["hi"]})
+    t = pd.DataFrame(rows)
+    if t.empty:
+        return t
+    base = t[t["protocol"] == "scripted"].set_index("id")
+    verdicts = []
+    for _, r in t.iterrows():
+        if r["protocol"] == "scripted" or r["id"] not in base.index:
+            verdicts.append("reference")
+            continue
+        b = base.loc[r["id"]]
+        verdicts.append(_verdict(b["estimate"], b["lo"], b["hi"], r["estimate"], r["lo"], r["hi"]))
+    return t.assign(verdict=verdicts)
+
+
+def _clear(lo: float, hi: float) -> bool:
+    return bool(lo > 0 or hi < 0)
+
+
+def _verdict(be, blo, bhi, e, lo, hi) -> str:
+    """``survives``: on the scripted grid's side of 0 with the same clarity (interval clear of 0 or not);
+    ``flips``: the interval is clear of 0 on the other side; ``weakens``: the scripted interval was clear of 0,
+    this one covers it; ``strengthens``: the other way round."""
+    if any(pd.isna(x) for x in (be, e, lo, hi, blo, bhi)):
+        return "not estimable"
+    side = np.sign(be)
+    if _clear(lo, hi) and side != 0 and np.sign(e) == -side:
+        return "flips"
+    if _clear(blo, bhi) and not _clear(lo, hi):
+        return "weakens"
+    if not _clear(blo, bhi) and _clear(lo, hi):
+        return "strengthens"
+    return "survives"
+
+
+def sweep_table(st: MessyStudy) -> pd.DataFrame:
+    """Per opinion rate (at :data:`SWEEP_LEVEL`): classic and mirror accuracy of R1 and B4 (long: ``policy``,
+    ``cell``, ``opinion_rate``, ``estimate``, ``lo``, ``hi``) for :func:`crossprofile_lib.book.figures.line_by`."""
+    parts = []
+    for rate, run in sorted(st.sweep.items()):
+        d = _at(run, st.budget)
+        d = d[d["policy"].isin(["R1", "B4"]) & d["variant"].isin([CLASSIC, MIRROR])]
+        if len(d):
+            t = means_table(d.assign(cell=d["variant"]), ["policy", "cell"], ["correct"], run.boot)
+            parts.append(t.assign(opinion_rate=rate))
+    if not parts:
+        return pd.DataFrame(columns=["policy", "cell", "opinion_rate", "estimate", "lo", "hi", "series"])
+    t = pd.concat(parts, ignore_index=True)
+    t["series"] = t["policy"] + " in " + t["cell"]
+    return t
+
+
+def sweep_findings(st: MessyStudy) -> pd.DataFrame:
+    """H1 and the classic R1 - B4 gap (points) per opinion rate at :data:`SWEEP_LEVEL`."""
+    rows = []
+    for rate, run in sorted(st.sweep.items()):
+        res = _all_findings(run, st.budget)
+        for fid, title in FINDINGS:
+            if fid in res.index:
+                rows.append({"opinion_rate": rate, "finding": title, "estimate": res.loc[fid, "estimate"],
+                             "lo": res.loc[fid, "lo"], "hi": res.loc[fid, "hi"]})
+    return pd.DataFrame(rows)
+
+
+def _pts(x: float) -> str:
+    return "n/a" if pd.isna(x) else f"{x:+.1f}"
+
+
+def messy_takeaways(st: MessyStudy, f: pd.DataFrame, m: pd.DataFrame, comp: pd.DataFrame,
+                    sw: pd.DataFrame) -> list[str]:
+    """The chapter's takeaways, every number and verdict read from the runs."""
+    out = []
+    for _, r in m.iterrows():
+        out.append(f"Under <b>{r['extraction']}</b> extraction a discussion yields {r['claims per discussion']:.1f} "
+                   f"claims; merge recall {r['merge recall (%)']:.0f}%, precision "
+                   f"{'n/a' if pd.isna(r['merge precision (%)']) else format(r['merge precision (%)'], '.0f') + '%'}; "
+                   f"{r['shared facts looking rare (%)']:.0f}% of shared facts end up with a claim that shows a single "
+                   f"speaker.")
+    if not f.empty:
+        for lv in [k for k in st.variants if k != "scripted"]:
+            d = f[f["protocol"] == lv]
+            flips = [r["finding"] for _, r in d.iterrows() if r["verdict"] == "flips"]
+            keeps = [r["finding"] for _, r in d.iterrows() if r["verdict"] == "survives"]
+            other = [f"{r['finding']} {r['verdict']}" for _, r in d.iterrows()
+                     if r["verdict"] not in ("flips", "survives")]
+            out.append(f"<b>{lv}</b>: " + "; ".join(x for x in (
+                ("flips: " + ", ".join(flips)) if flips else "no finding flips",
+                ("keeps its verdict: " + ", ".join(keeps)) if keeps else "",
+                ", ".join(other)) if x) + ".")
+    if not comp.empty:
+        c = comp[comp["policy"] == "R1"].set_index("protocol")
+        if "scripted" in c.index:
+            for name in c.index:
+                if name == "scripted":
+                    continue
+                out.append(f"R1 in the classic cell ({CLASSIC}) keeps {c.loc[name, 'support']:.2f} / "
+                           f"{c.loc[name, 'decoy']:.2f} / {c.loc[name, 'irrelevant']:.2f} support / decoy / irrelevant "
+                           f"facts under {name} (scripted: {c.loc['scripted', 'support']:.2f} / "
+                           f"{c.loc['scripted', 'decoy']:.2f} / {c.loc['scripted', 'irrelevant']:.2f}); accuracy "
+                           f"{c.loc[name, 'accuracy (%)']:.1f}% against {c.loc['scripted', 'accuracy (%)']:.1f}%.")
+    if not sw.empty:
+        h = sw[sw["finding"] == FINDINGS[0][1]].sort_values("opinion_rate")
+        if len(h) > 1:
+            out.append(f"Along the opinion-rate sweep ({SWEEP_LEVEL} extraction), H1 goes from "
+                       f"{_pts(h['estimate'].iloc[0])} points at rate {h['opinion_rate'].iloc[0]:g} to "
+                       f"{_pts(h['estimate'].iloc[-1])} at rate {h['opinion_rate'].iloc[-1]:g}.")
+    out.append(f"The fuzzy level merges at rapidfuzz token_sort_ratio &ge; {FUZZY_THRESHOLD:g}. The model level "
+               f"is not part of the reference grid: {MODEL_UNAVAILABLE}.")
+    return out
+
+
+def findings_pivot(f: pd.DataFrame) -> pd.DataFrame:
+    """:func:`findings` as a display table: one row per finding, ``estimate [lo, hi] (verdict)`` per protocol."""
+    if f.empty:
+        return f
+    cell = ["not estimable in this grid" if pd.isna(r["estimate"]) or pd.isna(r["lo"]) else
+            f"{r['estimate']:+.1f} [{r['lo']:+.1f}, {r['hi']:+.1f}]" + ("" if r["verdict"] == "reference"
+                                                                       else f" ({r['verdict']})")
+            for _, r in f.iterrows()]
+    t = f.assign(value=cell).pivot(index="finding", columns="protocol", values="value")
+    order = [t for _, t in FINDINGS if t in set(f["finding"])]
+    cols = ["scripted"] + [c for c in t.columns if c != "scripted"]
+    return t.reindex(order)[cols]
+
+
+def cell_bars(st: MessyStudy, cell: str = CLASSIC, policies: Sequence[str] = SHOWN) -> pd.DataFrame:
+    """Accuracy (%) with 95% template-bootstrap intervals per protocol (``protocol``) and policy in ``cell``
+    at the study's budget, long format for :func:`crossprofile_lib.book.figures.interval_bars`."""
+    parts = []
+    for name, run in st.variants.items():
+        d = _at(run, st.budget)
+        d = d[(d["variant"] == cell) & d["policy"].isin(policies)]
+        if len(d):
+            t = means_table(d, ["policy"], ["correct"], run.boot)
+            parts.append(t.assign(protocol=name.replace("messy, ", "")))
+    if not parts:
+        return pd.DataFrame()
+    t = pd.concat(parts, ignore_index=True)
+    order = {p: i for i, p in enumerate(policies)}
+    return t.sort_values("policy", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+
+
+def runs_of(st: MessyStudy) -> list:
+    """Every run of the study (for figure stamps and captions)."""
+    return [st.scripted, *st.levels.values(), *[r for r in st.sweep.values() if r not in st.levels.values()]]

@@ -1,0 +1,179 @@
+"""Claim extraction from a messy discussion, at four levels, and how well it merges (issue 27).
+
+Levels (:data:`LEVELS`), each turning a :class:`~crossprofile_lib.task.messy.MessyTranscript` into the
+:class:`~crossprofile_lib.task.discussion.ClaimList` every memory policy reads:
+
+* ``oracle``: claims are the facts (merged by the ground-truth fact id), shown in the fact's own
+  text, fact-less lines dropped, first mentions numbered over the fact lines only: exactly the
+  scripted protocol's claim list (:func:`~crossprofile_lib.task.discussion.claim_list`), line for
+  line, whatever the wordings and the opinion rate.
+* ``exact``: every utterance is a candidate claim (a string matcher cannot tell a fact from an
+  opinion); utterances with the same text after collapsing white space and case are merged.
+* ``fuzzy``: every utterance is a candidate; walking in discussion order, one joins the earliest
+  claim whose first text scores at least :data:`FUZZY_THRESHOLD` under rapidfuzz's
+  ``fuzz.token_sort_ratio`` (0-100, on ``rapidfuzz.utils.default_process`` text: lower case,
+  punctuation dropped), else it opens a new claim.
+* ``model``: the natural protocol's model-based extractor (HiddenBench, SPEC section 9); it needs a
+  model backend and is passed in by the caller (:func:`extract` takes ``extractor``). On the
+  reference decider it is unavailable and says so (:data:`MODEL_UNAVAILABLE`).
+
+A claim is shown by its first utterance's text; its speakers are everyone who said a member. For
+the measures only, each claim's ``fact_id`` is the ground-truth fact of that first utterance (what
+its text states; ``None`` for a fact-less line): the reference decider and the composition read it
+(they read fact ids by design), no policy ranks by it.
+
+Merge quality against the ground truth (:func:`merge_quality`), over pairs of *fact* utterances:
+precision = merged pairs that state the same fact / merged pairs (a fact merged with a fact-less
+line counts as a false merge; two fact-less lines merged are not counted), recall = same-fact
+pairs merged / same-fact pairs. **split rate**: of the facts said by two speakers or more, the
+share whose utterances land in more than one claim; **rare-looking rate**: the share of those with
+a claim that shows a single speaker (the claims rarest-first mistakes for private evidence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Callable, Optional, Sequence
+
+from rapidfuzz import fuzz
+from rapidfuzz.utils import default_process
+
+from crossprofile_lib.task.discussion import Claim, ClaimList, Utterance, agent_key, claim_list_from_utterances
+from crossprofile_lib.task.messy import MessyTranscript
+
+LEVELS = ("oracle", "exact", "fuzzy", "model")
+#: fuzzy merge threshold on ``fuzz.token_sort_ratio`` (0-100); see the module doc
+FUZZY_THRESHOLD = 80.0
+MODEL_UNAVAILABLE = ("extraction level 'model' needs a model backend (the natural protocol's model-based claim "
+                     "extractor); the reference decider makes no model calls: use oracle, exact or fuzzy")
+
+#: a model extractor: ``(utterances) -> groups``, each group the utterance positions merged into one claim
+Extractor = Callable[[Sequence[Utterance]], Sequence[Sequence[int]]]
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The claim list and, per claim, the utterance positions it merged (``members``)."""
+
+    claims: ClaimList
+    members: tuple[tuple[int, ...], ...]
+    level: str
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def _claims_from_groups(mt: MessyTranscript, groups: Sequence[Sequence[int]], agents: Sequence[str]) -> ClaimList:
+    utt = mt.utterances
+    groups = sorted((sorted(g) for g in groups if g), key=lambda g: g[0])
+    claims = []
+    for g in groups:
+        first = utt[g[0]]
+        sp = tuple(sorted({utt[i].speaker for i in g}, key=agent_key))
+        claims.append(Claim(text=first.text, speakers=sp, first_mention=first.position, fact_id=mt.truth[g[0]],
+                            first_speaker=first.speaker))
+    where = {i: c for c, g in enumerate(groups) for i in g}
+    said: dict[str, list[int]] = {}
+    for u in utt:
+        c = where.get(u.position)
+        if c is not None and c not in said.setdefault(u.speaker, []):
+            said[u.speaker].append(c)
+    by_speaker = tuple((s, tuple(said.get(s, ()))) for s in mt.speaker_order)
+    return ClaimList(tuple(claims), tuple(mt.speaker_order), tuple(agents), by_speaker)
+
+
+def _groups_exact(utt: Sequence[Utterance]) -> list[list[int]]:
+    by: dict[str, list[int]] = {}
+    for u in utt:
+        by.setdefault(_norm(u.text), []).append(u.position)
+    return list(by.values())
+
+
+def _groups_fuzzy(utt: Sequence[Utterance], threshold: float) -> list[list[int]]:
+    heads: list[str] = []
+    groups: list[list[int]] = []
+    for u in utt:
+        key = default_process(u.text)
+        for j, h in enumerate(heads):
+            if fuzz.token_sort_ratio(key, h, processor=None) >= threshold:
+                groups[j].append(u.position)
+                break
+        else:
+            heads.append(key)
+            groups.append([u.position])
+    return groups
+
+
+def oracle_claims(mt: MessyTranscript, template, agents: Sequence[str]) -> ClaimList:
+    """The oracle level: the scripted claim list (see the module doc)."""
+    facts = [(u, fid) for u, fid in zip(mt.utterances, mt.truth) if fid is not None]
+    utt = [Utterance(i, u.speaker, template.fact(fid).text, fid) for i, (u, fid) in enumerate(facts)]
+    return claim_list_from_utterances(utt, mt.speaker_order, agents)
+
+
+def extract(mt: MessyTranscript, level: str, template, agents: Sequence[str], threshold: float = FUZZY_THRESHOLD,
+            extractor: Optional[Extractor] = None) -> Extraction:
+    """Claims of ``mt`` at ``level`` (:data:`LEVELS`); ``extractor`` is required for ``model``."""
+    utt = mt.utterances
+    if level == "oracle":
+        cl = oracle_claims(mt, template, agents)
+        pos = [u.position for u, fid in zip(utt, mt.truth) if fid is not None]
+        by_fact: dict[str, list[int]] = {}
+        for p in pos:
+            by_fact.setdefault(mt.truth[p], []).append(p)
+        return Extraction(cl, tuple(tuple(by_fact[c.fact_id]) for c in cl.claims), level)
+    if level == "exact":
+        groups = _groups_exact(utt)
+    elif level == "fuzzy":
+        groups = _groups_fuzzy(utt, threshold)
+    elif level == "model":
+        if extractor is None:
+            raise ValueError(MODEL_UNAVAILABLE)
+        groups = [list(g) for g in extractor(utt)]
+    else:
+        raise ValueError(f"extraction level '{level}' is not one of {', '.join(LEVELS)}")
+    cl = _claims_from_groups(mt, groups, agents)
+    members = tuple(tuple(sorted(g)) for g in sorted((g for g in groups if g), key=lambda g: min(g)))
+    return Extraction(cl, members, level)
+
+
+@dataclass(frozen=True)
+class MergeQuality:
+    precision: float      # merged fact-utterance pairs that state the same fact / merged pairs (nan: none)
+    recall: float         # same-fact pairs merged / same-fact pairs (nan: none)
+    split_rate: float     # facts said by >= 2 speakers whose statements fall in > 1 claim (nan: no such fact)
+    rare_rate: float      # ... with a claim showing a single speaker
+    n_claims: int
+    n_fact_claims: int    # claims whose first utterance states a fact
+
+
+def merge_quality(mt: MessyTranscript, ex: Extraction) -> MergeQuality:
+    """Merge precision / recall, split and rare-looking rates of ``ex`` against ``mt``'s truth."""
+    truth = mt.truth
+    speaker = {u.position: u.speaker for u in mt.utterances}
+    tp = pred = 0
+    for g in ex.members:
+        for a, b in combinations(g, 2):
+            if truth[a] is None and truth[b] is None:
+                continue
+            pred += 1
+            tp += truth[a] is not None and truth[a] == truth[b]
+    claim_of = {i: c for c, g in enumerate(ex.members) for i in g}
+    by_fact: dict[str, list[int]] = {}
+    for i, fid in enumerate(truth):
+        if fid is not None:
+            by_fact.setdefault(fid, []).append(i)
+    same = sum(len(v) * (len(v) - 1) // 2 for v in by_fact.values())
+    hit = sum(1 for v in by_fact.values() for a, b in combinations(v, 2) if claim_of.get(a) == claim_of.get(b))
+    shared = [v for v in by_fact.values() if len({speaker[i] for i in v}) >= 2]
+    split = rare = 0
+    for v in shared:
+        cs = {claim_of[i] for i in v if i in claim_of}
+        split += len(cs) > 1
+        rare += any(ex.claims.claims[c].count == 1 for c in cs)
+    nan = float("nan")
+    return MergeQuality(tp / pred if pred else nan, hit / same if same else nan,
+                        split / len(shared) if shared else nan, rare / len(shared) if shared else nan,
+                        len(ex.claims), sum(c.fact_id is not None for c in ex.claims.claims))

@@ -1,0 +1,134 @@
+"""The messy controlled discussion: paraphrase, restatement and fact-less lines (issue 27).
+
+The scripted protocol (:func:`crossprofile_lib.task.discussion.scripted_discussion`, SPEC section 4)
+says every fact verbatim, so the claim list's speaker counts are exact. This protocol keeps its
+speaker order and each speaker's fact order (the *same* seeded draws, from the same stream), and
+changes only how things are said:
+
+* **wordings**: a fact's wordings are its text and its ``paraphrases`` (template field, at least
+  two each). The first speaker of a fact states it in a wording drawn uniformly from all of them;
+  each later speaker restates it in a wording not yet used in this discussion (drawn uniformly
+  among those), and only when every wording has been used in one drawn among those the previous
+  speaker did not use. With the text and two paraphrases, a fact held by four agents is said in
+  three different wordings, one of them twice.
+* **fact-less lines**: after each fact utterance, with probability ``opinion_rate`` (default
+  :data:`DEFAULT_OPINION_RATE`, in ``[0, 1]``), the same speaker adds one opinion, agreement or
+  hedge line (:data:`FILLERS`, drawn uniformly) that states no fact and names no option.
+
+Every draw for wordings and fillers comes from one generator (``stream(seed, template id,
+'messy', variant, agents)`` unless given), so a seed gives byte-identical transcripts. The filler
+draws are made after every fact utterance whatever the rate (common random numbers): two rates
+give the same wordings, and a higher rate only adds lines.
+
+The **ground truth** (which utterance states which fact) is :attr:`MessyTranscript.truth`, kept
+beside the transcript for the measures (:mod:`crossprofile_lib.task.extraction`): the utterances a
+policy or model can see (:attr:`MessyTranscript.transcript`) carry no fact id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from crossprofile_lib.rng import stream
+from crossprofile_lib.task.discussion import Task, Transcript, Utterance
+from crossprofile_lib.task.variants import agent_names
+
+#: share of fact utterances followed by one fact-less line (the protocol's default)
+DEFAULT_OPINION_RATE = 0.25
+
+#: opinion, agreement and hedge lines: no fact, no option, no hint word (rule 5 holds on each)
+FILLERS: tuple[tuple[str, str], ...] = (
+    ("agreement", "I agree with that."),
+    ("agreement", "Yes, that matches what I read as well."),
+    ("agreement", "Same here, my notes say that too."),
+    ("agreement", "That fits with what I was told."),
+    ("opinion", "That seems important to me."),
+    ("opinion", "I think that point matters a lot."),
+    ("opinion", "Honestly, that worries me a little."),
+    ("opinion", "I find that quite reassuring."),
+    ("hedge", "I am not completely sure about that one."),
+    ("hedge", "We may want to double-check that."),
+    ("hedge", "I might be misremembering the details."),
+    ("hedge", "That is how I understood it, at least."),
+)
+
+
+def wordings(fact) -> tuple[str, ...]:
+    """A fact's wordings: its text, then its paraphrases (index 0 is the text)."""
+    return (fact.text, *getattr(fact, "paraphrases", ()))
+
+
+@dataclass(frozen=True)
+class MessyTranscript:
+    """A messy discussion: what can be seen and, separately, the ground truth.
+
+    ``transcript``: the utterances (``fact_id`` always ``None``), ``truth``: per utterance the fact id
+    it states (``None`` for a fact-less line), ``wording``: per utterance the wording index (0 = the
+    fact text, ``k`` = paraphrase ``k - 1``; ``-1`` for a fact-less line)."""
+
+    transcript: Transcript
+    truth: tuple[Optional[str], ...]
+    wording: tuple[int, ...]
+    opinion_rate: float
+
+    @property
+    def speaker_order(self) -> tuple[str, ...]:
+        return self.transcript.speaker_order
+
+    @property
+    def utterances(self) -> tuple[Utterance, ...]:
+        return self.transcript.utterances
+
+
+def check_opinion_rate(rate: float) -> float:
+    r = float(rate)
+    if not 0.0 <= r <= 1.0 or r != r:
+        raise ValueError(f"opinion rate {rate!r} is not in [0, 1] (the share of fact lines followed by a "
+                         f"fact-less line)")
+    return r
+
+
+def messy_discussion(task: Task, opinion_rate: float = DEFAULT_OPINION_RATE,
+                     rng: Optional[np.random.Generator] = None) -> MessyTranscript:
+    """The messy discussion of ``task`` (see the module doc). A template whose facts have no
+    paraphrase is refused (:class:`ValueError` naming the template and the fact)."""
+    rate = check_opinion_rate(opinion_rate)
+    t = task.template
+    for f in t.facts:
+        if len(wordings(f)) < 3:
+            raise ValueError(f"template {t.id}: fact {f.id} has {len(wordings(f)) - 1} paraphrase(s); the messy "
+                             f"protocol needs at least 2 per fact (template field facts[].paraphrases)")
+    # the scripted protocol's own draws, in its order: same speakers, same fact order
+    order_rng = stream(task.seed, t.id, "discussion", task.variant.name, task.n_agents)
+    if rng is None:
+        rng = stream(task.seed, t.id, "messy", task.variant.name, task.n_agents)
+    agents = agent_names(task.n_agents)
+    order = tuple(agents[i] for i in order_rng.permutation(len(agents)))
+    used: dict[str, list[int]] = {}
+    utt: list[Utterance] = []
+    truth: list[Optional[str]] = []
+    wording: list[int] = []
+    for speaker in order:
+        held = [f for f in t.facts if speaker in task.holders[f.id]]
+        for j in order_rng.permutation(len(held)):
+            f = held[j]
+            ws = wordings(f)
+            before = used.setdefault(f.id, [])
+            fresh = [k for k in range(len(ws)) if k not in before]
+            if not fresh:
+                fresh = [k for k in range(len(ws)) if k != before[-1]]
+            k = fresh[int(rng.integers(len(fresh)))]
+            before.append(k)
+            utt.append(Utterance(len(utt), speaker, ws[k], None))
+            truth.append(f.id)
+            wording.append(k)
+            u, which = rng.random(), int(rng.integers(len(FILLERS)))  # drawn at every rate: common numbers
+            if u < rate:
+                _, line = FILLERS[which]
+                utt.append(Utterance(len(utt), speaker, line, None))
+                truth.append(None)
+                wording.append(-1)
+    return MessyTranscript(Transcript(order, tuple(utt)), tuple(truth), tuple(wording), rate)
