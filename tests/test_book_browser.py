@@ -134,12 +134,56 @@ INSPECT = r"""(() => {
 })()"""
 
 
-def inspect_page(browser: Browser, url: str, shot: Path | None = None) -> dict:
+#: The text a reader must be able to read in either theme: every box (results, caveats, provenance),
+#: every caption naming a number's backend and model, the lines that replace a panel without signal.
+CONTRAST = r"""(() => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const parse = c => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return [0, 0, 0, 0];
+                       const v = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number);
+                       return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const over = (top, under) => { const a = top[3];
+    return [0, 1, 2].map(i => top[i] * a + under[i] * (1 - a)).concat([1]); };
+  const background = el => {  // the colour behind el: its and its ancestors' backgrounds, composited
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let bg = [255, 255, 255, 1];
+    for (let i = layers.length - 1; i >= 0; i--) bg = over(layers[i], bg);
+    return bg;
+  };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                     return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const sel = '.admonition, .cp-caption, caption, figcaption, .cp-no-signal, .cp-built-with, .cp-flag';
+  const low = []; let n = 0;
+  for (const box of art.querySelectorAll(sel)) {
+    for (const el of [box, ...box.querySelectorAll('*')]) {
+      const own = [...el.childNodes].some(t => t.nodeType === 3 && t.textContent.trim());
+      const r = el.getBoundingClientRect();
+      if (!own || !r.width || !r.height || getComputedStyle(el).visibility === 'hidden') continue;
+      const bg = background(el), fg = over(parse(getComputedStyle(el).color), bg);
+      const k = ratio(fg, bg); n++;
+      if (k < 4.5) low.push(`${k.toFixed(2)}:1 "${el.textContent.trim().slice(0, 50)}"`);
+    }
+  }
+  return {checked: n, low: low.slice(0, 8), theme: document.documentElement.dataset.theme || ''};
+})()"""
+
+
+def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: str = "light", width: int = 1280) -> dict:
+    """The page's :data:`INSPECT` and :data:`CONTRAST` results at ``width`` px in ``theme``: the OS
+    preference (``prefers-color-scheme``) is emulated, which the book's theme follows by default."""
     cdp = browser.page()
     try:
+        cdp.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": theme}])
+        cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=2200, deviceScaleFactor=1,
+                 mobile=width < 600)
         navigate(cdp, url)
         cdp.evaluate(WAIT_MATHJAX)
         info = cdp.evaluate(INSPECT)
+        info["contrast"] = cdp.evaluate(CONTRAST)
         if shot is not None:
             cdp.screenshot(shot)
         info["requests"] = cdp.requests()
@@ -173,7 +217,17 @@ def problems(page: str, info: dict) -> list[str]:
         out.append(f"figures scaled below 90% of their size (too wide for the column): {info['shrunk']}")
     if info["figs"] > info["imgs"]:
         out.append(f"{info['figs']} figure captions but {info['imgs']} images")
+    c = info.get("contrast")
+    if c is not None:
+        if c["low"]:
+            out.append(f"text in boxes or captions below 4.5:1 contrast ({c['theme']} theme): {c['low']}")
+        if not c["checked"]:
+            out.append("no box or caption text found to check for contrast")
     return out
+
+
+#: Every page is read in both themes, on a desktop and a phone.
+VIEWS = (("light", 1280), ("dark", 1280), ("light", 390), ("dark", 390))
 
 
 @pytest.mark.slow
@@ -184,11 +238,16 @@ def test_every_page_renders_offline_legibly(built_book, server, browser, tmp_pat
     assert "book/intro.html" in found and len(found) >= 5, found
     bad, maths = {}, 0
     for page in found:
-        info = inspect_page(browser, f"{server}/{page}", shots / (Path(page).stem + ".png"))
-        maths += info["math"]
-        p = problems(page, info)
-        if p:
-            bad[page] = p
+        for theme, width in VIEWS:
+            info = inspect_page(browser, f"{server}/{page}", shots / f"{Path(page).stem}-{theme}-{width}.png",
+                                theme, width)
+            if info["contrast"]["theme"] != theme:
+                bad.setdefault(page, []).append(f"asked for the {theme} theme, the page shows "
+                                                f"{info['contrast']['theme'] or 'none'}")
+            maths += info["math"]
+            p = problems(page, info)
+            if p:
+                bad.setdefault(page, []).extend(f"[{theme}, {width} px] {x}" for x in p)
     assert not bad, "pages with problems:\n" + "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
     assert maths > 0, "no typeset maths on any page"
 

@@ -20,6 +20,7 @@ import datetime as _dt
 import html
 import importlib
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -102,7 +103,8 @@ def _labels(runs) -> str:
         return ""
     if all(isinstance(r, str) for r in runs):
         return " ".join(labels)
-    return "Backend and model: " + "; ".join(labels) + "."
+    named = list(dict.fromkeys(name_text(r) for r in runs))
+    return "Backend and model: " + "; ".join(named) + "."
 
 
 def notebook_name(chapter) -> str:
@@ -168,16 +170,55 @@ class Captions:
         """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns).
         Every cell, index and column label is HTML-escaped: template text (titles, option names) is
         user data and never reaches the page as markup."""
+        df = _flag_headers(df, runs)
+        n_bad = int(sum(uninformative_cell(v) for v in df.to_numpy().ravel()))
+        if n_bad:
+            text = (f"{text} Greyed cells marked † ({n_bad}): the 95% interval spans {UNINFORMATIVE_WIDTH:g} points or "
+                    "more (about 0-100), so the estimate says nothing; never read one as agreeing with the paper.")
         st = df.style.set_caption(html.escape(self.text("Table", text, runs)))
         st = st.format(fmt, precision=precision, na_rep="–", escape="html") if fmt is not None else st.format(
             precision=precision, na_rep="–", escape="html")
         st = st.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
         if gradient is not None:
             st = st.background_gradient(cmap="RdYlGn", subset=list(gradient), vmin=0, vmax=100)
+        st = _mark_uninformative(st, df, runs)
         if hide_index:
             st = st.hide(axis="index")
         return st.set_table_styles([{"selector": "caption",
                                      "props": "caption-side: top; text-align: left; font-weight: bold;"}])
+
+
+def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
+    """``df`` with every column or row label that names a near-chance run flagged (:func:`name_text`)."""
+    runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None and near_chance(r)]
+    if not runs:
+        return df
+    names = {r.label: name_text(r) for r in runs}
+
+    def ren(x):
+        if isinstance(x, tuple):
+            return tuple(names.get(v, v) if isinstance(v, str) else v for v in x)
+        return names.get(x, x) if isinstance(x, str) else x
+
+    out = df.copy()
+    for axis in ("columns", "index"):
+        ix = getattr(out, axis)
+        if isinstance(ix, pd.MultiIndex):
+            setattr(out, axis, pd.MultiIndex.from_tuples([ren(t) for t in ix], names=ix.names))
+        else:
+            setattr(out, axis, pd.Index([ren(v) for v in ix], name=ix.name))
+    return out
+
+
+def _mark_uninformative(st, df: pd.DataFrame, runs):
+    """Grey (CSS class ``cp-uninformative``) and mark with † every ``"est [lo, hi]"`` cell whose interval
+    spans about 0-100 (:func:`uninformative_cell`)."""
+    bad = df.map(uninformative_cell) if hasattr(df, "map") else df.applymap(uninformative_cell)
+    if not bad.to_numpy().any():
+        return st
+    st = st.set_td_classes(bad.replace({True: "cp-uninformative", False: ""}))
+    return st.format(lambda v: f"{v} †" if uninformative_cell(v) else v, subset=list(df.columns[bad.any()]),
+                     escape="html")
 
 
 def show_figure(fig, caption) -> None:
@@ -190,12 +231,65 @@ def show_figure(fig, caption) -> None:
 
 
 def near_chance_name(name: str) -> bool:
-    """Models known to decide near chance (SmolLM2-135M)."""
+    """Whether a model's NAME is SmolLM2-135M's (kept for callers outside the book; the book decides
+    "near chance" from the run's measured headroom, :func:`near_chance`, never from a name)."""
     return "smollm2-135m" in name.lower()
 
 
-def near_chance(run: Run) -> bool:
-    return near_chance_name(run.backend + run.model)
+def near_chance(run, boot=None) -> bool:
+    """Whether ``run``'s numbers say nothing about the paper's effects, measured on the run itself: a
+    language model's run whose headroom check fails (ALL - EMPTY, the lower 95% template-bootstrap
+    bound must exceed prereg.yaml's threshold), or, without ALL and EMPTY rows, whose accuracy is not
+    above chance at 95% (:func:`crossprofile_lib.book.style.model_signal`). The reference decider and
+    a string label are never near chance. Cached on the run (its rows do not change)."""
+    if run is None or isinstance(run, str) or getattr(run, "is_reference", True) or not hasattr(run, "df"):
+        return False
+    boot = boot if boot is not None else getattr(run, "boot", None)
+    cached = getattr(run, "_cp_near_chance", None)
+    if cached is None or cached[0] is not boot:
+        from crossprofile_lib.book.style import model_signal
+        cached = (boot, not model_signal(run, boot).ok)
+        try:
+            run._cp_near_chance = cached
+        except AttributeError:  # a frozen run: recompute next time
+            pass
+    return cached[1]
+
+
+#: The flag set beside every number of a near-chance run (its label in a caption, a takeaway, a header).
+NEAR_CHANCE_FLAG = "near chance: headroom check failed"
+#: An interval at least this wide (points, on a 0-100 scale) says nothing about the estimate.
+UNINFORMATIVE_WIDTH = 90.0
+
+
+def name_html(run) -> str:
+    """A run's label for a takeaway line (HTML), flagged at the number when it is near chance."""
+    label = run if isinstance(run, str) else run.label
+    flag = f' <span class="cp-flag">{NEAR_CHANCE_FLAG}</span>' if near_chance(run) else ""
+    return html.escape(str(label)) + flag
+
+
+def name_text(run) -> str:
+    """A run's label for a table header or caption (plain text), flagged when it is near chance."""
+    label = run if isinstance(run, str) else run.label
+    return f"{label} ({NEAR_CHANCE_FLAG})" if near_chance(run) else str(label)
+
+
+def uninformative(lo, hi, width: float = UNINFORMATIVE_WIDTH) -> bool:
+    """Whether the interval [lo, hi] (points) spans about 0-100: it says nothing about the estimate."""
+    try:
+        return float(hi) - float(lo) >= width
+    except (TypeError, ValueError):
+        return False
+
+
+_CI = re.compile(r"^\s*[-+]?\d+(?:\.\d+)?%?\s*\[\s*([-+]?\d+(?:\.\d+)?),\s*([-+]?\d+(?:\.\d+)?)\s*\]")
+
+
+def uninformative_cell(value) -> bool:
+    """Whether a table cell ``"est [lo, hi]"`` has an interval that spans about 0-100."""
+    m = _CI.match(value) if isinstance(value, str) else None
+    return bool(m) and uninformative(m.group(1), m.group(2))
 
 
 @dataclass(frozen=True)
@@ -234,12 +328,14 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
                           f"These numbers come from the {REFERENCE} ({html.escape(run.model)}), a normative "
                           "evidence counter that scores each option by the kept facts' polarities. It is not a "
                           "model of any LLM: it shows what the memory makes possible, never what a model does."))
-    if near_chance(run):
-        out.append(Notice("important", "SmolLM2-135M decides near chance",
-                          f"{html.escape(run.backend)} is a 135-million-parameter model that runs on any CPU. "
-                          "Its decisions are close to chance (one in three), so its differences between "
-                          "policies are mostly noise; it is here to show the pipeline runs end to end on a "
-                          "real model, not to estimate the paper's effects."))
+    if near_chance(run, boot):
+        small = (" It is SmolLM2-135M, a 135-million-parameter model that runs on any CPU, here to show the pipeline "
+                 "runs end to end on a real model.") if near_chance_name(run.backend + run.model) else ""
+        out.append(Notice("important", f"{run.label} decides near chance (measured)",
+                          f"This run's own headroom check says its memory barely moves its decisions, so its "
+                          "differences between policies are mostly noise and its numbers are flagged "
+                          f"<i>{NEAR_CHANCE_FLAG}</i> wherever they appear; they do not estimate the paper's "
+                          f"effects.{small}"))
     if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
         h = headroom(run.df, boot, min_points)
         if not h["passed"]:
