@@ -125,13 +125,21 @@ INSPECT = r"""(() => {
           raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
           figs: [...art.querySelectorAll('.cp-caption, .caption, figcaption')]
                   .filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
-          shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.9 * i.naturalWidth)
+          min_scale: MIN_SCALE,
+          shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < MIN_SCALE * i.naturalWidth)
                       .map(i => `${i.src.split('/').pop()} at `
                                 + `${Math.round(100 * i.getBoundingClientRect().width / i.naturalWidth)}%`)
                       .slice(0, 5),
           imgs: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src).slice(0, 5),
           title: document.title};
 })()"""
+
+
+def min_scale(width: int) -> float:
+    """How far a figure may be scaled down at a viewport ``width``: on a desktop to 90% (a figure drawn
+    wider than the column shrinks its labels); on a phone to 75%, where its smallest text (8 pt, 10.7 px;
+    crossprofile_lib/book/style.py FONT) is still 8 px: figures scroll sideways there instead."""
+    return 0.9 if width >= 600 else 0.75
 
 
 #: The text a reader must be able to read in either theme: every box (results, caveats, provenance),
@@ -156,7 +164,7 @@ CONTRAST = r"""(() => {
   const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
                      return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
   const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
-  const sel = '.admonition, .cp-caption, caption, figcaption, .cp-no-signal, .cp-built-with, .cp-flag';
+  const sel = '.admonition, .cp-caption, caption, figcaption, .cp-no-signal, .cp-built-with, .cp-flag, td, th, p, li';
   const low = []; let n = 0;
   for (const box of art.querySelectorAll(sel)) {
     for (const el of [box, ...box.querySelectorAll('*')]) {
@@ -182,7 +190,7 @@ def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: st
                  mobile=width < 600)
         navigate(cdp, url)
         cdp.evaluate(WAIT_MATHJAX)
-        info = cdp.evaluate(INSPECT)
+        info = cdp.evaluate(f"const MIN_SCALE = {min_scale(width)};" + INSPECT)
         info["contrast"] = cdp.evaluate(CONTRAST)
         if shot is not None:
             cdp.screenshot(shot)
@@ -214,7 +222,7 @@ def problems(page: str, info: dict) -> list[str]:
     if not info["requests"]:
         out.append("the devtools log recorded no request at all")
     if info["shrunk"]:
-        out.append(f"figures scaled below 90% of their size (too wide for the column): {info['shrunk']}")
+        out.append(f"figures scaled below {info['min_scale']:.0%} of their size (text under 8 px): {info['shrunk']}")
     if info["figs"] > info["imgs"]:
         out.append(f"{info['figs']} figure captions but {info['imgs']} images")
     c = info.get("contrast")

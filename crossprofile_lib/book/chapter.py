@@ -22,8 +22,9 @@ import numpy as np
 from crossprofile_lib.book.display import (
     Captions,
     Notice,
-    built_with,
+    built_with_text,
     data_source_box,
+    defer,
     display,
     provenance_box,
     run_notices,
@@ -103,11 +104,13 @@ def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
 
 
 def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True, model: bool = True,
-          notes: Sequence[tuple[str, str, str]] = (), show: bool = True) -> Chapter:
+          notes: Sequence[tuple[str, str, str]] = (), show: bool = True, results_first: bool = True) -> Chapter:
     """The chapter preamble (see the module doc). ``params``: the chapter's globals (its declared
     parameters, ``None`` = default); ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
     title, HTML body) boxes of this chapter, folded into the provenance box; ``show``: display the
-    "built with" line and the provenance box (chapter 13 shows its own line)."""
+    "built with" line and the provenance box (chapter 13 shows its own line); ``results_first``: the
+    provenance badge goes right under the page's first takeaways box (a page without one passes False
+    and gets the badge here)."""
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
@@ -167,9 +170,11 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                  "<code>variants</code>); tables and contrasts that need another variant are left "
                                  "out or marked not estimable."))
     if show:
-        display(built_with(shown(params, p)))
-        if rows or ch.notices:
-            display(provenance_box(rows, ch.notices))
+        badge = provenance_box(rows, ch.notices, built_with_text(shown(params, p)))
+        if results_first:  # shown under the page's first "What this build shows" box
+            defer(badge)
+        else:
+            display(badge)
     return ch
 
 

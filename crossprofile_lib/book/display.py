@@ -384,16 +384,18 @@ def built_with(params: dict):
     return _html(f'<p class="cp-built-with"><small>{html.escape(built_with_text(params))}</small></p>')
 
 
-def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = ()):
-    """ONE compact box per chapter: a visible line naming each run (and the titles of any
-    warnings), and collapsible details with backend, model, run folder and every notice.
+def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = (),
+                   built: str = ""):
+    """ONE compact provenance badge per chapter: one visible line naming each run (and the titles of
+    any warnings, which stay visible), and folded details with the "built with" line (``built``),
+    backend, model, run folder and every notice.
 
     ``runs``: (role, run or None, notices); a None run is listed with its notices (why it is
     missing)."""
     line, rows, boxes = [], [], []
     for role, run, notices in runs:
         if run is not None:
-            line.append(f"{html.escape(role)}: <b>{html.escape(run.label)}</b>")
+            line.append(f"{html.escape(role)}: <b>{name_html(run)}</b>")
             n_dec = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
             rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
                         f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
@@ -403,15 +405,17 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
     boxes += list(extra)
     warn = [n.title for n in boxes if n.kind in ("warning", "important")]
     kind = "warning" if any(n.kind == "warning" for n in boxes) else "note"
-    head = " · ".join(line)
-    if warn:
-        head += "<br>" + "; ".join(f"<b>{html.escape(w)}</b>" for w in warn) + " (details below)."
+    head = " · ".join(line) if line else "no runs (this page computes from the templates and the code)"
     table = ("<table><tr><th>run</th><th>backend and model</th><th>folder</th><th>rows</th></tr>"
              + "".join(rows) + "</table>") if rows else ""
-    body = (f'<details class="cp-provenance-details"><summary>Details: backends, models, run folders and '
-            f"{_count(len(boxes), 'notice')}</summary>{table}" + "".join(n.data for n in boxes) + "</details>")
-    return _html(f'<div class="admonition {kind} cp-provenance"><p class="admonition-title">What this page shows'
-                 f"</p><p>{head}</p>{body}</div>")
+    built_html = f'<p class="cp-built-with"><small>{html.escape(built)}</small></p>' if built else ""
+    warn_html = ("<p class='cp-provenance-warnings'>" + "; ".join(f"<b>{html.escape(w)}</b>" for w in warn)
+                 + " (details in the fold)</p>") if warn else ""
+    body = (f'<details class="cp-provenance-details"><summary><span class="cp-badge-label">Provenance</span> '
+            f"{head} <small>(details: build parameters, commit, backends, models, run folders, "
+            f"{_count(len(boxes), 'notice')})</small></summary>{built_html}{table}" + "".join(n.data for n in boxes)
+            + "</details>")
+    return _html(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
 
 
 def _short(p) -> str:
@@ -421,11 +425,40 @@ def _short(p) -> str:
         return str(p)
 
 
+#: The provenance badge :func:`crossprofile_lib.book.chapter.setup` leaves for the page's first takeaways
+#: box (results first: the findings, then where they come from). One kernel runs one chapter.
+_PENDING: list = []
+
+
+def defer(obj) -> None:
+    """Show ``obj`` (the page's provenance badge) right after the page's first takeaways box."""
+    _PENDING.clear()
+    _PENDING.append(obj)
+
+
+def pending():
+    """The deferred badge, once (None when there is none or it was shown)."""
+    return _PENDING.pop() if _PENDING else None
+
+
+class _Boxes:
+    """Several HTML objects shown as one output (a takeaways box and the badge after it)."""
+
+    def __init__(self, *parts):
+        self.data = "".join(p.data for p in parts if p is not None)
+
+    def _repr_html_(self) -> str:
+        return self.data
+
+
 def takeaways(lines: Sequence[str], title: str = "What this build shows"):
-    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML)."""
+    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML); the first box
+    of a page carries the page's provenance badge right below it (:func:`defer`)."""
     items = "".join(f"<li>{line}</li>" for line in lines if line)
-    return _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
-                 f"<ul>{items}</ul></div>")
+    box = _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
+                f"<ul>{items}</ul></div>")
+    badge = pending()
+    return box if badge is None else _Boxes(box, badge)
 
 
 def docstring_html(module: str) -> str:
