@@ -180,3 +180,21 @@ def test_the_contrast_check_catches_unreadable_box_text(tmp_path):
         b.close()
     assert low["checked"] >= 2 and any("What this build shows" in x for x in low["low"])
     assert ok["checked"] >= 2 and ok["low"] == [], ok
+
+
+# --------------------------------------------------------------------------- tables as printed
+def test_tables_print_counts_booleans_headers_and_p_values_as_a_reader_reads_them(ref):
+    t = pd.DataFrame({("quantity", ""): ["a", "b"], ("estimate", "kept_support"): [1.25, 2.5],
+                      ("n", ""): [1440.0, 180.0], ("reject", ""): [True, False], ("p", ""): [0.0, 0.0423]})
+    html = book.Captions(9).table(t, "Counts.", ref).to_html()
+    assert "1440" in html and "1440.00" not in html and "1440.0<" not in html
+    assert "Yes" in html and "No" in html and "True" not in html
+    assert "&lt; 0.001" in html and "0.042" in html and "0.000" not in html
+    assert "(&#x27;quantity&#x27;, &#x27;&#x27;)" not in html and "('quantity', '')" not in html
+    assert "estimate · kept support" in html and "kept_support" not in html
+    assert "2.50" in book.Captions(9).table(t, "x", ref, precision=2).to_html()      # estimates keep decimals
+
+
+def test_a_count_named_column_with_fractions_is_not_rounded(ref):
+    t = pd.DataFrame({"n": [2.5, 3.0]})
+    assert "2.5" in book.Captions(9).table(t, "x", ref).to_html()

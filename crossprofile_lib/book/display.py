@@ -169,8 +169,21 @@ class Captions:
               gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
         """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns).
         Every cell, index and column label is HTML-escaped: template text (titles, option names) is
-        user data and never reaches the page as markup."""
-        df = _flag_headers(df, runs)
+        user data and never reaches the page as markup.
+        Readable as printed (:func:`tidy_table`): flat headers without snake_case, integer counts as
+        integers, booleans as Yes/No, p-values as ``< 0.001``; a near-chance run's label flagged in the
+        headers; intervals spanning about 0-100 greyed and marked."""
+        old_cols = list(df.columns)
+        df = tidy_table(_flag_headers(df, runs))
+        new_of = dict(zip(old_cols, df.columns))
+        if isinstance(fmt, dict):
+            fmt = {new_of.get(k, k): v for k, v in fmt.items() if k in new_of}
+        if gradient is not None:
+            gradient = [new_of.get(g, g) for g in gradient]
+        ints = [c for c in df.columns if _is_count(c, df[c])]
+        if ints:
+            base = fmt if isinstance(fmt, dict) else ({} if fmt is None else {c: fmt for c in df.columns})
+            fmt = {**{c: "{:.0f}" for c in ints}, **{k: v for k, v in base.items() if k not in ints}}
         n_bad = int(sum(uninformative_cell(v) for v in df.to_numpy().ravel()))
         if n_bad:
             text = (f"{text} Greyed cells marked † ({n_bad}): the 95% interval spans {UNINFORMATIVE_WIDTH:g} points or "
@@ -186,6 +199,75 @@ class Captions:
             st = st.hide(axis="index")
         return st.set_table_styles([{"selector": "caption",
                                      "props": "caption-side: top; text-align: left; font-weight: bold;"}])
+
+
+#: Column names that hold counts (printed as integers, never "1440.00").
+COUNT_NAMES = ("n", "rows", "decisions", "tasks", "templates", "calls", "seeds", "claims", "lines", "count",
+               "sessions", "resamples", "figures", "independent", "df")
+
+
+def _name(c) -> str:
+    return str(c[-1] if isinstance(c, tuple) else c).strip().lower()
+
+
+def _is_count(c, col: pd.Series) -> bool:
+    """An integer column, or a numeric column named like a count whose values are all whole numbers."""
+    if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+        return False
+    if pd.api.types.is_integer_dtype(col):
+        return True
+    v = col.dropna()
+    name = _name(c)
+    return bool(len(v)) and bool((v == v.round()).all()) and (name in COUNT_NAMES or name.startswith(("n ", "number")))
+
+
+def _label(x):
+    """A header as a reader reads it: ``kept_support`` -> ``kept support``; a tuple's empty parts dropped."""
+    if isinstance(x, tuple):
+        parts = [str(v) for v in x if str(v).strip()]
+        return " · ".join(_label(v) for v in parts) if parts else ""
+    return x.replace("_", " ") if isinstance(x, str) and "_" in x and " " not in x.strip("_") and "/" not in x else x
+
+
+#: Column names that hold p-values.
+P_NAMES = ("p", "holm p", "p>|z|", "p > |z|", "p adjusted", "p-value", "p value", "pvalue")
+
+
+def _p_value(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "< 0.0001" if str(v).strip() == "<1e-4" else v
+    return v if f != f else ("< 0.001" if f < 1e-3 else f"{f:.3f}")
+
+
+def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as a reader reads it: flat headers (a MultiIndex whose levels are partly empty, or a column
+    label that is a tuple, joined with " · "), no snake_case in headers or the index name, booleans as
+    Yes/No, p-value columns (``p``, ``Holm p``, ``P>|z|``, ``p_adjusted``...) as ``< 0.001`` or three decimals."""
+    out = df.copy()
+    cols = out.columns
+    flat = (isinstance(cols, pd.MultiIndex) and any(not str(v).strip() for t in cols for v in t)) or \
+        any(isinstance(c, tuple) for c in cols if not isinstance(cols, pd.MultiIndex))
+    if flat:
+        out.columns = pd.Index([_label(c) for c in cols])
+    elif isinstance(cols, pd.MultiIndex):
+        out.columns = pd.MultiIndex.from_tuples([tuple(_label(v) for v in t) for t in cols],
+                                                names=[_label(n) if n else n for n in cols.names])
+    else:
+        out.columns = pd.Index([_label(c) for c in cols], name=_label(cols.name) if cols.name else cols.name)
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = out.index.set_names([_label(n) if n else n for n in out.index.names])
+    elif out.index.name:
+        out.index = out.index.rename(_label(out.index.name))
+    for c in out.columns:
+        col = out[c]
+        if pd.api.types.is_bool_dtype(col) or (col.dtype == object and len(col.dropna())
+                                                and col.dropna().map(lambda v: isinstance(v, bool)).all()):
+            out[c] = col.map(lambda v: "Yes" if v is True or v == True else ("No" if v is False or v == False else v))  # noqa: E712
+        elif _name(c) in P_NAMES:
+            out[c] = col.map(_p_value)
+    return out
 
 
 def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
