@@ -198,3 +198,85 @@ def test_tables_print_counts_booleans_headers_and_p_values_as_a_reader_reads_the
 def test_a_count_named_column_with_fractions_is_not_rounded(ref):
     t = pd.DataFrame({"n": [2.5, 3.0]})
     assert "2.5" in book.Captions(9).table(t, "x", ref).to_html()
+
+
+# --------------------------------------------------------------------------- recipes, as written, in a fresh shell
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fresh_shell(cmd: str, timeout: float, **kw):
+    """``cmd`` in bash with a bare environment (no activated venv, PATH /usr/bin:/bin), from the checkout."""
+    import os
+    import subprocess
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+    return subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def chapter_recipes() -> list[str]:
+    """The `make chapter` commands of chapter 9's "One chapter" block (continuation lines joined)."""
+    text = (ROOT / "notebooks" / "09-rerun.md").read_text()
+    block = text.split("## One chapter", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [c.strip() for c in block.replace("\\\n", " ").splitlines() if c.strip().startswith("make chapter")]
+
+
+@pytest.mark.slow
+def test_chapter_9_recipe_runs_as_written_in_a_fresh_shell():
+    import shutil
+    shutil.rmtree(ROOT / "_build" / "chapters" / "01-hidden-profiles.ipynb", ignore_errors=True)
+    recipes = chapter_recipes()
+    assert len(recipes) >= 3 and recipes[0].startswith("make chapter NAME=01"), recipes
+    first = recipes[0].split("#")[0].strip()
+    r = fresh_shell(first, 900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = ROOT / "_build" / "chapters" / "01-hidden-profiles.ipynb"
+    assert f"make chapter: wrote {out.relative_to(ROOT)}" in r.stdout and out.exists()
+    nb = nbformat.read(out, as_version=4)
+    src = "\n".join(c.source for c in nb.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert 'policy = "B4"' in src                                           # the recipe's parameter arrived
+    streams = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o["output_type"] == "stream"]
+    assert streams == []                                                    # no progress or log lines in the cells
+    for rest in recipes[1:]:                                                # the model recipes parse as written
+        d = fresh_shell(rest.split("#")[0].replace("make chapter", "make -n chapter", 1), 120)
+        assert d.returncode == 0 and "papermill" in d.stdout, d.stdout + d.stderr
+
+
+def test_make_chapter_names_a_missing_chapter():
+    r = fresh_shell("make chapter NAME=99", 120)
+    assert r.returncode != 0 and "NAME=99: no such chapter" in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_make_lab_prints_a_link_to_chapter_10_without_news():
+    """``make lab LAB_ARGS=--no-browser`` in a fresh shell: the link it prints opens chapter 10, not the
+    Launcher; the lab's settings turn the news pop-up and update checks off."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+    proc = subprocess.Popen(["bash", "-c", f"make lab LAB_ARGS='--no-browser --ServerApp.port={port}'"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen, url = [], None
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and url is None:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if f"127.0.0.1:{port}/" in line and "http" in line:
+                url = line[line.index("http"):].split()[0]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert url is not None, "".join(seen)[-3000:]
+    assert "/lab/tree/notebooks/10-explorer.md" in url, url
+    settings = json.loads((ROOT / ".venv" / "share" / "jupyter" / "lab" / "settings" / "overrides.json").read_text())
+    assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
