@@ -117,9 +117,19 @@ INSPECT = r"""(() => {
     const s = scroller(c), cb = (s || art).getBoundingClientRect();
     if (r.right > cb.right + 2 || r.left < cb.left - 2) cut.push(c.innerText.slice(0, 80));
   }
+  // a table that scrolls sideways keeps its row labels in view (a sticky first column)
+  const loose = [];
+  for (const t of art.querySelectorAll('table')) {
+    const s = scroller(t);
+    if (!s || s.scrollWidth <= s.clientWidth + 2) continue;
+    const first = t.querySelector('tbody tr > th, tbody tr > td');
+    if (first && getComputedStyle(first).position !== 'sticky')
+      loose.push((t.querySelector('caption') || t).innerText.slice(0, 60));
+  }
   const imgs = [...art.querySelectorAll('img')];
   const text = art.innerText;
   return {page_overflow: document.scrollingElement.scrollWidth - window.innerWidth, over: over.slice(0, 10),
+          loose: loose.slice(0, 5),
           cut: cut.slice(0, 10), math: document.querySelectorAll('mjx-container').length,
           math_errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error')].map(e => e.textContent).slice(0, 5),
           raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
@@ -207,6 +217,8 @@ def problems(page: str, info: dict) -> list[str]:
         out.append(f"the page scrolls sideways by {info['page_overflow']} px")
     if info["over"]:
         out.append(f"elements stick out of the text column: {info['over']}")
+    if info.get("loose"):
+        out.append(f"wide tables whose row labels scroll away (no sticky first column): {info['loose']}")
     if info["cut"]:
         out.append(f"captions cut off: {info['cut']}")
     if info["math_errors"]:

@@ -88,4 +88,5 @@ def thresholds_note():
     """The box naming this build's thresholds (headroom, cells)."""
     return admonition("note", "Thresholds of this build",
                       f"Headroom: ALL - EMPTY accuracy must exceed {HEADROOM_MIN_POINTS:g} points at the lower "
-                      f"95% bound (prereg.yaml). Classic cell {CLASSIC}, mirror cell {MIRROR} (SPEC section 3).")
+                      f"95% bound (prereg.yaml). Classic cell {CLASSIC}, mirror cell {MIRROR} "
+                      "(<a href='03-methods.html#spec-cells'>the specification, chapter 3</a>).")
