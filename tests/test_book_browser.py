@@ -2,7 +2,8 @@
 
 The book is built with small parameters into a temporary folder (``scripts/build_book.py --quick``;
 ``CROSSPROFILE_BOOK_HTML=DIR`` reuses an already built ``_build/html``), served on 127.0.0.1, and
-every HTML page is opened in Chromium. On each page the test checks that
+every HTML page is opened in Chromium, in the light and the dark theme, at 1280 and 390 px. On each
+page and view the test checks that
 
 * nothing overflows sideways: the page has no horizontal scroll, and no element of the article
   sticks out of the text column unless it sits in a scrolling container (wide tables scroll);
@@ -13,7 +14,11 @@ every HTML page is opened in Chromium. On each page the test checks that
   wider than the column shrinks its labels), and every "Figure N" caption (a numbered ``figcaption``, or
   a caption paragraph outside a figure) has its image;
 * no request left the machine (every URL the page asked for is on 127.0.0.1; Chromium also resolves
-  nothing else).
+  nothing else);
+* in BOTH themes (the OS preference emulated; the theme follows it) the text of every box, caption and
+  table has a WCAG contrast of at least 4.5 : 1 against what is actually behind it (:data:`CONTRAST`);
+* at 1280 px and at 390 px (a phone): figures keep their text at 8 px or more (:func:`min_scale`), and a
+  table that scrolls sideways keeps its row labels in view (a sticky first column).
 
 Dead links are checked without the browser: every internal ``href``/``src`` of every page resolves
 to a built file, and every ``#fragment`` to an element id on the target page.
