@@ -270,13 +270,29 @@ def test_make_lab_prints_a_link_to_chapter_10_without_news():
             seen.append(line)
             if f"127.0.0.1:{port}/" in line and "http" in line:
                 url = line[line.index("http"):].split()[0]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    finally:  # the whole group (make, jupyter lab, its kernels), however it ended
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+            time.sleep(2 if sig == signal.SIGTERM else 0)
     assert url is not None, "".join(seen)[-3000:]
     assert "/lab/tree/notebooks/10-explorer.md" in url, url
     settings = json.loads((ROOT / ".venv" / "share" / "jupyter" / "lab" / "settings" / "overrides.json").read_text())
     assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+
+
+def test_an_interval_spanning_0_to_100_never_counts_as_agreement():
+    from crossprofile_lib.book.paper import share_within
+
+    class Item:
+        def __init__(self, paper):
+            self.paper = paper
+    items = [Item({"Qwen": 64.0}), Item({"Qwen": 96.7}), Item({"Qwen": 22.2})]
+    tab = pd.DataFrame({("this suite", "m"): ["50.0 [0.0, 100.0]", "90.0 [85.0, 99.0]", "30.0 [25.0, 35.0]"]})
+    assert share_within(tab, items, ("this suite", "m")) == (1, 2)      # the 0-100 interval is left out
