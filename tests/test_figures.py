@@ -186,3 +186,13 @@ def test_coincident_series_stay_visible_and_say_so():
     assert lines["R1 (same as R1-rel)"].get_linestyle() == "--" and lines["R1-rel"].get_linestyle() == "-"
     assert lines["R1 (same as R1-rel)"].get_marker() != lines["R1-rel"].get_marker()
     assert not np.allclose(lines["R1 (same as R1-rel)"].get_xdata(), lines["R1-rel"].get_xdata())
+
+
+def test_the_all_memory_formats_are_not_three_greys():
+    import colorsys
+
+    import matplotlib.colors as mc
+    cols = [F.policy_color(p) for p in ("ALL", "ALL:unlabeled", "ALL:shuffled")]
+    assert len(set(cols)) == 3
+    sats = [colorsys.rgb_to_hls(*mc.to_rgb(c))[2] for c in cols[1:]]
+    assert min(sats) > 0.3, cols          # coloured, not grey
