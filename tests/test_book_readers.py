@@ -296,3 +296,15 @@ def test_an_interval_spanning_0_to_100_never_counts_as_agreement():
     items = [Item({"Qwen": 64.0}), Item({"Qwen": 96.7}), Item({"Qwen": 22.2})]
     tab = pd.DataFrame({("this suite", "m"): ["50.0 [0.0, 100.0]", "90.0 [85.0, 99.0]", "30.0 [25.0, 35.0]"]})
     assert share_within(tab, items, ("this suite", "m")) == (1, 2)      # the 0-100 interval is left out
+
+
+def test_spec_references_point_to_the_books_own_specification():
+    html = book.docstring_html("crossprofile_lib.stats.bootstrap")
+    assert "SPEC section" not in html and '<a href="03-methods.html#spec-statistics">' in html
+    methods = (ROOT / "notebooks" / "03-methods.md").read_text()
+    from crossprofile_lib.book.display import SPEC_SECTIONS
+    for target in SPEC_SECTIONS.values():                        # every label exists on the methods page
+        if "#" in target:
+            assert f"({target.split('#')[1]})=" in methods, target
+    prose = [p for p in (ROOT / "notebooks").glob("*.md") if not p.name.startswith("11-")] + [ROOT / "book" / "glossary.md"]
+    assert not [p.name for p in prose if "SPEC section" in p.read_text()]

@@ -550,7 +550,28 @@ def docstring_html(module: str) -> str:
     except Exception as e:  # an optional backend may be missing here
         doc = f"(module {module} cannot be imported here: {type(e).__name__}: {e})"
     return (f"<p><code>{html.escape(module)}</code></p>"
-            f"<pre style='white-space: pre-wrap'>{html.escape(doc)}</pre>")
+            f"<pre style='white-space: pre-wrap'>{spec_links(html.escape(doc))}</pre>")
+
+
+#: The sections of the project's specification, as the book's own specification (chapter 3, Methods)
+#: has them: section number -> the page and label it points to.
+SPEC_SECTIONS = {"1": "intro.html", "2": "03-methods.html#spec-cells", "3": "03-methods.html#spec-cells",
+                 "4": "03-methods.html#spec-pipeline", "5": "03-methods.html#spec-budgets",
+                 "6": "03-methods.html#spec-policies", "7": "03-methods.html#spec-decision",
+                 "8": "03-methods.html#spec-statistics", "9": "08-hiddenbench.html",
+                 "10": "11-paper-vs-suite.html"}
+_SPEC = re.compile(r"SPEC sections? (\d+)(?:-(\d+))?(, revised)?")
+
+
+def spec_links(text_html: str) -> str:
+    """``SPEC section N`` in the library's documentation (the project's specification) as a link to
+    the book's own specification: the matching section of chapter 3 (:data:`SPEC_SECTIONS`)."""
+    def one(m):
+        target = SPEC_SECTIONS.get(m.group(1))
+        if target is None:
+            return m.group(0)
+        return f'<a href="{target}">the specification, section {m.group(1)}{"-" + m.group(2) if m.group(2) else ""}</a>'
+    return _SPEC.sub(one, text_html)
 
 
 #: The modules whose documentation states a choice the paper leaves open (chapter 3).
