@@ -23,6 +23,7 @@ With ``out`` the sources are staged into that folder first (:func:`stage`) and i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -122,7 +123,6 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
 
 def build_id(params: dict) -> str:
     """The digest of one build's parameters (every field of :class:`BookParams`): pages of one book share it."""
-    import hashlib
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.stats.tables import headroom
@@ -329,7 +330,6 @@ def near_chance(run, boot=None) -> bool:
     boot = boot if boot is not None else getattr(run, "boot", None)
     cached = getattr(run, "_cp_near_chance", None)
     if cached is None or cached[0] is not boot:
-        from crossprofile_lib.book.style import model_signal
         cached = (boot, not model_signal(run, boot).ok)
         try:
             run._cp_near_chance = cached
