@@ -8,7 +8,7 @@ BASE_EXTRAS := test,book,http,lint
 CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 
-.PHONY: install install-llm test book book-engine lab lint bench bench-runner mutation clean
+.PHONY: install install-llm test book book-engine chapter lab lint bench bench-runner mutation clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -69,14 +69,31 @@ endif
 book: install book-engine
 	$(BIN)/crossprofile book $(BOOK_ARGS)
 
+# make chapter NAME=04 [PARAMS="-p backend deepseek/deepseek-chat -y 'model_seeds: [0, 1, 2]'"] [OUT=file.ipynb]:
+# ONE chapter rerun with other parameters (chapter 9), from any shell (no venv activation): its jupytext
+# source converted and executed by papermill into OUT (default _build/chapters/<chapter>.ipynb; the book's
+# own book/*.ipynb are never touched). NAME: the chapter's number or file name; PARAMS: papermill's -p/-y.
+CHAPTER_SRC = $(firstword $(wildcard notebooks/$(NAME).md notebooks/$(NAME)-*.md notebooks/0$(NAME)-*.md))
+chapter: install
+	@[ -n "$(NAME)" ] && [ -n "$(CHAPTER_SRC)" ] || { echo "make chapter: NAME=$(NAME): no such chapter (NAME=04 or NAME=04-rarest-first; notebooks/*.md)"; exit 2; }
+	@mkdir -p _build/chapters
+	@out="$(or $(OUT),_build/chapters/$(basename $(notdir $(CHAPTER_SRC))).ipynb)"; \
+	src="_build/chapters/.$(basename $(notdir $(CHAPTER_SRC))).source.ipynb"; \
+	$(BIN)/jupytext --quiet --to ipynb "$(CHAPTER_SRC)" -o "$$src" && \
+	$(BIN)/papermill "$$src" "$$out" --cwd "$(CURDIR)" --no-progress-bar --no-log-output $(PARAMS) && \
+	rm -f "$$src" && echo "make chapter: wrote $$out"
+
 # The live classroom explorer (chapter 10) in JupyterLab on this machine: the chapter's jupytext source
-# opens as a notebook (scripts/lab-overrides.json: text notebooks open as notebooks by default), run all
-# cells for the controls. LAB_ARGS: e.g. --no-browser.
+# opens as a notebook (scripts/lab-overrides.json: text notebooks open as notebooks by default, no news
+# pop-up), and the URL it prints (or opens) is chapter 10 itself, not the Launcher; run all cells for the
+# controls. LAB_ARGS: e.g. --no-browser.
 lab: install
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp scripts/lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \
-		$$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS) notebooks/10-explorer.md
+		--LabApp.default_url=/lab/tree/notebooks/10-explorer.md \
+		--LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 lint: install
 	$(BIN)/ruff check crossprofile_lib tests scripts benchmarks

@@ -2,7 +2,8 @@
 
 The book is built with small parameters into a temporary folder (``scripts/build_book.py --quick``;
 ``CROSSPROFILE_BOOK_HTML=DIR`` reuses an already built ``_build/html``), served on 127.0.0.1, and
-every HTML page is opened in Chromium. On each page the test checks that
+every HTML page is opened in Chromium, in the light and the dark theme, at 1280 and 390 px. On each
+page and view the test checks that
 
 * nothing overflows sideways: the page has no horizontal scroll, and no element of the article
   sticks out of the text column unless it sits in a scrolling container (wide tables scroll);
@@ -13,7 +14,11 @@ every HTML page is opened in Chromium. On each page the test checks that
   wider than the column shrinks its labels), and every "Figure N" caption (a numbered ``figcaption``, or
   a caption paragraph outside a figure) has its image;
 * no request left the machine (every URL the page asked for is on 127.0.0.1; Chromium also resolves
-  nothing else).
+  nothing else);
+* in BOTH themes (the OS preference emulated; the theme follows it) the text of every box, caption and
+  table has a WCAG contrast of at least 4.5 : 1 against what is actually behind it (:data:`CONTRAST`);
+* at 1280 px and at 390 px (a phone): figures keep their text at 8 px or more (:func:`min_scale`), and a
+  table that scrolls sideways keeps its row labels in view (a sticky first column).
 
 Dead links are checked without the browser: every internal ``href``/``src`` of every page resolves
 to a built file, and every ``#fragment`` to an element id on the target page.
@@ -117,15 +122,26 @@ INSPECT = r"""(() => {
     const s = scroller(c), cb = (s || art).getBoundingClientRect();
     if (r.right > cb.right + 2 || r.left < cb.left - 2) cut.push(c.innerText.slice(0, 80));
   }
+  // a table that scrolls sideways keeps its row labels in view (a sticky first column)
+  const loose = [];
+  for (const t of art.querySelectorAll('table')) {
+    const s = scroller(t);
+    if (!s || s.scrollWidth <= s.clientWidth + 2) continue;
+    const first = t.querySelector('tbody tr > th, tbody tr > td');
+    if (first && getComputedStyle(first).position !== 'sticky')
+      loose.push((t.querySelector('caption') || t).innerText.slice(0, 60));
+  }
   const imgs = [...art.querySelectorAll('img')];
   const text = art.innerText;
   return {page_overflow: document.scrollingElement.scrollWidth - window.innerWidth, over: over.slice(0, 10),
+          loose: loose.slice(0, 5),
           cut: cut.slice(0, 10), math: document.querySelectorAll('mjx-container').length,
           math_errors: [...document.querySelectorAll('mjx-merror, .MathJax_Error')].map(e => e.textContent).slice(0, 5),
           raw_tex: (text.match(/\$[^$\n]{1,80}\\[a-zA-Z]+[^$\n]{0,80}\$/g) || []).slice(0, 5),
           figs: [...art.querySelectorAll('.cp-caption, .caption, figcaption')]
                   .filter(c => /^Figure [0-9]/.test(c.innerText.trim())).length,
-          shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < 0.9 * i.naturalWidth)
+          min_scale: MIN_SCALE,
+          shrunk: imgs.filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width < MIN_SCALE * i.naturalWidth)
                       .map(i => `${i.src.split('/').pop()} at `
                                 + `${Math.round(100 * i.getBoundingClientRect().width / i.naturalWidth)}%`)
                       .slice(0, 5),
@@ -134,12 +150,63 @@ INSPECT = r"""(() => {
 })()"""
 
 
-def inspect_page(browser: Browser, url: str, shot: Path | None = None) -> dict:
+def min_scale(width: int) -> float:
+    """How far a figure may be scaled down at a viewport ``width``: on a desktop to 90% (a figure drawn
+    wider than the column shrinks its labels); on a phone to 75%, where its smallest text (8 pt, 10.7 px;
+    crossprofile_lib/book/style.py FONT) is still 8 px: figures scroll sideways there instead."""
+    return 0.9 if width >= 600 else 0.75
+
+
+#: The text a reader must be able to read in either theme: every box (results, caveats, provenance),
+#: every caption naming a number's backend and model, the lines that replace a panel without signal.
+CONTRAST = r"""(() => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const parse = c => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return [0, 0, 0, 0];
+                       const v = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number);
+                       return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const over = (top, under) => { const a = top[3];
+    return [0, 1, 2].map(i => top[i] * a + under[i] * (1 - a)).concat([1]); };
+  const background = el => {  // the colour behind el: its and its ancestors' backgrounds, composited
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let bg = [255, 255, 255, 1];
+    for (let i = layers.length - 1; i >= 0; i--) bg = over(layers[i], bg);
+    return bg;
+  };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                     return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const sel = '.admonition, .cp-caption, caption, figcaption, .cp-no-signal, .cp-built-with, .cp-flag, td, th, p, li';
+  const low = []; let n = 0;
+  for (const box of art.querySelectorAll(sel)) {
+    for (const el of [box, ...box.querySelectorAll('*')]) {
+      const own = [...el.childNodes].some(t => t.nodeType === 3 && t.textContent.trim());
+      const r = el.getBoundingClientRect();
+      if (!own || !r.width || !r.height || getComputedStyle(el).visibility === 'hidden') continue;
+      const bg = background(el), fg = over(parse(getComputedStyle(el).color), bg);
+      const k = ratio(fg, bg); n++;
+      if (k < 4.5) low.push(`${k.toFixed(2)}:1 "${el.textContent.trim().slice(0, 50)}"`);
+    }
+  }
+  return {checked: n, low: low.slice(0, 8), theme: document.documentElement.dataset.theme || ''};
+})()"""
+
+
+def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: str = "light", width: int = 1280) -> dict:
+    """The page's :data:`INSPECT` and :data:`CONTRAST` results at ``width`` px in ``theme``: the OS
+    preference (``prefers-color-scheme``) is emulated, which the book's theme follows by default."""
     cdp = browser.page()
     try:
+        cdp.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": theme}])
+        cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=2200, deviceScaleFactor=1,
+                 mobile=width < 600)
         navigate(cdp, url)
         cdp.evaluate(WAIT_MATHJAX)
-        info = cdp.evaluate(INSPECT)
+        info = cdp.evaluate(f"const MIN_SCALE = {min_scale(width)};" + INSPECT)
+        info["contrast"] = cdp.evaluate(CONTRAST)
         if shot is not None:
             cdp.screenshot(shot)
         info["requests"] = cdp.requests()
@@ -155,6 +222,8 @@ def problems(page: str, info: dict) -> list[str]:
         out.append(f"the page scrolls sideways by {info['page_overflow']} px")
     if info["over"]:
         out.append(f"elements stick out of the text column: {info['over']}")
+    if info.get("loose"):
+        out.append(f"wide tables whose row labels scroll away (no sticky first column): {info['loose']}")
     if info["cut"]:
         out.append(f"captions cut off: {info['cut']}")
     if info["math_errors"]:
@@ -170,10 +239,20 @@ def problems(page: str, info: dict) -> list[str]:
     if not info["requests"]:
         out.append("the devtools log recorded no request at all")
     if info["shrunk"]:
-        out.append(f"figures scaled below 90% of their size (too wide for the column): {info['shrunk']}")
+        out.append(f"figures scaled below {info['min_scale']:.0%} of their size (text under 8 px): {info['shrunk']}")
     if info["figs"] > info["imgs"]:
         out.append(f"{info['figs']} figure captions but {info['imgs']} images")
+    c = info.get("contrast")
+    if c is not None:
+        if c["low"]:
+            out.append(f"text in boxes or captions below 4.5:1 contrast ({c['theme']} theme): {c['low']}")
+        if not c["checked"]:
+            out.append("no box or caption text found to check for contrast")
     return out
+
+
+#: Every page is read in both themes, on a desktop and a phone.
+VIEWS = (("light", 1280), ("dark", 1280), ("light", 390), ("dark", 390))
 
 
 @pytest.mark.slow
@@ -184,11 +263,16 @@ def test_every_page_renders_offline_legibly(built_book, server, browser, tmp_pat
     assert "book/intro.html" in found and len(found) >= 5, found
     bad, maths = {}, 0
     for page in found:
-        info = inspect_page(browser, f"{server}/{page}", shots / (Path(page).stem + ".png"))
-        maths += info["math"]
-        p = problems(page, info)
-        if p:
-            bad[page] = p
+        for theme, width in VIEWS:
+            info = inspect_page(browser, f"{server}/{page}", shots / f"{Path(page).stem}-{theme}-{width}.png",
+                                theme, width)
+            if info["contrast"]["theme"] != theme:
+                bad.setdefault(page, []).append(f"asked for the {theme} theme, the page shows "
+                                                f"{info['contrast']['theme'] or 'none'}")
+            maths += info["math"]
+            p = problems(page, info)
+            if p:
+                bad.setdefault(page, []).extend(f"[{theme}, {width} px] {x}" for x in p)
     assert not bad, "pages with problems:\n" + "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
     assert maths > 0, "no typeset maths on any page"
 

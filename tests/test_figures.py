@@ -130,9 +130,17 @@ def test_a_shared_top_is_named_as_a_tie():
     assert F.top(pd.Series({"R1": 100.0, "B4": 20.0, "ALL": 100.0})) == "R1 and ALL tie to lead"
     assert F.top(pd.Series({"R1": 90.0, "B4": 20.0})) == "R1 leads"
     assert F.top(pd.Series({p: 100.0 for p in "abcde"})) == "5 tie to lead"
-    acc = pd.DataFrame({"PSP": [100.0, 100.0, 20.0], "SPS": [20.0, 100.0, 30.0]}, index=["R1", "ALL", "B4"])
+    acc = pd.DataFrame({"PSP": [100.0, 100.0, 20.0], "SPS": [20.0, 100.0, 30.0]}, index=["R1", "ALL", "M1"])
     msg = F.accuracy_heatmap(acc, []).texts[0].get_text().replace("\n", " ")
     assert msg == "R1 and ALL tie to lead the classic cell PSP (100%); ALL leads the mirror cell SPS (100%)", msg
+
+
+def test_the_heatmap_title_states_the_cells_finding():
+    """With R1 and B4 in the map the title is the chapter's finding (R1 against B4 in both cells), not
+    a count of policies tied at 100%."""
+    acc = pd.DataFrame({"PSP": [100.0, 100.0, 20.0], "SPS": [20.0, 100.0, 90.0]}, index=["R1", "ALL", "B4"])
+    msg = F.accuracy_heatmap(acc, []).texts[0].get_text().replace("\n", " ")
+    assert msg == "Classic cell PSP: R1 100% vs B4 20%; mirror cell SPS: R1 20% vs B4 90%", msg
 
 
 def test_nothing_is_drawn_outside_the_figure():
@@ -164,3 +172,27 @@ def test_many_groups_are_summarised_not_enumerated():
     c = pd.DataFrame(dict(policy=["R1", "B4", "R1-rel"], kept_support=[5.0, 3, 5], kept_decoy=[0.0, 3, 3],
                           kept_irrelevant=[4.0, 2, 0]))
     assert F.composition_bars(c, []).texts[0].get_text() == "B4 and R1-rel keep the most decoys (3.00 of 3)"
+
+
+def test_coincident_series_stay_visible_and_say_so():
+    """Two policies at the same values (R1 and BAL under R1-rel at 100%): each drawn with its own marker,
+    the later one dashed and offset, its legend entry naming the series it lies on."""
+    t = pd.DataFrame({"agents": [3, 4, 3, 4, 3, 4], "policy": ["R1-rel"] * 2 + ["R1"] * 2 + ["B4"] * 2,
+                      "estimate": [100.0, 100.0, 100.0, 100.0, 40.0, 50.0]})
+    fig = F.line_by(t, "agents", "policy", [], "accuracy (%)")
+    labels = [tx.get_text() for leg in fig.legends for tx in leg.get_texts()]
+    assert "R1 (same as R1-rel)" in labels and "R1-rel" in labels and "B4" in labels
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    assert lines["R1 (same as R1-rel)"].get_linestyle() == "--" and lines["R1-rel"].get_linestyle() == "-"
+    assert lines["R1 (same as R1-rel)"].get_marker() != lines["R1-rel"].get_marker()
+    assert not np.allclose(lines["R1 (same as R1-rel)"].get_xdata(), lines["R1-rel"].get_xdata())
+
+
+def test_the_all_memory_formats_are_not_three_greys():
+    import colorsys
+
+    import matplotlib.colors as mc
+    cols = [F.policy_color(p) for p in ("ALL", "ALL:unlabeled", "ALL:shuffled")]
+    assert len(set(cols)) == 3
+    sats = [colorsys.rgb_to_hls(*mc.to_rgb(c))[2] for c in cols[1:]]
+    assert min(sats) > 0.3, cols          # coloured, not grey

@@ -51,6 +51,7 @@ from crossprofile_lib.book.display import (
     BUILT_WITH,
     HTML,
     MIN_TEMPLATES_FOR_INTERVALS,
+    NEAR_CHANCE_FLAG,
     SILENT_CHOICES,
     Captions,
     Markdown,
@@ -63,6 +64,8 @@ from crossprofile_lib.book.display import (
     display,
     docstring_html,
     esc,
+    name_html,
+    name_text,
     near_chance,
     near_chance_name,
     num,
@@ -71,6 +74,8 @@ from crossprofile_lib.book.display import (
     run_notices,
     show_figure,
     takeaways,
+    uninformative,
+    uninformative_cell,
 )
 from crossprofile_lib.book.experiments import BookRuns, prepare
 from crossprofile_lib.book.explorer import (

@@ -13,12 +13,17 @@ variables into it first: :mod:`crossprofile_lib.cli.book`):
 4. check that no built page or stylesheet loads anything from another host: a script, stylesheet, font,
    image, frame or media file (:func:`check_offline`).
 
+A book is one build: each executed chapter records its build's parameters (:func:`tidy`), and step 3
+refuses to start when a page of the table of contents was executed with other parameters
+(:func:`mixed_pages`; e.g. ``--only 04`` in the checkout would leave the other chapters on an older run).
+
 The book is built from a checkout (``notebooks/``, ``_config.yml``; :func:`crossprofile_lib.paths.book_root`).
 With ``out`` the sources are staged into that folder first (:func:`stage`) and its runs go to ``out/runs``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -112,16 +117,61 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
         dst = out_dir / src.name
         pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd),
                             kernel_name="python3", progress_bar=False, request_save_on_cell_execute=False)
-        tidy(dst)
+        tidy(dst, params)
     return time.perf_counter() - t0
 
 
-def tidy(path: Path) -> None:
+def build_id(params: dict) -> str:
+    """The digest of one build's parameters (every field of :class:`BookParams`): pages of one book share it."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+#: Where each executed chapter records the build it belongs to (notebook metadata).
+STAMP_KEY = "crossprofile_build"
+
+
+def toc_pages(root: Path) -> list[str]:
+    """The page files (``book/04-rarest-first``) of the table of contents at ``root``."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc.get("root", "")]
+    for part in toc.get("parts", []):
+        files += [c["file"] for c in part.get("chapters", [])]
+    return [f for f in files if f]
+
+
+def mixed_pages(root: Path, params: dict) -> list[str]:
+    """The executed chapters (``root/book/*.ipynb`` in the table of contents) that were NOT built with
+    ``params``: each with the parameters that differ (or "no build record" for a notebook executed
+    before builds were recorded). Empty: the book is one build."""
+    import nbformat
+    want, out = build_id(params), []
+    for f in toc_pages(root):
+        nbp = root / (f + ".ipynb")
+        if not nbp.exists():
+            continue
+        rec = nbformat.read(nbp, as_version=4).metadata.get(STAMP_KEY) or {}
+        if rec.get("id") == want:
+            continue
+        got = rec.get("params")
+        if not isinstance(got, dict):
+            out.append(f"{f}: no build record (executed by an older build)")
+            continue
+        diff = sorted(k for k in set(params) | set(got) if params.get(k) != got.get(k))
+        out.append(f"{f}: built with " + ", ".join(f"{k}={json.dumps(got.get(k), default=str)}" for k in diff[:6])
+                   + (" ..." if len(diff) > 6 else "") + " (this build: "
+                   + ", ".join(f"{k}={json.dumps(params.get(k), default=str)}" for k in diff[:6]) + ")")
+    return out
+
+
+def tidy(path: Path, params: Optional[dict] = None) -> None:
     """Results first: the parameters cell and papermill's injected-parameters cell (no output) are
     left out of the web page (tag ``remove-cell``); the page's "built with" line names their values,
-    and the downloadable notebook keeps both cells."""
+    and the downloadable notebook keeps both cells. With ``params`` the notebook records the build it
+    belongs to (metadata ``crossprofile_build``: id and parameters), which the HTML step compares."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
+    if params is not None:
+        nb.metadata[STAMP_KEY] = {"id": build_id(params), "params": json.loads(json.dumps(params, default=str))}
     for c in nb.cells:
         tags = c.metadata.setdefault("tags", [])
         if ("injected-parameters" in tags or "parameters" in tags) and "remove-cell" not in tags:
@@ -194,9 +244,16 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         print(f"notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
         return 1
 
-    # (3) HTML
+    # (3) HTML: a book is one build. Every executed page of the table of contents must carry this
+    # build's parameters; a page left from another run (``--only`` in the checkout) stops the build.
     t_html = 0.0
     if html:
+        mixed = mixed_pages(target, json.loads(json.dumps(values, default=str)))
+        if mixed:
+            print("refusing to build a mixed book: these pages come from another build:\n  " + "\n  ".join(mixed)
+                  + "\nRebuild every chapter (no --only), or build a partial book in its own folder "
+                  "(--only ... --out DIR: its table of contents keeps only those chapters).", file=sys.stderr)
+            return 1
         t = time.perf_counter()
         jb = Path(sys.executable).with_name("jupyter-book")
         rc = subprocess.call([str(jb), "build", str(target), "-W", "-n", "--keep-going", *jb_config], cwd=target)

@@ -17,13 +17,15 @@ import html
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+import numpy as np
+
 from crossprofile_lib.book.display import (
     Captions,
     Notice,
-    built_with,
+    built_with_text,
     data_source_box,
+    defer,
     display,
-    near_chance_name,
     provenance_box,
     run_notices,
 )
@@ -33,6 +35,7 @@ from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
 from crossprofile_lib.book.style import model_signal, no_signal_note
 from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.hiddenbench.measures import headroom as hb_headroom
 
 #: Runs a chapter may ask for besides the reference grid and the model sample.
 EXTRA_RUNS = ("social_proof", "fit_check", "hiddenbench", "hiddenbench_model")
@@ -101,11 +104,13 @@ def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
 
 
 def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True, model: bool = True,
-          notes: Sequence[tuple[str, str, str]] = (), show: bool = True) -> Chapter:
+          notes: Sequence[tuple[str, str, str]] = (), show: bool = True, results_first: bool = True) -> Chapter:
     """The chapter preamble (see the module doc). ``params``: the chapter's globals (its declared
     parameters, ``None`` = default); ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
     title, HTML body) boxes of this chapter, folded into the provenance box; ``show``: display the
-    "built with" line and the provenance box (chapter 13 shows its own line)."""
+    "built with" line and the provenance box (chapter 13 shows its own line); ``results_first``: the
+    provenance badge goes right under the page's first takeaways box (a page without one passes False
+    and gets the badge here)."""
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
@@ -151,10 +156,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                      html.escape(br.skipped.get(f"hiddenbench:{br.backend}", "unknown reason"))))
     for role, h in (("HiddenBench, reference", ch.hb), ("HiddenBench, model", ch.hb_model)):
         if h is not None:
-            rows.append((role, h, [Notice("important", "SmolLM2-135M decides near chance",
-                                          "Its HiddenBench accuracies are close to chance and say nothing about the "
-                                          "paper's models; they show the protocol running end to end.")]
-                         if near_chance_name(h.backend + h.model) else []))
+            rows.append((role, h, _hb_notices(h, p.boot_seed)))
     src = next((h for h in (ch.hb, ch.hb_model) if h is not None), None)
     if src is not None:
         box = data_source_box(src)
@@ -168,10 +170,31 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                  "<code>variants</code>); tables and contrasts that need another variant are left "
                                  "out or marked not estimable."))
     if show:
-        display(built_with(shown(params, p)))
-        if rows or ch.notices:
-            display(provenance_box(rows, ch.notices))
+        badge = provenance_box(rows, ch.notices, built_with_text(shown(params, p)))
+        if results_first:  # shown under the page's first "What this build shows" box
+            defer(badge)
+        else:
+            display(badge)
     return ch
+
+
+def _hb_notices(h: HBRun, boot_seed: int) -> list[Notice]:
+    """A model's HiddenBench run whose measured headroom check (ALL - EMPTY, tasks resampled) fails is
+    near chance on this page (decided from the run, not the model's name)."""
+    if h.is_reference:
+        return []
+    d = h.decisions("controlled")
+    hr = hb_headroom(d, np.random.default_rng(boot_seed)) if not d.empty else None
+    if hr is not None and hr.passed:
+        return []
+    if hr is None or hr.estimate is None:
+        return [Notice("warning", f"{h.label}: HiddenBench headroom not measured",
+                       "Its controlled run has no ALL and EMPTY decisions, so this page cannot tell whether its "
+                       "accuracies carry signal; read them as unchecked.")]
+    return [Notice("important", f"{h.label} decides near chance on HiddenBench (measured)",
+                   f"Its headroom check fails (ALL - EMPTY = {hr.estimate:.1f} points [{hr.lo:.1f}, {hr.hi:.1f}]; the "
+                   f"lower bound must exceed {hr.min_points:g}): its HiddenBench accuracies say nothing about the "
+                   "paper's models; they show the protocol running end to end.")]
 
 
 def _n(xs) -> str:

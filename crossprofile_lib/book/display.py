@@ -20,12 +20,14 @@ import datetime as _dt
 import html
 import importlib
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import pandas as pd
 
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.stats.tables import headroom
@@ -102,7 +104,8 @@ def _labels(runs) -> str:
         return ""
     if all(isinstance(r, str) for r in runs):
         return " ".join(labels)
-    return "Backend and model: " + "; ".join(labels) + "."
+    named = list(dict.fromkeys(name_text(r) for r in runs))
+    return "Backend and model: " + "; ".join(named) + "."
 
 
 def notebook_name(chapter) -> str:
@@ -167,17 +170,138 @@ class Captions:
               gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
         """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns).
         Every cell, index and column label is HTML-escaped: template text (titles, option names) is
-        user data and never reaches the page as markup."""
+        user data and never reaches the page as markup.
+        Readable as printed (:func:`tidy_table`): flat headers without snake_case, integer counts as
+        integers, booleans as Yes/No, p-values as ``< 0.001``; a near-chance run's label flagged in the
+        headers; intervals spanning about 0-100 greyed and marked."""
+        old_cols = list(df.columns)
+        df = tidy_table(_flag_headers(df, runs))
+        new_of = dict(zip(old_cols, df.columns))
+        if isinstance(fmt, dict):
+            fmt = {new_of.get(k, k): v for k, v in fmt.items() if k in new_of}
+        if gradient is not None:
+            gradient = [new_of.get(g, g) for g in gradient]
+        ints = [c for c in df.columns if _is_count(c, df[c])]
+        if ints:
+            base = fmt if isinstance(fmt, dict) else ({} if fmt is None else {c: fmt for c in df.columns})
+            fmt = {**{c: "{:.0f}" for c in ints}, **{k: v for k, v in base.items() if k not in ints}}
+        n_bad = int(sum(uninformative_cell(v) for v in df.to_numpy().ravel()))
+        if n_bad:
+            text = (f"{text} Greyed cells marked † ({n_bad}): the 95% interval spans {UNINFORMATIVE_WIDTH:g} points or "
+                    "more (about 0-100), so the estimate says nothing; never read one as agreeing with the paper.")
         st = df.style.set_caption(html.escape(self.text("Table", text, runs)))
         st = st.format(fmt, precision=precision, na_rep="–", escape="html") if fmt is not None else st.format(
             precision=precision, na_rep="–", escape="html")
         st = st.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
         if gradient is not None:
             st = st.background_gradient(cmap="RdYlGn", subset=list(gradient), vmin=0, vmax=100)
+        st = _mark_uninformative(st, df, runs)
         if hide_index:
             st = st.hide(axis="index")
         return st.set_table_styles([{"selector": "caption",
                                      "props": "caption-side: top; text-align: left; font-weight: bold;"}])
+
+
+#: Column names that hold counts (printed as integers, never "1440.00").
+COUNT_NAMES = ("n", "rows", "decisions", "tasks", "templates", "calls", "seeds", "claims", "lines", "count",
+               "sessions", "resamples", "figures", "independent", "df")
+
+
+def _name(c) -> str:
+    return str(c[-1] if isinstance(c, tuple) else c).strip().lower()
+
+
+def _is_count(c, col: pd.Series) -> bool:
+    """An integer column, or a numeric column named like a count whose values are all whole numbers."""
+    if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+        return False
+    if pd.api.types.is_integer_dtype(col):
+        return True
+    v = col.dropna()
+    name = _name(c)
+    return bool(len(v)) and bool((v == v.round()).all()) and (name in COUNT_NAMES or name.startswith(("n ", "number")))
+
+
+def _label(x):
+    """A header as a reader reads it: ``kept_support`` -> ``kept support``; a tuple's empty parts dropped."""
+    if isinstance(x, tuple):
+        parts = [str(v) for v in x if str(v).strip()]
+        return " · ".join(_label(v) for v in parts) if parts else ""
+    return x.replace("_", " ") if isinstance(x, str) and "_" in x and " " not in x.strip("_") and "/" not in x else x
+
+
+#: Column names that hold p-values.
+P_NAMES = ("p", "holm p", "p>|z|", "p > |z|", "p adjusted", "p-value", "p value", "pvalue")
+
+
+def _p_value(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "< 0.0001" if str(v).strip() == "<1e-4" else v
+    return v if f != f else ("< 0.001" if f < 1e-3 else f"{f:.3f}")
+
+
+def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as a reader reads it: flat headers (a MultiIndex whose levels are partly empty, or a column
+    label that is a tuple, joined with " · "), no snake_case in headers or the index name, booleans as
+    Yes/No, p-value columns (``p``, ``Holm p``, ``P>|z|``, ``p_adjusted``...) as ``< 0.001`` or three decimals."""
+    out = df.copy()
+    cols = out.columns
+    flat = (isinstance(cols, pd.MultiIndex) and any(not str(v).strip() for t in cols for v in t)) or \
+        any(isinstance(c, tuple) for c in cols if not isinstance(cols, pd.MultiIndex))
+    if flat:
+        out.columns = pd.Index([_label(c) for c in cols])
+    elif isinstance(cols, pd.MultiIndex):
+        out.columns = pd.MultiIndex.from_tuples([tuple(_label(v) for v in t) for t in cols],
+                                                names=[_label(n) if n else n for n in cols.names])
+    else:
+        out.columns = pd.Index([_label(c) for c in cols], name=_label(cols.name) if cols.name else cols.name)
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = out.index.set_names([_label(n) if n else n for n in out.index.names])
+    elif out.index.name:
+        out.index = out.index.rename(_label(out.index.name))
+    for c in out.columns:
+        col = out[c]
+        if pd.api.types.is_bool_dtype(col) or (col.dtype == object and len(col.dropna())
+                                                and col.dropna().map(lambda v: isinstance(v, bool)).all()):
+            out[c] = col.map(lambda v: "Yes" if v is True or v == True else ("No" if v is False or v == False else v))  # noqa: E712
+        elif _name(c) in P_NAMES:
+            out[c] = col.map(_p_value)
+    return out
+
+
+def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
+    """``df`` with every column or row label that names a near-chance run flagged (:func:`name_text`)."""
+    runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None and near_chance(r)]
+    if not runs:
+        return df
+    names = {r.label: name_text(r) for r in runs}
+
+    def ren(x):
+        if isinstance(x, tuple):
+            return tuple(names.get(v, v) if isinstance(v, str) else v for v in x)
+        return names.get(x, x) if isinstance(x, str) else x
+
+    out = df.copy()
+    for axis in ("columns", "index"):
+        ix = getattr(out, axis)
+        if isinstance(ix, pd.MultiIndex):
+            setattr(out, axis, pd.MultiIndex.from_tuples([ren(t) for t in ix], names=ix.names))
+        else:
+            setattr(out, axis, pd.Index([ren(v) for v in ix], name=ix.name))
+    return out
+
+
+def _mark_uninformative(st, df: pd.DataFrame, runs):
+    """Grey (CSS class ``cp-uninformative``) and mark with † every ``"est [lo, hi]"`` cell whose interval
+    spans about 0-100 (:func:`uninformative_cell`)."""
+    bad = df.map(uninformative_cell) if hasattr(df, "map") else df.applymap(uninformative_cell)
+    if not bad.to_numpy().any():
+        return st
+    st = st.set_td_classes(bad.replace({True: "cp-uninformative", False: ""}))
+    return st.format(lambda v: f"{v} †" if uninformative_cell(v) else v, subset=list(df.columns[bad.any()]),
+                     escape="html")
 
 
 def show_figure(fig, caption) -> None:
@@ -190,12 +314,64 @@ def show_figure(fig, caption) -> None:
 
 
 def near_chance_name(name: str) -> bool:
-    """Models known to decide near chance (SmolLM2-135M)."""
+    """Whether a model's NAME is SmolLM2-135M's (kept for callers outside the book; the book decides
+    "near chance" from the run's measured headroom, :func:`near_chance`, never from a name)."""
     return "smollm2-135m" in name.lower()
 
 
-def near_chance(run: Run) -> bool:
-    return near_chance_name(run.backend + run.model)
+def near_chance(run, boot=None) -> bool:
+    """Whether ``run``'s numbers say nothing about the paper's effects, measured on the run itself: a
+    language model's run whose headroom check fails (ALL - EMPTY, the lower 95% template-bootstrap
+    bound must exceed prereg.yaml's threshold), or, without ALL and EMPTY rows, whose accuracy is not
+    above chance at 95% (:func:`crossprofile_lib.book.style.model_signal`). The reference decider and
+    a string label are never near chance. Cached on the run (its rows do not change)."""
+    if run is None or isinstance(run, str) or getattr(run, "is_reference", True) or not hasattr(run, "df"):
+        return False
+    boot = boot if boot is not None else getattr(run, "boot", None)
+    cached = getattr(run, "_cp_near_chance", None)
+    if cached is None or cached[0] is not boot:
+        cached = (boot, not model_signal(run, boot).ok)
+        try:
+            run._cp_near_chance = cached
+        except AttributeError:  # a frozen run: recompute next time
+            pass
+    return cached[1]
+
+
+#: The flag set beside every number of a near-chance run (its label in a caption, a takeaway, a header).
+NEAR_CHANCE_FLAG = "near chance: headroom check failed"
+#: An interval at least this wide (points, on a 0-100 scale) says nothing about the estimate.
+UNINFORMATIVE_WIDTH = 90.0
+
+
+def name_html(run) -> str:
+    """A run's label for a takeaway line (HTML), flagged at the number when it is near chance."""
+    label = run if isinstance(run, str) else run.label
+    flag = f' <span class="cp-flag">{NEAR_CHANCE_FLAG}</span>' if near_chance(run) else ""
+    return html.escape(str(label)) + flag
+
+
+def name_text(run) -> str:
+    """A run's label for a table header or caption (plain text), flagged when it is near chance."""
+    label = run if isinstance(run, str) else run.label
+    return f"{label} ({NEAR_CHANCE_FLAG})" if near_chance(run) else str(label)
+
+
+def uninformative(lo, hi, width: float = UNINFORMATIVE_WIDTH) -> bool:
+    """Whether the interval [lo, hi] (points) spans about 0-100: it says nothing about the estimate."""
+    try:
+        return float(hi) - float(lo) >= width
+    except (TypeError, ValueError):
+        return False
+
+
+_CI = re.compile(r"^\s*[-+]?\d+(?:\.\d+)?%?\s*\[\s*([-+]?\d+(?:\.\d+)?),\s*([-+]?\d+(?:\.\d+)?)\s*\]")
+
+
+def uninformative_cell(value) -> bool:
+    """Whether a table cell ``"est [lo, hi]"`` has an interval that spans about 0-100."""
+    m = _CI.match(value) if isinstance(value, str) else None
+    return bool(m) and uninformative(m.group(1), m.group(2))
 
 
 @dataclass(frozen=True)
@@ -234,12 +410,14 @@ def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_
                           f"These numbers come from the {REFERENCE} ({html.escape(run.model)}), a normative "
                           "evidence counter that scores each option by the kept facts' polarities. It is not a "
                           "model of any LLM: it shows what the memory makes possible, never what a model does."))
-    if near_chance(run):
-        out.append(Notice("important", "SmolLM2-135M decides near chance",
-                          f"{html.escape(run.backend)} is a 135-million-parameter model that runs on any CPU. "
-                          "Its decisions are close to chance (one in three), so its differences between "
-                          "policies are mostly noise; it is here to show the pipeline runs end to end on a "
-                          "real model, not to estimate the paper's effects."))
+    if near_chance(run, boot):
+        small = (" It is SmolLM2-135M, a 135-million-parameter model that runs on any CPU, here to show the pipeline "
+                 "runs end to end on a real model.") if near_chance_name(run.backend + run.model) else ""
+        out.append(Notice("important", f"{run.label} decides near chance (measured)",
+                          f"This run's own headroom check says its memory barely moves its decisions, so its "
+                          "differences between policies are mostly noise and its numbers are flagged "
+                          f"<i>{NEAR_CHANCE_FLAG}</i> wherever they appear; they do not estimate the paper's "
+                          f"effects.{small}"))
     if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
         h = headroom(run.df, boot, min_points)
         if not h["passed"]:
@@ -288,16 +466,18 @@ def built_with(params: dict):
     return _html(f'<p class="cp-built-with"><small>{html.escape(built_with_text(params))}</small></p>')
 
 
-def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = ()):
-    """ONE compact box per chapter: a visible line naming each run (and the titles of any
-    warnings), and collapsible details with backend, model, run folder and every notice.
+def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = (),
+                   built: str = ""):
+    """ONE compact provenance badge per chapter: one visible line naming each run (and the titles of
+    any warnings, which stay visible), and folded details with the "built with" line (``built``),
+    backend, model, run folder and every notice.
 
     ``runs``: (role, run or None, notices); a None run is listed with its notices (why it is
     missing)."""
     line, rows, boxes = [], [], []
     for role, run, notices in runs:
         if run is not None:
-            line.append(f"{html.escape(role)}: <b>{html.escape(run.label)}</b>")
+            line.append(f"{html.escape(role)}: <b>{name_html(run)}</b>")
             n_dec = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
             rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
                         f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
@@ -307,15 +487,17 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
     boxes += list(extra)
     warn = [n.title for n in boxes if n.kind in ("warning", "important")]
     kind = "warning" if any(n.kind == "warning" for n in boxes) else "note"
-    head = " · ".join(line)
-    if warn:
-        head += "<br>" + "; ".join(f"<b>{html.escape(w)}</b>" for w in warn) + " (details below)."
+    head = " · ".join(line) if line else "no runs (this page computes from the templates and the code)"
     table = ("<table><tr><th>run</th><th>backend and model</th><th>folder</th><th>rows</th></tr>"
              + "".join(rows) + "</table>") if rows else ""
-    body = (f'<details class="cp-provenance-details"><summary>Details: backends, models, run folders and '
-            f"{_count(len(boxes), 'notice')}</summary>{table}" + "".join(n.data for n in boxes) + "</details>")
-    return _html(f'<div class="admonition {kind} cp-provenance"><p class="admonition-title">What this page shows'
-                 f"</p><p>{head}</p>{body}</div>")
+    built_html = f'<p class="cp-built-with"><small>{html.escape(built)}</small></p>' if built else ""
+    warn_html = ("<p class='cp-provenance-warnings'>" + "; ".join(f"<b>{html.escape(w)}</b>" for w in warn)
+                 + " (details in the fold)</p>") if warn else ""
+    body = (f'<details class="cp-provenance-details"><summary><span class="cp-badge-label">Provenance</span> '
+            f"{head} <small>(details: build parameters, commit, backends, models, run folders, "
+            f"{_count(len(boxes), 'notice')})</small></summary>{built_html}{table}" + "".join(n.data for n in boxes)
+            + "</details>")
+    return _html(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
 
 
 def _short(p) -> str:
@@ -325,11 +507,40 @@ def _short(p) -> str:
         return str(p)
 
 
+#: The provenance badge :func:`crossprofile_lib.book.chapter.setup` leaves for the page's first takeaways
+#: box (results first: the findings, then where they come from). One kernel runs one chapter.
+_PENDING: list = []
+
+
+def defer(obj) -> None:
+    """Show ``obj`` (the page's provenance badge) right after the page's first takeaways box."""
+    _PENDING.clear()
+    _PENDING.append(obj)
+
+
+def pending():
+    """The deferred badge, once (None when there is none or it was shown)."""
+    return _PENDING.pop() if _PENDING else None
+
+
+class _Boxes:
+    """Several HTML objects shown as one output (a takeaways box and the badge after it)."""
+
+    def __init__(self, *parts):
+        self.data = "".join(p.data for p in parts if p is not None)
+
+    def _repr_html_(self) -> str:
+        return self.data
+
+
 def takeaways(lines: Sequence[str], title: str = "What this build shows"):
-    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML)."""
+    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML); the first box
+    of a page carries the page's provenance badge right below it (:func:`defer`)."""
     items = "".join(f"<li>{line}</li>" for line in lines if line)
-    return _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
-                 f"<ul>{items}</ul></div>")
+    box = _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
+                f"<ul>{items}</ul></div>")
+    badge = pending()
+    return box if badge is None else _Boxes(box, badge)
 
 
 def docstring_html(module: str) -> str:
@@ -339,7 +550,28 @@ def docstring_html(module: str) -> str:
     except Exception as e:  # an optional backend may be missing here
         doc = f"(module {module} cannot be imported here: {type(e).__name__}: {e})"
     return (f"<p><code>{html.escape(module)}</code></p>"
-            f"<pre style='white-space: pre-wrap'>{html.escape(doc)}</pre>")
+            f"<pre style='white-space: pre-wrap'>{spec_links(html.escape(doc))}</pre>")
+
+
+#: The sections of the project's specification, as the book's own specification (chapter 3, Methods)
+#: has them: section number -> the page and label it points to.
+SPEC_SECTIONS = {"1": "intro.html", "2": "03-methods.html#spec-cells", "3": "03-methods.html#spec-cells",
+                 "4": "03-methods.html#spec-pipeline", "5": "03-methods.html#spec-budgets",
+                 "6": "03-methods.html#spec-policies", "7": "03-methods.html#spec-decision",
+                 "8": "03-methods.html#spec-statistics", "9": "08-hiddenbench.html",
+                 "10": "11-paper-vs-suite.html"}
+_SPEC = re.compile(r"SPEC sections? (\d+)(?:-(\d+))?(, revised)?")
+
+
+def spec_links(text_html: str) -> str:
+    """``SPEC section N`` in the library's documentation (the project's specification) as a link to
+    the book's own specification: the matching section of chapter 3 (:data:`SPEC_SECTIONS`)."""
+    def one(m):
+        target = SPEC_SECTIONS.get(m.group(1))
+        if target is None:
+            return m.group(0)
+        return f'<a href="{target}">the specification, section {m.group(1)}{"-" + m.group(2) if m.group(2) else ""}</a>'
+    return _SPEC.sub(one, text_html)
 
 
 #: The modules whose documentation states a choice the paper leaves open (chapter 3).

@@ -303,7 +303,7 @@ def policy_choices(views: Sequence[Walkthrough]):
     reference decider's choice (a tied top score is a ``tie``, never "correct")."""
     rows = []
     for v in views:
-        for p in v.policies:
+        for p in dict.fromkeys(v.policies):  # the policy in focus may also be one of the defaults
             c = v.composition(p)
             rows.append({"variant": v.task.variant.name, "cell": v.task.variant.cell, "policy": p,
                          "kept support/decoy/irrelevant": f"{c.kept_support}/{c.kept_decoy}/{c.kept_irrelevant}",

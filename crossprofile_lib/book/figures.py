@@ -117,6 +117,10 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
         t.set_color(policy_color(t.get_text()) if _split(t.get_text())[0] in BASE_COLORS else "black")
     ax.set_xlabel("attribution variant (support, decoy, irrelevant: S shared, P private)")
     ax.set_ylabel("")
+    if message is None and {"R1", "B4"} <= set(acc.index) and {CLASSIC, MIRROR} <= set(acc.columns):
+        # the finding the paper's cells are about: rarest-first against first-mention, classic vs mirror
+        message = "; ".join(f"{name} cell {v}: R1 {acc.at['R1', v]:.0f}% vs B4 {acc.at['B4', v]:.0f}%"
+                            for v, name in ((CLASSIC, "Classic"), (MIRROR, "mirror")))
     if message is None:
         parts = []
         for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
@@ -249,11 +253,23 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
     """Lines of ``estimate`` against ``x`` per ``hue`` (policy colours), with interval bands."""
     fig, ax = new_figure(WIDTH, 3.8)
     colors = _hue_colors(pd.unique(t[hue]))
-    change = []
-    for h, d in t.groupby(hue, sort=False):
+    change, drawn = [], []
+    groups = list(t.groupby(hue, sort=False))
+    numeric = pd.api.types.is_numeric_dtype(t[x])
+    span = float(t[x].max() - t[x].min()) if numeric and len(t) else 0.0
+    for i, (h, d) in enumerate(groups):
         d = d.sort_values(x)
         c = colors[str(h)]
-        ax.plot(d[x], d["estimate"], "o-", color=c, label=str(h))
+        # a series that coincides with one drawn before stays visible: its own marker, a dashed line, a
+        # small sideways offset, and a legend entry that says which one it lies on
+        same = next((n for n, xs, ys in drawn if len(xs) == len(d) and np.allclose(xs, d[x].to_numpy(dtype=float))
+                     and np.allclose(ys, d["estimate"].to_numpy(dtype=float), atol=0.05)), None) if numeric else None
+        dx = (i - (len(groups) - 1) / 2) * span * 0.012 if numeric and span else 0.0
+        label = str(h) + (f" (same as {same})" if same else "")
+        ax.plot(d[x] + dx if numeric else d[x], d["estimate"], "os^Dv<>"[i % 7] + ("--" if same else "-"), color=c,
+                label=label, markersize=6 if not same else 5, markerfacecolor="none" if same else c)
+        if numeric:
+            drawn.append((str(h), d[x].to_numpy(dtype=float), d["estimate"].to_numpy(dtype=float)))
         if "lo" in d:
             ax.fill_between(d[x], d["lo"], d["hi"], color=c, alpha=0.12)
         change.append((abs(d["estimate"].iloc[-1] - d["estimate"].iloc[0]), str(h), d))

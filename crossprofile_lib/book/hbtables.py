@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import admonition, details
+from crossprofile_lib.book.display import admonition, details, name_html
 from crossprofile_lib.book.hbruns import HBRun
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, paper_vs_suite, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
@@ -42,7 +42,7 @@ def hb_takeaways(ledger_hb: Optional[HBRun], hb_run: Optional[Run], n_resamples:
         v = suite_values(items, hb_run, bootstrap(hb_run, min(n_resamples, MAX_HB_RESAMPLES), boot_seed), "hiddenbench")
         for it, x in zip(items, v):
             if x is not None and not np.isnan(x["estimate"]):
-                lines.append(f"{html.escape(hb_run.label)}: {it.label} = <b>{x['estimate']:.1f}</b> "
+                lines.append(f"{name_html(hb_run)}: {it.label} = <b>{x['estimate']:.1f}</b> "
                              f"[{x['lo']:.1f}, {x['hi']:.1f}] (paper: {paper_text(it.ref)}).")
     else:
         lines.append("No model decided HiddenBench tasks on this page (the reference decider reports what the memories "

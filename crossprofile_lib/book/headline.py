@@ -9,7 +9,7 @@ import html
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import admonition
+from crossprofile_lib.book.display import admonition, name_html
 from crossprofile_lib.book.paper import load_paper_figures, suite_values
 from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.book.tables import cell_entry, cell_rows
@@ -32,13 +32,13 @@ def headline_line(ch, r, t: pd.DataFrame) -> str:
     """One takeaway line: R1's classic-minus-mirror swing and B4 / Random beside it (HTML)."""
     a = {(p, c): cell_entry(t, p, c) for p in HEAD for c in ("classic", "mirror")}
     if a[("R1", "classic")] is None or a[("R1", "mirror")] is None:
-        return f"{html.escape(r.label)}: no classic/mirror decisions at r = {ch.budget(r)}."
+        return f"{name_html(r)}: no classic/mirror decisions at r = {ch.budget(r)}."
 
     def v(p, c):
         x = a[(p, c)]
         return "–" if x is None else f"{x.estimate:.1f}%"
     swing = a[("R1", "classic")].estimate - a[("R1", "mirror")].estimate
-    return (f"<b>{html.escape(r.label)}</b>, r = {ch.budget(r)}: rarest-first (R1) "
+    return (f"<b>{name_html(r)}</b>, r = {ch.budget(r)}: rarest-first (R1) "
             f"decides {v('R1', 'classic')} correctly in the classic cell {CLASSIC} and {v('R1', 'mirror')} in the "
             f"mirror cell {MIRROR}, a swing of <b>{swing:+.1f} points</b> from who holds the decoys alone; "
             f"first-mention (B4) {v('B4', 'classic')} / {v('B4', 'mirror')}, Random {v('Random', 'classic')} / "
@@ -88,4 +88,5 @@ def thresholds_note():
     """The box naming this build's thresholds (headroom, cells)."""
     return admonition("note", "Thresholds of this build",
                       f"Headroom: ALL - EMPTY accuracy must exceed {HEADROOM_MIN_POINTS:g} points at the lower "
-                      f"95% bound (prereg.yaml). Classic cell {CLASSIC}, mirror cell {MIRROR} (SPEC section 3).")
+                      f"95% bound (prereg.yaml). Classic cell {CLASSIC}, mirror cell {MIRROR} "
+                      "(<a href='03-methods.html#spec-cells'>the specification, chapter 3</a>).")

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import Markdown, admonition
+from crossprofile_lib.book.display import Markdown, admonition, name_html
 from crossprofile_lib.book.runs import REFERENCE, Run
 from crossprofile_lib.book.tables import social_proof_fit
 from crossprofile_lib.paper_figures import paper_values
@@ -54,14 +54,15 @@ def _has_terms(fit: dict) -> bool:
 def net_lead_takeaways(runs: Sequence[Run], an: dict) -> list[str]:
     """Whether accuracy never falls as the net lead rises (every analysed run), and per shown run
     whether the policy terms stay significant in each regression (and whether the fits agree)."""
-    lines = [f"{html.escape(k)}: accuracy never falls as the net lead rises: <b>{'yes' if a['nondecreasing'] else 'no'}</b>."
-             for k, a in an.items()]
+    by = {r.label: r for r in runs}
+    lines = [f"{name_html(by.get(k, k))}: accuracy never falls as the net lead rises: "
+             f"<b>{'yes' if a['nondecreasing'] else 'no'}</b>." for k, a in an.items()]
     for r in runs:
         v = {k: an[r.label][k].get("policy_significant") for k in FITS if k in an[r.label] and _has_terms(an[r.label][k])}
         if v:
             agree = "the fits agree" if len(set(v.values())) == 1 else "<b>the fits disagree</b>"
             fam = an[r.label].get("families", {}).get("primary", {}).get("family", "")
-            lines.append(f"{html.escape(r.label)}: policy terms significant once net lead and irrelevant-fact tone are in "
+            lines.append(f"{name_html(r)}: policy terms significant once net lead and irrelevant-fact tone are in "
                          f"the model ({html.escape(fam)})? "
                          + "; ".join(f"{FITS[k]}: <b>{'yes' if s else 'no'}</b>" for k, s in v.items()) + f" ({agree}).")
     return lines
@@ -116,14 +117,20 @@ def regression_outputs(r: Run, a: dict, cap) -> list:
 
 
 def ties_note(ref: Run, an: dict):
-    """Why the reference decider's policy terms can stay significant (ties), or None without its mixed fit."""
-    if ref.label not in an or "mixed" not in an[ref.label]:
+    """The primary (fixed-effects) verdict for the reference decider, then, clearly separated, why a
+    decider that scores the kept facts exactly can still show policy terms (an explanation, not a
+    result); None without its primary fit."""
+    fit = an.get(ref.label, {}).get("fixed")
+    if not fit or not _has_terms(fit):
         return None
+    sig = fit.get("policy_significant")
     return Markdown(
-        f"For the {REFERENCE} the policy terms are "
-        f"{'still' if an[ref.label]['mixed'].get('policy_significant') else 'no longer'} significant in the mixed "
-        "model. The reference decider scores the kept facts exactly, so whatever a policy adds beyond the net lead "
-        "comes from ties: when the correct option, the decoy and the third option (which only irrelevant facts "
+        f"In this build, for the {REFERENCE}, the policy terms of the primary fit (fixed effects) are "
+        f"**{'still' if sig else 'no longer'} significant** once net lead and irrelevant-fact tone are in the model "
+        f"({policy_test(fit)}); the Bayesian mixed model and GEE rows above are robustness checks.\n\n"
+        "*Why this can happen at all (an explanation that holds for any build, not a result of this one):* the "
+        "reference decider scores the kept facts exactly, so anything a policy adds beyond the net lead can only "
+        "come through ties: when the correct option, the decoy and the third option (which only irrelevant facts "
         "speak about) score the same, the choice is a seeded draw, and policies differ in how often they leave "
         "such ties.")
 

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib.book.display import uninformative
 from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.runs import Run, bootstrap, unit_column
 from crossprofile_lib.design import PRIMARY_BUDGET
@@ -106,13 +107,16 @@ def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: i
 
 def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[int, int]:
     """How many paper values (per model) lie inside the 95% interval of column ``col`` of a
-    :func:`paper_vs_suite` table: ``(inside, total)``."""
+    :func:`paper_vs_suite` table: ``(inside, total)``. An interval that spans about 0-100
+    (:func:`crossprofile_lib.book.display.uninformative`) is left out of both counts."""
     inside = total = 0
     for k, it in enumerate(items):
         cell = str(tab[col].iloc[k])
         if "[" not in cell:
             continue
         lo, hi = (float(x) for x in cell.split("[", 1)[1].rstrip("]").split(","))
+        if uninformative(lo, hi):  # an interval spanning about 0-100 holds anything: never agreement
+            continue
         for v in it.paper.values():
             if isinstance(v, (int, float)):
                 total += 1

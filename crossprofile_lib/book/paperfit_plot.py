@@ -6,6 +6,7 @@ Every figure's footer says it is a fit to the paper's published numbers by the r
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 import matplotlib.pyplot as plt
@@ -39,7 +40,13 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
     The largest misses are labelled."""
     t = res.figures[res.figures.paper.notna()]
     models = list(dict.fromkeys(t.model))
-    fig, axes = F.new_figure(F.WIDTH, 4.4, ncols=max(1, len(models)), squeeze=False, sharey=True)
+    # two panels a row (three in one row left ~80-px plots with truncated labels); a row per two models
+    ncols = 1 if len(models) <= 1 else 2
+    nrows = int(np.ceil(max(1, len(models)) / ncols))
+    fig, grid = F.new_figure(F.WIDTH, 3.6 * nrows + 0.6, nrows=nrows, ncols=ncols, squeeze=False, sharey=True)
+    for ax in grid.flat[len(models):]:
+        ax.set_visible(False)
+    axes = np.array([list(grid.flat[:max(1, len(models))])])
     lo_all = float(np.nanmin([t.paper.min(), t.lo.min(), t.fit.min()])) - 5
     hi_all = float(np.nanmax([t.paper.max(), t.hi.max(), t.fit.max()])) + 5
     near = total = 0
@@ -56,13 +63,16 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
         f = d[d.role == "fitted"]
         near, total = near + int((f.residual.abs() <= NEAR).sum()), total + len(f)
         for _, r in d.reindex(d.residual.abs().sort_values(ascending=False).index).head(3).iterrows():
-            ax.annotate(r.figure[:24], (r.paper, r.fit), fontsize=F.FONT["note"] - 1, color="#333333",
-                        xytext=(4, -8), textcoords="offset points")
+            right = r.paper > (lo_all + hi_all) / 2   # label toward the panel's inside, never past its edge
+            ax.annotate(textwrap.fill(str(r.figure), 26), (r.paper, r.fit), fontsize=F.FONT["note"], color="#333333",
+                        xytext=(-4 if right else 4, -6), textcoords="offset points", va="top",
+                        ha="right" if right else "left")
         ax.set_xlim(lo_all, hi_all)
         ax.set_ylim(lo_all, hi_all)
         ax.set_title(m)
         ax.set_xlabel("paper (% or points)")
-    axes[0, 0].set_ylabel("reference decider, fitted (% or points)")
+    for row in grid:
+        row[0].set_ylabel("reference decider, fitted (% or points)")
     handles = {}
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):

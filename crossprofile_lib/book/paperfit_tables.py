@@ -171,7 +171,8 @@ def worst_misses(res, n: int = 6) -> pd.DataFrame:
 
 
 def fit_implications(res) -> list[str]:
-    """What the fit implies, in statements computed from it."""
+    """What the fit implies, in statements computed from it (the chapter's prose, outside the box, says
+    what a miss can mean and what lies outside the mechanism by construction)."""
     lines, info = [], res.info
     ok, bad = reproduced(res), missed(res)
     if info["fits"]:
@@ -180,13 +181,8 @@ def fit_implications(res) -> list[str]:
         lines.append(f"At {short(q)}'s fitted weight, a memory line naming four speakers counts {1 + 3 * s_q:.2f} times a "
                      "line naming one.")
     if ok:
-        lines.append(f"One mechanism is enough for the figures it reproduces within {NEAR:g} points for every model: "
-                     + ", ".join(ok) + ". These are statements about which facts a memory keeps and how a noisy evidence "
-                     "counter weighs them.")
+        lines.append(f"The fitted decider reproduces within {NEAR:g} points, for every model fitted to it: "
+                     + ", ".join(ok) + ".")
     if len(bad):
-        lines.append("The figures it misses by more than " + f"{2 * NEAR:g} points (" + ", ".join(bad.index) +
-                     ") need something the counter does not have, or a tension between figures no single parameter "
-                     "set resolves; the leave-one-out column separates the two.")
-    lines.append("What a model's memory keeps, the natural discussion and HiddenBench are outside the mechanism by "
-                 "construction.")
+        lines.append("It misses by more than " + f"{2 * NEAR:g} points: " + ", ".join(bad.index) + ".")
     return lines

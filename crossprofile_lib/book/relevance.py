@@ -4,12 +4,11 @@ build's templates; memories only, no decider)."""
 
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import num
+from crossprofile_lib.book.display import name_html, num
 from crossprofile_lib.book.paper import paper_text
 from crossprofile_lib.book.runs import REFERENCE, Run
 from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_value, contrast_row
@@ -42,17 +41,26 @@ def relevance_takeaways(ch, cells: dict, holm: dict) -> list[str]:
     for r in ch.shown:
         h3 = contrast_row(holm[r.label], "H3")
         if h3 is not None:
-            lines.append(f"{html.escape(r.label)}: over all eight variants H3 = R1-rel - R1 = <b>{h3.estimate:+.1f}</b> points "
+            lines.append(f"{name_html(r)}: over all eight variants H3 = R1-rel - R1 = <b>{h3.estimate:+.1f}</b> points "
                          f"[{h3.lo:.1f}, {h3.hi:.1f}] (Holm p = {fmt_p(h3.p_adjusted)}); in the classic cell ({CLASSIC}) "
                          f"R1-rel - R1 = <b>{num(classic(r, 'R1-rel') - classic(r, 'R1'), sign=True)}</b> points and "
                          f"R1-rel-oracle - R1 = {num(classic(r, 'R1-rel-oracle') - classic(r, 'R1'), sign=True)} points "
                          f"at r = {ch.budget(r)}.")
     lines.append(f"Paper: H3 {paper_text('h3/H3: R1-rel - R1')}; classic cell R1-rel - R1 "
                  f"{paper_text('classic-rel/R1-rel - R1')}, oracle {paper_text('classic-rel/oracle relevance - R1')}.")
-    sp = ch.sp
-    lines.append(f"With a social-proof weight of {ch.params.social_proof:g}, the reference decider's R1-rel scores "
-                 f"{num(classic(sp, 'R1-rel'), suffix='%')} in the classic cell against R1's "
-                 f"{num(classic(sp, 'R1'), suffix='%')}: kept decoys cost accuracy only when the decider over-weights them.")
+    sp, ref = ch.sp, ch.ref
+    if sp is not None and ref is not None:
+        g0 = classic(ref, "R1-rel") - classic(ref, "R1")
+        g1 = classic(sp, "R1-rel") - classic(sp, "R1")
+        if g0 == g0 and g1 == g1:  # both estimable
+            verdict = ("so in this build the weight on speaker labels is what makes R1-rel lose to R1 there"
+                       if g1 < 0 <= g0 else
+                       "so in this build R1-rel loses to R1 there with and without the weight" if g1 < 0 and g0 < 0 else
+                       "so in this build the weight does not make R1-rel lose to R1 there")
+            lines.append(f"With a social-proof weight of {ch.params.social_proof:g} the {REFERENCE}'s classic-cell "
+                         f"R1-rel - R1 is <b>{num(g1, sign=True)}</b> points ({num(classic(sp, 'R1-rel'), suffix='%')} "
+                         f"against {num(classic(sp, 'R1'), suffix='%')}); without it, {num(g0, sign=True)} points: "
+                         f"{verdict}.")
     return lines
 
 
@@ -109,19 +117,20 @@ def noisy_filter_grid(tpl, tok, seeds: Sequence[int], budget: str, draws: int = 
 
 
 def noisy_filter_takeaways(rows: pd.DataFrame, budget: str) -> list[str]:
-    """What :func:`noisy_filter_grid` shows, in three lines; the verdict follows the grid (the paper's
-    composition is "not reachable" only when a worse filter than the paper's comes nearer to it)."""
+    """What :func:`noisy_filter_grid` shows, in three computed lines; the verdict follows the grid (whether
+    a worse filter than the paper's comes nearer to its composition). What that could mean is the
+    chapter's prose, outside the box (an explanation, not a result)."""
     pf = paper_filter()
     comp, at_paper = pf["composition"], rows.iloc[0]
     best = rows.iloc[rows["distance to the paper"].idxmin()]
-    if best["distance to the paper"] >= at_paper["distance to the paper"]:
-        verdict = ("On this grid no filter comes nearer to the paper's composition than the paper's own filter quality: "
-                   "strict tiering with the filter it measured is the closest account of its R1-rel here.")
+    d0, d1 = at_paper["distance to the paper"], best["distance to the paper"]
+    if d1 >= d0:
+        verdict = (f"On this grid no filter comes nearer to the paper's composition than the paper's own filter quality "
+                   f"(distance {d0:.2f} facts).")
     else:
-        verdict = ("So the paper's composition is not reachable by strict tiering with the filter it measured: either "
-                   "its filter erred far more often on these claim lists than its reported precision and recall say, or "
-                   "its R1-rel did not tier strictly (for example, the model's relevance judgments were not a clean "
-                   "two-tier split). That is a finding about the paper's mechanism, not a model result of this suite.")
+        verdict = (f"On this grid a filter worse than the paper's reported one comes nearer to its composition "
+                   f"(distance {d1:.2f} facts against {d0:.2f} at the paper's filter quality): strict tiering with the "
+                   "filter the paper measured does not give the composition it reports.")
     return [
         f"With the paper's filter quality (precision {pf['precision']:.1%}, recall {pf['recall']:.1%}) strict tiering keeps "
         f"{at_paper.kept_support:.2f} / {at_paper.kept_decoy:.2f} / {at_paper.kept_irrelevant:.2f} support / decoy / "

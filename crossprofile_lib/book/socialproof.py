@@ -4,13 +4,13 @@ classic cell as the reference decider's social-proof weight grows)."""
 
 from __future__ import annotations
 
-import html
 from typing import Optional, Sequence
 
 import pandas as pd
 
+from crossprofile_lib.book.display import name_html
 from crossprofile_lib.book.paper import paper_text
-from crossprofile_lib.book.runs import REFERENCE, Run, reference_who
+from crossprofile_lib.book.runs import Run, reference_who
 from crossprofile_lib.book.tables import CELL_LABELS, label_effect_rows
 from crossprofile_lib.design import CLASSIC
 from crossprofile_lib.stats import tables as st
@@ -43,16 +43,21 @@ def effect(t: pd.DataFrame, versus: str, fmt: str, cell: str):
 
 
 def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
-    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper."""
+    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, each with the
+    direction its own interval shows (the paper's direction is positive: removing labels helps)."""
     lines = []
     for r in runs:
         e = effect(effects[r.label], "ALL", "unlabeled", "classic")
         if e is not None:
-            lines.append(f"{html.escape(r.label)}: removing the labels from the ALL memory changes classic-cell ({CLASSIC}) "
-                         f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}].")
-    lines.append(f"Paper (ALL unlabeled - ALL, classic cell): {paper_text('classic-labels/ALL unlabeled - ALL')}. "
-                 f"At social-proof weight 0 the {REFERENCE} ignores labels, so its change is zero by construction; "
-                 "with a positive weight it reproduces the paper's direction.")
+            if e.lo > 0:
+                way = "the paper's direction (its interval lies above 0)"
+            elif e.hi < 0:
+                way = "against the paper's direction (its interval lies below 0)"
+            else:
+                way = "no direction (its interval includes 0)"
+            lines.append(f"{name_html(r)}: removing the labels from the ALL memory changes classic-cell ({CLASSIC}) "
+                         f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}]: {way}.")
+    lines.append(f"Paper (ALL unlabeled - ALL, classic cell): {paper_text('classic-labels/ALL unlabeled - ALL')}.")
     return lines
 
 

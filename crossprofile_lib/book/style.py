@@ -60,9 +60,17 @@ def _split(policy: str) -> tuple[str, bool, str]:
     return base, k, fmt or "full"
 
 
+#: The ALL memory's label formats: lightening its near-black would give three greys side by side
+#: (figure 6.1), so each format gets a hue of its own.
+ALL_FORMAT_COLORS = {"unlabeled": "#6A3D9A", "shuffled": "#B8860B", "first-speaker": "#1F78B4", "claim-id": "#33A02C"}
+
+
 def policy_color(policy: str) -> str:
-    """The colour of ``policy``: its base policy's, lightened for label formats, darkened for fixed-k."""
+    """The colour of ``policy``: its base policy's, lightened for label formats, darkened for fixed-k
+    (the ALL memory's formats: :data:`ALL_FORMAT_COLORS`)."""
     base, k, fmt = _split(policy)
+    if base == "ALL" and not k and fmt in ALL_FORMAT_COLORS:
+        return ALL_FORMAT_COLORS[fmt]
     rgb = matplotlib.colors.to_rgb(BASE_COLORS.get(base, "#444444"))
     h, l, s = colorsys.rgb_to_hls(*rgb)
     l = l + (1 - l) * FORMAT_SHADE.get(fmt, 0.5)
