@@ -226,4 +226,5 @@ def register(sub) -> None:
     r.add_argument("--overwrite", action="store_true",
                    help="replace a finished run of another grid in --out (otherwise refused, naming it)")
     M.add_model_options(r)
+    A.add_policy_file_option(r)
     r.set_defaults(func=_cmd_run, parser=r)

@@ -26,7 +26,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crossprofile_lib.policies import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+from crossprofile_lib.policies import (
+    plugins,  # your own policies (a file, module:object, an entry point)
+    reference,  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+)
 from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept, summary_prompt, word_limit  # B3
 from crossprofile_lib.policies.bal import balanced_order, oracle_stances, order_bal, pack_balanced  # BAL, BAL-oracle
 from crossprofile_lib.policies.copy import (  # registers R1 B4 Random M1
@@ -86,20 +89,40 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
     """Build the memory ``spec`` keeps from the claim list ``cl``."""
     spec = parse_policy(spec) if isinstance(spec, str) else spec
     pol = REGISTRY[spec.base]
+    plugin = spec.base in plugins.PLUGINS  # a policy of the user's: what it returns is checked
     if pol.kind != "copy":
-        return pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
-                                            summarise))
+        mem = pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
+                                           summarise))
+        if plugin:
+            plugins.check_memory(spec, mem, cl, budget)
+        return mem
     ctx = PolicyContext(rng, relevant, stances)
     order = pol.order(cl, ctx)
+    if plugin:
+        order = _checked(spec, lambda: plugins.check_order(spec.name, order, len(cl)))
     if spec.fixed_k is not None:
         idx = order[:spec.fixed_k]
     elif budget is None:
         raise ValueError(f"policy '{spec.name}' needs a token budget")
     elif pol.packer is not None:
         idx = pol.packer(cl, order, budget, tokenizer, ctx)
+        if plugin:
+            idx = _checked(spec, lambda: plugins.check_order(spec.name, idx, len(cl)))
     else:
         idx = pack(cl, order, budget, tokenizer)
-    return claims_memory(spec, cl, idx, tokenizer, rng)
+    mem = claims_memory(spec, cl, idx, tokenizer, rng)
+    if plugin:
+        plugins.check_memory(spec, mem, cl, budget)
+    return mem
+
+
+def _checked(spec: PolicySpec, check):
+    """``check()``, its ValueError re-raised as the plug-in's :class:`~.plugins.PolicyFileError`."""
+    try:
+        return check()
+    except ValueError as e:
+        src = plugins.PLUGINS[spec.base]
+        raise plugins.PolicyFileError(src.spec, "trial" if plugins._TRIAL else "memory", str(e)) from None
 
 
 __all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_POLICIES", "HB_POLICIES",
@@ -108,4 +131,4 @@ __all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_PO
            "Policy", "PolicyContext", "PolicyInputs", "PolicySpec", "balanced_order", "bases", "claims_memory",
            "cut_to_budget", "oracle_relevance", "oracle_stances", "order_b4", "order_bal", "order_m1", "order_r1",
            "order_r1_rel", "order_random", "pack", "pack_balanced", "parse_policy", "register",
-           "relevance_metrics", "select_memory", "summary_kept", "summary_prompt", "word_limit"]
+           "plugins", "relevance_metrics", "select_memory", "summary_kept", "summary_prompt", "word_limit"]
