@@ -21,11 +21,6 @@ pipeline, :mod:`crossprofile_lib.run.pipeline`), so policies import no backend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
-
-import numpy as np
-
 from crossprofile_lib.policies import (
     plugins,  # your own policies (a file, module:object, an entry point)
     reference,  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
@@ -63,67 +58,8 @@ from crossprofile_lib.policies.registry import (
     parse_policy,
     register,
 )
-from crossprofile_lib.task.discussion import ClaimList, Task, Transcript
+from crossprofile_lib.policies.select import PolicyInputs, select_memory  # noqa: E402
 from crossprofile_lib.task.memory import Memory
-
-
-@dataclass(frozen=True)
-class PolicyInputs:
-    """Everything a policy may read for one memory (see ``Policy.needs``)."""
-
-    claims: ClaimList
-    tokenizer: object
-    rng: Optional[np.random.Generator]
-    budget: Optional[int] = None
-    transcript: Optional[Transcript] = None
-    relevant: Optional[frozenset[int]] = None
-    stances: Optional[tuple] = None
-    task: Optional[Task] = None
-    summarise: Optional[Callable] = None
-
-
-def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], tokenizer,
-                  rng: Optional[np.random.Generator], transcript: Optional[Transcript] = None,
-                  relevant: Optional[frozenset[int]] = None, stances: Optional[tuple] = None,
-                  task: Optional[Task] = None, summarise: Optional[Callable] = None) -> Memory:
-    """Build the memory ``spec`` keeps from the claim list ``cl``."""
-    spec = parse_policy(spec) if isinstance(spec, str) else spec
-    pol = REGISTRY[spec.base]
-    plugin = spec.base in plugins.PLUGINS  # a policy of the user's: what it returns is checked
-    if pol.kind != "copy":
-        mem = pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
-                                           summarise))
-        if plugin:
-            plugins.check_memory(spec, mem, cl, budget)
-        return mem
-    ctx = PolicyContext(rng, relevant, stances)
-    order = pol.order(cl, ctx)
-    if plugin:
-        order = _checked(spec, lambda: plugins.check_order(spec.name, order, len(cl)))
-    if spec.fixed_k is not None:
-        idx = order[:spec.fixed_k]
-    elif budget is None:
-        raise ValueError(f"policy '{spec.name}' needs a token budget")
-    elif pol.packer is not None:
-        idx = pol.packer(cl, order, budget, tokenizer, ctx)
-        if plugin:
-            idx = _checked(spec, lambda: plugins.check_order(spec.name, idx, len(cl)))
-    else:
-        idx = pack(cl, order, budget, tokenizer)
-    mem = claims_memory(spec, cl, idx, tokenizer, rng)
-    if plugin:
-        plugins.check_memory(spec, mem, cl, budget)
-    return mem
-
-
-def _checked(spec: PolicySpec, check):
-    """``check()``, its ValueError re-raised as the plug-in's :class:`~.plugins.PolicyFileError`."""
-    try:
-        return check()
-    except ValueError as e:
-        src = plugins.PLUGINS[spec.base]
-        raise plugins.PolicyFileError(src.spec, "trial" if plugins._TRIAL else "memory", str(e)) from None
-
 
 __all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_POLICIES", "HB_POLICIES",
            "HEATMAP_POLICIES", "LABELS_POLICIES", "MODEL_POLICIES", "REFERENCE_POLICIES", "SOCIAL_PROOF_POLICIES",

@@ -43,12 +43,30 @@ import importlib.util
 import re
 import sys
 import traceback
-from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
 
-from crossprofile_lib.policies import registry
-from crossprofile_lib.policies.registry import REGISTRY, Policy
+import numpy as np
+
+from crossprofile_lib.config import Budget
+from crossprofile_lib.paths import dev_templates_dir
+from crossprofile_lib.policies.checks import (  # noqa: F401  (re-exported)
+    PLUGINS,
+    TRIAL,
+    PolicyFileError,
+    PolicySource,
+    check_memory,
+    check_order,
+)
+from crossprofile_lib.policies.registry import _SPEC, REGISTRY, UNKNOWN_BASE_HOOKS, Policy, parse_policy
+from crossprofile_lib.policies.select import select_memory
+from crossprofile_lib.task.budgets import t_all
+from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
+from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
+from crossprofile_lib.task.templates import load_template
+from crossprofile_lib.task.tokenizer import default_tokenizer
+from crossprofile_lib.task.variants import agent_names
 
 #: The entry-point group installed packages declare their policies in.
 ENTRY_POINT_GROUP = "crossprofile.policies"
@@ -61,31 +79,6 @@ def builtins() -> frozenset[str]:
     return frozenset(n for n in REGISTRY if n not in PLUGINS)
 
 
-class PolicyFileError(ValueError):
-    """A policy file (or module, or entry point) breaks a rule; ``str()`` names it and the rule."""
-
-    def __init__(self, source: str, rule: str, message: str):
-        self.source, self.rule = str(source), rule
-        super().__init__(f"{source}: {rule}: {message}")
-
-
-@dataclass(frozen=True)
-class PolicySource:
-    """Where plug-in policies came from: ``origin`` ``file``, ``module`` or ``entry point``."""
-
-    origin: str
-    spec: str            # what was given: the path, ``module:object`` or ``dist:entry-point``
-    path: str            # the Python file it read (resolved)
-    sha256: str          # of that file's bytes
-    policies: tuple[str, ...]
-
-    def as_dict(self) -> dict:
-        return {"origin": self.origin, "spec": self.spec, "path": self.path, "sha256": self.sha256,
-                "policies": list(self.policies)}
-
-
-#: policy name -> its source (plug-ins only)
-PLUGINS: dict[str, PolicySource] = {}
 _LOADED: dict[str, PolicySource] = {}   # spec -> source (loading twice is a no-op)
 _installed_loaded = False
 
@@ -165,68 +158,12 @@ def _check_declaration(p: Policy, label: str) -> None:
         raise PolicyFileError(label, "attribute", f"policy '{p.name}': packer must be callable")
 
 
-# --- the checks on what a policy returns -------------------------------------------------------
-
-def check_order(name: str, order, n: int) -> list[int]:
-    """A copy policy's order (or packer's kept list): claim indices in ``0..n-1``, none twice."""
-    try:
-        idx = list(order)
-    except TypeError:
-        raise ValueError(f"policy '{name}' returned {type(order).__name__}, not a list of claim indices") from None
-    out = []
-    for i in idx:
-        if isinstance(i, bool) or not isinstance(i, (int,)) and not hasattr(i, "__index__"):
-            raise ValueError(f"policy '{name}' returned {i!r}, not a claim index (an integer 0..{n - 1})")
-        i = int(i)
-        if not 0 <= i < n:
-            raise ValueError(f"policy '{name}' returned claim {i}, which does not exist "
-                             f"(the claim list has {n} claims: 0..{n - 1})")
-        out.append(i)
-    if len(set(out)) < len(out):
-        raise ValueError(f"policy '{name}' returned a claim index twice ({out})")
-    return out
-
-
-def check_memory(spec, memory, cl, budget: Optional[int]) -> None:
-    """The memory a plug-in policy built keeps claims of ``cl`` only, each once, and a budgeted one stays
-    within ``budget`` tokens. Raises :class:`PolicyFileError` naming the policy's file."""
-    src = PLUGINS.get(spec.base)
-    label = src.spec if src else spec.base
-    claims = set(cl.claims)
-    try:
-        for c in memory.kept:
-            if c not in claims:
-                raise ValueError(f"policy '{spec.name}' kept a claim that is not in the claim list: {c!r:.120}")
-        if len(set(memory.kept)) < len(memory.kept):
-            raise ValueError(f"policy '{spec.name}' kept a claim twice")
-        if spec.budgeted and budget is not None and memory.tokens > budget:
-            raise ValueError(f"policy '{spec.name}' built a memory of {memory.tokens} tokens, over its budget of "
-                             f"{budget} tokens")
-    except ValueError as e:
-        raise PolicyFileError(label, "trial" if _TRIAL else "memory", str(e)) from None
-
-
-_TRIAL = False
-
-
 def _trial(policies: list[Policy], label: str) -> None:
     """Build each policy's memory on a bundled template (see the module doc)."""
-    global _TRIAL
-    import numpy as np
-
-    from crossprofile_lib.config import Budget
-    from crossprofile_lib.paths import dev_templates_dir
-    from crossprofile_lib.policies import select_memory
-    from crossprofile_lib.task.budgets import t_all
-    from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
-    from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
-    from crossprofile_lib.task.templates import load_template
-    from crossprofile_lib.task.tokenizer import default_tokenizer
-    from crossprofile_lib.task.variants import agent_names
     tok = default_tokenizer()
     template = load_template(sorted(dev_templates_dir().glob("*.yaml"))[0])
     total = t_all(template, tok, 4)
-    _TRIAL = True
+    TRIAL[0] = True
     try:
         for variant in ("PSP", "SPS"):
             task = make_task(template, variant, 0, 4)
@@ -235,7 +172,7 @@ def _trial(policies: list[Policy], label: str) -> None:
             for p in policies:
                 if p.kind == "generated":
                     continue
-                spec = registry.parse_policy(p.name)
+                spec = parse_policy(p.name)
                 budget = Budget("0.6").tokens(total)
                 try:
                     select_memory(spec, cl, budget, tok, np.random.default_rng(0), transcript=tr,
@@ -247,7 +184,7 @@ def _trial(policies: list[Policy], label: str) -> None:
                     raise PolicyFileError(label, "trial", f"policy '{p.name}' failed on template {template.id} "
                                           f"({variant}, seed 0, budget 0.6): {type(e).__name__}: {e}") from None
     finally:
-        _TRIAL = False
+        TRIAL[0] = False
 
 
 def _register(policies: list[Policy], source: PolicySource, label: str) -> PolicySource:
@@ -309,7 +246,6 @@ def load_installed() -> list[PolicySource]:
     if _installed_loaded:
         return []
     _installed_loaded = True
-    from importlib.metadata import entry_points
     out = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(getattr(ep, "dist", None), "name", "?")
@@ -340,7 +276,7 @@ def sources(policy_names=None) -> list[dict]:
 
 
 def _base(spec: str) -> str:
-    m = registry._SPEC.match(str(spec).strip())
+    m = _SPEC.match(str(spec).strip())
     return m.group("base") if m else str(spec)
 
 
@@ -373,4 +309,4 @@ def _unknown_base_hook(base: str) -> bool:
     return base in REGISTRY
 
 
-registry.UNKNOWN_BASE_HOOKS.append(_unknown_base_hook)
+UNKNOWN_BASE_HOOKS.append(_unknown_base_hook)
