@@ -28,7 +28,7 @@ import urllib.parse
 from pathlib import Path
 
 MARKER = ".crossprofile-site"
-SKIP_DIRS = ("_sources",)
+SKIP_DIRS = ("_sources", "_static", "_images", "_panels_static")  # theme templates, not pages
 REFRESH = re.compile(r"""<meta[^>]+http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.IGNORECASE)
 REMOTE = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
 #: <link rel=...> values that do not make the browser fetch anything
