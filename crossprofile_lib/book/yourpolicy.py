@@ -9,7 +9,8 @@ The policies of the files in :attr:`BookParams.policy_files` join the reference 
 * :func:`accuracy_by_cell`: accuracy (%) with 95% template-bootstrap intervals in the classic and mirror
   cells (and the pooled cells), per policy;
 * :func:`failures_by_net_lead`: where a policy fails and why. ``net_lead`` is the net evidence of what
-  the memory kept (kept support minus kept decoy facts; :mod:`crossprofile_lib.task.evidence`). A wrong
+  the memory kept (each kept relevant fact counts its polarity, +
+  for the right option and - for the decoy; :func:`crossprofile_lib.task.evidence.composition`). A wrong
   decision at a net lead of 0 or below is the memory's failure (what it kept points away from the right
   option, or not at all); a wrong decision at a positive net lead is the decider's;
 * :func:`no_policy_note`: the notice shown when the book was built without a policy file.
