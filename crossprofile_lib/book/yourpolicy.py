@@ -27,6 +27,7 @@ from crossprofile_lib.book.params import load_policy_file
 from crossprofile_lib.book.runs import Run
 from crossprofile_lib.book.tables import cell_rows
 from crossprofile_lib.design import VARIANT_NAMES
+from crossprofile_lib.policies.plugins import base
 
 #: The paper's policies the page compares a policy of your own with.
 COMPARED = ("R1", "B4")
@@ -38,13 +39,7 @@ def policies_in(run: Optional[Run], names: Sequence[str]) -> list[str]:
     if run is None:
         return []
     bases = set(names)
-    out = []
-    for p in dict.fromkeys(run.df["policy"].astype(str)):
-        base = p.split(":")[0]
-        base = base.rsplit("-k", 1)[0] if "-k" in base and base.rsplit("-k", 1)[1].isdigit() else base
-        if base in bases:
-            out.append(p)
-    return out
+    return [p for p in dict.fromkeys(run.df["policy"].astype(str)) if base(p) in bases]
 
 
 def _shown(df: pd.DataFrame, budget: str) -> pd.DataFrame:

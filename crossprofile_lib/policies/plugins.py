@@ -270,12 +270,13 @@ def sources(policy_names=None) -> list[dict]:
     if policy_names is None:
         wanted = list(dict.fromkeys(PLUGINS.values()))
     else:
-        bases = {_base(n) for n in policy_names}
+        bases = {base(n) for n in policy_names}
         wanted = list(dict.fromkeys(s for n, s in PLUGINS.items() if n in bases))
     return [s.as_dict() for s in wanted]
 
 
-def _base(spec: str) -> str:
+def base(spec: str) -> str:
+    """The base name of a policy spec (``Mine-k7:unlabeled`` -> ``Mine``)."""
     m = _SPEC.match(str(spec).strip())
     return m.group("base") if m else str(spec)
 
