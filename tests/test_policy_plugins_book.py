@@ -50,7 +50,7 @@ def test_user_policy_joins_the_reference_grid_and_an_edit_makes_a_new_run(tmp_pa
     mine.write_text(EXAMPLE.read_text())
     p = BookParams.quick(runs_root=str(tmp_path / "runs"), policy_files=[str(mine)])
     run = BookRuns(p).reference()
-    assert "Longest" in set(run.df.policy) and "R1" in set(run.df.policy)
+    assert {"Longest", "Longest-k7", "Longest:unlabeled", "R1"} <= set(run.df.policy)  # with its controls
     rec = json.loads((run.path / "run.json").read_text())["policy_files"]
     assert [(r["path"], r["policies"]) for r in rec] == [(str(mine.resolve()), ["Longest"])]
     again = BookRuns(p).reference()
@@ -103,3 +103,17 @@ def test_the_explorer_shows_a_user_policy():
     assert "Longest" in e.view.policies
     choices = book.policy_choices([e.view])
     assert "Longest" in set(choices.columns.get_level_values("policy"))
+
+
+def test_every_chapter_gets_the_policy_files_declared_or_not(tmp_path):
+    """A chapter whose parameters cell does not name policy_files still reads the same reference grid."""
+    from crossprofile_lib.book.build import execute
+    md = tmp_path / "99-probe.md"
+    md.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+                  "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+                  "```{code-cell} ipython3\n:tags: [parameters]\n\nseeds = None\n```\n\n"
+                  "```{code-cell} ipython3\nprint('GOT', globals().get('policy_files'), seeds)\n```\n")
+    execute(md, tmp_path, {"seeds": [3], "policy_files": ["x.py"], "templates": ["t"]}, tmp_path)
+    nb = json.loads((tmp_path / "99-probe.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+    assert "GOT ['x.py'] [3]" in text, text
