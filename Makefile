@@ -8,7 +8,7 @@ BASE_EXTRAS := test,book,http,lint
 CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 
-.PHONY: install install-llm test book book-engine chapter lab lint bench bench-runner mutation clean
+.PHONY: install install-llm test book book-engine chapter site lab lint bench bench-runner mutation clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -83,6 +83,16 @@ chapter: install
 	$(BIN)/papermill "$$src" "$$out" --cwd "$(CURDIR)" --no-progress-bar --no-log-output $(PARAMS) && \
 	rm -f "$$src" && echo "make chapter: wrote $$out"
 
+# The self-contained site folder: the built book (_build/html) copied into SITE (default _site/) with
+# .nojekyll, then checked: no dead internal link, nothing loaded from another machine (scripts/make_site.py;
+# the Pages workflow .github/workflows/pages.yml deploys it). Builds the book first unless SITE_HTML names
+# an already built one (make site SITE_HTML=_build/html). An existing SITE not made by this target is kept.
+SITE ?= _site
+SITE_HTML ?=
+site: install
+	@if [ -z "$(SITE_HTML)" ]; then $(SUBMAKE) --no-print-directory book; fi
+	$(BIN)/python scripts/make_site.py $(or $(SITE_HTML),_build/html) $(SITE)
+
 # The live classroom explorer (chapter 10) in JupyterLab on this machine: the chapter's jupytext source
 # opens as a notebook (scripts/lab-overrides.json: text notebooks open as notebooks by default, no news
 # pop-up), and the URL it prints (or opens) is chapter 10 itself, not the Launcher; run all cells for the
@@ -111,4 +121,4 @@ mutation: install install-llm
 	nice -n 10 $(BIN)/python benchmarks/mutation/run.py $(MUTATION_ARGS)
 
 clean:
-	rm -rf _build book/_build runs
+	rm -rf _build book/_build runs _site

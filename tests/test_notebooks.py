@@ -52,8 +52,8 @@ def small_notebooks(request, tmp_path_factory):
     return out
 
 
-def test_there_are_fourteen_chapters():
-    assert [m.stem.split("-")[0] for m in NOTEBOOKS if m.stem != "intro"] == [f"{i:02d}" for i in range(1, 15)]
+def test_there_are_fifteen_chapters():
+    assert [m.stem.split("-")[0] for m in NOTEBOOKS if m.stem != "intro"] == [f"{i:02d}" for i in range(1, 16)]
 
 
 @pytest.mark.slow

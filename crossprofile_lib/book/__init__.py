@@ -258,5 +258,14 @@ from crossprofile_lib.book.tables import (
     select,
     social_proof_fit,
 )
+from crossprofile_lib.book.yourpolicy import (
+    accuracy_by_cell,
+    composition_by_variant,
+    failure_summary,
+    failures_by_net_lead,
+    no_policy_note,
+    policies_in,
+    policy_files_note,
+)
 from crossprofile_lib.design import CLASSIC, HEADROOM_MIN_POINTS, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.stats.format import ci_pivot, fmt_ci, fmt_p

@@ -103,9 +103,15 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
     shutil.copytree(root / "book" / "_static", out / "book" / "_static", dirs_exist_ok=True)
 
 
+#: Parameters every chapter receives, declared or not: the policy files of your own (POLICY_FILES) change
+#: the reference grid every chapter reads, so a chapter that did not get them would rerun another grid.
+EVERY_CHAPTER = ("policy_files",)
+
+
 def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
     """jupytext-convert ``md`` and execute it with papermill into ``out_dir/<name>.ipynb``, injecting
-    the parameters it declares (those ``params`` holds, ``None`` left out: the chapter's default)."""
+    the parameters it declares (those ``params`` holds, ``None`` left out: the chapter's default) and those
+    of :data:`EVERY_CHAPTER`."""
     import jupytext
     import papermill as pm
     t0 = time.perf_counter()
@@ -113,7 +119,7 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
         src = Path(tmp) / (md.stem + ".ipynb")
         jupytext.write(jupytext.read(md), src)
         declared = pm.inspect_notebook(str(src))
-        use = {k: v for k, v in params.items() if k in declared and v is not None}
+        use = {k: v for k, v in params.items() if (k in declared or k in EVERY_CHAPTER) and v is not None and v != []}
         dst = out_dir / src.name
         pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd),
                             kernel_name="python3", progress_bar=False, request_save_on_cell_execute=False)

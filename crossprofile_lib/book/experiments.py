@@ -22,7 +22,19 @@ from crossprofile_lib.book.runs import (
     slug,
 )
 from crossprofile_lib.book.schedule import run_steps
-from crossprofile_lib.design import PRIMARY_BUDGET
+from crossprofile_lib.design import FIXED_K_DEFAULT, MODEL_POLICIES, PRIMARY_BUDGET, REFERENCE_POLICIES
+from crossprofile_lib.policies import REGISTRY
+
+
+def user_grid(names) -> list[str]:
+    """The reference grid's specs of the policies of your own: each policy, and for a copy policy its
+    fixed-k control (``-k7``) and its label control (``:unlabeled``), as the paper's R1 and B4 have them."""
+    out = []
+    for n in names:
+        out.append(n)
+        if REGISTRY[n].kind == "copy":
+            out += [f"{n}-k{FIXED_K_DEFAULT}", f"{n}:unlabeled"]
+    return out
 
 
 # --------------------------------------------------------------------------- one parameter set
@@ -61,9 +73,10 @@ class BookRuns:
         """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``:
         a group-size run)."""
         p = self.params
+        mine = user_grid(p.user_policies) if (social_proof == 0 and n_agents == 4) else []  # POLICY_FILES
         return self._once(f"ledger-sp{social_proof:g}-n{n_agents}", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, p.budgets, social_proof=social_proof, n_agents=n_agents,
-            variants=p.variants, tokenizer=p.tokenizer))
+            variants=p.variants, tokenizer=p.tokenizer, policies=[*REFERENCE_POLICIES, *mine] if mine else None))
 
     def social_proof(self) -> Run:
         return self.reference(social_proof=self.params.social_proof)
@@ -90,7 +103,8 @@ class BookRuns:
         p = self.params
         return self._once("model", lambda: model_run(
             p.runs_root, self.backend, p.model_templates, p.model_seeds, p.model_budgets,
-            p.model_variants, skipped=self.skipped))
+            p.model_variants, skipped=self.skipped,
+            **({"policies": [*MODEL_POLICIES, *p.user_policies]} if p.user_policies else {})))
 
     def labels_prompt(self) -> Optional[Run]:
         """The model sample's ALL memories decided with the 'labels are not evidence' decision

@@ -28,6 +28,7 @@ from crossprofile_lib.book.display import HTML, admonition, details
 from crossprofile_lib.book.runs import REFERENCE, resolve
 from crossprofile_lib.design import BUDGET_GRID, CLASSIC, MIRROR, PRIMARY_BUDGET, VARIANT_NAMES
 from crossprofile_lib.policies import WALK_POLICIES
+from crossprofile_lib.policies.plugins import PLUGINS  # policies of your own (POLICY_FILES) join the dropdown
 from crossprofile_lib.rng import stream
 from crossprofile_lib.run.pipeline import build_task, memories, specs_of
 from crossprofile_lib.task.budgets import Budget
@@ -227,7 +228,7 @@ def controls(templates: Mapping[str, object], template_id: str, variant: str = C
     pick = w.Dropdown(options=sorted(templates), value=template_id, description="template", style=style)
     var = w.Dropdown(options=[(v + _cell(v), v) for v in VARIANT_NAMES], value=variant, description="variant",
                      style=style)
-    pol = w.Dropdown(options=list(dict.fromkeys((policy, *WALK_POLICIES))), value=policy, description="policy",
+    pol = w.Dropdown(options=list(dict.fromkeys((policy, *WALK_POLICIES, *PLUGINS))), value=policy, description="policy",
                      style=style)
     bud = w.Dropdown(options=list(dict.fromkeys((*BUDGETS, budget))), value=budget, description="budget r",
                      style=style)

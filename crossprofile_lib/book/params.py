@@ -28,12 +28,13 @@ from crossprofile_lib.book.runs import REFERENCE_TOKENIZER, resolve
 from crossprofile_lib.config import Budget, Seed, check_variants, checked, distinct, distinct_list
 from crossprofile_lib.design import CLASSIC, PRIMARY_BUDGET, VARIANT_NAMES
 from crossprofile_lib.hiddenbench.ablations import get_ablation
+from crossprofile_lib.policies.plugins import load as _load_policy
 from crossprofile_lib.task.templates import template_paths
 
 #: Make variable -> the field it sets (MODEL is joined to BACKEND; JOBS is the build's, not a notebook's).
 MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS": "model_seeds",
                   "BUDGETS": "model_budgets", "VARIANTS": "model_variants", "RESAMPLES": "n_resamples",
-                  "HIDDENBENCH": "hiddenbench_path", "TOKENIZER": "tokenizer"}
+                  "HIDDENBENCH": "hiddenbench_path", "TOKENIZER": "tokenizer", "POLICY_FILES": "policy_files"}
 _MAKE_OF = {f: v for v, f in MAKE_VARIABLES.items()}
 
 # The rules are the configuration's (crossprofile_lib.config), the ones the command line prints; the
@@ -53,6 +54,12 @@ _ITEM = {"hb_model_protocols": "protocol", "hb_ablations": "ablation", "paper_po
 
 def _blank_is_none(v):
     return None if v is None or str(v).strip() == "" else v
+
+
+def load_policy_file(f: str):
+    """Load one policy file (a path relative to the repository, or ``module:object``) once per process."""
+    spec = str(f).strip()
+    return _load_policy(str(resolve(spec)) if spec.endswith(".py") else spec)
 
 
 class BookParamsError(ValueError):
@@ -115,6 +122,10 @@ class BookParams(BaseModel):
     """Inverse temperature of the stochastic reference decider that chapter 7's fit must recover."""
     group_sizes: list[int] = Field(default_factory=lambda: [3, 4, 6, 8], min_length=1)
     """Numbers of agents in chapter 12's group-size runs (each >= 2)."""
+    policy_files: list[str] = Field(default_factory=list)
+    """Memory policies of your own (Make variable POLICY_FILES): Python files (or ``module:object``) defining
+    POLICY or POLICIES (crossprofile_lib/policies/plugins.py); their policies join the reference grid and the
+    model sample, and the page "Your policy" shows them. Empty: none (that page says so)."""
     # --- HiddenBench (chapters 8, 11) ------------------------------------------------------------------
     hiddenbench_path: str = ""
     """The public HiddenBench file, read in place (Make variable HIDDENBENCH); empty: the project's fixture."""
@@ -213,6 +224,18 @@ class BookParams(BaseModel):
         if v and not resolve(v).is_file():
             raise ValueError(f"'{v}' does not exist or is not a file")
         return v
+
+    @field_validator("policy_files")
+    @classmethod
+    def _policy_files(cls, v):
+        for f in distinct(v, "policy file"):
+            load_policy_file(f)  # raises PolicyFileError (a ValueError) naming the file and the rule
+        return v
+
+    @property
+    def user_policies(self) -> list[str]:
+        """The policy names the policy files register, in file order."""
+        return [n for f in self.policy_files for n in load_policy_file(f).policies]
 
     @field_validator("hb_ablations")
     @classmethod

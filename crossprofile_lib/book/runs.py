@@ -43,6 +43,7 @@ from crossprofile_lib.design import (  # noqa: F401
     SWEEP_POLICIES,
 )
 from crossprofile_lib.paths import checkout_root
+from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.run.results import read_header, read_results
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
@@ -228,6 +229,14 @@ def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
         return None
 
 
+def _stored_policy_files(folder: Path) -> Optional[list]:
+    """The ``policy_files`` a stored run records (None: no run there)."""
+    try:
+        return _jsonable(json.loads((folder / "run.json").read_text()).get("policy_files", []))
+    except (OSError, ValueError):
+        return None
+
+
 def own_folder(path: Path, want: dict, header: str = "run.json") -> Path:
     """``path`` when it is empty or holds ``want``; else the sibling ``<name>-<digest>``."""
     have = _stored_config(path, header)
@@ -240,7 +249,11 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     another configuration; ``rerun=True`` reruns into ``path``)."""
     want = _jsonable(protocol_free(asdict(cfg)))
     p = resolve(path) if rerun else own_folder(resolve(path), want)
-    if not rerun and _stored_config(p) == want and (p / "results.parquet").exists():
+    mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
+    if mine and not rerun and _stored_policy_files(p) not in (None, mine):
+        p = p.with_name(f"{p.name}-{config_digest({'config': want, 'policy_files': mine})}")
+    if not rerun and _stored_config(p) == want and (p / "results.parquet").exists() \
+            and (not mine or _stored_policy_files(p) == mine):
         return load_run(p)
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})

@@ -27,6 +27,8 @@ from crossprofile_lib.policies import (
     HEATMAP_POLICIES,  # noqa: E402  (defined once, in the policy registry)
     parse_policy,
 )
+from crossprofile_lib.policies.plugins import PLUGINS
+from crossprofile_lib.policies.plugins import base as plugin_base
 from crossprofile_lib.prompts import decision_prompt
 from crossprofile_lib.run.rebuild import rebuild_choice_data
 from crossprofile_lib.run.runner import RunConfig, build_requests
@@ -42,10 +44,14 @@ from crossprofile_lib.task.variants import VARIANT_NAMES
 KEPT = ("kept_support", "kept_decoy", "kept_irrelevant")
 
 
-def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Sequence[str] = HEATMAP_POLICIES,
+def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Optional[Sequence[str]] = None,
                     outcome: str = "correct") -> pd.DataFrame:
     """``(policy, variant)`` percentages at one budget (unbudgeted and fixed-k rows included),
-    policies in ``policies`` order (those absent from the run left out)."""
+    policies in ``policies`` order (those absent from the run left out); default: the heat map's
+    policies, then the run's policies of your own (``POLICY_FILES``; :mod:`crossprofile_lib.policies.plugins`)."""
+    if policies is None:
+        mine = [p for p in dict.fromkeys(df["policy"].astype(str)) if plugin_base(p) in PLUGINS]
+        policies = [*HEATMAP_POLICIES, *mine]
     d = df[df["budget_label"].isin([budget, "none"])]
     m = 100 * d.pivot_table(index="policy", columns="variant", values=outcome, aggfunc="mean")
     return m.reindex([p for p in policies if p in m.index])

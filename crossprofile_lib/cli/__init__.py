@@ -34,6 +34,16 @@ def main(argv=None) -> int:
     import os
 
     from crossprofile_lib.safety.redact import redact_text
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from crossprofile_lib.cli.args import policy_file_values
+    if policy_file_values(argv):  # your own policies are registered before --policies is parsed
+        from crossprofile_lib.cli.args import preload_policy_files
+        from crossprofile_lib.policies.plugins import PolicyFileError
+        try:
+            preload_policy_files(argv)
+        except PolicyFileError as e:
+            print(f"crossprofile: error: argument --policy-file: {e}. Nothing was run.", file=sys.stderr)
+            return 2
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)

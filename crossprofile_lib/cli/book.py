@@ -8,7 +8,7 @@ Environment / Make variables (:data:`VARIABLES`): BACKEND (``provider/model``; `
 reference decider only), MODEL (joined to BACKEND when BACKEND has no ``/``), TEMPLATES, SEEDS,
 BUDGETS, VARIANTS (the model sample), RESAMPLES (bootstrap resamples), HIDDENBENCH (a HiddenBench
 file; default the bundled fixture), TOKENIZER (the reference decider's pricing; default qwen2.5),
-JOBS (notebooks executed at once), REPOSITORY_URL (launch
+POLICY_FILES (memory policies of your own), JOBS (notebooks executed at once), REPOSITORY_URL (launch
 buttons). Every one is checked with the command line's own rules (:mod:`.args`) before anything
 runs, then they become one :class:`~crossprofile_lib.book.params.BookParams`; a bad one stops the build
 (exit 2) with a message naming the variable and the rule. A model sample without the primary budget
@@ -37,6 +37,8 @@ VARIABLES = {
     "RESAMPLES": "bootstrap resamples (an integer >= 100)",
     "HIDDENBENCH": "a HiddenBench file (default: the bundled fixture)",
     "TOKENIZER": "the tokenizer pricing the reference decider's budgets (qwen2.5, llama-3.1, smollm2, offline, ...)",
+    "POLICY_FILES": "memory policies of your own: Python files (or module:object) defining POLICY or POLICIES, "
+                    "comma-separated",
     "JOBS": "notebooks executed at once (an integer >= 1)",
 }
 
@@ -81,6 +83,15 @@ def _tokenizer(value: str) -> str:
     raise ValueError(f"unknown tokenizer (use {TOKENIZER_HELP})")
 
 
+def _policy_files(value: str) -> list[str]:
+    """Each file loaded and checked now (crossprofile_lib.policies.plugins): a bad one names the file and the rule."""
+    from crossprofile_lib.book.params import load_policy_file
+    out = A.csv(value)
+    for f in out:
+        load_policy_file(f)
+    return out
+
+
 def _backend(env: dict) -> str:
     b = env.get("BACKEND", "").strip()
     model = env.get("MODEL", "").strip()
@@ -121,6 +132,8 @@ def book_params(quick: bool = False, env: dict | None = None):
         given["hiddenbench_path"] = h
     if env.get("TOKENIZER", "").strip():
         given["tokenizer"] = _check("TOKENIZER", env["TOKENIZER"].strip(), _tokenizer)
+    if env.get("POLICY_FILES", "").strip():
+        given["policy_files"] = _check("POLICY_FILES", env["POLICY_FILES"], _policy_files)
     try:
         return (BookParams.quick if quick else BookParams.resolve)(given, widgets=False)
     except BookParamsError as e:  # the model's own rules; its message names the Make variable

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from crossprofile_lib.cli import args as A
+
 
 def _cmd_composition(args) -> int:
     from crossprofile_lib.run.results import ResultsError, read_results
@@ -37,4 +39,5 @@ def register(sub) -> None:
     c.add_argument("--budget", default=PRIMARY_BUDGET,
                    help=f"budget label (default {PRIMARY_BUDGET}; 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")
+    A.add_policy_file_option(c)
     c.set_defaults(func=_cmd_composition, parser=c)

@@ -255,6 +255,7 @@ def register(sub) -> None:
                    help="--protocol messy: share of fact lines followed by an opinion, agreement or hedge line, "
                         "in [0, 1] (default 0.25)")
     M.add_model_options(r)
+    A.add_policy_file_option(r)
     r.set_defaults(func=_cmd_run, parser=r)
 
 

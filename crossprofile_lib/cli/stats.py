@@ -17,17 +17,25 @@ def _cmd_stats(args) -> int:
     from crossprofile_lib.stats.contrasts import PreregError, load_prereg
     try:
         df = read_results(args.dir)
-        prereg = load_prereg(args.prereg)
+        prereg = load_prereg(args.prereg, args.prereg_extra)
     except (ResultsError, PreregError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        config = read_header(args.dir).get("config")
+        header = read_header(args.dir)
     except ResultsError as e:
         print(f"notice: {e}; the social-proof fit rebuilds nothing without it", file=sys.stderr)
-        config = None
+        header = {}
+    header = header if isinstance(header, dict) else {}
+    config = header.get("config")
     config = config if isinstance(config, dict) else None
     args.dir = str(run_folder(args.dir))  # a results.parquet named directly: its folder
+    from crossprofile_lib.policies.plugins import PolicyFileError, ensure_recorded
+    try:  # the run's own policies: from the files run.json records (same SHA-256), or --policy-file
+        ensure_recorded(header.get("policy_files"), f"{args.dir}/run.json")
+    except PolicyFileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from crossprofile_lib.stats.analysis_set import FailedCallsError, prepare
     try:
         rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
@@ -73,6 +81,10 @@ def register(sub) -> None:
     s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
     s.add_argument("--prereg", type=A.input_file, default=None,
                    help="contrast file (default: the repository's prereg.yaml)")
+    s.add_argument("--prereg-extra", dest="prereg_extra", action="append", default=[], metavar="FILE",
+                   type=A.input_file,
+                   help="an extra contrast file merged into --prereg (repeatable): contrasts of your own, e.g. "
+                        "'Mine - R1', in a family of either file (Holm-corrected with it)")
     s.add_argument("--resamples", type=A.int_between(1, A.MAX_RESAMPLES), default=10_000,
                    help=f"bootstrap resamples (default 10000; at most {A.MAX_RESAMPLES})")
     s.add_argument("--seed", type=A.seed, default=0, help="seed of the resample index matrix (default 0)")
@@ -89,4 +101,5 @@ def register(sub) -> None:
                         f"DIR/{CACHE_DIRNAME}/ (keyed by the table's hash, options and code)")
     s.add_argument("--templates", type=A.template_path, nargs="+", default=None,
                    help="template paths to rebuild memories from (default: those in run.json)")
+    A.add_policy_file_option(s)
     s.set_defaults(func=_cmd_stats)

@@ -21,12 +21,10 @@ pipeline, :mod:`crossprofile_lib.run.pipeline`), so policies import no backend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
-
-import numpy as np
-
-from crossprofile_lib.policies import reference  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+from crossprofile_lib.policies import (
+    plugins,  # your own policies (a file, module:object, an entry point)
+    reference,  # noqa: F401,E402  registers EMPTY ALL REF private-only shared-only
+)
 from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept, summary_prompt, word_limit  # B3
 from crossprofile_lib.policies.bal import balanced_order, oracle_stances, order_bal, pack_balanced  # BAL, BAL-oracle
 from crossprofile_lib.policies.copy import (  # registers R1 B4 Random M1
@@ -60,47 +58,8 @@ from crossprofile_lib.policies.registry import (
     parse_policy,
     register,
 )
-from crossprofile_lib.task.discussion import ClaimList, Task, Transcript
+from crossprofile_lib.policies.select import PolicyInputs, select_memory  # noqa: E402
 from crossprofile_lib.task.memory import Memory
-
-
-@dataclass(frozen=True)
-class PolicyInputs:
-    """Everything a policy may read for one memory (see ``Policy.needs``)."""
-
-    claims: ClaimList
-    tokenizer: object
-    rng: Optional[np.random.Generator]
-    budget: Optional[int] = None
-    transcript: Optional[Transcript] = None
-    relevant: Optional[frozenset[int]] = None
-    stances: Optional[tuple] = None
-    task: Optional[Task] = None
-    summarise: Optional[Callable] = None
-
-
-def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], tokenizer,
-                  rng: Optional[np.random.Generator], transcript: Optional[Transcript] = None,
-                  relevant: Optional[frozenset[int]] = None, stances: Optional[tuple] = None,
-                  task: Optional[Task] = None, summarise: Optional[Callable] = None) -> Memory:
-    """Build the memory ``spec`` keeps from the claim list ``cl``."""
-    spec = parse_policy(spec) if isinstance(spec, str) else spec
-    pol = REGISTRY[spec.base]
-    if pol.kind != "copy":
-        return pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
-                                            summarise))
-    ctx = PolicyContext(rng, relevant, stances)
-    order = pol.order(cl, ctx)
-    if spec.fixed_k is not None:
-        idx = order[:spec.fixed_k]
-    elif budget is None:
-        raise ValueError(f"policy '{spec.name}' needs a token budget")
-    elif pol.packer is not None:
-        idx = pol.packer(cl, order, budget, tokenizer, ctx)
-    else:
-        idx = pack(cl, order, budget, tokenizer)
-    return claims_memory(spec, cl, idx, tokenizer, rng)
-
 
 __all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_POLICIES", "HB_POLICIES",
            "HEATMAP_POLICIES", "LABELS_POLICIES", "MODEL_POLICIES", "REFERENCE_POLICIES", "SOCIAL_PROOF_POLICIES",
@@ -108,4 +67,4 @@ __all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_PO
            "Policy", "PolicyContext", "PolicyInputs", "PolicySpec", "balanced_order", "bases", "claims_memory",
            "cut_to_budget", "oracle_relevance", "oracle_stances", "order_b4", "order_bal", "order_m1", "order_r1",
            "order_r1_rel", "order_random", "pack", "pack_balanced", "parse_policy", "register",
-           "relevance_metrics", "select_memory", "summary_kept", "summary_prompt", "word_limit"]
+           "plugins", "relevance_metrics", "select_memory", "summary_kept", "summary_prompt", "word_limit"]

@@ -87,6 +87,11 @@ def bases() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
+#: Called with a base name the registry does not know; one returns True when it registered it (the
+#: plug-in loader, :mod:`.plugins`, loads the installed packages' policies this way).
+UNKNOWN_BASE_HOOKS: list[Callable[[str], bool]] = []
+
+
 
 # --- specs -------------------------------------------------------------------------------------
 
@@ -134,6 +139,10 @@ class PolicySpec:
 
 def parse_policy(spec: str) -> PolicySpec:
     m = _SPEC.match(spec.strip())
+    if m and m.group("base") not in REGISTRY:
+        for hook in UNKNOWN_BASE_HOOKS:
+            if hook(m.group("base")):
+                break
     if not m or m.group("base") not in REGISTRY:
         raise ValueError(f"unknown policy '{spec}' (bases: {', '.join(bases())}; "
                          f"suffixes -kN and :FORMAT with FORMAT in {', '.join(FORMATS)})")

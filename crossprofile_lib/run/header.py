@@ -3,7 +3,8 @@
 :func:`run_header` builds the fields both headers share: the resolved configuration (``config``, its
 backend options through the one redaction rule :func:`crossprofile_lib.safety.redact.redact_options`, so no
 key reaches a file), the backend, model, decision mode, tokenizer and how it was chosen, the package
-version and the git commit. :func:`stamp` adds the seconds the run took and when it was written. Each
+version and the git commit, and the policy files of your own the run used
+(``policy_files``: path, SHA-256, policies). :func:`stamp` adds the seconds the run took and when it was written. Each
 writer adds its own fields: rows, errors and the headroom check for a grid
 (:mod:`crossprofile_lib.run.runner`); data source, prompts and protocols for HiddenBench
 (:mod:`crossprofile_lib.hiddenbench.run`).
@@ -16,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from crossprofile_lib import __version__
+from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.safety.redact import redact_options
@@ -33,7 +35,7 @@ def config_record(cfg) -> dict:
 
 def run_header(cfg, backend) -> dict:
     """The fields every run header has (see the module doc)."""
-    return {
+    header = {
         "config": config_record(cfg),
         "backend": backend.name,
         "model": backend.model,
@@ -45,6 +47,10 @@ def run_header(cfg, backend) -> dict:
         # model backends: the request fields sent (sampling), the served model, the concurrency reached
         **(backend.record() if hasattr(backend, "record") else {}),
     }
+    used = plugin_sources(getattr(cfg, "policies", ()) or ())
+    if used:  # the policy files of your own behind this run: path and SHA-256 (crossprofile_lib.policies.plugins)
+        header["policy_files"] = used
+    return header
 
 
 def stamp(header: dict, t0: float) -> dict:

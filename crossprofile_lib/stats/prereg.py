@@ -229,10 +229,50 @@ def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
     return Prereg(tuple(out), families, settings, str(path))
 
 
-def load_prereg(path: str | Path | None = None) -> Prereg:
-    """Read a preregistration file (default: the bundled ``prereg.yaml``)."""
-    p = Path(path) if path is not None else DEFAULT_PREREG_PATH
+def _read(p: Path):
     # the safe-input layer: a regular file (a FIFO or /dev/zero is refused unread), size cap, strict
     # UTF-8, strict YAML (no duplicate keys, aliases or custom tags; nested at most 12 levels)
-    doc = load_yaml(p, PREREG_MAX_BYTES, error=PreregError, max_depth=12, what="prereg file")
-    return parse_prereg(doc, str(p))
+    return load_yaml(p, PREREG_MAX_BYTES, error=PreregError, max_depth=12, what="prereg file")
+
+
+def load_prereg(path: str | Path | None = None, extra=()) -> Prereg:
+    """Read a preregistration file (default: the bundled ``prereg.yaml``) and merge the ``extra`` files
+    into it (:func:`merge_extra`: contrasts of your own, e.g. ``Mine - R1``, in the same families)."""
+    p = Path(path) if path is not None else DEFAULT_PREREG_PATH
+    doc = _read(p)
+    out = parse_prereg(doc, str(p))
+    for e in extra or ():
+        out = merge_extra(out, doc, _read(Path(e)), str(e))
+    return out
+
+
+def merge_extra(base: Prereg, base_doc: dict, doc: Any, path: str) -> Prereg:
+    """``base`` with the contrasts of an extra preregistration file added.
+
+    The extra file has a ``contrasts`` list and may declare ``families`` of its own and ``defaults``; its
+    contrasts inherit the main file's ``defaults`` unless it gives its own, and may name any family of
+    either file: a contrast in the main file's ``exploratory`` family is Holm-corrected together with that
+    family's contrasts. A family declared in both files must be declared alike; contrast ids are unique
+    across the files; ``settings`` stay the main file's (an extra file that sets them is refused). Errors
+    name the extra file and its field."""
+    if not isinstance(doc, dict):
+        raise PreregError(path, "<top>", "type", "the file must be a mapping with a 'contrasts' list")
+    if "settings" in doc:
+        raise PreregError(path, "settings", "extra file", "the analysis settings come from the main "
+                          f"preregistration file ({base.source}); an extra file adds contrasts (and families)")
+    fams = dict(base_doc.get("families") or {})
+    for name, spec in (doc.get("families") or {}).items():
+        if name in fams and (fams[name] or {}) != (spec or {}):
+            raise PreregError(path, f"families.{name}", "unique", f"family '{name}' is declared differently in "
+                              f"{base.source}")
+        fams[name] = spec
+    merged = {"version": doc.get("version", base_doc.get("version")),
+              "defaults": doc["defaults"] if "defaults" in doc else base_doc.get("defaults"),
+              "families": fams, **{k: v for k, v in doc.items() if k not in ("version", "defaults", "families")}}
+    extra = parse_prereg(merged, path)
+    seen = {c.id for c in base.contrasts}
+    for i, c in enumerate(extra.contrasts):
+        if c.id in seen:
+            raise PreregError(path, f"contrasts[{i}].id", "unique", f"id '{c.id}' is already used in {base.source}")
+    return Prereg(base.contrasts + extra.contrasts, {**base.families, **extra.families}, base.settings,
+                  f"{base.source} + {path}")

@@ -1,0 +1,313 @@
+"""Your own memory policy, one file: the plug-in interface.
+
+A policy of your own is a :class:`~crossprofile_lib.policies.registry.Policy`, declared exactly as the
+built-ins declare theirs (its ``kind``, its ``needs``, an ``order`` for a copy policy or a ``build``
+for the others; see :mod:`.registry`). It comes from one of three places:
+
+* a **Python file** (``crossprofile run --policy-file my_policy.py``, ``make book POLICY_FILES=...``)
+  that defines ``POLICY`` (one policy) or ``POLICIES`` (a list of them);
+* a **module object**, ``package.module:NAME`` (``NAME`` is a policy or a list of policies; without
+  ``:NAME`` the module's ``POLICY`` / ``POLICIES``);
+* an **installed package** that declares an entry point in the group :data:`ENTRY_POINT_GROUP`
+  (``crossprofile.policies``) whose object is a policy or a list of them; these load the first time a
+  policy name the registry does not know is asked for.
+
+Once loaded, a policy is registered like a built-in: every spec works on it (``Mine``, ``Mine-k7``,
+``Mine:unlabeled``), as do ``composition``, ``stats``, the explorer and the book's tables.
+
+Rules (each broken one raises :class:`PolicyFileError`, whose message names the file and the rule,
+before any work starts):
+
+* ``import``: the file imports without error;
+* ``attribute``: it defines ``POLICY`` or ``POLICIES`` (or the named object exists);
+* ``type``: each is a ``Policy``;
+* ``name``: a name of letters, digits, ``_ . -``, not ending in ``-kN`` (the fixed-k suffix);
+* ``clash``: no name of a built-in policy or of a policy another file registered;
+* ``trial``: on a bundled template (two variants, budget 0.6, the offline tokenizer) the policy keeps
+  only claims of the claim list, each once, and a budgeted one stays within its budget (a copy policy's
+  ``order`` returns claim indices ``0..n-1``, none twice). A generated policy (``kind="generated"``) needs
+  a model, so it gets no trial; its memories are checked when they are built.
+
+The same checks run on every memory a plug-in policy builds during a run (:func:`check_memory`), so a
+policy that misbehaves on some other task stops with the same message.
+
+:func:`sources` lists what was loaded (path, SHA-256 of the file, the policies it registered): the run
+header records it (``run.json``: ``policy_files``), so a result names the file that produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+import traceback
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from crossprofile_lib.config import Budget
+from crossprofile_lib.paths import dev_templates_dir
+from crossprofile_lib.policies.checks import (  # noqa: F401  (re-exported)
+    PLUGINS,
+    TRIAL,
+    PolicyFileError,
+    PolicySource,
+    check_memory,
+    check_order,
+)
+from crossprofile_lib.policies.registry import _SPEC, REGISTRY, UNKNOWN_BASE_HOOKS, Policy, parse_policy
+from crossprofile_lib.policies.select import select_memory
+from crossprofile_lib.task.budgets import t_all
+from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
+from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
+from crossprofile_lib.task.templates import load_template
+from crossprofile_lib.task.tokenizer import default_tokenizer
+from crossprofile_lib.task.variants import agent_names
+
+#: The entry-point group installed packages declare their policies in.
+ENTRY_POINT_GROUP = "crossprofile.policies"
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_FIXED_K = re.compile(r"-k\d+$")
+
+def builtins() -> frozenset[str]:
+    """The built-in policy names (the registry without the plug-ins)."""
+    return frozenset(n for n in REGISTRY if n not in PLUGINS)
+
+
+_LOADED: dict[str, PolicySource] = {}   # spec -> source (loading twice is a no-op)
+_installed_loaded = False
+
+
+def sha256_of(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _where(exc: BaseException, path: str) -> str:
+    """``line N`` of ``path`` where ``exc`` was raised (the innermost frame in that file), or ''."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == Path(path).resolve()]
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        return f" (line {exc.lineno})"
+    return f" (line {frames[-1].lineno})" if frames else ""
+
+
+def _exec_file(path: Path, label: str):
+    if not path.exists():
+        raise PolicyFileError(label, "exists", "no such file")
+    if path.is_dir() or path.suffix != ".py":
+        raise PolicyFileError(label, "type", "a policy file is one Python file (*.py)")
+    digest = hashlib.sha256(path.resolve().read_bytes()).hexdigest()[:12]
+    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses and pickling look their module up
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException as e:  # noqa: BLE001  (a user's file may raise anything, SystemExit included)
+        sys.modules.pop(name, None)
+        raise PolicyFileError(label, "import", f"importing it failed: {type(e).__name__}: {e}{_where(e, str(path))}"
+                              ) from None
+    return mod
+
+
+def _policies_of(obj, label: str, what: str) -> list[Policy]:
+    items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    if not items:
+        raise PolicyFileError(label, "attribute", f"{what} is an empty list (give at least one Policy)")
+    for i, p in enumerate(items):
+        if not isinstance(p, Policy):
+            at = f"{what}[{i}]" if isinstance(obj, (list, tuple)) else what
+            raise PolicyFileError(label, "type", f"{at} is a {type(p).__name__}, not a "
+                                  f"crossprofile_lib.policies.Policy")
+    return items
+
+
+def _module_policies(mod, label: str, attr: Optional[str]) -> list[Policy]:
+    if attr:
+        if not hasattr(mod, attr):
+            raise PolicyFileError(label, "attribute", f"the module has no attribute '{attr}'")
+        return _policies_of(getattr(mod, attr), label, attr)
+    for a in ("POLICIES", "POLICY"):
+        if hasattr(mod, a):
+            return _policies_of(getattr(mod, a), label, a)
+    raise PolicyFileError(label, "attribute", "defines neither POLICY (one Policy) nor POLICIES (a list of them)")
+
+
+def _check_declaration(p: Policy, label: str) -> None:
+    if not _NAME.match(p.name or ""):
+        raise PolicyFileError(label, "name", f"policy name '{p.name}' must start with a letter and hold only "
+                              f"letters, digits, '_', '.' or '-'")
+    if _FIXED_K.search(p.name):
+        raise PolicyFileError(label, "name", f"policy name '{p.name}' ends like the fixed-k suffix -kN "
+                              f"(write the name without it; '{p.name}' would mean a fixed-k control)")
+    if p.name in builtins():
+        raise PolicyFileError(label, "clash", f"policy name '{p.name}' is a built-in policy (choose another name; "
+                              f"built-ins: {', '.join(sorted(builtins()))})")
+    if p.name in PLUGINS:
+        raise PolicyFileError(label, "clash", f"policy name '{p.name}' is already registered by "
+                              f"{PLUGINS[p.name].spec}")
+    if p.kind == "copy" and not callable(p.order):
+        raise PolicyFileError(label, "attribute", f"policy '{p.name}' is a copy policy: give order=callable(claims, ctx)")
+    if p.kind != "copy" and not callable(p.build):
+        raise PolicyFileError(label, "attribute", f"policy '{p.name}' ({p.kind}): give build=callable(spec, inputs)")
+    if p.packer is not None and not callable(p.packer):
+        raise PolicyFileError(label, "attribute", f"policy '{p.name}': packer must be callable")
+
+
+def _trial(policies: list[Policy], label: str) -> None:
+    """Build each policy's memory on a bundled template (see the module doc)."""
+    tok = default_tokenizer()
+    template = load_template(sorted(dev_templates_dir().glob("*.yaml"))[0])
+    total = t_all(template, tok, 4)
+    TRIAL[0] = True
+    try:
+        for variant in ("PSP", "SPS"):
+            task = make_task(template, variant, 0, 4)
+            tr = scripted_discussion(task)
+            cl = claim_list(tr, agent_names(4))
+            for p in policies:
+                if p.kind == "generated":
+                    continue
+                spec = parse_policy(p.name)
+                budget = Budget("0.6").tokens(total)
+                try:
+                    select_memory(spec, cl, budget, tok, np.random.default_rng(0), transcript=tr,
+                                  relevant=frozenset(oracle_relevance(cl, task)),
+                                  stances=oracle_stances(cl, task), task=task)
+                except PolicyFileError:
+                    raise
+                except Exception as e:  # noqa: BLE001  (the user's code)
+                    raise PolicyFileError(label, "trial", f"policy '{p.name}' failed on template {template.id} "
+                                          f"({variant}, seed 0, budget 0.6): {type(e).__name__}: {e}") from None
+    finally:
+        TRIAL[0] = False
+
+
+def _register(policies: list[Policy], source: PolicySource, label: str) -> PolicySource:
+    names = [p.name for p in policies]
+    if len(set(names)) < len(names):
+        raise PolicyFileError(label, "clash", f"the same policy name appears twice ({', '.join(names)})")
+    for p in policies:
+        _check_declaration(p, label)
+    for p in policies:
+        REGISTRY[p.name] = p
+        PLUGINS[p.name] = source
+    try:
+        _trial(policies, label)
+    except PolicyFileError:
+        for p in policies:
+            REGISTRY.pop(p.name, None)
+            PLUGINS.pop(p.name, None)
+        raise
+    _LOADED[source.spec] = source
+    return source
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+def load(spec: str) -> PolicySource:
+    """Load and register the policies of ``spec``: a Python file path or ``module[:object]``
+    (see the module doc). Loading the same spec twice is a no-op. Raises :class:`PolicyFileError`."""
+    spec = str(spec).strip()
+    if not spec:
+        raise PolicyFileError("<policy file>", "exists", "empty path")
+    if spec in _LOADED:
+        return _LOADED[spec]
+    path = Path(spec).expanduser()
+    if spec.endswith(".py") or path.exists() or "/" in spec or "\\" in spec:
+        mod = _exec_file(path, spec)
+        pols = _module_policies(mod, spec, None)
+        resolved = path.resolve()
+        return _register(pols, PolicySource("file", spec, str(resolved), sha256_of(resolved),
+                                            tuple(p.name for p in pols)), spec)
+    modname, _, attr = spec.partition(":")
+    try:
+        mod = importlib.import_module(modname)
+    except BaseException as e:  # noqa: BLE001
+        raise PolicyFileError(spec, "import", f"importing module '{modname}' failed: {type(e).__name__}: {e}") from None
+    pols = _module_policies(mod, spec, attr or None)
+    f = getattr(mod, "__file__", None)
+    return _register(pols, PolicySource("module", spec, str(Path(f).resolve()) if f else "",
+                                        sha256_of(f) if f else "", tuple(p.name for p in pols)), spec)
+
+
+def load_all(specs) -> list[PolicySource]:
+    """:func:`load` each of ``specs`` in order."""
+    return [load(s) for s in specs]
+
+
+def load_installed() -> list[PolicySource]:
+    """Load every entry point of :data:`ENTRY_POINT_GROUP` (once per process)."""
+    global _installed_loaded
+    if _installed_loaded:
+        return []
+    _installed_loaded = True
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(ep, "dist", None), "name", "?")
+        label = f"entry point '{ep.name} = {ep.value}' ({ENTRY_POINT_GROUP}, package {dist})"
+        if any(s.spec == label for s in _LOADED.values()):
+            continue
+        try:
+            obj = ep.load()
+        except BaseException as e:  # noqa: BLE001
+            raise PolicyFileError(label, "import", f"loading it failed: {type(e).__name__}: {e}") from None
+        pols = _policies_of(obj, label, ep.value)
+        mod = sys.modules.get(ep.module)
+        f = getattr(mod, "__file__", None)
+        out.append(_register(pols, PolicySource("entry point", label, str(Path(f).resolve()) if f else "",
+                                                sha256_of(f) if f else "", tuple(p.name for p in pols)), label))
+    return out
+
+
+def sources(policy_names=None) -> list[dict]:
+    """What was loaded (each :class:`PolicySource` as a dict), only those behind ``policy_names`` (bases or
+    specs) when given; empty when no plug-in is involved."""
+    if policy_names is None:
+        wanted = list(dict.fromkeys(PLUGINS.values()))
+    else:
+        bases = {base(n) for n in policy_names}
+        wanted = list(dict.fromkeys(s for n, s in PLUGINS.items() if n in bases))
+    return [s.as_dict() for s in wanted]
+
+
+def base(spec: str) -> str:
+    """The base name of a policy spec (``Mine-k7:unlabeled`` -> ``Mine``)."""
+    m = _SPEC.match(str(spec).strip())
+    return m.group("base") if m else str(spec)
+
+
+def ensure_recorded(records, where: str = "run.json") -> None:
+    """Load the policy files a run header recorded (``policy_files``) whose policies are not registered:
+    from the recorded path when the file is there with the same SHA-256, else a :class:`PolicyFileError`
+    saying which file to pass (``--policy-file``)."""
+    for r in records or ():
+        missing = [n for n in r.get("policies", ()) if n not in REGISTRY]
+        if not missing:
+            continue
+        path = r.get("path", "")
+        if r.get("origin") == "file" and path and Path(path).is_file():
+            if sha256_of(path) != r.get("sha256"):
+                raise PolicyFileError(path, "hash", f"{where} records this policy file with SHA-256 "
+                                      f"{r.get('sha256', '')[:12]}..., but the file has changed since; pass the file "
+                                      f"that produced the run with --policy-file")
+            load(path)
+        else:
+            raise PolicyFileError(r.get("spec", path or "?"), "exists",
+                                  f"{where} names policies {', '.join(missing)} from this source; pass it with "
+                                  f"--policy-file")
+
+
+def _unknown_base_hook(base: str) -> bool:
+    """The registry's fallback for a name it does not know: load the installed packages' policies."""
+    if _installed_loaded:
+        return False
+    load_installed()
+    return base in REGISTRY
+
+
+UNKNOWN_BASE_HOOKS.append(_unknown_base_hook)
