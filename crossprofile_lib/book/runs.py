@@ -99,6 +99,7 @@ class Run:
     boot: object = None  # the run's TemplateBootstrap, set by the chapter preamble
     #: Why the offline approximation priced this run instead of the tokenizer asked for ("" when it did not).
     pricing_note: str = ""
+    tag: str = ""  # set where two runs of one book would share a label (the folder name)
 
     def _field(self, key: str) -> str:
         if key in self.header:
@@ -130,7 +131,11 @@ class Run:
 
     @property
     def label(self) -> str:
-        """Short name for legends, table columns and captions (backend and model)."""
+        """Short name for legends, table columns and captions (backend and model; ``· tag`` where set)."""
+        return self._label + (f" · {self.tag}" if self.tag else "")
+
+    @property
+    def _label(self) -> str:
         extra = self._extras
         if self.is_reference:
             opts = self.header.get("config", {}).get("backend_options", {}) or {}

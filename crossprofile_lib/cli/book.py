@@ -38,6 +38,10 @@ VARIABLES = {
     "HIDDENBENCH": "a HiddenBench file (default: the bundled fixture)",
     "TOKENIZER": "the tokenizer pricing the reference decider's budgets (qwen2.5, llama-3.1, smollm2, offline, ...)",
     "JOBS": "notebooks executed at once (an integer >= 1)",
+    "BACKENDS": "more language models, comma-separated model specs provider/model[@templates=a+b;seeds=0+1;"
+                "budgets=0.6;variants=PSP+SPS] (crossprofile_lib/book/models.py)",
+    "RUNS": "run folders made elsewhere by crossprofile run / crossprofile hiddenbench run, comma-separated "
+            "(imported with zero model calls)",
 }
 
 
@@ -80,6 +84,26 @@ def _tokenizer(value: str) -> str:
     from crossprofile_lib.task.tokenizer import TOKENIZER_HELP
     raise ValueError(f"unknown tokenizer (use {TOKENIZER_HELP})")
 
+def _backends(value: str) -> list[str]:
+    from crossprofile_lib.book.models import ModelSpecError, parse_specs, split_backends
+    try:
+        return [sp.text for sp in parse_specs(split_backends(value))]
+    except ModelSpecError as e:
+        raise A.ArgError(str(e)) from None
+
+
+def _runs(value: str) -> list[str]:
+    """Each folder imported now (cheap: it reads the tables), so a bad one stops the build before any work."""
+    from crossprofile_lib.book.models import RunImportError, import_run
+    out = []
+    for r in A.csv(value):
+        try:
+            import_run(r)
+        except RunImportError as e:
+            raise A.ArgError(str(e).removeprefix(f"RUNS={r}: ") + f" (folder {r})") from None
+        out.append(r)
+    return out
+
 
 def _backend(env: dict) -> str:
     b = env.get("BACKEND", "").strip()
@@ -115,6 +139,10 @@ def book_params(quick: bool = False, env: dict | None = None):
     for var, parse in rules.items():
         if env.get(var, "").strip():
             given[MAKE_VARIABLES[var]] = _check(var, env[var], parse)
+    if env.get("BACKENDS", "").strip():
+        given["backends"] = _check("BACKENDS", env["BACKENDS"], _backends)
+    if env.get("RUNS", "").strip():
+        given["runs"] = _check("RUNS", env["RUNS"], _runs)
     if env.get("HIDDENBENCH", "").strip():
         h = env["HIDDENBENCH"].strip()
         _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.existing_file)

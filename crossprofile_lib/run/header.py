@@ -11,6 +11,7 @@ writer adds its own fields: rows, errors and the headroom check for a grid
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from crossprofile_lib import __version__
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.safety.redact import redact_options
+from crossprofile_lib.task.templates import parse_template, template_paths
 
 
 def config_record(cfg) -> dict:
@@ -44,6 +46,15 @@ def run_header(cfg, backend) -> dict:
         # model backends: the request fields sent (sampling), the served model, the concurrency reached
         **(backend.record() if hasattr(backend, "record") else {}),
     }
+
+
+def template_hashes(paths) -> dict[str, str]:
+    """Template id -> sha256 of its file's bytes, for every template file under ``paths`` (``run.json``'s
+    ``templates_sha256``: the book refuses to import a run whose templates differ from the files here)."""
+    out = {}
+    for p in template_paths(paths):
+        out[str(parse_template(p).id)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
 
 
 def stamp(header: dict, t0: float) -> dict:
