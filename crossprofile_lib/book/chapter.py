@@ -29,7 +29,7 @@ from crossprofile_lib.book.display import (
 )
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.hbruns import HBRun
-from crossprofile_lib.book.models import gaps, run_paper_model, verdict
+from crossprofile_lib.book.models import gaps, headroom_verdict, run_paper_model
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
 from crossprofile_lib.book.style import model_signal, no_signal_note
@@ -195,7 +195,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
 
 def _paper_notice(run: Run) -> Notice:
     """Which of the paper's models this run is set beside (crossprofile_lib/resources/paper_models.yaml)."""
-    pm, v = run_paper_model(run), verdict(run)
+    pm, v = run_paper_model(run), headroom_verdict(run)
     status = (f" Its numbers are <b>{v.status}</b> ({html.escape(v.reason)}).")
     if pm:
         return Notice("note", f"{run.label}: compared with the paper's {pm}",

@@ -131,9 +131,13 @@ class BookRuns:
         """The model sample's ALL memories decided with the 'labels are not evidence' decision
         prompt (``runs/<backend>-labels-not-evidence``; chapter 12)."""
         p = self.params
+        specs = self.specs()
+        if not specs:
+            return None
+        s = specs[0].sample(p)  # the primary model's own sample
         return self._once("labels", lambda: model_run(
-            p.runs_root, self.backend, p.model_templates, p.model_seeds, p.model_budgets,
-            p.model_variants, policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
+            p.runs_root, self.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
+            s["model_variants"], policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
             suffix=LABELS_PROMPT, skipped=self.skipped))
 
     def hiddenbench(self, model: bool = False) -> Optional[HBRun]:

@@ -214,7 +214,7 @@ def run_paper_model(run) -> Optional[str]:
 
 # --------------------------------------------------------------------------- confirmatory or exploratory
 @dataclass(frozen=True)
-class Verdict:
+class ModelVerdict:
     """A run's status: ``confirmatory`` (headroom passed), ``exploratory`` (failed or not checked),
     or ``reference`` (the reference decider: not a model, no headroom check)."""
 
@@ -227,21 +227,26 @@ class Verdict:
         return self.status in ("confirmatory", "reference")
 
 
-def verdict(run, boot=None, min_points: float = HEADROOM_MIN_POINTS) -> Verdict:
+def headroom_verdict(run, boot=None, min_points: float = HEADROOM_MIN_POINTS) -> ModelVerdict:
     """The headroom verdict of ``run`` (stats/headroom.py: ALL - EMPTY, lower bound above
     ``min_points``); a run without ALL and EMPTY rows is exploratory (not checked)."""
     if run is None:
-        return Verdict("exploratory", "no run")
+        return ModelVerdict("exploratory", "no run")
     if run.is_reference:
-        return Verdict("reference", f"the {REFERENCE}, a normative evidence counter (not a model)")
+        return ModelVerdict("reference", f"the {REFERENCE}, a normative evidence counter (not a model)")
     df, boot = run.df, boot if boot is not None else run.boot
     if "policy" not in df or not {"ALL", "EMPTY"} <= set(df["policy"]) or boot is None:
-        return Verdict("exploratory", "headroom not checked: the run has no ALL and EMPTY rows")
-    h = headroom(df, boot, min_points)
+        return ModelVerdict("exploratory", "headroom not checked: the run has no ALL and EMPTY rows")
+    try:
+        h = headroom(df, boot, min_points)
+    except (KeyError, ValueError):  # a HiddenBench table (tasks, not templates): its header's own check
+        rec = (run.header or {}).get("headroom") or {}
+        return ModelVerdict("confirmatory" if rec.get("passed") else "exploratory",
+                            "" if rec.get("passed") else "headroom not passed in the run's header")
     if h.passed:
-        return Verdict("confirmatory", f"ALL - EMPTY {h.estimate:+.1f} points [{h.lo:+.1f}, {h.hi:+.1f}]")
+        return ModelVerdict("confirmatory", f"ALL - EMPTY {h.estimate:+.1f} points [{h.lo:+.1f}, {h.hi:+.1f}]")
     est = "not estimable" if h.estimate is None else f"{h.estimate:+.1f} points [{h.lo:+.1f}, {h.hi:+.1f}]"
-    return Verdict("exploratory", f"headroom failed: ALL - EMPTY {est}, the lower bound must exceed "
+    return ModelVerdict("exploratory", f"headroom failed: ALL - EMPTY {est}, the lower bound must exceed "
                                   f"{min_points:g} points")
 
 
