@@ -133,9 +133,9 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
         if not ch.models:
             rows.append(("language model", None, _model_notices(br, None)))
         for r in ch.models:
-            rows.append(("language model" + (", imported" if _imported(br, r) else ""), r,
-                         _model_notices(br, r) if r is ch.model and not _imported(br, r) else
-                         _other_model_notices(br, r)) + [_paper_notice(r)])
+            imported = _imported(br, r)
+            notices = _model_notices(br, r) if r is ch.model and not imported else _other_model_notices(br, r)
+            rows.append(("language model" + (", imported" if imported else ""), r, notices + [_paper_notice(r)]))
     if "social_proof" in extra:
         ch.sp = _attach(br.social_proof(), br.params)
         s = p.social_proof

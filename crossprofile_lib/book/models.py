@@ -268,7 +268,7 @@ def _mismatch(folder: Path, what: str) -> RunImportError:
 
 
 def _as_set(v) -> set:
-    return {str(x) for x in (v or [])}
+    return set() if v is None else {str(x) for x in list(v)}
 
 
 def check_crossprofile(folder: Path, header: dict, df) -> None:

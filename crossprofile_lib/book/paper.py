@@ -13,7 +13,7 @@ import pandas as pd
 
 from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
-from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, unit_column
+from crossprofile_lib.book.runs import Run, bootstrap, unit_column
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.paper_figures import (  # noqa: F401
     PAPER_FIGURES_PATH,

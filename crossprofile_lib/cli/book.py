@@ -100,7 +100,8 @@ def _runs(value: str) -> list[str]:
         try:
             import_run(r)
         except RunImportError as e:
-            raise A.ArgError(str(e).removeprefix(f"RUNS={r}: ") + f" (folder {r})") from None
+            msg = str(e)
+            raise A.ArgError(f"folder {r}: " + (msg.split(": ", 1)[1] if msg.startswith("RUNS=") else msg)) from None
         out.append(r)
     return out
 
