@@ -243,3 +243,16 @@ def test_a_book_from_an_imported_model_run_makes_zero_model_calls(tmp_path, monk
         assert fake.received == sent  # the call counter: zero calls for the imported run
     finally:
         stop()
+
+
+def test_chapter_contrast_tables_put_only_the_same_models_paper_column_beside_a_run(ledger_dir):
+    from crossprofile_lib.book.tables import contrast_table, contrasts_with_holm
+    ref = load_run(ledger_dir)
+    ref.boot = bootstrap(ref, 200, 0)
+    res = contrasts_with_holm(ref, ref.boot)
+    llama = as_model(ref, "vllm/meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B-Instruct")
+    smol = as_model(ref, "llamacpp/smollm2-135m", "smollm2-135m")
+    cols = lambda t: [c for c in t.columns if str(c).startswith("paper: ")]  # noqa: E731
+    assert "paper: Qwen2.5-7B-Instruct" in cols(contrast_table(res, ref))  # the reference: every model
+    assert cols(contrast_table(res, llama)) == ["paper: Llama-3.1-8B-Instruct"]
+    assert cols(contrast_table(res, smol)) == []

@@ -52,8 +52,9 @@ def small_notebooks(request, tmp_path_factory):
     return out
 
 
-def test_there_are_thirteen_chapters():
-    assert [m.stem.split("-")[0] for m in NOTEBOOKS if m.stem != "intro"] == [f"{i:02d}" for i in range(1, 14)]
+def test_there_are_fourteen_chapters():
+    """Thirteen chapters and the comparison page (14, every model side by side, issue 22)."""
+    assert [m.stem.split("-")[0] for m in NOTEBOOKS if m.stem != "intro"] == [f"{i:02d}" for i in range(1, 15)]
 
 
 @pytest.mark.slow

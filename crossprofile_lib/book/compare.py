@@ -18,6 +18,7 @@ one of the paper's models gets none.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -182,7 +183,6 @@ def net_lead_tables(runs: Sequence[Run], where=None) -> dict:
 def coverage_note(runs: Sequence[Run]) -> str:
     """One plain sentence (HTML) on which of the paper's models this build has: none (then it says that
     no 7-8B or DeepSeek model ran for this build, and what the rows show instead) or the ones it has."""
-    import html as _html
     mapped = {r.label: run_paper_model(r) for r in runs if not r.is_reference}
     have = sorted({m for m in mapped.values() if m})
     models = [r for r in runs if not r.is_reference]
@@ -191,9 +191,9 @@ def coverage_note(runs: Sequence[Run]) -> str:
                 "counter, not a model) beside the paper's values for each of the paper's models.")
     if not have:
         return ("<b>No GPU model ran for this build, and none of its runs is one of the paper's models</b> ("
-                + ", ".join(_html.escape(k) for k in mapped) + "): no paper value is set beside them, and their rows "
+                + ", ".join(html.escape(k) for k in mapped) + "): no paper value is set beside them, and their rows "
                 "show the pipeline running, not the paper's effects. Rerun with BACKENDS= on a GPU machine or import "
                 "its run folders with RUNS= to fill the paper's columns.")
     return ("This build's runs of the paper's models: " + ", ".join(
-        f"{_html.escape(k)} = {_html.escape(m)}" for k, m in mapped.items() if m) + ". Each is set beside its own "
+        f"{html.escape(k)} = {html.escape(m)}" for k, m in mapped.items() if m) + ". Each is set beside its own "
             "paper values only.")
