@@ -46,6 +46,8 @@ def test_backends_split_only_where_a_known_provider_starts_a_spec():
     sp = ModelSpec.parse(s[1])
     assert sp.seeds == (0, 1) and sp.templates == ("templates/dev", "templates/formal") and sp.budgets is None
     assert ModelSpec.parse("openai/m@seeds=0+2").text == "openai/m@seeds=0+2"
+    o = ModelSpec.parse("openai/m@opt.timeout=600;opt.base_url=http://127.0.0.1:9/v1")
+    assert dict(o.backend_options) == {"timeout": 600, "base_url": "http://127.0.0.1:9/v1"}
 
 
 @pytest.mark.parametrize("bad, rule", [("foo/x", "unknown provider"), ("openai", "provider/model"),

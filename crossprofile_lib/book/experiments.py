@@ -111,7 +111,7 @@ class BookRuns:
         p, s = self.params, spec.sample(self.params)
         return self._once(f"model:{spec.text}", lambda: model_run(
             p.runs_root, spec.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
-            s["model_variants"], skipped=self.skipped))
+            s["model_variants"], backend_options=dict(spec.backend_options), skipped=self.skipped))
 
     def imported(self) -> list:
         """The run folders of ``runs`` (RUNS), read in place with zero model calls (:class:`Run` or
@@ -183,7 +183,7 @@ class BookRuns:
                     (f"hiddenbench-{slug(b)}", lambda: self.hiddenbench(model=True), f"hiddenbench:{b}")]
         names = {name for name, _, _ in out}
         for sp in self.specs()[1:]:  # the other models: their sample and their HiddenBench run
-            name = slug(sp.backend) + (f"@{config_digest(sp.options)}" if sp.options else "")
+            name = slug(sp.backend) + (f"@{config_digest(sp.text)}" if sp.text != sp.backend else "")
             if name not in names:
                 out.append((name, lambda sp=sp: self.model_for(sp), sp.backend))
                 names.add(name)

@@ -4,7 +4,9 @@ which of the paper's models a run is, and each model's headroom verdict.
 * A **model spec** (:class:`ModelSpec`) is ``provider/model``, optionally followed by its own sample
   after ``@``: ``deepseek/deepseek-v4-pro@templates=templates/formal;seeds=0+1+2``. Options are
   separated by ``;``, the items of one option by ``+`` (or ``,``): ``templates``, ``seeds``, ``budgets``,
-  ``variants``; an option not given is the book's ``model_*`` parameter. ``BACKENDS=a,b,c`` is a
+  ``variants``; an option not given is the book's ``model_*`` parameter. ``opt.NAME=VALUE`` passes a backend
+  option (as ``crossprofile run --backend-option NAME=VALUE``; a number is read as a number), e.g.
+  ``openai/smollm2-135m@opt.base_url=http://127.0.0.1:8080/v1;opt.timeout=600``. ``BACKENDS=a,b,c`` is a
   comma-separated list of specs (:func:`split_backends`: a comma starts a new spec only where the
   text after it begins with a known provider, so ``seeds=0,1`` inside a spec stays one spec).
 * An **imported run** (:func:`import_run`) is a folder made elsewhere by ``crossprofile run``
@@ -72,6 +74,7 @@ class ModelSpec:
     seeds: Optional[tuple[int, ...]] = None
     budgets: Optional[tuple[str, ...]] = None
     variants: Optional[tuple[str, ...]] = None
+    backend_options: tuple[tuple[str, object], ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> "ModelSpec":
@@ -87,12 +90,19 @@ class ModelSpec:
         except ValueError as e:
             raise ModelSpecError(f"'{s}': {e}") from None
         given: dict = {}
+        bopts: dict = {}
         for part in filter(None, (p.strip() for p in opts.split(";"))):
             key, eq, value = part.partition("=")
             key = key.strip()
+            if eq and key.startswith("opt.") and len(key) > 4:
+                name = key[4:].replace("-", "_")
+                if name in bopts:
+                    raise ModelSpecError(f"'{s}': option '{key}' given twice")
+                bopts[name] = _typed(value.strip())
+                continue
             if not eq or key not in SPEC_OPTIONS:
                 raise ModelSpecError(f"'{s}': option '{part}' is not key=value with a key of "
-                                     f"{', '.join(SPEC_OPTIONS)}")
+                                     f"{', '.join(SPEC_OPTIONS)} or opt.BACKEND_OPTION")
             if key in given:
                 raise ModelSpecError(f"'{s}': option '{key}' given twice")
             items = [v.strip() for v in re.split(r"[+,]", value) if v.strip()]
@@ -102,7 +112,7 @@ class ModelSpec:
                 given[key] = tuple(_check_option(key, items))
             except ValueError as e:
                 raise ModelSpecError(f"'{s}': option {key}: {e}") from None
-        return cls(backend, **given)
+        return cls(backend, **given, backend_options=tuple(sorted(bopts.items())))
 
     @property
     def options(self) -> dict:
@@ -112,7 +122,8 @@ class ModelSpec:
     @property
     def text(self) -> str:
         """The spec written back (``+`` between items)."""
-        opts = ";".join(f"{k}={'+'.join(map(str, v))}" for k, v in self.options.items())
+        opts = ";".join([f"{k}={'+'.join(map(str, v))}" for k, v in self.options.items()]
+                        + [f"opt.{k}={v}" for k, v in self.backend_options])
         return self.backend + (f"@{opts}" if opts else "")
 
     def sample(self, params) -> dict:
@@ -120,6 +131,15 @@ class ModelSpec:
         out = {f: list(getattr(params, f)) for f in SPEC_OPTIONS.values()}
         out.update({SPEC_OPTIONS[k]: v for k, v in self.options.items()})
         return out
+
+
+def _typed(v: str):
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
 
 
 def _check_option(key: str, items: list[str]) -> list:
