@@ -27,6 +27,7 @@ import pandas as pd
 
 from crossprofile_lib.book.hbruns import hb_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
+from crossprofile_lib.book.netlead import net_lead_where
 from crossprofile_lib.book.paper import MAX_COMPARISON_RESAMPLES, suite_values, uninformative
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
 from crossprofile_lib.paper_figures import paper_item
@@ -165,14 +166,14 @@ def summary(tables: list[tuple[Finding, pd.DataFrame]]) -> pd.DataFrame:
     return pd.DataFrame(out).reindex([f.title for f, _ in tables]).fillna("no run of this kind")
 
 
-def net_lead_tables(runs: Sequence[Run], where=None) -> dict:
-    """Run label -> accuracy by net lead (``net_lead, n, estimate, lo, hi``) over the rows ``where(run)``
-    (a mapping, as prereg.yaml's ``net_lead_where``) selects; a run that fails its headroom check is
-    labelled exploratory in its key."""
+def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
+    """Run label -> accuracy by net lead (``net_lead, n, estimate, lo, hi``) over prereg.yaml's
+    ``net_lead_where`` rows at the budget chapter ``ch`` shows each run at (all rows without ``ch``); a run
+    that fails its headroom check is labelled exploratory in its key."""
     out = {}
     for r in runs:
         v = headroom_verdict(r)
-        d = subset(r.df, where(r) if callable(where) else where)
+        d = subset(r.df, net_lead_where(ch, r) if ch is not None else None)
         if d.empty:
             continue
         key = run_name(r) + ("" if v.counts else " (exploratory: no headroom)")
