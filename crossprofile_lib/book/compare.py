@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib.book.display import near_chance_name
 from crossprofile_lib.book.hbruns import hb_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.netlead import net_lead_where
@@ -90,7 +91,10 @@ def comparison_page_runs(ch) -> dict:
 
 
 def run_name(run: Run) -> str:
-    return f"{REFERENCE} (not a model)" if run.is_reference else run.label
+    """The row label: the reference decider as such; a near-chance model (SmolLM2-135M) says so."""
+    if run.is_reference:
+        return f"{REFERENCE} (not a model)"
+    return run.label + (" · near chance" if near_chance_name(run.backend + run.model) else "")
 
 
 def _paper_cell(item, run: Run) -> str:
@@ -161,7 +165,7 @@ def summary(tables: list[tuple[Finding, pd.DataFrame]]) -> pd.DataFrame:
     out = {}
     for f, t in tables:
         for run, part in t.groupby("run", sort=False):
-            vs = [x for x in part["finding holds?"] if x != "(see below)"]
+            vs = [x.split(" (", 1)[0] for x in part["finding holds?"] if x != "(see below)"]
             out.setdefault(run, {})[f.title] = "; ".join(dict.fromkeys(vs))
     return pd.DataFrame(out).reindex([f.title for f, _ in tables]).fillna("no run of this kind")
 

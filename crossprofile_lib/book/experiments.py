@@ -197,7 +197,10 @@ class BookRuns:
         """Run (or find) every experiment the chapters read; ``{name: run or None}``. Independent
         runs go to ``workers`` processes at once (default: the cores; 1: one after another), the
         model's runs one after another in one of them (:mod:`crossprofile_lib.book.schedule`)."""
-        return run_steps(self, workers, log)
+        out = run_steps(self, workers, log)
+        for r in self.imported():  # read in place: no step, no model call
+            out[f"imported {r.path}"] = r
+        return out
 
 
 def prepare(params: dict, log=print, workers: int | None = None) -> dict:

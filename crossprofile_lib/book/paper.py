@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib.book.display import near_chance_name
 from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.runs import Run, bootstrap, unit_column
@@ -178,7 +179,8 @@ def reproduced(paper_value, est: float, lo: float, hi: float, unit: str, v: Mode
 
 
 def _run_name(run: Run, data: str) -> str:
-    name = f"{run.label}, not a model" if run.is_reference else run.label
+    name = f"{run.label}, not a model" if run.is_reference else run.label + (
+        " · near chance" if near_chance_name(run.backend + run.model) else "")
     return name + ("" if data == "crossprofile" else f" · {data}")
 
 
