@@ -262,7 +262,7 @@ def long_by_chapter(long: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 #: A sticky first column and wrapping cells: the row labels stay in view on a narrow screen.
 LONG_TABLE_STYLES = [
     {"selector": "", "props": "display: block; overflow-x: auto; max-width: 100%;"},
-    {"selector": "th.col_heading.level0.col0, td.col0",
+    {"selector": "th.col_heading.level0.col0, td.col0, th.row_heading, th.blank",
      "props": "position: sticky; left: 0; z-index: 1; background: var(--pst-color-background, #fff); "
               "min-width: 11em; max-width: 18em; white-space: normal;"},
     {"selector": "td", "props": "white-space: normal; min-width: 6em;"},
