@@ -258,3 +258,11 @@ def test_chapter_contrast_tables_put_only_the_same_models_paper_column_beside_a_
     assert "paper: Qwen2.5-7B-Instruct" in cols(contrast_table(res, ref))  # the reference: every model
     assert cols(contrast_table(res, llama)) == ["paper: Llama-3.1-8B-Instruct"]
     assert cols(contrast_table(res, smol)) == []
+
+
+def test_two_runs_of_one_backend_get_labels_of_their_own(ledger_dir, tmp_path):
+    a = as_model(load_run(ledger_dir), "openai/smollm2-135m", "smollm2-135m")
+    b = Run(tmp_path / "openai-smollm2-135m-abc", a.df, a.header)
+    c = as_model(load_run(ledger_dir), "llamacpp/smollm2-135m", "smollm2-135m")
+    la, lb, lc = (r.label for r in models.unique_labels([a, b, c]))
+    assert la != lb and lb.endswith("openai-smollm2-135m-abc") and lc == c.label  # a unique label stays as it was
