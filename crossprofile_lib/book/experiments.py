@@ -152,12 +152,17 @@ class BookRuns:
             return None
         return self.hiddenbench_for(self.specs()[0].backend)
 
+    def _options_of(self, backend: str) -> dict:
+        return dict(next((sp.backend_options for sp in self.specs() if sp.backend == backend), ()))
+
     def hiddenbench_for(self, backend: str) -> Optional[HBRun]:
-        """One model backend's HiddenBench protocols (runs ``runs/hiddenbench-<backend>``)."""
-        p = self.params
+        """One model backend's HiddenBench protocols (runs ``runs/hiddenbench-<backend>``), with the
+        backend options of its first spec."""
+        p, opts = self.params, self._options_of(backend)
         return self._once(f"hb-model:{backend}", lambda: hiddenbench_run(
             p.runs_root, backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
-            p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped))
+            p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped,
+            backend_options=opts))
 
     def hb_models(self) -> list[HBRun]:
         """Every model's HiddenBench run: each spec's backend (once per backend), then the imported ones."""

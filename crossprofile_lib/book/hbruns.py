@@ -71,7 +71,7 @@ class HBRun:
 def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = "", protocols=("controlled",),
                     seeds=(0, 1, 2), ablations=None, limit: Optional[int] = None,
                     policies: Optional[Sequence[str]] = None, budgets: Optional[Sequence[str]] = None,
-                    skipped: Optional[dict] = None) -> Optional[HBRun]:
+                    skipped: Optional[dict] = None, backend_options: Optional[dict] = None) -> Optional[HBRun]:
     """Run (or resume) HiddenBench into ``runs/hiddenbench-<backend>`` (a folder of its own when
     that one holds another configuration); None when ``backend`` cannot run here (reason in
     ``skipped['hiddenbench:<backend>']``). ``path`` = "" uses $HIDDENBENCH_PATH or the project's
@@ -84,6 +84,8 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         kw["policies"] = tuple(policies)
     if budgets:
         kw["budgets"] = tuple(budgets)
+    if backend_options:
+        kw["backend_options"] = dict(backend_options)
     cfg = HBConfig(**kw)
     want = _jsonable(asdict(cfg))
     out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
