@@ -84,6 +84,7 @@ def _tokenizer(value: str) -> str:
     from crossprofile_lib.task.tokenizer import TOKENIZER_HELP
     raise ValueError(f"unknown tokenizer (use {TOKENIZER_HELP})")
 
+
 def _backends(value: str) -> list[str]:
     from crossprofile_lib.book.models import ModelSpecError, parse_specs, split_backends
     try:
