@@ -266,3 +266,19 @@ def test_two_runs_of_one_backend_get_labels_of_their_own(ledger_dir, tmp_path):
     c = as_model(load_run(ledger_dir), "llamacpp/smollm2-135m", "smollm2-135m")
     la, lb, lc = (r.label for r in models.unique_labels([a, b, c]))
     assert la != lb and lb.endswith("openai-smollm2-135m-abc") and lc == c.label  # a unique label stays as it was
+
+
+def test_a_stored_run_is_not_read_as_this_books_once_a_template_file_changed(tmp_path):
+    """Same configuration, edited template: the old answers are neither shown as this book's nor overwritten."""
+    from crossprofile_lib.book.runs import ensure_run
+    tdir = tmp_path / "templates"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "templates" / "dev", tdir)
+    cfg = RunConfig(backend="ledger", templates=[str(tdir)], seeds=[0], budgets=["0.6"], policies=["R1", "ALL"],
+                    variants=["PSP"])
+    first = ensure_run(tmp_path / "runs" / "ledger", cfg)
+    assert ensure_run(tmp_path / "runs" / "ledger", cfg).path == first.path  # unchanged: found, not rerun
+    f = sorted(tdir.rglob("*.yaml"))[0]
+    f.write_text(f.read_text() + "\n# edited\n")
+    second = ensure_run(tmp_path / "runs" / "ledger", cfg)
+    assert second.path != first.path and (first.path / "results.parquet").exists()
+    assert ensure_run(tmp_path / "runs" / "ledger", cfg).path == second.path
