@@ -216,10 +216,12 @@ def test_gaps_say_what_a_run_cannot_show(ledger_dir, tmp_path):
 def test_a_book_from_an_imported_model_run_makes_zero_model_calls(tmp_path, monkeypatch):
     """A model run made 'elsewhere' (a real HTTP server), copied, then built into a book's runs with the
     server's request counter and the backend factory both watched: no model call, no backend built."""
+    monkeypatch.setenv("CROSSPROFILE_CACHE", str(tmp_path / "cache"))
     fake, url, stop = F.start()
     try:
         made = tmp_path / "elsewhere" / "openai-fake"
-        cfg = RunConfig(backend="openai/fake", backend_options={"base_url": url, "retry_wait": 0.01},
+        cfg = RunConfig(backend="openai/fake", backend_options={"base_url": url, "retry_wait": 0.01,
+                                                                "tokenizer_fallback": "offline"},
                         **{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]})
         run_to_dir(cfg, made)
         sent = fake.received
