@@ -6,7 +6,7 @@ into a :class:`~crossprofile_lib.book.runs.Run` for the paper comparison."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -26,6 +26,7 @@ from crossprofile_lib.book.runs import (
 )
 from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.hiddenbench.run import HEADER
+from crossprofile_lib.run.header import config_record
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import check_failed_calls
 
@@ -87,7 +88,7 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     if backend_options:
         kw["backend_options"] = dict(backend_options)
     cfg = HBConfig(**kw)
-    want = _jsonable(asdict(cfg))
+    want = _jsonable(config_record(cfg))  # as the header records it (backend options redacted)
     out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
     hdr = out / HEADER
     try:
