@@ -90,7 +90,8 @@ def test_make_variables_backends_and_runs_are_checked_before_anything_runs(tmp_p
 @pytest.mark.parametrize("name, paper", [
     ("vllm/Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"), ("openai/meta-llama/Llama-3.1-8B-Instruct",
                                                                 "Llama-3.1-8B-Instruct"),
-    ("deepseek/deepseek-v4.1-flash", "DeepSeek-V4.1-Flash"), ("deepseek/deepseek-v4-pro", "DeepSeek-V4-Pro"),
+    ("deepseek/deepseek-v4.1-flash", "DeepSeek-V4.1-Flash"), ("deepseek/deepseek-flash", "DeepSeek-V4.1-Flash"),
+    ("deepseek/deepseek-v4-pro", "DeepSeek-V4-Pro"),
     ("llamacpp/smollm2-135m", None), ("openai/smollm2-135m", None), ("deepseek/deepseek-chat", None),
     ("vllm/Qwen/Qwen2.5-72B-Instruct", None), ("ledger", None)])
 def test_paper_model_mapping(name, paper):
