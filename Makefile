@@ -48,7 +48,7 @@ test: install
 # openai/..., deepseek/... install nothing more). While it installs, the reference decider's runs go
 # ahead (log: .venv/reference-runs.log; the build itself reruns whatever they did not finish).
 # (SUBMAKE, not $(MAKE), so that `make -n book` only prints this instead of starting the runs.)
-BOOK_NEEDS_LLM := $(if $(strip $(BACKEND)),$(filter llamacpp%,$(strip $(BACKEND))),default)
+BOOK_NEEDS_LLM := $(if $(strip $(BACKEND)),$(filter llamacpp%,$(strip $(BACKEND))),default)$(findstring llamacpp,$(BACKENDS))
 SUBMAKE = $(MAKE)
 book-engine: install
 ifneq ($(BOOK_NEEDS_LLM),)
@@ -61,8 +61,13 @@ ifneq ($(BOOK_NEEDS_LLM),)
 endif
 
 # make book [BACKEND=provider/model|none] [MODEL=...] [TEMPLATES=...] [SEEDS=0,1,2] [BUDGETS=0.4,0.6]
-#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [TOKENIZER=qwen2.5] [JOBS=2] [REPOSITORY_URL=...]: the
-# model sample's parameters (the reference decider always runs the 60 formal templates). The command
+#           [VARIANTS=PSP,SPS] [RESAMPLES=10000] [HIDDENBENCH=PATH] [TOKENIZER=qwen2.5] [JOBS=2] [REPOSITORY_URL=...]
+#           [BACKENDS=spec,spec,...] [RUNS=dir,dir,...]: the model sample's parameters (the reference
+# decider always runs the 60 formal templates). BACKENDS adds more models to the same book, each a
+# spec provider/model[@templates=a+b;seeds=0+1;budgets=0.6;variants=PSP+SPS] (its own sample; an option
+# not given is TEMPLATES/SEEDS/...), e.g. BACKENDS='deepseek/deepseek-v4-pro@templates=templates/formal;seeds=0'
+# (quote it: ';' ends a shell command); RUNS imports run folders made elsewhere by `crossprofile run` or
+# `crossprofile hiddenbench run` with zero model calls. Every chapter shows one column per model. The command
 # `crossprofile book` (crossprofile_lib/cli/book.py; the build is crossprofile_lib/book/build.py) checks
 # every variable with the command line's rules before running anything and stops (exit 2) naming the
 # bad one; any valid value builds every page. BOOK_ARGS: its options, e.g. --quick --out _build/quick.

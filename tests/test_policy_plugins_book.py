@@ -1,9 +1,9 @@
-"""A policy of your own in the book (issue 22, item 3): `make book POLICY_FILES=...`, page 14, the explorer.
+"""A policy of your own in the book (issue 22, item 3): `make book POLICY_FILES=...`, page 16, the explorer.
 
 * POLICY_FILES is checked before anything runs (a bad file: exit 2 naming the variable, the file, the rule);
 * the user's policies join the reference grid, whose run.json names the file and its SHA-256; an edited
   file never reuses the run the old file made;
-* page 14's failure table puts each wrong decision where its net lead says (hand-made rows);
+* page 16's failure table puts each wrong decision where its net lead says (hand-made rows);
 * the explorer shows a policy of your own (and lists it in its dropdown).
 """
 

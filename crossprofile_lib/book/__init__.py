@@ -46,6 +46,16 @@ from crossprofile_lib.book.catalogue import (
     validator_margins,
 )
 from crossprofile_lib.book.chapter import EXTRA_RUNS, Chapter, setup
+from crossprofile_lib.book.compare import (
+    FINDINGS,
+    Finding,
+    comparison_page_runs,
+    coverage_note,
+    finding_table,
+    findings,
+    net_lead_tables,
+    summary,
+)
 from crossprofile_lib.book.costs import cost_takeaways, grid_costs, measured_note
 from crossprofile_lib.book.display import (
     BUILT_WITH,
@@ -128,6 +138,17 @@ from crossprofile_lib.book.methods import (
     paper_cell_values,
     prereg_table,
 )
+from crossprofile_lib.book.models import (
+    ModelSpec,
+    ModelSpecError,
+    RunImportError,
+    gaps,
+    headroom_verdict,
+    import_run,
+    paper_model_for,
+    run_paper_model,
+    split_backends,
+)
 from crossprofile_lib.book.netlead import (
     by_net_lead_table,
     net_lead_analyses,
@@ -140,6 +161,8 @@ from crossprofile_lib.book.netlead import (
     where_text,
 )
 from crossprofile_lib.book.paper import (
+    LONG_TABLE_STYLES,
+    UNINFORMATIVE_WIDTH,
     PaperFiguresError,
     PaperItem,
     agreement_takeaways,
@@ -147,9 +170,13 @@ from crossprofile_lib.book.paper import (
     comparison,
     comparison_runs,
     load_paper_figures,
+    long_by_chapter,
+    long_comparison,
+    long_takeaways,
     paper_text,
     paper_values,
     paper_vs_suite,
+    reproduced,
     share_within,
     suite_values,
 )

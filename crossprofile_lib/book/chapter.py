@@ -31,6 +31,7 @@ from crossprofile_lib.book.display import (
 )
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.hbruns import HBRun
+from crossprofile_lib.book.models import gaps, headroom_verdict, run_paper_model
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
 from crossprofile_lib.book.style import model_signal, no_signal_note
@@ -56,11 +57,16 @@ class Chapter:
     hb: Optional[HBRun] = None
     hb_model: Optional[HBRun] = None
     notices: list = field(default_factory=list)
+    models: list = field(default_factory=list)
+    """Every language model's CrossProfile run (BACKEND, BACKENDS, RUNS); :attr:`model` is the primary one."""
+    hb_models: list = field(default_factory=list)
+    """Every language model's HiddenBench run; :attr:`hb_model` is the primary one."""
 
     @property
     def shown(self) -> list[Run]:
-        """The reference grid and the model sample (when there is one)."""
-        return [r for r in (self.ref, self.model) if r is not None]
+        """The reference grid and every model's sample: one column per model."""
+        models = self.models or ([self.model] if self.model is not None else [])
+        return [r for r in [self.ref, *models] if r is not None]
 
     def budget(self, run: Optional[Run]) -> str:
         """The budget ``run`` is shown at: the primary budget, or the run's own when it lacks it."""
@@ -125,8 +131,16 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
             if why else []
         rows.append(("reference grid", ch.ref, budget_note + run_notices(ch.ref, ch.ref.boot)))
     if model:
-        ch.model = _attach(br.model(), br.params)
-        rows.append(("language model", ch.model, _model_notices(br, ch.model)))
+        ch.models = [_attach(r, br.params) for r in br.models()]
+        primary = br.model()
+        ch.model = next((r for r in ch.models if primary is not None and r.path == primary.path),
+                        ch.models[0] if ch.models else None)
+        if not ch.models:
+            rows.append(("language model", None, _model_notices(br, None)))
+        for r in ch.models:
+            imported = _imported(br, r)
+            notices = _model_notices(br, r) if r is ch.model and not imported else _other_model_notices(br, r)
+            rows.append(("language model" + (", imported" if imported else ""), r, notices + [_paper_notice(r)]))
     if "social_proof" in extra:
         ch.sp = _attach(br.social_proof(), br.params)
         s = p.social_proof
@@ -149,15 +163,20 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
         if ch.hb is None:
             hb_notices.append(Notice("warning", "HiddenBench: no reference run",
                                      html.escape(br.skipped.get("hiddenbench:ledger", "unknown reason"))))
-    if "hiddenbench_model" in extra and br.backend:
-        ch.hb_model = br.hiddenbench(model=True)
-        if ch.hb_model is None:
-            hb_notices.append(Notice("warning", f"{br.backend}: no HiddenBench run",
-                                     html.escape(br.skipped.get(f"hiddenbench:{br.backend}", "unknown reason"))))
-    for role, h in (("HiddenBench, reference", ch.hb), ("HiddenBench, model", ch.hb_model)):
+    if "hiddenbench_model" in extra:
+        ch.hb_models = br.hb_models()
+        ch.hb_model = br.hiddenbench(model=True) if br.backend else (ch.hb_models[0] if ch.hb_models else None)
+        for b in dict.fromkeys(sp.backend for sp in br.specs()):
+            if f"hiddenbench:{b}" in br.skipped and not any(h.backend == b for h in ch.hb_models):
+                hb_notices.append(Notice("warning", f"{b}: no HiddenBench run",
+                                         html.escape(br.skipped.get(f"hiddenbench:{b}", "unknown reason"))))
+    hb_rows = [("HiddenBench, reference", ch.hb)] + [("HiddenBench, model", h) for h in ch.hb_models]
+    if ch.hb_model is not None and not ch.hb_models:
+        hb_rows.append(("HiddenBench, model", ch.hb_model))
+    for role, h in hb_rows:
         if h is not None:
             rows.append((role, h, _hb_notices(h, p.boot_seed)))
-    src = next((h for h in (ch.hb, ch.hb_model) if h is not None), None)
+    src = next((h for h in (ch.hb, ch.hb_model, *ch.hb_models) if h is not None), None)
     if src is not None:
         box = data_source_box(src)
         kind = "warning" if "FIXTURE" in box.data else "note"
@@ -195,6 +214,39 @@ def _hb_notices(h: HBRun, boot_seed: int) -> list[Notice]:
                    f"Its headroom check fails (ALL - EMPTY = {hr.estimate:.1f} points [{hr.lo:.1f}, {hr.hi:.1f}]; the "
                    f"lower bound must exceed {hr.min_points:g}): its HiddenBench accuracies say nothing about the "
                    "paper's models; they show the protocol running end to end.")]
+
+
+def _paper_notice(run: Run) -> Notice:
+    """Which of the paper's models this run is set beside (crossprofile_lib/resources/paper_models.yaml)."""
+    pm, v = run_paper_model(run), headroom_verdict(run)
+    status = (f" Its numbers are <b>{v.status}</b> ({html.escape(v.reason)}).")
+    if pm:
+        return Notice("note", f"{run.label}: compared with the paper's {pm}",
+                      f"Its model name matches the paper's <b>{html.escape(pm)}</b> (rules in "
+                      "<code>crossprofile_lib/resources/paper_models.yaml</code>); the paper's values beside it are "
+                      f"that model's.{status}")
+    return Notice("note", f"{run.label}: not one of the paper's models",
+                  "Its model name matches no rule of <code>crossprofile_lib/resources/paper_models.yaml</code>, so "
+                  f"no paper value is set beside it (never another model's).{status}")
+
+
+def _imported(br: BookRuns, run: Run) -> bool:
+    return any(isinstance(r, Run) and r.path == run.path for r in br.imported())
+
+
+def _other_model_notices(br: BookRuns, run: Run) -> list[Notice]:
+    """Notices of a model besides the primary one: imported (zero calls), what it lacks, its verdict."""
+    out = []
+    if _imported(br, run):
+        out.append(Notice("note", f"{run.label}: imported run folder",
+                          f"Read in place from <code>{html.escape(str(run.path))}</code> (parameter <code>runs</code>, "
+                          "Make variable RUNS): made elsewhere, no model call on this machine."))
+    for g in gaps(run):
+        out.append(Notice("warning", f"{run.label}: what this page cannot show", html.escape(g) + "."))
+    _, why = primary_budget(run)
+    if why:
+        out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in {run.label}", html.escape(why) + "."))
+    return out + run_notices(run, run.boot)
 
 
 def _n(xs) -> str:

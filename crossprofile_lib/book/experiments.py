@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from crossprofile_lib.book.hbruns import HBRun, hiddenbench_run
+from crossprofile_lib.book.models import ModelSpec, import_run, parse_specs, unique_labels
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import (
     FIT_POLICIES,
@@ -17,6 +18,7 @@ from crossprofile_lib.book.runs import (
     LABELS_PROMPT,
     SWEEP_POLICIES,
     Run,
+    config_digest,
     model_run,
     reference_run,
     slug,
@@ -58,9 +60,23 @@ class BookRuns:
             self._made[name] = make()
         return self._made[name]
 
+    def specs(self) -> list[ModelSpec]:
+        """Every language model of the book: ``backend`` (BACKEND) first, then ``backends``
+        (BACKENDS), none twice. The first is the *primary* model (chapter 12's labels-prompt rerun)."""
+        p = self.params
+        out = ([ModelSpec(p.backend)] if p.backend else []) + parse_specs(p.backends)
+        seen, uniq = set(), []
+        for sp in out:
+            if sp.text not in seen:
+                seen.add(sp.text)
+                uniq.append(sp)
+        return uniq
+
     @property
     def backend(self) -> str:
-        return self.params.backend
+        """The primary model's backend ('' when the book runs no language model)."""
+        specs = self.specs()
+        return specs[0].backend if specs else ""
 
     @property
     def primary_budget(self) -> str:
@@ -99,20 +115,43 @@ class BookRuns:
             tokenizer=p.tokenizer))
 
     def model(self) -> Optional[Run]:
-        """The language-model sample (None without a model backend or when it cannot run here)."""
-        p = self.params
-        return self._once("model", lambda: model_run(
-            p.runs_root, self.backend, p.model_templates, p.model_seeds, p.model_budgets,
-            p.model_variants, skipped=self.skipped,
+        """The primary language model's sample (None without a model backend or when it cannot run here)."""
+        specs = self.specs()
+        return self.model_for(specs[0]) if specs else None
+
+    def model_for(self, spec: ModelSpec) -> Optional[Run]:
+        """One model spec's sample (its own templates/seeds/budgets/variants where the spec gives them)."""
+        p, s = self.params, spec.sample(self.params)
+        return self._once(f"model:{spec.text}", lambda: model_run(
+            p.runs_root, spec.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
+            s["model_variants"], backend_options=dict(spec.backend_options), skipped=self.skipped,
             **({"policies": [*MODEL_POLICIES, *p.user_policies]} if p.user_policies else {})))
+
+    def imported(self) -> list:
+        """The run folders of ``runs`` (RUNS), read in place with zero model calls (:class:`Run` or
+        :class:`HBRun`); a folder that cannot be imported raises ``RunImportError`` naming it."""
+        return self._once("imported", lambda: [import_run(r) for r in self.params.runs])
+
+    def models(self) -> list[Run]:
+        """Every language model's CrossProfile run: each spec's (those that ran), then the imported
+        ones; labels made unique (:func:`crossprofile_lib.book.models.unique_labels`)."""
+        def make():
+            made = [self.model_for(sp) for sp in self.specs()]
+            runs = [r for r in made if r is not None] + [r for r in self.imported() if isinstance(r, Run)]
+            return unique_labels(runs)
+        return self._once("models", make)
 
     def labels_prompt(self) -> Optional[Run]:
         """The model sample's ALL memories decided with the 'labels are not evidence' decision
         prompt (``runs/<backend>-labels-not-evidence``; chapter 12)."""
         p = self.params
+        specs = self.specs()
+        if not specs:
+            return None
+        s = specs[0].sample(p)  # the primary model's own sample
         return self._once("labels", lambda: model_run(
-            p.runs_root, self.backend, p.model_templates, p.model_seeds, p.model_budgets,
-            p.model_variants, policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
+            p.runs_root, self.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
+            s["model_variants"], policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
             suffix=LABELS_PROMPT, skipped=self.skipped))
 
     def hiddenbench(self, model: bool = False) -> Optional[HBRun]:
@@ -125,9 +164,25 @@ class BookRuns:
                 budgets=p.hb_budgets, skipped=self.skipped))
         if not self.backend:
             return None
-        return self._once("hb-model", lambda: hiddenbench_run(
-            p.runs_root, self.backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
-            p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped))
+        return self.hiddenbench_for(self.specs()[0].backend)
+
+    def _options_of(self, backend: str) -> dict:
+        return dict(next((sp.backend_options for sp in self.specs() if sp.backend == backend), ()))
+
+    def hiddenbench_for(self, backend: str) -> Optional[HBRun]:
+        """One model backend's HiddenBench protocols (runs ``runs/hiddenbench-<backend>``), with the
+        backend options of its first spec."""
+        p, opts = self.params, self._options_of(backend)
+        return self._once(f"hb-model:{backend}", lambda: hiddenbench_run(
+            p.runs_root, backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
+            p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped,
+            backend_options=opts))
+
+    def hb_models(self) -> list[HBRun]:
+        """Every model's HiddenBench run: each spec's backend (once per backend), then the imported ones."""
+        backends = list(dict.fromkeys(sp.backend for sp in self.specs()))
+        made = [self.hiddenbench_for(b) for b in backends]
+        return [h for h in made if h is not None] + [h for h in self.imported() if isinstance(h, HBRun)]
 
     def skip_reason(self, name: str) -> str:
         return self.skipped.get(name, "")
@@ -145,13 +200,26 @@ class BookRuns:
         if b:
             out += [(slug(b), self.model, b), (f"{slug(b)}-{LABELS_PROMPT}", self.labels_prompt, b),
                     (f"hiddenbench-{slug(b)}", lambda: self.hiddenbench(model=True), f"hiddenbench:{b}")]
+        names = {name for name, _, _ in out}
+        for sp in self.specs()[1:]:  # the other models: their sample and their HiddenBench run
+            name = slug(sp.backend) + (f"@{config_digest(sp.text)}" if sp.text != sp.backend else "")
+            if name not in names:
+                out.append((name, lambda sp=sp: self.model_for(sp), sp.backend))
+                names.add(name)
+            hb = f"hiddenbench-{slug(sp.backend)}"
+            if hb not in names:
+                out.append((hb, lambda b=sp.backend: self.hiddenbench_for(b), f"hiddenbench:{sp.backend}"))
+                names.add(hb)
         return out
 
     def prepare(self, log=print, workers: int | None = None) -> dict:
         """Run (or find) every experiment the chapters read; ``{name: run or None}``. Independent
         runs go to ``workers`` processes at once (default: the cores; 1: one after another), the
         model's runs one after another in one of them (:mod:`crossprofile_lib.book.schedule`)."""
-        return run_steps(self, workers, log)
+        out = run_steps(self, workers, log)
+        for r in self.imported():  # read in place: no step, no model call
+            out[f"imported {r.path}"] = r
+        return out
 
 
 def prepare(params: dict, log=print, workers: int | None = None) -> dict:

@@ -6,7 +6,7 @@ into a :class:`~crossprofile_lib.book.runs.Run` for the paper comparison."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -26,6 +26,7 @@ from crossprofile_lib.book.runs import (
 )
 from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.hiddenbench.run import HEADER
+from crossprofile_lib.run.header import config_record
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import check_failed_calls
 
@@ -71,7 +72,7 @@ class HBRun:
 def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = "", protocols=("controlled",),
                     seeds=(0, 1, 2), ablations=None, limit: Optional[int] = None,
                     policies: Optional[Sequence[str]] = None, budgets: Optional[Sequence[str]] = None,
-                    skipped: Optional[dict] = None) -> Optional[HBRun]:
+                    skipped: Optional[dict] = None, backend_options: Optional[dict] = None) -> Optional[HBRun]:
     """Run (or resume) HiddenBench into ``runs/hiddenbench-<backend>`` (a folder of its own when
     that one holds another configuration); None when ``backend`` cannot run here (reason in
     ``skipped['hiddenbench:<backend>']``). ``path`` = "" uses $HIDDENBENCH_PATH or the project's
@@ -84,8 +85,10 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         kw["policies"] = tuple(policies)
     if budgets:
         kw["budgets"] = tuple(budgets)
+    if backend_options:
+        kw["backend_options"] = dict(backend_options)
     cfg = HBConfig(**kw)
-    want = _jsonable(asdict(cfg))
+    want = _jsonable(config_record(cfg))  # as the header records it (backend options redacted)
     out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
     hdr = out / HEADER
     try:

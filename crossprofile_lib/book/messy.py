@@ -1,4 +1,4 @@
-"""Chapter 14: when the discussion is not a script (issue 27).
+"""Chapter 15: when the discussion is not a script (issue 27).
 
 The reference decider's grid under the messy controlled protocol (:mod:`crossprofile_lib.task.messy`) at each
 claim-extraction level (:mod:`crossprofile_lib.task.extraction`) and along a sweep of the opinion rate, set

@@ -11,8 +11,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import uninformative
+from crossprofile_lib.book.display import near_chance, uninformative
 from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
+from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.runs import Run, bootstrap, unit_column
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.paper_figures import (  # noqa: F401
@@ -94,10 +95,12 @@ MAX_COMPARISON_RESAMPLES = 2000
 
 def comparison_runs(ch) -> dict:
     """Data kind -> the runs chapter 11 compares with the paper: the reference decider, its social-proof
-    run and the model sample (CrossProfile); the model's controlled and natural HiddenBench runs."""
-    hb_run, hb_natural = hb_as_run(ch.hb_model, "controlled"), hb_natural_as_run(ch.hb_model)
-    return {"crossprofile": [r for r in (ch.ref, ch.sp, ch.model) if r is not None],
-            "hiddenbench": [r for r in (hb_run,) if r], "natural": [r for r in (hb_natural,) if r]}
+    run and every model's sample (CrossProfile); every model's controlled and natural HiddenBench runs."""
+    models = ch.models or ([ch.model] if ch.model is not None else [])
+    hbs = ch.hb_models or ([ch.hb_model] if ch.hb_model is not None else [])
+    return {"crossprofile": [r for r in (ch.ref, ch.sp, *models) if r is not None],
+            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in hbs) if r is not None],
+            "natural": [r for r in (hb_natural_as_run(h) for h in hbs) if r is not None]}
 
 
 def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: int) -> pd.DataFrame:
@@ -145,3 +148,125 @@ def by_chapter(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[tuple[str,
         part.index.names = ["result", "quantity"]
         out.append((chapter, part.loc[:, [c for c in part.columns if not part[c].astype(str).eq("").all()]]))
     return out
+
+
+# --------------------------------------------------------------------------- chapter 11, long format
+#: An interval at least this wide (in points, on a % or points scale) says nothing: it is never counted
+#: as agreement with the paper, whatever value it covers (a near-chance model's [0, 100]).
+UNINFORMATIVE_WIDTH = 90.0
+#: The answers of the "reproduced?" column (the first two are the only scored ones).
+YES, NO = "yes", "no"
+#: Column names of the long comparison.
+LONG_COLUMNS = ["quantity", "run", "paper model", "paper", "this run", "reproduced?"]
+
+
+def uninformative_interval(lo: float, hi: float, unit: str) -> bool:
+    """Whether an interval is too wide to say anything (:data:`UNINFORMATIVE_WIDTH`; facts: never)."""
+    return unit in ("%", "points") and not np.isnan(lo) and uninformative(lo, hi, UNINFORMATIVE_WIDTH)
+
+
+def reproduced(paper_value, est: float, lo: float, hi: float, unit: str, v: ModelVerdict) -> str:
+    """The "reproduced?" verdict of one (paper value, this run's estimate): ``yes`` when the paper's
+    value lies inside the 95% interval, ``no`` when outside; never counted (another answer naming why)
+    when the paper gives no single number, the run lacks the quantity, the interval is uninformative
+    (:func:`uninformative_interval`) or the run fails its headroom check (exploratory)."""
+    if not isinstance(paper_value, (int, float)) or isinstance(paper_value, bool):
+        return "not scored: the paper gives a range, not one number"
+    if est is None or np.isnan(est):
+        return "not in this run"
+    if uninformative_interval(lo, hi, unit):
+        return f"not counted: interval spans {lo:.0f} to {hi:.0f}, says nothing"
+    if not v.counts:
+        return "not counted: exploratory (" + (v.reason or "headroom failed") + ")"
+    return YES if lo <= paper_value <= hi else NO
+
+
+def _run_name(run: Run, data: str) -> str:
+    name = f"{run.label}, not a model" if run.is_reference else run.label + (
+        " · near chance" if near_chance(run) else "")
+    return name + ("" if data == "crossprofile" else f" · {data}")
+
+
+def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Chapter 11 in long format: one row per (paper quantity, run, paper model) with the columns of
+    :data:`LONG_COLUMNS` plus ``chapter``, ``unit`` and ``scored`` (True where "reproduced?" is yes/no).
+
+    Which paper values a run is set beside: a run that IS one of the paper's models
+    (:func:`crossprofile_lib.book.models.run_paper_model`) only that model's value (or, where the paper
+    does not separate its models, that shared value); the reference decider (not a model) every paper
+    model's value, one row each; a model that is not one of the paper's models none (its row says so)."""
+    n_resamples = min(n_resamples, MAX_COMPARISON_RESAMPLES)
+    rows = []
+    for data, rs in runs.items():
+        for run in rs:
+            if run is None:
+                continue
+            boot = bootstrap(run, n_resamples, seed)
+            v = headroom_verdict(run, boot)
+            vals = suite_values(items, run, boot, data)
+            pm = run_paper_model(run)
+            name = _run_name(run, data)
+            for it, val in zip(items, vals):
+                if it.data != data:
+                    continue
+                digits = 2 if it.unit == "facts" else 1
+                if val is None:
+                    est = lo = hi = np.nan
+                    shown = "no comparable measure"
+                else:
+                    est, lo, hi = val["estimate"], val["lo"], val["hi"]
+                    shown = "not in this run" if np.isnan(est) else fmt_ci(est, lo, hi, digits)
+                if run.is_reference:
+                    pairs = list(it.paper.items())
+                elif pm is None:
+                    pairs = [("(none)", None)]
+                else:
+                    shared = [(m, x) for m, x in it.paper.items() if m in ("models not separated", "range over models")]
+                    pairs = [(pm, it.paper[pm])] if pm in it.paper else shared or [(pm, None)]
+                for m, pv in pairs:
+                    if pv is None:
+                        verdict_text = ("no paper value: not one of the paper's models" if m == "(none)"
+                                        else f"the paper reports no {it.label} for {m}")
+                        paper_cell = "–"
+                    else:
+                        verdict_text = reproduced(pv, est, lo, hi, it.unit, v) if val is not None else \
+                            "no comparable measure in this suite"
+                        paper_cell = (f"{pv:+.{digits}f}" if it.unit == "points" and isinstance(pv, (int, float))
+                                      else f"{pv:.{digits}f}" if isinstance(pv, (int, float)) else str(pv))
+                    rows.append({"chapter": it.chapter, "quantity": f"{it.result}: {it.label}", "unit": it.unit,
+                                 "run": name, "paper model": m, "paper": paper_cell, "this run": shown,
+                                 "reproduced?": verdict_text, "scored": verdict_text in (YES, NO)})
+    return pd.DataFrame(rows, columns=["chapter", *LONG_COLUMNS, "unit", "scored"])
+
+
+def long_takeaways(long: pd.DataFrame) -> list[str]:
+    """Per run: how many of its scored paper values it reproduces, and how many were not counted (why)."""
+    lines = []
+    for run, part in long.groupby("run", sort=False):
+        scored = part[part["scored"]]
+        nc = part["reproduced?"].astype(str).str.startswith("not counted")
+        yes = int((scored["reproduced?"] == YES).sum())
+        text = f"{html.escape(run)}: {yes} of {len(scored)} scored paper values lie inside its 95% interval"
+        if nc.any():
+            text += (f"; {int(nc.sum())} not counted (interval too wide to say anything, or the run fails its headroom "
+                     "check: exploratory)")
+        lines.append(text + ".")
+    lines.append("A paper value inside an interval of the reference decider says the effect follows from what the memory "
+                 "keeps; one outside says the paper's models add something of their own (chapter 6). A model is set "
+                 "beside its own paper values only (crossprofile_lib/resources/paper_models.yaml).")
+    return lines
+
+
+def long_by_chapter(long: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The long comparison split by the paper's chapter (display columns only)."""
+    return [(c, part[LONG_COLUMNS].reset_index(drop=True)) for c, part in long.groupby("chapter", sort=False)]
+
+
+#: A sticky first column and wrapping cells: the row labels stay in view on a narrow screen.
+LONG_TABLE_STYLES = [
+    {"selector": "", "props": "display: block; overflow-x: auto; max-width: 100%;"},
+    {"selector": "th.col_heading.level0.col0, td.col0, th.row_heading, th.blank",
+     "props": "position: sticky; left: 0; z-index: 1; background: var(--pst-color-background, #fff); "
+              "min-width: 11em; max-width: 18em; white-space: normal;"},
+    {"selector": "td", "props": "white-space: normal; min-width: 6em;"},
+]

@@ -24,6 +24,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from crossprofile_lib.book.models import ModelSpecError, parse_specs
 from crossprofile_lib.book.runs import REFERENCE_TOKENIZER, resolve
 from crossprofile_lib.config import Budget, Seed, check_variants, checked, distinct, distinct_list
 from crossprofile_lib.design import CLASSIC, PRIMARY_BUDGET, VARIANT_NAMES
@@ -34,7 +35,8 @@ from crossprofile_lib.task.templates import template_paths
 #: Make variable -> the field it sets (MODEL is joined to BACKEND; JOBS is the build's, not a notebook's).
 MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS": "model_seeds",
                   "BUDGETS": "model_budgets", "VARIANTS": "model_variants", "RESAMPLES": "n_resamples",
-                  "HIDDENBENCH": "hiddenbench_path", "TOKENIZER": "tokenizer", "POLICY_FILES": "policy_files"}
+                  "HIDDENBENCH": "hiddenbench_path", "TOKENIZER": "tokenizer", "POLICY_FILES": "policy_files",
+                  "BACKENDS": "backends", "RUNS": "runs"}
 _MAKE_OF = {f: v for v, f in MAKE_VARIABLES.items()}
 
 # The rules are the configuration's (crossprofile_lib.config), the ones the command line prints; the
@@ -100,6 +102,13 @@ class BookParams(BaseModel):
     offline and say so (:func:`crossprofile_lib.book.runs.reference_tokenizer`)."""
     backend: str = "llamacpp/smollm2-135m"
     """The language-model sample's backend, ``provider/model``; empty (or ``none``): the reference decider only."""
+    backends: list[str] = Field(default_factory=list)
+    """More language models in the same book (Make variable BACKENDS): each a model spec
+    ``provider/model[@templates=a+b;seeds=0+1;budgets=0.6;variants=PSP+SPS]`` (:mod:`.models`); an
+    option not given is the ``model_*`` parameter. Every chapter shows one column per model."""
+    runs: list[str] = Field(default_factory=list)
+    """Run folders made elsewhere (Make variable RUNS): ``crossprofile run`` or ``crossprofile hiddenbench
+    run`` output, imported with zero model calls (:func:`crossprofile_lib.book.models.import_run`)."""
     model_templates: list[str] = Field(default_factory=lambda: [
         "templates/formal/hospital-equipment/hospital-equipment-01.yaml",
         "templates/formal/school-meals/school-meals-01.yaml"], min_length=1)
@@ -216,6 +225,23 @@ class BookParams(BaseModel):
     def _backend(cls, v):
         v = "" if v is None else str(v).strip()
         return "" if v in ("none", "ledger") else v
+
+    @field_validator("backends")
+    @classmethod
+    def _specs(cls, v):
+        try:
+            return [sp.text for sp in parse_specs(v)]
+        except ModelSpecError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("runs")
+    @classmethod
+    def _runs(cls, v):
+        for r in v:
+            if not str(r).strip() or not resolve(str(r).strip()).is_dir():
+                raise ValueError(f"'{r}' is not a folder (a run folder made by crossprofile run or "
+                                 "crossprofile hiddenbench run)")
+        return distinct([str(r).strip() for r in v], "run folder")
 
     @field_validator("hiddenbench_path")
     @classmethod

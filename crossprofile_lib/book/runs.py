@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -45,6 +46,7 @@ from crossprofile_lib.design import (  # noqa: F401
 from crossprofile_lib.paths import checkout_root
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
+from crossprofile_lib.run.header import template_hashes
 from crossprofile_lib.run.results import read_header, read_results
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
@@ -101,6 +103,7 @@ class Run:
     boot: object = None  # the run's TemplateBootstrap, set by the chapter preamble
     #: Why the offline approximation priced this run instead of the tokenizer asked for ("" when it did not).
     pricing_note: str = ""
+    tag: str = ""  # set where two runs of one book would share a label (the folder name)
 
     def _field(self, key: str) -> str:
         if key in self.header:
@@ -135,7 +138,11 @@ class Run:
 
     @property
     def label(self) -> str:
-        """Short name for legends, table columns and captions (backend and model)."""
+        """Short name for legends, table columns and captions (backend and model; ``· tag`` where set)."""
+        return self._label + (f" · {self.tag}" if self.tag else "")
+
+    @property
+    def _label(self) -> str:
         extra = self._extras
         if self.is_reference:
             opts = self.header.get("config", {}).get("backend_options", {}) or {}
@@ -243,6 +250,35 @@ def own_folder(path: Path, want: dict, header: str = "run.json") -> Path:
     return path if have is None or have == want else path.with_name(f"{path.name}-{config_digest(want)}")
 
 
+def _hashes(cfg) -> dict:
+    """Template id -> sha256 of the files ``cfg.templates`` names now (cached while no file changes)."""
+    paths = tuple(str(resolve(t)) for t in cfg.templates)
+    try:
+        stamp = tuple(sorted((str(f), f.stat().st_mtime_ns) for t in paths for f in
+                             (Path(t).rglob("*.yaml") if Path(t).is_dir() else [Path(t)])))
+    except OSError:
+        return {}
+    return dict(_hashes_at(paths, stamp))
+
+
+@lru_cache(maxsize=64)
+def _hashes_at(paths: tuple, stamp: tuple) -> tuple:
+    try:
+        return tuple(sorted(template_hashes(list(paths)).items()))
+    except (OSError, ValueError):
+        return ()
+
+
+def _same_templates(folder: Path, cfg) -> bool:
+    """Whether the run in ``folder`` answered the template files as they are now (``run.json``'s
+    ``templates_sha256``; a run that did not record them is taken as it is)."""
+    try:
+        stored = json.loads((folder / "run.json").read_text()).get("templates_sha256")
+    except (OSError, ValueError):
+        return True
+    return not isinstance(stored, dict) or stored == _hashes(cfg)
+
+
 def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = False) -> Run:
     """Load the run of ``cfg``: from ``path`` when its ``run.json`` records ``cfg``, else run it
     (into ``path`` when that is empty, or into ``path``'s sibling of its own when ``path`` holds
@@ -254,7 +290,14 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'policy_files': mine})}")
     if not rerun and _stored_config(p) == want and (p / "results.parquet").exists() \
             and (not mine or _stored_policy_files(p) == mine):
-        return load_run(p)
+        if _same_templates(p, cfg):
+            return load_run(p)
+        # the configuration is the same but a template file changed since: never read the old answers
+        # as this book's, never overwrite them either: a folder of its own for the new templates
+        p = p.with_name(f"{p.name}-{config_digest({'config': want, 'templates_sha256': _hashes(cfg)})}")
+        if _stored_config(p) == want and (p / "results.parquet").exists() and _same_templates(p, cfg) \
+                and (not mine or _stored_policy_files(p) == mine):
+            return load_run(p)
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})
     p.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.book.models import run_paper_model
 from crossprofile_lib.book.runs import Run, bootstrap, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.policies import (
@@ -98,8 +99,23 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
     return res
 
 
-def contrast_table(res: pd.DataFrame) -> pd.DataFrame:
-    """A display table of :func:`contrasts_with_holm` (paper values in columns labelled 'paper')."""
+def same_model_paper(paper, run: Optional[Run] = None):
+    """The paper values (model -> value) to set beside ``run``: every model's for the reference decider
+    or no run given; only the run's own paper model's (:func:`crossprofile_lib.book.models.run_paper_model`,
+    plus the values the paper gives without separating its models) for a model run; none for a model
+    that is not one of the paper's."""
+    if not isinstance(paper, dict) or run is None or run.is_reference:
+        return paper
+    pm = run_paper_model(run)
+    if pm is None:
+        return {}
+    return {m: v for m, v in paper.items() if m == pm or m in ("models not separated", "range over models")}
+
+
+def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame:
+    """A display table of :func:`contrasts_with_holm` (paper values in columns labelled 'paper'); with
+    ``run``, only the paper values of the same model (:func:`same_model_paper`)."""
+    res = res.assign(paper=[same_model_paper(p, run) for p in res["paper"]])
     out = pd.DataFrame({
         "contrast": res["title"].to_numpy(),
         "estimate (points)": res["estimate"].round(1).to_numpy(),
@@ -178,9 +194,10 @@ def contrast_row(res: pd.DataFrame, cid: str):
     return t.loc[cid]
 
 
-def paper_by_title(res: pd.DataFrame) -> dict:
-    """Contrast title -> its paper values (for :func:`crossprofile_lib.book.figures.forest`)."""
-    return {row.title: row.paper for row in res.itertuples()}
+def paper_by_title(res: pd.DataFrame, run: Optional[Run] = None) -> dict:
+    """Contrast title -> its paper values (for :func:`crossprofile_lib.book.figures.forest`); with ``run``,
+    only the same model's (:func:`same_model_paper`)."""
+    return {row.title: same_model_paper(row.paper, run) for row in res.itertuples()}
 
 
 def not_estimable_reason(res: pd.DataFrame) -> str:

@@ -40,6 +40,10 @@ VARIABLES = {
     "POLICY_FILES": "memory policies of your own: Python files (or module:object) defining POLICY or POLICIES, "
                     "comma-separated",
     "JOBS": "notebooks executed at once (an integer >= 1)",
+    "BACKENDS": "more language models, comma-separated model specs provider/model[@templates=a+b;seeds=0+1;"
+                "budgets=0.6;variants=PSP+SPS] (crossprofile_lib/book/models.py)",
+    "RUNS": "run folders made elsewhere by crossprofile run / crossprofile hiddenbench run, comma-separated "
+            "(imported with zero model calls)",
 }
 
 
@@ -92,6 +96,28 @@ def _policy_files(value: str) -> list[str]:
     return out
 
 
+def _backends(value: str) -> list[str]:
+    from crossprofile_lib.book.models import ModelSpecError, parse_specs, split_backends
+    try:
+        return [sp.text for sp in parse_specs(split_backends(value))]
+    except ModelSpecError as e:
+        raise A.ArgError(str(e)) from None
+
+
+def _runs(value: str) -> list[str]:
+    """Each folder imported now (cheap: it reads the tables), so a bad one stops the build before any work."""
+    from crossprofile_lib.book.models import RunImportError, import_run
+    out = []
+    for r in A.csv(value):
+        try:
+            import_run(r)
+        except RunImportError as e:
+            msg = str(e)
+            raise A.ArgError(f"folder {r}: " + (msg.split(": ", 1)[1] if msg.startswith("RUNS=") else msg)) from None
+        out.append(r)
+    return out
+
+
 def _backend(env: dict) -> str:
     b = env.get("BACKEND", "").strip()
     model = env.get("MODEL", "").strip()
@@ -126,6 +152,10 @@ def book_params(quick: bool = False, env: dict | None = None):
     for var, parse in rules.items():
         if env.get(var, "").strip():
             given[MAKE_VARIABLES[var]] = _check(var, env[var], parse)
+    if env.get("BACKENDS", "").strip():
+        given["backends"] = _check("BACKENDS", env["BACKENDS"], _backends)
+    if env.get("RUNS", "").strip():
+        given["runs"] = _check("RUNS", env["RUNS"], _runs)
     if env.get("HIDDENBENCH", "").strip():
         h = env["HIDDENBENCH"].strip()
         _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.existing_file)

@@ -12,6 +12,7 @@ writer adds its own fields: rows, errors and the headroom check for a grid
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -21,6 +22,7 @@ from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.safety.redact import redact_options
+from crossprofile_lib.task.templates import parse_template, template_paths
 
 
 def config_record(cfg) -> dict:
@@ -51,6 +53,15 @@ def run_header(cfg, backend) -> dict:
     if used:  # the policy files of your own behind this run: path and SHA-256 (crossprofile_lib.policies.plugins)
         header["policy_files"] = used
     return header
+
+
+def template_hashes(paths) -> dict[str, str]:
+    """Template id -> sha256 of its file's bytes, for every template file under ``paths`` (``run.json``'s
+    ``templates_sha256``: the book refuses to import a run whose templates differ from the files here)."""
+    out = {}
+    for p in template_paths(paths):
+        out[str(parse_template(p).id)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
 
 
 def stamp(header: dict, t0: float) -> dict:

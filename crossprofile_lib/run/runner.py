@@ -21,7 +21,7 @@ from crossprofile_lib.policies import relevance_metrics
 from crossprofile_lib.rng import stream
 from crossprofile_lib.run.capabilities import unsupported
 from crossprofile_lib.run.config import RunConfig  # noqa: F401  (the run configuration; re-exported)
-from crossprofile_lib.run.header import run_header, stamp
+from crossprofile_lib.run.header import run_header, stamp, template_hashes
 from crossprofile_lib.run.pipeline import (
     SCRIPTED,
     Protocol,
@@ -209,6 +209,7 @@ def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progre
     backend = backend or backend_for(cfg)
     df = run_grid(cfg, backend, progress=progress, extractor=extractor)
     header = stamp(run_header(cfg, backend), t0)
+    header["templates_sha256"] = template_hashes(cfg.templates)
     header.update(rows=len(df), errors=int((df["error"] != "").sum()) if "error" in df else 0,
                   invalid=int(df["invalid"].sum()))
     if backend.decision_mode != "ledger":
