@@ -740,8 +740,10 @@ def destroy_cases() -> list[Case]:
 
 def fault_cases(mount: bool) -> list[Case]:
     cs: list[Case] = []
+    # --tokenizer offline: the faults are the calls' own; pricing without a tokenize endpoint is refused unless
+    # named (issue 28: budgets never change silently), which the model-option cases check
     http = run_argv(**{"--backend": "openai/fake"}) + ["--base-url", "{url}", "--no-progress", "--max-retries", "3",
-                                                       "--backend-option", f"api_key={CANARY_B}"]
+                                                       "--tokenizer", "offline", "--backend-option", f"api_key={CANARY_B}"]
     fast = ["--backend-option", "retry_wait=0.05", "--backend-option", "retry_wait_max=0.2"]
     tolerated = {"burst-500": {"burst_500": 3}, "429-once": {"fail_first": 1, "fail_status": 429},
                  "503-once": {"fail_first": 1, "fail_status": 503}, "empty-once": {"empty_first": 1},
