@@ -130,6 +130,13 @@ def apply(copy: Path, m: dict) -> str | None:
     return text
 
 
+def record_of(report: dict) -> dict:
+    """The ``record`` block every results file carries (benchmarks/record.py's fields), from the report's own."""
+    return {"commit": report["commit"], "dirty": report["dirty"], "date": report["started"], "command": report["command"],
+            "load_average_before": report["load_average_start"], "load_average_after": report["load_average_end"],
+            "machine": {"cpus": report["cpus"], "python": report["python"]}}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="comma-separated mutation ids (default: all)")
@@ -223,6 +230,7 @@ def main(argv=None) -> int:
         cpus=os.cpu_count(), load_average_start=[round(x, 2) for x in load0],
         load_average_end=[round(x, 2) for x in os.getloadavg()], timeout_s=args.timeout, nice=args.nice,
         baseline=baseline, counts=counts, mutations=results)
+    report = {"record": record_of(report), **report}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
