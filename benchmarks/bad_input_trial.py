@@ -828,7 +828,7 @@ def _recovers(ctx: Ctx) -> list[str]:
     server, port = start_server({}, ctx.d / "served2.log")
     try:
         argv = [fill(a, ctx.d, port) for a in run_argv(**{"--backend": "openai/fake"})] + [
-            "--base-url", f"http://127.0.0.1:{port}/v1", "--no-progress"]
+            "--base-url", f"http://127.0.0.1:{port}/v1", "--no-progress", "--tokenizer", "offline"]
         rc, out, err, _ = run_cli(argv, ctx.d, _env(CROSSPROFILE_CACHE=str(ctx.d / "calls-cache")), 120)
         calls = len((ctx.d / "served2.log").read_text().split()) if (ctx.d / "served2.log").exists() else 0
         if rc != 0:
@@ -849,8 +849,8 @@ def _kill9(ctx: Ctx) -> list[str]:
     try:
         argv = run_argv(**{"--backend": "openai/fake", "--out": "{d}/k9".replace("{d}", str(ctx.d)),
                            "--templates": str(ROOT / "templates" / "dev")}) + [
-            "--base-url", f"http://{CANARY_B}@127.0.0.1:{port}/v1", "--no-progress", "--backend-option",
-            f"api_key={CANARY_B}"]
+            "--base-url", f"http://{CANARY_B}@127.0.0.1:{port}/v1", "--no-progress", "--tokenizer", "offline",
+            "--backend-option", f"api_key={CANARY_B}"]
         p = subprocess.Popen(CLI + argv, cwd=ctx.d, env=_env(CROSSPROFILE_CACHE=str(ctx.d / "calls-cache")),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         lock = ctx.d / "k9" / ".crossprofile.lock"
