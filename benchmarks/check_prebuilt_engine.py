@@ -8,7 +8,18 @@ chat template, tokenization) and the speed (``benchmarks/bench_llamacpp.py``) ar
 for a wheel that loads. ``--pypi`` also asks the registry (pip, binary only) whether
 llama-cpp-python itself has a prebuilt wheel for this platform.
 
-    python benchmarks/check_prebuilt_engine.py WHEEL [WHEEL ...] [--pypi]
+    python benchmarks/check_prebuilt_engine.py [WHEEL ...] [--pypi] [--candidates REQ ...]
+        [--measure REQ=ENGINE ...]
+
+``--candidates``: requirements (``name==version``) fetched from the registry, binary only
+(``pip download --no-deps --only-binary=:all:``), each recorded with what pip found (or why not)
+and the same library check. ``--measure REQ=ENGINE``: a candidate that loads is installed in a
+throw-away virtualenv (``--no-deps`` plus numpy and its pure-Python needs) and run through
+``prebuilt_engine_probe.py`` (ENGINE: ``llama_cpp`` or ``xllamacpp``) on the suite's decision
+prompts (``bench_llamacpp.py``'s: 2 development templates x R1/B4/ALL/EMPTY, PSP, seed 0), beside
+today's path (llama-cpp-python in this interpreter): token ids, decision-letter log-probabilities
+(4 decimals; once with each engine's own tokenization, once on the reference's token ids),
+grammar, chat template, and prompt-evaluation tokens/s with one thread.
 
 Writes ``benchmarks/results/prebuilt_engines.json`` (commit, date, load, command: record.py).
 """
@@ -106,16 +117,138 @@ def pypi_wheel(requirement: str) -> dict:
             "pip_says": (r.stderr.strip().splitlines() or [""])[-1][-300:]}
 
 
+#: pure-Python requirements a measured wheel needs beside numpy (installed from the registry)
+MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": []}
+
+
+def fetch_candidate(requirement: str, folder: Path) -> dict:
+    """Download ``requirement`` (binary only) into ``folder`` and check its wheel."""
+    d = folder / re.sub(r"[^A-Za-z0-9_.-]", "_", requirement)
+    d.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(d),
+                        requirement], capture_output=True, text=True, timeout=900)
+    wheels = sorted(d.glob("*.whl"))
+    row = {"requirement": requirement, "binary_wheel_found": bool(wheels)}
+    if not wheels:
+        row["pip_says"] = (r.stderr.strip().splitlines() or [""])[-1][-300:]
+        return row
+    row.update(check_wheel(wheels[0]))
+    row["wheel_path"] = str(wheels[0])
+    if not row["libraries"]:
+        row["why_not"] = "no shared library inside (pure Python: needs a llama.cpp built elsewhere)"
+    elif not row["loads_here"]:
+        errs = sorted({v["load_error"] for v in row["libraries"].values() if v["load_error"]})
+        row["why_not"] = errs[0] if len(errs) == 1 else "; ".join(e[:160] for e in errs)
+    return row
+
+
+def decision_job() -> dict:
+    """The suite's decision prompts, rendered as the embedded backend renders them, and the token
+    ids of each option letter (the tokens the score rule matches)."""
+    import tempfile as _t
+    sys.path.insert(0, str(ROOT))
+    from bench_llamacpp import _requests
+
+    from crossprofile_lib.backends import get_backend
+    from crossprofile_lib.prompts import LETTERS
+    with _t.TemporaryDirectory() as cache:
+        b = get_backend("llamacpp/smollm2-135m", cache=cache, n_threads=1)
+        creqs = [b._decision_request(r) for r in _requests(b, 2)]
+        return {"gguf": str(b.path), "prompts": [b.template.render(c.messages) for c in creqs],
+                "letters": {c: [int(i) for i in b._choice_ids(c)] for c in LETTERS}, "threads": 1}
+
+
+def probe(python: str, engine: str, job: dict, tmp: Path) -> dict:
+    jp, op = tmp / f"job_{engine}.json", tmp / f"out_{engine}_{os.getpid()}.json"
+    import json
+    jp.write_text(json.dumps(job))
+    r = subprocess.run(["nice", "-n", "10", python, str(HERE / "prebuilt_engine_probe.py"), engine, str(jp), str(op)],
+                       capture_output=True, text=True, timeout=1800)
+    if not op.exists():
+        return {"ok": False, "error": (r.stderr.strip().splitlines() or ["no output"])[-1][-400:]}
+    return json.loads(op.read_text())
+
+
+def summary(out: dict, ref: dict | None) -> dict:
+    """Speed and agreement of one probe's output with the reference's (4 decimals)."""
+    if not out.get("ok"):
+        return {"ok": False, "error": out.get("error")}
+    rows = out["prompts"]
+    n_tok = [len(p["tokens"]) if p.get("tokens") else p.get("n_prompt_tokens") for p in rows]
+    secs = sum(p["eval_s"] for p in rows)
+    s = {"ok": True, "engine_version": out.get("engine_version"), "prompts": len(rows),
+         "prompt_tokens": n_tok, "prompt_eval_s": round(secs, 3),
+         "prompt_eval_tokens_per_s": round(sum(n_tok) / secs, 1) if secs else None,
+         "grammar": out.get("grammar"), "chat_template_in_gguf_read": bool(out.get("chat_template"))
+         and out["chat_template"] is not None, "tokenize": out.get("tokenize", "Llama.tokenize"),
+         "letter_logprobs": [{c: round(v, 4) for c, v in sorted(p["letter_logprobs"].items())} for p in rows]}
+    if ref is not None and ref.get("ok"):
+        rr = ref["prompts"]
+        s["same_tokens_as_reference"] = [p.get("tokens") == q["tokens"] if p.get("tokens") is not None
+                                         else p.get("n_prompt_tokens") == len(q["tokens"]) for p, q in zip(rows, rr)]
+
+        def diff(key):
+            d = [abs(round(p[key][c], 4) - round(q["letter_logprobs"][c], 4)) for p, q in zip(rows, rr)
+                 if key in p for c in p[key] if c in q["letter_logprobs"]]
+            return {"letters_compared": len(d), "max_abs_diff": round(max(d), 4) if d else None,
+                    "equal_to_4_decimals": bool(d) and max(d) < 5e-5}
+        s["vs_reference_own_tokens"] = diff("letter_logprobs")
+        s["vs_reference_same_token_ids"] = diff("letter_logprobs_reference_tokens")
+        s["same_top_letter_ABCD"] = [max("ABCD", key=lambda c: p["letter_logprobs"].get(c, -1e9))
+                                     == max("ABCD", key=lambda c: q["letter_logprobs"][c]) for p, q in zip(rows, rr)]
+    return s
+
+
+def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
+    job = decision_job()
+    ref = probe(sys.executable, "llama_cpp", job, tmp)
+    if ref.get("ok"):
+        job["reference_tokens"] = [p["tokens"] for p in ref["prompts"]]
+    res = {"prompts": "bench_llamacpp.py's: 2 development templates x R1/B4/ALL/EMPTY at r=.6, variant PSP, seed 0",
+           "threads": 1, "reference": dict(summary(ref, None), engine="llama-cpp-python (today's path)"),
+           "candidates": {}}
+    for spec in specs:
+        req, engine = spec.rsplit("=", 1)
+        row = next((r for r in rows if r["requirement"] == req), None)
+        if row is None or not row.get("loads_here"):
+            res["candidates"][req] = {"ok": False, "error": "does not load here (see candidates)"}
+            continue
+        venv = tmp / ("venv_" + re.sub(r"[^A-Za-z0-9]", "_", req))
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        py = str(venv / "bin" / "python")
+        subprocess.run([py, "-m", "pip", "install", "-q", "numpy", *MEASURE_DEPS.get(engine, [])], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", row["wheel_path"]], check=True)
+        res["candidates"][req] = dict(summary(probe(py, engine, job, tmp), ref), engine=engine)
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("wheels", nargs="*", type=Path)
     ap.add_argument("--pypi", action="store_true", help="ask pip for a binary llama-cpp-python==0.3.36 wheel")
+    ap.add_argument("--candidates", nargs="*", default=[], help="requirements to fetch (binary only) and check")
+    ap.add_argument("--measure", nargs="*", default=[], help="REQ=ENGINE: measure a candidate that loads")
+    ap.add_argument("--notes", default=str(HERE / "prebuilt_engine_notes.json"),
+                    help="what was judged by reading a candidate (JSON: requirement -> note), recorded as is")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "prebuilt_engines.json"))
     a = ap.parse_args(argv)
     rec = Recorder()
     res = {"host": host(), "wheels": [check_wheel(w) for w in a.wheels]}
     if a.pypi:
         res["llama_cpp_python_prebuilt"] = pypi_wheel("llama-cpp-python==0.3.36")
+    if a.candidates:
+        import json as _json
+        notes = _json.loads(Path(a.notes).read_text()) if Path(a.notes).exists() else {}
+        with tempfile.TemporaryDirectory(prefix="candidates_") as d:
+            rows = [fetch_candidate(r, Path(d)) for r in a.candidates]
+            for r in rows:
+                if r["requirement"] in notes:
+                    r["note"] = notes[r["requirement"]]
+            if a.measure:
+                res["measured"] = measure(a.measure, rows, Path(d))
+        for r in rows:
+            r.pop("wheel_path", None)
+        res["candidates"] = rows
     out = rec.write(a.out, res)
     import json
     print(json.dumps(out, indent=1))
