@@ -118,7 +118,7 @@ def pypi_wheel(requirement: str) -> dict:
 
 
 #: pure-Python requirements a measured wheel needs beside numpy (installed from the registry)
-MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": []}
+MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": [], "xllamacpp-noflash": []}
 
 
 def fetch_candidate(requirement: str, folder: Path) -> dict:
@@ -169,6 +169,11 @@ def probe(python: str, engine: str, job: dict, tmp: Path) -> dict:
     return json.loads(op.read_text())
 
 
+def ref_speed(ref: dict) -> float | None:
+    secs = sum(p["eval_s"] for p in ref["prompts"])
+    return sum(len(p["tokens"]) for p in ref["prompts"]) / secs if secs else None
+
+
 def summary(out: dict, ref: dict | None) -> dict:
     """Speed and agreement of one probe's output with the reference's (4 decimals)."""
     if not out.get("ok"):
@@ -181,6 +186,7 @@ def summary(out: dict, ref: dict | None) -> dict:
          "prompt_eval_tokens_per_s": round(sum(n_tok) / secs, 1) if secs else None,
          "grammar": out.get("grammar"), "chat_template_in_gguf_read": bool(out.get("chat_template"))
          and out["chat_template"] is not None, "tokenize": out.get("tokenize", "Llama.tokenize"),
+         "repeatable": all(p.get("repeatable", True) for p in rows),
          "letter_logprobs": [{c: round(v, 4) for c, v in sorted(p["letter_logprobs"].items())} for p in rows]}
     if ref is not None and ref.get("ok"):
         rr = ref["prompts"]
@@ -188,10 +194,14 @@ def summary(out: dict, ref: dict | None) -> dict:
                                          else p.get("n_prompt_tokens") == len(q["tokens"]) for p, q in zip(rows, rr)]
 
         def diff(key):
-            d = [abs(round(p[key][c], 4) - round(q["letter_logprobs"][c], 4)) for p, q in zip(rows, rr)
-                 if key in p for c in p[key] if c in q["letter_logprobs"]]
-            return {"letters_compared": len(d), "max_abs_diff": round(max(d), 4) if d else None,
-                    "equal_to_4_decimals": bool(d) and max(d) < 5e-5}
+            pairs = [(p[key][c], q["letter_logprobs"][c]) for p, q in zip(rows, rr)
+                     if key in p for c in p[key] if c in q["letter_logprobs"]]
+            off = [(a, b) for a, b in pairs if round(a, 4) != round(b, 4)]
+            return {"letters_compared": len(pairs),
+                    "max_abs_diff": float(f"{max(abs(a - b) for a, b in pairs):.3g}") if pairs else None,
+                    "letters_differing_at_4_decimals": len(off), "equal_to_4_decimals": bool(pairs) and not off}
+        if s["prompt_eval_tokens_per_s"] and ref_speed(ref):
+            s["speed_ratio_to_reference"] = round(s["prompt_eval_tokens_per_s"] / ref_speed(ref), 3)
         s["vs_reference_own_tokens"] = diff("letter_logprobs")
         s["vs_reference_same_token_ids"] = diff("letter_logprobs_reference_tokens")
         s["same_top_letter_ABCD"] = [max("ABCD", key=lambda c: p["letter_logprobs"].get(c, -1e9))
@@ -199,26 +209,36 @@ def summary(out: dict, ref: dict | None) -> dict:
     return s
 
 
+def load_now() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
     job = decision_job()
+    t0 = load_now()
     ref = probe(sys.executable, "llama_cpp", job, tmp)
+    ref_load = {"load_average_before": t0, "load_average_after": load_now()}
     if ref.get("ok"):
         job["reference_tokens"] = [p["tokens"] for p in ref["prompts"]]
     res = {"prompts": "bench_llamacpp.py's: 2 development templates x R1/B4/ALL/EMPTY at r=.6, variant PSP, seed 0",
-           "threads": 1, "reference": dict(summary(ref, None), engine="llama-cpp-python (today's path)"),
+           "threads": 1, "reference": dict(summary(ref, None), engine="llama-cpp-python (today's path)", **ref_load),
            "candidates": {}}
     for spec in specs:
         req, engine = spec.rsplit("=", 1)
+        engine = engine.strip()
         row = next((r for r in rows if r["requirement"] == req), None)
         if row is None or not row.get("loads_here"):
             res["candidates"][req] = {"ok": False, "error": "does not load here (see candidates)"}
             continue
         venv = tmp / ("venv_" + re.sub(r"[^A-Za-z0-9]", "_", req))
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         py = str(venv / "bin" / "python")
-        subprocess.run([py, "-m", "pip", "install", "-q", "numpy", *MEASURE_DEPS.get(engine, [])], check=True)
-        subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", row["wheel_path"]], check=True)
-        res["candidates"][req] = dict(summary(probe(py, engine, job, tmp), ref), engine=engine)
+        if not venv.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run([py, "-m", "pip", "install", "-q", "numpy", *MEASURE_DEPS.get(engine, [])], check=True)
+            subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", row["wheel_path"]], check=True)
+        t0 = load_now()
+        res["candidates"][spec] = dict(summary(probe(py, engine, job, tmp), ref), engine=engine,
+                                       load_average_before=t0, load_average_after=load_now())
     return res
 
 
