@@ -104,7 +104,20 @@ def _check_wheel(wheel: Path, tmp: Path) -> dict:
         so = tmp / n
         out["libraries"][n] = dict(symbol_needs(so), load_error=load_error(so))
     out["loads_here"] = bool(libs) and all(v["load_error"] is None for v in out["libraries"].values())
+    out["cpu_loads_here"] = cpu_loads(out["libraries"])
     return out
+
+
+#: a library that fails only for a missing GPU driver or runtime is a GPU build, not the CPU engine
+GPU_RUNTIME = re.compile(r"lib(cuda|cudart|cublas|vulkan|amdhip|hipblas|rocblas|OpenCL|sycl)[\w.-]*: cannot open")
+
+
+def cpu_loads(libraries: dict) -> bool:
+    """Whether every library of the wheel loads here, leaving out GPU builds that fail only for a
+    missing GPU runtime (``libcuda.so.1``, ``libvulkan.so.1``, ...): a wheel with CUDA and Vulkan
+    variants beside a CPU one counts when its CPU part loads."""
+    cpu = {k: v for k, v in libraries.items() if not (v.get("load_error") and GPU_RUNTIME.search(v["load_error"]))}
+    return bool(cpu) and all(v.get("load_error") is None for v in cpu.values())
 
 
 def pypi_wheel(requirement: str) -> dict:
@@ -205,7 +218,7 @@ def summary(out: dict, ref: dict | None) -> dict:
         s["vs_reference_own_tokens"] = diff("letter_logprobs")
         s["vs_reference_same_token_ids"] = diff("letter_logprobs_reference_tokens")
         s["same_top_letter_ABCD"] = [max("ABCD", key=lambda c: p["letter_logprobs"].get(c, -1e9))
-                                     == max("ABCD", key=lambda c: q["letter_logprobs"][c]) for p, q in zip(rows, rr)]
+                                     == max("ABCD", key=lambda c: q["letter_logprobs"].get(c, -1e9)) for p, q in zip(rows, rr)]
     return s
 
 
@@ -227,7 +240,7 @@ def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
         req, engine = spec.rsplit("=", 1)
         engine = engine.strip()
         row = next((r for r in rows if r["requirement"] == req), None)
-        if row is None or not row.get("loads_here"):
+        if row is None or not (row.get("loads_here") or row.get("cpu_loads_here")):
             res["candidates"][req] = {"ok": False, "error": "does not load here (see candidates)"}
             continue
         venv = tmp / ("venv_" + re.sub(r"[^A-Za-z0-9]", "_", req))
