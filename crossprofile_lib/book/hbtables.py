@@ -16,8 +16,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import admonition, details, name_html
-from crossprofile_lib.book.hbruns import HBRun
+from crossprofile_lib.book.display import MIN_TEMPLATES_FOR_INTERVALS, admonition, details, name_html, near_chance
+from crossprofile_lib.book.hbruns import HBRun, hb_as_run
 from crossprofile_lib.book.models import run_paper_model
 from crossprofile_lib.book.paper import SHARED_PAPER_VALUES, load_paper_figures, paper_text, paper_vs_suite, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
@@ -44,8 +44,8 @@ def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
     """One plain sentence per language-model run of the book that has no HiddenBench run here, naming it
     (an imported CrossProfile folder brings none; a backend's HiddenBench run may have failed)."""
     have = {h.backend for h in hbs}
-    out = []
-    for r in ch.models or ([ch.model] if ch.model is not None else []):
+    out = []  # chapter 8 reads no CrossProfile run itself: the book's model runs come from its BookRuns
+    for r in ch.models or ([ch.model] if ch.model is not None else []) or ch.runs.models():
         if r.backend in have:
             continue
         why = ch.runs.skipped.get(f"hiddenbench:{r.backend}", "")
@@ -113,9 +113,15 @@ def hb_status(model_hb: HBRun, boot_seed: int) -> str:
     h = headroom(model_hb.decisions("controlled"), np.random.default_rng(boot_seed))
     if h is None:
         return f"{model_hb.label}: exploratory (headroom not measured: no ALL and EMPTY decisions)."
-    return (f"{model_hb.label}: " + ("confirmatory" if h.passes else "exploratory") + f" (headroom ALL - EMPTY = "
+    few = h.n_tasks < MIN_TEMPLATES_FOR_INTERVALS
+    run = hb_as_run(model_hb, "controlled")
+    flagged = run is not None and near_chance(run, bootstrap(run, 200, boot_seed))
+    ok = h.passes and not few and not flagged
+    why = (f"; only {h.n_tasks} tasks, too few for the check to mean much" if few else
+           "; its accuracies are not above chance" if flagged and h.passes else "")
+    return (f"{model_hb.label}: " + ("confirmatory" if ok else "exploratory") + f" (headroom ALL - EMPTY = "
             f"{h.difference:.1f} points [{h.low:.1f}, {h.high:.1f}] over {h.n_tasks} tasks; the lower bound must "
-            f"exceed {HEADROOM_MIN_POINTS:g}).")
+            f"exceed {HEADROOM_MIN_POINTS:g}{why}).")
 
 
 def model_controlled_table(model_hb: HBRun) -> pd.DataFrame:
