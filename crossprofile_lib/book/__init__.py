@@ -109,6 +109,9 @@ from crossprofile_lib.book.explorer import (
 )
 from crossprofile_lib.book.hbruns import GROUP_VOTE, HBRun, hb_as_run, hb_natural_as_run, hiddenbench_run
 from crossprofile_lib.book.hbtables import (
+    hb_missing,
+    hb_model_runs,
+    hb_status,
     hb_takeaways,
     headroom_warning,
     kept_table,
@@ -148,6 +151,7 @@ from crossprofile_lib.book.models import (
     paper_model_for,
     run_paper_model,
     split_backends,
+    status_line,
 )
 from crossprofile_lib.book.netlead import (
     by_net_lead_table,
@@ -206,6 +210,7 @@ from crossprofile_lib.book.relevance import (
     by_decider,
     classic_composition,
     composition_paper_text,
+    fixed_k,
     noisy_filter_grid,
     noisy_filter_table,
     noisy_filter_takeaways,
@@ -213,16 +218,21 @@ from crossprofile_lib.book.relevance import (
     relevance_takeaways,
 )
 from crossprofile_lib.book.repairs import (
+    GROUP_POLICIES,
     POL,
+    count_free_versus,
     format_by_cell,
+    format_rows,
     gaps_by_run,
     group_size_cell,
     group_size_composition,
     group_size_rows,
     group_size_runs,
+    labels_prompt_pairs,
     labels_prompt_table,
     no_labels_prompt_note,
     repair_takeaways,
+    with_mine,
 )
 from crossprofile_lib.book.runs import (
     FIT_POLICIES,
@@ -251,15 +261,23 @@ from crossprofile_lib.book.runs import (
     with_cells,
 )
 from crossprofile_lib.book.socialproof import (
+    LABEL_ITEMS,
+    SHARED_ITEM,
     deciders,
     label_controls,
     label_effects_by_run,
+    label_gap,
     label_takeaways,
+    missing_shared,
+    same_model_paper_column,
     support_shared_by_run,
     support_shared_table,
+    support_shared_wide,
     sweep_runs,
     sweep_table,
     sweep_who,
+    verdict_word,
+    versus_policies,
 )
 from crossprofile_lib.book.style import Signal, model_signal, no_signal_note
 from crossprofile_lib.book.tables import (

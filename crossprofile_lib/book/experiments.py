@@ -24,8 +24,36 @@ from crossprofile_lib.book.runs import (
     slug,
 )
 from crossprofile_lib.book.schedule import run_steps
-from crossprofile_lib.design import FIXED_K_DEFAULT, MODEL_POLICIES, PRIMARY_BUDGET, REFERENCE_POLICIES
+from crossprofile_lib.design import (
+    FIXED_K_DEFAULT,
+    GROUP_SIZE_POLICIES,
+    HB_POLICIES,
+    LABEL_FORMATS,
+    MODEL_POLICIES,
+    PRIMARY_BUDGET,
+    REFERENCE_POLICIES,
+    SOCIAL_PROOF_POLICIES,
+)
 from crossprofile_lib.policies import REGISTRY
+
+
+def user_copy(names) -> list[str]:
+    """The copy policies among ``names`` (those with fixed-k and provenance-format controls)."""
+    return [n for n in names if REGISTRY[n].kind == "copy"]
+
+
+#: The provenance formats a copy policy of your own gets in the social-proof grid. ``claim-id`` is left
+#: out: its lines (``[C07] text``) can cost more tokens than the full-label lines the budget was packed
+#: with, and the check on what a policy of your own returns (policies/checks.py) refuses such a memory.
+USER_FORMATS = tuple(f for f in LABEL_FORMATS if f != "claim-id")
+
+
+def user_formats(names) -> list[str]:
+    """The social-proof grid's specs of the policies of your own: a copy policy in each format of
+    :data:`USER_FORMATS` (``Mine``, ``Mine:unlabeled``, ``Mine:shuffled``, ``Mine:first-speaker``), as the
+    paper's R1 and B4 have them there; another kind as it is."""
+    copy = set(user_copy(names))
+    return [n if f == "full" else f"{n}:{f}" for n in names for f in (USER_FORMATS if n in copy else ("full",))]
 
 
 def user_grid(names) -> list[str]:
@@ -87,12 +115,18 @@ class BookRuns:
 
     def reference(self, social_proof: float = 0.0, n_agents: int = 4) -> Run:
         """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``:
-        a group-size run)."""
+        a group-size run). The policies of your own (POLICY_FILES) join each: with their fixed-k and
+        label controls (:func:`user_grid`), in every provenance format in the social-proof run
+        (:func:`user_formats`), as they are in a group-size run. Without POLICY_FILES each grid is the
+        built-in one (the same folder, the same numbers)."""
         p = self.params
-        mine = user_grid(p.user_policies) if (social_proof == 0 and n_agents == 4) else []  # POLICY_FILES
+        u, policies = p.user_policies, None
+        if u:
+            policies = ([*SOCIAL_PROOF_POLICIES, *user_formats(u)] if social_proof else
+                        [*GROUP_SIZE_POLICIES, *u] if n_agents != 4 else [*REFERENCE_POLICIES, *user_grid(u)])
         return self._once(f"ledger-sp{social_proof:g}-n{n_agents}", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, p.budgets, social_proof=social_proof, n_agents=n_agents,
-            variants=p.variants, tokenizer=p.tokenizer, policies=[*REFERENCE_POLICIES, *mine] if mine else None))
+            variants=p.variants, tokenizer=p.tokenizer, policies=policies))
 
     def social_proof(self) -> Run:
         return self.reference(social_proof=self.params.social_proof)
@@ -125,7 +159,7 @@ class BookRuns:
         return self._once(f"model:{spec.text}", lambda: model_run(
             p.runs_root, spec.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
             s["model_variants"], backend_options=dict(spec.backend_options), skipped=self.skipped,
-            **({"policies": [*MODEL_POLICIES, *p.user_policies]} if p.user_policies else {})))
+            **({"policies": [*MODEL_POLICIES, *user_grid(p.user_policies)]} if p.user_policies else {})))
 
     def imported(self) -> list:
         """The run folders of ``runs`` (RUNS), read in place with zero model calls (:class:`Run` or
@@ -142,17 +176,23 @@ class BookRuns:
         return self._once("models", make)
 
     def labels_prompt(self) -> Optional[Run]:
-        """The model sample's ALL memories decided with the 'labels are not evidence' decision
+        """The primary model sample's ALL memories decided with the 'labels are not evidence' decision
         prompt (``runs/<backend>-labels-not-evidence``; chapter 12)."""
-        p = self.params
         specs = self.specs()
-        if not specs:
-            return None
-        s = specs[0].sample(p)  # the primary model's own sample
-        return self._once("labels", lambda: model_run(
-            p.runs_root, self.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
-            s["model_variants"], policies=LABELS_POLICIES, backend_options={"decision_prompt": LABELS_PROMPT},
-            suffix=LABELS_PROMPT, skipped=self.skipped))
+        return self.labels_prompt_for(specs[0]) if specs else None
+
+    def labels_prompt_for(self, spec: ModelSpec) -> Optional[Run]:
+        """One model spec's ALL memories (its own sample and backend options) decided with the 'labels
+        are not evidence' decision prompt (``runs/<backend>-labels-not-evidence``; the primary model's
+        folder is the one earlier books made). An imported run has none: it would need model calls."""
+        p, s = self.params, spec.sample(self.params)
+        primary = self.specs()[0].text == spec.text
+        return self._once("labels" if primary else f"labels:{spec.text}", lambda: model_run(
+            p.runs_root, spec.backend, s["model_templates"], s["model_seeds"], s["model_budgets"],
+            s["model_variants"], policies=LABELS_POLICIES,
+            backend_options={**dict(spec.backend_options), "decision_prompt": LABELS_PROMPT},
+            suffix=LABELS_PROMPT if primary else f"{LABELS_PROMPT}@{config_digest(spec.text)}",
+            skipped=self.skipped))
 
     def hiddenbench(self, model: bool = False) -> Optional[HBRun]:
         """HiddenBench: the reference decider's controlled run (composition only), or with
@@ -161,7 +201,7 @@ class BookRuns:
         if not model:
             return self._once("hb-ledger", lambda: hiddenbench_run(
                 p.runs_root, "ledger", p.hiddenbench_path, ["controlled"], p.hb_seeds,
-                budgets=p.hb_budgets, skipped=self.skipped))
+                budgets=p.hb_budgets, skipped=self.skipped, policies=self.hb_policies()))
         if not self.backend:
             return None
         return self.hiddenbench_for(self.specs()[0].backend)
@@ -176,7 +216,13 @@ class BookRuns:
         return self._once(f"hb-model:{backend}", lambda: hiddenbench_run(
             p.runs_root, backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
             p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped,
-            backend_options=opts))
+            backend_options=opts, policies=self.hb_policies()))
+
+    def hb_policies(self) -> Optional[list[str]]:
+        """HiddenBench's policies: None (its built-in grid) without POLICY_FILES, else the built-in grid
+        and the policies of your own with their controls (:func:`user_grid`)."""
+        u = self.params.user_policies
+        return [*HB_POLICIES, *user_grid(u)] if u else None
 
     def hb_models(self) -> list[HBRun]:
         """Every model's HiddenBench run: each spec's backend (once per backend), then the imported ones."""
@@ -205,6 +251,7 @@ class BookRuns:
             name = slug(sp.backend) + (f"@{config_digest(sp.text)}" if sp.text != sp.backend else "")
             if name not in names:
                 out.append((name, lambda sp=sp: self.model_for(sp), sp.backend))
+                out.append((f"{name}-{LABELS_PROMPT}", lambda sp=sp: self.labels_prompt_for(sp), sp.backend))
                 names.add(name)
             hb = f"hiddenbench-{slug(sp.backend)}"
             if hb not in names:

@@ -18,6 +18,8 @@ from crossprofile_lib.book.runs import (
     Run,
     _jsonable,
     _stored_config,
+    _stored_policy_files,
+    config_digest,
     own_folder,
     reference_who,
     resolve,
@@ -26,6 +28,7 @@ from crossprofile_lib.book.runs import (
 )
 from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.hiddenbench.run import HEADER
+from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.header import config_record
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import check_failed_calls
@@ -90,9 +93,13 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     cfg = HBConfig(**kw)
     want = _jsonable(config_record(cfg))  # as the header records it (backend options redacted)
     out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
+    mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
+    if mine and _stored_policy_files(out, HEADER) not in (None, mine):
+        out = out.with_name(f"{out.name}-{config_digest({'config': want, 'policy_files': mine})}")
     hdr = out / HEADER
     try:
-        if _stored_config(out, HEADER) != want or _stored_errors(hdr):  # failed sessions are run again
+        if _stored_config(out, HEADER) != want or _stored_errors(hdr) or \
+                (mine and _stored_policy_files(out, HEADER) != mine):  # failed sessions are run again
             out.mkdir(parents=True, exist_ok=True)
             with locked_dir(out):
                 run_hiddenbench(cfg, out)

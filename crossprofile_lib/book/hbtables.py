@@ -1,18 +1,25 @@
 """Chapter 8's tables: controlled HiddenBench (what each memory keeps; a model's accuracy beside the
-paper), the natural discussion per prompt ablation, and one natural session's artefacts."""
+paper), the natural discussion per prompt ablation, and one natural session's artefacts.
+
+One block per language model of the book (every BACKEND/BACKENDS spec's HiddenBench run and every
+imported HiddenBench folder): each beside the paper's value for the SAME model only (columns of other
+paper models are dropped; an unmapped model gets none), each with its own headroom verdict. A model
+run of the book without a HiddenBench run (an imported CrossProfile folder, a backend that could not
+run it here) is named in plain words (:func:`hb_missing`)."""
 
 from __future__ import annotations
 
 import html
 import json
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import admonition, details, name_html
-from crossprofile_lib.book.hbruns import HBRun
-from crossprofile_lib.book.paper import load_paper_figures, paper_text, paper_vs_suite, suite_values
+from crossprofile_lib.book.display import MIN_TEMPLATES_FOR_INTERVALS, admonition, details, name_html, near_chance
+from crossprofile_lib.book.hbruns import HBRun, hb_as_run
+from crossprofile_lib.book.models import run_paper_model
+from crossprofile_lib.book.paper import SHARED_PAPER_VALUES, load_paper_figures, paper_text, paper_vs_suite, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench import iter_artefacts
@@ -28,8 +35,31 @@ def r1_b3_items() -> list:
     return [it for it in load_paper_figures() if it.figure_id == R1_B3]
 
 
-def hb_takeaways(ledger_hb: Optional[HBRun], hb_run: Optional[Run], n_resamples: int, boot_seed: int) -> list[str]:
-    """What the reference decider's memories keep, and a model's R1 / B3 accuracy beside the paper."""
+def hb_model_runs(ch) -> list[HBRun]:
+    """Every model's HiddenBench run of the chapter (:attr:`Chapter.hb_models`, else the primary one)."""
+    return list(ch.hb_models) or ([ch.hb_model] if ch.hb_model is not None else [])
+
+
+def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
+    """One plain sentence per language-model run of the book that has no HiddenBench run here, naming it
+    (an imported CrossProfile folder brings none; a backend's HiddenBench run may have failed)."""
+    have = {h.backend for h in hbs}
+    out = []  # chapter 8 reads no CrossProfile run itself: the book's model runs come from its BookRuns
+    for r in ch.models or ([ch.model] if ch.model is not None else []) or ch.runs.models():
+        if r.backend in have:
+            continue
+        why = ch.runs.skipped.get(f"hiddenbench:{r.backend}", "")
+        out.append(f"{r.label} (run folder {r.path}) has no HiddenBench run in this book: "
+                   + (f"it could not run here ({why})." if why else
+                      "it is an imported CrossProfile run folder; import its HiddenBench folder too (RUNS=...) to "
+                      "show it here."))
+    return out
+
+
+def hb_takeaways(ledger_hb: Optional[HBRun], hb_run, n_resamples: int, boot_seed: int) -> list[str]:
+    """What the reference decider's memories keep, and each model's R1 / B3 accuracy beside the paper's value
+    for the same model (``hb_run``: one :func:`hb_as_run` run, a list of them, or None)."""
+    runs = [r for r in (hb_run if isinstance(hb_run, (list, tuple)) else [hb_run]) if r is not None]
     lines = []
     if ledger_hb is not None:
         t = controlled_summary(ledger_hb.decisions("controlled"), PRIMARY_BUDGET)
@@ -37,14 +67,15 @@ def hb_takeaways(ledger_hb: Optional[HBRun], hb_run: Optional[Run], n_resamples:
             lines.append(f"What the memories keep ({REFERENCE}, r = {PRIMARY_BUDGET}): R1 holds the complete hidden "
                          f"profile in <b>{t.loc['R1', 'profile_complete']:.0f}%</b> of memories, B4 (first mention) in "
                          f"{t.loc['B4', 'profile_complete']:.0f}%.")
-    if hb_run is not None:
+    for hb_run in runs:
         items = r1_b3_items()
         v = suite_values(items, hb_run, bootstrap(hb_run, min(n_resamples, MAX_HB_RESAMPLES), boot_seed), "hiddenbench")
         for it, x in zip(items, v):
             if x is not None and not np.isnan(x["estimate"]):
                 lines.append(f"{name_html(hb_run)}: {it.label} = <b>{x['estimate']:.1f}</b> "
-                             f"[{x['lo']:.1f}, {x['hi']:.1f}] (paper: {paper_text(it.ref)}).")
-    else:
+                             f"[{x['lo']:.1f}, {x['hi']:.1f}] (paper, same model: "
+                             f"{html.escape(paper_text(it.ref, run=hb_run))}).")
+    if not runs:
         lines.append("No model decided HiddenBench tasks on this page (the reference decider reports what the memories "
                      "keep only); accuracy needs a model backend (parameter <code>backend</code>).")
     return lines
@@ -67,16 +98,47 @@ def headroom_warning(model_hb: HBRun, boot_seed: int):
                       f"{HEADROOM_MIN_POINTS:g} points.")
 
 
+def _same_model(paper_models: Sequence[str], run) -> list[str]:
+    """The paper models whose values may stand beside ``run``: its own (paper_models.yaml) and the values
+    the paper gives without separating its models; every model for the reference decider."""
+    if run is None or run.is_reference:
+        return list(paper_models)
+    pm = run_paper_model(run)
+    return [m for m in paper_models if (pm is not None and m == pm) or m in SHARED_PAPER_VALUES]
+
+
+def hb_status(model_hb: HBRun, boot_seed: int) -> str:
+    """Whether a model's HiddenBench numbers are confirmatory (its headroom check, ALL - EMPTY over tasks,
+    passes) or exploratory, in one sentence naming the run."""
+    h = headroom(model_hb.decisions("controlled"), np.random.default_rng(boot_seed))
+    if h is None:
+        return f"{model_hb.label}: exploratory (headroom not measured: no ALL and EMPTY decisions)."
+    few = h.n_tasks < MIN_TEMPLATES_FOR_INTERVALS
+    run = hb_as_run(model_hb, "controlled")
+    flagged = run is not None and near_chance(run)  # as its label is flagged in the takeaways and captions
+    ok = h.passes and not few and not flagged
+    why = (f"; only {h.n_tasks} tasks, too few for the check to mean much" if few else
+           "; its accuracies are not above chance" if flagged and h.passes else "")
+    return (f"{model_hb.label}: " + ("confirmatory" if ok else "exploratory") + f" (headroom ALL - EMPTY = "
+            f"{h.difference:.1f} points [{h.low:.1f}, {h.high:.1f}] over {h.n_tasks} tasks; the lower bound must "
+            f"exceed {HEADROOM_MIN_POINTS:g}{why}).")
+
+
 def model_controlled_table(model_hb: HBRun) -> pd.DataFrame:
-    """Controlled HiddenBench, a model: accuracy and kept facts per policy beside the paper's columns."""
-    return controlled_summary(model_hb.decisions("controlled"), PRIMARY_BUDGET).join(paper_table("controlled"),
-                                                                                      how="outer")
+    """Controlled HiddenBench, a model: accuracy and kept facts per policy beside the paper's column for the
+    SAME model (``paper <model>``; none for a model that is not one of the paper's)."""
+    paper = paper_table("controlled")
+    keep = _same_model([c.removeprefix("paper ") for c in paper.columns], model_hb)
+    t = controlled_summary(model_hb.decisions("controlled"), PRIMARY_BUDGET)
+    return t.join(paper[[f"paper {m}" for m in keep]], how="outer") if keep else t
 
 
 def r1_b3_table(hb_run: Run, n_resamples: int, boot_seed: int) -> pd.DataFrame:
-    """R1, B3 and R1 - B3 (mean over the budgets) of a model run beside the paper's values."""
+    """R1, B3 and R1 - B3 (mean over the budgets) of a model run beside the paper's values for the same model."""
     t = paper_vs_suite(r1_b3_items(), {"hiddenbench": [hb_run]}, n_resamples=min(n_resamples, MAX_HB_RESAMPLES),
                        seed=boot_seed)
+    keep = set(_same_model([m for top, m in t.columns if top == "paper"], hb_run))
+    t = t[[c for c in t.columns if c[0] != "paper" or c[1] in keep]]
     return t.set_index([("quantity", "")]).drop(columns=[("result", "")])
 
 

@@ -270,6 +270,15 @@ def headroom_verdict(run, boot=None, min_points: float = HEADROOM_MIN_POINTS) ->
                                   f"{min_points:g} points")
 
 
+def status_line(run) -> str:
+    """``"<label>: its numbers are confirmatory (reason)."``: a run's :func:`headroom_verdict` for a
+    takeaway or caption (the reference decider: not a model)."""
+    v = headroom_verdict(run)
+    what = {"reference": "not a model: its numbers show what the memory makes possible",
+            "confirmatory": "its numbers are confirmatory", "exploratory": "its numbers are exploratory"}[v.status]
+    return f"{run.label}: {what}" + (f" ({v.reason})" if v.reason and v.status != "reference" else "") + "."
+
+
 # --------------------------------------------------------------------------- imported run folders
 @lru_cache(maxsize=2)
 def local_template_hashes(root: str = "") -> dict[str, str]:

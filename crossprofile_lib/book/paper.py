@@ -27,6 +27,9 @@ from crossprofile_lib.paper_figures import (  # noqa: F401
 from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
 from crossprofile_lib.stats.format import fmt_ci
 
+#: Paper values not tied to one model ("models not separated", "range over models"): shown beside every run.
+SHARED_PAPER_VALUES = ("models not separated", "range over models")
+
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
     """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
@@ -74,18 +77,31 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
     return rows
 
 
-def paper_text(ref: str, digits: Optional[int] = None) -> str:
+def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
     """A paper value for prose, ``"+X (model A) / +Y (model B)"`` (a sign for points, two decimals
-    for facts), from the item ``ref`` (``"<figure id>/<item label>"``) of data/paper_figures.yaml."""
+    for facts), from the item ``ref`` (``"<figure id>/<item label>"``) of data/paper_figures.yaml.
+
+    With ``run`` (a model's :class:`Run` or HiddenBench run): only the value of the paper model that
+    run IS (:func:`crossprofile_lib.book.models.run_paper_model`), plus the values the paper gives
+    without separating its models; ``"– (not one of the paper's models)"`` for a model no rule of
+    paper_models.yaml maps, never another model's. The reference decider (or no run): every model's."""
     item = paper_item(ref)
     sign = "+" if item.unit == "points" else ""
+    values = item.paper
+    if run is not None and not isinstance(run, str) and not run.is_reference:
+        pm = run_paper_model(run)
+        if pm is None:
+            return "– (not one of the paper's models)"
+        values = {m: v for m, v in values.items() if m == pm or m in SHARED_PAPER_VALUES}
+        if not values:
+            return f"– (not reported for {pm})"
 
     def one(v):
         if not isinstance(v, (int, float)):
             return str(v)
         d = digits if digits is not None else (2 if item.unit == "facts" else 1)
         return f"{v:{sign}.{d}f}"
-    return " / ".join(f"{one(v)} ({m})" for m, v in item.paper.items())
+    return " / ".join(f"{one(v)} ({m})" for m, v in values.items())
 
 
 # --------------------------------------------------------------------------- chapter 11

@@ -4,15 +4,18 @@ build's templates; memories only, no decider)."""
 
 from __future__ import annotations
 
+import html
 from typing import Sequence
 
 import pandas as pd
 
 from crossprofile_lib.book.display import name_html, num
+from crossprofile_lib.book.experiments import user_copy
+from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import paper_text
 from crossprofile_lib.book.runs import REFERENCE, Run
 from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_value, contrast_row
-from crossprofile_lib.design import CLASSIC
+from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT
 from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.run.relevance_filter import tiering_compositions, tiering_summary
 from crossprofile_lib.stats import tables as st
@@ -40,13 +43,17 @@ def relevance_takeaways(ch, cells: dict, holm: dict) -> list[str]:
     lines = []
     for r in ch.shown:
         h3 = contrast_row(holm[r.label], "H3")
+        same = "" if r.is_reference else (
+            f" Paper, same model: H3 {paper_text('h3/H3: R1-rel - R1', run=r)}; classic cell R1-rel - R1 "
+            f"{paper_text('classic-rel/R1-rel - R1', run=r)}; {html.escape(status_line(r))}")
         if h3 is not None:
             lines.append(f"{name_html(r)}: over all eight variants H3 = R1-rel - R1 = <b>{h3.estimate:+.1f}</b> points "
                          f"[{h3.lo:.1f}, {h3.hi:.1f}] (Holm p = {fmt_p(h3.p_adjusted)}); in the classic cell ({CLASSIC}) "
                          f"R1-rel - R1 = <b>{num(classic(r, 'R1-rel') - classic(r, 'R1'), sign=True)}</b> points and "
                          f"R1-rel-oracle - R1 = {num(classic(r, 'R1-rel-oracle') - classic(r, 'R1'), sign=True)} points "
-                         f"at r = {ch.budget(r)}.")
-    lines.append(f"Paper: H3 {paper_text('h3/H3: R1-rel - R1')}; classic cell R1-rel - R1 "
+                         f"at r = {ch.budget(r)}.{same}")
+    lines.append(f"Paper (every model; beside the reference decider): H3 {paper_text('h3/H3: R1-rel - R1')}; "
+                 "classic cell R1-rel - R1 "
                  f"{paper_text('classic-rel/R1-rel - R1')}, oracle {paper_text('classic-rel/oracle relevance - R1')}.")
     sp, ref = ch.sp, ch.ref
     if sp is not None and ref is not None:
@@ -77,11 +84,21 @@ def classic_composition(t: pd.DataFrame) -> pd.DataFrame:
                                                             sort=False).reset_index())
 
 
-def composition_paper_text() -> str:
-    """The paper's classic R1-rel and R1 compositions, for a caption."""
+def composition_paper_text(run=None) -> str:
+    """The paper's classic R1-rel and R1 compositions, for a caption; with a model ``run`` only the same
+    model's (:func:`crossprofile_lib.book.paper.paper_text`), "not one of the paper's models" for an unmapped one."""
+    if run is not None and not run.is_reference and run_paper_model(run) is None:
+        return "none: not one of the paper's models"
+
     def three(p):
-        return " / ".join(paper_text(f"classic-kept/{p} {k}") for k in ("support", "decoy", "irrelevant"))
+        return " / ".join(paper_text(f"classic-kept/{p} {k}", run=run) for k in ("support", "decoy", "irrelevant"))
     return f"R1-rel: {three('R1-rel')}; R1: {three('R1')}"
+
+
+def fixed_k(ch) -> list[str]:
+    """:data:`FIXED_K` and the fixed-k control of each copy policy of your own (``Mine-k7``)."""
+    return list(dict.fromkeys([*FIXED_K, *[f"{u}-k{FIXED_K_DEFAULT}" for u in user_copy(ch.params.user_policies)]]))
+
 
 
 def by_decider(ch, runs: Sequence[Run], cells: dict, policies: Sequence[str], outcome: str = "correct") -> pd.DataFrame:

@@ -1,13 +1,19 @@
 """Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free
-provenance formats, the 'labels are not evidence' decision prompt, and group size."""
+provenance formats, the 'labels are not evidence' decision prompt, and group size.
+
+Every language model of the book (BACKEND, BACKENDS, RUNS) is one block: its gaps, its repairs family
+(paper columns of the same model only, :func:`crossprofile_lib.book.tables.contrast_table`) and its own
+labels-prompt rerun (:func:`labels_prompt_pairs`; an imported run has none and is named). The policies
+of your own (POLICY_FILES) join every fixed policy list here (:func:`with_mine`)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import pandas as pd
 
 from crossprofile_lib.book.display import Markdown, num
+from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.runs import LABELS_PROMPT, REFERENCE, Run
 from crossprofile_lib.book.tables import CELL_LABELS, cell_gaps
 from crossprofile_lib.design import CLASSIC, LABELS_POLICIES, MIRROR
@@ -22,9 +28,27 @@ GROUP_POLICIES = ("R1", "B4", "Random", "R1-rel", "BAL")
 GAP, MEAN = "classic - mirror (points)", "mean accuracy (%)"
 
 
-def gaps_by_run(ch, runs: Sequence[Run], policies: Sequence[str] = POL) -> dict:
-    """Run label -> :func:`cell_gaps` (classic minus mirror and the mean over variants) at its shown budget."""
-    return {r.label: cell_gaps(r, r.boot, list(policies), ch.budget(r)) for r in runs}
+def with_mine(ch, policies: Sequence[str]) -> list[str]:
+    """``policies`` followed by the policies of your own (POLICY_FILES), each once."""
+    return list(dict.fromkeys([*policies, *ch.params.user_policies]))
+
+
+def format_rows(ch) -> list[str]:
+    """:data:`FORMAT_ROWS` and, for each copy policy of your own, its full and count-free memories."""
+    mine = [f"{u}{f}" for u in user_copy(ch.params.user_policies) for f in ("", ":first-speaker", ":unlabeled")]
+    return list(dict.fromkeys([*FORMAT_ROWS, *mine]))
+
+
+def count_free_versus(ch) -> list[str]:
+    """The memories of the count-free table: ALL, R1, B4, BAL and your own copy policies."""
+    return list(dict.fromkeys(["ALL", "R1", "B4", "BAL", *user_copy(ch.params.user_policies)]))
+
+
+def gaps_by_run(ch, runs: Sequence[Run], policies: Optional[Sequence[str]] = None) -> dict:
+    """Run label -> :func:`cell_gaps` (classic minus mirror and the mean over variants) at its shown budget;
+    ``policies`` None: :data:`POL` and your own (:func:`with_mine`)."""
+    policies = with_mine(ch, POL) if policies is None else list(policies)
+    return {r.label: cell_gaps(r, r.boot, policies, ch.budget(r)) for r in runs}
 
 
 def repair_takeaways(ch, gaps: dict, effects: dict) -> list[str]:
@@ -51,12 +75,13 @@ def repair_takeaways(ch, gaps: dict, effects: dict) -> list[str]:
     return lines
 
 
-def format_by_cell(run: Run, budget: str) -> pd.DataFrame:
-    """Accuracy (%) by cell at ``budget`` of each policy with full labels and with a count-free format."""
-    d = run.df[(run.df.budget_label == budget) & run.df.policy.str.startswith(("BAL", "R1", "B4")) & (run.df.cell != "other")]
+def format_by_cell(run: Run, budget: str, rows: Sequence[str] = FORMAT_ROWS) -> pd.DataFrame:
+    """Accuracy (%) by cell at ``budget`` of each policy of ``rows`` (with full labels and with a count-free
+    format; :func:`format_rows` adds your own)."""
+    d = run.df[(run.df.budget_label == budget) & run.df.policy.isin(list(rows)) & (run.df.cell != "other")]
     t = (100 * d.pivot_table(index="policy", columns="cell", values="correct", aggfunc="mean")).round(1)
     t = t.rename(columns=CELL_LABELS)
-    return t.reindex([p for p in FORMAT_ROWS if p in t.index])
+    return t.reindex([p for p in rows if p in t.index])
 
 
 def labels_prompt_table(model: Run, lab: Run) -> pd.DataFrame:
@@ -65,6 +90,29 @@ def labels_prompt_table(model: Run, lab: Run) -> pd.DataFrame:
     both = pd.concat([model.df.assign(prompt="default"), lab.df.assign(prompt=LABELS_PROMPT)])
     both = both[both.policy.isin(LABELS_POLICIES)]
     return (100 * both.pivot_table(index=["prompt", "policy"], columns="variant", values="correct", aggfunc="mean")).round(1)
+
+
+def labels_prompt_pairs(ch) -> list[tuple[Run, Optional[Run], str]]:
+    """Per language model of the page: (its sample, its labels-prompt rerun or None, why there is none).
+    Each BACKEND/BACKENDS spec gets its own rerun (:meth:`BookRuns.labels_prompt_for`); an imported run
+    folder gets none (it would need model calls), and the reason names it."""
+    br = ch.runs
+    by_path = {}
+    for sp in br.specs():
+        r = br.model_for(sp)
+        if r is not None:
+            by_path.setdefault(r.path, sp)
+    out = []
+    for m in ch.models or ([ch.model] if ch.model is not None else []):
+        sp = by_path.get(m.path)
+        if sp is None:
+            out.append((m, None, f"{m.label} is an imported run folder ({m.path}): the labels-prompt rerun would need "
+                                 "model calls, so it is not shown for it"))
+            continue
+        lab = br.labels_prompt_for(sp)
+        out.append((m, lab, "" if lab is not None else
+                    f"{m.label}: the labels-prompt rerun could not run here ({br.skipped.get(sp.backend, 'unknown')})"))
+    return out
 
 
 def no_labels_prompt_note(ch):
@@ -79,11 +127,12 @@ def group_size_runs(ch) -> dict:
     return {n: (ch.ref if n == 4 else ch.runs.reference(n_agents=n)) for n in ch.params.group_sizes}
 
 
-def group_size_rows(size_runs: dict, budget: str) -> pd.DataFrame:
-    """Per group size, policy and cell at ``budget``: accuracy (%), mean kept facts, budget and T_all."""
+def group_size_rows(size_runs: dict, budget: str, policies: Sequence[str] = GROUP_POLICIES) -> pd.DataFrame:
+    """Per group size, policy and cell at ``budget``: accuracy (%), mean kept facts, budget and T_all
+    (``policies``: :data:`GROUP_POLICIES`; the chapter adds your own with :func:`with_mine`)."""
     rows = []
     for n, r in size_runs.items():
-        d = r.df[(r.df.budget_label == budget) & r.df.policy.isin(list(GROUP_POLICIES))]
+        d = r.df[(r.df.budget_label == budget) & r.df.policy.isin(list(policies))]
         for (p, cell), x in d.groupby(["policy", "cell"]):
             rows.append({"agents": n, "policy": p, "cell": cell, "estimate": 100 * x.correct.mean(),
                          "kept support": x.kept_support.mean(), "kept decoy": x.kept_decoy.mean(),

@@ -236,10 +236,10 @@ def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
         return None
 
 
-def _stored_policy_files(folder: Path) -> Optional[list]:
+def _stored_policy_files(folder: Path, header: str = "run.json") -> Optional[list]:
     """The ``policy_files`` a stored run records (None: no run there)."""
     try:
-        return _jsonable(json.loads((folder / "run.json").read_text()).get("policy_files", []))
+        return _jsonable(json.loads((folder / header).read_text()).get("policy_files", []))
     except (OSError, ValueError):
         return None
 

@@ -1,27 +1,69 @@
 """Chapter 6's findings: the label controls (labels removed, shuffled) per decider, the ALL memory's
 support-shared-minus-private gap, and the social-proof sweep (accuracy of the ALL memory in the
-classic cell as the reference decider's social-proof weight grows)."""
+classic cell as the reference decider's social-proof weight grows).
+
+Every language model of the book (BACKEND, BACKENDS, RUNS) is one decider, one block per model: its
+estimates sit beside the paper's value for the SAME model only (:func:`same_model_paper_column`: a
+column ``paper: <model>`` where ``paper_models.yaml`` maps the run, none for an unmapped model), its
+headroom verdict says whether they are confirmatory or exploratory, and a run without the label
+controls is named with what it lacks (:func:`label_gap`). The policies of your own (POLICY_FILES)
+join the label-control rows (``Mine:unlabeled - Mine``) of every run that has them."""
 
 from __future__ import annotations
 
+import html
 from typing import Optional, Sequence
 
 import pandas as pd
 
 from crossprofile_lib.book.display import name_html
-from crossprofile_lib.book.paper import paper_text
+from crossprofile_lib.book.experiments import user_copy
+from crossprofile_lib.book.models import headroom_verdict, run_paper_model
+from crossprofile_lib.book.paper import paper_item, paper_text
 from crossprofile_lib.book.runs import Run, reference_who
 from crossprofile_lib.book.tables import CELL_LABELS, label_effect_rows
 from crossprofile_lib.design import CLASSIC
 from crossprofile_lib.stats import tables as st
+from crossprofile_lib.stats.format import ci_column
 
 #: The ALL memory with full, removed and shuffled labels (the sweep's lines).
 ALL_LABELS = ("ALL", "ALL:unlabeled", "ALL:shuffled")
 
 
+#: The paper's label-control items (classic cell, ALL memory) by label format.
+LABEL_ITEMS = {"unlabeled": "classic-labels/ALL unlabeled - ALL", "shuffled": "classic-labels/ALL shuffled - ALL"}
+#: The paper's support-shared item.
+SHARED_ITEM = "all-support-shared/ALL: support shared - private"
+
+
 def deciders(ch) -> list[Run]:
-    """The reference decider, its social-proof run, and the model sample when there is one."""
-    return [ch.ref, ch.sp] + ([ch.model] if ch.model is not None else [])
+    """The reference decider, its social-proof run, and every language model's sample (BACKEND, BACKENDS,
+    RUNS), in that order; a run that could not be made is left out (the provenance box says why)."""
+    models = ch.models or ([ch.model] if ch.model is not None else [])
+    return [r for r in (ch.ref, ch.sp, *models) if r is not None]
+
+
+def versus_policies(ch, builtin: Sequence[str] = ("ALL", "R1", "B4")) -> list[str]:
+    """The memories whose label controls a table shows: ``builtin`` and the copy policies of your own
+    (POLICY_FILES; their ``:unlabeled`` control is in the reference grid and every model sample)."""
+    return [*builtin, *[u for u in user_copy(ch.params.user_policies) if u not in builtin]]
+
+
+def label_gap(run: Run, effects: dict) -> Optional[str]:
+    """Why ``run`` shows no label control of the ALL memory (plain words naming the run), or None."""
+    t = effects.get(run.label)
+    if t is not None and not t.empty and ((t.versus == "ALL") & t.label_format.isin(list(LABEL_ITEMS))).any():
+        return None
+    have = sorted(p for p in run.df["policy"].astype(str).unique() if p.startswith("ALL"))
+    return (f"{run.label} has no label controls of the ALL memory (it needs ALL with ALL:unlabeled or ALL:shuffled "
+            f"in the same cells; its ALL policies: {', '.join(have) or 'none'}), so this page cannot show how labels "
+            "move its decisions" + (f" (run folder {run.path})" if not run.is_reference else "") + ".")
+
+
+def verdict_word(run: Run) -> str:
+    """``confirmatory`` or ``exploratory`` for a model (its headroom verdict), ``""`` for the reference decider."""
+    v = headroom_verdict(run)
+    return "" if v.status == "reference" else v.status
 
 
 def label_effects_by_run(runs: Sequence[Run]) -> dict:
@@ -48,33 +90,90 @@ def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
     lines = []
     for r in runs:
         e = effect(effects[r.label], "ALL", "unlabeled", "classic")
-        if e is not None:
-            if e.lo > 0:
-                way = "the paper's direction (its interval lies above 0)"
-            elif e.hi < 0:
-                way = "against the paper's direction (its interval lies below 0)"
-            else:
-                way = "no direction (its interval includes 0)"
-            lines.append(f"{name_html(r)}: removing the labels from the ALL memory changes classic-cell ({CLASSIC}) "
-                         f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}]: {way}.")
-    lines.append(f"Paper (ALL unlabeled - ALL, classic cell): {paper_text('classic-labels/ALL unlabeled - ALL')}.")
+        if e is None:
+            if not r.is_reference:
+                lines.append(html.escape(label_gap(r, effects) or f"{r.label}: no ALL:unlabeled in the classic cell."))
+            continue
+        if e.lo > 0:
+            way = "the paper's direction (its interval lies above 0)"
+        elif e.hi < 0:
+            way = "against the paper's direction (its interval lies below 0)"
+        else:
+            way = "no direction (its interval includes 0)"
+        extra = ""
+        if not r.is_reference:  # a model: its own paper value only, and whether its numbers count
+            extra = (f" Paper, same model: {html.escape(paper_text(LABEL_ITEMS['unlabeled'], run=r))}; this run's "
+                     f"numbers are <i>{verdict_word(r)}</i> (headroom verdict).")
+        lines.append(f"{name_html(r)}: removing the labels from the ALL memory changes classic-cell ({CLASSIC}) "
+                     f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}]: {way}.{extra}")
+    lines.append(f"Paper (ALL unlabeled - ALL, classic cell, every model; beside the reference decider): "
+                 f"{paper_text(LABEL_ITEMS['unlabeled'])}.")
     return lines
 
 
-def label_controls(ch, r: Run, t: pd.DataFrame, versus: Sequence[str] = ("ALL", "R1", "B4"),
+def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] = None,
                    formats: Optional[Sequence[str]] = ("unlabeled", "shuffled")) -> pd.DataFrame:
-    """The rows of a :func:`label_effect_rows` table for ``versus`` and ``formats`` (None: every format)
-    at the budget the run is shown at (and the unbudgeted ALL)."""
-    t = t[t.versus.isin(list(versus))]
+    """The rows of a :func:`label_effect_rows` table for ``versus`` (None: :func:`versus_policies`, the
+    paper's ALL, R1, B4 and your own) and ``formats`` (None: every format) at the budget the run is shown
+    at (and the unbudgeted ALL)."""
+    t = t[t.versus.isin(list(versus if versus is not None else versus_policies(ch)))]
     if formats is not None:
         t = t[t.label_format.isin(list(formats))]
     return t[t.budget_label.isin([ch.budget(r), "none"])]
+
+
+def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str = CELL_LABELS["classic"]) -> pd.DataFrame:
+    """``wide`` (a :func:`ci_pivot` of one run's label controls, rows ``(versus, label_format)``, columns
+    cells) with a column ``paper: <model>`` holding the paper's value for the SAME model at the rows
+    ``items`` names (label format -> paper item of the ALL memory in ``cell``); unchanged for the reference
+    decider (its caption quotes every model) and for a model no rule of paper_models.yaml maps."""
+    pm = run_paper_model(run)
+    if run.is_reference or pm is None or wide.empty:
+        return wide
+    out = wide.copy()
+    col = []
+    for key in out.index:
+        versus, fmt = key if isinstance(key, tuple) else (key, "")
+        it = paper_item(items[fmt]) if versus == "ALL" and fmt in items else None
+        v = it.paper.get(pm) if it is not None else None
+        col.append("" if v is None else f"{v:+.1f}")
+    if any(col):
+        out[f"paper: {pm}"] = col
+    return out
 
 
 def support_shared_table(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
     """:func:`support_shared_by_run` stacked with a ``run`` column (empty runs left out)."""
     rows = [shared[r.label].assign(run=r.label) for r in runs if not shared[r.label].empty]
     return pd.concat(rows) if rows else pd.DataFrame()
+
+
+def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
+    """Policy (ALL and its label controls) x one column block per run: ``(run, "this run")`` the estimate
+    [95% interval], and for a model that is one of the paper's ``(run, "paper: <model>")`` that model's value
+    (ALL row only); the reference decider and unmapped models get no paper column."""
+    cols = {}
+    for r in runs:
+        t = shared[r.label]
+        if t.empty:
+            continue
+        ci = pd.Series(ci_column(t).to_numpy(), index=t["policy"].astype(str).to_numpy())
+        cols[(r.label, "this run")] = ci
+        pm = None if r.is_reference else run_paper_model(r)
+        v = paper_item(SHARED_ITEM).paper.get(pm) if pm else None
+        if v is not None:
+            cols[(r.label, f"paper: {pm}")] = pd.Series({"ALL": f"{v:+.1f}"})
+    if not cols:
+        return pd.DataFrame()
+    out = pd.DataFrame(cols).fillna("")
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return out
+
+
+def missing_shared(runs: Sequence[Run], shared: dict) -> list[str]:
+    """The runs that cannot show the support-shared gap (no ALL rows in both support attributions), named."""
+    return [f"{r.label} cannot show the ALL memory's support shared - private gap (it needs ALL decisions with the "
+            f"support shared and private; run folder {r.path})." for r in runs if shared[r.label].empty]
 
 
 def sweep_runs(ch) -> tuple[list[float], list[Run]]:
