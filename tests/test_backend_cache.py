@@ -166,3 +166,30 @@ def test_cut_to_budget_and_summary_kept(dev_templates):
     cl = claim_list(scripted_discussion(task))
     kept = summary_kept(cl.claims[0].text + " and nothing else.", cl.claims)
     assert kept == [0]
+
+
+def test_a_second_cache_in_one_process_never_drops_the_first_ones_locks(tmp_path):
+    """Rule: while this process holds the cache file open, opening it again must not read the file
+    with plain file I/O (closing any descriptor drops the process's POSIX locks: another process
+    would then take itself for the last user on closing and delete the -wal/-shm under our open
+    connection, SQLite's "disk I/O error" seen in a book build). Checked with a real second process:
+    while we hold two caches, its closing connection must leave the WAL in place, and what it
+    stored is seen here."""
+    import subprocess
+    import sys
+
+    first = CallCache(tmp_path)
+    first.put("k1", ChatRequest(({"role": "user", "content": "hi"},)), ChatResult("Decision: B"), ID, "generate")
+    second = CallCache(tmp_path)  # the open that used to read the header by hand
+    db = tmp_path / "calls.sqlite"
+    other = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+             "c.execute(\"CREATE TABLE IF NOT EXISTS probe(x)\"); c.execute('INSERT INTO probe VALUES (1)'); c.close()")
+    subprocess.run([sys.executable, "-c", other, str(db)], check=True, timeout=120)
+    assert (tmp_path / "calls.sqlite-wal").exists(), "another process deleted the WAL under our open cache"
+    assert second._db.execute("SELECT COUNT(*) FROM probe").fetchone()[0] == 1
+    assert len(first) == 1 and len(second) == 1
+    first.close()
+    second.close()
+    third = CallCache(tmp_path)  # nothing held now: the full check runs again
+    assert len(third) == 1
+    third.close()

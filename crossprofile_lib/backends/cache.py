@@ -125,8 +125,34 @@ def _env_err(path, what: str, e: BaseException, problem: str) -> CacheError:
                       f"not damaged and every call stored so far is kept: fix this and rerun the same command")
 
 
+#: Cache files this process holds open: ``(pid, resolved path) -> open CallCache objects``. POSIX
+#: record locks belong to a process, and closing ANY descriptor of a file drops all of them. Reading
+#: the header with plain file I/O while a connection of this process holds the file would let another
+#: process take itself for the file's last user on closing and delete its ``-wal``/``-shm`` under this
+#: process's open connection (SQLite then reports "disk I/O error", or calls go missing). So a file
+#: already open in this process is not read again by hand: it was checked when it was first opened.
+_OPEN: dict[tuple[int, str], int] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _held_here(path) -> bool:
+    """Whether this process (not a parent it was forked from) holds ``path`` open in a CallCache."""
+    return _OPEN.get((os.getpid(), str(Path(path).resolve())), 0) > 0
+
+
+def _hold(path, step: int) -> None:
+    key = (os.getpid(), str(Path(path).resolve()))
+    with _OPEN_LOCK:
+        n = _OPEN.get(key, 0) + step
+        if n > 0:
+            _OPEN[key] = n
+        else:
+            _OPEN.pop(key, None)
+
+
 def _header_problem(path: Path, size: int) -> Optional[str]:
-    """A problem visible in the file's first 100 bytes (SQLite header), else None."""
+    """A problem visible in the file's first 100 bytes (SQLite header), else None. Never called
+    while this process holds the file open (:data:`_OPEN`)."""
     with open(path, "rb") as fh:
         head = fh.read(100)
     if not head.startswith(b"SQLite format 3\x00"):
@@ -177,7 +203,7 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
         return (f"read-only (mode {stat.filemode(st.st_mode)}): finished calls could not be stored; make it "
                 f"writable (chmod u+w) or point --cache at a copy")
     try:
-        p = _header_problem(path, st.st_size)
+        p = None if _held_here(path) else _header_problem(path, st.st_size)
         if p:
             return p
         db = _connect(path, timeout, readonly=not writable)
@@ -348,6 +374,8 @@ class CallCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as e:
             raise _env_err(path, "opening", e, environment_problem(e) or "SQLite refused it") from None
+        _hold(path, +1)
+        self._held = True
         try:
             for t in _SIDE_TABLES:
                 self._db.execute(t)
@@ -461,6 +489,14 @@ class CallCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if getattr(self, "_held", False):
+                self._held = False
+                _hold(self.path, -1)
+
+    def __del__(self):  # a cache dropped without close(): its connection closes with it
+        if getattr(self, "_held", False):
+            self._held = False
+            _hold(self.path, -1)
 
 
 def _text_sha(text: str) -> str:
