@@ -120,16 +120,18 @@ def _prepare(df: pd.DataFrame, reference: str, method: str, minimum: int) -> tup
 
 
 def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
-    """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``)."""
+    """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``; its
+    gradient summed per template without scipy.sparse, the same numbers: :mod:`.mixed_vb`)."""
     from scipy.stats import norm
-    from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
+
+    from crossprofile_lib.stats.mixed_vb import TemplateInterceptMixedGLM
 
     d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
     if refused:
         return refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = BinomialBayesMixedGLM.from_formula(formula, {"template": "0 + C(template_id)"}, d)
+        model = TemplateInterceptMixedGLM.from_formula(formula, {"template": "0 + C(template_id)"}, d)
         res = model.fit_vb(rng=np.random.default_rng(VB_SEED))
     mean, sd = np.asarray(res.fe_mean), np.asarray(res.fe_sd)
     z = mean / sd
@@ -169,11 +171,32 @@ def _separation(terms: pd.DataFrame) -> list:
             "(those terms' rows are (almost) all correct or all wrong)"] if sep else []
 
 
-def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
+def _full_fit(shared: Optional[dict], d: pd.DataFrame, fe_formula: str):
+    """The template fixed-effects GLM logit of ``d`` (``fe_formula``), built and fitted by IRLS
+    once per family: ``(model, fit, warnings, error)``. The primary fit's cluster-robust Wald test
+    and the likelihood-ratio test's full model are the same fit (same design, same IRLS; only the
+    covariance differs), so :func:`regressions_fit` hands both one ``shared`` dict."""
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    shared = {} if shared is None else shared
+    if shared.get("formula") != fe_formula or not d.index.equals(shared.get("index", pd.Index([]))):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model, fit, error = None, None, None
+            try:
+                model = GLM.from_formula(fe_formula, data=d, family=Binomial())
+                fit = model.fit()
+            except (np.linalg.LinAlgError, ValueError) as e:
+                error = e
+        shared.update(formula=fe_formula, index=d.index, fit=(model, fit, [str(w.message)[:160] for w in caught], error))
+    return shared["fit"]
+
+
+def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1", shared: Optional[dict] = None) -> dict:
     """Primary: logistic regression with template fixed effects and template-clustered robust
-    covariance (statsmodels ``GLM``); joint Wald test of the policy terms."""
-    import statsmodels.api as sm
-    import statsmodels.formula.api as smf
+    covariance (statsmodels ``GLM``); joint Wald test of the policy terms. ``shared``: see
+    :func:`_full_fit` (the fit is the likelihood-ratio test's full model)."""
+    from statsmodels.genmod.generalized_linear_model import GLMResults, GLMResultsWrapper
     method = "GLM logit, template fixed effects, cluster-robust (template) covariance"
     df, flat = informative_templates(df)
     d, formula, ref, refused = _prepare(df, reference, method, MIN_TEMPLATES_GEE)
@@ -181,11 +204,16 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
         return dict(refused, flat_templates=flat)
     fe_formula = formula + " + C(template_id)"
     groups = pd.factorize(d["template_id"], sort=True)[0]
+    model, full, caught_fit, error = _full_fit(shared, d, fe_formula)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            res = smf.glm(fe_formula, data=d, family=sm.families.Binomial()).fit(
-                cov_type="cluster", cov_kwds={"groups": groups})
+            if error is not None:
+                raise error
+            # the cluster-robust results of the IRLS fit: what GLM.fit(cov_type="cluster") builds from it
+            f = full._results
+            res = GLMResultsWrapper(GLMResults(model, f.params, f.normalized_cov_params, f.scale, cov_type="cluster",
+                                               cov_kwds={"groups": groups}))
             names = list(res.params.index)
             keep = [i for i, n in enumerate(names) if not n.startswith("C(template_id)")]
             terms = pd.DataFrame(dict(term=[names[i] for i in keep], coef=res.params.to_numpy()[keep],
@@ -195,7 +223,7 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
         except (np.linalg.LinAlgError, ValueError) as e:
             return dict(method=f"{method} (failed)", formula=fe_formula, reference_policy=ref, terms=pd.DataFrame(),
                         policy_significant=None, wald=None, warnings=[str(e)], error=f"fit failed: {e}")
-    notes = sorted({str(w.message)[:160] for w in caught})
+    notes = sorted(set(caught_fit) | {str(w.message)[:160] for w in caught})
     terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
     return dict(method=method, formula=fe_formula, reference_policy=ref, n=len(d),
                 n_templates=int(d["template_id"].nunique()), terms=terms, wald=wald, flat_templates=flat,
@@ -203,13 +231,14 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
                 warnings=notes + _separation(terms))
 
 
-def lr_test(df: pd.DataFrame, reference: str = "R1") -> dict:
+def lr_test(df: pd.DataFrame, reference: str = "R1", shared: Optional[dict] = None) -> dict:
     """Likelihood-ratio test of the policy terms under template fixed effects: ``2 (llf_full -
     llf_without_policy)`` against chi2 with the number of policy terms (statsmodels ``GLM``,
-    model-based; templates without variation dropped as in :func:`fixed_effects_logit`)."""
-    import statsmodels.api as sm
-    import statsmodels.formula.api as smf
+    model-based; templates without variation dropped as in :func:`fixed_effects_logit`, whose
+    fit is the full model: ``shared``, see :func:`_full_fit`)."""
     from scipy.stats import chi2
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
     method = "likelihood-ratio test, GLM logit with template fixed effects"
     df, flat = informative_templates(df)
     d, formula, ref, refused = _prepare(df, reference, method, MIN_TEMPLATES_GEE)
@@ -220,11 +249,13 @@ def lr_test(df: pd.DataFrame, reference: str = "R1") -> dict:
         return dict(method=method, formula=full, reference_policy=ref, n=len(d), terms=pd.DataFrame(), lr=None,
                     policy_significant=None, warnings=[], flat_templates=flat, error="one policy level: nothing to test")
     reduced = full.replace(f" + C(policy, Treatment('{ref}'))", "")
+    _, f1, caught_fit, error = _full_fit(shared, d, full)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            f1 = smf.glm(full, data=d, family=sm.families.Binomial()).fit()
-            f0 = smf.glm(reduced, data=d, family=sm.families.Binomial()).fit()
+            if error is not None:
+                raise error
+            f0 = GLM.from_formula(reduced, data=d, family=Binomial()).fit()
         except (np.linalg.LinAlgError, ValueError) as e:
             return dict(method=f"{method} (failed)", formula=full, reference_policy=ref, terms=pd.DataFrame(), lr=None,
                         policy_significant=None, warnings=[str(e)], error=f"fit failed: {e}", flat_templates=flat)
@@ -234,22 +265,23 @@ def lr_test(df: pd.DataFrame, reference: str = "R1") -> dict:
     return dict(method=method, formula=f"{full} against {reduced}", reference_policy=ref, n=len(d),
                 n_templates=int(d["template_id"].nunique()), terms=pd.DataFrame(), flat_templates=flat,
                 lr=dict(chi2=stat, df=k, p=p), policy_significant=(bool(p < 0.05) if math.isfinite(p) else None),
-                warnings=sorted({str(w.message)[:160] for w in caught}))
+                warnings=sorted(set(caught_fit) | {str(w.message)[:160] for w in caught}))
 
 
 def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     """GEE logistic regression clustered by template (robust covariance); joint Wald test of policy."""
-    import statsmodels.api as sm
-    import statsmodels.formula.api as smf
+    from statsmodels.genmod.cov_struct import Exchangeable, Independence
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_estimating_equations import GEE
     d, formula, ref, refused = _prepare(df, reference, "GEE logit", MIN_TEMPLATES_GEE)
     if refused:
         return refused
     res, used, caught_all = None, "", []
-    for name, cs in (("exchangeable", sm.cov_struct.Exchangeable()), ("independence", sm.cov_struct.Independence())):
+    for name, cs in (("exchangeable", Exchangeable()), ("independence", Independence())):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                r = smf.gee(formula, groups="template_id", data=d, family=sm.families.Binomial(), cov_struct=cs).fit()
+                r = GEE.from_formula(formula, groups="template_id", data=d, family=Binomial(), cov_struct=cs).fit()
                 # the robust standard errors are computed lazily: evaluate them here, so that their warnings
                 # (e.g. a negative robust variance) are recorded with the fit, not printed by a later caller
                 finite = bool(np.all(np.isfinite(r.params)) and np.all(np.isfinite(r.bse))
@@ -339,7 +371,9 @@ def regressions_fit(d: pd.DataFrame, reference: str = "R1") -> dict:
     if prim["rows"].empty:       # no copy policy in the rows: every policy is the primary family
         prim = prepare_family(d, "all", reference)
     r, ref = prim["rows"], prim["reference"] or reference
-    fits = dict(fixed=fixed_effects_logit(r, ref), lr=lr_test(r, ref), mixed=mixed_logit(r, ref), gee=gee_logit(r, ref))
+    shared: dict = {}     # one fixed-effects fit for the Wald and the likelihood-ratio test (_full_fit)
+    fits = dict(fixed=fixed_effects_logit(r, ref, shared), lr=lr_test(r, ref, shared), mixed=mixed_logit(r, ref),
+                gee=gee_logit(r, ref))
     fam = dict(primary=_family_info(prim))
     if prim["family"] == PRIMARY_FAMILY and set(d["policy"].astype(str)) - set(COPY_FAMILY):
         sec = prepare_family(d, "all", reference)
@@ -348,7 +382,8 @@ def regressions_fit(d: pd.DataFrame, reference: str = "R1") -> dict:
             fits["secondary"] = dict(fixed=fits["fixed"], lr=fits["lr"])
             sec["note"] += "; the rows left to test are the primary family's"
         else:
-            fits["secondary"] = dict(fixed=fixed_effects_logit(rs, refs), lr=lr_test(rs, refs))
+            shared = {}
+            fits["secondary"] = dict(fixed=fixed_effects_logit(rs, refs, shared), lr=lr_test(rs, refs, shared))
         fam["secondary"] = _family_info(sec)
     fits["families"] = fam
     fits["verdict"] = verdict_table(fits)

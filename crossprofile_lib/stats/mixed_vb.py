@@ -1,0 +1,116 @@
+"""The net-lead robustness fit's model: statsmodels' ``BinomialBayesMixedGLM`` (random intercept
+per template, fitted by ``fit_vb``) with the ELBO gradient computed without scipy.sparse.
+
+``fit_vb`` calls the gradient a few hundred times, and each call builds ten sparse matrices
+(``exog_vc2.multiply(vc_sd)``, one per Gauss-Legendre point) to sum over the rows of each
+template: on the reference grid that overhead was about half of the fit's CPU time. With one
+random-intercept column per row (a 0/1 indicator of the row's template, as ``{"template":
+"0 + C(template_id)"}`` gives), those sums are ``numpy.bincount`` over the row's template index,
+which adds the same terms in the same order (row order) as scipy's sparse matrix-vector product
+(sparse ``csc_matvec``/``coo_matvec`` accumulate ``y[g] += a * x[i]`` row by row from 0, ``a = 1``
+or ``vc_sd[g]``), so every value, and every digit of the fit, is the same (the golden test of
+``crossprofile stats`` and :func:`same_gradient` check it). Any other random-effects design
+falls back to statsmodels' own gradient.
+
+The body of :meth:`TemplateInterceptMixedGLM.vb_elbo_grad_base` follows statsmodels 0.15's
+``_VariationalBayesMixedGLM.vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers) line for
+line; only the two sparse products differ.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM, glw
+
+
+def _indicator_groups(exog_vc) -> Optional[np.ndarray]:
+    """Each row's column when ``exog_vc`` (CSR) has exactly one stored 1.0 per row, else None."""
+    ptr, data = np.asarray(exog_vc.indptr), np.asarray(exog_vc.data)
+    if exog_vc.format != "csr" or len(ptr) != exog_vc.shape[0] + 1 or not np.all(np.diff(ptr) == 1) \
+            or not np.all(data == 1.0):
+        return None
+    return np.asarray(exog_vc.indices, dtype=np.intp).copy()
+
+
+class TemplateInterceptMixedGLM(BinomialBayesMixedGLM):
+    """``BinomialBayesMixedGLM`` whose ELBO gradient sums per template with ``numpy.bincount``
+    (same values as the sparse products; see the module doc)."""
+
+    @classmethod
+    def from_formula(cls, formula, vc_formulas, data, vcp_p=1, fe_p=2):
+        """As ``BinomialBayesMixedGLM.from_formula`` (which builds a ``BinomialBayesMixedGLM``
+        whatever the class it is called on): the same model, with this class's gradient."""
+        model = BinomialBayesMixedGLM.from_formula(formula, vc_formulas, data, vcp_p=vcp_p, fe_p=fe_p)
+        model.__class__ = cls
+        model._groups = _indicator_groups(model.exog_vc)
+        model._exog_sq = model.exog ** 2
+        model._k = model.exog_vc.shape[1]
+        return model
+
+    def _per_group(self, x: np.ndarray) -> np.ndarray:
+        return np.bincount(self._groups, weights=x, minlength=self._k)
+
+    def vb_elbo_grad_base(self, h, tm, tv, fep_mean, vcp_mean, vc_mean, fep_sd, vcp_sd, vc_sd):
+        if self._groups is None:
+            return super().vb_elbo_grad_base(h, tm, tv, fep_mean, vcp_mean, vc_mean, fep_sd, vcp_sd, vc_sd)
+        fep_mean_grad = 0.0
+        fep_sd_grad = 0.0
+        vcp_mean_grad = 0.0
+        vcp_sd_grad = 0.0
+        vc_mean_grad = 0.0
+        vc_sd_grad = 0.0
+        sd_of_row = vc_sd[self._groups]
+
+        # p(y | vc) contributions
+        for w in glw:
+            z = self.rng * w[1]
+            u = h(z) * np.exp(-(z**2) / 2) / np.sqrt(2 * np.pi)
+            r = u / np.sqrt(tv)
+            fep_mean_grad += w[0] * np.dot(u, self.exog)
+            vc_mean_grad += w[0] * self._per_group(u)                       # exog_vc.T @ u
+            fep_sd_grad += w[0] * z * np.dot(r, self._exog_sq * fep_sd)
+            vc_sd_grad += w[0] * z * self._per_group(sd_of_row * r)         # exog_vc2.multiply(vc_sd).T @ r
+
+        fep_mean_grad *= self.rng
+        vc_mean_grad *= self.rng
+        fep_sd_grad *= self.rng
+        vc_sd_grad *= self.rng
+        fep_mean_grad += np.dot(self.endog, self.exog)
+        vc_mean_grad += self._per_group(np.asarray(self.endog, dtype=float))  # exog_vc.T @ endog
+
+        (fep_mean_grad_i, fep_sd_grad_i, vcp_mean_grad_i, vcp_sd_grad_i, vc_mean_grad_i,
+         vc_sd_grad_i) = self._elbo_grad_common(fep_mean, fep_sd, vcp_mean, vcp_sd, vc_mean, vc_sd)
+
+        fep_mean_grad += fep_mean_grad_i
+        fep_sd_grad += fep_sd_grad_i
+        vcp_mean_grad += vcp_mean_grad_i
+        vcp_sd_grad += vcp_sd_grad_i
+        vc_mean_grad += vc_mean_grad_i
+        vc_sd_grad += vc_sd_grad_i
+
+        fep_sd_grad += 1 / fep_sd
+        vcp_sd_grad += 1 / vcp_sd
+        vc_sd_grad += 1 / vc_sd
+
+        mean_grad = np.concatenate((fep_mean_grad, vcp_mean_grad, vc_mean_grad))
+        sd_grad = np.concatenate((fep_sd_grad, vcp_sd_grad, vc_sd_grad))
+        return mean_grad, sd_grad
+
+
+def same_gradient(model: TemplateInterceptMixedGLM, rng: np.random.Generator, points: int = 5) -> bool:
+    """Whether ``model``'s gradient equals statsmodels' own bit for bit at ``points`` random
+    parameter vectors (for tests)."""
+    n = model.k_fep + model.k_vcp + model.k_vc
+    for _ in range(points):
+        mean, sd = rng.normal(size=n), np.exp(-0.5 + 0.1 * rng.normal(size=n))
+        ours = model.vb_elbo_grad(mean, sd)
+        groups, model._groups = model._groups, None
+        try:
+            theirs = model.vb_elbo_grad(mean, sd)
+        finally:
+            model._groups = groups
+        if not all(np.array_equal(a, b) for a, b in zip(ours, theirs)):
+            return False
+    return True
