@@ -155,13 +155,33 @@ def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
             info["not_rebuilt"] += 1
             info["left_out_by_policy"][pol] = info["left_out_by_policy"].get(pol, 0) + 1
             continue
-        X.append(decode_features(f))
+        X.append(f)
         ch.append(order.index(decision))
         tid.append(t)
         used_pols.append(pol)
     info["used"] = len(X)
     info["policies_rebuilt"] = list(dict.fromkeys(used_pols))
-    return _choice_data(X, ch, tid), info
+    stacked = _decode_all(X)
+    if stacked is not None:
+        return ChoiceData(stacked, np.array(ch), np.array(tid, dtype=object), np.ones(len(X))), info
+    return _choice_data([decode_features(f) for f in X], ch, tid), info
+
+
+def _decode_all(feats: list) -> Optional[np.ndarray]:
+    """:func:`decode_features` of every string at once, ``(n, K, F)`` (the same floats: numpy
+    parses the same integer strings), or None where the rows differ in option or feature count
+    (the per-row path then raises its error) or there are none."""
+    if not feats:
+        return None
+    separators = {f.translate(_NOT_SEPARATORS) for f in feats}     # e.g. ",,,;,,,;,,,"
+    if len(separators) != 1 or len({len(o) for o in separators.pop().split(";")}) != 1:
+        return None
+    k, n_f = feats[0].count(";") + 1, feats[0].split(";")[0].count(",") + 1
+    return np.array(",".join(feats).replace(";", ",").split(","), dtype=float).reshape(len(feats), k, n_f)
+
+
+#: str.translate table that keeps only the separators ``,`` and ``;``
+_NOT_SEPARATORS = {c: None for c in range(128) if chr(c) not in ",;"}
 
 
 def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):

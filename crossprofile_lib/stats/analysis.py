@@ -76,7 +76,8 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
     cache = cache or FitCache(None)
 
     def fit(d, reference):
-        return cache.get("regressions", dict(rows=table_hash(d), reference=reference), lambda: regressions_fit(d, reference))
+        return cache.get("regressions", lambda: dict(rows=table_hash(d), reference=reference),
+                         lambda: regressions_fit(d, reference))
 
     out["net_lead"] = net_lead_analysis(df, boot, st["net_lead_where"], regressions=regressions, fit=fit)
     if fit_resamples is not None and fit_resamples <= 0:
@@ -99,8 +100,9 @@ def social_proof_cached(rows: pd.DataFrame, boot: TemplateBootstrap, fit_resampl
             return dict(skipped=cd or "no rebuilt choice data handed in")
         data, info = cd
         return dict(fit_social_proof(data, boot, fit_resamples), rebuild=info)
-    parts = dict(rows=table_hash(rows), boot=hashlib.sha256(np.ascontiguousarray(boot.idx).tobytes()).hexdigest(),
-                 units=list(boot.units), level=boot.level, fit_resamples=fit_resamples, inputs=choice_key)
+    def parts():      # hashed only when the cache is on
+        return dict(rows=table_hash(rows), boot=hashlib.sha256(np.ascontiguousarray(boot.idx).tobytes()).hexdigest(),
+                    units=list(boot.units), level=boot.level, fit_resamples=fit_resamples, inputs=choice_key)
     return (cache or FitCache(None)).get("social_proof", parts, compute)
 
 

@@ -106,7 +106,9 @@ def _decode(x: Any):
 
 class FitCache:
     """``get(name, parts, compute)``: the stored result for ``(name, parts)``, else ``compute()``
-    stored. ``folder=None`` disables caching (every call computes). ``hits`` / ``misses`` count."""
+    stored. ``parts`` may be a callable returning them (called only when caching: a disabled
+    cache, ``--no-cache``, hashes nothing). ``folder=None`` disables caching (every call
+    computes). ``hits`` / ``misses`` count."""
 
     def __init__(self, folder: Optional[Path | str]):
         self.folder = Path(folder) if folder is not None else None
@@ -122,10 +124,11 @@ class FitCache:
         doc = json.dumps({"name": name, "code": code_digest(), "parts": _encode(parts)}, sort_keys=True)
         return hashlib.sha256(doc.encode()).hexdigest()
 
-    def get(self, name: str, parts: dict, compute: Callable[[], Any]) -> Any:
+    def get(self, name: str, parts: dict | Callable[[], dict], compute: Callable[[], Any]) -> Any:
         if self.folder is None:
             self.misses += 1
             return compute()
+        parts = parts() if callable(parts) else parts
         path = self.folder / f"{name}-{self.key(name, parts)[:32]}.json"
         try:
             value = _decode(json.loads(path.read_text(encoding="utf-8")))
