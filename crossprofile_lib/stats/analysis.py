@@ -38,6 +38,16 @@ from crossprofile_lib.stats.socialproof import fit_social_proof
 BLAS_THREADS = 1
 
 
+def load_blas_libraries() -> None:
+    """Load scipy's own BLAS (scipy ships an OpenBLAS apart from numpy's) before the analysis
+    limits the BLAS threads: ``threadpool_limits`` limits only the libraries loaded when it is
+    entered, and scipy is imported lazily inside it (the contrasts' Holm, the fits), so its BLAS
+    ran with a thread per core: on a busy 2-core machine the social-proof fit's L-BFGS-B (3
+    parameters) took 10 times the CPU in idle-thread spinning. scipy is imported anyway by the
+    contrasts' Holm step (statsmodels' ``multipletests``)."""
+    import scipy.linalg  # noqa: F401
+
+
 def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
                   n_resamples: int = DEFAULT_RESAMPLES, choice_data=None,
                   regressions: bool = True, fit_resamples: Optional[int] = 1000, rows: Optional[dict] = None,
@@ -122,6 +132,7 @@ def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int 
     prereg = prereg or load_prereg()
     if rows is None:
         df, rows = prepare(df, allow_errors, analysis_set)
+    load_blas_libraries()
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         return _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamples, rows, cache, choice_key)
 
