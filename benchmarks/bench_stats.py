@@ -21,9 +21,13 @@ machine load hits all of them alike; the 1-minute load average is recorded befor
    interleaved: bare tables (``--no-regressions --fit-resamples 0``), default with an empty cache
    (``cold``) and default again (``warm``, the fits read from ``DIR/.stats_cache/``); the reports
    of ``cold`` and ``warm`` must be identical (recorded). The aim (issue 26): cold within 1.5x the
-   bare tables. (``benchmarks/results/stats.json`` of commit f5c6d93 also has ``cold_one_core``:
-   that commit fitted the regressions in a forked worker by default, and pinning to one core ran
-   them in-process; the worker cost more CPU and more wall time there, so it was removed.)
+   bare tables, with every digit of the report unchanged (``tests/test_stats_golden.py``). (Commit
+   f5c6d93's results also had ``cold_one_core``: that commit fitted the regressions in a forked
+   worker by default, and pinning to one core ran them in-process; the worker cost more CPU and
+   more wall time there, so it was removed.)
+
+``--keep DIR`` reuses ``DIR/reference`` and ``DIR/stochastic`` where they already hold a run (the
+same ``crossprofile run`` commands), so a rerun measures only ``stats``.
 
 The file records the commit, date, load average and command (``benchmarks/record.py``).
 """

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     from crossprofile_lib.run.rebuild import choice_data_rebuilder
     from crossprofile_lib.run.results import read_header, read_results
     from crossprofile_lib.stats import netlead as N
-    from crossprofile_lib.stats.analysis import BLAS_THREADS
+    from crossprofile_lib.stats.analysis import BLAS_THREADS, load_blas_libraries
     from crossprofile_lib.stats.analysis_set import prepare
     from crossprofile_lib.stats.bootstrap import TemplateBootstrap
     from crossprofile_lib.stats.contrasts import load_prereg
@@ -42,11 +42,12 @@ def main(argv=None) -> int:
     st = prereg.settings
     d = N.subset(rows, st["net_lead_where"])
     parts = {}
+    load_blas_libraries()       # as analyse() does: scipy's BLAS limited too
     with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
-        t = time.process_time()
-        import statsmodels.api  # noqa: F401
-        import statsmodels.formula.api  # noqa: F401
-        from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM  # noqa: F401
+        t = time.process_time()     # what the regressions import (statsmodels' genmod modules, not statsmodels.api)
+        from statsmodels.genmod import cov_struct, families, generalized_estimating_equations, generalized_linear_model  # noqa: F401,E501
+
+        from crossprofile_lib.stats import mixed_vb  # noqa: F401  (statsmodels' bayes_mixed_glm)
         parts["import statsmodels"] = time.process_time() - t
         t = time.process_time()
         N.regressions_fit(d, "R1")
