@@ -190,7 +190,7 @@ VARIANTS = ("bare", "cold", "warm")
 
 
 def bench_command(run_dir: Path, args) -> dict:
-    base = CLI + ["stats", str(run_dir), "--resamples", str(args.resamples), "--fit-resamples", str(args.fit_resamples)]
+    base = CLI + ["stats", str(run_dir), "--resamples", str(args.resamples)]
     cache = run_dir / ".stats_cache"
     cpu = {k: [] for k in VARIANTS}
     wall = {k: [] for k in VARIANTS}
@@ -201,7 +201,9 @@ def bench_command(run_dir: Path, args) -> dict:
             if k.startswith("cold"):
                 shutil.rmtree(cache, ignore_errors=True)
             loads[k].append(load())
-            cmd = base + (["--no-regressions", "--fit-resamples", "0"] if k == "bare" else [])
+            # each option once (the command refuses an option given twice)
+            cmd = base + (["--no-regressions", "--fit-resamples", "0"] if k == "bare"
+                          else ["--fit-resamples", str(args.fit_resamples)])
             c, w, text = child_times(cmd)
             cpu[k].append(c)
             wall[k].append(w)
