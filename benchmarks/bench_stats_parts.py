@@ -47,7 +47,8 @@ def main(argv=None) -> int:
         t = time.process_time()     # what the regressions import (statsmodels' genmod modules, not statsmodels.api)
         from statsmodels.genmod import cov_struct, families, generalized_estimating_equations, generalized_linear_model  # noqa: F401,E501
 
-        from crossprofile_lib.stats import mixed_vb  # noqa: F401  (statsmodels' bayes_mixed_glm)
+        from crossprofile_lib.stats.mixed_vb import model_class
+        model_class()                  # statsmodels' bayes_mixed_glm
         parts["import statsmodels"] = time.process_time() - t
         t = time.process_time()
         N.regressions_fit(d, "R1")

@@ -52,6 +52,7 @@ import pandas as pd
 
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.contrasts import holm, row_mask
+from crossprofile_lib.stats.mixed_vb import model_class as mixed_model_class
 from crossprofile_lib.stats.separation import COPY_FAMILY, PRIMARY_FAMILY, informative_templates, prepare_family
 from crossprofile_lib.stats.tables import means_table
 
@@ -124,14 +125,12 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     gradient summed per template without scipy.sparse, the same numbers: :mod:`.mixed_vb`)."""
     from scipy.stats import norm
 
-    from crossprofile_lib.stats.mixed_vb import TemplateInterceptMixedGLM
-
     d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
     if refused:
         return refused
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = TemplateInterceptMixedGLM.from_formula(formula, {"template": "0 + C(template_id)"}, d)
+        model = mixed_model_class().from_formula(formula, {"template": "0 + C(template_id)"}, d)
         res = model.fit_vb(rng=np.random.default_rng(VB_SEED))
     mean, sd = np.asarray(res.fe_mean), np.asarray(res.fe_sd)
     z = mean / sd
