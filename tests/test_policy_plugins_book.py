@@ -117,3 +117,38 @@ def test_every_chapter_gets_the_policy_files_declared_or_not(tmp_path):
     nb = json.loads((tmp_path / "99-probe.ipynb").read_text())
     text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
     assert "GOT ['x.py'] [3]" in text, text
+
+
+def test_an_imported_run_brings_its_own_policy_file_or_is_refused_naming_it(tmp_path):
+    """RUNS=folder whose results hold a user policy: the chapters rebuild memories, so the policy must
+    be known. The book loads the file the run recorded when it is there unchanged (by SHA-256);
+    otherwise the folder is refused before any chapter runs, naming it and POLICY_FILES (the near
+    misses: a changed file, a missing file, never a silent unknown policy in chapter 7)."""
+    from crossprofile_lib.book.experiments import BookRuns
+    from crossprofile_lib.book.models import RunImportError, import_run
+    from crossprofile_lib.book.params import BookParams
+    from crossprofile_lib.policies.registry import parse_policy
+
+    mine = tmp_path / "mine.py"
+    mine.write_text(EXAMPLE.read_text())
+    run = BookRuns(BookParams.quick(runs_root=str(tmp_path / "runs"), policy_files=[str(mine)])).reference()
+
+    def forget():
+        for d in (plugins.REGISTRY, plugins.PLUGINS):
+            d.pop("Longest", None)
+        plugins._LOADED.clear()
+
+    forget()
+    with pytest.raises(ValueError, match="unknown policy 'Longest'"):
+        parse_policy("Longest")
+    got = import_run(run.path)
+    assert "Longest" in set(got.df.policy) and parse_policy("Longest-k7").base == "Longest"
+
+    forget()
+    mine.write_text(EXAMPLE.read_text() + "\n# edited\n")
+    with pytest.raises(RunImportError, match=rf"RUNS={run.path}: .*Longest.*changed.*POLICY_FILES"):
+        import_run(run.path)
+    forget()
+    mine.unlink()
+    with pytest.raises(RunImportError, match=rf"RUNS={run.path}: .*Longest.*POLICY_FILES"):
+        import_run(run.path)

@@ -44,6 +44,8 @@ from crossprofile_lib.hiddenbench.run import HEADER as HB_HEADER
 from crossprofile_lib.hiddenbench.run import read_tables
 from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH, _file
 from crossprofile_lib.paths import resource, templates_dir
+from crossprofile_lib.policies.checks import PolicyFileError
+from crossprofile_lib.policies.plugins import ensure_recorded
 from crossprofile_lib.run.results import ResultsError, read_header, read_results
 from crossprofile_lib.stats.headroom import headroom
 from crossprofile_lib.task.templates import parse_template, template_paths
@@ -356,13 +358,28 @@ def import_run(path: str | Path) -> Run | HBRun:
                     from None
         if not tables:
             raise _mismatch(folder, f"{HB_HEADER} lists no protocol with tables")
+        _policies_recorded(folder, header, HB_HEADER)
         return HBRun(folder, header, tables)
     try:
         header, df = read_header(folder), read_results(folder)
     except ResultsError as e:
         raise _mismatch(folder, f"{e} (a run folder holds results.parquet and run.json, or {HB_HEADER})") from None
     check_crossprofile(folder, header, df)
+    _policies_recorded(folder, header, "run.json")
     return Run(folder, with_cells(df), header)
+
+
+def _policies_recorded(folder: Path, header: dict, name: str) -> None:
+    """Make the run's own memory policies known (its header's ``policy_files``): a policy file the
+    book was not given is loaded from the recorded path when it is there with the recorded SHA-256;
+    otherwise :class:`RunImportError` says which file to give with ``POLICY_FILES`` (the chapters
+    rebuild memories, and an unknown policy name cannot be rebuilt)."""
+    try:
+        ensure_recorded(header.get("policy_files"), f"{folder}/{name}")
+    except PolicyFileError as e:
+        names = sorted({n for r in header.get("policy_files") or () for n in r.get("policies", ())})
+        raise _mismatch(folder, f"its results hold memory policies of your own ({', '.join(names)}) from a policy "
+                                f"file this book cannot load ({e}); give that file with POLICY_FILES=...") from None
 
 
 def gaps(run: Run) -> list[str]:
