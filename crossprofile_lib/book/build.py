@@ -53,6 +53,10 @@ EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|tr
 CSS_EXTERNAL = re.compile(r"""(?:url\(\s*["']?\s*|@import\s+["'])(?:https?:)?//[^)"'\s]*""", re.IGNORECASE)
 _STYLE = re.compile(r"""<style\b[^>]*>(.*?)</style>|\sstyle=(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE | re.DOTALL)
 
+#: Sphinx warnings a partial book (``only``) does not treat as errors: links to chapters left out
+#: (``{doc}``: ``ref.doc``) and to their labels (``ref.ref``, ``ref.numref``).
+PARTIAL_BOOK_QUIET = ("ref.doc", "ref.numref", "ref.ref")
+
 #: Pages every build keeps, even with ``only``: the landing page and the glossary/bibliography that
 #: chapters cross-reference.
 ALWAYS = ("intro", "glossary", "bibliography")
@@ -90,6 +94,12 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
     shutil.copy2(root / "references.bib", out / "references.bib")
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     if only:
+        # The landing page and the glossary link to every chapter; in a partial book a link to a
+        # chapter left out is plain text, not an error (every other warning still fails the build).
+        cfg = yaml.safe_load((out / "_config.yml").read_text())
+        sphinx_cfg = cfg.setdefault("sphinx", {}).setdefault("config", {})
+        sphinx_cfg["suppress_warnings"] = sorted({*sphinx_cfg.get("suppress_warnings", []), *PARTIAL_BOOK_QUIET})
+        (out / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         parts = []
         for part in toc.get("parts", []):
             ch = [c for c in part["chapters"] if selected(Path(c["file"]).name, only)]
