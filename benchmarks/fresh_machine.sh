@@ -70,6 +70,7 @@ compiled = {k: bool(re.search(r"Building wheel for llama[-_]cpp[-_]python|Buildi
                                 v)) for k, v in logs.items()}
 timing = work / "book-clone" / "_build" / "book_timing.json"
 out = {"record": {"commit": os.popen(f"git -C {work}/book-clone rev-parse HEAD").read().strip(),
+                  "dirty": False,  # the measured tree is a clone of HEAD: committed code only
                   "date": os.environ["STARTED"],
                   "command": "bash benchmarks/fresh_machine.sh" + (" --backend " + os.environ["BACKEND_ARG"]
                                                                    if os.environ["BACKEND_ARG"] else ""),
