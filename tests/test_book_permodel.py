@@ -31,11 +31,11 @@ from crossprofile_lib.book.hbruns import HBRun, hb_as_run, hiddenbench_run
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import Run, bootstrap, load_run
 from crossprofile_lib.design import GROUP_SIZE_POLICIES, HB_POLICIES, MODEL_POLICIES, VARIANT_NAMES
-from crossprofile_lib.policies import plugins
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_openai_server as F  # noqa: E402
+from policy_registry import policy_registry_kept  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "policies" / "keep_longest.py"
@@ -46,11 +46,8 @@ GRID = dict(templates=["templates/dev"], seeds=[0], budgets=["0.6"],
 
 @pytest.fixture(scope="module", autouse=True)
 def saved_registry():
-    before = (dict(plugins.REGISTRY), dict(plugins.PLUGINS), dict(plugins._LOADED))
-    yield
-    for d, saved in zip((plugins.REGISTRY, plugins.PLUGINS, plugins._LOADED), before):
-        d.clear()
-        d.update(saved)
+    with policy_registry_kept():
+        yield
 
 
 def as_model(run: Run, backend: str, model: str, path: Path | None = None) -> Run:

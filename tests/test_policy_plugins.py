@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from policy_registry import policy_registry_kept
 
 from crossprofile_lib.cli import main
 from crossprofile_lib.policies import PolicyContext, parse_policy, plugins
@@ -34,11 +35,8 @@ SMALL = ["--templates", "templates/dev", "--seeds", "0", "--budgets", "0.6"]
 @pytest.fixture(autouse=True)
 def fresh_registry():
     """Each test starts from the built-ins alone (plug-ins registered by a test are removed after it)."""
-    before = (dict(plugins.REGISTRY), dict(plugins.PLUGINS), dict(plugins._LOADED))
-    yield
-    for d, saved in zip((plugins.REGISTRY, plugins.PLUGINS, plugins._LOADED), before):
-        d.clear()
-        d.update(saved)
+    with policy_registry_kept():
+        yield
 
 
 def readme_blocks() -> dict[str, str]:

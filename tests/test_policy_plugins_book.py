@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from policy_registry import policy_registry_kept
 
 from crossprofile_lib.policies import plugins
 
@@ -23,11 +24,8 @@ EXAMPLE = ROOT / "examples" / "policies" / "keep_longest.py"
 
 @pytest.fixture(autouse=True)
 def fresh_registry():
-    before = (dict(plugins.REGISTRY), dict(plugins.PLUGINS), dict(plugins._LOADED))
-    yield
-    for d, saved in zip((plugins.REGISTRY, plugins.PLUGINS, plugins._LOADED), before):
-        d.clear()
-        d.update(saved)
+    with policy_registry_kept():
+        yield
 
 
 def test_bad_policy_files_variable_stops_the_build_before_anything_runs(tmp_path, capsys):
