@@ -489,11 +489,13 @@ class CallCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-            if getattr(self, "_held", False):
-                self._held = False
-                _hold(self.path, -1)
+            self._release()
 
     def __del__(self):  # a cache dropped without close(): its connection closes with it
+        self._release()
+
+    def _release(self) -> None:
+        """This object no longer holds its file open in this process (:data:`_OPEN`); once only."""
         if getattr(self, "_held", False):
             self._held = False
             _hold(self.path, -1)
