@@ -73,3 +73,35 @@ def paper_tokenizers(named_vocabs):
     toks, missing = design_tokenizers(DESIGN_PRICINGS)
     assert set(missing) <= {"smollm2"}, missing
     return toks
+
+
+#: The repository address the shared quick book is built with: the launch buttons on, as on a published site
+#: (``make site``); a link only, never loaded (the browser tests check that nothing leaves the machine).
+QUICK_BOOK_REPOSITORY = "https://github.com/example/crossprofile"
+
+#: The xdist group of every test that reads :func:`quick_book`: one worker builds it once (``make test``
+#: runs ``pytest -n 2 --dist loadgroup``).
+QUICK_BOOK_GROUP = "quick-book"
+
+
+@pytest.fixture(scope="session")
+def quick_book(tmp_path_factory) -> Path:
+    """The folder of the book built ONCE per test session with the quick parameters, as a reader meets it:
+    ``scripts/build_book.py --quick`` in a fresh process, its own empty call cache, REPOSITORY_URL set
+    (:data:`QUICK_BOOK_REPOSITORY`). Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
+    the chapters that build executed with papermill (a cell error fails the build, and so every test using this).
+    ``CROSSPROFILE_BOOK_HTML=DIR`` (an already built ``_build/html``) skips the build: the folder is DIR's
+    grandparent. Tests using it carry ``pytest.mark.xdist_group(QUICK_BOOK_GROUP)``."""
+    import os
+    import subprocess
+    import sys
+    given = os.environ.get("CROSSPROFILE_BOOK_HTML")
+    if given:
+        return Path(given).resolve().parents[1]
+    out = tmp_path_factory.mktemp("quick-book")
+    env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"), REPOSITORY_URL=QUICK_BOOK_REPOSITORY)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        pytest.fail(f"the quick book build failed (exit {r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+    return out

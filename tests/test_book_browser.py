@@ -1,7 +1,8 @@
 """A real browser reads EVERY page of the built book: headless Chromium (tests/browser.py).
 
-The book is built with small parameters into a temporary folder (``scripts/build_book.py --quick``;
-``CROSSPROFILE_BOOK_HTML=DIR`` reuses an already built ``_build/html``), served on 127.0.0.1, and
+The book is built once per session with small parameters into a temporary folder (tests/conftest.py
+``quick_book``: ``scripts/build_book.py --quick``, launch buttons on; ``CROSSPROFILE_BOOK_HTML=DIR`` reuses an
+already built ``_build/html``), served on 127.0.0.1, and
 every HTML page is opened in Chromium, in the light and the dark theme, at 1280 and 390 px. On each
 page and view the test checks that
 
@@ -33,14 +34,13 @@ import html.parser
 import http.server
 import os
 import re
-import subprocess
-import sys
 import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 from browser import Browser, navigate, off_machine, require_chromium
+from conftest import QUICK_BOOK_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = ("_static", "_sources", "_images", "_panels_static")
@@ -51,17 +51,15 @@ def chromium():
     return require_chromium()
 
 
+#: One worker reads the one quick book (tests/conftest.py ``quick_book``).
+pytestmark = pytest.mark.xdist_group(QUICK_BOOK_GROUP)
+
+
 @pytest.fixture(scope="module")
-def built_book(tmp_path_factory, chromium):
-    given = os.environ.get("CROSSPROFILE_BOOK_HTML")
-    if given:
-        return Path(given)
-    out = tmp_path_factory.mktemp("book")
-    env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"))
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--out", str(out)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, f"book build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return out / "_build" / "html"
+def built_book(chromium, request):
+    """The shared quick book's site (tests/conftest.py ``quick_book``: built once per session, launch buttons on),
+    asked for only once Chromium is known to be there."""
+    return request.getfixturevalue("quick_book") / "_build" / "html"
 
 
 REFRESH = re.compile(r"""<meta[^>]+http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.IGNORECASE)
@@ -96,7 +94,12 @@ def browser(chromium, tmp_path_factory):
 
 
 # --------------------------------------------------------------------------- in the page
-WAIT_MATHJAX = """new Promise(res => { const t0 = Date.now(); (function w() {
+#: Resolves when MathJax has typeset the page (true), at once on a page that loads no MathJax (null: Sphinx
+#: adds it only to pages with maths; raw TeX left on such a page is still caught by INSPECT's ``raw_tex``),
+#: or after 15 s (false).
+WAIT_MATHJAX = """new Promise(res => { const t0 = Date.now();
+    if (!document.querySelector('script[src*="mathjax" i]')) { res(null); return; }
+    (function w() {
     const mj = window.MathJax;
     if (mj && mj.startup && mj.startup.promise) { mj.startup.promise.then(() => res(true)); return; }
     if (Date.now() - t0 > 15000) { res(false); return; } setTimeout(w, 100); })(); })"""
@@ -204,8 +207,9 @@ def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: st
         cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=2200, deviceScaleFactor=1,
                  mobile=width < 600)
         navigate(cdp, url)
-        cdp.evaluate(WAIT_MATHJAX)
+        typeset = cdp.evaluate(WAIT_MATHJAX)
         info = cdp.evaluate(f"const MIN_SCALE = {min_scale(width)};" + INSPECT)
+        info["mathjax"] = typeset
         info["contrast"] = cdp.evaluate(CONTRAST)
         if shot is not None:
             cdp.screenshot(shot)
@@ -226,6 +230,8 @@ def problems(page: str, info: dict) -> list[str]:
         out.append(f"wide tables whose row labels scroll away (no sticky first column): {info['loose']}")
     if info["cut"]:
         out.append(f"captions cut off: {info['cut']}")
+    if info.get("mathjax") is False:
+        out.append("MathJax did not finish typesetting within 15 s")
     if info["math_errors"]:
         out.append(f"MathJax errors: {info['math_errors']}")
     if info["raw_tex"]:

@@ -1,5 +1,7 @@
-"""The book's notebooks: every chapter runs at small parameters (``pytest --nbval-lax``), both at the
-quick parameters and at a set without the primary budget and with one variant; every parameter a
+"""The book's notebooks: every chapter runs at small parameters, at the quick parameters (executed once
+by the session's quick book build, tests/conftest.py ``quick_book``: each chapter checked here to be that
+build's, every cell run, no error) and under ``pytest --nbval-lax`` at a set without the primary budget, with
+one variant and the live widgets on; every parameter a
 chapter declares is a field of BookParams defaulting to None; chapters import only the book and define
 nothing; every figure is labelled and referenced; the helpers keep the honesty rules (captions name the
 backend and model, paper values only in 'paper' columns, a failed headroom check is visible); runs are
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import QUICK_BOOK_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.md"))
@@ -32,13 +35,14 @@ def _small(runs_root: Path, extra: dict | None = None) -> dict:
                 paper_seeds=[0], paper_budgets=["0.6"], fit_resamples=100, hb_seeds=[0], **(extra or {}))
 
 
-@pytest.fixture(scope="module", params=["quick", "no-primary-one-variant"])
-def small_notebooks(request, tmp_path_factory):
-    """Each notebook converted with jupytext, small parameters injected by papermill (not run)."""
+@pytest.fixture(scope="module")
+def small_notebooks(tmp_path_factory):
+    """Each notebook converted with jupytext, the second parameter set (:data:`NO_PRIMARY`, live widgets on)
+    injected by papermill (not run)."""
     import jupytext
     import papermill as pm
     d = tmp_path_factory.mktemp("notebooks")
-    params = _small(d / "runs", NO_PRIMARY if request.param != "quick" else None)
+    params = _small(d / "runs", NO_PRIMARY)
     out = {}
     for md in NOTEBOOKS:
         src = d / f"{md.stem}.src.ipynb"
@@ -67,6 +71,73 @@ def test_notebook_runs_under_nbval(name, small_notebooks):
                         "--rootdir", str(nb.parent), str(nb)], cwd=nb.parent, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{name} failed under nbval:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
+
+
+def executed_problems(nb, want: dict) -> list[str]:
+    """What is wrong with one chapter as a build executed it (an nbformat notebook): not of the build with the
+    parameters ``want`` (its build record), a code cell that never ran (no execution count), an error output,
+    or papermill's exception flag."""
+    from crossprofile_lib.book.build import STAMP_KEY, build_id
+    out = []
+    rec = nb.metadata.get(STAMP_KEY) or {}
+    if rec.get("id") != build_id(want):
+        out.append(f"not executed by this build (record {rec.get('id')!r}, want {build_id(want)!r})")
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code":
+            continue
+        if c.get("execution_count") is None and c.source.strip():
+            out.append(f"cell {i} never ran")
+        out += [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for o in c.get("outputs", [])
+                if o.get("output_type") == "error"]
+    if (nb.metadata.get("papermill") or {}).get("exception"):
+        out.append("papermill recorded an exception")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group(QUICK_BOOK_GROUP)
+@pytest.mark.parametrize("name", [m.stem for m in NOTEBOOKS])
+def test_chapter_ran_whole_at_the_quick_parameters(name, quick_book):
+    """At the quick parameters each chapter is executed once, by the session's quick book build (papermill: a
+    cell error fails that build); here the chapter that build wrote is checked to be of the build with the
+    quick parameters, every code cell run and no error output."""
+    import nbformat
+
+    from crossprofile_lib.book.build import STAMP_KEY
+    # the build's parameters, as its landing page records them: the quick ones
+    want = (nbformat.read(quick_book / "book" / "intro.ipynb", as_version=4).metadata.get(STAMP_KEY) or {}).get("params")
+    assert want and {k: want.get(k) for k in _quick_core()} == json.loads(json.dumps(_quick_core())), want
+    nb = nbformat.read(quick_book / "book" / f"{name}.ipynb", as_version=4)
+    assert executed_problems(nb, want) == []
+
+
+def _quick_core() -> dict:
+    from crossprofile_lib import book
+    return {k: book.QUICK[k] for k in ("templates", "seeds", "budgets", "backend")}
+
+
+def test_the_executed_chapter_check_sees_each_fault():
+    """:func:`executed_problems` flags each way a chapter can come out of a build wrong, and nothing on a whole one."""
+    import nbformat
+
+    from crossprofile_lib.book.build import STAMP_KEY, build_id
+    params = {"templates": ["templates/dev"], "seeds": [0]}
+
+    def nb(**cell):
+        c = nbformat.v4.new_code_cell("x = 1", execution_count=1)
+        c.update(cell)
+        n = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"), c])
+        n.metadata[STAMP_KEY] = {"id": build_id(params), "params": params}
+        return n
+
+    assert executed_problems(nb(), params) == []
+    assert executed_problems(nb(), {**params, "seeds": [1]})[0].startswith("not executed by this build")
+    assert executed_problems(nb(execution_count=None), params) == ["cell 1 never ran"]
+    err = nbformat.v4.new_output("error", ename="KeyError", evalue="'x'", traceback=[])
+    assert executed_problems(nb(outputs=[err]), params) == ["cell 1: KeyError: 'x'"]
+    bad = nb()
+    bad.metadata["papermill"] = {"exception": True}
+    assert executed_problems(bad, params) == ["papermill recorded an exception"]
 
 
 def _declared(md) -> tuple[list, dict]:

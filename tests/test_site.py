@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import QUICK_BOOK_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
@@ -127,19 +127,12 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.mark.slow
-def test_site_folder_served_locally_loads_nothing_from_another_machine(tmp_path):
+@pytest.mark.xdist_group(QUICK_BOOK_GROUP)
+def test_site_folder_served_locally_loads_nothing_from_another_machine(tmp_path, request):
     from browser import Browser, navigate, off_machine, require_chromium
     exe = require_chromium()
-    given = os.environ.get("CROSSPROFILE_BOOK_HTML")
-    if given:
-        html = Path(given)
-    else:
-        out = tmp_path / "book"
-        env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"), REPOSITORY_URL="https://github.com/example/crossprofile")
-        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--out", str(out)],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-        assert r.returncode == 0, f"book build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-        html = out / "_build" / "html"
+    # the session's quick book (tests/conftest.py), built with REPOSITORY_URL: the launch buttons are on
+    html = request.getfixturevalue("quick_book") / "_build" / "html"
     site = tmp_path / "_site"
     assert make_site.main([str(html), str(site)]) == 0, "the link check failed on the built book"
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
