@@ -3,7 +3,11 @@
 # (a fresh PIP_CACHE_DIR, so every wheel is downloaded and llama-cpp-python compiles from source), each
 # phase timed, and optionally `CI=true bash .ci/run` (make test) in a second fresh clone.
 #
-#   bash benchmarks/fresh_machine.sh [--ci] [--backend none] [--keep DIR]
+#   bash benchmarks/fresh_machine.sh [--ci | --ci-only] [--backend none] [--keep DIR]
+#
+# --ci-only: only the CI run (a fresh clone, an empty pip cache, `CI=true bash .ci/run`), written to
+# benchmarks/results/fresh_ci.json instead. Chromium is not removed: when it is already installed the
+# figure leaves out .ci/run's apt-get step (the file records whether Chromium was there).
 #
 # Writes benchmarks/results/fresh_machine.json in THIS checkout (commit, date, load average before and
 # after, the command, per-phase wall seconds, whether anything compiled, and the build's own
@@ -11,10 +15,11 @@
 # shared machine the load average is recorded as it was: a figure taken under load says so.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
-CI_TOO=0; BACKEND_ARG=""; KEEP=""
+CI_TOO=0; CI_ONLY=0; BACKEND_ARG=""; KEEP=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ci) CI_TOO=1 ;;
+    --ci-only) CI_TOO=1; CI_ONLY=1 ;;
     --backend) BACKEND_ARG="$2"; shift ;;
     --keep) KEEP="$2"; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -29,6 +34,7 @@ rm -rf "$PIP_CACHE_DIR"; mkdir -p "$PIP_CACHE_DIR"
 PHASES="$WORK/phases.tsv"; : > "$PHASES"
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 STARTED="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+CHROMIUM_BEFORE="$(command -v chromium >/dev/null 2>&1 && echo preinstalled || echo absent)"
 
 phase() {  # phase NAME DIR COMMAND...: wall seconds and exit code of one phase, its log in WORK
   local name="$1" dir="$2"; shift 2
@@ -42,12 +48,14 @@ phase() {  # phase NAME DIR COMMAND...: wall seconds and exit code of one phase,
   return $rc
 }
 
-phase clone "$WORK" git clone -q "$HERE" book-clone
-phase make_install "$WORK/book-clone" make install
-if [ -n "$BACKEND_ARG" ]; then
-  phase make_book "$WORK/book-clone" make book BACKEND="$BACKEND_ARG" || true
-else
-  phase make_book "$WORK/book-clone" make book || true
+if [ "$CI_ONLY" = 0 ]; then
+  phase clone "$WORK" git clone -q "$HERE" book-clone
+  phase make_install "$WORK/book-clone" make install
+  if [ -n "$BACKEND_ARG" ]; then
+    phase make_book "$WORK/book-clone" make book BACKEND="$BACKEND_ARG" || true
+  else
+    phase make_book "$WORK/book-clone" make book || true
+  fi
 fi
 if [ "$CI_TOO" = 1 ]; then
   rm -rf "$PIP_CACHE_DIR"; mkdir -p "$PIP_CACHE_DIR"
@@ -56,6 +64,7 @@ if [ "$CI_TOO" = 1 ]; then
 fi
 
 HERE="$HERE" WORK="$WORK" STARTED="$STARTED" LOAD_BEFORE="$LOAD_BEFORE" BACKEND_ARG="$BACKEND_ARG" \
+CI_ONLY="$CI_ONLY" CHROMIUM_BEFORE="$CHROMIUM_BEFORE" \
 python3 - <<'EOF'
 import json, os, re
 from pathlib import Path
@@ -69,21 +78,27 @@ logs = {p["phase"]: (work / f"{p['phase']}.log").read_text(errors="replace") for
 compiled = {k: bool(re.search(r"Building wheel for llama[-_]cpp[-_]python|Building wheels for collected packages: .*llama",
                                 v)) for k, v in logs.items()}
 timing = work / "book-clone" / "_build" / "book_timing.json"
-out = {"record": {"commit": os.popen(f"git -C {work}/book-clone rev-parse HEAD").read().strip(),
+ci_only = os.environ["CI_ONLY"] == "1"
+clone = work / ("ci-clone" if ci_only else "book-clone")
+out = {"record": {"commit": os.popen(f"git -C {clone} rev-parse HEAD").read().strip(),
                   "dirty": False,  # the measured tree is a clone of HEAD: committed code only
                   "date": os.environ["STARTED"],
-                  "command": "bash benchmarks/fresh_machine.sh" + (" --backend " + os.environ["BACKEND_ARG"]
-                                                                   if os.environ["BACKEND_ARG"] else ""),
+                  "command": "bash benchmarks/fresh_machine.sh" + (" --ci-only" if ci_only else "")
+                             + (" --backend " + os.environ["BACKEND_ARG"] if os.environ["BACKEND_ARG"] else ""),
                   "load_average_before": [float(x) for x in os.environ["LOAD_BEFORE"].split()],
                   "load_average_after": [float(x) for x in open("/proc/loadavg").read().split()[:3]],
-                  "machine": {"cpus": os.cpu_count()}, "pip_cache": "empty (fresh PIP_CACHE_DIR)"},
+                  "machine": {"cpus": os.cpu_count()}, "pip_cache": "empty (fresh PIP_CACHE_DIR)",
+                  "chromium": os.environ["CHROMIUM_BEFORE"]},
        "phases": phases, "compiled_llama_cpp_python_in": [k for k, v in compiled.items() if v],
        "book_timing": json.loads(timing.read_text()) if timing.exists() else None,
-       "total_wall_s": round(sum(p["wall_s"] for p in phases if not p["phase"].startswith("ci_")), 1)}
+       "total_wall_s": round(sum(p["wall_s"] for p in phases if p["phase"].startswith("ci_") == ci_only), 1)}
 m = re.findall(r"(\d+) passed", logs.get("ci_run", ""))
 if m:
     out["ci_tests_passed"] = [int(x) for x in m]
-dest = Path(os.environ["HERE"]) / "benchmarks" / "results" / "fresh_machine.json"
+if ci_only:  # the test phases as make test reports them (pytest's own "in N s" lines)
+    out["ci_pytest_wall_s"] = [float(x) for x in re.findall(r"passed[^\n]* in ([0-9.]+)s", logs.get("ci_run", ""))]
+    del out["book_timing"]
+dest = Path(os.environ["HERE"]) / "benchmarks" / "results" / ("fresh_ci.json" if ci_only else "fresh_machine.json")
 dest.write_text(json.dumps(out, indent=2) + "\n")
 print(json.dumps(out, indent=2))
 EOF

@@ -79,9 +79,46 @@ def paper_tokenizers(named_vocabs):
 #: (``make site``); a link only, never loaded (the browser tests check that nothing leaves the machine).
 QUICK_BOOK_REPOSITORY = "https://github.com/example/crossprofile"
 
-#: The xdist group of every test that reads :func:`quick_book`: one worker builds it once (``make test``
-#: runs ``pytest -n 2 --dist loadgroup``).
+#: The tests that read :func:`quick_book` (node-id prefixes): under ``make test`` (``pytest -n N --dist
+#: loadgroup``) they form one group, sent to one worker, so the book is built once. (pytest-xdist's own
+#: ``xdist_group`` mark does not take effect with pytest 9.2: it renames ``item._nodeid``, which pytest 9 no
+#: longer reads; :func:`pytest_xdist_make_scheduler` groups by this list instead, and
+#: :func:`pytest_runtest_setup` fails a test that asks for the book without being on it.)
+QUICK_BOOK_TESTS = ("tests/test_book_browser.py::",
+                    "tests/test_notebooks.py::test_chapter_ran_whole_at_the_quick_parameters",
+                    "tests/test_site.py::test_site_folder_served_locally_loads_nothing_from_another_machine")
 QUICK_BOOK_GROUP = "quick-book"
+
+
+def in_quick_book_group(nodeid: str) -> bool:
+    return nodeid.startswith(QUICK_BOOK_TESTS)
+
+
+def pytest_runtest_setup(item):
+    if "quick_book" in getattr(item, "fixturenames", ()) and not in_quick_book_group(item.nodeid):
+        pytest.fail(f"{item.nodeid} uses the quick_book fixture but is not in tests/conftest.py QUICK_BOOK_TESTS: "
+                    "under make test each worker would build the book again", pytrace=False)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: xdist's group scheduling, with :data:`QUICK_BOOK_TESTS` as one group."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class QuickBookGroups(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return QUICK_BOOK_GROUP if in_quick_book_group(nodeid) else super()._split_scope(nodeid)
+
+    return QuickBookGroups(config, log)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium the browser tests drive (tests/browser.py): a skip with the reason where it is
+    missing, a failure on CI."""
+    from browser import require_chromium
+    return require_chromium()
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +128,7 @@ def quick_book(tmp_path_factory) -> Path:
     (:data:`QUICK_BOOK_REPOSITORY`). Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
     the chapters that build executed with papermill (a cell error fails the build, and so every test using this).
     ``CROSSPROFILE_BOOK_HTML=DIR`` (an already built ``_build/html``) skips the build: the folder is DIR's
-    grandparent. Tests using it carry ``pytest.mark.xdist_group(QUICK_BOOK_GROUP)``."""
+    grandparent. Every test using it is named in :data:`QUICK_BOOK_TESTS`."""
     import os
     import subprocess
     import sys

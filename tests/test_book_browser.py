@@ -39,27 +39,17 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser import Browser, navigate, off_machine, require_chromium
-from conftest import QUICK_BOOK_GROUP
+from browser import Browser, navigate, off_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = ("_static", "_sources", "_images", "_panels_static")
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    return require_chromium()
-
-
-#: One worker reads the one quick book (tests/conftest.py ``quick_book``).
-pytestmark = pytest.mark.xdist_group(QUICK_BOOK_GROUP)
-
-
-@pytest.fixture(scope="module")
-def built_book(chromium, request):
+def built_book(chromium, quick_book):
     """The shared quick book's site (tests/conftest.py ``quick_book``: built once per session, launch buttons on),
-    asked for only once Chromium is known to be there."""
-    return request.getfixturevalue("quick_book") / "_build" / "html"
+    built only once Chromium is known to be there (``chromium`` first)."""
+    return quick_book / "_build" / "html"
 
 
 REFRESH = re.compile(r"""<meta[^>]+http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.IGNORECASE)

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import QUICK_BOOK_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.md"))
@@ -95,7 +94,6 @@ def executed_problems(nb, want: dict) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group(QUICK_BOOK_GROUP)
 @pytest.mark.parametrize("name", [m.stem for m in NOTEBOOKS])
 def test_chapter_ran_whole_at_the_quick_parameters(name, quick_book):
     """At the quick parameters each chapter is executed once, by the session's quick book build (papermill: a

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import QUICK_BOOK_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
@@ -127,12 +126,11 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group(QUICK_BOOK_GROUP)
-def test_site_folder_served_locally_loads_nothing_from_another_machine(tmp_path, request):
-    from browser import Browser, navigate, off_machine, require_chromium
-    exe = require_chromium()
+def test_site_folder_served_locally_loads_nothing_from_another_machine(tmp_path, chromium, quick_book):
+    from browser import Browser, navigate, off_machine
+    exe = chromium
     # the session's quick book (tests/conftest.py), built with REPOSITORY_URL: the launch buttons are on
-    html = request.getfixturevalue("quick_book") / "_build" / "html"
+    html = quick_book / "_build" / "html"
     site = tmp_path / "_site"
     assert make_site.main([str(html), str(site)]) == 0, "the link check failed on the built book"
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))

