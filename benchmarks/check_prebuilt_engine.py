@@ -15,11 +15,13 @@ llama-cpp-python itself has a prebuilt wheel for this platform.
 (``pip download --no-deps --only-binary=:all:``), each recorded with what pip found (or why not)
 and the same library check. ``--measure REQ=ENGINE``: a candidate that loads is installed in a
 throw-away virtualenv (``--no-deps`` plus numpy and its pure-Python needs) and run through
-``prebuilt_engine_probe.py`` (ENGINE: ``llama_cpp`` or ``xllamacpp``) on the suite's decision
+``prebuilt_engine_probe.py`` (ENGINE: one of its ``ENGINES``) on the suite's decision
 prompts (``bench_llamacpp.py``'s: 2 development templates x R1/B4/ALL/EMPTY, PSP, seed 0), beside
 today's path (llama-cpp-python in this interpreter): token ids, decision-letter log-probabilities
 (4 decimals; once with each engine's own tokenization, once on the reference's token ids),
 grammar, chat template, and prompt-evaluation tokens/s with one thread.
+
+``--keep-earlier``: the file's earlier runs stay in it (``earlier_runs``, each with its record).
 
 Writes ``benchmarks/results/prebuilt_engines.json`` (commit, date, load, command: record.py).
 """
@@ -131,7 +133,8 @@ def pypi_wheel(requirement: str) -> dict:
 
 
 #: pure-Python requirements a measured wheel needs beside numpy (installed from the registry)
-MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": [], "xllamacpp-noflash": []}
+MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": [], "xllamacpp-noflash": [],
+                "llama_cpp_cffi": ["cffi"], "cyllama": [], "ik_llama_cpp": []}
 
 
 def fetch_candidate(requirement: str, folder: Path) -> dict:
@@ -201,6 +204,9 @@ def summary(out: dict, ref: dict | None) -> dict:
          and out["chat_template"] is not None, "tokenize": out.get("tokenize", "Llama.tokenize"),
          "repeatable": all(p.get("repeatable", True) for p in rows),
          "letter_logprobs": [{c: round(v, 4) for c, v in sorted(p["letter_logprobs"].items())} for p in rows]}
+    for k in ("system_info", "llama_cpp_build", "chat_template_note"):  # what the engine says of its build
+        if k in out:
+            s[k] = out[k]
     if ref is not None and ref.get("ok"):
         rr = ref["prompts"]
         s["same_tokens_as_reference"] = [p.get("tokens") == q["tokens"] if p.get("tokens") is not None
@@ -255,6 +261,18 @@ def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
     return res
 
 
+def earlier_runs(path: Path) -> list[dict]:
+    """The runs a results file holds, newest first: the file itself (its record, candidates and
+    measurements) and the runs it kept. Each keeps its own record (commit, date, command, load):
+    a new run adds candidates beside the earlier ones without restating their figures as its own."""
+    import json
+    if not path.exists():
+        return []
+    d = json.loads(path.read_text())
+    kept = d.pop("earlier_runs", [])
+    return [d, *kept]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("wheels", nargs="*", type=Path)
@@ -264,7 +282,10 @@ def main(argv=None) -> int:
     ap.add_argument("--notes", default=str(HERE / "prebuilt_engine_notes.json"),
                     help="what was judged by reading a candidate (JSON: requirement -> note), recorded as is")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "prebuilt_engines.json"))
+    ap.add_argument("--keep-earlier", action="store_true",
+                    help="keep what --out holds (each earlier run with its own record) under 'earlier_runs'")
     a = ap.parse_args(argv)
+    earlier = earlier_runs(Path(a.out)) if a.keep_earlier else []
     rec = Recorder()
     res = {"host": host(), "wheels": [check_wheel(w) for w in a.wheels]}
     if a.pypi:
@@ -282,6 +303,8 @@ def main(argv=None) -> int:
         for r in rows:
             r.pop("wheel_path", None)
         res["candidates"] = rows
+    if earlier:
+        res["earlier_runs"] = earlier
     out = rec.write(a.out, res)
     import json
     print(json.dumps(out, indent=1))
