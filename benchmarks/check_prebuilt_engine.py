@@ -21,6 +21,8 @@ today's path (llama-cpp-python in this interpreter): token ids, decision-letter 
 (4 decimals; once with each engine's own tokenization, once on the reference's token ids),
 grammar, chat template, and prompt-evaluation tokens/s with one thread.
 
+``--paired-rounds N``: then N rounds of speed (:func:`paired_speed`), the reference beside each
+candidate whose log-probabilities equal the reference's, in an order reversed every round.
 ``--keep-earlier``: the file's earlier runs stay in it (``earlier_runs``, each with its record).
 
 Writes ``benchmarks/results/prebuilt_engines.json`` (commit, date, load, command: record.py).
@@ -232,7 +234,35 @@ def load_now() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
+def paired_speed(engines: dict[str, tuple[str, str]], job: dict, tmp: Path, rounds: int) -> dict:
+    """Prompt-evaluation speed in rounds, the reference beside each candidate whose letter
+    log-probabilities equal the reference's (only their speed decides): in each round every engine
+    runs once, in an order that reverses from round to round (a load that drifts during a round
+    weighs on both ends alike); a candidate's ratio is its tokens/s over the reference's in the same
+    round. ``engines``: label -> (python, ENGINE); the label ``reference`` is today's path."""
+    import statistics
+    labels = list(engines)
+    per: dict[str, list] = {k: [] for k in labels}
+    loads = []
+    for r in range(rounds):
+        order = labels if r % 2 == 0 else labels[::-1]
+        loads.append({"round": r + 1, "order": order, "load_average_before": load_now()})
+        for k in order:
+            py, engine = engines[k]
+            s = summary(probe(py, engine, job, tmp), None)
+            per[k].append(s.get("prompt_eval_tokens_per_s"))
+        loads[-1]["load_average_after"] = load_now()
+    out = {"rounds": rounds, "what": "prompt-evaluation tokens/s of the 8 prompts (each the faster of 2 passes), "
+           "one thread; ratio = candidate / reference in the same round", "by_round": loads,
+           "reference_tokens_per_s": per["reference"], "candidates": {}}
+    for k in labels[1:]:
+        ratios = [round(c / b, 3) for c, b in zip(per[k], per["reference"]) if c and b]
+        out["candidates"][k] = {"tokens_per_s": per[k], "ratio_by_round": ratios,
+                                "median_ratio": round(statistics.median(ratios), 3) if ratios else None}
+    return out
+
+
+def measure(specs: list[str], rows: list[dict], tmp: Path, rounds: int = 0) -> dict:
     job = decision_job()
     t0 = load_now()
     ref = probe(sys.executable, "llama_cpp", job, tmp)
@@ -242,6 +272,7 @@ def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
     res = {"prompts": "bench_llamacpp.py's: 2 development templates x R1/B4/ALL/EMPTY at r=.6, variant PSP, seed 0",
            "threads": 1, "reference": dict(summary(ref, None), engine="llama-cpp-python (today's path)", **ref_load),
            "candidates": {}}
+    same: dict[str, tuple[str, str]] = {}  # the candidates whose log-probabilities equal the reference's
     for spec in specs:
         req, engine = spec.rsplit("=", 1)
         engine = engine.strip()
@@ -258,6 +289,10 @@ def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
         t0 = load_now()
         res["candidates"][spec] = dict(summary(probe(py, engine, job, tmp), ref), engine=engine,
                                        load_average_before=t0, load_average_after=load_now())
+        if res["candidates"][spec].get("vs_reference_own_tokens", {}).get("equal_to_4_decimals"):
+            same[spec] = (py, engine)
+    if rounds and same:
+        res["paired_speed"] = paired_speed({"reference": (sys.executable, "llama_cpp"), **same}, job, tmp, rounds)
     return res
 
 
@@ -282,6 +317,8 @@ def main(argv=None) -> int:
     ap.add_argument("--notes", default=str(HERE / "prebuilt_engine_notes.json"),
                     help="what was judged by reading a candidate (JSON: requirement -> note), recorded as is")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "prebuilt_engines.json"))
+    ap.add_argument("--paired-rounds", type=int, default=0,
+                    help="then N rounds of speed, the reference beside each candidate with equal log-probabilities")
     ap.add_argument("--keep-earlier", action="store_true",
                     help="keep what --out holds (each earlier run with its own record) under 'earlier_runs'")
     a = ap.parse_args(argv)
@@ -299,7 +336,7 @@ def main(argv=None) -> int:
                 if r["requirement"] in notes:
                     r["note"] = notes[r["requirement"]]
             if a.measure:
-                res["measured"] = measure(a.measure, rows, Path(d))
+                res["measured"] = measure(a.measure, rows, Path(d), a.paired_rounds)
         for r in rows:
             r.pop("wheel_path", None)
         res["candidates"] = rows
