@@ -101,8 +101,8 @@ def _check_wheel(wheel: Path, tmp: Path) -> dict:
     field = lambda text, key: next((ln.split(":", 1)[1].strip() for ln in text.splitlines()  # noqa: E731
                                     if ln.startswith(key + ":")), "")
     out = {"file": wheel.name, "name": field(pkg_meta, "Name"), "version": field(pkg_meta, "Version"),
-           "license": field(pkg_meta, "License"), "tags": [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines()
-                                                            if ln.startswith("Tag:")],
+           "license": field(pkg_meta, "License") or field(pkg_meta, "License-Expression"),
+           "tags": [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines() if ln.startswith("Tag:")],
            "bytes": wheel.stat().st_size, "libraries": {}}
     for n in libs:
         so = tmp / n

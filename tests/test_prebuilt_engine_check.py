@@ -88,3 +88,17 @@ def test_earlier_runs_are_kept_newest_first_each_with_its_own_record(tmp_path):
     runs = cpe.earlier_runs(p)
     assert [r["record"]["commit"] for r in runs] == ["b" * 40, "a" * 40]  # flat: no run nested in another
     assert all("earlier_runs" not in r for r in runs) and runs[0]["candidates"] == [{"requirement": "y==2"}]
+
+
+def test_paired_speed_reverses_the_order_each_round_and_divides_within_a_round(monkeypatch, tmp_path):
+    calls, speed = [], {"ref": iter([10.0, 20.0, 40.0]), "cand": iter([10.0, 10.0, 80.0])}
+
+    def fake_probe(python, engine, job, tmp):
+        calls.append(engine)
+        return {"ok": True, "prompts": [{"tokens": [1] * 10, "letter_logprobs": {}, "eval_s": 10 / next(speed[engine])}]}
+    monkeypatch.setattr(cpe, "probe", fake_probe)
+    out = cpe.paired_speed({"reference": ("py", "ref"), "x": ("py", "cand")}, {}, tmp_path, rounds=3)
+    assert calls == ["ref", "cand", "cand", "ref", "ref", "cand"]  # a drifting load weighs on both ends
+    assert out["reference_tokens_per_s"] == [10.0, 20.0, 40.0]
+    # the ratio within each round (1, 0.5, 2), not of the pooled sums (100/70) nor of round 1 alone
+    assert out["candidates"]["x"]["ratio_by_round"] == [1.0, 0.5, 2.0] and out["candidates"]["x"]["median_ratio"] == 1.0
