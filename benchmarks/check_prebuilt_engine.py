@@ -15,11 +15,15 @@ llama-cpp-python itself has a prebuilt wheel for this platform.
 (``pip download --no-deps --only-binary=:all:``), each recorded with what pip found (or why not)
 and the same library check. ``--measure REQ=ENGINE``: a candidate that loads is installed in a
 throw-away virtualenv (``--no-deps`` plus numpy and its pure-Python needs) and run through
-``prebuilt_engine_probe.py`` (ENGINE: ``llama_cpp`` or ``xllamacpp``) on the suite's decision
+``prebuilt_engine_probe.py`` (ENGINE: one of its ``ENGINES``) on the suite's decision
 prompts (``bench_llamacpp.py``'s: 2 development templates x R1/B4/ALL/EMPTY, PSP, seed 0), beside
 today's path (llama-cpp-python in this interpreter): token ids, decision-letter log-probabilities
 (4 decimals; once with each engine's own tokenization, once on the reference's token ids),
 grammar, chat template, and prompt-evaluation tokens/s with one thread.
+
+``--paired-rounds N``: then N rounds of speed (:func:`paired_speed`), the reference beside each
+candidate whose log-probabilities equal the reference's, in an order reversed every round.
+``--keep-earlier``: the file's earlier runs stay in it (``earlier_runs``, each with its record).
 
 Writes ``benchmarks/results/prebuilt_engines.json`` (commit, date, load, command: record.py).
 """
@@ -97,8 +101,8 @@ def _check_wheel(wheel: Path, tmp: Path) -> dict:
     field = lambda text, key: next((ln.split(":", 1)[1].strip() for ln in text.splitlines()  # noqa: E731
                                     if ln.startswith(key + ":")), "")
     out = {"file": wheel.name, "name": field(pkg_meta, "Name"), "version": field(pkg_meta, "Version"),
-           "license": field(pkg_meta, "License"), "tags": [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines()
-                                                            if ln.startswith("Tag:")],
+           "license": field(pkg_meta, "License") or field(pkg_meta, "License-Expression"),
+           "tags": [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines() if ln.startswith("Tag:")],
            "bytes": wheel.stat().st_size, "libraries": {}}
     for n in libs:
         so = tmp / n
@@ -131,7 +135,8 @@ def pypi_wheel(requirement: str) -> dict:
 
 
 #: pure-Python requirements a measured wheel needs beside numpy (installed from the registry)
-MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": [], "xllamacpp-noflash": []}
+MEASURE_DEPS = {"llama_cpp": ["typing-extensions", "diskcache", "jinja2"], "xllamacpp": [], "xllamacpp-noflash": [],
+                "llama_cpp_cffi": ["cffi"], "cyllama": [], "ik_llama_cpp": []}
 
 
 def fetch_candidate(requirement: str, folder: Path) -> dict:
@@ -201,6 +206,9 @@ def summary(out: dict, ref: dict | None) -> dict:
          and out["chat_template"] is not None, "tokenize": out.get("tokenize", "Llama.tokenize"),
          "repeatable": all(p.get("repeatable", True) for p in rows),
          "letter_logprobs": [{c: round(v, 4) for c, v in sorted(p["letter_logprobs"].items())} for p in rows]}
+    for k in ("system_info", "llama_cpp_build", "chat_template_note"):  # what the engine says of its build
+        if k in out:
+            s[k] = out[k]
     if ref is not None and ref.get("ok"):
         rr = ref["prompts"]
         s["same_tokens_as_reference"] = [p.get("tokens") == q["tokens"] if p.get("tokens") is not None
@@ -226,7 +234,35 @@ def load_now() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
+def paired_speed(engines: dict[str, tuple[str, str]], job: dict, tmp: Path, rounds: int) -> dict:
+    """Prompt-evaluation speed in rounds, the reference beside each candidate whose letter
+    log-probabilities equal the reference's (only their speed decides): in each round every engine
+    runs once, in an order that reverses from round to round (a load that drifts during a round
+    weighs on both ends alike); a candidate's ratio is its tokens/s over the reference's in the same
+    round. ``engines``: label -> (python, ENGINE); the label ``reference`` is today's path."""
+    import statistics
+    labels = list(engines)
+    per: dict[str, list] = {k: [] for k in labels}
+    loads = []
+    for r in range(rounds):
+        order = labels if r % 2 == 0 else labels[::-1]
+        loads.append({"round": r + 1, "order": order, "load_average_before": load_now()})
+        for k in order:
+            py, engine = engines[k]
+            s = summary(probe(py, engine, job, tmp), None)
+            per[k].append(s.get("prompt_eval_tokens_per_s"))
+        loads[-1]["load_average_after"] = load_now()
+    out = {"rounds": rounds, "what": "prompt-evaluation tokens/s of the 8 prompts (each the faster of 2 passes), "
+           "one thread; ratio = candidate / reference in the same round", "by_round": loads,
+           "reference_tokens_per_s": per["reference"], "candidates": {}}
+    for k in labels[1:]:
+        ratios = [round(c / b, 3) for c, b in zip(per[k], per["reference"]) if c and b]
+        out["candidates"][k] = {"tokens_per_s": per[k], "ratio_by_round": ratios,
+                                "median_ratio": round(statistics.median(ratios), 3) if ratios else None}
+    return out
+
+
+def measure(specs: list[str], rows: list[dict], tmp: Path, rounds: int = 0) -> dict:
     job = decision_job()
     t0 = load_now()
     ref = probe(sys.executable, "llama_cpp", job, tmp)
@@ -236,6 +272,7 @@ def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
     res = {"prompts": "bench_llamacpp.py's: 2 development templates x R1/B4/ALL/EMPTY at r=.6, variant PSP, seed 0",
            "threads": 1, "reference": dict(summary(ref, None), engine="llama-cpp-python (today's path)", **ref_load),
            "candidates": {}}
+    same: dict[str, tuple[str, str]] = {}  # the candidates whose log-probabilities equal the reference's
     for spec in specs:
         req, engine = spec.rsplit("=", 1)
         engine = engine.strip()
@@ -252,7 +289,23 @@ def measure(specs: list[str], rows: list[dict], tmp: Path) -> dict:
         t0 = load_now()
         res["candidates"][spec] = dict(summary(probe(py, engine, job, tmp), ref), engine=engine,
                                        load_average_before=t0, load_average_after=load_now())
+        if res["candidates"][spec].get("vs_reference_own_tokens", {}).get("equal_to_4_decimals"):
+            same[spec] = (py, engine)
+    if rounds and same:
+        res["paired_speed"] = paired_speed({"reference": (sys.executable, "llama_cpp"), **same}, job, tmp, rounds)
     return res
+
+
+def earlier_runs(path: Path) -> list[dict]:
+    """The runs a results file holds, newest first: the file itself (its record, candidates and
+    measurements) and the runs it kept. Each keeps its own record (commit, date, command, load):
+    a new run adds candidates beside the earlier ones without restating their figures as its own."""
+    import json
+    if not path.exists():
+        return []
+    d = json.loads(path.read_text())
+    kept = d.pop("earlier_runs", [])
+    return [d, *kept]
 
 
 def main(argv=None) -> int:
@@ -264,7 +317,12 @@ def main(argv=None) -> int:
     ap.add_argument("--notes", default=str(HERE / "prebuilt_engine_notes.json"),
                     help="what was judged by reading a candidate (JSON: requirement -> note), recorded as is")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "prebuilt_engines.json"))
+    ap.add_argument("--paired-rounds", type=int, default=0,
+                    help="then N rounds of speed, the reference beside each candidate with equal log-probabilities")
+    ap.add_argument("--keep-earlier", action="store_true",
+                    help="keep what --out holds (each earlier run with its own record) under 'earlier_runs'")
     a = ap.parse_args(argv)
+    earlier = earlier_runs(Path(a.out)) if a.keep_earlier else []
     rec = Recorder()
     res = {"host": host(), "wheels": [check_wheel(w) for w in a.wheels]}
     if a.pypi:
@@ -278,10 +336,12 @@ def main(argv=None) -> int:
                 if r["requirement"] in notes:
                     r["note"] = notes[r["requirement"]]
             if a.measure:
-                res["measured"] = measure(a.measure, rows, Path(d))
+                res["measured"] = measure(a.measure, rows, Path(d), a.paired_rounds)
         for r in rows:
             r.pop("wheel_path", None)
         res["candidates"] = rows
+    if earlier:
+        res["earlier_runs"] = earlier
     out = rec.write(a.out, res)
     import json
     print(json.dumps(out, indent=1))
