@@ -75,6 +75,9 @@ for line in (work / "phases.tsv").read_text().splitlines():
     phases.append({"phase": name, "wall_s": round(float(secs), 1), "rc": int(rc), "load_1min_at_end": float(load)})
 logs = {p["phase"]: (work / f"{p['phase']}.log").read_text(errors="replace") for p in phases
         if (work / f"{p['phase']}.log").exists()}
+engine_log = work / "ci-clone" / ".venv" / "install-llm.log"  # make test installs the engine into its own log
+if engine_log.exists():
+    logs["ci_run"] = logs.get("ci_run", "") + engine_log.read_text(errors="replace")
 compiled = {k: bool(re.search(r"Building wheel for llama[-_]cpp[-_]python|Building wheels for collected packages: .*llama",
                                 v)) for k, v in logs.items()}
 timing = work / "book-clone" / "_build" / "book_timing.json"
@@ -95,9 +98,15 @@ out = {"record": {"commit": os.popen(f"git -C {clone} rev-parse HEAD").read().st
 m = re.findall(r"(\d+) passed", logs.get("ci_run", ""))
 if m:
     out["ci_tests_passed"] = [int(x) for x in m]
-if ci_only:  # the test phases as make test reports them (pytest's own "in N s" lines)
+if ci_only:  # the test phases as make test reports them (pytest's own "in N s" lines), and when each step ended
     out["ci_pytest_wall_s"] = [float(x) for x in re.findall(r"passed[^\n]* in ([0-9.]+)s", logs.get("ci_run", ""))]
     del out["book_timing"]
+    import datetime
+    t0 = datetime.datetime.strptime(os.environ["STARTED"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+    venv = work / "ci-clone" / ".venv"
+    out["ci_steps_done_at_s"] = {name: round((venv / f).stat().st_mtime - t0, 1)
+                                 for name, f in (("make_install", ".installed"), ("engine_installed", ".installed-llm"),
+                                                 ("llm_tests", "test-llm.rc")) if (venv / f).exists()}
 dest = Path(os.environ["HERE"]) / "benchmarks" / "results" / ("fresh_ci.json" if ci_only else "fresh_machine.json")
 dest.write_text(json.dumps(out, indent=2) + "\n")
 print(json.dumps(out, indent=2))

@@ -407,7 +407,14 @@ def test_the_dry_run_prints_the_calls_per_policy_counted_by_hand(tmp_path, capsy
 
 
 @pytest.mark.slow
-def test_the_dry_run_of_the_paper_preset_prints_its_call_count(capsys):
+def test_the_dry_run_of_the_paper_preset_prints_its_call_count(capsys, monkeypatch):
+    import crossprofile_lib.run.plan as plan_module
+    plans = []  # what the library's count returned to the command (counted once: about 40 s on 2 cores)
+
+    def counted(*a, **k):
+        plans.append((a, k, call_plan(*a, **k)))
+        return plans[-1][2]
+    monkeypatch.setattr(plan_module, "call_plan", counted)
     rc, out, _, n = _dry(["--preset", "paper", "--backend", "openai/qwen2.5-7b-instruct"], capsys)
     assert rc == 0
     assert "preset paper: 60 templates x 8 variants x 3 seeds; budgets 0.4,0.6,0.8,128t; 21 policies" in out
@@ -418,7 +425,11 @@ def test_the_dry_run_of_the_paper_preset_prints_its_call_count(capsys):
     assert 0.8 * 5760 < n["R1"] <= 5760 and n["EMPTY"] <= 1440 and n["ALL"] <= 1440
     # the printed total is the library's count of the same design (run.plan.call_plan, what
     # benchmarks/count_paper_calls.py records), and the rows add up to it
-    plan = call_plan(PAPER_DESIGN, decision_mode="generate")
+    (args, kwargs, plan), = plans
+    cfg = args[0] if args else kwargs["cfg"]
+    assert {k: list(getattr(cfg, k)) for k in ("templates", "seeds", "variants", "policies", "budgets")} == \
+        {k: list(getattr(PAPER_DESIGN, k)) for k in ("templates", "seeds", "variants", "policies", "budgets")}
+    assert kwargs.get("decision_mode") == "generate"
     total = plan["calls"]["total"]
     assert sum(n.values()) == total
     retries = plan["distinct_decision_prompts"]
