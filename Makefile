@@ -37,10 +37,10 @@ install-llm: $(LLM_STAMP)
 
 # The tests that need no embedded model run while it installs (a compile where pip's cache lacks its
 # wheel; its log: .venv/install-llm.log), on TEST_JOBS workers (pytest-xdist; default: every core; 0: in one
-# process; the tests that read the one quick book share a worker: --dist loadgroup), at a lower priority
-# (nice 10: the engine's compile and then the `llm`-marked tests are the longest chain, so they go first);
-# the `llm`-marked ones start as soon as the engine is in, beside them (their own temporary folder; output:
-# .venv/test-llm.log, printed at the end). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
+# process; the tests that read the one quick book share a worker: --dist loadgroup; not at a lower priority:
+# under `nice` the compile starved the fake-server fault tests into failures); the `llm`-marked ones start as
+# soon as the engine is in, beside them (their own temporary folder; output: .venv/test-llm.log, printed at
+# the end). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
 # that mark, so none is silently never run.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
@@ -48,7 +48,7 @@ test: install
 	( $(SUBMAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; rc=$$?; echo $$rc > $(VENV)/install-llm.rc; \
 	  if [ $$rc = 0 ]; then $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --basetemp=$(VENV)/pytest-llm tests \
 	    > $(VENV)/test-llm.log 2>&1; echo $$? > $(VENV)/test-llm.rc; fi ) & \
-	nice -n 10 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not llm" tests; rc=$$?; wait; \
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not llm" tests; rc=$$?; wait; \
 	if [ "$$(cat $(VENV)/install-llm.rc)" != 0 ]; then cat $(VENV)/install-llm.log; echo "make install-llm failed"; exit 1; fi; \
 	echo "--- the llm tests (.venv/test-llm.log):"; cat $(VENV)/test-llm.log; \
 	[ $$rc = 0 ] && [ "$$(cat $(VENV)/test-llm.rc)" = 0 ]
