@@ -37,10 +37,10 @@ install-llm: $(LLM_STAMP)
 
 # The tests that need no embedded model run while it installs (a compile where pip's cache lacks its
 # wheel; its log: .venv/install-llm.log), on TEST_JOBS workers (pytest-xdist; default: every core; 0: in one
-# process; the tests that read the one quick book share a worker: --dist loadgroup; not at a lower priority:
-# under `nice` the compile starved the fake-server fault tests into failures); the `llm`-marked ones start as
-# soon as the engine is in, beside them (their own temporary folder; output: .venv/test-llm.log, printed at
-# the end). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
+# process; the tests that read the one quick book share a worker: --dist loadgroup; at normal priority: a
+# run with them under `nice 10` had two early failures while the compile ran, cause not yet looked into); the
+# `llm`-marked ones start as soon as the engine is in, beside them (their own temporary folder; output:
+# .venv/test-llm.log, printed at the end). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
 # that mark, so none is silently never run.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
