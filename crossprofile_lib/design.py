@@ -96,6 +96,14 @@ HEATMAP_POLICIES = ("R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "BAL"
                     "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
                     "private-only", "shared-only", "ALL", "REF", "EMPTY")
 
+#: The paper's full design for one model (``crossprofile run --preset paper``; ``run.plan.PAPER_DESIGN``): the 60
+#: formal templates x 8 variants x 3 seeds, every policy and control of the paper's grid plus the generated
+#: summary B3, the budgets of :data:`BUDGET_GRID`.
+PAPER_DESIGN_GRID = {"templates": ("templates/formal",), "seeds": (0, 1, 2), "variants": VARIANT_NAMES,
+                     "policies": DEFAULT_POLICIES + ("B3",), "budgets": BUDGET_GRID}
+#: ``crossprofile run --preset NAME``: the grid options of a whole design (options given beside it override them).
+PRESETS = {"paper": {k: list(v) for k, v in PAPER_DESIGN_GRID.items()}}
+
 # --- labels ----------------------------------------------------------------------------------------
 
 #: What every table and caption calls the ``ledger`` backend: a normative evidence counter, not a model.

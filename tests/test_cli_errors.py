@@ -4,6 +4,7 @@ message naming the option and the rule, prints no traceback and writes no output
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -251,3 +252,24 @@ def test_backend_option_keys_and_secrets():
     assert backend_option("concurrency=8") == ("concurrency", 8)
     assert backend_option("api_key=12345") == ("api_key", "12345")  # a secret stays the string given
     assert backend_option("api-key=1e5") == ("api_key", "1e5")
+
+
+def test_a_command_builds_only_its_own_options():
+    """Given the command line, the parser gives options only to the command it names (the others get their line
+    in ``--help``): a refused ``run`` option is reported without importing pandas, the statistics or HiddenBench,
+    and the command list of ``crossprofile --help`` is the full parser's, line for line."""
+    from crossprofile_lib.cli import build_parser
+    code = ("import sys; from crossprofile_lib.cli import main; rc = main(['run', '--seeds', 'x']); "
+            "print(rc, sorted(m for m in ('pandas', 'crossprofile_lib.stats', 'crossprofile_lib.hiddenbench', "
+            "'crossprofile_lib.backends') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.stdout.split("\n")[0] == "2 []", (p.stdout, p.stderr)
+    assert "argument --seeds" in p.stderr
+    full, lazy = build_parser().format_help(), build_parser(["--help"]).format_help()
+    assert lazy == full and "fit-paper" in lazy and "tokenizers" in lazy
+    # the named command is whole: its own --help lists the options the full parser gives it
+    def options(parser, cmd):
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[cmd]
+        return sorted(o for a in sub._actions for o in a.option_strings)
+    for cmd in ("run", "stats", "hiddenbench", "fit-paper", "book"):
+        assert options(build_parser([cmd, "-h"]), cmd) == options(build_parser(), cmd), cmd

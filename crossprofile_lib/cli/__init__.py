@@ -1,7 +1,7 @@
 """The ``crossprofile`` command line.
 
-Each command lives in the module named after it and adds itself with ``register(sub)``;
-:data:`COMMANDS` lists them, in the order ``crossprofile --help`` shows them. Shared argument
+Each command lives in the module named after it, which names it (``COMMAND``, its ``--help`` line ``HELP``)
+and adds it with ``register(sub)``; :data:`COMMANDS` lists them, in the order ``crossprofile --help`` shows them. Shared argument
 types (seeds, budgets, policies, ``--backend-option``, ``--out``) are in :mod:`.args`.
 """
 
@@ -14,12 +14,20 @@ import sys
 COMMANDS = ("validate", "run", "composition", "hiddenbench", "stats", "cache", "fit_paper", "book", "tokenizers")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv=None) -> argparse.ArgumentParser:
+    """The parser of every command; given ``argv``, only the command it names gets its options (the others
+    a line in ``--help``), so that a command never pays for importing what the others' options need: a bad
+    option of ``crossprofile run`` is refused without loading the statistics or HiddenBench."""
     import importlib
     p = argparse.ArgumentParser(prog="crossprofile", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    wanted = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     for name in COMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+        m = importlib.import_module(f"{__name__}.{name}")
+        if wanted is None or wanted == m.COMMAND:
+            m.register(sub)
+        else:
+            sub.add_parser(m.COMMAND, help=m.HELP)
     from crossprofile_lib.cli.args import refuse_repeats
     refuse_repeats(p)  # an option given twice is refused, never silently the last one
     return p
@@ -45,7 +53,7 @@ def main(argv=None) -> int:
             print(f"crossprofile: error: argument --policy-file: {e}. Nothing was run.", file=sys.stderr)
             return 2
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         return args.func(args)
     except SystemExit as e:  # argparse's usage errors and --help, also from a command's parser.error
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

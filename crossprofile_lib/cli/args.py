@@ -20,7 +20,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from crossprofile_lib.backends import check_backend_spec, provider_class
 from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
 from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
@@ -229,6 +228,7 @@ def preload_policy_files(argv) -> list:
 
 def backend(s: str) -> str:
     """argparse type: ``ledger`` or ``provider/model`` with a known provider."""
+    from crossprofile_lib.backends import check_backend_spec
     try:
         return check_backend_spec(s)
     except ValueError as e:
@@ -238,6 +238,7 @@ def backend(s: str) -> str:
 def backend_class(backend_spec: str):
     """The backend's class (no model is loaded: its capabilities and options are read from it); None when
     its module cannot be imported (a missing SDK: building the backend then names it)."""
+    from crossprofile_lib.backends import provider_class
     try:
         return provider_class(backend_spec.partition("/")[0])
     except ImportError:

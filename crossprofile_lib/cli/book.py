@@ -227,8 +227,13 @@ def main(argv=None) -> int:
     return run(ap.parse_args(argv))
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "book"
+HELP = "build the Jupyter Book (make book)"
+
+
 def register(sub) -> None:
-    b = sub.add_parser("book", help="build the Jupyter Book (make book)", description=__doc__,
+    b = sub.add_parser(COMMAND, help=HELP, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(b)
     b.set_defaults(func=run)

@@ -88,8 +88,13 @@ def _cmd_export(args) -> int:
     return 1 if bad else 0
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "cache"
+HELP = "check, vacuum or export a call-cache file"
+
+
 def register(sub) -> None:
-    c = sub.add_parser("cache", help="check, vacuum or export a call-cache file")
+    c = sub.add_parser(COMMAND, help=HELP)
     csub = c.add_subparsers(dest="cache_cmd", required=True)
     from crossprofile_lib.cli.args import path_name
     k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem (exit 0 when there is "

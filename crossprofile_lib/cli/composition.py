@@ -31,9 +31,14 @@ def _cmd_composition(args) -> int:
     return 0
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "composition"
+HELP = "kept support/decoy/irrelevant per policy x variant"
+
+
 def register(sub) -> None:
     from crossprofile_lib.design import PRIMARY_BUDGET
-    c = sub.add_parser("composition", help="kept support/decoy/irrelevant per policy x variant")
+    c = sub.add_parser(COMMAND, help=HELP)
     from crossprofile_lib.cli.args import path_name
     c.add_argument("dir", type=path_name, help="a run folder (results.parquet) or a parquet file")
     c.add_argument("--budget", default=PRIMARY_BUDGET,

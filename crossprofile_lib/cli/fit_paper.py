@@ -155,9 +155,13 @@ def _cmd_fit_paper(args) -> int:
     return 0
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "fit-paper"
+HELP = "fit the reference decider to the paper's published figures (not a model run)"
+
+
 def register(sub) -> None:
-    f = sub.add_parser("fit-paper", help="fit the reference decider to the paper's published figures "
-                                        "(not a model run)",
+    f = sub.add_parser(COMMAND, help=HELP,
                          description="Fit the reference decider to the paper's published figures (not a model run).")
     f.add_argument("--templates", type=A.template_path, nargs="+", default=["templates/formal"],
                    help="template files or folders (default templates/formal, the 60 formal templates)")

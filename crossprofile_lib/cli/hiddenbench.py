@@ -99,10 +99,15 @@ def _cmd_run(args) -> int:
     return 0
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "hiddenbench"
+HELP = "HiddenBench: validate a file, run the controlled/natural protocols"
+
+
 def register(sub) -> None:
     from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
     from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES
-    hb = sub.add_parser("hiddenbench", help="HiddenBench: validate a file, run the controlled/natural protocols")
+    hb = sub.add_parser(COMMAND, help=HELP)
     hsub = hb.add_subparsers(dest="hb_cmd", required=True)
     v = hsub.add_parser("validate", help="check a HiddenBench JSON file; print task count and histograms")
     v.add_argument("path", type=A.path_name, help="a file in the public HiddenBench format (never copied into the project)")

@@ -11,7 +11,7 @@ from crossprofile_lib.cli import model_options as M
 def _grid_args(args) -> None:
     """Fill the grid options not given from ``--preset`` (else the command's defaults)."""
     from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
-    from crossprofile_lib.run.plan import PRESETS
+    from crossprofile_lib.design import PRESETS
     from crossprofile_lib.run.runner import RunConfig
     preset = PRESETS[args.preset] if args.preset else {}
     defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(DEFAULT_BUDGETS),
@@ -211,11 +211,15 @@ _MODEL_OPTIONS = M.MODEL_OPTIONS
 _add_model_options = M.add_model_options
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "run"
+HELP = "run a grid and write DIR/results.parquet and DIR/run.json"
+
+
 def register(sub) -> None:
     from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
-    from crossprofile_lib.design import DEFAULT_POLICIES
-    from crossprofile_lib.run.plan import PRESETS
-    r = sub.add_parser("run", help="run a grid and write DIR/results.parquet and DIR/run.json")
+    from crossprofile_lib.design import DEFAULT_POLICIES, PRESETS
+    r = sub.add_parser(COMMAND, help=HELP)
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")
     r.add_argument("--out", type=A.out_dir, default=None,

@@ -8,7 +8,6 @@ import json
 import sys
 
 from crossprofile_lib.cli import args as A
-from crossprofile_lib.cli.report import print_report
 
 
 def _cmd_stats(args) -> int:
@@ -66,17 +65,23 @@ def _cmd_stats(args) -> int:
         print(json.dumps(to_jsonable({"run": str(args.dir), "models": res, "relevance_fallback": fb}), indent=1))
     else:
         for r in res:
+            from crossprofile_lib.cli.report import print_report
             print_report(r, str(prereg.settings["primary_budget"]))
         for line in fallback_lines(fb):
             print(line)
     return 0
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "stats"
+HELP = ("template-bootstrap inference: preregistered contrasts (Holm), tables, net-lead regressions, "
+        "fitted social-proof weight")
+
+
 def register(sub) -> None:
     from crossprofile_lib.stats.analysis_set import ANALYSIS_SETS
     from crossprofile_lib.stats.cache import CACHE_DIRNAME
-    s = sub.add_parser("stats", help="template-bootstrap inference: preregistered contrasts (Holm), tables, "
-                                     "net-lead regressions, fitted social-proof weight")
+    s = sub.add_parser(COMMAND, help=HELP)
     s.add_argument("dir", type=A.path_name, help="a run folder (results.parquet + run.json), or its results.parquet")
     s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
     s.add_argument("--prereg", type=A.input_file, default=None,

@@ -76,9 +76,14 @@ def _cmd_check(args) -> int:
     return 1 if bad else 0
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "tokenizers"
+HELP = "list, fetch or check the named tokenizers (qwen2.5, llama-3.1)"
+
+
 def register(sub) -> None:
     from pathlib import Path
-    t = sub.add_parser("tokenizers", help="list, fetch or check the named tokenizers (qwen2.5, llama-3.1)")
+    t = sub.add_parser(COMMAND, help=HELP)
     tsub = t.add_subparsers(dest="tokenizers_cmd", required=True)
     tsub.add_parser("list", help="names, what they price, whether installed").set_defaults(func=_cmd_list)
     f = tsub.add_parser("fetch", help="get the vocab files from PyPI (llama-cpp-python's source archive), once")

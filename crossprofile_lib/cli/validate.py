@@ -66,8 +66,13 @@ def _print_table(verdicts, tokenizers) -> None:
                   f"{f.cheapest_decoy.cost:5d}  {k[0]}/{k[1]}/{k[2]}{'' if f.holds else '  <- does not hold'}")
 
 
+#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+COMMAND = "validate"
+HELP = "validate template files (rules 1-5 of SPEC section 2)"
+
+
 def register(sub) -> None:
-    v = sub.add_parser("validate", help="validate template files (rules 1-5 of SPEC section 2)")
+    v = sub.add_parser(COMMAND, help=HELP)
     v.add_argument("paths", type=A.template_path, nargs="*",
                    help="files, folders or globs (default: the bundled templates, formal and dev)")
     v.add_argument("--options", type=A.int_at_least(2), default=3, help="option count (default 3)")

@@ -23,7 +23,7 @@ decision prompts, but not the relevance or B3 counts.
 relevance-filter, stance and B3 calls, the total, and an estimate from :func:`measured_rate` -- the
 calls per second of the latest burst of calls stored in the call cache for the same provider and
 model (their ``created`` times; a pause of more than :data:`BURST_GAP_S` seconds ends a burst) -- or
-a rate given with ``--rate``. :data:`PRESETS` names whole designs for ``--preset`` (``paper``:
+a rate given with ``--rate``. :data:`crossprofile_lib.design.PRESETS` names whole designs for ``--preset`` (``paper``:
 :data:`PAPER_DESIGN`).
 """
 
@@ -38,16 +38,13 @@ from typing import Optional
 
 from crossprofile_lib.backends.base import ChatResult
 from crossprofile_lib.backends.llm import LLMBackend
-from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, VARIANT_NAMES
+from crossprofile_lib.design import PAPER_DESIGN_GRID, PRESETS  # noqa: F401  (PRESETS: read here by older callers)
 from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.tokenizer import get_tokenizer
 
-#: The paper's full design for one model: the 60 formal templates x 8 variants x 3 seeds, every
-#: policy and control of the paper's grid plus the generated summary B3, the budgets of BUDGET_GRID.
-PAPER_DESIGN = RunConfig(backend="plan/count", templates=["templates/formal"], seeds=[0, 1, 2],
-                         budgets=list(BUDGET_GRID), policies=list(DEFAULT_POLICIES) + ["B3"],
-                         variants=list(VARIANT_NAMES))
+#: The paper's full design for one model (:data:`crossprofile_lib.design.PAPER_DESIGN_GRID`), as a run configuration.
+PAPER_DESIGN = RunConfig(backend="plan/count", **{k: list(v) for k, v in PAPER_DESIGN_GRID.items()})
 
 
 class CountingBackend(LLMBackend):
@@ -80,9 +77,6 @@ class CountingBackend(LLMBackend):
             on_done(j, self._reply(r))
 
 
-#: ``crossprofile run --preset NAME``: the grid options of a design (options given beside it override them)
-PRESETS = {"paper": {k: list(getattr(PAPER_DESIGN, k)) for k in ("templates", "seeds", "variants", "policies",
-                                                                  "budgets")}}
 #: seconds without a stored call that end a burst (:func:`measured_rate`)
 BURST_GAP_S = 120.0
 #: fewest calls a burst needs to give a rate
