@@ -66,14 +66,19 @@ def main() -> int:
             log = open(work / f"{name}.log", "w")
             procs[name] = subprocess.Popen([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir",
                                             str(src), "-w", str(work / name)], env=env, stdout=log, stderr=log)
-        builds = {}
+        builds, ended = {}, {}
+        while len(ended) < len(procs):  # each build as it ends: its own wall time and process tree's CPU
+            pid, status, ru = os.wait4(-1, 0)
+            name = next((n for n, p in procs.items() if p.pid == pid), None)
+            if name is not None:
+                ended[name] = (status, ru, time.monotonic() - started)
         for name, p in procs.items():
-            _, status, ru = os.wait4(p.pid, 0)
+            status, ru, wall = ended[name]
             p.returncode = os.waitstatus_to_exitcode(status)
             wheel = next((work / name).glob("*.whl"), None)
             builds[name] = {"cmake_args": FLAGS[name].replace(str(ROOT), "<checkout>"), "exit": p.returncode,
                             "cpu_s": round(ru.ru_utime + ru.ru_stime, 1), "user_s": round(ru.ru_utime, 1),
-                            "wall_s": round(time.monotonic() - started, 1),
+                            "wall_s": round(wall, 1),
                             "wheel_files": sorted(zipfile.ZipFile(wheel).namelist()) if wheel else None}
             if wheel:
                 (work / f"{name}-libs").mkdir()
