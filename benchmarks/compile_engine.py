@@ -5,8 +5,9 @@ the libraries the Python package loads (``llama_cpp/lib``) come out with the sam
     python benchmarks/compile_engine.py [--sdist PATH] [--jobs 1] [--out benchmarks/results/compile_engine.json]
 
 Both wheels are built at once, one compile job each by default, so that they share the machine alike; the CPU of
-each is its process tree's user + system time (``os.wait4``). The comparison is of each library's ``.text``
-section (``objcopy``): the files differ elsewhere only in the build folder's name compiled into messages.
+each is its process tree's user + system time (``os.wait4``). The comparison is of the ``.text``
+section (``objcopy``) of each library both wheels have: the files differ elsewhere only in the build folder's
+name compiled into messages. ``--builds default,no_common,make`` adds ``make install-llm``'s flags.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from record import ROOT, Recorder  # noqa: E402
 VERSION = "0.3.36"
 NO_COMMON = ROOT / "scripts" / "llama_cpp_no_common.cmake"
 FLAGS = {"default": "-DGGML_NATIVE=OFF",
-         "no_common": f"-DGGML_NATIVE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE={NO_COMMON}"}
+         "no_common": f"-DGGML_NATIVE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE={NO_COMMON}",
+         # make install-llm's flags: also without libmtmd (multimodal chat handlers, imported only for image input)
+         "make": f"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE={NO_COMMON}"}
 
 
 def sdist(work: Path) -> Path:
@@ -53,14 +56,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sdist", type=Path, default=None, help="llama-cpp-python's source archive (default: pip download)")
     ap.add_argument("--jobs", type=int, default=1, help="compile jobs per build (default 1)")
+    ap.add_argument("--builds", default="default,no_common", help=f"comma-separated, of {','.join(FLAGS)} "
+                    "(default: default,no_common); each compared with the first")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "compile_engine.json")
     a = ap.parse_args()
+    names = a.builds.split(",")
+    if len(names) < 2 or not set(names) <= set(FLAGS):
+        ap.error(f"--builds: two or more of {','.join(FLAGS)}")
     rec = Recorder()
     with tempfile.TemporaryDirectory(prefix="compile-engine-") as tmp:
         work = Path(tmp)
         src = a.sdist or sdist(work)
         procs, started = {}, time.monotonic()
-        for name, flags in FLAGS.items():
+        for name in names:
+            flags = FLAGS[name]
             (work / name).mkdir()
             env = dict(os.environ, CMAKE_ARGS=flags, CMAKE_BUILD_PARALLEL_LEVEL=str(a.jobs))
             log = open(work / f"{name}.log", "w")
@@ -85,19 +94,27 @@ def main() -> int:
                 builds[name]["text_sha256"] = text_digests(wheel, work / f"{name}-libs")
             if p.returncode:
                 print((work / f"{name}.log").read_text()[-3000:], file=sys.stderr)
-        d, n = builds["default"], builds["no_common"]
-        same = d.get("text_sha256") is not None and d.get("text_sha256") == n.get("text_sha256")
-        only_default = sorted(set(d["wheel_files"] or []) - set(n["wheel_files"] or []))
+        base = builds[names[0]]
+        compared = {}
+        for name in names[1:]:
+            b = builds[name]
+            libs = sorted(set(base.get("text_sha256") or {}) & set(b.get("text_sha256") or {}))
+            compared[name] = {
+                "libraries_compared": libs,
+                "same_machine_code": bool(libs) and all(base["text_sha256"][x] == b["text_sha256"][x] for x in libs),
+                "libraries_left_out": sorted(set(base.get("text_sha256") or {}) - set(b.get("text_sha256") or {})),
+                "files_left_out": sorted(set(base["wheel_files"] or []) - set(b["wheel_files"] or [])),
+                "cpu_saved_share": round(1 - b["cpu_s"] / base["cpu_s"], 3) if base["cpu_s"] else None}
         for b in builds.values():
             b.pop("wheel_files")
         figures = {"llama_cpp_python": VERSION, "jobs_per_build": a.jobs, "builds": builds,
-                   "loaded_libraries_same_machine_code": same, "files_only_in_the_default_wheel": only_default,
-                   "cpu_saved_share": round(1 - n["cpu_s"] / d["cpu_s"], 3) if d["cpu_s"] else None}
+                   f"against_{names[0]}": compared}
     rec.write(a.out, figures)
-    print(f"default {d['cpu_s']} CPU-s, no common {n['cpu_s']} CPU-s; same machine code: {same}; "
-          f"only in the default wheel: {only_default}")
-    return 0 if same and not d["exit"] and not n["exit"] else 1
-
+    for name, c in compared.items():
+        print(f"{name}: {builds[name]['cpu_s']} CPU-s against {base['cpu_s']} ({names[0]}); same machine code in "
+              f"{len(c['libraries_compared'])} libraries: {c['same_machine_code']}; left out: {c['libraries_left_out']}")
+    ok = all(c["same_machine_code"] for c in compared.values()) and not any(b["exit"] for b in builds.values())
+    return 0 if ok else 1
 
 if __name__ == "__main__":
     sys.exit(main())
