@@ -80,14 +80,15 @@ def test_the_installed_wheel_runs_from_an_unrelated_folder(installed):
     header = json.loads((here / "D" / "run.json").read_text())
     assert header["config"]["templates"] == ["templates/formal"] and header["rows"] == 9600
 
-    s = _sh([cp, "stats", "D"], here, env)
+    # few resamples: what is checked here is that the installed package finds its files, not the estimates
+    s = _sh([cp, "stats", "D", "--resamples", "500", "--fit-resamples", "20"], here, env)
     assert "== ledger / reference-decider" in s.stdout and "headroom: ALL - EMPTY" in s.stdout
     assert f"Preregistered contrasts ({tmp / 'venv'}" in s.stdout and " H1 confirmatory" in s.stdout
 
     c = _sh([cp, "composition", "D"], here, env)
     assert c.stdout.startswith("kept support/decoy/irrelevant") and "\nR1 " in c.stdout
 
-    f = _sh([cp, "fit-paper"], here, env, timeout=3000)
+    f = _sh([cp, "fit-paper", "--resamples", "20"], here, env, timeout=3000)
     assert "crossprofile fit-paper:" in f.stdout and "Fitted parameters" in f.stdout
     assert (tmp / "user-cache" / "crossprofile" / "paperfit").is_dir(), "fit-paper's cache is not in the user cache"
     assert not (here / ".crossprofile_cache").exists()
