@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -48,18 +49,53 @@ def reports(run_dir: Path, capture) -> dict:
             "report.json": normalise(capture(["stats", str(run_dir), *STATS, "--json"]), run_dir)}
 
 
-def same_json(a, b, path="$", rel=1e-12) -> list[str]:
-    """Where two JSON values differ (floats: beyond ``rel``; everything else exactly)."""
+#: the documented tolerance for floats (optimiser output) in the JSON report; see the module docstring
+FLOAT_REL = 1e-6
+FLOAT_ABS = 1e-9
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def same_text(golden: str, now: str) -> list[str]:
+    """Where two text reports differ: everything but the numbers exactly (labels, layout, verdicts),
+    integers exactly, decimals within one unit of their last printed digit (no looser than that)."""
+    diffs = []
+    g_lines, n_lines = golden.splitlines(), now.splitlines()
+    if len(g_lines) != len(n_lines):
+        return [f"{len(g_lines)} lines != {len(n_lines)} lines"]
+    for i, (g, n) in enumerate(zip(g_lines, n_lines), 1):
+        g_nums, n_nums = _NUMBER.findall(g), _NUMBER.findall(n)
+        if _NUMBER.sub("#", g) != _NUMBER.sub("#", n) or len(g_nums) != len(n_nums):
+            diffs.append(f"line {i}: {g.strip()!r} != {n.strip()!r}")
+            continue
+        for a, b in zip(g_nums, n_nums):
+            if not _same_printed_number(a, b):
+                diffs.append(f"line {i}: {a} != {b}")
+    return diffs
+
+
+def _same_printed_number(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    decimals = [len(x.split(".")[1].split("e")[0].split("E")[0]) if "." in x else None for x in (a, b)]
+    if None in decimals or "e" in a.lower() or "e" in b.lower() or decimals[0] != decimals[1]:
+        return False  # integers, counts and differently formatted numbers: exactly
+    unit = 10.0 ** -decimals[0]
+    return abs(float(a) - float(b)) <= unit * (1 + 1e-9)
+
+
+def same_json(a, b, path="$", rel=FLOAT_REL, abs_tol=FLOAT_ABS) -> list[str]:
+    """Where two JSON values differ (floats: beyond ``rel`` relative and ``abs_tol`` absolute;
+    everything else, integers and booleans included, exactly)."""
     if isinstance(a, dict) and isinstance(b, dict):
         if a.keys() != b.keys():
             return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
-        return [d for k in a for d in same_json(a[k], b[k], f"{path}.{k}", rel)]
+        return [d for k in a for d in same_json(a[k], b[k], f"{path}.{k}", rel, abs_tol)]
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{path}: length {len(a)} != {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in same_json(x, y, f"{path}[{i}]", rel)]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in same_json(x, y, f"{path}[{i}]", rel, abs_tol)]
     if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
-        return [] if math.isclose(a, b, rel_tol=rel, abs_tol=1e-300) else [f"{path}: {a!r} != {b!r}"]
+        return [] if math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol) else [f"{path}: {a!r} != {b!r}"]
     return [] if (type(a) is type(b) and a == b) else [f"{path}: {a!r} != {b!r}"]
 
 
@@ -83,14 +119,12 @@ def _in_process(main):
     return capture
 
 
-def test_text_report_is_the_golden_digit_for_digit(now):
+def test_text_report_is_the_golden_one(now):
     golden = (GOLDEN / "report.txt").read_text(encoding="utf-8")
     assert "BinomialBayesMixedGLM.fit_vb" in golden and "GEE logit" in golden and "not fitted" not in golden
-    if now["report.txt"] != golden:
-        import difflib
-        diff = "".join(list(difflib.unified_diff(golden.splitlines(True), now["report.txt"].splitlines(True),
-                                                 "golden", "now"))[:80])
-        pytest.fail(f"crossprofile stats prints other digits than the golden report:\n{diff}")
+    diffs = same_text(golden, now["report.txt"])
+    assert not diffs, f"crossprofile stats prints another report than the golden: {len(diffs)} differences, e.g. " + \
+        "; ".join(diffs[:10])
 
 
 def test_json_report_is_the_golden_value_for_value(now):
@@ -99,16 +133,36 @@ def test_json_report_is_the_golden_value_for_value(now):
     assert not diffs, f"{len(diffs)} values differ from the golden, e.g. " + "; ".join(diffs[:10])
 
 
-def test_the_comparison_sees_a_changed_estimate():
+def test_the_json_comparison_sees_a_changed_estimate_not_another_blas():
     golden = json.loads((GOLDEN / "report.json").read_text(encoding="utf-8"))
-    changed = json.loads(json.dumps(golden))
-    terms = changed["models"][0]["net_lead"]["mixed"]["terms"]
-    terms[0]["coef"] = terms[0]["coef"] * (1 + 1e-9)        # the mixed fit's first coefficient, 9th digit
-    assert same_json(golden, changed) == ["$.models[0].net_lead.mixed.terms[0].coef: "
-                                          f"{golden['models'][0]['net_lead']['mixed']['terms'][0]['coef']!r} != "
-                                          f"{terms[0]['coef']!r}"]
+    coef = golden["models"][0]["net_lead"]["mixed"]["terms"][0]["coef"]
+
+    def with_coef(factor):
+        changed = json.loads(json.dumps(golden))
+        changed["models"][0]["net_lead"]["mixed"]["terms"][0]["coef"] = coef * factor
+        return changed
+    # the 2.5e-9 relative drift a fresh machine's BLAS gave the variational fit (issue 34) passes ...
+    assert same_json(golden, with_coef(1 + 2.5e-9)) == []
+    assert same_json(golden, with_coef(1 + 9e-7)) == []
+    # ... a change in the sixth digit or earlier does not
+    assert same_json(golden, with_coef(1 + 2e-6)) == [f"$.models[0].net_lead.mixed.terms[0].coef: {coef!r} != "
+                                                      f"{coef * (1 + 2e-6)!r}"]
     assert same_json(golden, golden) == []
-    assert same_json({"a": 1}, {"a": 1.0}) and same_json({"a": True}, {"a": 1})
+    # integers, booleans and strings exactly: a count off by one, 1 vs 1.0, True vs 1, a verdict
+    assert same_json({"n": 3360}, {"n": 3361}) and same_json({"a": 1}, {"a": 1.0}) and same_json({"a": True}, {"a": 1})
+    assert same_json({"reject": "yes"}, {"reject": "no"}) and same_json({"a": 1e-12}, {"a": 2e-12}) == []
+
+
+def test_the_text_comparison_sees_labels_counts_and_digits():
+    line = "H1 confirmatory 39.6 [32.5, 46.3] 0.0010 0.0030 yes"
+    assert same_text(line, line) == []
+    assert same_text(line, line.replace("39.6", "39.7")) == []          # one unit of the last printed digit
+    assert same_text(line, line.replace("39.6", "39.8"))                # two units: a changed estimate
+    assert same_text(line, line.replace("yes", "no"))                   # a verdict
+    assert same_text(line, line.replace("H1", "H2"))                    # a label
+    assert same_text("3360 decisions", "3361 decisions")                # a count exactly
+    assert same_text("0.50", "0.5")                                     # another format
+    assert same_text("a\nb", "a")                                      # a missing line
 
 
 def _write() -> None:
