@@ -12,6 +12,7 @@ records the commit, the date, the load average before and after, the command and
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import subprocess
@@ -45,7 +46,8 @@ def main(argv=None) -> int:
         r = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}", "bash", "-c", line], cwd=ROOT)
         wall = time.monotonic() - t0
     rec.write(a.out, {"recipe": line, "shell": "env -i PATH=/usr/bin:/bin HOME=<empty folder> bash -c RECIPE",
-                      "exit_status": r.returncode, "wall_s": round(wall, 1), "wall_min": round(wall / 60, 1)})
+                      "exit_status": r.returncode, "niceness": os.nice(0),
+                      "wall_s": round(wall, 1), "wall_min": round(wall / 60, 1)})
     print(f"{line}: exit {r.returncode}, {wall:.1f} s -> {a.out}")
     return r.returncode
 
