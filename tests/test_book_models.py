@@ -339,3 +339,12 @@ def test_a_stored_run_is_not_read_as_this_books_once_a_template_file_changed(tmp
     second = ensure_run(tmp_path / "runs" / "ledger", cfg)
     assert second.path != first.path and (first.path / "results.parquet").exists()
     assert ensure_run(tmp_path / "runs" / "ledger", cfg).path == second.path
+
+
+def test_the_every_run_net_lead_title_names_every_run_not_the_first_only():
+    a = pd.DataFrame({"net_lead": [-2, 0, 3], "n": [5, 5, 5], "estimate": [10.0, 50.0, 95.0], "lo": 0.0, "hi": 100.0})
+    b = pd.DataFrame({"net_lead": [-1, 4, 5], "n": [3, 3, 0], "estimate": [30.0, 40.0, 99.0], "lo": 0.0, "hi": 100.0})
+    msg = compare.net_lead_message({"reference decider (not a model)": a, "smol · near chance": b})
+    assert "reference decider (not a model) 10% at -2 to 95% at +3" in msg
+    assert "smol · near chance 30% at -1 to 40% at +4" in msg  # a lead with no decisions is not drawn
+    assert compare.net_lead_message({}) == "No decisions to draw"

@@ -53,6 +53,7 @@ from crossprofile_lib.book.compare import (
     coverage_note,
     finding_table,
     findings,
+    net_lead_message,
     net_lead_tables,
     summary,
 )
