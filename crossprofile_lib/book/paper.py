@@ -151,7 +151,8 @@ def agreement_takeaways(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[s
         if total:
             lines.append(f"{html.escape(col[1])}: {inside} of {total} paper values lie inside this run's 95% interval.")
     lines.append("A value inside an interval of the reference decider says the effect follows from what the memory keeps; "
-                 "one outside says the paper's models add something of their own (chapter 6).")
+                 "one outside says the paper's models add something of their own "
+                 '(<a href="06-social-proof.html">chapter 6</a>).')
     return lines
 
 
@@ -310,7 +311,7 @@ def model_summary(long: pd.DataFrame) -> pd.DataFrame:
 
 
 #: Columns of chapter 11's main table (a model's rows that have a paper value).
-MAIN_COLUMNS = ["computed in", "quantity", "run", "paper model", "paper", "this run", "reproduced?"]
+MAIN_COLUMNS = ["quantity", "run", "paper model", "paper", "this run", "reproduced?", "computed in"]
 
 
 def main_rows(long: pd.DataFrame) -> pd.DataFrame:
@@ -338,12 +339,12 @@ def reference_rows(long: pd.DataFrame) -> pd.DataFrame:
     run's estimate [95% interval]; no verdict (a reference, not a reproduction)."""
     ref = long[long["reference"].astype(bool)]
     if ref.empty:
-        return pd.DataFrame(columns=["computed in", "quantity", "paper (every model)"])
-    out = ref.drop_duplicates("quantity")[["page", "quantity", "paper"]].rename(
+        return pd.DataFrame(columns=["quantity", "paper (every model)", "computed in"])
+    out = ref.drop_duplicates("quantity")[["quantity", "paper", "page"]].rename(
         columns={"page": "computed in", "paper": "paper (every model)"}).set_index("quantity", drop=False)
     for run, part in ref.groupby("run", sort=False):
         out[run] = part.set_index("quantity")["this run"].reindex(out.index).fillna("–")
-    return out.reset_index(drop=True)
+    return out[[c for c in out.columns if c != "computed in"] + ["computed in"]].reset_index(drop=True)
 
 
 def chapter_link(page: str) -> str:
