@@ -107,8 +107,9 @@ def test_the_quick_recipe_builds_the_book_in_a_fresh_shell(fresh):
     r = fresh_shell(QUICK, clone, home, timeout=2400)
     assert r.returncode == 0, f"{QUICK}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     html = clone / "_build" / "quick" / "_build" / "html"
-    for page in ("intro", "book/01-hidden-profiles", "book/11-paper-vs-suite", "book/reference-make"):
-        assert (html / f"{page}.html").is_file(), f"{QUICK} built no {page}.html"
+    for page in ("index", "book/intro", "book/01-hidden-profiles", "book/11-paper-vs-suite", "book/reference-make"):
+        assert (html / f"{page}.html").is_file(), (f"{QUICK} built no {page}.html in {html}: "
+                                                   f"{sorted(p.name for p in html.rglob('*.html'))[:40]}\n{r.stdout[-2000:]}")
     assert not (home / ".cache" / "pip").exists(), "make reinstalled: the copy's install stamp was not current"
 
 
