@@ -1,6 +1,6 @@
 """Every benchmark results file says what was measured where (issue 26.4): the commit, the date, the
-load average and the command (``benchmarks/record.py``), and the README cites only results files
-that exist."""
+load average and the command (``benchmarks/record.py``), and the README and the book's reference pages (where
+the README's measurements moved, issue 35) cite only results files that exist."""
 
 import json
 import re
@@ -27,13 +27,18 @@ def test_results_file_records_commit_date_load_and_command(path):
         assert rec[k] is None or (len(rec[k]) == 3 and all(x >= 0 for x in rec[k])), f"{path.name}: {k}"
 
 
-def test_the_readme_cites_only_results_files_that_exist():
-    cited = set(re.findall(r"benchmarks/results/([A-Za-z0-9_*.-]+\.json)", (ROOT / "README.md").read_text()))
+PAGES = [ROOT / "README.md", *sorted((ROOT / "book").glob("reference-*.md"))]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_readme_and_reference_pages_cite_only_results_files_that_exist(page):
+    cited = set(re.findall(r"benchmarks/results/([A-Za-z0-9_*.-]+\.json)", page.read_text()))
     names = {p.name for p in RESULTS}
-    assert cited, "the README cites no results file"
+    if page.name in ("README.md", "reference-benchmarks.md"):
+        assert cited, f"{page.name} cites no results file"
     for c in cited:
         pattern = re.compile("^" + re.escape(c).replace(r"\*", ".*") + "$")
-        assert any(pattern.match(n) for n in names), f"README cites benchmarks/results/{c}, which does not exist"
+        assert any(pattern.match(n) for n in names), f"{page.name} cites benchmarks/results/{c}, which does not exist"
 
 
 def test_recorder_writes_the_fields(tmp_path):

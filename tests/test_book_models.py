@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from crossprofile_lib.book import compare, models
+from crossprofile_lib.book import compare, models, paper
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.models import (
     ModelSpec,
@@ -148,8 +149,61 @@ def test_a_model_is_set_beside_its_own_paper_values_only(ledger_dir):
     assert set(q["paper model"]) <= {"Qwen2.5-7B-Instruct", "models not separated", "range over models"}
     assert "Llama-3.1-8B-Instruct" not in set(q["paper model"]) and q["scored"].any()
     assert set(s["paper model"]) == {"(none)"} and not s["scored"].any() and (s["paper"] == "–").all()
-    assert {"Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct"} <= set(r["paper model"])  # the reference: every model
-    assert r["run"].str.endswith("not a model").all()
+    # the reference decider is not a model: one row per quantity, every paper model's value beside it, no verdict
+    assert set(r["paper model"]) == {paper.AS_REFERENCE} and r["quantity"].is_unique and not r["scored"].any()
+    assert (r["reproduced?"] == paper.REFERENCE_VERDICT).all() and r["run"].str.endswith("not a model").all()
+    assert r["paper"].str.contains("Qwen2.5-7B-Instruct").any() and r["paper"].str.contains("Llama-3.1-8B-Instruct").any()
+    assert not (t["reproduced?"].isin(["yes", "no"]) & t["reference"]).any()
+
+
+def test_chapter_11_summary_counts_each_model_once_and_leaves_out_rows_with_no_paper_value(ledger_dir):
+    ref = load_run(ledger_dir)
+    qwen = as_model(ref, "vllm/Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
+    smol = as_model(ref, "openai/smollm2-135m", "smollm2-135m")
+    t = long_comparison(load_paper_figures(), {"crossprofile": [qwen, smol, ref]}, n_resamples=200)
+    s = paper.model_summary(t).set_index("model")
+    assert list(s.index) == [qwen.label, smol.label]  # one row per model; the reference decider is no model
+    for run in (qwen, smol):
+        rows = t[t["model"] == run.label]
+        yes, no = int((rows["reproduced?"] == "yes").sum()), int((rows["reproduced?"] == "no").sum())
+        assert (s.loc[run.label, "reproduced"], s.loc[run.label, "not reproduced"]) == (yes, no)
+        assert s.loc[run.label, "not comparable"] == len(rows) - yes - no
+    assert s.loc[qwen.label, "paper model"] == "Qwen2.5-7B-Instruct" and s.loc[qwen.label, "reproduced"] + \
+        s.loc[qwen.label, "not reproduced"] > 0
+    assert s.loc[smol.label, "reproduced"] == s.loc[smol.label, "not reproduced"] == 0
+    assert s.loc[smol.label, "why not comparable"].endswith("no paper value (not one of the paper's models)")
+    main = paper.main_rows(t)
+    assert not (main["paper"] == "–").any() and not main["run"].str.contains("reference decider").any()
+    assert set(main["run"]) == {qwen.label} and len(main) == int((t["model"] == qwen.label).sum() -
+                                                                 ((t["model"] == qwen.label) & (t["paper"] == "–")).sum())
+    n_smol = int((t["model"] == smol.label).sum())
+    assert f"{n_smol} of {smol.label}" in paper.left_out_line(t)
+    lines = paper.long_takeaways(t)
+    assert not [x for x in lines if " 0 of 0 " in x or ": 0 of " in x], lines
+    assert any("compared as a reference" in x for x in lines) and any(x.startswith(smol.label + ": none of its") for x in lines)
+    refs = paper.reference_rows(t)
+    assert len(refs) == int(t["reference"].sum()) and ref.label + ", not a model" in refs.columns
+
+
+def test_no_model_in_the_build_says_so_instead_of_counting_nothing(ledger_dir):
+    t = long_comparison(load_paper_figures(), {"crossprofile": [load_run(ledger_dir)]}, n_resamples=200)
+    assert paper.model_summary(t).empty and not paper.main_rows(t).shape[0]
+    assert "no language model" in paper.left_out_line(t)
+    lines = paper.long_takeaways(t)
+    assert any("ran no language model" in x for x in lines) and not any(" of 0 " in x for x in lines)
+
+
+def test_each_row_links_to_the_chapter_that_computes_it():
+    from crossprofile_lib.book.display import Captions
+    root = Path(__file__).resolve().parents[1]
+    chapters = {it.chapter for it in load_paper_figures()}
+    assert chapters <= set(paper.CHAPTER_PAGES), chapters - set(paper.CHAPTER_PAGES)
+    for page in paper.CHAPTER_PAGES.values():
+        assert (root / "notebooks" / f"{page}.md").exists(), page
+    df = pd.DataFrame({"computed in": ["04-rarest-first", "08-hiddenbench"], "quantity": ["a <b>", "c"]})
+    out = paper.chapter_links(Captions(11).table(df, "t", [], hide_index=True)).to_html()
+    assert '<a href="04-rarest-first.html">chapter 4</a>' in out and '<a href="08-hiddenbench.html">chapter 8</a>' in out
+    assert "a &lt;b&gt;" in out  # the other cells stay escaped
 
 
 def test_a_run_failing_headroom_is_never_counted_as_agreement(ledger_dir):
@@ -285,3 +339,12 @@ def test_a_stored_run_is_not_read_as_this_books_once_a_template_file_changed(tmp
     second = ensure_run(tmp_path / "runs" / "ledger", cfg)
     assert second.path != first.path and (first.path / "results.parquet").exists()
     assert ensure_run(tmp_path / "runs" / "ledger", cfg).path == second.path
+
+
+def test_the_every_run_net_lead_title_names_every_run_not_the_first_only():
+    a = pd.DataFrame({"net_lead": [-2, 0, 3], "n": [5, 5, 5], "estimate": [10.0, 50.0, 95.0], "lo": 0.0, "hi": 100.0})
+    b = pd.DataFrame({"net_lead": [-1, 4, 5], "n": [3, 3, 0], "estimate": [30.0, 40.0, 99.0], "lo": 0.0, "hi": 100.0})
+    msg = compare.net_lead_message({"reference decider (not a model)": a, "smol · near chance": b})
+    assert "reference decider (not a model) 10% at -2 to 95% at +3" in msg
+    assert "smol · near chance 30% at -1 to 40% at +4" in msg  # a lead with no decisions is not drawn
+    assert compare.net_lead_message({}) == "No decisions to draw"

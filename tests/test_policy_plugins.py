@@ -1,6 +1,7 @@
 """Your own memory policy (issue 22, item 3): crossprofile_lib/policies/plugins.py and --policy-file.
 
-* the README's example runs as written (its blocks extracted, the commands run in a fresh folder);
+* the example of book/reference-policies.md (once the README's) runs as written (its blocks extracted, the
+  commands run in a fresh folder);
 * a plug-in policy is a policy like a built-in: its fixed-k and label controls, composition, stats with a
   contrast of its own in an extra prereg file, Holm-corrected with the family it names;
 * run.json records the file's path and SHA-256; stats refuses a file that changed since the run;
@@ -39,9 +40,13 @@ def fresh_registry():
         yield
 
 
+#: The page that documents policies of your own (moved out of the README, issue 35; the book renders it).
+POLICY_PAGE = ROOT / "book" / "reference-policies.md"
+
+
 def readme_blocks() -> dict[str, str]:
-    """The README's example blocks: marker -> the fenced block that follows it."""
-    text = (ROOT / "README.md").read_text()
+    """The policy page's example blocks: marker -> the fenced block that follows it."""
+    text = POLICY_PAGE.read_text()
     found = re.findall(r"<!-- readme-example: (\S+) -->\n```\w*\n(.*?)```", text, re.S)
     return dict(found)
 
@@ -50,11 +55,11 @@ def test_readme_example_is_the_shipped_file():
     blocks = readme_blocks()
     assert {"examples/policies/keep_longest.py", "examples/policies/keep_longest_prereg.yaml", "commands"} <= set(blocks)
     for name in ("examples/policies/keep_longest.py", "examples/policies/keep_longest_prereg.yaml"):
-        assert blocks[name] == (ROOT / name).read_text(), f"README's block differs from {name}"
+        assert blocks[name] == (ROOT / name).read_text(), f"{POLICY_PAGE.name}'s block differs from {name}"
 
 
 def test_readme_example_runs_as_written(tmp_path):
-    """Only the README's text: its files written into an empty folder, its commands run there."""
+    """Only the policy page's text: its files written into an empty folder, its commands run there."""
     blocks = readme_blocks()
     for name, body in blocks.items():
         if name != "commands":

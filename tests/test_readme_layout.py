@@ -1,5 +1,7 @@
-"""The README's layout table is true (issue 20): every module of the library is named in it, so a newcomer
-finds any policy, prompt, contrast or figure from one table; and every path the table names exists."""
+"""The layout table is true (issue 20): every module of the library is named in it, so a newcomer finds any
+policy, prompt, contrast or figure from one table; and every path the table names exists. The table moved from
+the README to the book's reference page ``book/reference-layout.md`` (issue 35), which the README links and the
+book's table of contents renders."""
 
 import re
 from pathlib import Path
@@ -8,9 +10,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "crossprofile_lib"
 
 
+LAYOUT_PAGE = ROOT / "book" / "reference-layout.md"
+
+
 def _layout() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return text[text.index("## Layout"):text.index("\n## ", text.index("## Layout") + 3)]
+    return LAYOUT_PAGE.read_text(encoding="utf-8")
 
 
 def _row(sec: str, module: Path) -> str:
@@ -36,3 +40,32 @@ def test_every_folder_the_layout_names_exists():
     sec = _layout()
     for path in re.findall(r"^\| `([\w./-]+/)`", sec, flags=re.M):
         assert (ROOT / path).is_dir(), f"README layout names {path}, which does not exist"
+
+
+def test_the_layout_page_is_in_the_book_and_linked_from_the_readme():
+    import yaml
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for p in toc["parts"] for c in p["chapters"]]
+    assert "book/reference-layout" in files, "book/reference-layout.md is not in _toc.yml"
+    assert "(book/reference-layout.md)" in (ROOT / "README.md").read_text(), "the README does not link the layout page"
+
+
+def test_the_readme_is_short_two_commands_one_picture_and_links_to_pages_the_book_renders():
+    """Issue 35.5: the README says what the suite is, its two commands, one picture and links; the reference
+    lives in the book's pages (each linked page exists and is in the table of contents)."""
+    import yaml
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150, f"the README has {len(text.splitlines())} lines (at most 150)"
+    first = re.search(r"```bash\n(.*?)```", text, re.S).group(1).splitlines()
+    assert [ln.split("#")[0].strip() for ln in first] == ["make book", "make test"], first
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert len(pictures) == 1 and (ROOT / pictures[0]).is_file(), pictures
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    in_book = {c["file"] for p in toc["parts"] for c in p["chapters"]}
+    linked = re.findall(r"\]\((book/[\w-]+)\.md\)", text)
+    assert {"book/reference-make", "book/reference-cli", "book/reference-backends", "book/reference-benchmarks"} <= set(linked)
+    for page in linked:
+        assert (ROOT / f"{page}.md").is_file() and page in in_book, f"README links {page}.md: missing or not in _toc.yml"
+    reference = next(p for p in toc["parts"] if p["caption"] == "Reference")
+    assert {c["file"] for c in reference["chapters"]} >= {p for p in linked if "reference-" in p}
+    assert "commit by commit" not in text and len(re.findall(r"fresh_ci_[0-9a-f]+\.json", text)) == 0

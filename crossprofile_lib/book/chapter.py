@@ -258,7 +258,7 @@ def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:
     if not b:
         return [Notice("note", "No language-model run on this page",
                        f"This page was built with the {REFERENCE} only (parameter <code>backend</code> is empty). "
-                       "Chapter 9 shows how to rerun it on a model.")]
+                       '<a href="09-rerun.html">Chapter 9</a> shows how to rerun it on a model.')]
     if run is None:
         return [Notice("warning", f"{b}: no run",
                        f"The model backend could not run here ({html.escape(br.skipped.get(b, 'unknown'))}); "

@@ -185,6 +185,19 @@ def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
     return out
 
 
+def net_lead_message(tables: dict) -> str:
+    """The bold title of the every-run net-lead figure (:func:`net_lead_tables`'s curves): each run's accuracy
+    at its lowest and at its highest net lead, every run named (the figure's default title reads only the
+    first curve, the reference decider's)."""
+    parts = []
+    for lab, t in tables.items():
+        t = t[t["n"] > 0].sort_values("net_lead")
+        if len(t):
+            parts.append(f"{lab} {t['estimate'].iloc[0]:.0f}% at {int(t['net_lead'].iloc[0]):+d} to "
+                         f"{t['estimate'].iloc[-1]:.0f}% at {int(t['net_lead'].iloc[-1]):+d}")
+    return ("Accuracy by net lead, lowest to highest: " + "; ".join(parts)) if parts else "No decisions to draw"
+
+
 def coverage_note(runs: Sequence[Run]) -> str:
     """One plain sentence (HTML) on which of the paper's models this build has: none (then it says that
     no 7-8B or DeepSeek model ran for this build, and what the rows show instead) or the ones it has."""

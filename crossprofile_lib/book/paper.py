@@ -151,7 +151,8 @@ def agreement_takeaways(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[s
         if total:
             lines.append(f"{html.escape(col[1])}: {inside} of {total} paper values lie inside this run's 95% interval.")
     lines.append("A value inside an interval of the reference decider says the effect follows from what the memory keeps; "
-                 "one outside says the paper's models add something of their own (chapter 6).")
+                 "one outside says the paper's models add something of their own "
+                 '(<a href="06-social-proof.html">chapter 6</a>).')
     return lines
 
 
@@ -203,14 +204,35 @@ def _run_name(run: Run, data: str) -> str:
     return name + ("" if data == "crossprofile" else f" · {data}")
 
 
+#: The book chapter (its page, ``notebooks/<page>.md``) that computes the quantities of each paper chapter
+#: (``chapter`` in data/paper_figures.yaml): each row of chapter 11 links to it.
+CHAPTER_PAGES = {"rarest-first": "04-rarest-first", "relevance": "05-relevance", "social-proof": "06-social-proof",
+                 "net-evidence": "07-net-evidence", "hiddenbench": "08-hiddenbench"}
+#: The "paper model" and "reproduced?" cells of a reference run's row: compared as a reference, never scored.
+AS_REFERENCE = "every paper model (a reference)"
+REFERENCE_VERDICT = "a reference, not scored"
+#: The "paper" cell of a row with no paper value to set beside the run.
+NO_VALUE = "–"
+
+
+def _paper_number(pv, unit: str, digits: int) -> str:
+    if isinstance(pv, (int, float)) and not isinstance(pv, bool):
+        return f"{pv:+.{digits}f}" if unit == "points" else f"{pv:.{digits}f}"
+    return str(pv)
+
+
 def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Chapter 11 in long format: one row per (paper quantity, run, paper model) with the columns of
-    :data:`LONG_COLUMNS` plus ``chapter``, ``unit`` and ``scored`` (True where "reproduced?" is yes/no).
+    :data:`LONG_COLUMNS` plus ``chapter``, ``unit``, ``scored`` (True where "reproduced?" is yes/no), ``model``
+    (the run's name without its data kind), ``reference`` (the run is the reference decider) and ``page`` (the
+    chapter that computes the quantity, :data:`CHAPTER_PAGES`).
 
     Which paper values a run is set beside: a run that IS one of the paper's models
     (:func:`crossprofile_lib.book.models.run_paper_model`) only that model's value (or, where the paper
-    does not separate its models, that shared value); the reference decider (not a model) every paper
-    model's value, one row each; a model that is not one of the paper's models none (its row says so)."""
+    does not separate its models, that shared value); a model that is not one of the paper's models none (its
+    row says so). The reference decider is a normative evidence counter, not a language model: it reproduces
+    no model, so it gets ONE row per quantity with every paper model's value beside it and the verdict
+    :data:`REFERENCE_VERDICT`, never a "reproduced?" yes or no."""
     n_resamples = min(n_resamples, MAX_COMPARISON_RESAMPLES)
     rows = []
     for data, rs in runs.items():
@@ -221,7 +243,7 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
             v = headroom_verdict(run, boot)
             vals = suite_values(items, run, boot, data)
             pm = run_paper_model(run)
-            name = _run_name(run, data)
+            name, model = _run_name(run, data), _run_name(run, "crossprofile")
             for it, val in zip(items, vals):
                 if it.data != data:
                     continue
@@ -232,44 +254,136 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
                 else:
                     est, lo, hi = val["estimate"], val["lo"], val["hi"]
                     shown = "not in this run" if np.isnan(est) else fmt_ci(est, lo, hi, digits)
+                base = {"chapter": it.chapter, "quantity": f"{it.result}: {it.label}", "unit": it.unit, "run": name,
+                        "this run": shown, "model": model, "reference": run.is_reference,
+                        "page": CHAPTER_PAGES.get(it.chapter, "")}
                 if run.is_reference:
-                    pairs = list(it.paper.items())
-                elif pm is None:
+                    cell = " / ".join(f"{_paper_number(x, it.unit, digits)} ({m})" for m, x in it.paper.items())
+                    rows.append({**base, "paper model": AS_REFERENCE, "paper": cell or NO_VALUE,
+                                 "reproduced?": REFERENCE_VERDICT, "scored": False})
+                    continue
+                if pm is None:
                     pairs = [("(none)", None)]
                 else:
-                    shared = [(m, x) for m, x in it.paper.items() if m in ("models not separated", "range over models")]
+                    shared = [(m, x) for m, x in it.paper.items() if m in SHARED_PAPER_VALUES]
                     pairs = [(pm, it.paper[pm])] if pm in it.paper else shared or [(pm, None)]
                 for m, pv in pairs:
                     if pv is None:
                         verdict_text = ("no paper value: not one of the paper's models" if m == "(none)"
                                         else f"the paper reports no {it.label} for {m}")
-                        paper_cell = "–"
+                        paper_cell = NO_VALUE
                     else:
                         verdict_text = reproduced(pv, est, lo, hi, it.unit, v) if val is not None else \
                             "no comparable measure in this suite"
-                        paper_cell = (f"{pv:+.{digits}f}" if it.unit == "points" and isinstance(pv, (int, float))
-                                      else f"{pv:.{digits}f}" if isinstance(pv, (int, float)) else str(pv))
-                    rows.append({"chapter": it.chapter, "quantity": f"{it.result}: {it.label}", "unit": it.unit,
-                                 "run": name, "paper model": m, "paper": paper_cell, "this run": shown,
-                                 "reproduced?": verdict_text, "scored": verdict_text in (YES, NO)})
-    return pd.DataFrame(rows, columns=["chapter", *LONG_COLUMNS, "unit", "scored"])
+                        paper_cell = _paper_number(pv, it.unit, digits)
+                    rows.append({**base, "paper model": m, "paper": paper_cell, "reproduced?": verdict_text,
+                                 "scored": verdict_text in (YES, NO)})
+    return pd.DataFrame(rows, columns=["chapter", *LONG_COLUMNS, "unit", "scored", "model", "reference", "page"])
+
+
+def _why(verdict: str) -> str:
+    """A short reason a row is not comparable (the summary's last column)."""
+    for start, why in (("no paper value", "no paper value (not one of the paper's models)"),
+                       ("the paper reports no", "the paper reports no value for its model"),
+                       ("not counted: interval", "interval too wide to say anything"),
+                       ("not counted: exploratory", "exploratory: fails its headroom check"),
+                       ("not scored", "the paper gives a range, not one number")):
+        if verdict.startswith(start):
+            return why
+    return "not measured by this run"
+
+
+def model_summary(long: pd.DataFrame) -> pd.DataFrame:
+    """One row per model of the build (the reference decider is not a model and is left out): how many of the
+    paper values set beside it it reproduces (inside its 95% interval), does not, and how many are not
+    comparable (and why)."""
+    rows = []
+    for model, part in long[~long["reference"].astype(bool)].groupby("model", sort=False):
+        verdicts = part["reproduced?"].astype(str)
+        yes, no = int((verdicts == YES).sum()), int((verdicts == NO).sum())
+        whys = pd.Series([_why(x) for x in verdicts if x not in (YES, NO)], dtype=object).value_counts()
+        pms = [m for m in dict.fromkeys(part["paper model"]) if m not in SHARED_PAPER_VALUES]
+        rows.append({"model": model, "paper model": ", ".join(pms).replace("(none)", "none: not one of the paper's models"),
+                     "reproduced": yes, "not reproduced": no, "not comparable": int(len(part) - yes - no),
+                     "why not comparable": "; ".join(f"{n} {w}" for w, n in whys.items()) or "–"})
+    return pd.DataFrame(rows, columns=["model", "paper model", "reproduced", "not reproduced", "not comparable",
+                                       "why not comparable"])
+
+
+#: Columns of chapter 11's main table (a model's rows that have a paper value).
+MAIN_COLUMNS = ["quantity", "run", "paper model", "paper", "this run", "reproduced?", "computed in"]
+
+
+def main_rows(long: pd.DataFrame) -> pd.DataFrame:
+    """The models' rows that have a paper value beside them (:data:`MAIN_COLUMNS`; ``computed in`` is the page
+    of the chapter that computes the quantity, shown as a link by :func:`chapter_links`)."""
+    m = long[~long["reference"].astype(bool) & (long["paper"] != NO_VALUE)]
+    return m.rename(columns={"page": "computed in"})[MAIN_COLUMNS].reset_index(drop=True)
+
+
+def left_out_line(long: pd.DataFrame) -> str:
+    """One line (HTML) counting the models' rows with no paper value, left out of the main table."""
+    models = long[~long["reference"].astype(bool)]
+    m = models[models["paper"] == NO_VALUE]
+    if models.empty:
+        return "None: this build ran no language model, so there is no model row to show."
+    if m.empty:
+        return "None: every model row has a paper value beside it."
+    parts = [f"{len(p)} of {html.escape(str(model))}" for model, p in m.groupby("model", sort=False)]
+    return (f"Left out of the table: {len(m)} rows with no paper value to set beside them ({', '.join(parts)}: not one "
+            "of the paper's models, or a quantity the paper reports for another model only).")
+
+
+def reference_rows(long: pd.DataFrame) -> pd.DataFrame:
+    """The reference runs beside the paper, one row per quantity: every paper model's value and each reference
+    run's estimate [95% interval]; no verdict (a reference, not a reproduction)."""
+    ref = long[long["reference"].astype(bool)]
+    if ref.empty:
+        return pd.DataFrame(columns=["quantity", "paper (every model)", "computed in"])
+    out = ref.drop_duplicates("quantity")[["quantity", "paper", "page"]].rename(
+        columns={"page": "computed in", "paper": "paper (every model)"}).set_index("quantity", drop=False)
+    for run, part in ref.groupby("run", sort=False):
+        out[run] = part.set_index("quantity")["this run"].reindex(out.index).fillna("–")
+    return out[[c for c in out.columns if c != "computed in"] + ["computed in"]].reset_index(drop=True)
+
+
+def chapter_link(page: str) -> str:
+    """The link (HTML) to the chapter page that computes a quantity: "chapter 4"."""
+    if not page:
+        return "–"
+    return f'<a href="{html.escape(page)}.html">chapter {int(page.split("-")[0])}</a>'
+
+
+def chapter_links(st, column: str = "computed in"):
+    """A table's ``column`` of chapter pages (:data:`CHAPTER_PAGES`) shown as links to those chapters."""
+    return st.format(chapter_link, subset=[column])
 
 
 def long_takeaways(long: pd.DataFrame) -> list[str]:
-    """Per run: how many of its scored paper values it reproduces, and how many were not counted (why)."""
+    """Per model: how many of its scored paper values it reproduces; a model with none scored says why in one
+    line (never "0 of 0"); the reference decider is said to be compared as a reference."""
     lines = []
-    for run, part in long.groupby("run", sort=False):
-        scored = part[part["scored"]]
-        nc = part["reproduced?"].astype(str).str.startswith("not counted")
-        yes = int((scored["reproduced?"] == YES).sum())
-        text = f"{html.escape(run)}: {yes} of {len(scored)} scored paper values lie inside its 95% interval"
-        if nc.any():
-            text += (f"; {int(nc.sum())} not counted (interval too wide to say anything, or the run fails its headroom "
-                     "check: exploratory)")
+    summary = model_summary(long)
+    for _, r in summary.iterrows():
+        scored = r["reproduced"] + r["not reproduced"]
+        if scored:
+            text = (f"{html.escape(r['model'])}: {r['reproduced']} of {scored} paper values of {html.escape(r['paper model'])} "
+                    "lie inside its 95% interval")
+            if r["not comparable"]:
+                text += f"; {r['not comparable']} not comparable ({html.escape(r['why not comparable'])})"
+        else:
+            text = (f"{html.escape(r['model'])}: none of its {r['not comparable']} rows is compared with the paper "
+                    f"({html.escape(r['why not comparable'])})")
         lines.append(text + ".")
-    lines.append("A paper value inside an interval of the reference decider says the effect follows from what the memory "
-                 "keeps; one outside says the paper's models add something of their own (chapter 6). A model is set "
-                 "beside its own paper values only (crossprofile_lib/resources/paper_models.yaml).")
+    if summary.empty:
+        lines.append("This build ran no language model, so no paper value is scored: rerun it with a model "
+                     "(<code>make book BACKENDS=...</code>, or <code>RUNS=</code> with run folders from a GPU machine).")
+    if long["reference"].astype(bool).any():
+        lines.append("The reference decider (a normative evidence counter, not a language model) is compared as a "
+                     "reference, never scored: the last table sets it beside every paper model's value. A paper value "
+                     "near it says the effect follows from what the memory keeps; one far from it, that the paper's "
+                     'models add something of their own (<a href="06-social-proof.html">chapter 6</a>).')
+    lines.append("A model is set beside its own paper values only (crossprofile_lib/resources/paper_models.yaml).")
     return lines
 
 

@@ -105,7 +105,8 @@ def no_policy_note():
     return admonition("note", "No policy of your own in this build",
                       "This page shows a memory policy of your own beside the paper's R1 and B4. Build the book with "
                       "<code>make book POLICY_FILES=examples/policies/keep_longest.py</code> (or your own file; see "
-                      "the README, <i>Your own memory policy</i>) and it shows that policy's composition per cell, "
+                      "the reference page <i>A memory policy of your own</i>, book/reference-policies.md) and it shows "
+                      "that policy's composition per cell, "
                       "its accuracy in the classic and mirror cells, and where it fails and why.")
 
 

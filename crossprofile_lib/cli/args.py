@@ -192,7 +192,7 @@ def names(s: str) -> list[str]:
 # --- policy files (your own memory policy) ---------------------------------------------------
 
 POLICY_FILE_HELP = ("a Python file (or module:object) defining POLICY or POLICIES, memory policies of your own "
-                    "(README: 'Your own memory policy'); repeatable; loaded and checked before anything else")
+                    "(book/reference-policies.md); repeatable; loaded and checked before anything else")
 
 
 def add_policy_file_option(p) -> None:

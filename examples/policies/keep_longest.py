@@ -1,4 +1,4 @@
-"""Keep the longest claims first: an example memory policy of your own (README, "Your own memory policy").
+"""Keep the longest claims first: an example memory policy of your own (book/reference-policies.md).
 
     crossprofile run --policy-file examples/policies/keep_longest.py --policies Longest,R1,B4 --out runs/mine
 """
