@@ -180,6 +180,7 @@ KINDS = {
 REQUIRED_KINDS = tuple(k for k in KINDS if k != ".cp-mixed-build")
 
 CONTRAST = r"""(() => {
+  const KINDS = %s;
   const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
   const parse = c => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return [0, 0, 0, 0];
                        const v = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number);
@@ -222,7 +223,7 @@ CONTRAST = r"""(() => {
   }
   return {checked: n, low: low.slice(0, 8), n_low: low.length, found, worst,
           theme: document.documentElement.dataset.theme || ''};
-})()"""
+})()""".replace("%s", json.dumps(KINDS))
 
 
 def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: str = "light", width: int = 1280) -> dict:
@@ -237,7 +238,7 @@ def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: st
         typeset = cdp.evaluate(WAIT_MATHJAX)
         info = cdp.evaluate(f"const MIN_SCALE = {min_scale(width)};" + INSPECT)
         info["mathjax"] = typeset
-        info["contrast"] = cdp.evaluate(f"const KINDS = {json.dumps(KINDS)};" + CONTRAST)
+        info["contrast"] = cdp.evaluate(CONTRAST)
         if shot is not None:
             cdp.screenshot(shot)
         info["requests"] = cdp.requests()

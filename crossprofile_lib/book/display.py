@@ -9,9 +9,8 @@
 * :func:`display`, :data:`HTML`, :data:`Markdown`: IPython's, so a chapter imports only ``book``.
 * the near-chance flag and the intervals that say nothing are :mod:`crossprofile_lib.book.flags`; the
   notices, the provenance badge, the "built with" line and the takeaways box are
-  :mod:`crossprofile_lib.book.provenance`. Both are still importable from here (``book.display.X``, and so
-  ``book.X``): the flags' names directly, the provenance names on first use (:func:`__getattr__`: that
-  module imports this one).
+  :mod:`crossprofile_lib.book.provenance` (which builds on the boxes here). The flags' names are still
+  importable from here; every name of the three is ``book.X``.
 """
 
 from __future__ import annotations
@@ -35,18 +34,6 @@ from crossprofile_lib.book.flags import (  # noqa: F401  (re-exported: book.disp
     uninformative_cell,
 )
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
-
-#: Names that moved to :mod:`crossprofile_lib.book.provenance` (which imports this module), still
-#: importable from here: resolved on first use (:func:`__getattr__`).
-PROVENANCE_NAMES = ("Notice", "run_notices", "BUILT_WITH", "built_with_text", "built_with", "provenance_box",
-                    "defer", "pending", "takeaways")
-
-
-def __getattr__(name: str):
-    if name in PROVENANCE_NAMES:
-        from crossprofile_lib.book import provenance
-        return getattr(provenance, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
 #: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.

@@ -19,12 +19,13 @@ from typing import Optional
 
 import yaml
 
+from crossprofile_lib.paths import checkout_root
+
 CITATION = "CITATION.cff"
 
 
 def citation_file(srcdir: Path) -> Path:
     """``CITATION.cff`` of the book being built (its folder, else the checkout it was staged from)."""
-    from crossprofile_lib.paths import checkout_root
     for d in (Path(srcdir), checkout_root()):
         if d is not None and (d / CITATION).is_file():
             return d / CITATION
