@@ -102,15 +102,24 @@ chapter: install
 	$(BIN)/papermill "$$src" "$$out" --cwd "$(CURDIR)" --no-progress-bar --no-log-output $(PARAMS) && \
 	rm -f "$$src" && echo "make chapter: wrote $$out"
 
-# The self-contained site folder: the built book (_build/html) copied into SITE (default _site/) with
-# .nojekyll, then checked: no dead internal link, nothing loaded from another machine (scripts/make_site.py;
-# the Pages workflow .github/workflows/pages.yml deploys it). Builds the book first unless SITE_HTML names
-# an already built one (make site SITE_HTML=_build/html). An existing SITE not made by this target is kept.
+# The self-contained site folder: the built book copied into SITE (default _site/) with .nojekyll, then
+# checked: no dead internal link, nothing loaded from another machine (scripts/make_site.py; the Pages
+# workflow .github/workflows/pages.yml deploys it). It reuses a FINISHED build of the current parameters
+# (the Make variables and BOOK_ARGS, e.g. BOOK_ARGS="--quick --out _build/quick"): one whose last step ran
+# (its _build/book_timing.json stamp), whose chapters all record these parameters, built with this
+# REPOSITORY_URL and older than none of the book's sources (`make_site.py --finished` says which, else why
+# not); only without one does it run `make book` first. SITE_HTML names an already built _build/html
+# instead (make site SITE_HTML=_build/html: no check, no build). An existing SITE not made by this target is kept.
 SITE ?= _site
 SITE_HTML ?=
 site: install
-	@if [ -z "$(SITE_HTML)" ]; then $(SUBMAKE) --no-print-directory book; fi
-	$(BIN)/python scripts/make_site.py $(or $(SITE_HTML),_build/html) $(SITE)
+	@if [ -n "$(SITE_HTML)" ]; then html="$(SITE_HTML)"; \
+	elif html=$$($(BIN)/python scripts/make_site.py --finished $(BOOK_ARGS)); then \
+	  echo "make site: reusing the finished build $$html (these parameters, no source newer)"; \
+	else rc=$$?; [ $$rc = 1 ] || exit $$rc; \
+	  $(SUBMAKE) --no-print-directory book && html=$$($(BIN)/python scripts/make_site.py --finished $(BOOK_ARGS)) \
+	  || exit 1; fi; \
+	$(BIN)/python scripts/make_site.py "$$html" $(SITE)
 
 # The live classroom explorer (chapter 10) in JupyterLab on this machine: the chapter's jupytext source
 # opens as a notebook (scripts/lab-overrides.json: text notebooks open as notebooks by default, no news

@@ -3,6 +3,22 @@
 
     python scripts/make_site.py _build/html _site     # copy the built book into _site/, add .nojekyll, check
     python scripts/make_site.py --check _site          # check a site folder only
+    python scripts/make_site.py --finished [BOOK_ARGS]  # the finished build of these parameters, if any
+
+``make site`` builds the book only when no finished build of the current parameters exists
+(:func:`finished`): the Make variables (BACKEND, SEEDS, ..., REPOSITORY_URL) and ``BOOK_ARGS`` (e.g.
+``--quick --out _build/quick``) are read as ``crossprofile book`` reads them. A build is *finished* when
+
+* its last step ran: ``_build/book_timing.json`` (written only after every step of ``crossprofile book``
+  passed, the HTML and its offline check included) records an HTML build, and is newer than every
+  executed chapter of the table of contents (a build that failed after executing chapters leaves them
+  newer than the stamp);
+* every executed chapter records the current parameters' build id (``crossprofile_build``, the stamp the
+  build writes into each notebook, :func:`crossprofile_lib.book.build.mixed_pages`);
+* its pages record the current REPOSITORY_URL (``<meta name="crossprofile-repository">``, written by
+  :mod:`crossprofile_lib.book.sphinx_cite`; the launch buttons and the repository link depend on it);
+* no source of the book (``notebooks/``, ``book/``, ``_config.yml``, ``_toc.yml``, ``CITATION.cff``,
+  ``references.bib``, the library's ``.py`` files) is newer than the stamp.
 
 The site folder is the built HTML as GitHub Pages (or any static server) serves it: a copy of
 ``_build/html`` with ``.nojekyll`` (so Pages serves ``_static/`` and ``_images/`` as they are) and a marker
@@ -21,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import html.parser
+import json
+import os
 import re
 import shutil
 import sys
@@ -34,6 +52,7 @@ REMOTE = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
 #: <link rel=...> values that do not make the browser fetch anything
 LINK_NO_FETCH = {"canonical", "alternate", "author", "license", "help", "search", "next", "prev", "index", "me",
                  "bookmark", "external"}
+REPOSITORY_META = re.compile(r"""<meta\s+name=["']crossprofile-repository["']\s+content=["']([^"']*)["']""")
 CSS_REMOTE = re.compile(r"""(?:@import\s+(?:url\()?|url\()\s*["']?((?:https?:)?//[^"')\s]+)""", re.IGNORECASE)
 
 
@@ -80,6 +99,7 @@ def check(site: Path) -> list[str]:
         return parsed[p]
 
     problems = []
+    site = site.resolve()  # a relative folder (the default _site) too: a same-page #anchor targets the page itself
     for src in pages(site):
         page = src.relative_to(site).as_posix()
         h = parse(src)
@@ -93,10 +113,10 @@ def check(site: Path) -> list[str]:
             target = (src.parent / urllib.parse.unquote(u.path)).resolve() if u.path else src
             if target.is_dir():
                 target = target / "index.html"
-            if not target.exists() or site.resolve() not in target.parents:
+            if not target.exists() or site not in target.parents:
                 problems.append(f"{page}: {link} (no such file in the site)")
             elif u.fragment and target.suffix == ".html" and u.fragment not in parse(target).ids:
-                problems.append(f"{page}: {link} (no element #{u.fragment} on {target.relative_to(site.resolve())})")
+                problems.append(f"{page}: {link} (no element #{u.fragment} on {target.relative_to(site)})")
     for css in sorted(site.rglob("*.css")):
         for m in CSS_REMOTE.finditer(css.read_text(errors="replace")):
             problems.append(f"{css.relative_to(site).as_posix()}: loads {m.group(1)} from another machine")
@@ -118,7 +138,91 @@ def make_site(html_dir: Path, site: Path) -> None:
     (site / MARKER).write_text(f"copied from {html_dir}\n")
 
 
+#: What a book is built from, besides the executed chapters: newer than a build's stamp, the build is stale.
+SOURCES = ("notebooks/*.md", "book/*.md", "book/_static/*.css", "_config.yml", "_toc.yml", "CITATION.cff",
+           "references.bib", "crossprofile_lib/**/*.py")
+
+
+class NotFinished(Exception):
+    """Why there is no finished build of the current parameters (``make site`` builds then)."""
+
+
+def finished(book_args: list[str], env: dict | None = None, root: Path | None = None) -> Path:
+    """The ``_build/html`` folder of the finished build of the parameters that ``crossprofile book
+    BOOK_ARGS`` would build now (the Make variables in ``env``); :class:`NotFinished` naming why there is
+    none; ``BookConfigError`` / ``LaunchConfigError`` for a bad variable (as ``crossprofile book`` says)."""
+    import nbformat
+
+    from crossprofile_lib.book.build import STAMP_KEY, build_id, toc_pages
+    from crossprofile_lib.book.launch_buttons import check_url
+    from crossprofile_lib.cli import book as cli
+    from crossprofile_lib.paths import book_root
+
+    env = os.environ if env is None else env
+    ap = argparse.ArgumentParser(prog="make_site.py --finished")
+    cli.add_arguments(ap)
+    args = ap.parse_args(book_args)
+    root = (root or book_root()).resolve()
+    params = cli.book_params(args.quick, env)
+    target = Path(args.out).resolve() if args.out else root
+    if target != root:
+        params = params.replace(runs_root=str(target / "runs"))
+    want = build_id(json.loads(json.dumps(params.model_dump(), default=str)))
+    html_dir = target / "_build" / "html"
+    stamp = target / "_build" / "book_timing.json"
+    if args.no_html:
+        raise NotFinished("BOOK_ARGS has --no-html: a site needs the HTML")
+    if not (html_dir / "index.html").is_file() or not stamp.is_file():
+        raise NotFinished(f"no finished build in {target} (no {stamp.relative_to(target)} or no HTML)")
+    try:
+        timing = json.loads(stamp.read_text())
+    except ValueError:
+        raise NotFinished(f"{stamp} is not valid JSON") from None
+    if not timing.get("html_s"):
+        raise NotFinished(f"the last build in {target} built no HTML ({stamp.name}: html_s = 0)")
+    t_stamp = stamp.stat().st_mtime
+    for page in toc_pages(target):
+        nb = target / (page + ".ipynb")
+        if not nb.exists():
+            continue  # a text page (.md)
+        if nb.stat().st_mtime > t_stamp:
+            raise NotFinished(f"{page}.ipynb was executed after the last finished build (a build that did not finish)")
+        rec = nbformat.read(nb, as_version=4).metadata.get(STAMP_KEY) or {}
+        if rec.get("id") != want:
+            got = rec.get("params") if isinstance(rec.get("params"), dict) else {}
+            now = json.loads(json.dumps(params.model_dump(), default=str))
+            diff = sorted(k for k in set(got) | set(now) if got.get(k) != now.get(k)) or ["(no build record)"]
+            raise NotFinished(f"{page}.ipynb was built with other parameters ({', '.join(diff[:6])})")
+    url = (env.get("REPOSITORY_URL") or "").strip()
+    url = check_url(url).rstrip("/") if url else ""
+    m = REPOSITORY_META.search((html_dir / "index.html").read_text(errors="replace"))
+    pages_of = pages(html_dir)
+    m = m or next((x for x in (REPOSITORY_META.search(p.read_text(errors="replace")) for p in pages_of) if x), None)
+    built_url = m.group(1) if m else None
+    if built_url != url:
+        raise NotFinished(f"the pages were built with REPOSITORY_URL={built_url!r}, now it is {url!r}"
+                          if built_url is not None else "the pages record no REPOSITORY_URL (built by an older version)")
+    for pattern in SOURCES:
+        for f in root.glob(pattern):
+            if f.is_file() and f.stat().st_mtime > t_stamp:
+                raise NotFinished(f"{f.relative_to(root)} changed after the last finished build")
+    return html_dir
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--finished"]:
+        from crossprofile_lib.book.build import BookConfigError
+        from crossprofile_lib.book.launch_buttons import LaunchConfigError
+        try:
+            print(finished(argv[1:]))
+            return 0
+        except NotFinished as e:
+            print(f"make site: building the book: {e}", file=sys.stderr)
+            return 1
+        except (BookConfigError, LaunchConfigError) as e:
+            print(f"make site: {e}. Nothing was run.", file=sys.stderr)
+            return 2
     ap = argparse.ArgumentParser(prog="make_site.py", description=__doc__.splitlines()[0])
     ap.add_argument("html", nargs="?", default="_build/html", help="the built book (default _build/html)")
     ap.add_argument("site", nargs="?", default="_site", help="the site folder (default _site)")

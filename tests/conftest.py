@@ -143,11 +143,45 @@ def chromium() -> str:
     return require_chromium()
 
 
+#: The near-chance language model the quick book imports (RUNS=): made by a real ``crossprofile run`` against
+#: the fake OpenAI-compatible server on 127.0.0.1 (tests/fake_openai_server.py), whose decisions come from a
+#: hash of each prompt (no model at all). Its headroom check fails, so the book flags it at every number, and
+#: the browser test reads every flag, label and box kind (tests/test_book_browser.py). The name says what it is.
+NEAR_CHANCE_BACKEND = "openai/hash-answers-fixture"
+NEAR_CHANCE_GRID = ["--templates", "templates/dev", "--seeds", "0", "--budgets", "0.4", "--variants", "PSP,SPS",
+                    "--policies", "R1,B4,Random,R1-rel,R1-rel-oracle,BAL,BAL-oracle,ALL,ALL:unlabeled,EMPTY",
+                    "--tokenizer", "offline"]
+
+
+def near_chance_run(out: Path) -> Path:
+    """``out/near-chance-run``: the :data:`NEAR_CHANCE_BACKEND` run folder (about 200 decisions, 30 s)."""
+    import os
+    import subprocess
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    import fake_openai_server
+    _, url, stop = fake_openai_server.start()
+    folder = out / "near-chance-run"
+    env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache-fixture"))
+    env.pop("CROSSPROFILE_BASE_URL", None)
+    try:
+        r = subprocess.run([sys.executable, "-m", "crossprofile_lib.cli", "run", "--backend", NEAR_CHANCE_BACKEND,
+                            "--base-url", url, *NEAR_CHANCE_GRID, "--no-progress", "--out", str(folder)],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        stop()
+    if r.returncode != 0:
+        pytest.fail(f"the near-chance fixture run failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return folder
+
+
 @pytest.fixture(scope="session")
 def quick_book(tmp_path_factory) -> Path:
     """The folder of the book built ONCE per test session with the quick parameters, as a reader meets it:
     ``scripts/build_book.py --quick`` in a fresh process, its own empty call cache, REPOSITORY_URL set
-    (:data:`QUICK_BOOK_REPOSITORY`). Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
+    (:data:`QUICK_BOOK_REPOSITORY`), and one imported language-model run that decides near chance
+    (``RUNS=``: :func:`near_chance_run`), so its pages carry the near-chance flag, every label and box kind.
+    Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
     the chapters that build executed with papermill (a cell error fails the build, and so every test using this).
     ``CROSSPROFILE_BOOK_HTML=DIR`` (an already built ``_build/html``) skips the build: the folder is DIR's
     grandparent. Every test using it is named in :data:`QUICK_BOOK_TESTS`."""
@@ -158,7 +192,10 @@ def quick_book(tmp_path_factory) -> Path:
     if given:
         return Path(given).resolve().parents[1]
     out = tmp_path_factory.mktemp("quick-book")
-    env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"), REPOSITORY_URL=QUICK_BOOK_REPOSITORY)
+    runs = near_chance_run(out)
+    env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"), REPOSITORY_URL=QUICK_BOOK_REPOSITORY, RUNS=str(runs))
+    for var in ("BACKEND", "MODEL", "BACKENDS", "TEMPLATES", "SEEDS", "BUDGETS", "VARIANTS"):
+        env.pop(var, None)
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--out", str(out)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:

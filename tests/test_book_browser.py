@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import html.parser
 import http.server
+import json
 import os
 import re
 import threading
@@ -150,9 +151,36 @@ def min_scale(width: int) -> float:
     return 0.9 if width >= 600 else 0.75
 
 
-#: The text a reader must be able to read in either theme: every box (results, caveats, provenance),
-#: every caption naming a number's backend and model, the lines that replace a panel without signal.
+#: The kinds of text the book sets apart (CSS class or element -> what it is): every flag, label, box and
+#: caption. :data:`CONTRAST` measures each text element inside one of them (and any other paragraph, list
+#: item or table cell of the article), and counts the kinds it met on the page;
+#: :func:`test_every_page_renders_offline_legibly` fails unless the book carries every kind of
+#: :data:`REQUIRED_KINDS` somewhere (the quick book imports a near-chance run for it: tests/conftest.py).
+KINDS = {
+    ".cp-flag": "the near-chance flag",
+    ".cp-uninformative": "an interval that says nothing (greyed, marked †)",
+    ".cp-no-signal": "the line in place of a panel without signal",
+    ".cp-role": "a fact's role label (support, decoy, irrelevant)",
+    ".cp-badge-label": "the provenance badge's label",
+    ".cp-built-with": "the 'built with' line",
+    ".cp-provenance": "the provenance badge",
+    ".cp-provenance-warnings": "the badge's visible warnings",
+    ".cp-takeaways": "the results box",
+    ".cp-caption": "a figure caption",
+    "caption": "a table caption",
+    ".cp-mixed-build": "the mixed-build warning",
+    ".cp-cite": "the cite block (page footer)",
+    ".cp-repository": "the repository link (page footer)",
+    ".admonition.note": "a note box",
+    ".admonition.tip": "a tip box",
+    ".admonition.warning": "a warning box",
+    ".admonition.important": "an important box",
+}
+#: The kinds the test book must carry (all but the mixed-build warning, which a build that succeeds never shows).
+REQUIRED_KINDS = tuple(k for k in KINDS if k != ".cp-mixed-build")
+
 CONTRAST = r"""(() => {
+  const KINDS = %s;
   const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
   const parse = c => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return [0, 0, 0, 0];
                        const v = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number);
@@ -172,20 +200,30 @@ CONTRAST = r"""(() => {
   const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
                      return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
   const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
-  const sel = '.admonition, .cp-caption, caption, figcaption, .cp-no-signal, .cp-built-with, .cp-flag, td, th, p, li';
-  const low = []; let n = 0;
-  for (const box of art.querySelectorAll(sel)) {
+  const name = el => el.tagName.toLowerCase() +
+    (typeof el.className === 'string' && el.className.trim() ? '.' + el.className.trim().split(/\s+/).join('.') : '');
+  const kinds = Object.keys(KINDS);
+  const sel = kinds.join(', ') + ', .admonition, figcaption, td, th, p, li';
+  const roots = [...art.querySelectorAll(sel), ...document.querySelectorAll('.cp-cite')];
+  const seen = new Set(), low = [], found = {}, worst = {}; let n = 0;
+  for (const box of roots) {
     for (const el of [box, ...box.querySelectorAll('*')]) {
+      if (seen.has(el)) continue;
+      seen.add(el);
       const own = [...el.childNodes].some(t => t.nodeType === 3 && t.textContent.trim());
       const r = el.getBoundingClientRect();
       if (!own || !r.width || !r.height || getComputedStyle(el).visibility === 'hidden') continue;
       const bg = background(el), fg = over(parse(getComputedStyle(el).color), bg);
       const k = ratio(fg, bg); n++;
-      if (k < 4.5) low.push(`${k.toFixed(2)}:1 "${el.textContent.trim().slice(0, 50)}"`);
+      const mine = kinds.filter(s => el.closest(s));
+      for (const s of mine) { found[s] = (found[s] || 0) + 1; worst[s] = Math.min(worst[s] || 99, k); }
+      if (k < 4.5)
+        low.push(`${k.toFixed(2)}:1 in ${mine.join(' ') || 'text'}: ${name(el)} "${el.textContent.trim().slice(0, 50)}"`);
     }
   }
-  return {checked: n, low: low.slice(0, 8), theme: document.documentElement.dataset.theme || ''};
-})()"""
+  return {checked: n, low: low.slice(0, 8), n_low: low.length, found, worst,
+          theme: document.documentElement.dataset.theme || ''};
+})()""".replace("%s", json.dumps(KINDS))
 
 
 def inspect_page(browser: Browser, url: str, shot: Path | None = None, theme: str = "light", width: int = 1280) -> dict:
@@ -241,7 +279,7 @@ def problems(page: str, info: dict) -> list[str]:
     c = info.get("contrast")
     if c is not None:
         if c["low"]:
-            out.append(f"text in boxes or captions below 4.5:1 contrast ({c['theme']} theme): {c['low']}")
+            out.append(f"{c['n_low']} text element(s) below 4.5:1 contrast ({c['theme']} theme): {c['low']}")
         if not c["checked"]:
             out.append("no box or caption text found to check for contrast")
     return out
@@ -257,7 +295,7 @@ def test_every_page_renders_offline_legibly(built_book, server, browser, tmp_pat
     shots.mkdir(parents=True, exist_ok=True)
     found = pages(built_book, redirects=False)
     assert "book/intro.html" in found and len(found) >= 5, found
-    bad, maths = {}, 0
+    bad, maths, kinds, worst = {}, 0, {}, {}
     for page in found:
         for theme, width in VIEWS:
             info = inspect_page(browser, f"{server}/{page}", shots / f"{Path(page).stem}-{theme}-{width}.png",
@@ -266,11 +304,35 @@ def test_every_page_renders_offline_legibly(built_book, server, browser, tmp_pat
                 bad.setdefault(page, []).append(f"asked for the {theme} theme, the page shows "
                                                 f"{info['contrast']['theme'] or 'none'}")
             maths += info["math"]
+            for k, v in info["contrast"]["found"].items():
+                kinds.setdefault(k, set()).add(page)
+                w = worst.setdefault(f"{theme} {width}", {})
+                w[k] = round(min(w.get(k, 99), info["contrast"]["worst"][k]), 2)
             p = problems(page, info)
             if p:
                 bad.setdefault(page, []).extend(f"[{theme}, {width} px] {x}" for x in p)
+    # the lowest contrast of each kind, per view (read by the report of issue 35)
+    (shots / "contrast.json").write_text(json.dumps({"worst": worst, "pages": {k: sorted(v) for k, v in kinds.items()}},
+                                                    indent=1, sort_keys=True))
     assert not bad, "pages with problems:\n" + "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
     assert maths > 0, "no typeset maths on any page"
+    absent = [f"{k} ({KINDS[k]})" for k in REQUIRED_KINDS if k not in kinds]
+    assert not absent, f"the book read carries no {', '.join(absent)}: their contrast went unmeasured"
+
+
+@pytest.mark.slow
+def test_cite_block_and_repository_link_on_every_page(built_book):
+    """Every page (search and index too) shows the cite block rendered from CITATION.cff, and the
+    repository link: the quick book is built with REPOSITORY_URL (tests/conftest.py)."""
+    import yaml
+    from conftest import QUICK_BOOK_REPOSITORY
+    title = html.escape(yaml.safe_load((ROOT / "CITATION.cff").read_text())["title"])
+    shown = pages(built_book, redirects=False)
+    bad = [p for p in shown if title not in (t := (built_book / p).read_text()) or "Cite this book" not in t
+           or f'class="cp-repository-link" href="{QUICK_BOOK_REPOSITORY}"' not in t
+           or f'<meta name="crossprofile-repository" content="{QUICK_BOOK_REPOSITORY}"' not in t]
+    assert len(shown) >= 5 and not bad, f"pages without the cite block or the repository link: {bad}"
+    assert "search.html" in shown and "genindex.html" in shown
 
 
 # --------------------------------------------------------------------------- links, without the browser

@@ -4,7 +4,13 @@
   vendored copy, offline), and the check fails on a broken workflow; it builds with `make book`, checks the
   site and deploys with upload-pages-artifact + deploy-pages, launch buttons from the repository's URL;
 * scripts/make_site.py copies the built book into a self-contained folder with .nojekyll, never replaces a
-  folder it did not make, and its check names dead internal links and off-machine loads;
+  folder it did not make, and its check names dead internal links and off-machine loads, from a relative
+  folder (the default ``_site``) as from an absolute one;
+* ``make site`` reuses a FINISHED build of the current parameters (``make_site.py --finished``: the build's
+  stamp, every chapter's build id, REPOSITORY_URL, no newer source) and builds only without one;
+* (slow) the workflow's own ``run:`` steps, read from pages.yml, run on a fresh clone of this checkout (the
+  quick book: BOOK_ARGS, which the workflow's ``make`` commands read from the environment) and deploy a
+  site folder that passes the check, with the cite block and the repository link on every page;
 * (slow) the site folder of a quick build, served on 127.0.0.1, opens in headless Chromium with no
   request leaving the machine and no failed load, and passes the link check.
 """
@@ -13,6 +19,9 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,11 +72,20 @@ def test_pages_workflow_builds_checks_and_deploys():
     assert build["env"]["REPOSITORY_URL"] == "${{ github.server_url }}/${{ github.repository }}"
 
 
-def test_site_target_is_in_the_makefile():
-    r = subprocess.run(["make", "-n", "site", "SITE_HTML=_build/html"], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "scripts/make_site.py _build/html _site" in r.stdout
-    assert "crossprofile book" not in r.stdout  # SITE_HTML given: no rebuild
+def _make_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("BACKEND", "MODEL", "BACKENDS", "RUNS", "TEMPLATES", "SEEDS",
+                                                           "BUDGETS", "VARIANTS", "REPOSITORY_URL", "BOOK_ARGS",
+                                                           "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return {**env, **extra}
+
+
+def test_site_target_with_site_html_copies_that_build_and_builds_nothing(tmp_path):
+    html, site = _tree(tmp_path / "html"), tmp_path / "_site"
+    # SUBMAKE=false: a `make book` would fail the target, so rc 0 proves nothing was built
+    r = subprocess.run(["make", "--no-print-directory", "site", f"SITE_HTML={html}", f"SITE={site}", "SUBMAKE=false"],
+                       cwd=ROOT, capture_output=True, text=True, env=_make_env(), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (site / ".nojekyll").is_file() and "no dead internal link" in r.stdout
 
 
 def _tree(d: Path) -> Path:
@@ -75,7 +93,7 @@ def _tree(d: Path) -> Path:
     (d / "_static" / "s.css").write_text("body { color: black; }")
     (d / "index.html").write_text('<meta http-equiv="refresh" content="0; url=intro.html">')
     (d / "intro.html").write_text('<link rel="stylesheet" href="_static/s.css"><p id="top"></p>'
-                                  '<a href="ch.html#x">ch</a><a href="https://mybinder.org/v2/gh/a/b">binder</a>'
+                                  '<a href="#top">top</a><a href="ch.html#x">ch</a><a href="https://mybinder.org/v2/gh/a/b">binder</a>'
                                   '<link rel="canonical" href="https://example.org/intro.html">')
     (d / "ch.html").write_text('<h1 id="x">x</h1><a href="intro.html#top">back</a><img src="_static/s.css">')
     return d
@@ -87,6 +105,19 @@ def test_make_site_copies_adds_nojekyll_and_passes_a_clean_tree(tmp_path):
     assert (site / ".nojekyll").is_file() and (site / "ch.html").is_file()
     assert make_site.check(site) == []
     assert make_site.main([str(html), str(site)]) == 0   # its own folder is replaced
+
+
+def test_site_check_passes_from_a_relative_folder_as_from_an_absolute_one(tmp_path, monkeypatch):
+    """(Was: `make site` exited 2, "349 problem(s)": from the default relative _site every same-page #anchor
+    was reported dead, while the same check of the absolute path passed.)"""
+    site = _tree(tmp_path / "_site")
+    (site / "ch.html").write_text('<h1 id="x">x</h1><a href="#x">here</a><a href="#gone">gone</a>')
+    monkeypatch.chdir(tmp_path)
+    want = ["ch.html: #gone (no element #gone on ch.html)"]
+    assert make_site.check(Path("_site")) == want          # the same-page #x resolves; #gone is still dead
+    assert make_site.check(site) == want
+    (site / "ch.html").write_text('<h1 id="x">x</h1><a href="#x">here</a><a href="intro.html#top">back</a>')
+    assert make_site.main(["--check", "_site"]) == 0
 
 
 def test_make_site_keeps_a_folder_it_did_not_make(tmp_path, capsys):
@@ -116,6 +147,160 @@ def test_site_check_names_dead_links_and_off_machine_loads(tmp_path):
         "intro.html: ch.html#x (no element #x on ch.html)",   # the new ch.html has no #x
     ]), got
     assert make_site.main(["--check", str(site)]) == 1
+
+
+# --- make site reuses a finished build -------------------------------------------------------------
+
+def _finished_build(out: Path, env: dict, url: str = "") -> Path:
+    """A build of the quick parameters in ``out`` as ``crossprofile book --quick --out out`` leaves it when
+    it finished: two executed chapters recording the build id, the HTML (with the repository ``url`` in
+    its meta tag), and the stamp written last."""
+    import nbformat
+    import yaml
+
+    from crossprofile_lib.book.build import STAMP_KEY, build_id
+    from crossprofile_lib.cli.book import book_params
+    values = json.loads(json.dumps(book_params(True, env).replace(runs_root=str(out.resolve() / "runs")).model_dump(),
+                                   default=str))
+    (out / "book").mkdir(parents=True)
+    (out / "_toc.yml").write_text(yaml.safe_dump({"format": "jb-book", "root": "book/intro",
+                                                  "parts": [{"chapters": [{"file": "book/04-x"}, {"file": "book/glossary"}]}]}))
+    (out / "book" / "glossary.md").write_text("# a text page: no notebook\n")
+    for page in ("intro", "04-x"):
+        nb = nbformat.v4.new_notebook()
+        nb.metadata[STAMP_KEY] = {"id": build_id(values), "params": values}
+        nbformat.write(nb, out / "book" / f"{page}.ipynb")
+    html = _tree(out / "_build" / "html")
+    meta = f'<meta name="crossprofile-repository" content="{url}" />'
+    for p in ("index.html", "intro.html", "ch.html"):
+        (html / p).write_text(meta + (html / p).read_text())
+    (out / "_build" / "book_timing.json").write_text(json.dumps({"html_s": 12.5, "total_s": 40.0}))
+    return html
+
+
+def _older(p: Path, seconds: float = 5) -> None:
+    t = p.stat().st_mtime - seconds
+    os.utime(p, (t, t))
+
+
+def test_finished_names_the_build_of_these_parameters_and_why_another_is_not(tmp_path):
+    env = _make_env()
+    out = tmp_path / "quick"
+    html = _finished_build(out, env)
+    args = ["--quick", "--out", str(out)]
+    assert make_site.finished(args, env) == html.resolve()
+
+    def why(**kw) -> str:
+        with pytest.raises(make_site.NotFinished) as e:
+            make_site.finished(kw.pop("args", args), {**env, **kw})
+        return str(e.value)
+
+    assert "other parameters (model_seeds" in why(SEEDS="1")                 # another parameter: rebuilt
+    assert "other parameters" in why(args=["--out", str(out)])               # the default book is another build
+    assert "REPOSITORY_URL=''" in why(REPOSITORY_URL="https://github.com/example/crossprofile")
+    assert "--no-html" in why(args=[*args, "--no-html"])
+    assert "no finished build" in why(args=["--quick", "--out", str(tmp_path / "none")])
+    stamp = out / "_build" / "book_timing.json"
+    _older(stamp)                                     # a chapter executed after the stamp: a build that did not finish
+    assert "intro.ipynb was executed after the last finished build" in why()
+    stamp.write_text(json.dumps({"html_s": 0.0}))     # --no-html wrote the stamp: no HTML built
+    assert "built no HTML" in why()
+
+
+def test_finished_sees_a_source_newer_than_the_build(tmp_path):
+    env = _make_env()
+    out, root = tmp_path / "quick", tmp_path / "checkout"
+    _finished_build(out, env)
+    (root / "notebooks").mkdir(parents=True)
+    (root / "notebooks" / "04-x.md").write_text("# chapter\n")
+    _older(root / "notebooks" / "04-x.md")
+    assert make_site.finished(["--quick", "--out", str(out)], env, root=root)
+    (root / "notebooks" / "04-x.md").write_text("# chapter, edited\n")
+    with pytest.raises(make_site.NotFinished, match=r"notebooks/04-x.md changed after the last finished build"):
+        make_site.finished(["--quick", "--out", str(out)], env, root=root)
+
+
+def test_make_site_reuses_a_finished_build_and_builds_only_without_one(tmp_path):
+    out, site = tmp_path / "quick", tmp_path / "_site"
+    _finished_build(out, _make_env())
+    cmd = ["make", "--no-print-directory", "site", f"BOOK_ARGS=--quick --out {out}", f"SITE={site}", "SUBMAKE=false"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_make_env(), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr      # SUBMAKE=false: had it run `make book`, the target would fail
+    assert "reusing the finished build" in r.stdout and (site / "ch.html").is_file()
+    _older(out / "_build" / "book_timing.json")
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_make_env(), timeout=300)
+    assert r.returncode != 0 and "make site: building the book: book/intro.ipynb was executed after" in r.stderr, \
+        r.stdout + r.stderr
+    r = subprocess.run(cmd + ["SEEDS=x"], cwd=ROOT, capture_output=True, text=True, env=_make_env(), timeout=300)
+    assert r.returncode == 2 and "SEEDS=x" in r.stderr and "Nothing was run" in r.stderr, r.stdout + r.stderr
+
+
+# --- the workflow's own steps on a fresh clone (slow) ------------------------------------------------
+
+#: What the workflow's ``${{ ... }}`` expressions stand for in the test (GitHub fills them in on a runner).
+GITHUB = {"github.server_url": "https://github.com", "github.repository": "example/crossprofile"}
+_EXPR = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
+
+
+def _expand(value: str, workspace: Path) -> str:
+    ctx = {**GITHUB, "github.workspace": str(workspace)}
+
+    def one(m):
+        if m.group(1) not in ctx:
+            pytest.fail(f"pages.yml uses ${{{{ {m.group(1)} }}}}, which this test does not know: add it to GITHUB")
+        return ctx[m.group(1)]
+    return _EXPR.sub(one, str(value))
+
+
+def fresh_clone(dest: Path) -> Path:
+    """A ``git clone`` of this checkout at its HEAD, with the working tree's changes not yet committed
+    (tracked edits and new files git does not ignore), as the next commit would clone."""
+    git = lambda *a, **kw: subprocess.run(["git", *a], check=True, capture_output=True, **kw)  # noqa: E731
+    head = git("rev-parse", "HEAD", cwd=ROOT, text=True).stdout.strip()
+    git("clone", "-q", "--no-checkout", str(ROOT), str(dest))
+    git("checkout", "-q", head, cwd=dest)
+    diff = git("diff", "--binary", "HEAD", cwd=ROOT).stdout
+    if diff:
+        git("apply", "--whitespace=nowarn", "-", cwd=dest, input=diff)
+    for f in git("ls-files", "--others", "--exclude-standard", "-z", cwd=ROOT).stdout.decode().split("\0"):
+        if f:
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dest / f)
+    return dest
+
+
+@pytest.mark.slow
+def test_pages_workflow_steps_run_on_a_fresh_clone(tmp_path):
+    """Every ``run:`` step of the build job, exactly as pages.yml writes it, in order, with the job's ``env``
+    (its expressions filled in as on github.com), on a fresh clone: ``make book``, ``make site`` (which must
+    reuse that build, not execute the chapters again) and the check of ``_site``. To keep it short the book
+    is the quick one (BOOK_ARGS from the environment, as Make reads it; BACKEND=none, which the quick book
+    uses anyway: no embedded engine to install). The folder the workflow uploads must pass the check and
+    carry the cite block and the repository link on every page."""
+    clone = fresh_clone(tmp_path / "clone")
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    job = doc["jobs"]["build"]
+    env = _make_env(**{k: _expand(v, clone) for k, v in job.get("env", {}).items()})
+    env.update(BOOK_ARGS="--quick --out _build/quick", BACKEND="none", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("VIRTUAL_ENV", None)
+    logs = []
+    for step in job["steps"]:
+        if "run" not in step:
+            continue
+        r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", step["run"]], cwd=clone, env=env,
+                           capture_output=True, text=True, timeout=3600)
+        logs.append((step.get("name", step["run"]), r.stdout + r.stderr))
+        assert r.returncode == 0, f"step {step.get('name')!r} failed (exit {r.returncode}):\n{logs[-1][1][-6000:]}"
+    site_step = next(out for name, out in logs if "make site" in name or "site folder" in name)
+    assert "reusing the finished build" in site_step and "executed " not in site_step, site_step[-3000:]
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    site = clone / upload["with"]["path"]
+    assert (site / ".nojekyll").is_file() and make_site.check(site) == []
+    url = env["REPOSITORY_URL"]
+    shown = [p for p in make_site.pages(site) if not make_site.REFRESH.search(p.read_text(errors="replace")[:2000])]
+    missing = [p.relative_to(site).as_posix() for p in shown
+               if "Cite this book" not in p.read_text() or f'class="cp-repository-link" href="{url}"' not in p.read_text()]
+    assert len(shown) >= 5 and not missing, f"pages without the cite block or the repository link: {missing}"
 
 
 # --- the real site in a real browser (needs a built book: slow) -----------------------------------
@@ -154,3 +339,62 @@ def test_site_folder_served_locally_loads_nothing_from_another_machine(tmp_path,
         browser.close()
         httpd.shutdown()
     assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
+
+
+# --- the cite block and the repository link (crossprofile_lib/book/sphinx_cite.py) ------------------
+
+def test_cite_block_is_rendered_from_citation_cff_and_links_the_repository_only_when_set(tmp_path):
+    from crossprofile_lib.book.sphinx_cite import cite_html
+    cff = tmp_path / "CITATION.cff"
+    cff.write_text((ROOT / "CITATION.cff").read_text().replace("version: 0.1.0", "version: 9.8.7")
+                   .replace('title: "CrossProfile:', 'title: "Renamed Suite:'))
+    without = cite_html(cff)
+    assert "Cite this book" in without and "Renamed Suite:" in without and "Version 9.8.7." in without
+    assert "version = {9.8.7}" in without and "Rare, Relevant, and Still Wrong" in without  # BibTeX; the paper
+    assert "cp-repository" not in without and "url = " not in without
+    url = "https://github.com/example/crossprofile"
+    with_url = cite_html(cff, url)
+    assert f'<a class="cp-repository-link" href="{url}">' in with_url and f"url = {{{url}}}" in with_url
+    cff.write_text("cff-version: 1.2.0\nauthors: []\n")
+    with pytest.raises(ValueError, match=r"CITATION.cff: no title"):
+        cite_html(cff)
+
+
+def _mini_book(d: Path) -> Path:
+    """A two-page book with the project's _config.yml (its extensions) and a CITATION.cff of its own."""
+    import yaml
+    (d / "book" / "_static").mkdir(parents=True)
+    for f in ("crossprofile.css", "favicon.svg"):
+        shutil.copy2(ROOT / "book" / "_static" / f, d / "book" / "_static" / f)
+    for f in ("_config.yml", "references.bib"):
+        shutil.copy2(ROOT / f, d / f)
+    (d / "CITATION.cff").write_text((ROOT / "CITATION.cff").read_text().replace('title: "CrossProfile:', 'title: "Mini Book:'))
+    (d / "_toc.yml").write_text(yaml.safe_dump({"format": "jb-book", "root": "book/intro",
+                                                "chapters": [{"file": "book/other"}]}))
+    (d / "book" / "intro.md").write_text("# Intro\n\nThe landing page.\n")
+    (d / "book" / "other.md").write_text("# Other\n\nA chapter.\n")
+    return d
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("url", ["", "https://github.com/example/crossprofile"])
+def test_every_page_shows_the_cite_block_and_the_repository_link_when_set(tmp_path, url):
+    """A real jupyter-book build (the project's configuration and extensions) without and with REPOSITORY_URL:
+    every page, the search and index pages too, shows the cite block rendered from the book's CITATION.cff;
+    the repository link and the theme's repository button only with the URL; every page records the URL."""
+    from crossprofile_lib.book.launch_buttons import config_args
+    d = _mini_book(tmp_path / "mini")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    r = subprocess.run([str(jb), "build", str(d), "-W", "-n", "--keep-going", *config_args(d, {"REPOSITORY_URL": url})],
+                       cwd=d, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    html = d / "_build" / "html"
+    shown = [p for p in make_site.pages(html) if not make_site.REFRESH.search(p.read_text()[:2000])]
+    names = {p.relative_to(html).as_posix() for p in shown}
+    assert {"book/intro.html", "book/other.html", "search.html", "genindex.html"} <= names, names
+    for p in shown:
+        t = p.read_text()
+        assert "Cite this book" in t and "Mini Book:" in t, p
+        assert f'<meta name="crossprofile-repository" content="{url}"' in t, p
+        assert (f'class="cp-repository-link" href="{url}"' in t) == bool(url), p
+        assert ("cp-repository" in t) == bool(url), p

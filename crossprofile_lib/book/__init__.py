@@ -13,12 +13,13 @@ The plumbing:
 * :mod:`.experiments` -- every run of one parameter set (:class:`BookRuns`, with the reasons a run is
   missing); :mod:`.chapter` -- ONE chapter preamble, :func:`setup`;
 * :mod:`.display` -- boxes, captions (every figure labelled for ``{numref}``), figures with their source
-  link, the provenance box, the "built with" line and the takeaways; IPython's ``display``;
+  link; IPython's ``display``; :mod:`.provenance` -- the notices, the provenance box, the "built with"
+  line and the takeaways; :mod:`.flags` -- the near-chance flag and the intervals that say nothing;
 * :mod:`.tables` -- shared tables (cells with pooled secondary rows, THE estimate of a policy in a
   cell, contrasts with Holm); :mod:`.paper` -- the paper beside this suite (``data/paper_figures.yaml``);
 * :mod:`.figures` / :mod:`.style` -- the figures; :mod:`.explorer` -- one task end to end (the
   walkthrough, the classroom explorer); :mod:`.build` -- the build (``crossprofile book``);
-  :mod:`.sphinx_figures`, :mod:`.sphinx_offline` -- the book's Sphinx extensions.
+  :mod:`.sphinx_figures`, :mod:`.sphinx_offline`, :mod:`.sphinx_cite` -- the book's Sphinx extensions.
 
 What each chapter computes, in a module named after it: :mod:`.headline` (landing page),
 :mod:`.catalogue` (2), :mod:`.methods` (3), :mod:`.rarest` (4), :mod:`.relevance` (5),
@@ -59,34 +60,20 @@ from crossprofile_lib.book.compare import (
 )
 from crossprofile_lib.book.costs import cost_takeaways, grid_costs, measured_note
 from crossprofile_lib.book.display import (
-    BUILT_WITH,
     HTML,
     MIN_TEMPLATES_FOR_INTERVALS,
-    NEAR_CHANCE_FLAG,
     SILENT_CHOICES,
     Captions,
     Markdown,
-    Notice,
     admonition,
-    built_with,
-    built_with_text,
     data_source_box,
     details,
     display,
     docstring_html,
     esc,
-    name_html,
-    name_text,
-    near_chance,
-    near_chance_name,
     num,
     one_decimal,
-    provenance_box,
-    run_notices,
     show_figure,
-    takeaways,
-    uninformative,
-    uninformative_cell,
 )
 from crossprofile_lib.book.experiments import BookRuns, prepare
 from crossprofile_lib.book.explorer import (
@@ -107,6 +94,15 @@ from crossprofile_lib.book.explorer import (
     variant_walkthroughs,
     verdict,
     walkthrough,
+)
+from crossprofile_lib.book.flags import (
+    NEAR_CHANCE_FLAG,
+    name_html,
+    name_text,
+    near_chance,
+    near_chance_name,
+    uninformative,
+    uninformative_cell,
 )
 from crossprofile_lib.book.hbruns import GROUP_VOTE, HBRun, hb_as_run, hb_natural_as_run, hiddenbench_run
 from crossprofile_lib.book.hbtables import (
@@ -208,6 +204,15 @@ from crossprofile_lib.book.paperfit_tables import (
     worst_misses,
 )
 from crossprofile_lib.book.params import DEFAULTS, QUICK, BookParams, BookParamsError
+from crossprofile_lib.book.provenance import (
+    BUILT_WITH,
+    Notice,
+    built_with,
+    built_with_text,
+    provenance_box,
+    run_notices,
+    takeaways,
+)
 from crossprofile_lib.book.rarest import COPY, CORE, rarest_takeaways
 from crossprofile_lib.book.relevance import (
     FIXED_K,

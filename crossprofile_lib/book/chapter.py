@@ -19,20 +19,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from crossprofile_lib.book.display import (
-    Captions,
-    Notice,
-    built_with_text,
-    data_source_box,
-    defer,
-    display,
-    provenance_box,
-    run_notices,
-)
+from crossprofile_lib.book.display import Captions, data_source_box, display
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.hbruns import HBRun
 from crossprofile_lib.book.models import gaps, headroom_verdict, run_paper_model
 from crossprofile_lib.book.params import BookParams
+from crossprofile_lib.book.provenance import Notice, built_with_text, defer, provenance_box, run_notices
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
 from crossprofile_lib.book.style import model_signal, no_signal_note
 from crossprofile_lib.design import PRIMARY_BUDGET

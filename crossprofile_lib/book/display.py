@@ -7,30 +7,33 @@
 * :func:`show_figure` displays a figure, its caption and a link to the notebook cell that made
   it (the downloadable ``.ipynb`` and the cell's execution number).
 * :func:`display`, :data:`HTML`, :data:`Markdown`: IPython's, so a chapter imports only ``book``.
-* :func:`run_notices` lists what a reader must know about a run (the reference decider is not a
-  model; a near-chance model; a failed headroom check; too few templates for intervals);
-  :func:`provenance_box` folds them, with backend, model and run folder, into one compact box
-  whose details are collapsible; :func:`built_with` is the line naming the build's parameters,
-  commit and date; :func:`takeaways` is the box of what this build shows.
+* the near-chance flag and the intervals that say nothing are :mod:`crossprofile_lib.book.flags`; the
+  notices, the provenance badge, the "built with" line and the takeaways box are
+  :mod:`crossprofile_lib.book.provenance` (which builds on the boxes here). The flags' names are still
+  importable from here; every name of the three is ``book.X``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import importlib
 import inspect
 import re
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import pandas as pd
 
+from crossprofile_lib.book.flags import (  # noqa: F401  (re-exported: book.display.X, book.X)
+    NEAR_CHANCE_FLAG,
+    UNINFORMATIVE_WIDTH,
+    name_html,
+    name_text,
+    near_chance,
+    near_chance_name,
+    uninformative,
+    uninformative_cell,
+)
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
-from crossprofile_lib.book.style import model_signal
-from crossprofile_lib.design import HEADROOM_MIN_POINTS
-from crossprofile_lib.run.results import git_commit
-from crossprofile_lib.stats.tables import headroom
 
 #: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
 #: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
@@ -311,236 +314,6 @@ def show_figure(fig, caption) -> None:
     display(fig)
     plt.close(fig)
     display(caption)
-
-
-def near_chance_name(name: str) -> bool:
-    """Whether a model's NAME is SmolLM2-135M's (kept for callers outside the book; the book decides
-    "near chance" from the run's measured headroom, :func:`near_chance`, never from a name)."""
-    return "smollm2-135m" in name.lower()
-
-
-def near_chance(run, boot=None) -> bool:
-    """Whether ``run``'s numbers say nothing about the paper's effects, measured on the run itself: a
-    language model's run whose headroom check fails (ALL - EMPTY, the lower 95% template-bootstrap
-    bound must exceed prereg.yaml's threshold), or, without ALL and EMPTY rows, whose accuracy is not
-    above chance at 95% (:func:`crossprofile_lib.book.style.model_signal`). The reference decider and
-    a string label are never near chance. Cached on the run (its rows do not change)."""
-    if run is None or isinstance(run, str) or getattr(run, "is_reference", True) or not hasattr(run, "df"):
-        return False
-    boot = boot if boot is not None else getattr(run, "boot", None)
-    cached = getattr(run, "_cp_near_chance", None)
-    if cached is None or cached[0] is not boot:
-        cached = (boot, not model_signal(run, boot).ok)
-        try:
-            run._cp_near_chance = cached
-        except AttributeError:  # a frozen run: recompute next time
-            pass
-    return cached[1]
-
-
-#: The flag set beside every number of a near-chance run (its label in a caption, a takeaway, a header).
-NEAR_CHANCE_FLAG = "near chance: headroom check failed"
-#: An interval at least this wide (points, on a 0-100 scale) says nothing about the estimate.
-UNINFORMATIVE_WIDTH = 90.0
-
-
-def name_html(run) -> str:
-    """A run's label for a takeaway line (HTML), flagged at the number when it is near chance."""
-    label = run if isinstance(run, str) else run.label
-    flag = f' <span class="cp-flag">{NEAR_CHANCE_FLAG}</span>' if near_chance(run) else ""
-    return html.escape(str(label)) + flag
-
-
-def name_text(run) -> str:
-    """A run's label for a table header or caption (plain text), flagged when it is near chance."""
-    label = run if isinstance(run, str) else run.label
-    return f"{label} ({NEAR_CHANCE_FLAG})" if near_chance(run) else str(label)
-
-
-def uninformative(lo, hi, width: float = UNINFORMATIVE_WIDTH) -> bool:
-    """Whether the interval [lo, hi] (points) spans about 0-100: it says nothing about the estimate."""
-    try:
-        return float(hi) - float(lo) >= width
-    except (TypeError, ValueError):
-        return False
-
-
-_CI = re.compile(r"^\s*[-+]?\d+(?:\.\d+)?%?\s*\[\s*([-+]?\d+(?:\.\d+)?),\s*([-+]?\d+(?:\.\d+)?)\s*\]")
-
-
-def uninformative_cell(value) -> bool:
-    """Whether a table cell ``"est [lo, hi]"`` has an interval that spans about 0-100."""
-    m = _CI.match(value) if isinstance(value, str) else None
-    return bool(m) and uninformative(m.group(1), m.group(2))
-
-
-@dataclass(frozen=True)
-class Notice:
-    """One thing a reader must know about a run: ``kind`` (note, warning, important), a title and
-    an HTML body. ``data`` is the box's HTML (as IPython's HTML objects have it)."""
-
-    kind: str
-    title: str
-    body: str
-
-    @property
-    def data(self) -> str:
-        return admonition(self.kind, self.title, self.body).data
-
-    def _repr_html_(self) -> str:
-        return self.data
-
-
-def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_POINTS) -> list[Notice]:
-    """What a reader must know about a run's results: what the reference decider is; that
-    SmolLM2-135M decides near chance; a warning when the headroom check (ALL - EMPTY) fails; a
-    warning when the run has too few templates for its bootstrap intervals to mean much."""
-    if run is None:
-        return []
-    out = []
-    k = int(run.df["template_id"].nunique()) if "template_id" in run.df.columns else 0
-    if boot is not None and 0 < k < MIN_TEMPLATES_FOR_INTERVALS:
-        out.append(Notice("warning", f"Only {_count(k, 'template')}: intervals are not reliable",
-                          f"{html.escape(run.label)} ran on {_count(k, 'template')}. Every 95% "
-                          "interval resamples templates, and with so few the intervals (and the headroom "
-                          f"check) say little; read them as descriptive. Run at least {MIN_TEMPLATES_FOR_INTERVALS} "
-                          "templates (e.g. TEMPLATES=templates/formal) for intervals worth quoting."))
-    if run.is_reference:
-        out.append(Notice("note", f"Results of the {REFERENCE}",
-                          f"These numbers come from the {REFERENCE} ({html.escape(run.model)}), a normative "
-                          "evidence counter that scores each option by the kept facts' polarities. It is not a "
-                          "model of any LLM: it shows what the memory makes possible, never what a model does."))
-    if near_chance(run, boot):
-        small = (" It is SmolLM2-135M, a 135-million-parameter model that runs on any CPU, here to show the pipeline "
-                 "runs end to end on a real model.") if near_chance_name(run.backend + run.model) else ""
-        out.append(Notice("important", f"{run.label} decides near chance (measured)",
-                          f"This run's own headroom check says its memory barely moves its decisions, so its "
-                          "differences between policies are mostly noise and its numbers are flagged "
-                          f"<i>{NEAR_CHANCE_FLAG}</i> wherever they appear; they do not estimate the paper's "
-                          f"effects.{small}"))
-    if boot is not None and {"ALL", "EMPTY"} <= set(run.df["policy"]):
-        h = headroom(run.df, boot, min_points)
-        if not h["passed"]:
-            out.append(Notice("warning", "Headroom check failed: exploratory results",
-                              f"ALL - EMPTY = {h['estimate']:.1f} points [{h['lo']:.1f}, {h['hi']:.1f}] for "
-                              f"{html.escape(run.label)}; the lower bound must exceed {min_points:g} points. "
-                              "Every result of this run is exploratory."))
-    return out
-
-
-def _commit() -> str:
-    c = git_commit(ROOT)
-    return (c[:10] + ("-dirty" if c.endswith("-dirty") else "")) if c else "unknown (not a git checkout)"
-
-
-def _listing(v) -> str:
-    if isinstance(v, (list, tuple)):
-        return ", ".join(str(x) for x in v) if v else "(none)"
-    return str(v)
-
-
-#: The parameters the "built with" line names, in this order, with their display names.
-BUILT_WITH = (("backend", "backend"), ("templates", "templates"), ("seeds", "seeds"), ("budgets", "budgets"),
-              ("model_templates", "model templates"), ("model_seeds", "model seeds"),
-              ("model_budgets", "model budgets"), ("model_variants", "model variants"),
-              ("hb_budgets", "HiddenBench budgets"), ("n_resamples", "bootstrap resamples"))
-
-
-def built_with_text(params: dict) -> str:
-    """``Built with backend ..., templates ..., ...; commit ...; date ...`` from the parameters
-    the chapter declares (a chapter without a model says ``reference decider only``)."""
-    parts = []
-    for key, name in BUILT_WITH:
-        if key not in params or (key.startswith("model_") and not params.get("backend")):
-            continue
-        v = params[key]
-        if key == "backend":
-            v = v or f"none ({REFERENCE} only)"
-        parts.append(f"{name} {_listing(v)}")
-    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return "Built with " + "; ".join(parts + [f"commit {_commit()}", f"date {date}"]) + "."
-
-
-def built_with(params: dict):
-    """The page's "built with" line (HTML)."""
-    return _html(f'<p class="cp-built-with"><small>{html.escape(built_with_text(params))}</small></p>')
-
-
-def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = (),
-                   built: str = ""):
-    """ONE compact provenance badge per chapter: one visible line naming each run (and the titles of
-    any warnings, which stay visible), and folded details with the "built with" line (``built``),
-    backend, model, run folder and every notice.
-
-    ``runs``: (role, run or None, notices); a None run is listed with its notices (why it is
-    missing)."""
-    line, rows, boxes = [], [], []
-    for role, run, notices in runs:
-        if run is not None:
-            line.append(f"{html.escape(role)}: <b>{name_html(run)}</b>")
-            n_dec = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
-            rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
-                        f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
-        else:
-            line.append(f"{html.escape(role)}: <i>none</i>")
-        boxes += notices
-    boxes += list(extra)
-    warn = [n.title for n in boxes if n.kind in ("warning", "important")]
-    kind = "warning" if any(n.kind == "warning" for n in boxes) else "note"
-    head = " · ".join(line) if line else "no runs (this page computes from the templates and the code)"
-    table = ("<table><tr><th>run</th><th>backend and model</th><th>folder</th><th>rows</th></tr>"
-             + "".join(rows) + "</table>") if rows else ""
-    built_html = f'<p class="cp-built-with"><small>{html.escape(built)}</small></p>' if built else ""
-    warn_html = ("<p class='cp-provenance-warnings'>" + "; ".join(f"<b>{html.escape(w)}</b>" for w in warn)
-                 + " (details in the fold)</p>") if warn else ""
-    body = (f'<details class="cp-provenance-details"><summary><span class="cp-badge-label">Provenance</span> '
-            f"{head} <small>(details: build parameters, commit, backends, models, run folders, "
-            f"{_count(len(boxes), 'notice')})</small></summary>{built_html}{table}" + "".join(n.data for n in boxes)
-            + "</details>")
-    return _html(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
-
-
-def _short(p) -> str:
-    try:
-        return str(p.relative_to(ROOT))
-    except (ValueError, AttributeError):
-        return str(p)
-
-
-#: The provenance badge :func:`crossprofile_lib.book.chapter.setup` leaves for the page's first takeaways
-#: box (results first: the findings, then where they come from). One kernel runs one chapter.
-_PENDING: list = []
-
-
-def defer(obj) -> None:
-    """Show ``obj`` (the page's provenance badge) right after the page's first takeaways box."""
-    _PENDING.clear()
-    _PENDING.append(obj)
-
-
-def pending():
-    """The deferred badge, once (None when there is none or it was shown)."""
-    return _PENDING.pop() if _PENDING else None
-
-
-class _Boxes:
-    """Several HTML objects shown as one output (a takeaways box and the badge after it)."""
-
-    def __init__(self, *parts):
-        self.data = "".join(p.data for p in parts if p is not None)
-
-    def _repr_html_(self) -> str:
-        return self.data
-
-
-def takeaways(lines: Sequence[str], title: str = "What this build shows"):
-    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML); the first box
-    of a page carries the page's provenance badge right below it (:func:`defer`)."""
-    items = "".join(f"<li>{line}</li>" for line in lines if line)
-    box = _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
-                f"<ul>{items}</ul></div>")
-    badge = pending()
-    return box if badge is None else _Boxes(box, badge)
 
 
 def docstring_html(module: str) -> str:

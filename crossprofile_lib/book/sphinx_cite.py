@@ -1,0 +1,106 @@
+"""The "cite this book" block and the repository link on every page (a Sphinx extension, in ``_config.yml``).
+
+* The cite block is rendered at build time from ``CITATION.cff`` (:func:`cite_html`; never hard-coded): the
+  file's message, a reference line (authors, title, version, licence, and the repository when there is
+  one), a BibTeX entry to copy, and the paper it reproduces (its ``references``). It is added to the
+  theme's page footer (``html.extra_footer``), which every page shows, the search and index pages too.
+* The repository link shows when the book has a repository: ``REPOSITORY_URL`` at build time (the launch
+  buttons' configuration, :mod:`crossprofile_lib.book.launch_buttons`, sets ``repository.url``). Without one
+  there is no link: the project records no public repository on purpose (pyproject.toml ``[project.urls]``).
+* Every page records that address in ``<meta name="crossprofile-repository" content="...">`` (empty: none);
+  ``make site`` reuses a finished build only when it equals the current REPOSITORY_URL (scripts/make_site.py).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from crossprofile_lib.paths import checkout_root
+
+CITATION = "CITATION.cff"
+
+
+def citation_file(srcdir: Path) -> Path:
+    """``CITATION.cff`` of the book being built (its folder, else the checkout it was staged from)."""
+    for d in (Path(srcdir), checkout_root()):
+        if d is not None and (d / CITATION).is_file():
+            return d / CITATION
+    raise FileNotFoundError(f"{CITATION}: not found in {srcdir} or the checkout (the book's cite block is rendered "
+                            "from it; rule: keep CITATION.cff at the top of the repository)")
+
+
+def _names(people) -> str:
+    out = []
+    for p in people or ():
+        if isinstance(p, dict):
+            out.append(p.get("name") or " ".join(x for x in (p.get("given-names"), p.get("family-names")) if x))
+    return ", ".join(x for x in out if x)
+
+
+def _year(doc: dict) -> Optional[str]:
+    d = doc.get("date-released")
+    return str(d)[:4] if d else None
+
+
+def bibtex(doc: dict, url: str = "") -> str:
+    """The BibTeX entry of ``CITATION.cff``'s ``doc`` (fields the file does not record are left out)."""
+    fields = [("title", doc.get("title")), ("author", " and ".join(
+        "{" + x.strip() + "}" for x in _names(doc.get("authors")).split(", ") if x.strip())),
+        ("version", doc.get("version")), ("year", _year(doc)), ("license", doc.get("license")), ("url", url or None)]
+    body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields if v)
+    return f"@software{{crossprofile,\n{body}\n}}"
+
+
+def cite_html(cff: Path, url: str = "") -> str:
+    """The cite block (HTML) from the file ``cff``; with ``url`` the repository link too."""
+    try:
+        doc = yaml.safe_load(Path(cff).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"{cff}: cannot be read as YAML ({e})") from None
+    if not isinstance(doc, dict) or not doc.get("title"):
+        raise ValueError(f"{cff}: no title (a CITATION.cff names at least its title and authors)")
+    e = html.escape
+    year = _year(doc)
+    ref = " ".join(x for x in (
+        f"{e(_names(doc.get('authors')))}{f' ({e(year)})' if year else ''}.",
+        f"<i>{e(str(doc['title']))}</i>.",
+        f"Version {e(str(doc['version']))}." if doc.get("version") else "",
+        f"Licence {e(str(doc['license']))}." if doc.get("license") else "",
+        f'<a href="{e(url)}">{e(url)}</a>' if url else "") if x)
+    papers = [r for r in doc.get("references") or () if isinstance(r, dict) and r.get("title")]
+    paper = "".join(f"<p>It reproduces and extends: <i>{e(str(r['title']))}</i>"
+                    f"{' (' + e(_names(r.get('authors'))) + ')' if _names(r.get('authors')) else ''}.</p>"
+                    for r in papers)
+    repo = (f'<p class="cp-repository">Source code and issues: <a class="cp-repository-link" href="{e(url)}">'
+            f"{e(url)}</a></p>") if url else ""
+    return (f'<div class="cp-cite"><p class="cp-cite-title"><b>Cite this book</b> '
+            f'<small>(from {CITATION})</small></p>'
+            f"<p>{e(' '.join(str(doc.get('message') or '').split()))}</p><p class=\"cp-cite-ref\">{ref}</p>{paper}"
+            f"<details><summary>BibTeX</summary><pre>{e(bibtex(doc, url))}</pre></details>{repo}</div>")
+
+
+def repository_url(app) -> str:
+    """The book's repository (``repository.url`` of its configuration; empty: none)."""
+    return str((app.config.html_theme_options or {}).get("repository_url") or "").strip().rstrip("/")
+
+
+def add_cite_block(app, config) -> None:
+    opts = dict(config.html_theme_options or {})
+    block = cite_html(citation_file(Path(app.srcdir)), str(opts.get("repository_url") or "").strip().rstrip("/"))
+    opts["extra_footer"] = f"{opts.get('extra_footer') or ''}{block}"
+    config.html_theme_options = opts
+
+
+def add_meta(app, pagename, templatename, context, doctree) -> None:
+    tag = f'<meta name="crossprofile-repository" content="{html.escape(repository_url(app))}" />\n'
+    context["metatags"] = context.get("metatags", "") + tag
+
+
+def setup(app):
+    app.connect("config-inited", add_cite_block, priority=900)
+    app.connect("html-page-context", add_meta)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
