@@ -1,10 +1,8 @@
-"""Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free
-provenance formats, the 'labels are not evidence' decision prompt, and group size.
-
-Every language model of the book (BACKEND, BACKENDS, RUNS) is one block: its gaps, its repairs family
-(paper columns of the same model only, :func:`crossprofile_lib.book.tables.contrast_table`) and its own
-labels-prompt rerun (:func:`labels_prompt_pairs`; an imported run has none and is named). The policies
-of your own (POLICY_FILES) join every fixed policy list here (:func:`with_mine`)."""
+"""Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free provenance formats,
+the 'labels are not evidence' decision prompt, and group size. One block per language model (paper columns of the
+same model only; its own labels-prompt rerun, :func:`labels_prompt_pairs`); your policies join every fixed policy
+list (:func:`with_mine`).
+"""
 
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
-"""The page "Your policy": a memory policy of your own (``make book POLICY_FILES=my_policy.py``) beside the
-paper's R1 and B4, on the same runs.
-
-The policies of the files in :attr:`BookParams.policy_files` join the reference grid and the model sample
-(:mod:`.experiments`); this page reads them there:
-
-* :func:`composition_by_variant`: mean kept support / decoy / irrelevant facts per policy x variant (the
-  8 attribution variants) at the budget the run is shown at (fixed-k and unbudgeted rows at ``none``);
-* :func:`accuracy_by_cell`: accuracy (%) with 95% template-bootstrap intervals in the classic and mirror
-  cells (and the pooled cells), per policy;
-* :func:`failures_by_net_lead`: where a policy fails and why. ``net_lead`` is the net evidence of what
-  the memory kept (each kept relevant fact counts its polarity, +
-  for the right option and - for the decoy; :func:`crossprofile_lib.task.evidence.composition`). A wrong
-  decision at a net lead of 0 or below is the memory's failure (what it kept points away from the right
-  option, or not at all); a wrong decision at a positive net lead is the decider's;
-* :func:`no_policy_note`: the notice shown when the book was built without a policy file.
+"""The page "Your policy": your memory policies (``make book POLICY_FILES=my_policy.py``) beside R1 and B4 on the same
+runs: :func:`composition_by_variant`, :func:`accuracy_by_cell`, :func:`failures_by_net_lead` (a wrong decision at a
+net lead of 0 or below is the memory's failure, at a positive net lead the decider's) and :func:`no_policy_note`.
 """
 
 from __future__ import annotations
