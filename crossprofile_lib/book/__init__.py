@@ -47,7 +47,8 @@ _NAMESPACE = {
     "relevance": "FIXED_K ORACLE_NOTE REL REL_AND_BAL accuracy_by_variant by_decider classic_composition composition_paper_text "
                  "fixed_k noisy_filter_grid noisy_filter_table noisy_filter_takeaways relevance_filter_table "
                  "relevance_takeaways",
-    "repairs": "GROUP_POLICIES POL count_free_versus format_by_cell format_rows gaps_by_run group_size_cell "
+    "repairs": "accuracy_by_cell composition_by_variant failure_summary failures_by_net_lead no_policy_note policies_in "
+               "policy_files_note GROUP_POLICIES POL count_free_versus format_by_cell format_rows gaps_by_run group_size_cell "
                "group_size_composition group_size_rows group_size_runs labels_prompt_pairs labels_prompt_table "
                "no_labels_prompt_note repair_takeaways with_mine",
     "runs": "FIT_POLICIES FORMATS GROUP_SIZE_POLICIES LABELS_POLICIES LABELS_PROMPT MODEL_POLICIES REFERENCE REFERENCE_POLICIES "
@@ -60,8 +61,6 @@ _NAMESPACE = {
     "tables": "CELL_LABELS HEATMAP_POLICIES KEPT POOLED_LABELS accuracy_matrix at_budget cell_entry cell_gaps cell_rows "
               "cell_value cells_by_run contrast_row contrast_table contrasts_with_holm grid_calls holm_by_run label_effect_rows "
               "not_estimable_reason paper_by_title select social_proof_fit",
-    "yourpolicy": "accuracy_by_cell composition_by_variant failure_summary failures_by_net_lead no_policy_note policies_in "
-                  "policy_files_note",
 }
 for _module, _names in _NAMESPACE.items():
     _m = import_module(f"{__name__}.{_module}")
