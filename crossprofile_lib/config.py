@@ -1,24 +1,12 @@
 """The shared pieces of every validated configuration (the ground floor: imports nothing of the suite).
 
-Each configuration is a pydantic model with a docstring per field: a run
-(:class:`crossprofile_lib.run.config.RunConfig`), a HiddenBench run
-(:class:`crossprofile_lib.hiddenbench.config.HBConfig`), ``prereg.yaml``
-(:mod:`crossprofile_lib.stats.prereg`) and ``data/paper_figures.yaml``
-(:mod:`crossprofile_lib.paper_figures`). They are built from what this module provides:
-
-* :data:`MODEL_CONFIG` / :class:`ConfigModel`: unknown keys are refused and each field's docstring becomes
-  its description;
-* :class:`Budget`: a token budget parsed once, from ``0.6`` (a ratio of ``T_all``) or ``128t`` / ``t128``
-  (a fixed token count), with the rules the command line prints;
-* :func:`check_seed`, :func:`check_variants`, :func:`distinct`: the rules of seed, variant and list
-  options, and the field types built on them (:data:`Seeds`, :data:`Budgets`, :data:`Variants`,
-  :data:`Paths`);
-* :func:`rule_errors`: a :class:`pydantic.ValidationError` as ``(field, rule, message)`` triples, the
-  field written ``contrasts[0].terms[1].weight``, for errors that name the file or option, the field and
-  the rule.
-
-A validator states a rule by raising :func:`rule` (``PydanticCustomError(rule, message)``): the error's
-type is the rule's name. Built-in checks map onto the same names (:data:`RULES`).
+Each configuration (:class:`~crossprofile_lib.run.config.RunConfig`, :class:`~crossprofile_lib.hiddenbench.config.HBConfig`,
+``prereg.yaml``, ``data/paper_figures.yaml``) is a pydantic model with a docstring per field, built from:
+:data:`MODEL_CONFIG` / :class:`ConfigModel` (unknown keys refused, docstrings as descriptions); :class:`Budget` (``0.6``
+a ratio of ``T_all``, ``128t`` / ``t128`` a token count); :func:`check_seed`, :func:`check_variants`, :func:`distinct`
+and the types built on them; :func:`rule_errors` (a ``ValidationError`` as ``(field, rule, message)``, the field
+written ``contrasts[0].terms[1].weight``). A validator states a rule by raising :func:`rule`; built-in checks map onto
+the same names (:data:`RULES`).
 """
 
 from __future__ import annotations

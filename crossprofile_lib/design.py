@@ -1,20 +1,8 @@
-"""The paper's vocabulary and grids, in one place (the ground floor: imports nothing of the suite).
-
-Every name, grid and default the paper fixes, written once and read by every wing:
-
-* the fact roles and attribution variants (SPEC sections 2-3): :data:`ROLES`, :data:`VARIANT_NAMES`,
-  the classic and mirror cells :data:`CLASSIC` = ``PSP`` / :data:`MIRROR` = ``SPS``;
-* the token budgets (SPEC section 5): :data:`PRIMARY_BUDGET` (r = 0.6), :data:`BUDGET_RATIOS`,
-  the fixed control :data:`FIXED_BUDGET` and :data:`BUDGET_GRID`;
-* the headroom rule (SPEC section 8): :data:`HEADROOM_MIN_POINTS`;
-* the decision prompt's option letters :data:`LETTERS`;
-* the provenance label formats :data:`LABEL_FORMATS` and the memory policy lists (the order tables
-  show them in, the paper's grid, the book's experiment grids);
-* the label every table uses for the ``ledger`` backend: :data:`REFERENCE`.
-
-``prereg.yaml`` (the user-editable analysis file) may override the analysis settings
-(``settings.primary_budget``, ``settings.headroom_min_points``) for ``crossprofile stats``; the bundled
-file states the values below, and a test keeps them equal.
+"""The paper's vocabulary and grids, in one place (the ground floor: imports nothing of the suite): roles and variants
+(classic :data:`CLASSIC` = PSP, mirror :data:`MIRROR` = SPS), budgets (:data:`PRIMARY_BUDGET`, :data:`BUDGET_GRID`),
+the headroom rule (:data:`HEADROOM_MIN_POINTS`), option :data:`LETTERS`, label formats, the policy lists and the
+``ledger`` backend's label :data:`REFERENCE`. ``prereg.yaml`` may override the analysis settings for ``crossprofile
+stats``; the bundled file states the values below, and a test keeps them equal.
 """
 
 from __future__ import annotations

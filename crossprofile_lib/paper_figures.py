@@ -1,18 +1,8 @@
-"""The paper's reported numbers: ONE source, ``data/paper_figures.yaml``.
-
-Every paper value shown anywhere (prereg.yaml's ``paper:`` references, the book's "paper" columns,
-HiddenBench's paper table, ``crossprofile fit-paper``) is read through this module; no other file
-repeats a number. None of these values is a result of this suite.
-
-A **reference** names one item: ``"<figure id>/<item label>"`` (e.g. ``"h3/H3: R1-rel - R1"``).
-
-An item's ``n`` is the paper's number of decisions behind each term's mean for a model run on
-:data:`SAMPLE_TEMPLATES` templates x 3 seeds (None where the paper does not let it be derived);
-:func:`paper_sampling` gives each model's templates and seeds (``sampling:`` in the file) and
-:func:`paper_n` the item's n for one model (scaled by its templates).
-
-The file is validated by :class:`PaperFiguresFile` (pydantic; a docstring per field): every error names
-the file, the field and the rule.
+"""The paper's reported numbers: ONE source, ``data/paper_figures.yaml``, read by everything that shows a paper value
+(none of them is a result of this suite). A **reference** names one item: ``"<figure id>/<item label>"``. An item's
+``n`` is the paper's decisions behind each term's mean on :data:`SAMPLE_TEMPLATES` templates x 3 seeds;
+:func:`paper_sampling` gives each model's templates and seeds and :func:`paper_n` its n. The file is validated by
+:class:`PaperFiguresFile`; every error names the file, the field and the rule.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""Where every resource is: the data bundled with the package, the user's folders, the checkout.
+"""Where every resource is: the data bundled with the package (``crossprofile_lib/resources/``, read with
+:mod:`importlib.resources`, so an installed wheel works anywhere), the user's folders, the checkout.
 
-The suite ships its data inside the package (``crossprofile_lib/resources/``, read with
-:mod:`importlib.resources`), so an installed wheel works from any folder:
-
-* :func:`templates_dir` (70 templates: ``formal/`` and ``dev/``), :func:`prompts_dir`,
-  :func:`prereg_path`, :func:`paper_figures_path`, :func:`hiddenbench_fixture_path`;
-* :func:`cache_dir`: the model-call cache (``$CROSSPROFILE_CACHE``; else an existing
-  ``./.crossprofile_cache`` of the working folder, as earlier versions used; else the user cache folder
-  from :mod:`platformdirs`, e.g. ``~/.cache/crossprofile``);
-* :func:`tokenizers_dir`: the named tokenizers' vocabulary files (``$CROSSPROFILE_TOKENIZERS``; else the
-  user data folder from :mod:`platformdirs`, e.g. ``~/.local/share/crossprofile/tokenizers``; filled by
-  ``crossprofile tokenizers fetch`` or at first use, :mod:`crossprofile_lib.task.vocabs`);
-* :func:`checkout_root`: the repository a book is built from (notebooks, ``_config.yml``), or None for
-  an installed package.
-
-A checkout keeps ``templates/``, ``prompts/``, ``prereg.yaml`` and ``data/paper_figures.yaml`` at its
-top as links to the same files. A template path the user writes as ``templates/...`` that does not exist
-in the working folder means the bundled one (:func:`resolve_template_path`).
+:func:`templates_dir`, :func:`prompts_dir`, :func:`prereg_path`, :func:`paper_figures_path`,
+:func:`hiddenbench_fixture_path`; :func:`cache_dir` (``$CROSSPROFILE_CACHE``, else an existing
+``./.crossprofile_cache``, else the user cache folder); :func:`tokenizers_dir` (``$CROSSPROFILE_TOKENIZERS``, else the
+user data folder); :func:`checkout_root` (the repository a book is built from, or None). A template path
+``templates/...`` that does not exist in the working folder means the bundled one (:func:`resolve_template_path`).
 """
 
 from __future__ import annotations

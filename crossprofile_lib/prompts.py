@@ -1,19 +1,10 @@
 """Prompt files and the strict formatter (STYLE convention 2).
 
-Prompts are versioned text files under ``prompts/`` (``decision_v1.txt``,
-``format_reminder_v1.txt``, ``relevance_v1.txt``, ``b3_summary_v1.txt``); the folder can be
-moved with ``CROSSPROFILE_PROMPTS``. :func:`render` fills ``{field}`` placeholders and fails
-loudly, naming the file and the field, when a field is missing, unexpected or not a plain
-name. Every rendered prompt carries its file name and the SHA-256 of the rendered text
-(``sha``, 16 hex digits), which every logged call records.
-
-What a model sees (SPEC sections 6-7): the decision prompt shows only the task description,
-the options lettered in the seed's rotated order (:func:`crossprofile_lib.task.decision.option_order`)
-and the memory; the relevance filter sees the description, the options and the fact texts;
-the B3 summary sees the description, the options and the transcript (rendered by
-:mod:`crossprofile_lib.policies.b3`). No prompt names a
-fact's role, the answer key or the word "decoy"; :func:`render` refuses a text that contains
-that word.
+Prompts are versioned text files under ``prompts/`` (movable with ``CROSSPROFILE_PROMPTS``). :func:`render` fills
+``{field}`` placeholders and fails loudly, naming the file and the field, when one is missing, unexpected or not a
+plain name; every rendered prompt carries its file and the SHA-256 of its text (``sha``, 16 hex digits). The
+decision prompt shows only the description, the options lettered in the seed's order and the memory (SPEC sections
+6-7); no prompt names a fact's role, the answer key or the word "decoy", which :func:`render` refuses.
 """
 
 from __future__ import annotations

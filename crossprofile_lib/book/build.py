@@ -1,24 +1,12 @@
 """Build the book: run the experiments, execute the chapters, build the HTML offline.
 
-:func:`build` is what ``crossprofile book`` (and so ``make book`` and ``scripts/build_book.py``) runs
-with one validated :class:`~crossprofile_lib.book.params.BookParams` (the command line turns the Make
-variables into it first: :mod:`crossprofile_lib.cli.book`):
-
-1. run every experiment the chapters read (:meth:`BookRuns.prepare`: the reference decider's full grid,
-   its social-proof and group-size runs, the language-model sample, HiddenBench) -- a model backend
-   answers from its call cache, so a rebuild makes no model calls;
-2. convert each ``notebooks/*.md`` (jupytext) to a notebook and execute it with papermill into
-   ``book/<name>.ipynb`` (generated, not tracked), injecting the parameters the chapter declares;
-3. ``jupyter-book build . -W -n --keep-going`` (warnings are errors);
-4. check that no built page or stylesheet loads anything from another host: a script, stylesheet, font,
-   image, frame or media file (:func:`check_offline`).
-
-A book is one build: each executed chapter records its build's parameters (:func:`tidy`), and step 3
-refuses to start when a page of the table of contents was executed with other parameters
-(:func:`mixed_pages`; e.g. ``--only 04`` in the checkout would leave the other chapters on an older run).
-
-The book is built from a checkout (``notebooks/``, ``_config.yml``; :func:`crossprofile_lib.paths.book_root`).
-With ``out`` the sources are staged into that folder first (:func:`stage`) and its runs go to ``out/runs``.
+:func:`build` is what ``crossprofile book`` (``make book``, ``scripts/build_book.py``) runs with one validated
+:class:`~crossprofile_lib.book.params.BookParams`: 1. every experiment the chapters read (:meth:`BookRuns.prepare`; a
+model answers from its call cache, so a rebuild makes no model calls); 2. each ``notebooks/*.md`` executed with
+papermill into ``book/<name>.ipynb``, with the parameters the chapter declares; 3. ``jupyter-book build . -W -n
+--keep-going``; 4. :func:`check_offline`: no built page or stylesheet loads anything from another host. A book is one
+build: step 3 refuses pages executed with other parameters (:func:`tidy`, :func:`mixed_pages`). With ``out`` the
+sources are staged into that folder (:func:`stage`) and its runs go to ``out/runs``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")``.
-
-:func:`setup` reads the chapter's parameters (the fields of
-:class:`~crossprofile_lib.book.params.BookParams` found in the mapping it is given -- a chapter's
-``parameters`` cell declares them ``= None`` -- each ``None`` resolved to the book's default and
-every value validated), makes or finds the runs the chapter reads (:class:`BookRuns`), attaches each
-run's template bootstrap, and shows the page's "built with" line and its ONE provenance box
-(backends, models, run folders and every notice, collapsible). A chapter that reads no runs calls it
-with ``reference=False, model=False`` (the "built with" line only). It returns a :class:`Chapter`:
-the resolved parameters, the runs, the captions, and the budget each run is shown at (prereg.yaml's
-primary budget, or the run's own when it lacks it, with a notice).
+"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")``. :func:`setup` resolves the chapter's
+parameters (its ``parameters`` cell declares them ``= None``: the book's default) and validates them, makes or finds
+its runs (:class:`BookRuns`) with their template bootstraps, and shows the "built with" line and the ONE provenance
+box. A chapter that reads no runs passes ``reference=False, model=False``. It returns a :class:`Chapter`: parameters,
+runs, captions and the budget each run is shown at (the primary budget, or the run's own with a notice).
 """
 
 from __future__ import annotations

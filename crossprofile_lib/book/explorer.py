@@ -1,18 +1,8 @@
-"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10).
-
-* :func:`walkthrough` builds one template in one attribution variant for one seed with the
-  reference decider (no model calls), through the pipeline: the holders, the scripted discussion,
-  the claim list, each policy's memory at one budget and the decision (:class:`Walkthrough`).
-  Chapter 1 draws eight of them as the concept figure; chapter 3 shows one.
-* :func:`explore` returns an :class:`Exploration` (one walkthrough with one policy in focus), which
-  renders itself in Jupyter (``_repr_html_``): the plain-Python path of chapter 10.
-* :func:`controls` is the live version (ipywidgets): pick template, variant, policy, budget,
-  social-proof weight and seed, and the memory and decision below change.
-* A decision is called a **tie** when the top score is shared by several options (the reference
-  decider then draws among them with a seeded coin): a tie is never shown as "correct"
-  (:func:`verdict`, :func:`outcome`).
-* :func:`exercises` writes predict-then-check questions for the classic and mirror cells, their
-  answers computed from the template in hand; :func:`variant_views` is chapter 10's static view.
+"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10): :func:`walkthrough` (one template,
+variant and seed through the pipeline with the reference decider: holders, discussion, claim list, each policy's
+memory and decision), :func:`explore` (an :class:`Exploration` that renders itself in Jupyter), :func:`controls` (the
+ipywidgets version), :func:`exercises` (predict-then-check questions, answers computed) and :func:`variant_views`
+(chapter 10's static view). A **tie** (top score shared) is never shown as "correct" (:func:`verdict`, :func:`outcome`).
 """
 
 from __future__ import annotations

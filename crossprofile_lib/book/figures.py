@@ -1,16 +1,7 @@
-"""The book's figures (seaborn/matplotlib): one colour per policy, the message in the title.
-
-Every function returns a :class:`matplotlib.figure.Figure` sized for the book's text column (at
-most 7 inches, drawn at full size: fonts 9-12 pt), with
-
-* a **message** title (bold) computed from the data it draws, never typed in (pass ``message=``
-  to override), and the chapter's ``title`` below it as the subtitle (what is plotted, from which run);
-* legends **outside** the axes (below them), never over the data;
-* the backend and model of the run(s) it draws stamped into the footer, so a figure saved on its
-  own still says what produced it.
-
-The look (colours, sizes, layout, SVG output) and the model-panel rule (:func:`model_signal`,
-:func:`no_signal_note`) live in :mod:`crossprofile_lib.book.style` and are re-exported here.
+"""The book's figures (seaborn/matplotlib): one colour per policy, the message in the title. Each returns a
+:class:`matplotlib.figure.Figure` at most 7 inches wide, with a bold **message** title computed from the data (or
+``message=``) over the chapter's ``title``, legends below the axes, and the run's backend and model in the footer. The
+look and the model-panel rule (:func:`model_signal`, :func:`no_signal_note`) are :mod:`crossprofile_lib.book.style`'s.
 """
 
 from __future__ import annotations

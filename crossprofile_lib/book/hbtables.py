@@ -1,11 +1,8 @@
-"""Chapter 8's tables: controlled HiddenBench (what each memory keeps; a model's accuracy beside the
-paper), the natural discussion per prompt ablation, and one natural session's artefacts.
-
-One block per language model of the book (every BACKEND/BACKENDS spec's HiddenBench run and every
-imported HiddenBench folder): each beside the paper's value for the SAME model only (columns of other
-paper models are dropped; an unmapped model gets none), each with its own headroom verdict. A model
-run of the book without a HiddenBench run (an imported CrossProfile folder, a backend that could not
-run it here) is named in plain words (:func:`hb_missing`)."""
+"""Chapter 8's tables: controlled HiddenBench (what each memory keeps; a model's accuracy beside the paper), the
+natural discussion per prompt ablation, and one natural session's artefacts. One block per language model, beside
+the paper's value for the SAME model only, with its own headroom verdict; a model without a HiddenBench run is named
+(:func:`hb_missing`).
+"""
 
 from __future__ import annotations
 

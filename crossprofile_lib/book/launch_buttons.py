@@ -1,10 +1,6 @@
-"""The book's Binder/Colab launch buttons, configured from ONE setting.
-
-``_config.yml`` ships with them off (empty URLs: the theme then draws no button, so no button can
-point at a repository that does not exist). ``REPOSITORY_URL`` (a Make variable / environment
-variable at build time, e.g. ``make book REPOSITORY_URL=https://github.com/you/crossprofile``)
-turns them on: :func:`configured` writes a copy of the configuration with that repository and the
-public Binder and Colab services, and ``scripts/build_book.py`` builds with it.
+"""The book's Binder/Colab launch buttons, configured from ONE setting: ``_config.yml`` ships them off (empty URLs);
+``REPOSITORY_URL`` (``make book REPOSITORY_URL=https://github.com/you/crossprofile``) turns them on, :func:`configured`
+writing a copy of the configuration with that repository and the public Binder and Colab services.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Chapter 15: when the discussion is not a script (issue 27).
-
-The reference decider's grid under the messy controlled protocol (:mod:`crossprofile_lib.task.messy`) at each
-claim-extraction level (:mod:`crossprofile_lib.task.extraction`) and along a sweep of the opinion rate, set
-beside the scripted grid the book already runs. Every statement the chapter prints is computed here from those
-runs (:func:`messy_takeaways`): which of the paper's findings keep their sign and their interval under imperfect
-extraction and which flip.
-
-Runs: ``runs/ledger-messy-<level>-op<rate>`` (:func:`messy_run`), one per level at
-:data:`~crossprofile_lib.task.messy.DEFAULT_OPINION_RATE` and one per rate of :data:`MESSY_RATES` at
-:data:`SWEEP_LEVEL`; policies :data:`MESSY_POLICIES`, the book's templates, seeds, variants and tokenizer, at the
-primary budget only (the contrasts and compositions are read there). The model level needs a model backend and
-is not run by the reference grid (the chapter says so).
+"""Chapter 15: when the discussion is not a script. The reference decider's grid under the messy protocol
+(:mod:`crossprofile_lib.task.messy`) at each extraction level (:mod:`crossprofile_lib.task.extraction`) and along a sweep
+of the opinion rate, beside the scripted grid; :func:`messy_takeaways` says which findings keep their sign and
+interval and which flip. Runs ``runs/ledger-messy-<level>-op<rate>`` (:func:`messy_run`): one per level at
+:data:`~crossprofile_lib.task.messy.DEFAULT_OPINION_RATE`, one per rate of :data:`MESSY_RATES` at :data:`SWEEP_LEVEL`;
+policies :data:`MESSY_POLICIES` at the primary budget. The model level needs a model backend (the chapter says so).
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
-"""Many models in one book: the model specs (``BACKENDS=``), the imported run folders (``RUNS=``),
-which of the paper's models a run is, and each model's headroom verdict.
+"""Many models in one book: the model specs (``BACKENDS=``), the imported run folders (``RUNS=``), which of the paper's
+models a run is, and each model's headroom verdict.
 
-* A **model spec** (:class:`ModelSpec`) is ``provider/model``, optionally followed by its own sample
-  after ``@``: ``deepseek/deepseek-v4-pro@templates=templates/formal;seeds=0+1+2``. Options are
-  separated by ``;``, the items of one option by ``+`` (or ``,``): ``templates``, ``seeds``, ``budgets``,
-  ``variants``; an option not given is the book's ``model_*`` parameter. ``opt.NAME=VALUE`` passes a backend
-  option (as ``crossprofile run --backend-option NAME=VALUE``; a number is read as a number), e.g.
-  ``openai/smollm2-135m@opt.base_url=http://127.0.0.1:8080/v1;opt.timeout=600``. ``BACKENDS=a,b,c`` is a
-  comma-separated list of specs (:func:`split_backends`: a comma starts a new spec only where the
-  text after it begins with a known provider, so ``seeds=0,1`` inside a spec stays one spec).
-* An **imported run** (:func:`import_run`) is a folder made elsewhere by ``crossprofile run``
-  (``results.parquet`` + ``run.json``) or ``crossprofile hiddenbench run`` (``hiddenbench_run.json``):
-  read in place, zero model calls. It is refused (:class:`RunImportError`, naming the folder and the
-  rule) when its ``run.json`` does not match its results (backend, model, row count, policies, seeds,
-  variants) or when a template it ran differs from the file of the same id here (sha256 of the
-  file, ``run.json``'s ``templates_sha256``). What it lacks for a chapter (a policy, a variant, the
-  primary budget) is not an error: :func:`gaps` lists it and the chapters say what they cannot show.
-* **Which paper model a run is** comes from ONE editable file, ``crossprofile_lib/resources/paper_models.yaml``
-  (regular expressions over ``backend/model`` -> a model key of ``data/paper_figures.yaml``):
-  :func:`paper_model_for`. A run matching no rule gets no paper column, never another model's.
-* **Confirmatory or exploratory**, per model: :func:`verdict` (the headroom check of
-  :mod:`crossprofile_lib.stats.headroom`; the reference decider is not a model and has its own status).
+* A **model spec** (:class:`ModelSpec`) is ``provider/model[@options]``: ``templates``, ``seeds``, ``budgets``,
+  ``variants`` separated by ``;``, items by ``+`` (or ``,``), e.g.
+  ``deepseek/deepseek-v4-pro@templates=templates/formal;seeds=0+1+2``; ``opt.NAME=VALUE`` passes a backend option.
+  An option not given is the book's ``model_*`` parameter. In ``BACKENDS=a,b`` a comma starts a new spec only before
+  a known provider (:func:`split_backends`).
+* An **imported run** (:func:`import_run`) is a ``crossprofile run`` or ``crossprofile hiddenbench run`` folder, read
+  in place with zero model calls; refused (:class:`RunImportError`) when its header does not match its results or a
+  template differs from the file of the same id here. What it lacks for a chapter is listed by :func:`gaps`.
+* **Which paper model** a run is comes from ONE editable file, ``resources/paper_models.yaml``
+  (:func:`paper_model_for`); a run matching no rule gets no paper column.
+* **Confirmatory or exploratory**, per model: :func:`verdict` (the headroom check).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Chapter 13's tables and verdicts: the reference decider fitted to the paper's published numbers
-(:func:`crossprofile_lib.paperfit.fit_paper`), what its social-proof weight contributes, what it cannot
-reproduce, and whether the fit is identified. Every number except the paper's is the reference
-decider (a fit, not a model run); :func:`fit_who` says so in each caption."""
+(:func:`crossprofile_lib.paperfit.fit_paper`), what its social-proof weight contributes, what it cannot reproduce and
+whether the fit is identified; every number but the paper's is a fit, which :func:`fit_who` says in each caption.
+"""
 
 from __future__ import annotations
 

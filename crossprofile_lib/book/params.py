@@ -1,21 +1,9 @@
-"""The book's parameters: ONE pydantic model, :class:`BookParams`, with a docstring per field.
-
-The same model is read three ways:
-
-* by the build (``crossprofile book``, ``make book``): the Make variables of :data:`MAKE_VARIABLES`
-  set the fields named there (parsed first with the command line's own rules by
-  :mod:`crossprofile_lib.cli.book`), everything else keeps its default; ``--quick`` starts from
-  :meth:`BookParams.quick`;
-* by papermill: a chapter's ``parameters`` cell names the fields it reads, each ``= None``, which
-  means "the book's default"; papermill (or a reader) replaces any of them;
-* by :func:`crossprofile_lib.book.setup`, which resolves the ``None`` values to the defaults
-  (:meth:`BookParams.resolve`) and validates the rest, so a chapter never holds a copy of a default.
-
-A bad value raises :class:`BookParamsError` naming the parameter, the value, the rule and, where one
-sets it, the Make variable. Seeds, budgets and variants are checked with the configuration's own rules
-(:mod:`crossprofile_lib.config`: :class:`~crossprofile_lib.config.Budget`, ``check_seed``,
-``check_variants``), the ones the command line prints. :data:`DEFAULTS` and :data:`QUICK` are the defaults as plain dicts (read
-only; derived from the model, not copies to keep in step).
+"""The book's parameters: ONE pydantic model, :class:`BookParams`, with a docstring per field, read by the build (the
+Make variables of :data:`MAKE_VARIABLES`, parsed by :mod:`crossprofile_lib.cli.book`; ``--quick`` starts from
+:meth:`BookParams.quick`), by papermill (a chapter's ``parameters`` cell declares the fields it reads ``= None``: the
+book's default) and by :func:`crossprofile_lib.book.setup` (:meth:`BookParams.resolve`). A bad value raises
+:class:`BookParamsError` naming the parameter, the value, the rule and the Make variable; seeds, budgets and variants
+follow :mod:`crossprofile_lib.config`'s rules. :data:`DEFAULTS` and :data:`QUICK` are read-only dict views.
 """
 
 from __future__ import annotations

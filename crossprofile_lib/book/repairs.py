@@ -1,10 +1,11 @@
-"""Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free
-provenance formats, the 'labels are not evidence' decision prompt, and group size.
-
-Every language model of the book (BACKEND, BACKENDS, RUNS) is one block: its gaps, its repairs family
-(paper columns of the same model only, :func:`crossprofile_lib.book.tables.contrast_table`) and its own
-labels-prompt rerun (:func:`labels_prompt_pairs`; an imported run has none and is named). The policies
-of your own (POLICY_FILES) join every fixed policy list here (:func:`with_mine`)."""
+"""Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free provenance formats,
+the 'labels are not evidence' decision prompt, and group size. One block per language model (paper columns of the
+same model only; its own labels-prompt rerun, :func:`labels_prompt_pairs`); your policies join every fixed policy
+list (:func:`with_mine`). And the page "Your policy" (chapter 16): your memory policies (``make book
+POLICY_FILES=my_policy.py``) beside R1 and B4 on the same runs: :func:`composition_by_variant`,
+:func:`accuracy_by_cell`, :func:`failures_by_net_lead` (a wrong decision at a net lead of 0 or below is the memory's
+failure, at a positive net lead the decider's) and :func:`no_policy_note`.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import Markdown, num
+from crossprofile_lib.book.display import Markdown, admonition, esc, num
 from crossprofile_lib.book.experiments import user_copy
+from crossprofile_lib.book.params import load_policy_file
 from crossprofile_lib.book.runs import LABELS_PROMPT, REFERENCE, Run
-from crossprofile_lib.book.tables import CELL_LABELS, cell_gaps
-from crossprofile_lib.design import CLASSIC, LABELS_POLICIES, MIRROR
+from crossprofile_lib.book.tables import CELL_LABELS, cell_gaps, cell_rows
+from crossprofile_lib.design import CLASSIC, LABELS_POLICIES, MIRROR, VARIANT_NAMES
+from crossprofile_lib.policies.plugins import base
 
 #: The policies the repairs are compared with.
 POL = ("R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "BAL", "BAL-oracle")
@@ -152,3 +155,94 @@ def group_size_composition(t: pd.DataFrame) -> pd.DataFrame:
     comp = t[t.cell == "classic"].pivot_table(index=["policy", "agents"], values=[
         "T_all", "budget (tokens)", "kept support", "kept decoy", "kept irrelevant", "estimate"])
     return comp.rename(columns={"estimate": "accuracy (%)"})
+
+
+#: The paper's policies the page compares a policy of your own with.
+COMPARED = ("R1", "B4")
+
+
+def policies_in(run: Optional[Run], names: Sequence[str]) -> list[str]:
+    """The specs of ``run`` whose base is one of ``names`` (``Mine``, ``Mine-k7``, ``Mine:unlabeled``), in
+    the run's order; empty without the run."""
+    if run is None:
+        return []
+    bases = set(names)
+    return [p for p in dict.fromkeys(run.df["policy"].astype(str)) if base(p) in bases]
+
+
+def _shown(df: pd.DataFrame, budget: str) -> pd.DataFrame:
+    return df[df["budget_label"].astype(str).isin([str(budget), "none"])]
+
+
+def composition_by_variant(run: Run, policies: Sequence[str], budget: str) -> pd.DataFrame:
+    """Policy x variant: ``support / decoy / irrelevant`` mean kept counts (strings), ``policies`` then
+    :data:`COMPARED`, the variants in the paper's order."""
+    d = _shown(run.df, budget)
+    d = d[d["policy"].isin([*policies, *COMPARED])]
+    g = d.groupby(["policy", "variant"])[["kept_support", "kept_decoy", "kept_irrelevant"]].mean()
+    cell = g.apply(lambda r: f"{r['kept_support']:.1f} / {r['kept_decoy']:.1f} / {r['kept_irrelevant']:.1f}", axis=1)
+    t = cell.unstack("variant")
+    order = [p for p in [*policies, *COMPARED] if p in t.index]
+    return t.reindex(index=order, columns=[v for v in VARIANT_NAMES if v in t.columns])
+
+
+def accuracy_by_cell(run: Run, policies: Sequence[str], budget: str) -> pd.DataFrame:
+    """Long table (policy, cell, estimate, lo, hi) of accuracy in the classic / mirror (and pooled) cells."""
+    t = cell_rows(run, run.boot)
+    t = t[t["policy"].isin([*policies, *COMPARED]) & t["budget_label"].astype(str).isin([str(budget), "none"])]
+    order = {p: i for i, p in enumerate([*policies, *COMPARED])}
+    return t.sort_values("policy", key=lambda s: s.map(order), kind="stable")
+
+
+def failures_by_net_lead(run: Run, policy: str, budget: str) -> pd.DataFrame:
+    """Per net lead of what ``policy`` kept: decisions, share of all its decisions, accuracy (%), wrong
+    decisions and the share of those that chose the decoy, and whose failure a wrong decision there is."""
+    d = _shown(run.df, budget)
+    d = d[d["policy"] == policy]
+    if d.empty:
+        return pd.DataFrame(columns=["net lead", "decisions", "share (%)", "accuracy (%)", "wrong",
+                                     "wrong: chose the decoy (%)", "a wrong decision here is"])
+    rows = []
+    for lead, g in d.groupby("net_lead", sort=True):
+        wrong = g[~g["correct"].astype(bool)]
+        rows.append({"net lead": int(lead), "decisions": len(g), "share (%)": 100 * len(g) / len(d),
+                     "accuracy (%)": 100 * g["correct"].astype(float).mean(), "wrong": len(wrong),
+                     "wrong: chose the decoy (%)": 100 * wrong["chose_decoy"].astype(float).mean() if len(wrong)
+                     else float("nan"),
+                     "a wrong decision here is": "the memory's failure" if lead <= 0 else "the decider's failure"})
+    return pd.DataFrame(rows)
+
+
+def failure_summary(run: Run, policy: str, budget: str) -> str:
+    """One sentence: how many of ``policy``'s wrong decisions come from memories with net lead <= 0."""
+    d = _shown(run.df, budget)
+    d = d[d["policy"] == policy]
+    wrong = d[~d["correct"].astype(bool)]
+    if d.empty:
+        return f"{policy} has no decisions at r = {budget} in this run."
+    if wrong.empty:
+        return f"{policy} made no wrong decision at r = {budget} ({len(d)} decisions)."
+    mem = int((wrong["net_lead"] <= 0).sum())
+    return (f"{policy}: {len(wrong)} of {len(d)} decisions wrong at r = {budget}; {mem} of them "
+            f"({100 * mem / len(wrong):.0f}%) from memories whose net lead was 0 or below (the memory's failure), "
+            f"{len(wrong) - mem} with a positive net lead (the decider's).")
+
+
+def no_policy_note():
+    """The notice of a book built without POLICY_FILES."""
+    return admonition("note", "No policy of your own in this build",
+                      "This page shows a memory policy of your own beside the paper's R1 and B4. Build the book with "
+                      "<code>make book POLICY_FILES=examples/policies/keep_longest.py</code> (or your own file; see "
+                      "the reference page <i>A memory policy of your own</i>, book/reference-policies.md) and it shows "
+                      "that policy's composition per cell, "
+                      "its accuracy in the classic and mirror cells, and where it fails and why.")
+
+
+def policy_files_note(params) -> str:
+    """HTML: the files behind the page's policies, with their SHA-256 (the run header records the same)."""
+    items = []
+    for f in params.policy_files:
+        src = load_policy_file(f)
+        items.append(f"<li><code>{esc(f)}</code>: {esc(', '.join(src.policies))} (SHA-256 "
+                     f"<code>{esc(src.sha256[:12])}</code>)</li>")
+    return "<ul>" + "".join(items) + "</ul>"

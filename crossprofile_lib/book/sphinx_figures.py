@@ -1,14 +1,8 @@
-"""A small Sphinx extension for the book (listed in ``_config.yml``): each chapter figure becomes a
-numbered, labelled Sphinx figure that the text cross-references with ``{numref}`fig-...```.
-
-A chapter cell draws a figure and then displays its caption (:meth:`Captions.figure
-<crossprofile_lib.book.display.Captions.figure>`): two outputs, the image and an HTML paragraph that
-carries the figure's label and number (``data-cp-figure="fig-rarest-heatmap" data-cp-number="4.1"``).
-In a notebook (Jupyter, ``make lab``, the downloadable ``.ipynb``) that is an image with its caption
-below. In the book, :class:`FigureOutputs` wraps the pair into one ``figure`` node with that label and
-the caption, and :func:`number_figures` gives it the caption's own number, so the text's
-``{numref}`` and the caption say the same "Figure 4.1" (``numfig_format`` in ``_config.yml``). A
-caption without an image before it stays as it is.
+"""A small Sphinx extension (``_config.yml``): each chapter figure becomes a numbered, labelled figure for
+``{numref}`fig-...```. A chapter cell outputs the image and then its caption (:meth:`Captions.figure
+<crossprofile_lib.book.display.Captions.figure>`, carrying ``data-cp-figure`` and ``data-cp-number``);
+:class:`FigureOutputs` wraps the pair into one ``figure`` node and :func:`number_figures` gives it the caption's own
+number, so text and caption say the same "Figure 4.1". A caption without an image before it stays as it is.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Tables the book's chapters share.
-
-* :func:`accuracy_matrix` -- ``(policy, variant)`` accuracy at one budget, for the heat maps;
-* :func:`cell_rows` -- the paper's classic (``PSP``) and mirror (``SPS``) cells, with the pooled
-  ``PS*`` / ``SP*`` cells as secondary rows labelled "pooled" (SPEC section 3, revised);
-* :func:`contrasts_with_holm` / :func:`contrast_table` -- the preregistered contrasts with
-  95% and Holm-adjusted intervals (at the primary budget, or the budget a run has);
-* :func:`cell_entry` / :func:`cell_value` -- THE estimate of policy P in cell C (one row of a
-  :func:`cell_rows` table), which every chapter reads;
-* :func:`grid_calls` -- how many model calls a grid makes; :func:`cell_gaps` -- classic minus
-  mirror per policy.
+"""Tables the book's chapters share: :func:`accuracy_matrix` (heat maps), :func:`cell_rows` (classic PSP and mirror SPS,
+pooled cells as labelled secondary rows), :func:`contrasts_with_holm` / :func:`contrast_table`, :func:`cell_entry` /
+:func:`cell_value` (THE estimate of a policy in a cell), :func:`grid_calls`, :func:`cell_gaps`.
 """
 
 from __future__ import annotations

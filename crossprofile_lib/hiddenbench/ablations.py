@@ -1,19 +1,8 @@
-"""The natural discussion's prompt ablations (issue 7), selectable by name.
-
-Every ablation changes only the round-message prompt; the initial vote, the final vote, the
-claim extraction and the decision call are the same for all four, and so are the seeded fact
-order and speaking order (common random numbers: ablations differ only by their prompt).
-
-* ``baseline``          share what you know and say which option you favour; your private
-                        initial vote is shown to you;
-* ``evidence-first``    state the facts you hold, in their original wording, before any opinion;
-* ``unique-first``      begin with the information nobody has mentioned yet (the hidden-profile
-                        intervention: unshared information first);
-* ``no-vote-reminder``  the baseline without the reminder of one's initial vote (tests whether
-                        the reminder anchors agents on the shared-information answer).
-
-Prompt files live in ``prompts/natural/`` (see :data:`PROMPT_FILES`); their names carry a
-version (``_v1``); a changed prompt gets a new file and a new version.
+"""The natural discussion's prompt ablations, selectable by name. Each changes only the round-message prompt (votes,
+extraction, decision call and the seeded orders are shared): ``baseline`` (share what you know and your favoured
+option; your initial vote is shown), ``evidence-first`` (your facts verbatim before any opinion), ``unique-first``
+(what nobody has mentioned yet first) and ``no-vote-reminder`` (the baseline without the vote reminder). Prompt
+files: :data:`PROMPT_FILES` in ``prompts/natural/``, versioned (``_v1``).
 """
 
 from __future__ import annotations

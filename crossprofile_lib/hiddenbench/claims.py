@@ -1,26 +1,15 @@
-"""Claims of a natural discussion: extraction output parsing and near-duplicate merging.
+"""Claims of a natural discussion: extraction output parsing and near-duplicate merging, into the scripted
+discussion's :class:`~crossprofile_lib.task.discussion.ClaimList` (``fact_id=None``), so every policy runs unchanged.
 
-The model turns each message into atomic claims (prompt ``natural/extract_claims_v1.txt``);
-every claim inherits the message's speaker. The claims are then merged into the same
-:class:`~crossprofile_lib.task.discussion.ClaimList` the scripted discussion produces, so every
-memory policy and the decision call run on it unchanged (claims carry ``fact_id=None``).
+**Parsing** (:func:`parse_claims`): a JSON array of strings (or an object with ``claims``), else every bulleted or
+numbered line; speaker tags and quotes stripped, claims under ``MIN_CLAIM_TOKENS`` tokens and repeats dropped, at
+most ``MAX_CLAIMS_PER_MESSAGE``; ``- none`` means no claim. An unreadable answer is retried once; then the message's
+sentences become its claims (flagged ``fallback``).
 
-**Parsing** (:func:`parse_claims`): a JSON array of strings, or a JSON object with a
-``claims`` array, is taken as is; otherwise every line that starts with a bullet (``-``,
-``*``, ``•``) or a number (``1.``, ``2)``) is a claim, bullet removed. A leading speaker tag
-(``A2:``) and surrounding quotes are stripped; claims of fewer than ``MIN_CLAIM_TOKENS``
-tokens are dropped, exact repeats within a message too, and at most
-``MAX_CLAIMS_PER_MESSAGE`` are kept. ``- none`` is a valid "no claim" answer. An answer with
-no readable line is retried once (``extract_retry_v1.txt``); if it still yields nothing the
-message's own sentences become its claims and the message is flagged ``fallback``.
-
-**Merging** (:func:`merge_claims`): a claim's key is its set of content tokens (the
-:mod:`disclosure` tokens minus :data:`STOPWORDS`). Walking the claims in discussion order,
-a claim joins the earliest cluster whose first claim has a Jaccard similarity of keys of at
-least ``MERGE_THRESHOLD`` (0.6); otherwise it opens a new cluster. With ``confirm``, a pair
-in the grey zone ``[CONFIRM_LOW, MERGE_THRESHOLD)`` is merged only if the model answers
-"yes" to ``confirm_duplicate_v1.txt``. A cluster is shown by its first claim's text, and its
-speakers are everyone who stated a member.
+**Merging** (:func:`merge_claims`): a claim joins the earliest cluster whose first claim's content tokens
+(:mod:`.disclosure` tokens minus :data:`STOPWORDS`) have a Jaccard similarity of at least ``MERGE_THRESHOLD``; with
+``confirm`` a grey-zone pair ``[CONFIRM_LOW, MERGE_THRESHOLD)`` merges only if the model says "yes". A cluster shows
+its first claim; its speakers are everyone who stated a member.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
-"""What both HiddenBench protocols share: the task as the decision call sees it, budgets,
-memories and their composition.
+"""What both HiddenBench protocols share: the task as the decision call sees it, budgets, memories and their
+composition.
 
-**Task view.** Backends take a :class:`~crossprofile_lib.task.discussion.Task` whose ``template``
-gives the description and the options. :func:`task_view` wraps a HiddenBench task in a
-:class:`HiddenBenchView` (a ``Task`` subclass) whose template is built *without* the
-CrossProfile answer-key validator (HiddenBench tasks have no criteria, polarities or decoy
-option): option ids ``O1..On`` in file order, names = the answers, ``decoy_option = ""``,
-facts ``S1..Sm`` (shared, role ``shared``) and ``H1..Hn`` (hidden; ``H{i}`` held by
-``A{i}``, role ``hidden``), all relevant. The view's ``variant`` says ``hiddenbench``.
-Option letters are rotated by the seed exactly as for templates
-(:func:`crossprofile_lib.task.decision.option_order`).
-
-**Budget.** ``T_all`` prices every fact of the task (shared and hidden) written with all
-``n`` agents' labels plus a newline, as SPEC section 5 does for templates; ``B(r) =
-floor(r * T_all)``. Both protocols use the same budget for a task.
-
-**Composition.** A memory's ``kept_hidden`` / ``kept_shared`` count the task's hidden /
-shared facts it keeps: by fact id for the scripted discussion's claims (and REF), and by the
-"restated in full" rule of :mod:`disclosure` on each memory line otherwise (natural claims,
-B3 summaries). ``hidden_retention = kept_hidden / n_hidden``; ``profile_complete`` says
-whether every hidden fact was kept.
+**Task view** (:func:`task_view`): a :class:`HiddenBenchView` whose template skips the CrossProfile validator
+(options ``O1..On`` named by the answers, ``decoy_option = ""``, shared facts ``S1..Sm`` and hidden ``H{i}`` held by
+``A{i}``, all relevant; ``variant`` ``hiddenbench``); letters rotate by seed as for templates. **Budget**: ``T_all``
+prices every fact with all agents' labels, ``B(r) = floor(r * T_all)``, the same for both protocols.
+**Composition**: ``kept_hidden`` / ``kept_shared`` by fact id for scripted claims (and REF), by :mod:`.disclosure`'s
+"restated in full" rule otherwise; ``hidden_retention = kept_hidden / n_hidden``; ``profile_complete``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The HiddenBench run configuration, validated when it is built.
-
-:class:`HBConfig` is what ``crossprofile hiddenbench run`` builds from its options and what
-``hiddenbench_run.json`` records (``config``, secrets masked by the one rule of
-:mod:`crossprofile_lib.run.header`). Like :class:`~crossprofile_lib.run.config.RunConfig` it is a pydantic
-dataclass: a bad field raises :class:`pydantic.ValidationError` (a :class:`ValueError`) naming the field and
-the rule; budgets are parsed once into :class:`~crossprofile_lib.config.Budget`.
+"""The HiddenBench run configuration: :class:`HBConfig`, built by ``crossprofile hiddenbench run`` and recorded in
+``hiddenbench_run.json`` (secrets masked); a pydantic dataclass like :class:`~crossprofile_lib.run.config.RunConfig`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""Controlled HiddenBench (SPEC section 9): the scripted discussion on HiddenBench tasks.
-
-Agent ``A{i}`` holds every shared fact (``S1..Sm``) and its own hidden fact ``H{i}``. The
-discussion is SPEC section 4's: a seeded speaker order; each speaker states every fact it
-holds, one line each, verbatim, in a seeded order, so shared facts are repeated by every
-speaker and each hidden fact is stated once. The claim list has one claim per fact, with
-``fact_id`` the stable id (``S2``, ``H3``), so the memory policies, the reference memories
-(EMPTY, ALL, private-only, shared-only, REF) and the composition measures read them.
-
-**The reference decider (``ledger``) on HiddenBench.** The public format carries no
-polarities and does not say *which* wrong answer the shared facts point to, so the
-normative ledger cannot score the options. Rather than invent a ledger, a ``ledger`` run
-makes no decisions: its rows say ``decided = False`` (``correct`` is missing) and report
-what each memory kept: ``kept_hidden``, ``kept_shared``, ``hidden_retention`` and
-``profile_complete`` (every hidden fact kept). Decision accuracy, the headroom check and the
-paper's accuracy figures come from model backends only (``backend.decide``). Policies that
-need a model (B3, and R1-rel without a model relevance filter) are skipped on the ledger and
-listed in the run header; ``R1-rel-oracle`` treats every HiddenBench fact as relevant (so it
-equals R1 here).
+"""Controlled HiddenBench (SPEC section 9): the scripted discussion (SPEC section 4) on HiddenBench tasks. Agent
+``A{i}`` holds every shared fact and its hidden fact ``H{i}``; the claim list has one claim per fact with its stable
+``fact_id``. The public format has no polarities, so the reference decider (``ledger``) cannot score options: its rows
+make no decision (``decided = False``) and report what each memory kept; accuracy, headroom and the paper's figures
+come from model backends. Policies needing a model are skipped on the ledger (listed in the header);
+``R1-rel-oracle`` treats every fact as relevant (it equals R1 here).
 """
 
 from __future__ import annotations

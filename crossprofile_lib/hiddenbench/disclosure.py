@@ -1,18 +1,10 @@
 """Disclosure: is a fact restated in full in a piece of text? (SPEC section 9)
 
-**Rule.** Both texts are normalised to word tokens: case-folded, every run of letters or
-digits is a token, everything else (punctuation, apostrophes, hyphens) separates tokens, so
-``Kestrel's`` -> ``kestrel s`` and ``4.5`` -> ``4 5``. A fact of ``n`` tokens is *restated
-in full* in a text when the longest common subsequence of their token sequences covers at
-least ``DISCLOSURE_THRESHOLD`` (80%) of the fact's tokens: the fact's words appear in the
-text, in the fact's order, with at most one in five left out or changed. A lead-in ("I know
-that ...") or a tail ("... so I vote B") does not matter; a summary that keeps half the words
-or a paraphrase does not count; a changed number costs one token like any changed word.
-
-The **disclosure rate** of a discussion is the share of its hidden facts restated in full
-in at least one message (by any speaker). :func:`disclosure` also reports whether the holder
-itself restated its fact. The same rule decides which task facts a memory line restates
-(the composition of natural-discussion memories).
+**Rule.** Both texts become word tokens (case-folded runs of letters or digits). A fact is *restated in full* when
+the longest common subsequence of the token sequences covers at least ``DISCLOSURE_THRESHOLD`` (80%) of its tokens:
+its words in its order, at most one in five left out or changed; lead-ins and tails do not matter. The
+**disclosure rate** is the share of hidden facts restated in full in at least one message; :func:`disclosure` also
+says whether the holder restated its own. The same rule gives the composition of natural-discussion memories.
 """
 
 from __future__ import annotations

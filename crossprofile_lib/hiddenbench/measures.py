@@ -1,23 +1,12 @@
 """HiddenBench measures: the group vote, summary tables, the headroom check, paper figures.
 
-**Group answer** (:func:`group_vote`): the plurality of the agents' *valid* final votes.
-Tie rule: among the tied options, the one voted for by the earliest speaker in the speaking
-order wins (deterministic, no extra randomness); the tie is flagged. With no valid final vote
-the group answer is invalid (counted wrong). ``strict_majority`` says whether the winner had
-more than half of all agents' votes.
-
-Tables (inputs are the run folder's parquet tables; see :mod:`run`). **Failed calls are not
-results**: every table refuses a table with error rows (column ``error`` set;
-:class:`~crossprofile_lib.stats.analysis_set.FailedCallsError`, naming the table and the count)
-unless ``allow_errors``, which drops them, as ``crossprofile stats`` does:
-
-* :func:`natural_summary` -- per ablation: agents' initial and final vote accuracy, group vote
-  accuracy, disclosure rate, invalid votes, and each policy's decision accuracy (REF, ALL, ...);
-* :func:`controlled_summary` -- per policy: decision accuracy (model backends) and the kept
-  composition (every backend);
-* :func:`headroom` -- ALL minus EMPTY accuracy with a task-bootstrap percentile interval
-  (:func:`crossprofile_lib.stats.headroom.task_headroom`: the template bootstrap with the task as the
-  unit); the check passes when the lower bound exceeds prereg.yaml's ``headroom_min_points`` (SPEC section 8).
+**Group answer** (:func:`group_vote`): the plurality of valid final votes; a tie goes to the earliest speaker's
+choice (flagged); no valid vote: invalid (counted wrong); ``strict_majority`` when the winner has over half the votes.
+**Failed calls are not results**: every table refuses error rows
+(:class:`~crossprofile_lib.stats.analysis_set.FailedCallsError`) unless ``allow_errors`` drops them.
+:func:`natural_summary` (per ablation: vote accuracies, disclosure, invalid votes, each policy's accuracy),
+:func:`controlled_summary` (per policy: accuracy and composition) and :func:`headroom` (ALL - EMPTY with a
+task-bootstrap interval, :func:`crossprofile_lib.stats.headroom.task_headroom`).
 """
 
 from __future__ import annotations

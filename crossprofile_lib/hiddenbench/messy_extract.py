@@ -1,14 +1,8 @@
-"""The messy protocol's ``model`` extraction level: the natural protocol's model-based claim extractor.
-
-:func:`model_extractor` turns a chat backend into the ``extractor`` that
-:func:`crossprofile_lib.task.extraction.extract` takes for level ``model``: each utterance of a messy discussion
-is sent to the natural protocol's extraction prompt (``natural/extract_claims_v1.txt``, speaker and message, the
-same request :class:`crossprofile_lib.hiddenbench.natural.Session` sends; all utterances of one discussion in
-one batch), the answer is parsed by :func:`crossprofile_lib.hiddenbench.claims.parse_claims` (an unreadable answer
-falls back to the utterance's sentences, without the natural protocol's retry) and the claims are merged by
-:func:`crossprofile_lib.hiddenbench.claims.merge_claims` (Jaccard of content tokens, rule only). A merged claim's
-group is the utterances its members came from; the claim is shown, as at every level, by its first
-utterance's text. The prompt sees only the speaker and the utterance: never a fact id.
+"""The messy protocol's ``model`` extraction level: :func:`model_extractor` turns a chat backend into the
+``extractor`` of :func:`crossprofile_lib.task.extraction.extract`, sending each utterance to the natural protocol's
+extraction prompt (one batch per discussion), parsing with :func:`~crossprofile_lib.hiddenbench.claims.parse_claims`
+(no retry) and merging with :func:`~crossprofile_lib.hiddenbench.claims.merge_claims`. The prompt sees only the speaker
+and the utterance, never a fact id.
 """
 
 from __future__ import annotations

@@ -1,42 +1,19 @@
 """The natural-discussion protocol on HiddenBench (SPEC section 9).
 
-For one task, seed and prompt ablation (a *session*):
+For one task, seed and prompt ablation (a *session*): 1. agent ``A{i}`` sees the description, the options (lettered
+in the seed's rotated order) and its facts (the shared ones and ``hidden[i-1]``, shuffled, numbered); 2. a private
+**initial vote** (JSON ``{"vote", "rationale"}``); 3. **round 1** in a seeded speaking order, each agent seeing the
+earlier messages, then **round 2**, each seeing every other agent's latest message -- a message is asked for in at most
+``max_words`` words, stops at a blank line, is collapsed to one line, loses a leading ``A2:`` tag and is cut to
+``2 * max_words`` words (the raw reply is kept); 4. a **final vote**; 5. the **group answer**
+(:func:`~crossprofile_lib.hiddenbench.measures.group_vote`); 6. **claims** from each message (:mod:`.claims`), on which
+the memory policies and the decision call run as on the scripted discussion.
 
-1. Agent ``A{i}`` sees the description, the options (lettered in the seed's rotated order,
-   as in the decision call) and its facts: every shared fact plus its hidden fact
-   ``hidden[i-1]``, shuffled with a seeded generator and numbered.
-2. **Initial vote**, private: JSON ``{"vote": "<letter>", "rationale": "..."}``.
-3. **Round 1**, in a seeded speaking order: each agent writes a short message and sees the
-   earlier round-1 messages. **Round 2**, same order: each agent sees the latest message of
-   every other agent (a round-2 message where that agent already spoke in round 2, else its
-   round-1 message). A message is asked for in at most ``max_words`` words; generation is
-   capped at about 1.5 tokens per word and stops at a blank line (one paragraph); the reply
-   is collapsed to one line, a leading ``A2:`` tag is dropped, and it is cut to
-   ``2 * max_words`` words (the raw reply is kept in the artefacts).
-4. **Final vote**: like the initial vote, after seeing the whole discussion.
-5. **Group answer**: :func:`~crossprofile_lib.hiddenbench.measures.group_vote` (plurality of
-   valid final votes; ties go to the earliest speaker's choice).
-6. **Claims**: each message -> claims (:mod:`claims`), merged into a claim list; the memory
-   policies and the backend's decision call then run on it as on the scripted discussion;
-   REF is the message transcript.
-
-**Votes** are asked for as JSON in the prompt and generated freely, as in the paper. With
-``constrained_votes`` the request also carries a JSON schema (``vote`` one of the letters,
-``rationale`` at most ``RATIONALE_CHARS`` characters) that backends with constrained decoding
-enforce (llama.cpp in ``grammar``/``score`` mode, vLLM); it is off by default because
-llama.cpp's grammar sampling costs about a CPU-second per token on the embedded model
-(measured: 7-28 CPU-s per vote against 1 s unconstrained). Votes are read from the
-first JSON object in the reply (code fences and text around it
-are ignored); ``vote`` may be the letter (``"B"``, ``"B."``, ``"(B)"``, ``"Option B"``) or
-an answer's exact text. An unreadable vote is retried once with the reply and a format
-reminder appended (``vote_retry_v1.txt``); a second failure is recorded ``invalid`` (the
-agent's vote counts as wrong and is left out of the group vote). A failed call
-(``ChatResult.error``) counts as an unreadable reply.
-
-Seeds: fact order and speaking order depend on (seed, task) only, so all ablations of a
-task and seed share them. Sessions run in lockstep (each protocol step is one
-``backend.chat`` batch over all sessions of a chunk), so vLLM batches and the cache serve
-resumed runs.
+Votes are generated freely, as in the paper; ``constrained_votes`` adds a JSON schema that constrained-decoding
+backends enforce (off by default: slow on the embedded model). A vote is read from the first JSON object of the reply
+(a letter or an answer's exact text); an unreadable vote (or a failed call) is retried once with a format reminder,
+then recorded ``invalid``. Fact and speaking orders depend on (seed, task) only; sessions run in lockstep, one
+``backend.chat`` batch per protocol step.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Which of the paper's published figures the reference decider can predict, and how.
 
-The reference decider (backend ``ledger``) has three parameters (social-proof weight ``s``,
-irrelevant-fact weight ``w``, inverse temperature ``beta``); they change only its **decisions**.
-So an item of ``data/paper_figures.yaml`` is *predictable* (used in the fit) when
-
-* its figure's ``data`` is ``crossprofile`` (this suite's own task grid; HiddenBench and the natural
-  discussion are other instruments), and
-* its ``measure`` has a decision outcome (``correct`` or ``chose_decoy``).
-
-Items of the same figures with a memory outcome (``kept_*``, ``relevance_*``) do not depend on the
-parameters: they are shown beside the fit as *parameter-free* comparisons (what the ledger's memories
-keep against what the paper reports), never fitted. Each item's ``measure`` is parsed with the
-contrast language of ``prereg.yaml`` (:func:`crossprofile_lib.stats.contrasts.parse_prereg`: the
-same defaults, the same filter merging). A paper value counts for a model column only when the item
-names that model; values the paper gives without naming the model ("models not separated") are
-predicted at every model's fit but never fitted.
+Its parameters change only its decisions, so an item of ``data/paper_figures.yaml`` is *predictable* (fitted) when
+its ``data`` is ``crossprofile`` and its ``measure`` has a decision outcome (``correct``, ``chose_decoy``); memory
+outcomes (``kept_*``, ``relevance_*``) are parameter-free comparisons, never fitted. Measures are parsed with
+prereg.yaml's contrast language (:func:`crossprofile_lib.stats.contrasts.parse_prereg`). A value counts for a model
+column only when the item names that model; "models not separated" values are predicted, never fitted.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Weighted least-squares fit of the ledger's (s, w, beta) to published figures, and its checks.
 
-Loss for a model column with paper values ``y`` on figures ``used``, with the whitener ``H`` of the
-figures' sampling covariance ``V`` (:mod:`.sampling`; ``H' H = V+``, the pseudo-inverse):
-
-    L(theta) = | H (figure(theta) - y) |^2 = r' V+ r      (a chi-squared statistic; H = I: plain squares)
-
-so each figure counts by its sampling variance and a linked figure (a combination of others)
-counts once. Minimised in two steps: the best point of the cached coarse grid
-(:data:`.ledger.GRID`), then ``scipy.optimize.least_squares`` (trust-region reflective, bounded by
-:data:`BOUNDS`) over ``(s, w, log beta)`` from there. Refits: a **parametric bootstrap**
-(:meth:`Fitter.refit_many`: the paper's figures redrawn at the paper's sample sizes from the fitted
-decider, :meth:`.sampling.Sampling.draw`), an optional template bootstrap (:meth:`Fitter.bootstrap`:
-the resample's count row ``W`` in every figure's pooled means, the paper's values fixed: how much the
-fit depends on which templates the suite has), leave-one-figure-out predictions, the loss profile of
-each parameter and a recovery check (figures the ledger generated at known parameters with the same
-binomial noise, refitted).
+The loss of a model column with paper values ``y`` is ``L(theta) = |H (figure(theta) - y)|^2 = r' V+ r`` with
+``H' H = V+``, the pseudo-inverse of the figures' sampling covariance (:mod:`.sampling`): each figure counts by its
+variance and a linked figure once. Minimised from the best point of the cached grid (:data:`.ledger.GRID`) by
+``scipy.optimize.least_squares`` (bounded by :data:`BOUNDS`) over ``(s, w, log beta)``. Checks: a parametric
+bootstrap (:meth:`Fitter.refit_many`, figures redrawn at the paper's sample sizes), an optional template bootstrap
+(:meth:`Fitter.bootstrap`), leave-one-figure-out predictions, loss profiles and a recovery check.
 """
 
 from __future__ import annotations

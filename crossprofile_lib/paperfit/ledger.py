@@ -1,24 +1,13 @@
 """The reference decider's predictions on a task grid, computed analytically and cached.
 
-The ledger's parameters act only on its decisions: every memory of the grid (templates x variants x
-seeds x policies x budgets) is the same whatever ``(s, w, beta)`` is. With the option features of
-:func:`crossprofile_lib.run.rebuild.option_features` (``x0`` relevant polarity, ``x1`` relevant
-polarity x extra labels, ``x2``, ``x3`` the same for irrelevant facts), the ledger picks option ``o``
-with probability
-
-    P(o) = softmax_o( beta * (x0 + s*x1 + w*(x2 + s*x3)) )
-
-(:class:`crossprofile_lib.backends.ledger.ReferenceDecider` samples from exactly this; its argmax default is
-the limit ``beta -> inf``, ties shared equally). So the **expected** accuracy of a set of decisions is
-the mean of ``P(correct option)`` and the expected decoy-choice rate the mean of ``P(decoy option)``:
-no sampling. Decisions are collapsed into **patterns** (a decision's ``(K, 4)`` features with the
-target option first and the rest in a canonical order; identical patterns merge), so a parameter
-point costs one softmax per pattern.
-
-:func:`load_or_build` caches the design (the decision rows and their patterns) and the pattern
-probabilities on a parameter grid in one ``.npz`` + ``.parquet`` pair under a cache folder, keyed by
-the grid, the template files' bytes, seeds, policies, budgets, agents, options, tokenizer and the
-package version.
+Every memory of the grid is the same whatever ``(s, w, beta)`` is; with the option features of
+:func:`crossprofile_lib.run.rebuild.option_features` the ledger picks ``o`` with probability
+``softmax_o(beta * (x0 + s*x1 + w*(x2 + s*x3)))`` (what :class:`crossprofile_lib.backends.ledger.ReferenceDecider`
+samples; its argmax default is ``beta -> inf``), so expected accuracy is the mean of ``P(correct)``, with no
+sampling. Decisions collapse into **patterns** (features with the target first, identical ones merged): one softmax
+per pattern per parameter point. :func:`load_or_build` caches the design and the pattern probabilities on a grid
+(``.npz`` + ``.parquet``), keyed by everything they depend on (grid, template bytes, seeds, policies, budgets,
+agents, options, tokenizer, package version).
 """
 
 from __future__ import annotations

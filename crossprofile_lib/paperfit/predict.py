@@ -1,15 +1,9 @@
 """Figures as linear maps of pattern probabilities, for any template resample.
 
-A figure is ``scale * sum_k weight_k * mean(outcome | rows of term k)`` (prereg.yaml's contrast
-language). For a decision outcome the row's outcome is its pattern's probability ``p`` (see
-:mod:`.ledger`), so with ``A`` ``(T*J, P)`` counting, per template t and term j, the rows of each
-pattern, and ``N`` ``(T, J)`` the rows per template and term,
-
-    S(theta) = (A @ p(theta)).reshape(T, J)
-    figure(theta; W) = ((W @ S) / (W @ N)) @ C                  C (J, I): scale * weight
-
-for a template-bootstrap count row ``W`` ``(T,)`` (all ones for the point estimate): the same pooled
-cell means as :func:`crossprofile_lib.stats.contrasts.evaluate_contrasts`.
+With ``A`` ``(T*J, P)`` counting the rows of each pattern per template and term and ``N`` ``(T, J)`` the rows:
+``S(theta) = (A @ p(theta)).reshape(T, J)`` and ``figure(theta; W) = ((W @ S) / (W @ N)) @ C`` (``C``: scale x
+weight) for a template-bootstrap count row ``W`` (all ones for the point estimate): the pooled cell means of
+:func:`crossprofile_lib.stats.contrasts.evaluate_contrasts`.
 """
 
 from __future__ import annotations

@@ -1,33 +1,13 @@
 """``fit_paper``: fit the reference decider to the paper's published figures, every table at once.
 
-For each paper model column with enough figures (:func:`.figures.model_columns`):
-
-* the weighted least-squares ``(s, w, beta)`` (:mod:`.fit`): each figure weighted by its sampling
-  variance at the paper's sample size (:mod:`.sampling`: binomial ``p (1 - p) / n`` at the fitted
-  decider's probabilities, ``n`` from ``data/paper_figures.yaml``; differences: sums of
-  variances; shared decisions: shared noise), linked figures counted once (pseudo-inverse of the
-  figures' covariance); the weights are re-estimated at the fit until it settles
-  (:data:`REWEIGHT_STEPS` at most);
-* **parametric-bootstrap** percentile intervals: the paper's figures redrawn ``resamples`` times
-  from the fitted decider at the paper's own sample sizes (multinomial per atom of decisions,
-  rounded to 0.1 as published), each refitted: the uncertainty of the parameters that the paper's
-  sampling noise implies;
-* a **profile** interval: where the loss profile stays within ``sigma^2 * chi2_1(0.95)`` of its
-  minimum, ``sigma^2 = max(1, chi2 / df)`` with ``df`` = independent figures - 3 (the misfit
-  beyond sampling noise widens it; never narrower than the noise alone);
-* optionally (``template_resamples``) the old template-bootstrap interval (the paper's values held
-  fixed; it measures how much the fit depends on this suite's templates, not the parameters'
-  uncertainty);
-* per figure: paper value, n, sampling SD, fitted prediction [parametric interval], residual, z
-  (residual / SD), the linked group it belongs to and the leave-one-figure-out prediction;
-* how many **independent** figures the model has against the 3 parameters, the chi-squared
-  goodness of fit, and a recovery check that refits figures the decider generated at known
-  parameters with the same binomial noise.
-
-Every table is "the reference decider fitted to the paper's published numbers; not a model run":
-the numbers in ``paper`` are the paper's, everything else is the reference decider (backend
-``ledger``) on this suite's templates, priced with ``tokenizer`` (default: the offline
-approximation).
+For each paper model column with enough figures (:func:`.figures.model_columns`): the weighted least-squares
+``(s, w, beta)`` (:mod:`.fit`; weights from :mod:`.sampling`, re-estimated at the fit up to :data:`REWEIGHT_STEPS`
+times); **parametric-bootstrap** intervals (figures redrawn from the fitted decider at the paper's sample sizes,
+rounded as published, refitted); a **profile** interval (loss within ``sigma^2 * chi2_1(0.95)`` of its minimum,
+``sigma^2 = max(1, chi2 / df)``); optionally a template-bootstrap interval (how much the fit depends on this suite's
+templates); per figure the paper value, n, SD, prediction, residual, z, linked group and leave-one-out prediction;
+the independent figures, the chi-squared fit and a recovery check. Everything but ``paper`` is the reference decider
+on this suite's templates, priced with ``tokenizer`` (default offline): not a model run.
 """
 
 from __future__ import annotations

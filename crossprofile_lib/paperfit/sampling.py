@@ -1,40 +1,16 @@
-"""The paper's sampling noise: how much each published figure could move by chance, and which figures
-are the same information (linkage).
+"""The paper's sampling noise: how much each published figure could move by chance, and which figures are the same
+information (linkage).
 
-Every fitted figure is ``scale * sum_k weight_k * mean(outcome | rows of term k)`` over the paper's
-decisions. The paper's decisions behind a term are ``n`` (``data/paper_figures.yaml``: 60 templates
-x 3 seeds x the variants the term pools, e.g. 180 for one cell, 1,440 for a mean over the 8
-variants); this module models them as this suite's design rows scaled by
-``kappa = paper templates x paper seeds / (design templates x design seeds)`` (1 for the formal
-templates and 3 seeds; DeepSeek-V4-Pro ran 30 templates: 1/2).
-
-**Atoms.** The terms' row sets overlap (the R1 mean over 8 variants contains the classic cell's R1
-rows; the net-lead strata contain every copy policy). The design rows are split into *atoms*: rows
-that belong to exactly the same terms. Each atom's paper decisions ``kappa * n_a`` are one
-multinomial draw over (correct option, decoy, third option) at the atom's mean choice probabilities
-under the decider; a term's mean is the count-weighted mean of its atoms. So terms that share
-decisions share their noise, and a difference of disjoint terms has the sum of their variances
-(binomial ``p (1 - p) / n`` for each). Binomial at an atom's *mean* probability is the model-free
-choice (a mean of independent decisions with unequal probabilities has at most that variance). A
-proportion at 0 or 1 gets the variance of half a decision (``p`` clipped to ``[1/(2n), 1 - 1/(2n)]``)
-so that no figure gets an infinite weight.
-
-**Same prediction.** Two terms whose rows carry the same choice patterns in every template predict
-the same number at every ``(s, w, beta)``: under the reference decider R1-rel (whose relevance
-filter is the oracle's) and R1-rel-oracle. Such a term is *aliased* to the first one: it uses that
-term's rows, so the paper's two values (classic R1-rel - R1 and oracle - R1) are two readings of
-**one** random quantity, counted once, not two independent confirmations.
-
-**Linkage.** Figures are linked when one is an exact linear combination of the others' terms
-(H2 = R1 - Random, classic R1 - B4 = R1 - B4's levels, H3 = R1-rel - R1 with both levels fitted,
-R1-rel - R1 and oracle - R1 after aliasing, ALL unlabeled - ALL with both levels for Flash). Formally
-the figures' map from atom proportions, ``L`` ``(2 * atoms, I)``, has rank below the number of
-figures; the rank is the number of **independent figures**, and figures sharing a null vector of
-``L`` form a linked group. The fit's loss ``r' V+ r`` (``V = L' Sigma L``, the figures' sampling
-covariance, ``+`` the pseudo-inverse) counts a linked group by its independent part only: a
-figure that is a combination of others adds nothing, and an inconsistency among the paper's
-values of a linked group (Llama's H3 +15.6 against 74.6 - 63.0) lies in the part no
-parameter can move and is ignored (reported as ``inconsistency``).
+A figure is ``scale * sum_k weight_k * mean(outcome | rows of term k)``. The paper's ``n`` decisions behind a term
+(``data/paper_figures.yaml``) are modelled as this suite's design rows scaled by ``kappa`` = paper templates x seeds /
+design templates x seeds. **Atoms**: design rows in exactly the same terms; each atom's ``kappa * n_a`` paper
+decisions are one multinomial draw over (correct, decoy, third) at its mean choice probabilities (binomial at the
+mean: at most the true variance), so terms sharing decisions share noise; a proportion at 0 or 1 gets the variance of
+half a decision. **Same prediction**: terms whose rows carry the same patterns in every template (R1-rel with the
+oracle's filter and R1-rel-oracle) are *aliased* to the first, one random quantity counted once. **Linkage**: the
+rank of the figures' map from atom proportions ``L`` is the number of **independent figures**; figures sharing a
+null vector of ``L`` form a linked group, and the loss ``r' V+ r`` (``V = L' Sigma L``) counts a group by its
+independent part; an inconsistency within a group no parameter can move is reported as ``inconsistency``.
 """
 
 from __future__ import annotations

@@ -60,11 +60,3 @@ from crossprofile_lib.policies.registry import (
 )
 from crossprofile_lib.policies.select import PolicyInputs, select_memory  # noqa: E402
 from crossprofile_lib.task.memory import Memory
-
-__all__ = ["DEFAULT_POLICIES", "FIT_POLICIES", "FIXED_K_DEFAULT", "GROUP_SIZE_POLICIES", "HB_POLICIES",
-           "HEATMAP_POLICIES", "LABELS_POLICIES", "MODEL_POLICIES", "REFERENCE_POLICIES", "SOCIAL_PROOF_POLICIES",
-           "SWEEP_POLICIES", "NEEDS", "REGISTRY", "WALK_POLICIES", "Memory",
-           "Policy", "PolicyContext", "PolicyInputs", "PolicySpec", "balanced_order", "bases", "claims_memory",
-           "cut_to_budget", "oracle_relevance", "oracle_stances", "order_b4", "order_bal", "order_m1", "order_r1",
-           "order_r1_rel", "order_random", "pack", "pack_balanced", "parse_policy", "register",
-           "plugins", "relevance_metrics", "select_memory", "summary_kept", "summary_prompt", "word_limit"]

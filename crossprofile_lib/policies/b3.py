@@ -1,13 +1,7 @@
-"""``B3``: the model's evidence-preserving summary of the transcript (SPEC section 6).
-
-Everything B3 is lives here: the prompt (``prompts/b3_summary_v1.txt``: description, lettered
-options, transcript, word limit), the word limit ``max(1, floor(B / 1.3))`` for a budget of B
-tokens, the cut of a summary that runs over the budget (longest word prefix that fits;
-``Memory.truncated``), and the documented rule that says which claims a summary keeps
-(:func:`summary_kept`). The model call itself is a callable the caller supplies
-(``summarise(prompt, max_tokens) -> result`` with ``text``, ``error`` and ``cached``; a
-backend's :meth:`summarise`), so this module imports no backend. Decoding is greedy: the
-policy draws no random numbers from ``rng``.
+"""``B3``: the model's evidence-preserving summary of the transcript (SPEC section 6): the prompt
+(``prompts/b3_summary_v1.txt``), the word limit ``max(1, floor(B / 1.3))``, the cut of a summary over budget (longest
+word prefix that fits; ``Memory.truncated``) and which claims a summary keeps (:func:`summary_kept`). The model call is
+the caller's ``summarise(prompt, max_tokens)``; decoding is greedy (no draws from ``rng``).
 """
 
 from __future__ import annotations

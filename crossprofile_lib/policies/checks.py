@@ -1,9 +1,6 @@
-"""The rules a memory policy of your own must keep (:mod:`.plugins`), checked on what it returns.
-
-:data:`PLUGINS` maps each plug-in policy's name to its :class:`PolicySource`; :func:`select_memory`
-(:mod:`.select`) checks every order and memory of those policies with :func:`check_order` and
-:func:`check_memory`, raising :class:`PolicyFileError` naming the file (rule ``trial`` while the loader
-tries the policy, ``memory`` during a run).
+"""The rules a memory policy of your own must keep (:mod:`.plugins`): :func:`select_memory` checks every order and
+memory of a plug-in policy (:data:`PLUGINS`) with :func:`check_order` / :func:`check_memory`, raising
+:class:`PolicyFileError` naming the file (rule ``trial`` while loading, ``memory`` during a run).
 """
 
 from __future__ import annotations

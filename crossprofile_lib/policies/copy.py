@@ -1,8 +1,5 @@
-"""The copy policies (SPEC section 6): ``R1``, ``B4``, ``Random``, ``M1``.
-
-A copy policy is a priority order over the claim list; its lines are packed greedily
-first-fit in that order (a line that does not fit is skipped and the walk goes on), priced as
-the paper's labelled lines; kept lines are shown in first-mention order.
+"""The copy policies (SPEC section 6): ``R1``, ``B4``, ``Random``, ``M1``: a priority order over the claim list, packed
+greedily first-fit (a line that does not fit is skipped), priced as labelled lines, shown in first-mention order.
 """
 
 from __future__ import annotations

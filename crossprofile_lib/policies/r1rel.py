@@ -1,10 +1,6 @@
-"""Relevance first (``R1-rel``, ``R1-rel-oracle``): the relevant tier, then the rest, R1 order
-inside each tier.
-
-The tiers come from the caller: for ``R1-rel`` the backend's relevance filter (one model call
-per claim list; the reference decider answers with the oracle), for ``R1-rel-oracle`` the
-template's roles (:func:`oracle_relevance`: claims restating a support or decoy fact). The
-runner scores the model's tiers against the oracle (:func:`relevance_metrics`).
+"""Relevance first (``R1-rel``, ``R1-rel-oracle``): the relevant tier, then the rest, R1 order inside each. The tiers
+come from the backend's relevance filter (R1-rel) or the roles (:func:`oracle_relevance`); the runner scores the
+model's against the oracle (:func:`relevance_metrics`).
 """
 
 from __future__ import annotations

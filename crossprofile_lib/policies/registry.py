@@ -1,10 +1,5 @@
-"""The policy registry: one :class:`Policy` per base name, the spec grammar and the policy lists.
-
-A policy spec is ``BASE[-kK][:FORMAT]`` (see :mod:`crossprofile_lib.policies`). Each registered
-policy declares its kind (``copy``: an ordering packed into the budget; ``unbudgeted``: a
-control or reference memory; ``generated``: a model-written summary) and what it **needs**
-from the caller (:data:`NEEDS`): the runner supplies exactly those inputs (relevance tiers,
-stances, a summariser callable), so no policy imports a backend.
+"""The policy registry: one :class:`Policy` per base name (kind ``copy``, ``unbudgeted`` or ``generated``, and what it
+**needs** from the caller, :data:`NEEDS`), the spec grammar ``BASE[-kK][:FORMAT]`` and the policy lists.
 """
 
 from __future__ import annotations

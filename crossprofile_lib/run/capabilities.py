@@ -1,25 +1,12 @@
 """Which backend can run which policy: one table from a policy's needs to a backend's capabilities.
 
-A policy declares what it needs from its caller (``Policy.needs``, one of :data:`crossprofile_lib.policies.NEEDS`)
-and where a needed input comes from (``source``: ``model`` or ``oracle``, the template's roles); a backend
-declares what it can do beyond deciding (``capabilities``, :data:`crossprofile_lib.backends.base.CAPABILITIES`).
-:data:`NEED_CAPABILITY` maps the one vocabulary onto the other, and :func:`unsupported` is the one answer to
-"can this backend run these policies" for every caller: ``crossprofile run`` and ``crossprofile hiddenbench run``
-before anything runs (from the backend's class: no model is loaded), the runner, HiddenBench's policy plan,
-and the pipeline, which asks a backend only for what it has (:func:`asks`).
-
-=================  =====================  =============================================================
-need               capability             a backend without it
-=================  =====================  =============================================================
-``transcript``     (none: the runner's)   runs the policy
-``relevance``      ``model-relevance``    answers from the roles (the reference decider's oracle filter);
-                                          where model inputs are required (HiddenBench): cannot run it
-``stances``        ``model-stances``      the same, for each claim's stance
-``summarise``      ``summarise``          cannot run it (B3 is a model-written summary)
-=================  =====================  =============================================================
-
-Only a need whose ``source`` is ``model`` asks the backend for ``relevance`` or ``stances``; the oracle
-variants (``R1-rel-oracle``, ``BAL-oracle``) read the roles on every backend.
+A policy declares what it needs (``Policy.needs``, :data:`crossprofile_lib.policies.NEEDS`) and where a needed
+input comes from (``source``: ``model`` or ``oracle``); a backend declares its ``capabilities``
+(:data:`crossprofile_lib.backends.base.CAPABILITIES`). :data:`NEED_CAPABILITY` maps one onto the other and
+:func:`unsupported` answers "can this backend run these policies" for every caller (the CLI before anything runs,
+the runner, HiddenBench, the pipeline: :func:`asks`). Without the capability: ``transcript`` always runs;
+``relevance`` (``model-relevance``) and ``stances`` (``model-stances``) answer from the roles, except where model
+inputs are required (HiddenBench); ``summarise`` (B3) cannot run. The oracle variants read the roles everywhere.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The run configuration: one grid on one backend, validated when it is built.
-
-:class:`RunConfig` is what ``crossprofile run`` builds from its options, what the book builds for its
-runs and what ``run.json`` records (``config``, secrets masked: :mod:`crossprofile_lib.run.header`).
-It is a pydantic dataclass: every field is checked on construction (a bad value raises
-:class:`pydantic.ValidationError`, a :class:`ValueError`, naming the field and the rule), budgets are
-parsed once into :class:`~crossprofile_lib.config.Budget`, and lists become tuples.
-``dataclasses.asdict`` and ``RunConfig.<field>`` (the default) work as on a plain dataclass.
+"""The run configuration: :class:`RunConfig`, one grid on one backend, built by ``crossprofile run`` and the book and
+recorded in ``run.json`` (secrets masked). A pydantic dataclass: a bad value raises a :class:`ValueError` naming the
+field and the rule; budgets are parsed into :class:`~crossprofile_lib.config.Budget`; lists become tuples.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The run header: what ``run.json`` and ``hiddenbench_run.json`` record about how a run was made.
 
-:func:`run_header` builds the fields both headers share: the resolved configuration (``config``, its
-backend options through the one redaction rule :func:`crossprofile_lib.safety.redact.redact_options`, so no
-key reaches a file), the backend, model, decision mode, tokenizer and how it was chosen, the package
-version and the git commit, and the policy files of your own the run used
-(``policy_files``: path, SHA-256, policies). :func:`stamp` adds the seconds the run took and when it was written. Each
-writer adds its own fields: rows, errors and the headroom check for a grid
-(:mod:`crossprofile_lib.run.runner`); data source, prompts and protocols for HiddenBench
-(:mod:`crossprofile_lib.hiddenbench.run`).
+:func:`run_header` builds the shared fields: the configuration (backend options redacted by
+:func:`crossprofile_lib.safety.redact.redact_options`), backend, model, decision mode, tokenizer, package version, git
+commit and the policy files used (path, SHA-256, policies). :func:`stamp` adds the seconds and the time written;
+each writer adds its own fields.
 """
 
 from __future__ import annotations

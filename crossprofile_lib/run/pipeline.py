@@ -1,21 +1,11 @@
-"""The one function chain: task -> scripted (or messy) discussion -> claim list -> memories.
+"""The one function chain: task -> scripted (or messy) discussion -> claim list -> memories, used by the runner,
+HiddenBench, the walkthrough and the rebuild for the social-proof fit.
 
-Everything that builds memories goes through here: the runner (its decision requests and the
-batch of model calls it sends first), HiddenBench (both protocols), the walkthrough and the
-rebuild of a run's memories for the social-proof fit.
-
-* :func:`build_task` builds one :class:`TaskUnit` (the task for a template, variant and seed,
-  its scripted discussion, claim list, option order and ``T_all``); :func:`task_units` the
-  grid's, in grid order (template, variant, seed), once.
-* :class:`TaskInputs` supplies what the policies need for one unit (``Policy.needs``):
-  relevance tiers and stances from the backend (``source = model``; asked at most once per
-  unit) or from the roles (``source = oracle``), the transcript, the backend's summariser.
-* :func:`memories` yields one :class:`MemoryItem` per policy x budget of a unit.
-* :func:`prefetch` sends a model backend's relevance, stance and B3 calls of a whole grid as one
-  batch (concurrent / batched by the provider), so :func:`memories` then finds them cached.
-
-What a backend is asked for follows the one table of :mod:`crossprofile_lib.run.capabilities`
-(:func:`~crossprofile_lib.run.capabilities.unsupported`: which policies a backend cannot run).
+:func:`build_task` builds one :class:`TaskUnit` (task, discussion, claim list, option order, ``T_all``) and
+:func:`task_units` the grid's, once; :class:`TaskInputs` supplies what the policies need (relevance tiers and
+stances from the backend, asked at most once per unit, or from the roles; the transcript; the summariser);
+:func:`memories` yields one :class:`MemoryItem` per policy x budget; :func:`prefetch` sends a grid's relevance, stance
+and B3 calls as one batch. What a backend is asked for follows :mod:`crossprofile_lib.run.capabilities`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """How many model calls a grid makes, per model, counted by the runner itself (no model needed).
 
-:func:`call_plan` runs the grid through :func:`crossprofile_lib.run.runner.run_grid` -- the same
-task units, prefetch batch (relevance filter, stances, B3 summaries) and decision requests a real
-run sends -- against :class:`CountingBackend`, an LLM backend that answers every call at once
-with a well-formed reply (an empty cache: every distinct call counts once, repeats of the same
-call are deduplicated as the call cache would). So the figures are the calls a fresh run of the
-grid sends to a model: one ``relevance`` call per task unit with a model relevance filter, one
-``b3`` summary per unit and budget, one ``stance`` call per unit for model-stance ``BAL``, and
-one ``decision`` call per distinct decision prompt. Not counted: the format-reminder retry of an
-unparsable ``generate`` answer (at most one per decision call; it depends on the model), and
-calls that fail and are retried by the transport.
-
-    from crossprofile_lib.run.plan import call_plan, PAPER_DESIGN
-    call_plan(PAPER_DESIGN)["calls"]   # {'b3': ..., 'decision': ..., 'relevance': ..., 'total': ...}
-
-The budgets are priced with the offline tokenizer unless ``tokenizer`` names another one; a
-model's own tokenizer moves a budget by a token here and there, which can merge or split a few
-decision prompts, but not the relevance or B3 counts.
-
-``crossprofile run --dry-run`` prints :func:`describe` of a plan: the decision calls per policy
-(``per_policy``: each distinct decision prompt counted under the first policy that asks it), the
-relevance-filter, stance and B3 calls, the total, and an estimate from :func:`measured_rate` -- the
-calls per second of the latest burst of calls stored in the call cache for the same provider and
-model (their ``created`` times; a pause of more than :data:`BURST_GAP_S` seconds ends a burst) -- or
-a rate given with ``--rate``. :data:`crossprofile_lib.design.PRESETS` names whole designs for ``--preset`` (``paper``:
-:data:`PAPER_DESIGN`).
+:func:`call_plan` runs the grid through :func:`crossprofile_lib.run.runner.run_grid` against
+:class:`CountingBackend`, which answers every call at once (distinct calls counted once, as the call cache would):
+one ``relevance`` call per unit with a model filter, one ``b3`` summary per unit and budget, one ``stance`` call per
+unit for model-stance BAL, one ``decision`` per distinct prompt. Not counted: format-reminder retries and transport
+retries. Budgets are priced offline unless ``tokenizer`` says otherwise (a model's own moves a few decision prompts).
+``crossprofile run --dry-run`` prints :func:`describe`: calls per policy, the total and an estimate at
+:func:`measured_rate` (the latest burst in the call cache; a pause over :data:`BURST_GAP_S` ends a burst) or
+``--rate``. :data:`crossprofile_lib.design.PRESETS` names whole designs for ``--preset``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Rebuild a run's memories and turn its decisions into conditional-logit choice data.
-
-The results table holds no per-fact detail, so the fitted social-proof weight
-(:mod:`crossprofile_lib.stats.socialproof`) needs each decision's memory rebuilt from the run's
-configuration (templates, seeds, policies, budgets, tokenizer). This module does that with the
-pipeline (:mod:`crossprofile_lib.run.pipeline`, through :func:`crossprofile_lib.run.runner.build_requests`) and hands the
-statistics a plain :class:`~crossprofile_lib.stats.socialproof.ChoiceData`; ``stats/`` itself never imports the
-pipeline.
-
-A decision is used only when its rebuilt memory has the row's ``memory_sha`` (generated B3
-summaries and memories built from a model's own relevance filter or stances usually do not, and
-are left out and counted in ``info``).
+"""Rebuild a run's memories and turn its decisions into conditional-logit choice data for
+:mod:`crossprofile_lib.stats.socialproof` (``stats/`` never imports the pipeline). A decision is used only when its
+rebuilt memory has the row's ``memory_sha`` (B3 summaries and memories from a model's own filter usually do not;
+they are left out and counted in ``info``).
 """
 
 from __future__ import annotations

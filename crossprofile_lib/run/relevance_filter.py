@@ -1,20 +1,9 @@
-"""R1-rel's mechanism (issue 13.7): what strict relevance tiering keeps with a realistic filter.
+"""R1-rel's mechanism: what strict relevance tiering keeps with a filter that errs at the paper's stated precision
+and recall (``relevance-filter``; the paper's ``classic-kept`` shows about two irrelevant facts kept).
 
-The paper reports the support / decoy / irrelevant facts Qwen's R1-rel kept in the classic cell
-(``classic-kept`` in data/paper_figures.yaml) and its relevance filter's precision and recall
-(``relevance-filter``): about two irrelevant facts kept with a near-perfect filter. Strict tiering
-(the relevant tier first, R1 order inside tiers, greedy first-fit) lets an irrelevant fact in only
-when every relevant-tier line that fits is already kept. This module asks what that rule keeps
-when the filter makes errors at the paper's stated rates:
-
-* :func:`noisy_filter` -- a seeded filter with given precision and recall: each truly relevant
-  claim is judged relevant with probability ``recall``; each irrelevant claim with the
-  probability that makes the expected precision ``precision``;
-* :func:`tiering_compositions` -- R1-rel's kept composition with such filters, per task and draw,
-  on a set of templates (the reference decider is not needed: composition is a property of the
-  memory alone).
-
-Exploratory, not a paper replication: nothing here is a model result.
+:func:`noisy_filter` is a seeded filter (each relevant claim judged relevant with probability ``recall``, each
+irrelevant one with the probability that gives the expected ``precision``); :func:`tiering_compositions` is R1-rel's
+kept composition with such filters per task and draw. Exploratory, not a model result.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""One call that computes every statistic of a run, per (backend, model): what
-``crossprofile stats DIR`` prints.
+"""Every statistic of a run, per (backend, model): what ``crossprofile stats DIR`` prints.
 
-All statistics of a model share one template-bootstrap resample index matrix drawn from
-``numpy.random.default_rng(seed)``; the social-proof fit uses its first ``fit_resamples`` rows.
-The social-proof fit needs the decisions' rebuilt memories: the caller rebuilds them
-(:func:`crossprofile_lib.run.rebuild.choice_data_rebuilder`) and hands them in as ``choice_data``;
-this module only computes. Before anything, :func:`.analysis_set.prepare` refuses failed calls
-(or drops them with ``allow_errors``) and keeps the analysis set (the formal templates);
-each model's ``status`` is confirmatory only when :func:`.analysis_set.run_status` says so.
-The slow fits (regressions, social-proof fit) go through a :class:`.cache.FitCache` when one is
-given (``crossprofile stats`` keeps it in ``DIR/.stats_cache/``).
+All statistics of a model share one template-bootstrap resample matrix from ``numpy.random.default_rng(seed)`` (the
+social-proof fit uses its first ``fit_resamples`` rows). The caller rebuilds the decisions' memories
+(:func:`crossprofile_lib.run.rebuild.choice_data_rebuilder`) and hands them in as ``choice_data``.
+:func:`.analysis_set.prepare` runs first; the slow fits go through a :class:`.cache.FitCache` when one is given.
 """
 
 from __future__ import annotations
@@ -32,19 +26,13 @@ from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, load_pr
 from crossprofile_lib.stats.netlead import net_lead_analysis, regressions_fit, subset
 from crossprofile_lib.stats.socialproof import fit_social_proof
 
-#: BLAS threads during the analysis: one. The fits' matrices are small, extra threads only spin
-#: (on a busy 2-core machine they doubled the CPU time of ``crossprofile stats``), and a fixed
-#: thread count keeps the summation order, hence every printed digit, the same on every machine.
+#: BLAS threads during the analysis: one (the matrices are small; a fixed count keeps every printed digit the same).
 BLAS_THREADS = 1
 
 
 def load_blas_libraries() -> None:
-    """Load scipy's own BLAS (scipy ships an OpenBLAS apart from numpy's) before the analysis
-    limits the BLAS threads: ``threadpool_limits`` limits only the libraries loaded when it is
-    entered, and scipy is imported lazily inside it (the contrasts' Holm, the fits), so its BLAS
-    ran with a thread per core: on a busy 2-core machine the social-proof fit's L-BFGS-B (3
-    parameters) took 10 times the CPU in idle-thread spinning. scipy is imported anyway by the
-    contrasts' Holm step (statsmodels' ``multipletests``)."""
+    """Load scipy's own BLAS before the analysis limits the BLAS threads (``threadpool_limits`` limits only the
+    libraries loaded when it is entered)."""
     import scipy.linalg  # noqa: F401
 
 

@@ -1,24 +1,16 @@
 """Which rows the statistics may use: failed calls, the analysis set, and the run's status.
 
-**Failed calls are not decisions.** A row whose ``error`` is set is a model call that still
-failed after its retries; scoring it as a wrong answer would turn an outage into an effect.
-:func:`check_failed_calls` refuses such a table (:class:`FailedCallsError`, naming the file and
-the count) unless ``allow_errors``, which drops the rows and says how many
-(``crossprofile stats --allow-errors``; the book shows the same notice).
+**Failed calls are not decisions** (scored as wrong they would turn an outage into an effect):
+:func:`check_failed_calls` refuses a table with ``error`` rows (:class:`FailedCallsError`, naming the file and the
+count) unless ``allow_errors``, which drops them and says how many.
 
-**Analysis set** (SPEC section 8, issue 13.3). Confirmatory statistics (H1-H3 and every table
-that sits beside a paper value) use the **formal** templates only. The rule: a template is
-formal when its id is the ``id`` of a file under ``templates/formal/`` of this repository
-(read from the files, so a renamed or added formal template is picked up; ids are unique over
-all templates, SPEC/SCHEMA). Development templates (``templates/dev/``, ids ``dev-...``) never
-enter a confirmatory statistic: when a run holds formal templates, its development rows are
-dropped (``analysis_set="formal"``, the default) and counted; a run with no formal template is
-analysed as it is and labelled exploratory. ``analysis_set="all"`` keeps every row (exploratory).
+**Analysis set** (SPEC section 8). Confirmatory statistics use the **formal** templates only: those whose id is the
+``id`` of a file under ``templates/formal/`` (read from the files). When a run holds formal templates its
+development rows are dropped and counted (``analysis_set="formal"``); a run with none is analysed as it is and
+labelled exploratory; ``analysis_set="all"`` keeps every row (exploratory).
 
-**Status.** A model's results are ``confirmatory`` only when the headroom check passes, the
-analysis set is the formal templates and there are at least :data:`MIN_TEMPLATES_CONFIRMATORY`
-templates (a template bootstrap over fewer units gives intervals too narrow to trust; the same
-floor as the cluster-robust regressions); otherwise ``exploratory: <reasons>``.
+**Status.** ``confirmatory`` only when the headroom check passes, the analysis set is the formal templates and
+there are at least :data:`MIN_TEMPLATES_CONFIRMATORY` templates; otherwise ``exploratory: <reasons>``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""A cache of the slow fits (net-lead regressions, social-proof fit with its bootstrap refits).
+"""A cache of the slow fits (net-lead regressions, social-proof fit with its bootstrap refits), as JSON under the run
+folder (``DIR/.stats_cache/``).
 
-``crossprofile stats`` and the book's chapters fit the same tables again and again; the fits are
-deterministic functions of their input, so each is computed once and stored as JSON under the run
-folder (``DIR/.stats_cache/``). An entry's key is the SHA-256 of everything its result depends on:
-
-* the rows it is fitted on (:func:`table_hash`: pandas' per-row hash of every column, in order);
-* its options (prereg settings it reads, resamples, seed, reference policy, ...);
-* the code: the package version and a digest of the source of ``crossprofile_lib/stats/`` and
-  ``crossprofile_lib/run/rebuild.py`` (:func:`code_digest`), so an edited fit never reads an old answer;
-* for the social-proof fit, the template files the memories are rebuilt from (the caller adds
-  their digest).
-
-Entries are JSON (DataFrames as ``{"__frame__": split-orient}``), written to a temporary name and
-renamed, so a reader never sees half a file; an unreadable entry is recomputed and rewritten.
-Nothing is pickled: a cache folder copied from elsewhere cannot run code.
+An entry's key is the SHA-256 of everything its result depends on: the rows (:func:`table_hash`), its options, the
+code (package version and :func:`code_digest` of ``stats/`` and ``run/rebuild.py``) and, for the social-proof fit,
+the template files (the caller adds their digest). Entries are written to a temporary name and renamed; an
+unreadable entry is recomputed. Nothing is pickled: a copied cache folder cannot run code.
 """
 
 from __future__ import annotations

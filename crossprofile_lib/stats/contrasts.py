@@ -1,32 +1,13 @@
 """Preregistered contrasts: a small language read from ``prereg.yaml``, Holm-corrected.
 
-A **contrast** is a weighted sum of cell means::
-
-    estimate = scale * sum_k weight_k * mean(outcome | rows matching where_k)
-
-Each term's ``where`` maps results-table columns to a value (equality) or a list of values
-(membership); ``null`` removes a filter set higher up. Filters merge from the file's
-``defaults.where``, then the contrast's ``where``, then the term's, later ones winning. So
-H1, a difference of differences, is four terms::
-
-    - id: H1
-      family: confirmatory
-      terms:
-        - {weight: +1, where: {policy: R1, decoy_attr: shared}}
-        - {weight: -1, where: {policy: B4, decoy_attr: shared}}
-        - {weight: -1, where: {policy: R1, decoy_attr: private}}
-        - {weight: +1, where: {policy: B4, decoy_attr: private}}
-
-A cell mean pools the matching rows (each decision counts once); all terms of all contrasts
-are estimated from one template-bootstrap count matrix (:mod:`.bootstrap`). p-values are
-adjusted within each ``family`` by the family's ``correction`` (``holm``: statsmodels'
-``multipletests(method="holm")``; ``none``). ``test_value`` (default 0) is the
-value the p-value tests against. A contrast whose terms match no rows in a given
-run is reported as not estimable (with the reason) and left out of its family.
-``paper:`` entries are the paper's reported values, carried for comparison only.
-
-The file is validated and compiled by :mod:`crossprofile_lib.stats.prereg` (a pydantic model with a
-docstring per field); this module evaluates the compiled contrasts on a results table.
+A **contrast** is ``scale * sum_k weight_k * mean(outcome | rows matching where_k)``. A ``where`` maps columns to
+a value or a list of values; filters merge from ``defaults.where``, the contrast's and the term's (later ones
+win; ``null`` removes one). H1, a difference of differences, is four terms: ``+R1 shared, -B4 shared, -R1 private,
++B4 private``. A cell mean pools its rows; all terms come from one template-bootstrap count matrix
+(:mod:`.bootstrap`). p-values (against ``test_value``, default 0) are adjusted within each ``family`` by its
+``correction`` (``holm`` or ``none``). A contrast whose terms match no rows is not estimable (with the reason) and
+left out of its family. ``paper:`` values are carried for comparison only. :mod:`.prereg` validates and compiles
+the file.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The one way estimates, intervals and p-values are written (``crossprofile stats`` and the book).
-
-* :func:`fmt_ci` -- ``"12.3 [10.1, 14.6]"``; the estimate alone when the interval is missing;
-  ``missing`` (default ``"n/a"``) when the estimate is;
-* :func:`fmt_p` -- four decimals, ``"<1e-4"`` below 0.0001, ``""`` when there is no p-value;
-* :func:`ci_column` / :func:`ci_pivot` -- the same for the ``estimate/lo/hi`` columns of a long
-  table (:mod:`crossprofile_lib.stats.tables`), pivoted in first-appearance order.
+"""The one way estimates, intervals and p-values are written (``crossprofile stats`` and the book): :func:`fmt_ci`
+(``"12.3 [10.1, 14.6]"``), :func:`fmt_p` (four decimals, ``"<1e-4"``), :func:`ci_column` / :func:`ci_pivot` (long
+tables, pivoted in first-appearance order).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The headroom check (SPEC section 8): does this model use its memory at all?
 
-ALL - EMPTY accuracy in points, with a bootstrap percentile interval. A model's results count as
-confirmatory only when the interval's lower bound exceeds ``min_points`` (prereg.yaml
-``settings.headroom_min_points``, :data:`crossprofile_lib.design.HEADROOM_MIN_POINTS`); else they are
-exploratory. One type, :class:`Headroom`, holds the verdict for both checks:
-
-* :func:`headroom` -- a CrossProfile results table, templates resampled (the run's
-  :class:`~crossprofile_lib.stats.bootstrap.TemplateBootstrap`; ``run.json``, ``crossprofile stats``);
-* :func:`task_headroom` -- a HiddenBench decisions table, tasks resampled (``hiddenbench_run.json``).
-
-A :class:`Headroom` reads as a mapping too (``h["passed"]``), and :meth:`Headroom.as_dict` is what the run
-headers write.
+ALL - EMPTY accuracy in points with a bootstrap interval; results are confirmatory only when its lower bound
+exceeds ``min_points`` (:data:`crossprofile_lib.design.HEADROOM_MIN_POINTS`). One type, :class:`Headroom` (also a
+mapping; :meth:`Headroom.as_dict` for run headers), from :func:`headroom` (templates resampled) or
+:func:`task_headroom` (HiddenBench tasks resampled).
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
-"""The net-lead robustness fit's model: statsmodels' ``BinomialBayesMixedGLM`` (random intercept
-per template, fitted by ``fit_vb``) with the ELBO gradient computed without scipy.sparse.
+"""The net-lead robustness fit's model: statsmodels' ``BinomialBayesMixedGLM`` (random intercept per template,
+``fit_vb``) with the ELBO gradient's per-template sums computed by ``numpy.bincount`` instead of scipy.sparse.
 
-``fit_vb`` calls the gradient a few hundred times, and each call builds ten sparse matrices
-(``exog_vc2.multiply(vc_sd)``, one per Gauss-Legendre point) to sum over the rows of each
-template: on the reference grid that overhead was about half of the fit's CPU time. With one
-random-intercept column per row (a 0/1 indicator of the row's template, as ``{"template":
-"0 + C(template_id)"}`` gives), those sums are ``numpy.bincount`` over the row's template index,
-which adds the same terms in the same order (row order) as scipy's sparse matrix-vector product
-(sparse ``csc_matvec``/``coo_matvec`` accumulate ``y[g] += a * x[i]`` row by row from 0, ``a = 1``
-or ``vc_sd[g]``), so every value, and every digit of the fit, is the same (the golden test of
-``crossprofile stats`` and :func:`same_gradient` check it). Any other random-effects design
-falls back to statsmodels' own gradient.
-
-The body of :meth:`TemplateInterceptMixedGLM.vb_elbo_grad_base` follows statsmodels 0.15's
-``_VariationalBayesMixedGLM.vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers) line for
-line; only the two sparse products differ.
+With one 0/1 random-intercept column per row (``{"template": "0 + C(template_id)"}``), ``bincount`` adds the same
+terms in the same (row) order as scipy's sparse product, so every digit of the fit is the same (checked by
+:func:`same_gradient` and the golden test of ``crossprofile stats``); any other design falls back to statsmodels'
+gradient. :meth:`TemplateInterceptMixedGLM.vb_elbo_grad_base` follows statsmodels 0.15's
+``_VariationalBayesMixedGLM.vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers) line for line; only the two
+sparse products differ.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""``prereg.yaml``: the preregistration file, its model and the contrasts it compiles to.
-
-The file is validated by :class:`PreregFile` (pydantic; a docstring per field), then compiled into a
-:class:`Prereg`: each contrast's filters merged (``defaults.where``, then the contrast's ``where``,
-then the term's, later ones winning; ``null`` removes a filter) and its ``paper:`` reference resolved in
-``data/paper_figures.yaml``. Every error is a :class:`PreregError` naming the file, the field
-(``contrasts[0].terms[1].weight``) and the rule (``required``, ``type``, ``value``, ``range``,
-``unknown key``, ``unique``, ``declared``, ``paper reference``); the language itself is described in
-:mod:`crossprofile_lib.stats.contrasts`.
+"""``prereg.yaml``: the preregistration file, its model (:class:`PreregFile`, a docstring per field) and the
+:class:`Prereg` it compiles to (filters merged, ``paper:`` references resolved in ``data/paper_figures.yaml``).
+Every error is a :class:`PreregError` naming the file, the field (``contrasts[0].terms[1].weight``) and the rule.
 """
 
 from __future__ import annotations

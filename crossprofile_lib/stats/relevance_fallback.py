@@ -1,12 +1,8 @@
 """How often the model's relevance filter gave no usable answer (the R1-rel / BAL fallback rate).
 
-R1-rel and BAL ask the model once per task unit which claims are relevant. An answer that does
-not parse (``relevance_invalid``) leaves an empty relevant tier: R1-rel then keeps exactly what
-R1 keeps, so a high rate pulls the R1-rel - R1 contrast (H3) toward 0 whatever the model could
-do. :func:`relevance_fallback` counts it per backend over the rows whose filter was a model's
-(``relevance_filter == "model"``), one filter call per task unit (template, variant, seed);
-failed calls (``error``) are not answers and are left out. Above :data:`WARN_RATE` the run
-summary and ``crossprofile stats`` print a warning.
+An unparsable answer (``relevance_invalid``) leaves an empty relevant tier, so R1-rel keeps what R1 keeps and a
+high rate pulls H3 toward 0. :func:`relevance_fallback` counts it per backend over the model-filter rows, one call
+per task unit, failed calls left out; above :data:`WARN_RATE` the run summary and ``crossprofile stats`` warn.
 """
 
 from __future__ import annotations

@@ -1,30 +1,16 @@
-"""What the net-lead regressions are fitted on: the family of policies, duplicate decisions
-dropped, separated levels set apart (SPEC section 8; :mod:`.netlead` fits).
+"""What the net-lead regressions are fitted on (SPEC section 8; :mod:`.netlead` fits).
 
-**Families.** The *primary* family is the copy policies of the paper, :data:`COPY_FAMILY`
-(R1, B4, Random, M1): they differ only in which claim lines they keep, so "does policy matter
-once the net lead is known" is a question about them. The *secondary* family is every budgeted
-policy in the rows (R1-rel, its oracle, BAL, ...), reported apart: on the reference decider the
-relevance policies' rows are all correct (separation) and the two duplicate each other.
+**Families.** The *primary* family is the paper's copy policies, :data:`COPY_FAMILY` (R1, B4, Random, M1): they
+differ only in which claim lines they keep. The *secondary* family is every budgeted policy in the rows, reported apart.
 
-**Duplicates.** Two rows are duplicates when the decision call saw the same input and gave the
-same answer: same task (``template_id``, ``variant``, ``seed``), same budget (``budget_label``), the
-identical memory text (``memory_sha``) and the same ``decision``. Such rows are one model call
-counted twice (the call cache answers it once; at temperature 0 its answer is the same), so only the
-first is kept, in family order (:data:`COPY_FAMILY`, then the table order of
-:data:`crossprofile_lib.design.POLICY_ORDER`, then alphabetical). Examples: R1 and B4 keep the same
-lines when every fact has the same number of speakers (PPP, SSS), R1-rel and R1-rel-oracle when the
-relevance filter is the oracle. Rejected alternative: identical rows of the design matrix and
-outcome within a template (``net_lead``, ``irrelevant_tone``, ``correct``). Different tasks with
-equal covariates are independent decisions, and collapsing them would throw away data, not
-duplicates. A table without ``memory_sha`` (an older run) drops nothing and says so.
+**Duplicates.** Rows with the same task (``template_id``, ``variant``, ``seed``), budget, memory text (``memory_sha``)
+and ``decision`` are one model call counted twice; only the first is kept, in family order (:data:`COPY_FAMILY`,
+then :data:`crossprofile_lib.design.POLICY_ORDER`, then alphabetical). Equal covariates on different tasks are
+independent decisions and stay. A table without ``memory_sha`` drops nothing and says so.
 
-**Separation.** A policy level whose rows are all correct (or all wrong) separates the outcome:
-its logit coefficient runs off to infinity (about 25 where the fit stops), and a Wald or likelihood
-test "on" it is an artefact. Such levels are **reported apart** (rows, accuracy) and left out of
-the test. Under template fixed effects a template whose rows are all correct (or all wrong) carries
-no information either (its intercept is infinite); it is dropped from the fixed-effects fits and
-counted. A near miss (one wrong decision in a level) is not separation and is tested normally.
+**Separation.** A policy level all correct (or all wrong) has an infinite coefficient; it is reported apart (rows,
+accuracy) and left out of the test. Under fixed effects a template all correct (or all wrong) carries no
+information and is dropped and counted. One wrong decision in a level is not separation.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Inference tables over a results table: cell means and differences with template-bootstrap
-intervals (SPEC section 8). Every function takes the run's :class:`TemplateBootstrap`, so all
-tables of a run share one resample index matrix.
-
-Each table is a long :class:`pandas.DataFrame` with the grouping columns, ``outcome``, ``n``
-(decisions), ``estimate``, ``lo``, ``hi`` (percentile interval) and, for differences, ``p``.
-Rates (boolean outcomes) are in percent; counts (kept facts) and retention are plain means.
+"""Inference tables: cell means and differences with template-bootstrap intervals (SPEC section 8), all from the
+run's one :class:`TemplateBootstrap`. Each is a long frame with the grouping columns, ``outcome``, ``n``,
+``estimate``, ``lo``, ``hi`` and, for differences, ``p``; rates in percent, counts and retention as plain means.
 """
 
 from __future__ import annotations

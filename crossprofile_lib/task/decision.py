@@ -1,10 +1,6 @@
-"""The decision call's interface: what every backend takes and returns.
-
-Every backend (:mod:`crossprofile_lib.backends`) takes :class:`DecisionRequest` s (the task,
-the memory, the options in the order the prompt letters them: :func:`option_order`) and
-returns :class:`Decision` s. The reference decider (the "evidence ledger", backend ``ledger``)
-is :class:`crossprofile_lib.backends.ledger.ReferenceDecider`; its decision rule is documented
-there.
+"""The decision call's interface: every backend takes :class:`DecisionRequest` s (task, memory, options in the order
+the prompt letters them: :func:`option_order`) and returns :class:`Decision` s; the reference decider's rule is in
+:class:`crossprofile_lib.backends.ledger.ReferenceDecider`.
 """
 
 from __future__ import annotations

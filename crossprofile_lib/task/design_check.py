@@ -1,25 +1,13 @@
 """Design check: does a template's classic cell hold under a model's own pricing? (SPEC sections 3, 5)
 
-The paper's classic-cell composition (what R1 keeps in ``PSP`` at r = 0.6 with Qwen2.5's tokenizer:
-the items "R1 support / decoy / irrelevant" of data/paper_figures.yaml, about five support facts, no
-decoy and four irrelevant facts) is a property of a template *and* a tokenizer:
-the budget is ``B = floor(0.6 * T_all)`` in the decision model's own tokens. In ``PSP`` the nine
-private lines (5 support, 4 irrelevant; one label ``[Ak]`` each) come first in R1's order and the
-three shared decoy lines (label ``[A1,A2,A3,A4]``) after them, so R1 keeps exactly 5 / 0 / 4 if
-and only if
-
-1. the nine private lines fit: their cost (each line's tokens plus its newline) <= B, and
-2. no decoy line fits in what is left: every decoy line costs more than B minus the nine.
-
-A label's digit can change a line's price, so each private line is priced with its dearest label
-for (1) and its cheapest for (2): the check holds for every seed's label assignment.
-
-:func:`classic_fit` gives the numbers (the tool behind ``crossprofile validate --table``);
-:func:`check_classic_cell` raises a :class:`TemplateError` with rule :data:`RULE` naming the
-template, the tokenizer and the line that does not fit. It is a design check, separate from the
-answer-key rules 1-5: a template can be a valid task and still not reproduce the paper's
-classic cell under some model's tokenizer. :func:`design_tokenizers` finds the pricings the suite
-is calibrated for (:data:`DESIGN_PRICINGS`) among those available here.
+The paper's classic-cell composition (R1 in ``PSP`` at r = 0.6 keeps 5 support / 0 decoy / 4 irrelevant facts) is
+a property of a template *and* a tokenizer (``B = floor(0.6 * T_all)``). In ``PSP`` the nine private lines come
+first in R1's order and the three shared decoy lines after them, so R1 keeps 5 / 0 / 4 if and only if 1. the nine
+private lines fit in B, and 2. no decoy line fits in what is left. Each private line is priced with its dearest label
+for (1) and its cheapest for (2), so the check holds for every seed's labels. :func:`classic_fit` gives the numbers
+(``crossprofile validate --table``); :func:`check_classic_cell` raises a :class:`TemplateError` (rule :data:`RULE`)
+naming the template, the tokenizer and the line; :func:`design_tokenizers` finds the calibrated pricings
+(:data:`DESIGN_PRICINGS`) available here. Separate from the answer-key rules.
 """
 
 from __future__ import annotations

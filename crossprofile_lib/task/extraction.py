@@ -1,33 +1,18 @@
-"""Claim extraction from a messy discussion, at four levels, and how well it merges (issue 27).
+"""Claim extraction from a messy discussion, at four levels (:data:`LEVELS`), and how well it merges.
 
-Levels (:data:`LEVELS`), each turning a :class:`~crossprofile_lib.task.messy.MessyTranscript` into the
-:class:`~crossprofile_lib.task.discussion.ClaimList` every memory policy reads:
+Each level turns a :class:`~crossprofile_lib.task.messy.MessyTranscript` into a
+:class:`~crossprofile_lib.task.discussion.ClaimList`: ``oracle`` merges by the ground-truth fact id and shows the
+fact's own text (exactly the scripted claim list); ``exact`` merges utterances equal after collapsing white space
+and case; ``fuzzy`` joins an utterance to the earliest claim whose first text scores at least
+:data:`FUZZY_THRESHOLD` under rapidfuzz's ``token_sort_ratio`` (default processing); ``model`` is the natural
+protocol's extractor, passed in by the caller (unavailable on the reference decider: :data:`MODEL_UNAVAILABLE`).
+A claim shows its first utterance's text, its speakers are everyone who said a member, and its ``fact_id`` (for the
+measures only) is that first utterance's ground-truth fact.
 
-* ``oracle``: claims are the facts (merged by the ground-truth fact id), shown in the fact's own
-  text, fact-less lines dropped, first mentions numbered over the fact lines only: exactly the
-  scripted protocol's claim list (:func:`~crossprofile_lib.task.discussion.claim_list`), line for
-  line, whatever the wordings and the opinion rate.
-* ``exact``: every utterance is a candidate claim (a string matcher cannot tell a fact from an
-  opinion); utterances with the same text after collapsing white space and case are merged.
-* ``fuzzy``: every utterance is a candidate; walking in discussion order, one joins the earliest
-  claim whose first text scores at least :data:`FUZZY_THRESHOLD` under rapidfuzz's
-  ``fuzz.token_sort_ratio`` (0-100, on ``rapidfuzz.utils.default_process`` text: lower case,
-  punctuation dropped), else it opens a new claim.
-* ``model``: the natural protocol's model-based extractor (HiddenBench, SPEC section 9); it needs a
-  model backend and is passed in by the caller (:func:`extract` takes ``extractor``). On the
-  reference decider it is unavailable and says so (:data:`MODEL_UNAVAILABLE`).
-
-A claim is shown by its first utterance's text; its speakers are everyone who said a member. For
-the measures only, each claim's ``fact_id`` is the ground-truth fact of that first utterance (what
-its text states; ``None`` for a fact-less line): the reference decider and the composition read it
-(they read fact ids by design), no policy ranks by it.
-
-Merge quality against the ground truth (:func:`merge_quality`), over pairs of *fact* utterances:
-precision = merged pairs that state the same fact / merged pairs (a fact merged with a fact-less
-line counts as a false merge; two fact-less lines merged are not counted), recall = same-fact
-pairs merged / same-fact pairs. **split rate**: of the facts said by two speakers or more, the
-share whose utterances land in more than one claim; **rare-looking rate**: the share of those with
-a claim that shows a single speaker (the claims rarest-first mistakes for private evidence).
+:func:`merge_quality`, over pairs of fact utterances: precision (merged pairs stating the same fact / merged pairs; a
+fact merged with a fact-less line is a false merge), recall (same-fact pairs merged / same-fact pairs), **split
+rate** (facts said by two or more whose utterances land in several claims) and **rare-looking rate** (those with a
+claim showing a single speaker).
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """A GGUF file's byte-level BPE as a Hugging Face ``tokenizers`` object, without llama.cpp.
 
-A GGUF model (or llama.cpp's vocab-only ``models/ggml-vocab-*.gguf``) carries its tokenizer as
-metadata: ``tokenizer.ggml.tokens`` (byte-level strings, ``Ġ`` for a space), ``tokenizer.ggml.merges``
-(``"a b"`` in rank order), ``tokenizer.ggml.token_type`` and ``tokenizer.ggml.pre``, the name of
-the pre-tokenizer llama.cpp applies before the merges. :func:`read_vocab` reads them with the
-pure-Python ``gguf`` package (PyPI; no compile); :func:`build_tokenizer` rebuilds the tokenizer
-with the pre-tokenizer regexes llama.cpp uses for that name (``src/llama-vocab.cpp``,
-``llm_tokenizer_bpe``), so that counts equal llama.cpp's ``llama_tokenize(text, add_special=false,
-parse_special=false)``: :func:`reference_vectors` reads llama.cpp's own test vectors
-(``<file>.inp`` / ``<file>.out``, the inputs of its ``test-tokenizer-0``) and :func:`mismatches`
-compares (``tests/test_vocabs.py``; exact on all 46 vectors of ``qwen2`` and ``llama-bpe``).
-
-Supported pre-tokenizers (:data:`PRE_TOKENIZERS`): ``qwen2`` (Qwen2 / Qwen2.5: one digit per
-pre-token), ``llama-bpe`` (Llama-3 / 3.1: up to three digits, and whole words that are one vocab
-entry are taken as they are, llama.cpp's ``ignore_merges``), ``smollm`` (SmolLM / SmolLM2) and
-``gpt-2``. Another name is refused with the list; adding one is a row here, checked on its
-llama.cpp vectors.
-
-Control tokens (``<|im_start|>``...) are never matched in text (``parse_special=false``);
-user-defined tokens are, as llama.cpp does.
+:func:`read_vocab` reads ``tokenizer.ggml.tokens`` / ``merges`` / ``token_type`` / ``pre`` with the pure-Python
+``gguf`` package; :func:`build_tokenizer` rebuilds the tokenizer with llama.cpp's pre-tokenizer regexes for that
+``pre`` name, so counts equal ``llama_tokenize(text, add_special=false, parse_special=false)``;
+:func:`reference_vectors` / :func:`mismatches` check it on llama.cpp's own test vectors (``tests/test_vocabs.py``).
+Supported pre-tokenizers: :data:`PRE_TOKENIZERS` (another name is refused with the list). Control tokens are never
+matched in text; user-defined tokens are, as llama.cpp does.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Hint words (SPEC section 2, rule 5): text that gives a template's answer away.
 
-A template's title, description, criterion names, option names and fact texts must not say
-which option to pick. Matching is done on a *folded* copy of the text, so that an inflection
-or a disguised spelling is caught as the plain word:
-
-1. Unicode NFKC (compatibility forms: full-width letters, ligatures, mathematical letters);
-2. format characters (zero-width spaces and joiners, soft hyphens) removed, accents dropped;
-3. confusables fold: every remaining non-ASCII letter that Unicode's confusables table
-   (``confusable_homoglyphs``, data of Unicode TR39) lists as a look-alike of an ASCII letter
-   becomes that letter, so a Cyrillic "bеst" or a Greek "ορtimal" reads "best" / "optimal";
-4. words are split at non-letters and camel-case humps ("BestCare" -> "Best", "Care") and
-   reduced to their Snowball (Porter 2) stems, so "recommendation", "recommending" and
-   "recommended" all match "recommend", "optimally" matches "optimal", "ideally" "ideal".
-
-A few words share a stem with a hint word but give nothing away (``optimise`` stems like
-``optimal``, ``correction`` like ``correct``); they are listed in :data:`INNOCENT`.
+Matching runs on a *folded* copy of the text, so an inflection or a disguised spelling reads as the plain word:
+1. Unicode NFKC; 2. format characters removed, accents dropped; 3. every non-ASCII letter that Unicode's confusables
+table (``confusable_homoglyphs``, TR39) lists as a look-alike of an ASCII letter becomes that letter; 4. words split at
+non-letters and camel-case humps and reduced to Snowball (Porter 2) stems. Words that share a stem with a hint word
+but give nothing away are listed in :data:`INNOCENT`.
 """
 
 from __future__ import annotations

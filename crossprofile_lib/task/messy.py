@@ -1,28 +1,13 @@
-"""The messy controlled discussion: paraphrase, restatement and fact-less lines (issue 27).
+"""The messy controlled discussion: paraphrase, restatement and fact-less lines.
 
-The scripted protocol (:func:`crossprofile_lib.task.discussion.scripted_discussion`, SPEC section 4)
-says every fact verbatim, so the claim list's speaker counts are exact. This protocol keeps its
-speaker order and each speaker's fact order (the *same* seeded draws, from the same stream), and
-changes only how things are said:
-
-* **wordings**: a fact's wordings are its text and its ``paraphrases`` (template field, at least
-  two each). The first speaker of a fact states it in a wording drawn uniformly from all of them;
-  each later speaker restates it in a wording not yet used in this discussion (drawn uniformly
-  among those), and only when every wording has been used in one drawn among those the previous
-  speaker did not use. With the text and two paraphrases, a fact held by four agents is said in
-  three different wordings, one of them twice.
-* **fact-less lines**: after each fact utterance, with probability ``opinion_rate`` (default
-  :data:`DEFAULT_OPINION_RATE`, in ``[0, 1]``), the same speaker adds one opinion, agreement or
-  hedge line (:data:`FILLERS`, drawn uniformly) that states no fact and names no option.
-
-Every draw for wordings and fillers comes from one generator (``stream(seed, template id,
-'messy', variant, agents)`` unless given), so a seed gives byte-identical transcripts. The filler
-draws are made after every fact utterance whatever the rate (common random numbers): two rates
-give the same wordings, and a higher rate only adds lines.
-
-The **ground truth** (which utterance states which fact) is :attr:`MessyTranscript.truth`, kept
-beside the transcript for the measures (:mod:`crossprofile_lib.task.extraction`): the utterances a
-policy or model can see (:attr:`MessyTranscript.transcript`) carry no fact id.
+It keeps the scripted protocol's speaker order and fact order (the same seeded draws) and changes only how things
+are said. **Wordings**: a fact's text and its ``paraphrases``; its first speaker uses one drawn uniformly, each later
+speaker one not yet used in this discussion (once all are used, one the previous speaker did not use).
+**Fact-less lines**: after each fact utterance, with probability ``opinion_rate`` (:data:`DEFAULT_OPINION_RATE`), the
+speaker adds an opinion, agreement or hedge line (:data:`FILLERS`) that states no fact and names no option. All draws
+come from one generator (``stream(seed, template id, 'messy', variant, agents)``), and the filler draws are made
+whatever the rate, so two rates give the same wordings. The **ground truth** is :attr:`MessyTranscript.truth`; the
+utterances a policy or model sees carry no fact id.
 """
 
 from __future__ import annotations

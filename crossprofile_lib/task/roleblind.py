@@ -1,14 +1,7 @@
-"""Role-blindness check: can shallow text features tell a fact's role?
-
-If a simple classifier that sees only surface features of a fact's text can predict its
-role (support / decoy / irrelevant) much better than the base rate, the templates leak
-their roles through style, and a model could exploit that instead of reading evidence.
-
-Features per fact (``(n_facts, 7)``): length in tokens, number of digits, presence of any
-digit, counts of positive and negative sentiment words (a small fixed lexicon), whether the
-fact is about the first option in the file, and an intercept. The classifier is a
-multinomial logistic regression (statsmodels ``MNLogit``), evaluated by cross-validation with
-whole domains held out, so no template is both trained and tested on.
+"""Role-blindness check: can shallow text features tell a fact's role? If they can, much better than the base rate,
+a model could read roles from style instead of evidence. Features per fact: length in tokens, digits, any digit,
+positive and negative sentiment words (a small lexicon), whether it is about the file's first option, an intercept;
+a multinomial logit (statsmodels ``MNLogit``) cross-validated with whole domains held out.
 """
 
 from __future__ import annotations

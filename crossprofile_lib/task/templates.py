@@ -1,31 +1,13 @@
 """Templates: the YAML schema, the loader and the answer-key validator (SPEC section 2).
 
-One YAML file holds one template. The loader parses it into a :class:`Template` (pydantic
-checks the field types) and :func:`validate_template` applies the five rules of SPEC
-section 2. Every failure is a :class:`TemplateError` naming the file, the field and the rule.
-
-Rules (numbered as in SPEC section 2):
-
-1. all facts: the correct option wins strictly;
-2. decoy group only: the decoy wins strictly;
-3. support group only: the correct option wins strictly;
-4. role counts and polarities exactly as specified; distinct fact texts; neutral ids;
-   relevant facts name a stated criterion, irrelevant facts none;
-5. hint check: no hint words (any inflection, any look-alike spelling: :mod:`.hints`) in the
-   title, description, domain, criterion and option names or facts, and no text that addresses
-   the decision model or tells it what to answer; no fact ranks the option set or compares an
-   option with the others, named or not ("the lowest bid received", "of the three"); each fact
-   names the option it is about and no other option.
-
-Reading a file safely (size, encoding, control characters, strict YAML) is
-:mod:`.template_files`; :func:`.template_check.validate_paths` checks many files and gives
-each one a verdict, so one hostile file never stops the check of the others.
-
-This module imports nothing of the pipeline: the fact-length warning takes its tokenizer
-from the caller.
-
-The option count is a parameter (``n_options``, default 3); the agent count never enters a
-template (it is a parameter of the variants).
+The loader parses one YAML file into a :class:`Template` (pydantic checks the types) and :func:`validate_template`
+applies the rules of SPEC section 2, each failure a :class:`TemplateError` naming the file, the field and the rule:
+1. all facts: the correct option wins strictly; 2. decoy group only: the decoy wins strictly; 3. support group only:
+the correct option wins strictly; 4. role counts and polarities as specified, distinct fact texts, neutral ids, relevant
+facts name a stated criterion and irrelevant ones none; 5. no hint words (:mod:`.hints`), no text addressing the
+decision model, no fact ranking or comparing options, each fact names its own option and no other; 6. paraphrases.
+Reading a file safely is :mod:`crossprofile_lib.safety.inputs`. The fact-length warning takes the caller's tokenizer;
+the option count is a parameter (``n_options``, default 3).
 """
 
 from __future__ import annotations
@@ -44,11 +26,6 @@ from crossprofile_lib.design import DOMAINS, ROLES  # noqa: F401  (ROLES re-expo
 from crossprofile_lib.safety.inputs import TemplateError, parse_yaml, read_template_text, template_paths
 from crossprofile_lib.task import hints
 
-__all__ = ["TemplateError", "TemplateWarning", "Template", "Fact", "Option", "Criterion", "LoadedTemplate",
-           "scores", "validate_template", "parse_template", "load_template", "load_templates",
-           "template_paths"]
-
-
 #: Exact role structure: (role, about) -> count of facts by polarity.
 #: ``about`` is "correct", "decoy" or "any" (irrelevant facts may be about any option).
 ROLE_STRUCTURE: dict[tuple[str, str, int], int] = {
@@ -63,9 +40,8 @@ N_FACTS = sum(ROLE_STRUCTURE.values())  # 12
 
 FACT_ID_RE = re.compile(r"^F(?:0[1-9]|1[0-2])$")   # F01..F12 (templates/SCHEMA.md)
 
-#: Fact lengths (the caller's tokenizer, text only) outside this range draw a warning: the
-#: paper's R1 composition in PSP at r = .6 (5 / 0 / 4) under the paper models' own tokenizers needs
-#: short facts, roughly 12-24 tokens (the exact check is the design check, task/design_check.py).
+#: Fact lengths (tokens) outside this range draw a warning: the paper's R1 composition needs short facts
+#: (the exact check is :mod:`.design_check`).
 FACT_TOKENS_WARN = (12, 30)
 
 
@@ -238,13 +214,8 @@ def _mentions(text: str, name: str) -> bool:
 
 def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
                       tokenizer=None) -> list[str]:
-    """Apply rules 1-5 to ``t``; raise :class:`TemplateError` on the first broken rule.
-
-    With a ``tokenizer`` (an object with ``name`` and ``count(text) -> int``, e.g.
-    :func:`crossprofile_lib.task.tokenizer.default_tokenizer`), returns a list of warning messages
-    for fact lengths outside the range that keeps the paper's R1 composition; they are also
-    issued as :class:`TemplateWarning`. Without one, no length is checked.
-    """
+    """Apply rules 1-6 to ``t``; raise :class:`TemplateError` on the first broken rule. With a ``tokenizer``
+    (``name``, ``count(text)``) return (and warn, :class:`TemplateWarning`) the fact-length warnings."""
     R4, R5 = "rule 4 (role structure)", "rule 5 (hint check)"
     # --- structure: options, criteria, ids -------------------------------------------
     if len(t.options) != n_options:
@@ -416,10 +387,8 @@ def _hint_fields(t: Template) -> list[tuple[str, str]]:
 
 
 def parse_template(path: Path | str, text: Optional[str] = None) -> Template:
-    """Parse one file (or ``text`` said to come from it) into a :class:`Template` (types only).
-
-    The file guards and the strict YAML loader of :mod:`.template_files` run first.
-    """
+    """Parse one file (or ``text`` said to come from it) into a :class:`Template` (types only), after the
+    file guards and the strict YAML loader."""
     raw = parse_yaml(path, read_template_text(path) if text is None else text)
     if not isinstance(raw, dict):
         raise TemplateError(path, "<file>", "schema", "a template file must hold a mapping"
@@ -444,10 +413,7 @@ UNIQUE_ID = "unique template id"
 
 
 def load_templates(paths, n_options: int = 3, tokenizer=None) -> list[Template]:
-    """Load and validate every template under ``paths``; raise on the first invalid file.
-
-    Ids must be unique (rule ``unique template id``).
-    """
+    """Load and validate every template under ``paths``; raise on the first invalid file or repeated id."""
     out, seen = [], {}
     for p in template_paths(paths):
         t = load_template(p, n_options=n_options, tokenizer=tokenizer)

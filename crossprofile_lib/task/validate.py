@@ -1,8 +1,5 @@
-"""Checking many template files: one verdict per file and a summary (``crossprofile validate``).
-
-:func:`validate_paths` never stops at a bad file: each file gets a :class:`Verdict` naming
-the file and, when it fails, the field and the rule; ids must be unique across files. The
-command line prints ``Verdict.line()`` for each file, then :func:`summary`.
+"""Checking many template files (``crossprofile validate``): :func:`validate_paths` gives each file a :class:`Verdict`
+(the field and the rule when it fails; ids unique across files) and never stops at a bad file; then :func:`summary`.
 """
 
 from __future__ import annotations

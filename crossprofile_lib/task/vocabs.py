@@ -1,33 +1,16 @@
 """Named tokenizers: the paper's local models' own vocabularies, offline (SPEC section 5).
 
-``--tokenizer qwen2.5`` and ``--tokenizer llama-3.1`` price budgets exactly as those models do,
-on any machine, without llama.cpp and without a model hub. The vocabularies are llama.cpp's
-vocab-only GGUF files with its reference token vectors (``models/ggml-vocab-*.gguf`` plus
-``.inp`` / ``.out``), which ship inside the source distribution of ``llama-cpp-python`` on PyPI
-(:data:`SDIST`). :func:`fetch` gets that archive with pip (``pip download --no-deps --no-binary
-:all:``), extracts only the named files into :func:`crossprofile_lib.paths.tokenizers_dir`, checks
-each file's SHA-256 against :data:`NAMED`, rebuilds each tokenizer in pure Python
-(:mod:`.gguf_bpe`: the ``gguf`` package reads the vocabulary, Hugging Face ``tokenizers`` runs the
-byte-level BPE with llama.cpp's pre-tokenizer regexes), checks it against every reference vector
-and keeps it as ``<name>.tokenizer.json`` with a manifest. That happens once, by
-``crossprofile tokenizers fetch`` or at the first use of a name (with a notice on stderr;
-``CROSSPROFILE_FETCH_TOKENIZERS=0`` turns the automatic fetch off); later uses load the kept file
-in well under a second.
+``--tokenizer qwen2.5`` / ``llama-3.1`` price budgets exactly as those models do, without llama.cpp or a model hub.
+The vocabularies are llama.cpp's vocab-only GGUF files and reference vectors, shipped in the ``llama-cpp-python``
+source distribution on PyPI (:data:`SDIST`). :func:`fetch` downloads it with pip, extracts the named files into
+:func:`crossprofile_lib.paths.tokenizers_dir`, checks their SHA-256 against :data:`NAMED`, rebuilds each tokenizer
+(:mod:`.gguf_bpe`), checks it on every reference vector and keeps ``<name>.tokenizer.json`` with a manifest: once, by
+``crossprofile tokenizers fetch`` or at first use (``CROSSPROFILE_FETCH_TOKENIZERS=0`` turns that off).
 
-Names and what they price (:data:`NAMED`; the recorded tokenizer name is ``vocab:<name>``):
-
-* ``qwen2.5`` (also ``qwen2``): ``ggml-vocab-qwen2.gguf``; Qwen2 and Qwen2.5 share one BPE
-  vocabulary and merge list (151,643 ordinary tokens; the releases differ in special tokens,
-  which never occur in fact text);
-* ``llama-3.1`` (also ``llama-3``, ``llama-bpe``): ``ggml-vocab-llama-bpe.gguf``; Llama-3 and
-  Llama-3.1 share one BPE vocabulary of 128,000 ordinary tokens (3.1 renamed special tokens only).
-
-Adding a name: for another vocabulary in llama.cpp's ``models/`` folder, a row in :data:`NAMED`
-(file, SHA-256, models) whose pre-tokenizer :mod:`.gguf_bpe` knows, checked on that file's
-vectors by ``crossprofile tokenizers check``. For any other model (DeepSeek's, a fine-tune's), a
-line ``NAME: PATH`` in ``names.yaml`` in the tokenizers folder, where PATH is a GGUF file or a
-``tokenizer.json`` (or a folder holding one); ``--tokenizer NAME`` then loads it as
-``gguf:PATH`` / ``hf:PATH`` would. ``--tokenizer gguf:PATH`` and ``hf:FOLDER`` keep working.
+Names (:data:`NAMED`): ``qwen2.5`` (also ``qwen2``; one BPE vocabulary for Qwen2 and 2.5) and ``llama-3.1`` (also
+``llama-3``, ``llama-bpe``). To add one: a row in :data:`NAMED` whose pre-tokenizer :mod:`.gguf_bpe` knows, checked by
+``crossprofile tokenizers check``; or a line ``NAME: PATH`` (a GGUF file or ``tokenizer.json``) in ``names.yaml`` of
+the tokenizers folder.
 """
 
 from __future__ import annotations
