@@ -18,7 +18,8 @@
 * its pages record the current REPOSITORY_URL (``<meta name="crossprofile-repository">``, written by
   :mod:`crossprofile_lib.book.sphinx_cite`; the launch buttons and the repository link depend on it);
 * no source of the book (``notebooks/``, ``book/``, ``_config.yml``, ``_toc.yml``, ``CITATION.cff``,
-  ``references.bib``, the library's ``.py`` files) is newer than the stamp.
+  ``references.bib``, the library's ``.py`` files) changed since the build started (the stamp's time less
+  its ``total_s``).
 
 The site folder is the built HTML as GitHub Pages (or any static server) serves it: a copy of
 ``_build/html`` with ``.nojekyll`` (so Pages serves ``_static/`` and ``_images/`` as they are) and a marker
@@ -202,10 +203,11 @@ def finished(book_args: list[str], env: dict | None = None, root: Path | None = 
     if built_url != url:
         raise NotFinished(f"the pages were built with REPOSITORY_URL={built_url!r}, now it is {url!r}"
                           if built_url is not None else "the pages record no REPOSITORY_URL (built by an older version)")
+    started = t_stamp - float(timing.get("total_s") or 0.0)  # a source edited while it ran may be half in it
     for pattern in SOURCES:
         for f in root.glob(pattern):
-            if f.is_file() and f.stat().st_mtime > t_stamp:
-                raise NotFinished(f"{f.relative_to(root)} changed after the last finished build")
+            if f.is_file() and f.stat().st_mtime > started:
+                raise NotFinished(f"{f.relative_to(root)} changed after the last finished build started")
     return html_dir
 
 

@@ -213,10 +213,14 @@ def test_finished_sees_a_source_newer_than_the_build(tmp_path):
     _finished_build(out, env)
     (root / "notebooks").mkdir(parents=True)
     (root / "notebooks" / "04-x.md").write_text("# chapter\n")
-    _older(root / "notebooks" / "04-x.md")
+    src = root / "notebooks" / "04-x.md"
+    _older(src, 100)                                   # before the build started (its total_s: 40 s before the stamp)
     assert make_site.finished(["--quick", "--out", str(out)], env, root=root)
-    (root / "notebooks" / "04-x.md").write_text("# chapter, edited\n")
-    with pytest.raises(make_site.NotFinished, match=r"notebooks/04-x.md changed after the last finished build"):
+    _older(src, -100 + 20)                             # edited while the build ran: part of it may be older
+    with pytest.raises(make_site.NotFinished, match=r"notebooks/04-x.md changed after the last finished build started"):
+        make_site.finished(["--quick", "--out", str(out)], env, root=root)
+    src.write_text("# chapter, edited\n")             # and after it
+    with pytest.raises(make_site.NotFinished, match=r"notebooks/04-x.md changed after the last finished build started"):
         make_site.finished(["--quick", "--out", str(out)], env, root=root)
 
 
