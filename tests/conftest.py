@@ -100,9 +100,11 @@ def pytest_runtest_setup(item):
                     "under make test each worker would build the book again", pytrace=False)
 
 
-#: Work units that take longest (about 300, 230, 100 and 80 s on one worker of two, measured with
+#: Work units that take longest (the quick book, the notebooks, the fresh-clone site build and the README recipe, the
+#: command lines, the wheel; measured with
 #: ``--durations``): sent out first, so that no worker is left with one of them while the other idles.
-LONG_UNITS = (QUICK_BOOK_GROUP, "tests/test_notebooks.py", "tests/test_cli_errors.py", "tests/test_wheel.py")
+LONG_UNITS = (QUICK_BOOK_GROUP, "tests/test_notebooks.py", "tests/test_site.py", "tests/test_readme_recipes.py",
+              "tests/test_cli_errors.py", "tests/test_wheel.py")
 
 
 def work_unit(nodeid: str) -> str:
