@@ -22,8 +22,9 @@ Each entry stores the raw text, the parsed answer (set after parsing), the retry
 prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
 Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
 (Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored, nor are
-blank answers (empty or whitespace-only text without log-probabilities: a server fault, never an
-answer); a blank entry stored by an older version is not a cache hit.
+blank answers (empty, whitespace-only or invisible text without option log-probabilities: a server
+fault, never an answer; :func:`blank_answer`); a blank entry stored by an older version is not a
+cache hit.
 
 A full disk or a read-only folder is named as such (:func:`environment_problem`), never as a
 damaged cache: moving a healthy cache aside would re-buy every call.
@@ -279,11 +280,18 @@ def _redacted_field(stored):
     return redact_url(stored)
 
 
+def is_blank(text) -> bool:
+    """Whether ``text`` shows nothing: empty, or only whitespace and invisible format characters
+    (zero-width spaces and joiners, a byte-order mark, bidi marks: Unicode category ``Cf``)."""
+    import unicodedata
+    return not any(not ch.isspace() and unicodedata.category(ch) != "Cf" for ch in str(text or ""))
+
+
 def blank_answer(result: ChatResult) -> bool:
-    """An answer with no content: empty or whitespace-only text and no log-probabilities. From a
-    server it is a transient fault (retried, never cached, an error row if it persists); a stored
-    one (cached by an older version) is not used."""
-    return not (result.text or "").strip() and result.choice_logprobs is None
+    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities (None or an empty
+    map: no option letter among them). From a server it is a transient fault (retried, never cached, an
+    error row if it persists); a stored one (cached by an older version) is not used."""
+    return is_blank(result.text) and not result.choice_logprobs
 
 
 def messages_sha(messages: Iterable[dict]) -> str:

@@ -39,8 +39,9 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
   (earlier versions) are found under ``sampling="server"`` and copied under the new key.
 * **A wrong key or model stops the run**: ``/v1/models`` answering 401/403, or a model the
   server does not list, stops before any call (:class:`ServerRefused`, naming the redacted URL,
-  the model and the status); calls answered 401, 403 or 404 stop it after ``stop_on_refusal``
-  (3) such answers in a row (0 = off).
+  the model and the status); a call answered 401 or 403 stops it at once (a refused key refuses
+  every call: no result is written as an answer), calls answered 404 after ``stop_on_refusal``
+  (3) such answers in a row (0 = off, for all three).
 
 * Budgets (``tokenizer``): by default (``auto``) the served model's own tokenizer through the
   server's tokenize endpoint (vLLM ``/tokenize``, llama.cpp ``/tokenize``, llama-cpp-python
@@ -82,6 +83,7 @@ from urllib.parse import urlsplit
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
+from crossprofile_lib.backends.cache import is_blank
 from crossprofile_lib.backends.concurrency import NEUTRAL, OVERLOAD, Pool, parse_concurrency
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
@@ -115,6 +117,8 @@ class ServerRefused(ServerUnreachable):
 #: the statuses that stop a run early (see the module doc)
 REFUSAL_STATUSES = {401: "unauthorized: a wrong or missing API key", 403: "forbidden: the key may not use this model",
                     404: "not found: a wrong model name, or no such endpoint on this server"}
+#: the statuses that say the key is refused: the first such answer stops the run
+KEY_REFUSALS = (401, 403)
 #: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
 PAPER_SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 #: ... and as llama.cpp (``repeat_penalty``) and vLLM (``repetition_penalty``) extra fields
@@ -531,6 +535,8 @@ class OpenAICompatBackend(LLMBackend):
                 top = resp.choices[0].logprobs.top_logprobs[0]
             except (AttributeError, IndexError, TypeError) as e:
                 raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
+            if not top:  # no token at all: a transient server fault, never an answer to cache
+                raise MalformedResponse("completion with empty top_logprobs")
             lps = choice_logprobs(dict(top), r.choices)
             text = score_text(r, best_choice(lps, list(r.choices)))
         else:
@@ -542,7 +548,7 @@ class OpenAICompatBackend(LLMBackend):
                 text = resp.choices[0].message.content
             except (AttributeError, IndexError, TypeError) as e:
                 raise MalformedResponse(f"chat completion without choices ({type(e).__name__})") from None
-            if text is None or not text.strip():  # a transient server fault, never an answer to cache
+            if text is None or is_blank(text):  # a transient server fault, never an answer to cache
                 raise MalformedResponse("chat completion with empty content")
             lps = None
         u = getattr(resp, "usage", None)
@@ -589,7 +595,9 @@ class OpenAICompatBackend(LLMBackend):
         if status not in REFUSAL_STATUSES or self.stop_on_refusal <= 0:
             return
         self._refusals += 1
-        if self._refusals >= self.stop_on_refusal and self._tripped is None:
+        # a refused key (401/403) is refused for every call: the first one stops the run, before any
+        # result is written as an answer; a 404 may be one endpoint's, so it takes stop_on_refusal in a row
+        if (status in KEY_REFUSALS or self._refusals >= self.stop_on_refusal) and self._tripped is None:
             shown = redact_url(self.base_urls)[k if k is not None else 0]
             self._tripped = ServerRefused(
                 f"backend {self.name}: the server at {shown} answered HTTP {status} ({REFUSAL_STATUSES[status]}) "
