@@ -52,10 +52,10 @@ header records it (``run.json``: ``policy_files``), so a result names the file t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
-import functools
 import math
 import os
 import re
