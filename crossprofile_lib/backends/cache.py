@@ -22,8 +22,8 @@ Each entry stores the raw text, the parsed answer (set after parsing), the retry
 prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
 Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
 (Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored, nor are
-blank answers (empty, whitespace-only or invisible text without option log-probabilities: a server
-fault, never an answer; :func:`blank_answer`); a blank entry stored by an older version is not a
+blank answers (empty, whitespace-only or invisible text without log-probabilities: a server fault,
+never an answer; :func:`blank_answer`); a blank entry stored by an older version is not a
 cache hit.
 
 A full disk or a read-only folder is named as such (:func:`environment_problem`), never as a
@@ -102,10 +102,12 @@ def is_blank(text) -> bool:
 
 
 def blank_answer(result: ChatResult) -> bool:
-    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities (None or an empty
-    map: no option letter among them). From a server it is a transient fault (retried, never cached, an
-    error row if it persists); a stored one (cached by an older version) is not used."""
-    return is_blank(result.text) and not result.choice_logprobs
+    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities. From a server it
+    is a transient fault (retried, never cached, an error row if it persists); a stored one (cached by an
+    older version) is not used. A score-mode answer whose top log-probabilities hold no option letter
+    (``{}``) is the model's answer, not a blank one; a completion with no top log-probabilities at all is
+    a fault the backend retries (:class:`~crossprofile_lib.backends.http_faults.MalformedResponse`)."""
+    return is_blank(result.text) and result.choice_logprobs is None
 
 
 def messages_sha(messages: Iterable[dict]) -> str:
