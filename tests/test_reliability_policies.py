@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from policy_registry import policy_registry_kept
 
 from crossprofile_lib.policies import plugins
 from crossprofile_lib.task.discussion import Claim, ClaimList
@@ -134,8 +133,9 @@ def test_foreign_line_tells_said_from_invented():
 
 
 def test_time_limit_values(monkeypatch):
-    with policy_registry_kept():
-        monkeypatch.setattr(plugins, "TIMEOUT", [None])
+    saved = plugins.TIMEOUT[0]
+    try:
+        plugins.TIMEOUT[0] = None
         monkeypatch.delenv(plugins.TIMEOUT_ENV, raising=False)
         assert plugins.time_limit() == plugins.DEFAULT_TIMEOUT
         monkeypatch.setenv(plugins.TIMEOUT_ENV, "2.5")
@@ -144,5 +144,7 @@ def test_time_limit_values(monkeypatch):
             monkeypatch.setenv(plugins.TIMEOUT_ENV, bad)
             with pytest.raises(ValueError, match=plugins.TIMEOUT_ENV):
                 plugins.time_limit()
-        plugins.TIMEOUT[0] = 0.0
+        plugins.TIMEOUT[0] = 0.0  # --policy-timeout 0 wins over the environment
         assert plugins.time_limit() == 0.0
+    finally:
+        plugins.TIMEOUT[0] = saved

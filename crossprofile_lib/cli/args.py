@@ -20,6 +20,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from crossprofile_lib.cli.policy_files import (  # noqa: F401  (re-exported)
+    POLICY_FILE_HELP,
+    add_policy_file_option,
+    policy_file_values,
+    policy_timeout,
+    policy_timeout_value,
+    preload_policy_files,
+)
 from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
 from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
@@ -187,74 +195,6 @@ def ablations(s: str) -> list[str]:
 def names(s: str) -> list[str]:
     """argparse type: a non-empty comma-separated list of distinct names (task ids, ...)."""
     return _items(s, "name", "a,b")
-
-
-# --- policy files (your own memory policy) ---------------------------------------------------
-
-POLICY_FILE_HELP = ("a Python file (or module:object) defining POLICY or POLICIES, memory policies of your own "
-                    "(README: 'Your own memory policy'); repeatable; loaded and checked before anything else")
-
-
-def add_policy_file_option(p) -> None:
-    """``--policy-file FILE`` (repeatable). Its values are loaded by :func:`preload_policy_files` before the
-    command line is parsed, so ``--policies Mine`` is checked against a registry that knows ``Mine``."""
-    p.add_argument("--policy-file", dest="policy_files", action="append", default=[], metavar="FILE",
-                   help=POLICY_FILE_HELP)
-    p.add_argument("--policy-timeout", dest="policy_timeout", type=policy_timeout, default=None, metavar="SECONDS",
-                   help="time limit of each call into a policy file's code (its import, order, packer, build); "
-                        "default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none")
-
-
-def policy_timeout(s: str) -> float:
-    """argparse type of ``--policy-timeout``: seconds in [0, 86400] (0: no limit)."""
-    try:
-        v = float(s) if s.isascii() else math.nan
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or not 0 <= v <= 86_400:
-        raise ArgError(f"'{s}' is not a number of seconds in [0, 86400] (0: no limit)")
-    return v
-
-
-def policy_timeout_value(argv):
-    """The last ``--policy-timeout X`` / ``--policy-timeout=X`` of ``argv`` (unchecked), else None."""
-    out, it = None, iter(argv)
-    for a in it:
-        if a == "--":
-            break
-        if a == "--policy-timeout":
-            out = next(it, None)
-        elif a.startswith("--policy-timeout="):
-            out = a.partition("=")[2]
-    return out
-
-
-def policy_file_values(argv) -> list[str]:
-    """The values of every ``--policy-file X`` / ``--policy-file=X`` in ``argv``, in order."""
-    out, it = [], iter(argv)
-    for a in it:
-        if a == "--":
-            break
-        if a == "--policy-file":
-            v = next(it, None)
-            if v is not None:
-                out.append(v)
-        elif a.startswith("--policy-file="):
-            out.append(a.partition("=")[2])
-    return out
-
-
-def preload_policy_files(argv) -> list:
-    """Load (and check) the policy files named in ``argv``; raises ``PolicyFileError`` naming the file and
-    the rule."""
-    from crossprofile_lib.policies.plugins import TIMEOUT, load_all
-    t = policy_timeout_value(argv)
-    if t is not None:
-        try:
-            TIMEOUT[0] = policy_timeout(t)
-        except ArgError:
-            TIMEOUT[0] = None  # refused by the parser, naming --policy-timeout
-    return load_all(policy_file_values(argv))
 
 
 # --- backends --------------------------------------------------------------------------------
