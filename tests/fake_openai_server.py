@@ -12,13 +12,18 @@ Faults (per distinct request body, counted by attempts):
 * ``delay_first=N, delay_s=S`` -- the first N attempts of every request sleep S seconds (timeouts);
 * ``malformed_first=N`` -- the first N attempts of every request get a body that is not JSON;
 * ``latency_s=S`` -- every answer waits S seconds (to kill a run mid-way);
-* ``api_key=K`` -- requests without ``Authorization: Bearer K`` get 401;
+* ``api_key=K`` -- requests without ``Authorization: Bearer K`` get ``key_status`` (401, or 403 for a key
+  that may not use the model); ``models_open`` lets ``GET /v1/models`` through without the key (as
+  llama.cpp's server does: the probe passes and only the completions are refused);
 * ``served_model=NAME[,NAME2]`` -- ``/v1/models`` lists these (else ``fake``) and a completion for
   another model gets 404 ``model ... does not exist`` (as vLLM answers); ``root=PATH`` adds vLLM's
   ``root`` to the listed model;
 * ``capacity=K`` -- at most K requests are worked on at once (each for ``latency_s``), the others
   wait in a queue, as a busy model server does; ``queue_limit=Q`` answers 429 beyond Q waiting.
-* ``empty_first=N`` -- the first N attempts of every request get 200 with empty content (``" "``);
+* ``empty_first=N`` -- the first N attempts of every request get 200 with empty content (``empty_text``,
+  default ``" "``: any blank text, ``""``, ``"\\n\\t"`` or a zero-width space); a text completion gets empty
+  text and empty top log-probabilities;
+* ``empty_body_first=N`` -- the first N attempts of every request get 200 with an empty body;
 * ``reset_first=N`` -- the first N attempts of every request are read, then the connection is
   closed without an answer (a reset after the server accepted it);
 * ``retry_after=S`` -- the ``fail_first`` answers carry ``Retry-After: S``;
@@ -70,8 +75,13 @@ class FakeServer:
     def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
                  malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None,
                  served_model=None, root=None, capacity=0, queue_limit=0,
-                 empty_first=0, reset_first=0, retry_after=None, attempt_log=None):
+                 empty_first=0, reset_first=0, retry_after=None, attempt_log=None, key_status=401,
+                 models_open=False, empty_text=" ", empty_body_first=0):
         self.empty_first, self.reset_first, self.retry_after = empty_first, reset_first, retry_after
+        if key_status not in (401, 403):
+            raise ValueError(f"key_status={key_status!r}: use 401 or 403")
+        self.key_status, self.models_open, self.empty_text = key_status, models_open, empty_text
+        self.empty_body_first = empty_body_first
         self.attempt_log = open(attempt_log, "a", buffering=1) if attempt_log else None
         self.times: list = []  # (request sha, monotonic time) of every completion attempt
         if tokenize is not None and tokenize not in TOKENIZE_KINDS:
@@ -116,8 +126,10 @@ class FakeServer:
     def respond(self, path: str, headers: dict, raw: bytes) -> tuple[int, bytes, float]:
         """(status, body, delay seconds) for one request; delay -1 marks a malformed answer."""
         self.received += 1
-        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            return 401, json.dumps({"error": {"message": "invalid api key"}}).encode(), 0.0
+        if (self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}"
+                and not (self.models_open and path.endswith("/models"))):
+            msg = "invalid api key" if self.key_status == 401 else "this key may not use this model"
+            return self.key_status, json.dumps({"error": {"message": msg}}).encode(), 0.0
         if path.endswith("/models"):
             data = [dict({"id": m, "object": "model", "owned_by": "fake"}, **({"root": self.root} if self.root else {}))
                     for m in (self.served or ["fake"])]
@@ -140,6 +152,8 @@ class FakeServer:
             return self.fail_status, b'{"error": {"message": "try again"}}', 0.0
         if n <= self.malformed_first:
             return 200, b'{"id": "x", "choices": [ this is not json', -1.0
+        if n <= self.empty_body_first:
+            return 200, b"", -1.0
         empty = n <= self.empty_first
         delay = self.delay_s if n <= self.delay_first else self.latency_s
         body = json.loads(raw or b"{}")
@@ -151,14 +165,18 @@ class FakeServer:
                    "code": 404}
             return 404, json.dumps(msg).encode(), 0.0
         if path.endswith("/chat/completions"):
-            text = " " if empty else self._answer_chat(body)
+            text = self.empty_text if empty else self._answer_chat(body)
             out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                 "finish_reason": "stop"}],
                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
         elif path.endswith("/completions"):
+            choice = self._answer_completion(body)
+            if empty:
+                choice.update(text="", logprobs={"tokens": [], "token_logprobs": [], "top_logprobs": [{}],
+                                                 "text_offset": []})
             out = {"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": model,
-                   "choices": [self._answer_completion(body)],
+                   "choices": [choice],
                    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
         else:
             return 404, b'{"error": {"message": "not found"}}', 0.0
@@ -224,7 +242,7 @@ class FakeServer:
                     status, body = await self._work(delay, status, body)
                 elif delay > 0:
                     await asyncio.sleep(delay)
-                reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
+                reason = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
                           500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
                 extra = (f"retry-after: {self.retry_after}\r\n" if self.retry_after is not None and status in (429, 503)
                          else "")
@@ -293,11 +311,17 @@ def main(argv=None) -> None:
     p.add_argument("--reset-first", type=int, default=0)
     p.add_argument("--retry-after", default=None)
     p.add_argument("--attempt-log", default=None)
+    p.add_argument("--key-status", type=int, default=401, choices=(401, 403))
+    p.add_argument("--models-open", action="store_true")
+    p.add_argument("--empty-text", default=" ")
+    p.add_argument("--empty-body-first", type=int, default=0)
     a = p.parse_args(argv)
     fake = FakeServer(a.fail_first, a.fail_status, a.burst_500, a.delay_first, a.delay_s, a.malformed_first,
                       a.latency_s, a.api_key, a.log, tokenize=a.tokenize, served_model=a.served_model,
                       capacity=a.capacity, queue_limit=a.queue_limit, empty_first=a.empty_first,
-                      reset_first=a.reset_first, retry_after=a.retry_after, attempt_log=a.attempt_log)
+                      reset_first=a.reset_first, retry_after=a.retry_after, attempt_log=a.attempt_log,
+                      key_status=a.key_status, models_open=a.models_open,
+                      empty_text=a.empty_text.encode().decode("unicode_escape"), empty_body_first=a.empty_body_first)
 
     async def serve():
         srv = await asyncio.start_server(fake.handle, "127.0.0.1", a.port)

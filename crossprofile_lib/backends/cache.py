@@ -22,8 +22,9 @@ Each entry stores the raw text, the parsed answer (set after parsing), the retry
 prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
 Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
 (Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored, nor are
-blank answers (empty or whitespace-only text without log-probabilities: a server fault, never an
-answer); a blank entry stored by an older version is not a cache hit.
+blank answers (empty, whitespace-only or invisible text without log-probabilities: a server fault,
+never an answer; :func:`blank_answer`); a blank entry stored by an older version is not a
+cache hit.
 
 A full disk or a read-only folder is named as such (:func:`environment_problem`), never as a
 damaged cache: moving a healthy cache aside would re-buy every call.
@@ -34,225 +35,52 @@ regular, writable file, a SQLite database no shorter than its header says, pass
 decode is named when it is read. Any failure raises :class:`CacheError` naming the file, the
 rule and how to recover -- never a silent fresh cache, which on a paid API would re-buy every
 call. A new cache file is built under a temporary name and linked into place, so a cache file
-is never empty. Maintenance: :func:`check_cache`, :func:`vacuum_cache`, :func:`export_cache`
-(``crossprofile cache check|vacuum|export``). Base URLs are redacted
+is never empty (the file's rules: :mod:`.cache_file`). Maintenance: :func:`check_cache`,
+:func:`vacuum_cache`, :func:`export_cache` (``crossprofile cache check|vacuum|export``;
+:mod:`.cache_maintenance`). Base URLs are redacted
 (:func:`crossprofile_lib.safety.redact.redact_url`) in keys and stored fields.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import sqlite3
-import stat
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
+from crossprofile_lib.backends.cache_file import (  # noqa: F401  (re-exported: the cache file's names)
+    _COLUMNS,
+    _CREATE,
+    _SIDE_TABLES,
+    APPLICATION_ID,
+    FILE_NAME,
+    OFFSET_ROW,
+    SCHEMA_VERSION,
+    CacheError,
+    CacheStorageError,
+    _connect,
+    _create,
+    _decode,
+    _env_err,
+    _err,
+    _hold,
+    environment_problem,
+    open_problem,
+)
+from crossprofile_lib.backends.cache_maintenance import (  # noqa: F401  (re-exported)
+    _redacted_field,
+    check_cache,
+    export_cache,
+    resolve_cache_file,
+    vacuum_cache,
+)
 from crossprofile_lib.paths import cache_dir
-from crossprofile_lib.safety.outputs import atomic_write
 from crossprofile_lib.safety.redact import redact_url
-
-FILE_NAME = "calls.sqlite"
-SCHEMA_VERSION = 1
-APPLICATION_ID = 0x43505246  # "CPRF", set on cache files made since the integrity check
-
-_COLUMNS = ("key", "created", "provider", "model", "base_url", "decision_mode", "purpose", "prompt_file",
-            "prompt_sha", "text", "parsed", "retries", "prompt_tokens", "completion_tokens", "latency_s",
-            "choice_logprobs", "meta")
-_CREATE = ("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, created REAL, provider TEXT, model TEXT, "
-           "base_url TEXT, decision_mode TEXT, purpose TEXT, prompt_file TEXT, prompt_sha TEXT, text TEXT, "
-           "parsed TEXT, retries INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, "
-           "choice_logprobs TEXT, meta TEXT)")
-_SIDE_TABLES = ("CREATE TABLE IF NOT EXISTS token_counts (tokenizer TEXT, text_sha TEXT, count INTEGER, "
-                "created REAL, PRIMARY KEY (tokenizer, text_sha))",
-                "CREATE TABLE IF NOT EXISTS served_models (provider TEXT, model TEXT, served TEXT, created REAL, "
-                "PRIMARY KEY (provider, model))")
-#: the ``text_sha`` under which a server tokenizer's offset (special tokens added to every text) is kept
-OFFSET_ROW = "offset"
-_RECOVER = ("recover: move the file aside (mv {f} {f}.broken) and rerun -- a new cache is made and only the "
-            "calls it lacks are sent again; 'crossprofile cache check {f}' explains the damage and "
-            "'crossprofile cache export {f} calls.jsonl' saves the readable entries")
-
-
-class CacheError(ValueError):
-    """A call-cache file that cannot be used as it is (the message names file, rule and recovery;
-    a ``ValueError``, so the command line reports it with exit 2)."""
-
-
-def _err(path, what: str) -> CacheError:
-    return CacheError(f"call cache {path}: {what}; " + _RECOVER.format(f=path))
-
-
-#: SQLite failures that say nothing about the file's health (a full disk, a read-only folder):
-#: named as such, with no advice to move the cache aside (on a paid API that would re-buy every call).
-_ENVIRONMENT = (("database or disk is full", "the disk holding it is full: free some space and rerun"),
-                ("disk quota", "the disk quota is exhausted: free some space and rerun"),
-                ("attempt to write a readonly database",
-                 "it or its folder is read-only: make both writable (SQLite also writes FILE-wal and FILE-shm next "
-                 "to it) or point --cache at a writable copy"),
-                ("readonly database", "it or its folder is read-only: make both writable or point --cache at a "
-                 "writable copy"),
-                ("unable to open database file",
-                 "it cannot be opened for writing (its folder may be read-only or full: SQLite writes FILE-wal and "
-                 "FILE-shm next to it)"),
-                ("disk i/o error", "the disk reported an I/O error (full, read-only or failing?)"))
-
-
-def environment_problem(e: BaseException) -> Optional[str]:
-    """What ``e`` says about the cache's surroundings (full disk, read-only folder), else None."""
-    msg = str(e).lower()
-    for needle, what in _ENVIRONMENT:
-        if needle in msg:
-            return what
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
-        return f"{e.strerror} ({errno.errorcode.get(e.errno, e.errno)})"
-    return None
-
-
-class CacheStorageError(CacheError):
-    """The cache file is sound but its storage is not (a full disk, a read-only folder): a run-time
-    failure (exit 1), never reported as damage."""
-
-
-def _env_err(path, what: str, e: BaseException, problem: str) -> CacheError:
-    return CacheStorageError(f"call cache {path}: {what} failed: {problem} ({type(e).__name__}: {e}); the file itself is "
-                      f"not damaged and every call stored so far is kept: fix this and rerun the same command")
-
-
-#: Cache files this process holds open: ``(pid, resolved path) -> open CallCache objects``. POSIX
-#: record locks belong to a process, and closing ANY descriptor of a file drops all of them. Reading
-#: the header with plain file I/O while a connection of this process holds the file would let another
-#: process take itself for the file's last user on closing and delete its ``-wal``/``-shm`` under this
-#: process's open connection (SQLite then reports "disk I/O error", or calls go missing). So a file
-#: already open in this process is not read again by hand: it was checked when it was first opened.
-_OPEN: dict[tuple[int, str], int] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-def _held_here(path) -> bool:
-    """Whether this process (not a parent it was forked from) holds ``path`` open in a CallCache."""
-    return _OPEN.get((os.getpid(), str(Path(path).resolve())), 0) > 0
-
-
-def _hold(path, step: int) -> None:
-    key = (os.getpid(), str(Path(path).resolve()))
-    with _OPEN_LOCK:
-        n = _OPEN.get(key, 0) + step
-        if n > 0:
-            _OPEN[key] = n
-        else:
-            _OPEN.pop(key, None)
-
-
-def _header_problem(path: Path, size: int) -> Optional[str]:
-    """A problem visible in the file's first 100 bytes (SQLite header), else None. Never called
-    while this process holds the file open (:data:`_OPEN`)."""
-    with open(path, "rb") as fh:
-        head = fh.read(100)
-    if not head.startswith(b"SQLite format 3\x00"):
-        return "not a SQLite database (its first bytes are not the SQLite header)"
-    if len(head) < 100:
-        return f"truncated ({size} bytes, shorter than a SQLite header)"
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    if page and pages and size < page * pages:
-        return f"truncated ({size} bytes; its header says {pages} pages of {page} bytes = {page * pages})"
-    return None
-
-
-def _schema_problem(db: sqlite3.Connection) -> Optional[str]:
-    cols = [r[1] for r in db.execute("PRAGMA table_info(calls)")]
-    if not cols:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return f"no 'calls' table (tables: {', '.join(tables) or 'none'}); not a call cache, or its table was dropped"
-    missing = [c for c in _COLUMNS if c not in cols]
-    if missing:
-        return f"wrong schema: table 'calls' lacks column(s) {', '.join(missing)}"
-    return None
-
-
-def _connect(path, timeout: float, readonly: bool = False) -> sqlite3.Connection:
-    uri = f"file:{Path(path).resolve()}?mode={'ro' if readonly else 'rw'}"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=timeout)
-
-
-def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool = True,
-                 full: bool = False) -> Optional[str]:
-    """Why the cache file ``path`` cannot be used (None when it can); ``full`` runs
-    ``PRAGMA integrity_check`` instead of ``quick_check``."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return "no such file"
-    if stat.S_ISDIR(st.st_mode):
-        return "is a directory, not a cache file"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_size == 0:
-        return ("0 bytes (emptied or truncated; a cache file is never empty, and using it would silently "
-                "re-make every call)")
-    if writable and (not os.access(path, os.W_OK) or not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)):
-        return (f"read-only (mode {stat.filemode(st.st_mode)}): finished calls could not be stored; make it "
-                f"writable (chmod u+w) or point --cache at a copy")
-    try:
-        p = None if _held_here(path) else _header_problem(path, st.st_size)
-        if p:
-            return p
-        db = _connect(path, timeout, readonly=not writable)
-    except (OSError, sqlite3.Error) as e:
-        if environment_problem(e):
-            raise _env_err(path, "opening", e, environment_problem(e)) from None
-        return f"cannot be opened ({type(e).__name__}: {e})"
-    try:
-        rows = [r[0] for r in db.execute("PRAGMA integrity_check" if full else "PRAGMA quick_check")]
-        if rows != ["ok"]:
-            return f"damaged (SQLite {'integrity' if full else 'quick'}_check: {'; '.join(map(str, rows[:3]))})"
-        p = _schema_problem(db)
-        if p:
-            return p
-        if writable:  # a writer holding the database past the timeout
-            db.execute("BEGIN IMMEDIATE")
-            db.execute("ROLLBACK")
-    except sqlite3.OperationalError as e:
-        if "locked" in str(e) or "busy" in str(e):
-            return (f"locked by another process for more than {timeout:g} s (another run may be writing it: "
-                    f"wait for it, or give this run its own --cache)")
-        if environment_problem(e):
-            raise _env_err(path, "opening", e, environment_problem(e)) from None
-        return f"damaged ({type(e).__name__}: {e})"
-    except sqlite3.DatabaseError as e:
-        return f"damaged ({type(e).__name__}: {e})"
-    finally:
-        db.close()
-    return None
-
-
-def _create(path: Path) -> None:
-    """Make a new cache file at ``path`` atomically (built under a temporary name, then linked;
-    a cache made meanwhile by another process wins)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
-    os.close(fd)
-    os.unlink(tmp)  # sqlite makes the file itself
-    try:
-        db = sqlite3.connect(tmp, isolation_level=None)
-        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        db.execute(_CREATE)
-        db.close()
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
@@ -266,24 +94,20 @@ def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
     return f
 
 
-def _redacted_field(stored):
-    """A stored ``base_url`` field (a URL, or a JSON list of URLs) redacted again."""
-    if not isinstance(stored, str):
-        return stored
-    if stored.startswith("["):
-        try:
-            urls = json.loads(stored)
-            return json.dumps(redact_url([str(u) for u in urls])) if isinstance(urls, list) else redact_url(stored)
-        except ValueError:
-            pass
-    return redact_url(stored)
+def is_blank(text) -> bool:
+    """Whether ``text`` shows nothing: empty, or only whitespace and invisible format characters
+    (zero-width spaces and joiners, a byte-order mark, bidi marks: Unicode category ``Cf``)."""
+    import unicodedata
+    return not any(not ch.isspace() and unicodedata.category(ch) != "Cf" for ch in str(text or ""))
 
 
 def blank_answer(result: ChatResult) -> bool:
-    """An answer with no content: empty or whitespace-only text and no log-probabilities. From a
-    server it is a transient fault (retried, never cached, an error row if it persists); a stored
-    one (cached by an older version) is not used."""
-    return not (result.text or "").strip() and result.choice_logprobs is None
+    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities. From a server it
+    is a transient fault (retried, never cached, an error row if it persists); a stored one (cached by an
+    older version) is not used. A score-mode answer whose top log-probabilities hold no option letter
+    (``{}``) is the model's answer, not a blank one; a completion with no top log-probabilities at all is
+    a fault the backend retries (:class:`~crossprofile_lib.backends.http_faults.MalformedResponse`)."""
+    return is_blank(result.text) and result.choice_logprobs is None
 
 
 def messages_sha(messages: Iterable[dict]) -> str:
@@ -311,25 +135,6 @@ def call_key(identity: dict, request: ChatRequest, decision_mode: str) -> str:
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-def _decode(path, row) -> ChatResult:
-    """A stored row as a cached :class:`ChatResult`; a row that does not decode raises :class:`CacheError`."""
-    k, text, retries, pt, ct, lat, lp, meta, parsed = row
-    try:
-        m = json.loads(meta) if meta else {}
-        lps = json.loads(lp) if lp else None
-        if not isinstance(m, dict) or not (lps is None or isinstance(lps, dict)) or not isinstance(text, str):
-            raise ValueError("meta/choice_logprobs must be JSON objects and text a string")
-        res = ChatResult(text=text, cached=True, retries=int(retries or 0), prompt_tokens=int(pt or 0),
-                         completion_tokens=int(ct or 0), latency_s=float(lat or 0.0), choice_logprobs=lps,
-                         meta=m)
-    except (ValueError, TypeError) as e:
-        raise _err(path, f"entry {k[:16]}... does not decode ({type(e).__name__}: {e}); the file was "
-                         f"edited or damaged") from None
-    if parsed is not None:
-        res.meta["parsed"] = parsed
-    return res
 
 
 class CallCache:
@@ -539,86 +344,3 @@ class TokenCountStore:
     @offset.setter
     def offset(self, n: int) -> None:
         self._put(OFFSET_ROW, n)
-
-
-# --- maintenance: crossprofile cache check|vacuum|export ----------------------------------------
-
-def resolve_cache_file(path: str | os.PathLike) -> Path:
-    """``PATH`` as given to ``crossprofile cache``: a cache file, or a folder holding ``calls.sqlite``."""
-    p = Path(path).expanduser()
-    if p.is_dir() and (p / FILE_NAME).exists():
-        return p / FILE_NAME
-    return p
-
-
-def check_cache(path: str | os.PathLike) -> dict:
-    """Full check of a cache file: ``{"file", "ok", "problem", "entries", "bad_rows"}``; every row is
-    decoded (``bad_rows`` lists the keys that do not). Opens the file read-only."""
-    f = resolve_cache_file(path)
-    problem = open_problem(f, timeout=5.0, writable=False, full=True)
-    rep = {"file": str(f), "ok": problem is None, "problem": problem, "entries": None, "bad_rows": []}
-    if problem:
-        return rep
-    db = _connect(f, 5.0, readonly=True)
-    try:
-        n = 0
-        for row in db.execute("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, "
-                              "choice_logprobs, meta, parsed FROM calls"):
-            n += 1
-            try:
-                _decode(f, row)
-            except CacheError:
-                rep["bad_rows"].append(str(row[0]))
-        rep["entries"] = n
-    finally:
-        db.close()
-    if rep["bad_rows"]:
-        rep["ok"] = False
-        rep["problem"] = f"{len(rep['bad_rows'])} entr{'y' if len(rep['bad_rows']) == 1 else 'ies'} do not decode"
-    return rep
-
-
-def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
-    """Checkpoint the WAL and ``VACUUM`` a healthy cache file; returns its size before and after."""
-    f = resolve_cache_file(path)
-    problem = open_problem(f, timeout=5.0)
-    if problem:
-        raise _err(f, problem)
-    before = f.stat().st_size + (Path(f"{f}-wal").stat().st_size if Path(f"{f}-wal").exists() else 0)
-    try:
-        db = _connect(f, 60.0)
-        try:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("VACUUM")
-        finally:
-            db.close()
-    except sqlite3.Error as e:  # VACUUM needs free space of about the file's size
-        raise _env_err(f, "vacuum", e, environment_problem(e) or "SQLite stopped") from None
-    return before, f.stat().st_size
-
-
-def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
-    """Write every readable entry of a cache file as one JSON line (all columns) to ``out``, also
-    from a damaged file where SQLite can still read rows; returns (written, unreadable)."""
-    f = resolve_cache_file(path)
-    if not f.is_file() or f.stat().st_size == 0:
-        raise _err(f, open_problem(f, writable=False) or "not a readable file")
-    written = bad = 0
-    try:
-        db = _connect(f, 5.0, readonly=True)
-        keys = [r[0] for r in db.execute("SELECT key FROM calls")]
-    except sqlite3.Error as e:
-        raise _err(f, f"no entries can be read ({type(e).__name__}: {e})") from None
-    with atomic_write(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        for k in keys:
-            try:
-                row = db.execute(f"SELECT {','.join(_COLUMNS)} FROM calls WHERE key = ?", (k,)).fetchone()
-            except sqlite3.Error:
-                bad += 1
-                continue
-            entry = dict(zip(_COLUMNS, row))
-            entry["base_url"] = _redacted_field(entry.get("base_url"))  # entries of older versions too
-            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            written += 1
-    db.close()
-    return written, bad

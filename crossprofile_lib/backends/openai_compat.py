@@ -39,8 +39,9 @@ One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama
   (earlier versions) are found under ``sampling="server"`` and copied under the new key.
 * **A wrong key or model stops the run**: ``/v1/models`` answering 401/403, or a model the
   server does not list, stops before any call (:class:`ServerRefused`, naming the redacted URL,
-  the model and the status); calls answered 401, 403 or 404 stop it after ``stop_on_refusal``
-  (3) such answers in a row (0 = off).
+  the model and the status); a call answered 401 or 403 stops it at once (a refused key refuses
+  every call: no result is written as an answer), calls answered 404 after ``stop_on_refusal``
+  (3) such answers in a row (0 = off, for all three).
 
 * Budgets (``tokenizer``): by default (``auto``) the served model's own tokenizer through the
   server's tokenize endpoint (vLLM ``/tokenize``, llama.cpp ``/tokenize``, llama-cpp-python
@@ -67,22 +68,33 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
-import os
-import socket
-import sys
 import threading
 import time
-import warnings
-from email.utils import parsedate_to_datetime
 from typing import Callable, Optional, Sequence
-from urllib.parse import urlsplit
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.concurrency import NEUTRAL, OVERLOAD, Pool, parse_concurrency
+from crossprofile_lib.backends.cache import is_blank
+from crossprofile_lib.backends.concurrency import Pool, parse_concurrency
+from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported: the failures' names)
+    KEY_REFUSALS,
+    REFUSAL_STATUSES,
+    RETRY_AFTER_MAX,
+    MalformedResponse,
+    Refusals,
+    RetryWaves,
+    ServerRefused,
+    ServerUnreachable,
+    _connect_failure,
+    _env,
+    _outcome,
+    _retryable,
+    base_url_problem,
+    retry_after,
+    run_coroutine,
+)
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
     TOP_LOGPROBS,
@@ -94,27 +106,11 @@ from crossprofile_lib.backends.llm import (
     decision_regex,
     score_text,
 )
+from crossprofile_lib.backends.served import _basename, probe_models, server_tokenizer  # noqa: F401
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
-from crossprofile_lib.task.tokenizer import ServerTokenizer, default_tokenizer, get_tokenizer, probe_servers
+from crossprofile_lib.task.tokenizer import get_tokenizer
 
-
-class MalformedResponse(Exception):
-    """The server answered 200 with a body that is not a usable completion."""
-
-
-class ServerUnreachable(RuntimeError):
-    """The circuit breaker: the first attempts all failed to connect (no server answered)."""
-
-
-class ServerRefused(ServerUnreachable):
-    """A wrong key or model: the server answered 401, 403 or 404 (model not found). A subclass of
-    :class:`ServerUnreachable`, so every caller that stops on a dead server stops on it too."""
-
-
-#: the statuses that stop a run early (see the module doc)
-REFUSAL_STATUSES = {401: "unauthorized: a wrong or missing API key", 403: "forbidden: the key may not use this model",
-                    404: "not found: a wrong model name, or no such endpoint on this server"}
 #: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
 PAPER_SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 #: ... and as llama.cpp (``repeat_penalty``) and vLLM (``repetition_penalty``) extra fields
@@ -127,118 +123,7 @@ TOKENIZER_FALLBACKS = ("error", "offline")
 _MODELS_SEEN: dict = {}
 
 
-def _basename(x) -> Optional[str]:
-    """The last path part of a model id or path (``/models/Qwen2.5-7B`` -> ``Qwen2.5-7B``)."""
-    return str(x).rstrip("/").rsplit("/", 1)[-1] if x else None
-
-
-def _connect_failure(e: BaseException) -> bool:
-    """No server took the connection (refused, unreachable, connect timeout). A connection reset
-    or dropped after it was accepted is not one: a server is there, and the retry is transient."""
-    import openai
-    if not isinstance(e, openai.APIConnectionError):
-        return False
-    cause = e.__cause__ or e.__context__
-    if cause is None:
-        return not isinstance(e, openai.APITimeoutError)
-    # the HTTP library's ConnectError / ConnectTimeout, by name (the openai client may bundle its own httpx)
-    return bool({c.__name__ for c in type(cause).__mro__} & {"ConnectError", "ConnectTimeout"}) or isinstance(
-        cause, (ConnectionRefusedError, socket.gaierror))
-
-
-def base_url_problem(url: str) -> Optional[str]:
-    """Why ``url`` cannot be a server's base URL (None when it can): an ``http``/``https`` URL with a
-    host and, if given, a numeric port (an invalid IPv6 literal such as ``http://[::1/v1`` is named)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-        host = parts.hostname
-    except ValueError as e:
-        return f"not a valid URL ({e})"
-    if parts.scheme not in ("http", "https"):
-        return "must start with http:// or https://"
-    if not host:
-        return "has no host name"
-    return None
-
-
-#: The longest ``Retry-After`` honoured (seconds); a longer one waits this long.
-RETRY_AFTER_MAX = 600.0
-
-
-def retry_after(e: BaseException) -> Optional[float]:
-    """Seconds a 429/503 answer asks the client to wait (``Retry-After`` in seconds or as an HTTP
-    date, or ``retry-after-ms``), else None."""
-    resp = getattr(e, "response", None)
-    headers = getattr(resp, "headers", None)
-    if headers is None:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000)
-        v = headers.get("retry-after")
-        if v is None:
-            return None
-        try:
-            return max(0.0, float(v))
-        except ValueError:
-            return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _env(names: Sequence[str]) -> Optional[str]:
-    for n in names:
-        v = os.environ.get(n)
-        if v:
-            return v
-    return None
-
-
-def _retryable(e: BaseException) -> bool:
-    import openai
-    if isinstance(e, (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
-                      MalformedResponse, json.JSONDecodeError, asyncio.TimeoutError)):
-        return True
-    if isinstance(e, openai.APIStatusError):
-        return e.status_code == 429 or e.status_code == 408 or e.status_code >= 500
-    return False
-
-
-def _outcome(e: BaseException) -> str:
-    """How a failed attempt moves its URL's concurrency limit: overload (429, 503, timeouts,
-    dropped connections) or neutral."""
-    import openai
-    if isinstance(e, (openai.APIConnectionError, asyncio.TimeoutError)):
-        return OVERLOAD
-    if isinstance(e, openai.APIStatusError) and e.status_code in (429, 503):
-        return OVERLOAD
-    return NEUTRAL
-
-
-def run_coroutine(coro):
-    """Run ``coro`` to completion, also from inside a running event loop (Jupyter)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict = {}
-
-    def target():
-        try:
-            box["v"] = asyncio.run(coro)
-        except BaseException as e:  # re-raised in the caller's thread
-            box["e"] = e
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if "e" in box:
-        raise box["e"]
-    return box.get("v")
-
-
-class OpenAICompatBackend(LLMBackend):
+class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
     """See module doc."""
 
     provider = "openai"
@@ -325,54 +210,8 @@ class OpenAICompatBackend(LLMBackend):
 
     def _server_tokenizer(self, required: bool):
         """(tokenizer, source) for budgets: the server's own (see the module doc); never another silently."""
-        if self.provider == "deepseek" and self.base_urls == [self.default_base_url] and not required:
-            off = default_tokenizer()
-            print(f"notice: {self.name}: budgets use the offline approximation {off.name} (the hosted DeepSeek "
-                  f"API has no tokenize endpoint); pass --tokenizer PATH/tokenizer.json for the model's own",
-                  file=sys.stderr)
-            return off, "offline approximation (the hosted DeepSeek API has no tokenize endpoint)"
-        tok, why, state = probe_servers(self.base_urls, self.model, self._api_key, self.tokenize_timeout,
-                                        store=None)
-        why = self._scrub(why)
-        if state == "refused":
-            raise ServerRefused(f"backend {self.name}: the server at {self.shown_urls} refused the key for model "
-                                f"'{self.model}' ({why}); check CROSSPROFILE_API_KEY / {self.service}_API_KEY")
-        # counts are kept per served model (a new model under the same name has its own), found again
-        # from the cache's record of it when no server answers
-        served = self.served_model()
-        tag = "@" + json.dumps(served, sort_keys=True, separators=(",", ":")) if served else ""
-        kinds = [f"server:{k}:{self.model}{tag}" for k in ("llama-cpp-python", "vllm", "llama.cpp")]
-        stored = [n for n in self.cache.stored_tokenizers(f":{self.model}{tag}") if n in kinds]
-        store = self.cache.token_store(stored[0]) if stored else None
-        if tok is not None:
-            tok.store = self.cache.token_store(tok.name + tag)
-            tok.store.offset = tok.offset
-            print(f"notice: {self.name}: budgets use the served model's tokenizer ({why}); counts are kept in "
-                  f"the call cache {self.cache.path}", file=sys.stderr)
-            return tok, why
-        if state == "unreachable" and store is not None and len(store):
-            kind = stored[0].split(":")[1]
-            tok = ServerTokenizer(self.base_urls, self.model, kind, self._api_key, self.tokenize_timeout, store=store)
-            tok.offset = store.offset or 0
-            print(f"notice: {self.name}: the tokenize endpoint cannot be reached ({why}); budgets use the "
-                  f"{len(store)} token counts {tok.name} gave earlier runs (kept in the call cache {self.cache.path})",
-                  file=sys.stderr)
-            return tok, f"{tok.name} counts stored in the call cache (endpoint unreachable: {why})"
-        advice = ("pass --tokenizer qwen2.5, llama-3.1, PATH/tokenizer.json or gguf:PATH (the model's own "
-                  "tokenizer without a server; recommended for HTTP runs)")
-        if required:
-            raise ValueError(f"backend {self.name}: --tokenizer server, but {why} (at {self.shown_urls}); {advice}")
-        if self.tokenizer_fallback != "offline":
-            what = ("the servers cannot be reached" if state == "unreachable" else "no server has a tokenize endpoint")
-            err = ServerUnreachable if state == "unreachable" else ValueError
-            raise err(f"backend {self.name}: budgets are priced with the served model's tokenizer, but {what} "
-                      f"({why}) and the call cache {self.cache.path} holds no counts for '{self.model}'; "
-                      f"budgets are never changed silently: rerun when the server is up, {advice}, or pass "
-                      f"--tokenizer-fallback offline to accept the offline approximation")
-        off = default_tokenizer()
-        print(f"notice: {self.name}: budgets use the offline approximation {off.name}, not the model's own "
-              f"tokenizer ({why}; --tokenizer-fallback offline)", file=sys.stderr)
-        return off, f"offline approximation (--tokenizer-fallback offline: {why})"
+        return server_tokenizer(self, required)
+
 
     def _options_identity(self) -> dict:
         return {"chat_template": self.template.sha if self.template else None,
@@ -442,59 +281,8 @@ class OpenAICompatBackend(LLMBackend):
             return self._served or None
 
     def _probe_models(self) -> Optional[dict]:
-        import openai
-        seen, unreachable = {}, []
-        for u, shown in zip(self.base_urls, redact_url(self.base_urls)):
-            memo = (u, hashlib.sha256(self._api_key.encode()).hexdigest())
-            if memo in _MODELS_SEEN:  # once per server and key in a process, like the tokenize probe
-                data = _MODELS_SEEN[memo]
-            else:
-                data = None
-            client = openai.OpenAI(base_url=u, api_key=self._api_key, max_retries=0, timeout=self.tokenize_timeout)
-            try:
-                if data is None:
-                    data = list(client.models.list().data)
-                    _MODELS_SEEN[memo] = data
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-                raise ServerRefused(f"backend {self.name}: the server at {shown} answered HTTP {e.status_code} "
-                                    f"({REFUSAL_STATUSES[e.status_code]}) for model '{self.model}'; check "
-                                    f"CROSSPROFILE_API_KEY / {self.service}_API_KEY. Stopped before any call") from None
-            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError):
-                unreachable.append(shown)
-                continue
-            except (openai.APIError, ValueError, TypeError):
-                continue  # no usable /v1/models (a server without it): nothing to add to the identity
-            finally:
-                client.close()
-            ids = [str(getattr(m, "id", "")) for m in data]
-            match = [m for m, i in zip(data, ids) if i == self.model or _basename(i) == self.model]
-            if not match and len(data) > 1:
-                raise ServerRefused(f"backend {self.name}: the server at {shown} does not serve model '{self.model}' "
-                                    f"(HTTP 404 model not found; it serves: {', '.join(ids[:10])}). Stopped before "
-                                    f"any call")
-            if not match and not data:
-                continue
-            m = (match or data)[0]
-            extra = getattr(m, "model_extra", None) or {}
-            served = {"id": _basename(getattr(m, "id", None))}
-            if extra.get("root"):
-                served["root"] = _basename(extra["root"])
-            seen[shown] = served
-        distinct = {json.dumps(v, sort_keys=True) for v in seen.values()}
-        if len(distinct) > 1:
-            raise ValueError(f"backend {self.name}: the base URLs serve different models "
-                             f"({'; '.join(f'{k}: {v}' for k, v in seen.items())}); one run needs one model")
-        if seen:
-            served = next(iter(seen.values()))
-            self.cache.set_served_model(self.provider, self.model, served)
-            return served
-        if unreachable:
-            stored = self.cache.served_model(self.provider, self.model)
-            if stored:
-                print(f"notice: {self.name}: no server answered GET /v1/models ({', '.join(unreachable)}); the "
-                      f"served model recorded in the call cache keys the calls: {stored}", file=sys.stderr)
-            return stored
-        return None
+        return probe_models(self, _MODELS_SEEN)
+
 
     def _scrub(self, text: str) -> str:
         """``text`` without the key, secret URL parts or unredacted URLs."""
@@ -531,6 +319,8 @@ class OpenAICompatBackend(LLMBackend):
                 top = resp.choices[0].logprobs.top_logprobs[0]
             except (AttributeError, IndexError, TypeError) as e:
                 raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
+            if not top:  # no token at all: a transient server fault, never an answer to cache
+                raise MalformedResponse("completion with empty top_logprobs")
             lps = choice_logprobs(dict(top), r.choices)
             text = score_text(r, best_choice(lps, list(r.choices)))
         else:
@@ -542,7 +332,7 @@ class OpenAICompatBackend(LLMBackend):
                 text = resp.choices[0].message.content
             except (AttributeError, IndexError, TypeError) as e:
                 raise MalformedResponse(f"chat completion without choices ({type(e).__name__})") from None
-            if text is None or not text.strip():  # a transient server fault, never an answer to cache
+            if text is None or is_blank(text):  # a transient server fault, never an answer to cache
                 raise MalformedResponse("chat completion with empty content")
             lps = None
         u = getattr(resp, "usage", None)
@@ -582,22 +372,6 @@ class OpenAICompatBackend(LLMBackend):
         finally:
             self._retry_done(j)
 
-    def _refused(self, e: BaseException, k: int) -> None:
-        """Count 401/403/404 answers; after ``stop_on_refusal`` in a row, stop the run (:class:`ServerRefused`)."""
-        import openai
-        status = e.status_code if isinstance(e, openai.APIStatusError) else None
-        if status not in REFUSAL_STATUSES or self.stop_on_refusal <= 0:
-            return
-        self._refusals += 1
-        if self._refusals >= self.stop_on_refusal and self._tripped is None:
-            shown = redact_url(self.base_urls)[k if k is not None else 0]
-            self._tripped = ServerRefused(
-                f"backend {self.name}: the server at {shown} answered HTTP {status} ({REFUSAL_STATUSES[status]}) "
-                f"to {self._refusals} calls in a row for model '{self.model}' ({self._scrub(str(e))[:200]}); "
-                f"stopped early (stop_on_refusal={self.stop_on_refusal}); no finished call is lost (they are in "
-                f"the call cache {self.cache.path})")
-            raise self._tripped from None
-
     async def _attempt(self, client, k: int, r: ChatRequest) -> ChatResult:
         """One HTTP attempt; feeds the circuit breaker (see module doc)."""
         try:
@@ -620,29 +394,7 @@ class OpenAICompatBackend(LLMBackend):
         self._reached[k] = True
         return res
 
-    # -- retry waves (progress bar, or stderr without one) --
-    def _retrying(self, j: int, state) -> None:
-        self._waves[j] = state.attempt_number
-        exc = state.outcome.exception() if state.outcome is not None else None
-        self._last_error = self._scrub(type(exc).__name__) if exc is not None else ""
-        self._show_waves()
 
-    def _retry_done(self, j: int) -> None:
-        if self._waves.pop(j, None) is not None:
-            self._show_waves()
-
-    def _show_waves(self) -> None:
-        wave = max(self._waves.values(), default=0)
-        text = (f"retrying {len(self._waves)} call{'s' if len(self._waves) != 1 else ''} (wave {wave}/"
-                f"{self.max_retries}; last: {self._last_error})" if self._waves else "")
-        bar = getattr(self, "_bar", None)
-        if bar is not None and not bar.disable:
-            if getattr(self, "_bar_base", (None,))[0] is not bar:
-                self._bar_base = (bar, bar.desc)
-            bar.set_description_str(self._bar_base[1] + (f" | {text}" if text else ""), refresh=True)
-        elif wave > self._wave_shown:
-            print(f"{self.name}: {text} at {self.shown_urls}", file=sys.stderr, flush=True)
-        self._wave_shown = max(self._wave_shown, wave)
 
     async def _run(self, requests: Sequence[ChatRequest], on_done) -> None:
         import openai
@@ -676,28 +428,9 @@ class OpenAICompatBackend(LLMBackend):
         run_coroutine(self._run(requests, on_done))
 
 
-#: DeepSeek model ids retired by DeepSeek (id -> last day served), as checked on 2026-12-01 against
-#: api-docs.deepseek.com (README, "DeepSeek model names"): naming one warns before any call.
-DEEPSEEK_RETIRED = {"deepseek-chat": "2026-07-24", "deepseek-reasoner": "2026-07-24"}
-
-
-class RetiredModelWarning(UserWarning):
-    """A model id its provider has retired (the server will most likely refuse it)."""
-
-
-class DeepSeekBackend(OpenAICompatBackend):
-    """``deepseek/<model>``: temperature 0 (every request), thinking off, ``generate`` mode. Default
-    model ``deepseek-flash`` (DeepSeek-V4.1-Flash); the paper's Pro is ``deepseek-v4-pro``."""
-
-    provider = "deepseek"
-    service = "DEEPSEEK"
-    default_base_url = "https://api.deepseek.com"
-    preset_extra_body = {"thinking": {"type": "disabled"}}
-    supported_modes = ("generate",)
-
-    def __init__(self, model: str, *args, **kwargs):
-        if model in DEEPSEEK_RETIRED:
-            warnings.warn(f"backend deepseek/{model}: DeepSeek retired the model id '{model}' after "
-                          f"{DEEPSEEK_RETIRED[model]} (checked 2026-12-01); use deepseek/deepseek-flash "
-                          "(V4.1-Flash) or deepseek/deepseek-v4-pro", RetiredModelWarning, stacklevel=2)
-        super().__init__(model, *args, **kwargs)
+def __getattr__(name: str):
+    """The DeepSeek preset's names, from :mod:`.deepseek` (imported on first use: it subclasses this module's backend)."""
+    if name in ("DeepSeekBackend", "DEEPSEEK_RETIRED", "RetiredModelWarning"):
+        from crossprofile_lib.backends import deepseek
+        return getattr(deepseek, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

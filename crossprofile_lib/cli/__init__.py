@@ -45,12 +45,22 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from crossprofile_lib.cli.args import policy_file_values
     if policy_file_values(argv):  # your own policies are registered before --policies is parsed
-        from crossprofile_lib.cli.args import preload_policy_files
+        from crossprofile_lib.cli.args import ArgError, policy_timeout, policy_timeout_value, preload_policy_files
         from crossprofile_lib.policies.plugins import PolicyFileError
+        t = policy_timeout_value(argv)
+        try:
+            if t is not None:
+                policy_timeout(t)
+        except ArgError as e:
+            print(f"crossprofile: error: argument --policy-timeout: {e}. Nothing was run.", file=sys.stderr)
+            return 2
         try:
             preload_policy_files(argv)
         except PolicyFileError as e:
             print(f"crossprofile: error: argument --policy-file: {e}. Nothing was run.", file=sys.stderr)
+            return 2
+        except ValueError as e:  # CROSSPROFILE_POLICY_TIMEOUT
+            print(f"crossprofile: error: {e}. Nothing was run.", file=sys.stderr)
             return 2
     try:
         args = build_parser(argv).parse_args(argv)

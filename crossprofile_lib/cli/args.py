@@ -20,6 +20,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from crossprofile_lib.cli.policy_files import (  # noqa: F401  (re-exported)
+    POLICY_FILE_HELP,
+    add_policy_file_option,
+    policy_file_values,
+    policy_timeout,
+    policy_timeout_value,
+    preload_policy_files,
+)
 from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
 from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
@@ -187,41 +195,6 @@ def ablations(s: str) -> list[str]:
 def names(s: str) -> list[str]:
     """argparse type: a non-empty comma-separated list of distinct names (task ids, ...)."""
     return _items(s, "name", "a,b")
-
-
-# --- policy files (your own memory policy) ---------------------------------------------------
-
-POLICY_FILE_HELP = ("a Python file (or module:object) defining POLICY or POLICIES, memory policies of your own "
-                    "(book/reference-policies.md); repeatable; loaded and checked before anything else")
-
-
-def add_policy_file_option(p) -> None:
-    """``--policy-file FILE`` (repeatable). Its values are loaded by :func:`preload_policy_files` before the
-    command line is parsed, so ``--policies Mine`` is checked against a registry that knows ``Mine``."""
-    p.add_argument("--policy-file", dest="policy_files", action="append", default=[], metavar="FILE",
-                   help=POLICY_FILE_HELP)
-
-
-def policy_file_values(argv) -> list[str]:
-    """The values of every ``--policy-file X`` / ``--policy-file=X`` in ``argv``, in order."""
-    out, it = [], iter(argv)
-    for a in it:
-        if a == "--":
-            break
-        if a == "--policy-file":
-            v = next(it, None)
-            if v is not None:
-                out.append(v)
-        elif a.startswith("--policy-file="):
-            out.append(a.partition("=")[2])
-    return out
-
-
-def preload_policy_files(argv) -> list:
-    """Load (and check) the policy files named in ``argv``; raises ``PolicyFileError`` naming the file and
-    the rule."""
-    from crossprofile_lib.policies.plugins import load_all
-    return load_all(policy_file_values(argv))
 
 
 # --- backends --------------------------------------------------------------------------------

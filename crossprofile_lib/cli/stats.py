@@ -23,6 +23,10 @@ def _cmd_stats(args) -> int:
     try:
         header = read_header(args.dir)
     except ResultsError as e:
+        if (run_folder(args.dir) / "run.json").exists():  # there but damaged: what it records (policy files,
+            print(f"error: {e}; restore the run's run.json (or rerun the grid) before its statistics",  # templates)
+                  file=sys.stderr)                                                                 # is unknown
+            return 2
         print(f"notice: {e}; the social-proof fit rebuilds nothing without it", file=sys.stderr)
         header = {}
     header = header if isinstance(header, dict) else {}

@@ -214,7 +214,8 @@ def load_hiddenbench(path: Optional[str | Path] = None, strict: bool = False) ->
         raw_bytes = read_bytes(p, HIDDENBENCH_MAX_BYTES, what="HiddenBench file")
         raw = parse_json(p, decode_text(p, raw_bytes, check_chars=False), check=False)
     except InputError as e:
-        raise HiddenBenchError(p, "-", e.field, f"{e.rule}: {e.detail}") from None
+        shown = p if path or not os.environ.get(ENV_VAR) else f"{p} (${ENV_VAR})"  # where the path came from
+        raise HiddenBenchError(shown, "-", e.field, f"{e.rule}: {e.detail}") from None
     if not isinstance(raw, list):
         raise HiddenBenchError(p, "-", "<file>", f"must be a JSON array of tasks, found {type(raw).__name__}")
     tasks, errors, seen = [], [], {}
@@ -245,6 +246,8 @@ def select_tasks(data: HiddenBenchData, ids: Optional[list[str]] = None, limit: 
         known = {t.id for t in tasks}
         unknown = [i for i in ids if i not in known]
         if unknown:
-            raise ValueError(f"{data.path}: unknown task id(s) {unknown}")
+            ids_there = ", ".join(t.id for t in tasks[:20]) + (", ..." if len(tasks) > 20 else "")
+            raise ValueError(f"argument --tasks: unknown task id(s) {', '.join(unknown)}: {data.path} holds no such "
+                             f"valid task (rule: each id must be a valid task's id; ids there: {ids_there or 'none'})")
         tasks = [t for t in tasks if t.id in set(ids)]
     return tasks[:limit] if limit else tasks

@@ -153,7 +153,8 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
     data = load_hiddenbench(cfg.hiddenbench)
     tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)
     if not tasks:
-        raise ValueError(f"{data.path}: no valid task to run ({len(data.errors)} malformed record(s))")
+        first = "; ".join(str(e) for e in data.errors[:3]) + ("; ..." if len(data.errors) > 3 else "")
+        raise ValueError(f"{data.path}: no valid task to run ({len(data.errors)} malformed record(s): {first})")
     backend = backend or backend_for(cfg)
     out = Path(out_dir)
     (out / "artefacts").mkdir(parents=True, exist_ok=True)

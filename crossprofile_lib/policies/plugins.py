@@ -29,7 +29,22 @@ before any work starts):
   a model, so it gets no trial; its memories are checked when they are built.
 
 The same checks run on every memory a plug-in policy builds during a run (:func:`check_memory`), so a
-policy that misbehaves on some other task stops with the same message.
+policy that misbehaves on some other task stops with the same message. Besides, every call into the
+file's code (its import, ``order``, ``packer``, ``build``) is guarded (:func:`guard`):
+
+* ``raises``: an exception in the user's code is refused naming the file, the policy, the function and
+  its line (rule ``trial`` while the loader tries it, ``memory`` during a run), never a traceback;
+* ``time``: a call that runs longer than the time limit (:func:`time_limit`: ``--policy-timeout``,
+  else ``$CROSSPROFILE_POLICY_TIMEOUT``, else :data:`DEFAULT_TIMEOUT` seconds; 0 turns it off) is
+  stopped and refused. The limit is a ``SIGALRM`` timer (``setitimer``) on the main thread, which
+  interrupts pure-Python loops and sleeps; code called from another thread (or a C extension that
+  never returns to the interpreter) runs without a limit;
+* ``budget``: a ``build`` policy's memory text is recounted with the run's tokenizer; a budgeted one
+  over its budget is refused whatever ``tokens`` it reports;
+* ``facts``: every line of an ``unbudgeted`` policy's memory text must come from the discussion --
+  appear in the transcript or hold the text of a claim of the claim list (labels and list marks around
+  it are fine); a line stating anything else is refused, quoted. (A ``generated`` policy's text is the
+  model's own words and is not checked line by line.)
 
 :func:`sources` lists what was loaded (path, SHA-256 of the file, the policies it registered): the run
 header records it (``run.json``: ``policy_files``), so a result names the file that produced it.
@@ -42,7 +57,6 @@ import importlib
 import importlib.util
 import re
 import sys
-import traceback
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Optional
@@ -58,6 +72,18 @@ from crossprofile_lib.policies.checks import (  # noqa: F401  (re-exported)
     PolicySource,
     check_memory,
     check_order,
+)
+from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
+    DEFAULT_TIMEOUT,
+    TIMEOUT,
+    TIMEOUT_ENV,
+    Guard,
+    _guarded,
+    _Overtime,
+    _where,
+    foreign_line,
+    limited,
+    time_limit,
 )
 from crossprofile_lib.policies.registry import _SPEC, REGISTRY, UNKNOWN_BASE_HOOKS, Policy, parse_policy
 from crossprofile_lib.policies.select import select_memory
@@ -87,14 +113,6 @@ def sha256_of(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _where(exc: BaseException, path: str) -> str:
-    """``line N`` of ``path`` where ``exc`` was raised (the innermost frame in that file), or ''."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == Path(path).resolve()]
-    if isinstance(exc, SyntaxError) and exc.lineno:
-        return f" (line {exc.lineno})"
-    return f" (line {frames[-1].lineno})" if frames else ""
-
-
 def _exec_file(path: Path, label: str):
     if not path.exists():
         raise PolicyFileError(label, "exists", "no such file")
@@ -106,7 +124,11 @@ def _exec_file(path: Path, label: str):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look their module up
     try:
-        spec.loader.exec_module(mod)
+        with limited(label, "importing it"):
+            spec.loader.exec_module(mod)
+    except PolicyFileError:
+        sys.modules.pop(name, None)
+        raise
     except BaseException as e:  # noqa: BLE001  (a user's file may raise anything, SystemExit included)
         sys.modules.pop(name, None)
         raise PolicyFileError(label, "import", f"importing it failed: {type(e).__name__}: {e}{_where(e, str(path))}"
@@ -194,7 +216,7 @@ def _register(policies: list[Policy], source: PolicySource, label: str) -> Polic
     for p in policies:
         _check_declaration(p, label)
     for p in policies:
-        REGISTRY[p.name] = p
+        REGISTRY[p.name] = _guarded(p, label, source.path)
         PLUGINS[p.name] = source
     try:
         _trial(policies, label)

@@ -1,0 +1,165 @@
+"""The guard around a policy file's code (:mod:`.plugins`): every call into it (its import, ``order``,
+``packer``, ``build``) runs under a time limit, its exceptions and a ``build``'s memory are refused as
+:class:`~.checks.PolicyFileError` naming the file and the rule (``time``, ``trial``/``memory``,
+``type``, ``budget``, ``facts``; the rules are listed in :mod:`.plugins`).
+
+The time limit (:func:`time_limit`: ``--policy-timeout``, else ``$CROSSPROFILE_POLICY_TIMEOUT``, else
+:data:`DEFAULT_TIMEOUT` seconds; 0: none) is a ``SIGALRM`` timer (``setitimer``) on the main thread:
+it interrupts pure-Python loops and sleeps, and :class:`_Overtime` is a ``BaseException``, so the user's
+``except Exception`` cannot keep it. Code called from another thread runs without a limit.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import signal
+import threading
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+from crossprofile_lib.policies.checks import TRIAL, PolicyFileError, check_memory
+from crossprofile_lib.policies.registry import Policy
+
+#: Seconds one call into a policy file's code may take (its import, ``order``, ``packer``, ``build``).
+DEFAULT_TIMEOUT = 30.0
+TIMEOUT_ENV = "CROSSPROFILE_POLICY_TIMEOUT"
+#: ``--policy-timeout`` (None: the environment, else the default)
+TIMEOUT: list = [None]
+
+
+def time_limit() -> float:
+    """The time limit in seconds (0: none): ``--policy-timeout``, else ``$CROSSPROFILE_POLICY_TIMEOUT``,
+    else :data:`DEFAULT_TIMEOUT`. A bad environment value raises ``ValueError`` naming it."""
+    if TIMEOUT[0] is not None:
+        return float(TIMEOUT[0])
+    v = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not v:
+        return DEFAULT_TIMEOUT
+    try:
+        t = float(v)
+    except ValueError:
+        t = math.nan
+    if not math.isfinite(t) or t < 0 or t > 86_400:
+        raise ValueError(f"{TIMEOUT_ENV}={v}: must be a number of seconds in [0, 86400] (0: no limit)")
+    return t
+
+
+class _Overtime(BaseException):
+    """Raised by the timer inside user code (a BaseException: ``except Exception`` there cannot keep it)."""
+
+
+@contextmanager
+def limited(label: str, what: str):
+    """Run the block under the time limit (see the module doc); overtime raises :class:`PolicyFileError`
+    (rule ``time``) naming ``label`` and ``what``."""
+    seconds = time_limit()
+    usable = (seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_REAL)[0] == 0)  # never inside another timer
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _Overtime()
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Overtime:
+        raise PolicyFileError(label, "time", f"{what} ran longer than the time limit of {seconds:g} s (an endless "
+                              f"loop?) and was stopped; raise the limit with --policy-timeout SECONDS or "
+                              f"{TIMEOUT_ENV} (0: none)") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _where(exc: BaseException, path: str) -> str:
+    """``line N`` of ``path`` where ``exc`` was raised (the innermost frame in that file), or ''."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == Path(path).resolve()]
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        return f" (line {exc.lineno})"
+    return f" (line {frames[-1].lineno})" if frames else ""
+
+
+class Guard:
+    """A policy file's function as the registry calls it: under the time limit, its exceptions refused as
+    :class:`PolicyFileError` (rule ``trial``/``memory``), a ``build``'s memory recounted and checked against
+    the discussion (see the module doc). Picklable when the function is."""
+
+    def __init__(self, fn, label: str, path: str, policy: str, what: str, kind: str):
+        self.fn, self.label, self.path, self.policy, self.what, self.kind = fn, label, path, policy, what, kind
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        what = f"policy '{self.policy}': {self.what}()"
+        with limited(self.label, what):
+            try:
+                out = self.fn(*args, **kwargs)
+            except (PolicyFileError, _Overtime):
+                raise
+            except Exception as e:  # noqa: BLE001  (the user's code)
+                raise PolicyFileError(self.label, "trial" if TRIAL[0] else "memory",
+                                      f"{what} raised {type(e).__name__}: {e}{_where(e, self.path)}") from None
+        if self.what == "build":
+            self._check_built(args[0] if args else kwargs.get("spec"), args[1] if len(args) > 1 else
+                              kwargs.get("inputs"), out)
+        return out
+
+    def _refuse(self, rule: str, message: str):
+        return PolicyFileError(self.label, rule, f"policy '{self.policy}': {message}")
+
+    def _check_built(self, spec, inputs, mem) -> None:
+        from crossprofile_lib.task.memory import Memory
+        if not isinstance(mem, Memory):
+            raise self._refuse("type", f"build() returned a {type(mem).__name__}, not a "
+                               f"crossprofile_lib.task.memory.Memory")
+        if not isinstance(mem.text, str):
+            raise self._refuse("type", f"build() returned a memory whose text is a {type(mem.text).__name__}, "
+                               f"not a str")
+        if spec is not None and getattr(inputs, "claims", None) is not None:
+            check_memory(spec, mem, inputs.claims, getattr(inputs, "budget", None))  # kept claims: trial/memory
+        tok, budget = getattr(inputs, "tokenizer", None), getattr(inputs, "budget", None)
+        if tok is not None and budget is not None and spec is not None and spec.budgeted:
+            n = tok.count(mem.text) if mem.text else 0
+            if n > budget:
+                raise self._refuse("budget", f"its memory text is {n} tokens by the run's tokenizer "
+                                   f"({getattr(tok, 'name', type(tok).__name__)}), over its budget of {budget} tokens "
+                                   f"(it reported {mem.tokens})")
+        if self.kind == "unbudgeted" and inputs is not None:
+            line = foreign_line(mem.text, getattr(inputs, "claims", None), getattr(inputs, "transcript", None))
+            if line is not None:
+                raise self._refuse("facts", f"line {line[0]} of its memory text is in neither the discussion nor "
+                                   f"the claim list: {line[1]!r:.160} (a memory may only state what was said)")
+
+
+_MARKS = re.compile(r"^[\s\-*\u2022>#\d.)]*(?:[A-Za-z][\w-]{0,15}\s*:\s*)?")
+
+
+def foreign_line(text: str, cl, transcript) -> Optional[tuple[int, str]]:
+    """The first line of ``text`` (its number, itself) that comes from neither the discussion nor the
+    claim list (see the module doc, rule ``facts``); None when every line does."""
+    said = transcript.render() if transcript is not None else ""
+    claims = [c.text for c in (cl.claims if cl is not None else ())]
+    for i, line in enumerate(str(text).splitlines(), 1):
+        s = line.strip()
+        if not any(ch.isalnum() for ch in s):
+            continue
+        body = _MARKS.sub("", s).strip()
+        if s in said or (body and body in said) or any(c and c in s for c in claims):
+            continue
+        return i, s
+    return None
+
+
+def _guarded(p: Policy, label: str, path: str) -> Policy:
+    """``p`` with its functions wrapped in :class:`Guard`."""
+    import dataclasses
+    fields = {k: Guard(getattr(p, k), label, path, p.name, k, p.kind) for k in ("order", "packer", "build")
+              if callable(getattr(p, k))}
+    return dataclasses.replace(p, **fields)

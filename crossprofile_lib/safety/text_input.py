@@ -1,0 +1,227 @@
+"""The safe-input layer's file and character rules (:mod:`crossprofile_lib.safety.inputs`, which
+re-exports every name here): the size caps, :class:`InputError` / :class:`TemplateError`, the
+character rules (:func:`bad_char`), reading bytes and text (:func:`read_bytes`, :func:`decode_text`,
+:func:`read_text`) and path names that can never name a file (:func:`path_problem`,
+:func:`input_file_problem`). The rules are listed in :mod:`crossprofile_lib.safety.inputs`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import unicodedata
+from pathlib import Path
+from typing import Optional
+
+MAX_BYTES = 64 * 1024   # a template: the largest real one is under 4 KiB
+MAX_DEPTH = 8           # a template needs 3 (root -> facts -> fact -> value)
+#: Caps of the other kinds of input file (bytes).
+HIDDENBENCH_MAX_BYTES = 64 * 1024 * 1024   # the public file is about 0.3 MB
+PREREG_MAX_BYTES = 1024 * 1024             # the bundled prereg.yaml is 5 KB
+CHAT_TEMPLATE_MAX_BYTES = 1024 * 1024      # a Jinja chat template: a few KB
+TOKENIZER_CONFIG_MAX_BYTES = 16 * 1024 * 1024   # tokenizer_config.json (may embed an added-token table)
+JSON_MAX_DEPTH = 32
+MAX_INT_DIGITS = 30
+SUFFIX = ".yaml"
+_CANDIDATE_SUFFIXES = (".yaml", ".yml")  # what a folder walk picks up (".yml" only to refuse it)
+_CORE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+_ALLOWED_CONTROLS = frozenset("\t\n\r")
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs"})
+
+
+class InputError(ValueError):
+    """An input file broke a rule. ``str()`` names the file, the field and the rule."""
+
+    def __init__(self, path, field: str, rule: str, message: str):
+        self.path, self.field, self.rule, self.detail = str(path), field, rule, message
+        super().__init__(f"{path}: field '{field}': {rule}: {message}")
+
+
+class TemplateError(InputError):
+    """A template broke a rule. ``str()`` names the file, the field and the rule."""
+
+
+class _Refused(Exception):
+    def __init__(self, rule: str, field: str, message: str):
+        self.rule, self.field, self.message = rule, field, message
+        super().__init__(message)
+
+
+def _where(mark) -> str:
+    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+
+
+# --- characters ------------------------------------------------------------------------------
+
+def bad_char(text: str):
+    """``(index, char)`` of the first control, invisible, private-use, surrogate or unassigned
+    character (tab, newline and carriage return are allowed), else None."""
+    for i, ch in enumerate(text):
+        if ch in _ALLOWED_CONTROLS or ch.isascii() and ch.isprintable():
+            continue
+        if unicodedata.category(ch) in _BAD_CATEGORIES:
+            return i, ch
+    return None
+
+
+_bad_char = bad_char  # the name earlier modules used
+
+
+def describe_char(ch: str) -> str:
+    return f"character U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')}, category {unicodedata.category(ch)})"
+
+
+_describe_char = describe_char
+
+
+def _check_text(path, text: str, error=InputError) -> None:
+    bad = bad_char(text)
+    if bad:
+        i, ch = bad
+        line = text.count("\n", 0, i) + 1
+        col = i - (text.rfind("\n", 0, i) + 1) + 1
+        raise error(path, "<file>", "file (control characters)",
+                    f"{describe_char(ch)} at line {line}, column {col}: control, invisible and "
+                    "unassigned characters are not allowed")
+
+
+# --- bytes and text --------------------------------------------------------------------------
+
+def _errname(e: OSError) -> str:
+    return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+
+
+def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (rules ``file (not a regular file)``,
+    ``file (unreadable)``, ``file (size limit)``; see the module doc). Never blocks on a FIFO and
+    never reads more than ``max_bytes + 1`` bytes."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise error(path, "<file>", "file (not a regular file)",
+                        f"{kind}; a {what} must be a regular file")
+        if st.st_size > max_bytes:
+            raise error(path, "<file>", "file (size limit)",
+                        f"{st.st_size} bytes; a {what} holds at most {max_bytes} bytes")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
+                raise error(path, "<file>", "file (not a regular file)", f"a {what} must be a regular file")
+            chunks, n = [], 0
+            while n <= max_bytes:
+                b = os.read(fd, min(1 << 20, max_bytes + 1 - n))
+                if not b:
+                    break
+                chunks.append(b)
+                n += len(b)
+            data = b"".join(chunks)
+        finally:
+            os.close(fd)
+    except (InputError, error):
+        raise
+    except (OSError, ValueError) as e:  # ValueError: an embedded NUL in the name
+        if isinstance(e, OSError) and e.errno == errno.ENOENT:
+            msg = "cannot read: no such file"
+        elif isinstance(e, OSError):
+            msg = f"cannot read: {e.strerror or e} ({_errname(e)})"
+        else:
+            msg = f"cannot read: {e}"
+        raise error(path, "<file>", "file (unreadable)", msg) from None
+    if len(data) > max_bytes:
+        raise error(path, "<file>", "file (size limit)", f"more than {max_bytes} bytes")
+    return data
+
+
+def decode_text(path, data: bytes, error=InputError, check_chars: bool = True) -> str:
+    """``data`` as strict UTF-8 (a UTF-8 byte-order mark is dropped; UTF-16/32 and other encodings
+    are named), then the control-character rule unless ``check_chars`` is false."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                      (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+        if data.startswith(bom):
+            raise error(path, "<file>", "file (encoding)", f"the file is {name}; save it as UTF-8")
+    if data.count(b"\x00") * 4 > len(data):
+        raise error(path, "<file>", "file (encoding)",
+                    "NUL bytes between the characters: UTF-16 or UTF-32 without a byte-order mark (or a binary "
+                    "file); save it as UTF-8")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(path, "<file>", "file (encoding)",
+                    f"not UTF-8: byte 0x{data[e.start]:02x} at line {line} (offset {e.start}); "
+                    f"save the file as UTF-8") from None
+    if check_chars:
+        _check_text(path, text, error)
+    return text
+
+
+def read_text(path: Path | str, max_bytes: int, error=InputError, what: str = "file",
+              check_chars: bool = True) -> str:
+    """:func:`read_bytes` then :func:`decode_text`: the text of a regular UTF-8 file."""
+    return decode_text(path, read_bytes(path, max_bytes, error, what), error, check_chars)
+
+
+# --- path names ------------------------------------------------------------------------------
+
+NAME_MAX = 255     # bytes per path component (Linux, macOS)
+PATH_MAX = 4096
+
+
+def path_problem(p: Path | str) -> Optional[str]:
+    """Why ``p`` can never name a file here (None when it can): an empty name, a NUL byte, a
+    component longer than :data:`NAME_MAX` bytes, a path longer than :data:`PATH_MAX` bytes, or a
+    symbolic-link loop."""
+    s = os.fspath(p)
+    if not s.strip():
+        return "empty path"
+    if "\x00" in s:
+        return "the name holds a NUL character"
+    try:
+        raw = os.fsencode(s)
+    except UnicodeError:
+        return "the name cannot be encoded for this file system"
+    if len(raw) > PATH_MAX:
+        return f"the path is {len(raw)} bytes long (at most {PATH_MAX})"
+    long = [c for c in raw.split(b"/") if len(c) > NAME_MAX]
+    if long:
+        return (f"a name in the path is {len(long[0])} bytes long (file systems allow at most {NAME_MAX} bytes "
+                f"per name): '{os.fsdecode(long[0][:40])}...'")
+    try:
+        os.stat(s)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symbolic-link loop (the link points back at itself)"
+        if e.errno == errno.ENAMETOOLONG:
+            return "the name is too long for this file system"
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def input_file_problem(p: Path | str, max_bytes: Optional[int] = None) -> Optional[str]:
+    """Why ``p`` cannot be read as an input file (None when it can), checked without reading it:
+    :func:`path_problem`, then it exists, is a regular file (not a folder, FIFO or device), is
+    readable and (with ``max_bytes``) not larger than that."""
+    problem = path_problem(p)
+    if problem:
+        return problem
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, device or socket is never read)"
+    if not os.access(p, os.R_OK):
+        return "is not readable"
+    if max_bytes is not None and st.st_size > max_bytes:
+        return f"is {st.st_size} bytes (at most {max_bytes})"
+    return None
