@@ -24,6 +24,14 @@ Outcome per mutation:
 * ``broken`` -- pytest could not collect (exit 2-5): the mutant does not import; fix the entry;
 * ``untested`` -- ``--without`` left the mutation no test (a comparison run, not a verdict).
 
+**Development and held-out halves** (issue 34). The entries of the ``issue-34`` pool (written from the code,
+package by package) are split by :func:`draw_heldout`: a seeded ``numpy.random.Generator``
+(:data:`HELDOUT_SEED`) picks half of the pool's ids, sorted, before any result is seen; the draw is kept in
+``benchmarks/mutation/heldout.yaml`` (``--draw-heldout`` writes it once; every run checks the file against a
+fresh draw, so the held-out set cannot be hand-edited). Tests may be added for survivors of the development
+half; the held-out half's kill rate is the trial's estimate of the share of unseen single-point bugs the
+named tests catch (``--split held-out`` runs only those; ``--split development`` the rest).
+
 The report goes to ``benchmarks/results/mutation.json`` (the commit, whether the tree was dirty, the
 command, the machine's load, per mutation its outcome, time and first failing test) and a short
 ``benchmarks/results/mutation.md``. Run on demand, never in CI (it runs the selected tests ~50 times).
@@ -51,6 +59,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 FIELDS = ("id", "area", "file", "original", "replacement", "tests", "description")
+#: the seed of the held-out draw (issue 34); changing it, or the pool, invalidates the held-out estimate
+HELDOUT_SEED = 34_2026_12_02
+HELDOUT_POOL = "issue-34"
+HELDOUT_FILE = HERE / "heldout.yaml"
+SPLITS = ("all", "development", "held-out")
 FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
@@ -71,6 +84,54 @@ def load_mutations(path: Path = HERE / "mutations.yaml") -> list[dict]:
             m["tests"] = m["tests"].split()
         seen.add(m["id"])
     return items
+
+
+def draw_heldout(pool_ids, seed: int = HELDOUT_SEED) -> list[str]:
+    """Half of ``pool_ids`` (rounded down), drawn by a seeded Generator from the sorted ids; sorted."""
+    import numpy as np
+    ids = sorted(pool_ids)
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(ids), size=len(ids) // 2, replace=False)
+    return sorted(ids[int(i)] for i in pick)
+
+
+def heldout_ids(muts: list[dict], write: bool = False) -> set[str]:
+    """The held-out ids: read from :data:`HELDOUT_FILE` and checked against a fresh draw over the pool
+    (``write``: create the file when it does not exist). A pool that changed since the draw is an error
+    (its estimate would no longer be of an unseen set): add new entries to another pool instead."""
+    pool = [m["id"] for m in muts if m.get("pool") == HELDOUT_POOL]
+    if not HELDOUT_FILE.exists():
+        if not write:
+            raise SystemExit(f"{HELDOUT_FILE}: missing; draw it once with --draw-heldout (before any result)")
+        drawn = draw_heldout(pool)
+        HELDOUT_FILE.write_text(
+            "# The held-out half of the issue-34 pool (benchmarks/mutation/run.py draw_heldout): drawn by\n"
+            f"# numpy.random.default_rng({HELDOUT_SEED}).choice over the {len(pool)} sorted pool ids, before any\n"
+            "# result was seen. No test may be written from these mutations' outcomes.\n"
+            + yaml.safe_dump({"seed": HELDOUT_SEED, "pool": HELDOUT_POOL, "pool_size": len(pool), "held_out": drawn},
+                             sort_keys=False), encoding="utf-8")
+    rec = yaml.safe_load(HELDOUT_FILE.read_text(encoding="utf-8"))
+    if rec.get("seed") != HELDOUT_SEED or rec.get("pool_size") != len(pool):
+        raise SystemExit(f"{HELDOUT_FILE}: drawn with seed {rec.get('seed')} over {rec.get('pool_size')} ids; the pool "
+                         f"now has {len(pool)} (seed {HELDOUT_SEED}): the held-out set is no longer the one drawn")
+    if sorted(rec["held_out"]) != draw_heldout(pool, rec["seed"]):
+        raise SystemExit(f"{HELDOUT_FILE}: its held-out ids are not the seeded draw over the pool (edited by hand?)")
+    return set(rec["held_out"])
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a proportion k / n."""
+    if not n:
+        return float("nan"), float("nan")
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return c - h, c + h
+
+
+def package_of(path: str) -> str:
+    parts = Path(path).parts
+    return parts[1] if len(parts) > 2 and parts[0] == "crossprofile_lib" else Path(path).stem
 
 
 def git(*args: str, cwd: Path = ROOT) -> str:
@@ -141,6 +202,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="comma-separated mutation ids (default: all)")
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    ap.add_argument("--split", choices=SPLITS, default="all",
+                    help="all (default), development (all but the held-out half) or held-out (issue 34's estimate)")
+    ap.add_argument("--draw-heldout", action="store_true",
+                    help=f"write {HELDOUT_FILE.name} (the seeded held-out draw) if it does not exist, and exit")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutation's tests (default 600)")
     ap.add_argument("--nice", type=int, default=10)
     ap.add_argument("--python", default=sys.executable, help="the interpreter with the test dependencies")
@@ -151,6 +216,14 @@ def main(argv=None) -> int:
                     "with no test is reported 'untested'")
     args = ap.parse_args(argv)
     muts = load_mutations()
+    held = heldout_ids(muts, write=args.draw_heldout)
+    if args.draw_heldout:
+        print(f"{HELDOUT_FILE}: {len(held)} held-out ids (seed {HELDOUT_SEED})")
+        return 0
+    for m in muts:
+        m["split"] = "held-out" if m["id"] in held else "development"
+    if args.split != "all":
+        muts = [m for m in muts if m["split"] == args.split]
     if args.only:
         want = [x.strip() for x in args.only.split(",") if x.strip()]
         unknown = sorted(set(want) - {m["id"] for m in muts})
@@ -163,7 +236,7 @@ def main(argv=None) -> int:
             m["tests"] = [t for t in m["tests"] if not any(fnmatch.fnmatch(t.split("::")[0], p) for p in pats)]
     if args.list:
         for m in muts:
-            print(f"{m['id']:44s} {m['area']:12s} {m['file']}: {m['description']}")
+            print(f"{m['id']:44s} {m['area']:12s} {m['split']:11s} {m['file']}: {m['description']}")
         return 0
 
     commit = git("rev-parse", "HEAD").strip()
@@ -189,7 +262,8 @@ def main(argv=None) -> int:
         print(f"baseline passed in {secs:.0f} s", flush=True)
         for k, m in enumerate(muts, 1):
             orig = apply(tmp, m)
-            rec = dict(id=m["id"], area=m["area"], file=m["file"], description=m["description"], tests=m["tests"])
+            rec = dict(id=m["id"], area=m["area"], package=package_of(m["file"]), split=m["split"],
+                       pool=m.get("pool", ""), file=m["file"], description=m["description"], tests=m["tests"])
             if m.get("equivalent"):
                 rec["equivalent_argument"] = " ".join(str(m["equivalent"]).split())
             if orig is None:
@@ -229,7 +303,8 @@ def main(argv=None) -> int:
         wall_s=round((finished - started).total_seconds(), 1), python=platform.python_version(),
         cpus=os.cpu_count(), load_average_start=[round(x, 2) for x in load0],
         load_average_end=[round(x, 2) for x in os.getloadavg()], timeout_s=args.timeout, nice=args.nice,
-        baseline=baseline, counts=counts, mutations=results)
+        baseline=baseline, counts=counts, heldout=heldout_summary(results), by_package=by_package(results),
+        mutations=results)
     report = {"record": record_of(report), **report}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -238,6 +313,36 @@ def main(argv=None) -> int:
     print(f"{counts} -> {out} and {out.with_suffix('.md')}")
     bad = {k: v for k, v in counts.items() if k in ("survived", "no-longer-applies", "broken", "timeout")}
     return 1 if bad else 0
+
+
+def heldout_summary(results: list[dict]) -> dict:
+    """Kill rate of the held-out half (equivalent mutations left out of the denominator) and its interval."""
+    h = [r for r in results if r.get("split") == "held-out" and r["outcome"] != "equivalent"]
+    k = sum(r["outcome"] == "killed" for r in h)
+    lo, hi = wilson(k, len(h))
+    return dict(seed=HELDOUT_SEED, pool=HELDOUT_POOL, ran=len(h), killed=k, rate=(k / len(h) if h else None),
+                wilson_95=[lo, hi], equivalent=sum(r.get("split") == "held-out" and r["outcome"] == "equivalent"
+                                                    for r in results),
+                survived=[r["id"] for r in h if r["outcome"] != "killed"])
+
+
+def by_package(results: list[dict]) -> dict:
+    out: dict = {}
+    for r in results:
+        d = out.setdefault(r.get("package", "?"), {})
+        d[r["outcome"]] = d.get(r["outcome"], 0) + 1
+    return dict(sorted(out.items()))
+
+
+def heldout_line(h: dict) -> str:
+    """The README-ready sentence of the held-out estimate."""
+    if not h.get("ran"):
+        return "No held-out mutation ran in this trial."
+    return (f"On a held-out half of the mutations written from the code (issue 34; {h['ran']} single-point bugs "
+            f"drawn before any result by numpy.random.default_rng({h['seed']}), no test written from their outcomes), "
+            f"the named tests catch {h['killed']} of {h['ran']} ({100 * h['rate']:.0f}%; 95% Wilson interval "
+            f"{100 * h['wilson_95'][0]:.0f}-{100 * h['wilson_95'][1]:.0f}%): the trial's estimate of the share of "
+            f"unseen bugs of this kind the tests would catch.")
 
 
 def markdown(r: dict) -> str:
@@ -251,12 +356,18 @@ def markdown(r: dict) -> str:
         "",
         "Outcomes: " + ", ".join(f"{v} {k}" for k, v in sorted(r["counts"].items())) + ".",
         "",
-        "| mutation | area | outcome | caught by / argument | s |",
-        "|---|---|---|---|---|",
+        "**Held-out estimate (README line):** " + heldout_line(r.get("heldout", {})),
+        "",
+        "By package: " + "; ".join(f"{p} " + ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
+                                   for p, c in r.get("by_package", {}).items()) + ".",
+        "",
+        "| mutation | area | split | outcome | caught by / argument | s |",
+        "|---|---|---|---|---|---|",
     ]
     for m in r["mutations"]:
         why = m.get("caught_by") or m.get("equivalent_argument", "")
-        lines.append(f"| `{m['id']}`: {m['description']} | {m['area']} | {m['outcome']} | {why} | {m['seconds']:.0f} |")
+        lines.append(f"| `{m['id']}`: {m['description']} | {m['area']} | {m.get('split', '')} | {m['outcome']} | {why} "
+                     f"| {m['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
