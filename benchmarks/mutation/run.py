@@ -204,6 +204,9 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
     ap.add_argument("--split", choices=SPLITS, default="all",
                     help="all (default), development (all but the held-out half) or held-out (issue 34's estimate)")
+    ap.add_argument("--combine", nargs="+", metavar="REPORT", default=None,
+                    help="merge finished reports (e.g. the held-out run, then the development run) into --out and exit; "
+                         "the held-out estimate is taken from the first report that ran the held-out half")
     ap.add_argument("--draw-heldout", action="store_true",
                     help=f"write {HELDOUT_FILE.name} (the seeded held-out draw) if it does not exist, and exit")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutation's tests (default 600)")
@@ -215,6 +218,8 @@ def main(argv=None) -> int:
                     "'tests/test_weak_spots_*' to see what the suite caught before those tests); a mutation left "
                     "with no test is reported 'untested'")
     args = ap.parse_args(argv)
+    if args.combine:
+        return combine([Path(x) for x in args.combine], Path(args.out))
     muts = load_mutations()
     held = heldout_ids(muts, write=args.draw_heldout)
     if args.draw_heldout:
@@ -315,6 +320,33 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
+def combine(paths: list[Path], out: Path) -> int:
+    """One report from several runs of disjoint (or overlapping: later wins) sets of mutations."""
+    reps = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    by_id: dict = {}
+    for r in reps:
+        for m in r["mutations"]:
+            by_id[m["id"]] = m
+    muts = list(by_id.values())
+    counts: dict[str, int] = {}
+    for m in muts:
+        counts[m["outcome"]] = counts.get(m["outcome"], 0) + 1
+    held = next((r["heldout"] for r in reps if r.get("heldout", {}).get("ran")), heldout_summary(muts))
+    first, last = reps[0], reps[-1]
+    report = dict(first, what=first["what"] + f" (combined from {', '.join(p.name for p in paths)})",
+                  command=" ; ".join(r["command"] for r in reps), finished=last["finished"],
+                  wall_s=round(sum(r["wall_s"] for r in reps), 1), load_average_end=last["load_average_end"],
+                  parts=[dict(file=p.name, commit=r["commit"], dirty=r["dirty"], started=r["started"],
+                              counts=r["counts"], baseline_seconds=r["baseline"].get("seconds")) for p, r in zip(paths, reps)],
+                  counts=counts, heldout=held, by_package=by_package(muts), mutations=muts)
+    report["record"] = record_of(report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    print(f"{counts} -> {out} and {out.with_suffix('.md')}")
+    return 0
+
+
 def heldout_summary(results: list[dict]) -> dict:
     """Kill rate of the held-out half (equivalent mutations left out of the denominator) and its interval."""
     h = [r for r in results if r.get("split") == "held-out" and r["outcome"] != "equivalent"]
@@ -358,6 +390,10 @@ def markdown(r: dict) -> str:
         "",
         "**Held-out estimate (README line):** " + heldout_line(r.get("heldout", {})),
         "",
+        *([("Runs combined: " + "; ".join(f"`{p['file']}` (commit `{p['commit'][:12]}`"
+                                           f"{', dirty' if p['dirty'] else ''}, {p['started']}: "
+                                           + ", ".join(f"{v} {k}" for k, v in sorted(p["counts"].items())) + ")"
+                                           for p in r["parts"]) + "."), ""] if r.get("parts") else []),
         "By package: " + "; ".join(f"{p} " + ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
                                    for p, c in r.get("by_package", {}).items()) + ".",
         "",
