@@ -333,3 +333,15 @@ def test_a_fact_said_twice_by_one_speaker_is_not_shared(dev_templates):
 
 def test_masking_constant():
     assert MASK == "***"
+
+
+@pytest.mark.parametrize("secret,masked", [("ab3de", True), ("ab3d", True), ("ab3", False)])
+def test_free_text_masks_given_secrets_of_four_characters_or_more(secret, masked):
+    out = redact_text(f"server said: key {secret} rejected", [secret])
+    assert (secret not in out) is masked and (out == "server said: key *** rejected") is masked
+
+
+@pytest.mark.parametrize("p,shown", [(0.001, "0.001"), (0.000999, "< 0.001"), (0.0424, "0.042"), (1.0, "1.000")])
+def test_book_p_values_below_one_in_a_thousand_are_shown_as_such(p, shown):
+    from crossprofile_lib.book.display import _p_value
+    assert _p_value(p) == shown

@@ -220,3 +220,26 @@ def test_high_is_strictly_above_ten_percent(invalid, high):
     fb = relevance_fallback(_units(rows))["b"]
     assert fb["rate"] == pytest.approx(invalid / 10) and fb["high"] is high
     assert WARN_RATE == 0.10
+
+
+def test_n_rows_is_the_smallest_terms_row_count():
+    terms = [{"weight": 1, "where": {"policy": "R1"}}, {"weight": -1, "where": {"policy": "B4", "template_id": "a"}}]
+    r = evaluate_contrasts(FRAME, parse_prereg({"contrasts": [dict(id="X", terms=terms)]}), BOOT).iloc[0]
+    assert r.n_rows == 2          # R1 has 4 rows, B4 on template a 2: the contrast rests on the smaller cell
+    assert r.estimate == pytest.approx(75.0)
+
+
+@pytest.mark.parametrize("alpha", [0, 1, -0.1, 1.5])
+def test_a_family_alpha_outside_the_open_interval_is_refused(alpha):
+    from crossprofile_lib.stats.contrasts import PreregError
+    doc = {"families": {"f": {"alpha": alpha}}, "contrasts": [dict(id="X", family="f", terms=TERMS)]}
+    with pytest.raises(PreregError, match=r"families\.f\.alpha.*range"):
+        parse_prereg(doc)
+
+
+@pytest.mark.parametrize("n,status", [(9, "exploratory"), (10, "confirmatory"), (11, "confirmatory")])
+def test_ten_templates_are_enough_for_a_confirmatory_status(n, status):
+    from crossprofile_lib.stats.analysis_set import MIN_TEMPLATES_CONFIRMATORY, run_status
+    assert MIN_TEMPLATES_CONFIRMATORY == 10
+    got, reasons = run_status({"passed": True}, {"name": "formal"}, n)
+    assert got == status and (reasons == []) == (status == "confirmatory")
