@@ -289,3 +289,57 @@ def test_score_mode_never_retries(unit):
     d = b.decide([DecisionRequest(unit.task, mem, unit.order, "k")])[0]
     assert d.invalid and len(b.sent) == 1 and not d.meta["format_retry"]
     assert json.loads(d.meta["letter_logprobs"] or "{}") == {}
+
+
+# --- development-half entries of the issue-34 pool (written from the entries, not from outcomes) -----
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama-3.1"])
+def test_a_line_and_its_newline_are_priced_apart(named_vocabs, name):
+    """SPEC section 5: a line costs its tokens plus one newline, counted apart -- pricing them together lets
+    BPE merge a final '.' with the newline (one token less per line ending in punctuation)."""
+    from crossprofile_lib.task.tokenizer import get_tokenizer
+    t = get_tokenizer(name)
+    line = "[A1] The wing opened."
+    assert line_cost(line, t) == t.count(line) + t.count("\n") == 8
+    assert t.count(line + "\n") == 7                         # the near miss, one token cheaper
+    assert memory_tokens(f"{line}\n{line}", t) == 16
+
+
+def test_an_empty_memory_costs_nothing_and_a_line_its_newline():
+    w = Words()
+    assert memory_tokens("", w) == 0
+    tok = default_tokenizer()
+    assert memory_tokens("", tok) == 0 and memory_tokens("a", tok) == tok.count("a") + tok.count("\n")
+
+
+@pytest.mark.parametrize("text,want", [
+    ('{"relevant": [0, 1, 3, 9]}', [0, 2]),          # 0 and 9 are outside 1..4: dropped
+    ('{"relevant": [4, 4, 2]}', [1, 3]),
+    ("relevant: 1, 2 and 5", [0, 1]),
+    ('{"relevant": []}', []),
+    ("no idea", None),
+])
+def test_relevance_answers_keep_only_claim_numbers_1_to_n(text, want):
+    from crossprofile_lib.backends.llm import parse_relevance
+    assert parse_relevance(text, 4) == want
+
+
+def test_a_failed_relevance_call_is_an_error_not_an_unusable_answer(unit):
+    from scripted_llm import Scripted
+    b = Scripted(lambda r: ChatResult("", error="HTTP 503"))
+    rel = b.relevance(unit.task, unit.claims)
+    assert rel.error == "HTTP 503" and not rel.invalid and b.stats["relevance_invalid"] == 0
+    b2 = Scripted(lambda r: "I cannot tell")
+    rel2 = b2.relevance(unit.task, unit.claims)
+    assert rel2.invalid and not rel2.error and b2.stats["relevance_invalid"] == 1
+
+
+@pytest.mark.parametrize("v,want", [("auto", "auto"), (" AUTO ", "auto"), (1, 1), ("3", 3), (4.0, 4),
+                                    (0, None), ("0", None), (-1, None), (2.5, None), (True, None), ("many", None)])
+def test_concurrency_is_auto_or_a_positive_integer(v, want):
+    from crossprofile_lib.backends.concurrency import parse_concurrency
+    if want is None:
+        with pytest.raises(ValueError, match="not 'auto' or a positive integer"):
+            parse_concurrency(v)
+    else:
+        assert parse_concurrency(v) == want
