@@ -164,9 +164,11 @@ def environment(copy: Path) -> dict:
     return env
 
 
-def pytest(python: str, copy: Path, tests: list[str], timeout: float, nice: int) -> tuple[str, int, float, str]:
-    """Run ``pytest -x`` on ``tests`` in the copy: ``(outcome, exit code, seconds, output tail)``."""
-    cmd = ["nice", "-n", str(nice), python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
+def pytest(python: str, copy: Path, tests: list[str], timeout: float, nice: int, stop_first: bool = True,
+           tail: int = 3000) -> tuple[str, int, float, str]:
+    """Run ``pytest -x`` (``stop_first``) on ``tests`` in the copy: ``(outcome, exit code, seconds, output tail)``."""
+    cmd = ["nice", "-n", str(nice), python, "-m", "pytest", *(["-x"] if stop_first else []), "-q", "-p",
+           "no:cacheprovider", "--no-header",
            "-W", "ignore::DeprecationWarning", *(f"--deselect={d}" for d in DESELECT), *tests]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=copy, env=environment(copy), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -176,10 +178,10 @@ def pytest(python: str, copy: Path, tests: list[str], timeout: float, nice: int)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
-        return "timeout", -9, time.perf_counter() - t0, out[-3000:]
+        return "timeout", -9, time.perf_counter() - t0, out[-tail:]
     rc = p.returncode
     outcome = {0: "survived", 1: "killed"}.get(rc, "broken")
-    return outcome, rc, time.perf_counter() - t0, out[-3000:]
+    return outcome, rc, time.perf_counter() - t0, out[-tail:]
 
 
 def apply(copy: Path, m: dict) -> str | None:
@@ -210,6 +212,8 @@ def main(argv=None) -> int:
     ap.add_argument("--combine", nargs="+", metavar="REPORT", default=None,
                     help="merge finished reports (e.g. the held-out run, then the development run) into --out and exit; "
                          "the held-out estimate is taken from the first report that ran the held-out half")
+    ap.add_argument("--finish-partial", metavar="PARTIAL", default=None,
+                    help="write the report (--out) of a trial cut short from its <out>.partial.json, saying so, and exit")
     ap.add_argument("--draw-heldout", action="store_true",
                     help=f"write {HELDOUT_FILE.name} (the seeded held-out draw) if it does not exist, and exit")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutation's tests (default 600)")
@@ -217,10 +221,12 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=sys.executable, help="the interpreter with the test dependencies")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mutation.json"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is printed)")
-    ap.add_argument("--baseline", choices=("full", "lazy"), default="full",
+    ap.add_argument("--baseline", choices=("full", "lazy", "deferred"), default="full",
                     help="full (default): every named test must pass unmutated before the trial; lazy: only the "
-                         "test that killed a mutation is rerun unmutated (a kill by a test that also fails "
-                         "unmutated is reported 'broken'), for a loaded machine")
+                         "test that killed a mutation is rerun unmutated, at once; deferred: those tests all in one "
+                         "run after the last mutation (a kill by a test that also fails unmutated is reported "
+                         "'broken'), for a loaded machine. SIGTERM stops a trial after the current mutation and "
+                         "still checks and reports what ran")
     ap.add_argument("--order-seed", type=int, default=None,
                     help="run the mutations in an order drawn from this seed (a trial cut short is then a random "
                          "subsample); default: file order")
@@ -230,6 +236,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.combine:
         return combine([Path(x) for x in args.combine], Path(args.out))
+    if args.finish_partial:
+        return finish_partial(Path(args.finish_partial), Path(args.out))
     muts = load_mutations()
     held = heldout_ids(muts, write=args.draw_heldout)
     if args.draw_heldout:
@@ -281,9 +289,14 @@ def main(argv=None) -> int:
                 raise SystemExit(f"baseline failed ({outcome}, exit {rc}): the unmutated tests must pass first")
             print(f"baseline passed in {secs:.0f} s", flush=True)
         else:
-            baseline = dict(mode="lazy", passed=None, seconds=0.0, selections=selections, checked=checked)
+            baseline = dict(mode=args.baseline, passed=None, seconds=0.0, selections=selections, checked=checked)
         partial = dict(commit=commit, dirty=dirty, started=started.isoformat(timespec="seconds"), baseline=baseline)
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         for k, m in enumerate(muts, 1):
+            if stop:
+                print(f"stopped by SIGTERM after {k - 1} of {len(muts)} mutations", flush=True)
+                break
             orig = apply(tmp, m)
             rec = dict(id=m["id"], area=m["area"], package=package_of(m["file"]), split=m["split"],
                        pool=m.get("pool", ""), file=m["file"], description=m["description"], tests=m["tests"])
@@ -320,6 +333,19 @@ def main(argv=None) -> int:
             write_partial(Path(args.out), dict(partial, mutations=results, planned=len(muts)))
             print(f"[{k}/{len(muts)}] {rec['outcome']:18s} {m['id']} ({rec['seconds']:.0f} s)"
                   + (f"  <- {rec['caught_by']}" if rec.get("caught_by") else ""), flush=True)
+        if args.baseline == "deferred":  # every killing test, unmutated, in one run
+            nodes = sorted({r["caught_by"] for r in results if r.get("caught_by")})
+            if nodes:
+                print(f"deferred baseline: {len(nodes)} killing tests, unmutated", flush=True)
+                o2, rc2, s2, tail2 = pytest(args.python, tmp, ["--continue-on-collection-errors", "-rfE", *nodes],
+                                            max(args.timeout, 1800.0), args.nice, stop_first=False, tail=200_000)
+                cmd_fail = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", tail2, re.MULTILINE))
+                baseline.update(passed=o2 == "survived", seconds=round(s2, 1), checked={n: n not in cmd_fail for n in nodes})
+                if o2 not in ("survived", "killed"):
+                    baseline["note"] = f"the deferred check itself ended {o2} (exit {rc2}): kills are unconfirmed"
+                for r in results:
+                    if r.get("caught_by") in cmd_fail:
+                        r.update(outcome="broken", broken_reason=f"{r['caught_by']} fails unmutated too")
     finally:
         if args.keep:
             print(f"kept {tmp}")
@@ -336,7 +362,7 @@ def main(argv=None) -> int:
         wall_s=round((finished - started).total_seconds(), 1), python=platform.python_version(),
         cpus=os.cpu_count(), load_average_start=[round(x, 2) for x in load0],
         load_average_end=[round(x, 2) for x in os.getloadavg()], timeout_s=args.timeout, nice=args.nice,
-        order_seed=args.order_seed, baseline=baseline, counts=counts, heldout=heldout_summary(results),
+        order_seed=args.order_seed, planned=len(muts), baseline=baseline, counts=counts, heldout=heldout_summary(results),
         by_package=by_package(results), mutations=results)
     report = {"record": record_of(report), **report}
     out = Path(args.out)
@@ -356,6 +382,31 @@ def write_partial(out: Path, d: dict) -> None:
     part.parent.mkdir(parents=True, exist_ok=True)
     d = dict(d, heldout=heldout_summary(d["mutations"]))
     part.write_text(json.dumps(d, indent=2) + "\n", encoding="utf-8")
+
+
+def finish_partial(part: Path, out: Path) -> int:
+    """The report of a trial that was stopped before its last mutation (from its partial file)."""
+    d = json.loads(part.read_text(encoding="utf-8"))
+    muts = d["mutations"]
+    counts: dict[str, int] = {}
+    for m in muts:
+        counts[m["outcome"]] = counts.get(m["outcome"], 0) + 1
+    now = dt.datetime.now(dt.timezone.utc)
+    wall = (now - dt.datetime.fromisoformat(d["started"])).total_seconds()
+    report = dict(what=f"mutation trial, CUT SHORT: {len(muts)} of {d['planned']} planned mutations ran (in a seeded "
+                       "random order, so those that ran are a random subsample)",
+                  commit=d["commit"], dirty=d["dirty"], command=f"run.py --finish-partial {part.name}",
+                  started=d["started"], finished=now.isoformat(timespec="seconds"), wall_s=round(wall, 1),
+                  python=platform.python_version(), cpus=os.cpu_count(), load_average_start=[],
+                  load_average_end=[round(x, 2) for x in os.getloadavg()], baseline=d["baseline"], counts=counts,
+                  planned=d["planned"], heldout=heldout_summary(muts), by_package=by_package(muts), mutations=muts)
+    report["load_average_start"] = report["load_average_end"]
+    report = {"record": record_of(report), **report}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    print(f"{counts} ({len(muts)} of {d['planned']}) -> {out} and {out.with_suffix('.md')}")
+    return 0
 
 
 def combine(paths: list[Path], out: Path) -> int:
@@ -404,12 +455,15 @@ def by_package(results: list[dict]) -> dict:
     return dict(sorted(out.items()))
 
 
-def heldout_line(h: dict) -> str:
-    """The README-ready sentence of the held-out estimate."""
+def heldout_line(h: dict, planned: int | None = None) -> str:
+    """The README-ready sentence of the held-out estimate (``planned``: the held-out size, when a trial was cut
+    short and only a random subsample ran)."""
     if not h.get("ran"):
         return "No held-out mutation ran in this trial."
-    return (f"On a held-out half of the mutations written from the code (issue 34; {h['ran']} single-point bugs "
-            f"drawn before any result by numpy.random.default_rng({h['seed']}), no test written from their outcomes), "
+    which = (f"{h['ran']} single-point bugs, a seeded random subsample of the {planned} held out," if planned
+             and planned > h["ran"] else f"{h['ran']} single-point bugs")
+    return (f"On a held-out half of the mutations written from the code (issue 34; {which} drawn before any result "
+            f"by numpy.random.default_rng({h['seed']}), no test written from their outcomes), "
             f"the named tests catch {h['killed']} of {h['ran']} ({100 * h['rate']:.0f}%; 95% Wilson interval "
             f"{100 * h['wilson_95'][0]:.0f}-{100 * h['wilson_95'][1]:.0f}%): the trial's estimate of the share of "
             f"unseen bugs of this kind the tests would catch.")
@@ -424,9 +478,11 @@ def markdown(r: dict) -> str:
         f"Command: `{r['command']}`. Each mutation is applied alone to a copy of the project and its tests run "
         f"with `pytest -x` (definitions: `benchmarks/mutation/mutations.yaml`; how: `benchmarks/mutation/run.py`).",
         "",
+        *([f"**Cut short:** {len(r['mutations'])} of {r['planned']} planned mutations ran (a seeded random order: "
+           "a random subsample).", ""] if r.get("planned") and r["planned"] > len(r["mutations"]) else []),
         "Outcomes: " + ", ".join(f"{v} {k}" for k, v in sorted(r["counts"].items())) + ".",
         "",
-        "**Held-out estimate (README line):** " + heldout_line(r.get("heldout", {})),
+        "**Held-out estimate (README line):** " + heldout_line(r.get("heldout", {}), r.get("planned")),
         "",
         *([("Runs combined: " + "; ".join(f"`{p['file']}` (commit `{p['commit'][:12]}`"
                                            f"{', dirty' if p['dirty'] else ''}, {p['started']}: "
