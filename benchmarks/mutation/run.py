@@ -67,7 +67,7 @@ SPLITS = ("all", "development", "held-out")
 #: tests no copy of the project can pass: they run ``make`` targets that install the project's own .venv
 #: (the copy has none); deselected from every selection (they test the Makefile, not the code mutated here)
 DESELECT = ("tests/test_book_readers.py::test_chapter_9_recipe_runs_as_written_in_a_fresh_shell",)
-FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)  # a parametrized id may hold spaces
 
 
 def load_mutations(path: Path = HERE / "mutations.yaml") -> list[dict]:
@@ -339,7 +339,7 @@ def main(argv=None) -> int:
                 print(f"deferred baseline: {len(nodes)} killing tests, unmutated", flush=True)
                 o2, rc2, s2, tail2 = pytest(args.python, tmp, ["--continue-on-collection-errors", "-rfE", *nodes],
                                             max(args.timeout, 1800.0), args.nice, stop_first=False, tail=200_000)
-                cmd_fail = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", tail2, re.MULTILINE))
+                cmd_fail = set(FAILED.findall(tail2))
                 baseline.update(passed=o2 == "survived", seconds=round(s2, 1), checked={n: n not in cmd_fail for n in nodes})
                 if o2 not in ("survived", "killed"):
                     baseline["note"] = f"the deferred check itself ended {o2} (exit {rc2}): kills are unconfirmed"
