@@ -1,6 +1,6 @@
 """The faster paths of ``crossprofile stats`` (issue 26) give the same values as the paths they
-replace, bit for bit, and fall back where they do not apply (the golden report test checks the
-whole command: tests/test_stats_golden.py)."""
+replace (integer work bit for bit, optimiser output to a relative 1e-6), and fall back where they do
+not apply (the golden report test checks the whole command: tests/test_stats_golden.py)."""
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,11 @@ def _mixed_rows(seed=0, n_templates=12, per=40):
     return pd.DataFrame(dict(y=y, net_lead=lead, irrelevant_tone=tone, policy=pol, template_id=t))
 
 
-def test_mixed_fit_gradient_and_result_are_statsmodels_bit_for_bit():
+#: relative tolerance for optimiser output compared across implementations (DEVELOPERS.md: ~1e-6)
+OPTIMISER_RTOL = 1e-6
+
+
+def test_mixed_fit_gradient_and_result_are_statsmodels_to_1e_6():
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
 
     from crossprofile_lib.stats.mixed_vb import model_class, same_gradient
@@ -48,8 +52,10 @@ def test_mixed_fit_gradient_and_result_are_statsmodels_bit_for_bit():
     assert ours._groups is not None and same_gradient(ours, np.random.default_rng(3), points=10)
     theirs = BinomialBayesMixedGLM.from_formula(f, vc, d)
     a, b = ours.fit_vb(rng=np.random.default_rng(0)), theirs.fit_vb(rng=np.random.default_rng(0))
-    assert np.array_equal(a.params, b.params) and np.array_equal(a.fe_sd, b.fe_sd)
-    assert np.array_equal(a.vcp_mean, b.vcp_mean) and np.array_equal(a.vc_sd, b.vc_sd)
+    # optimiser output: equal to a documented relative 1e-6 (DEVELOPERS.md), not bit for bit -- the two
+    # gradients sum in different orders, which agree bit for bit on one BLAS build and may not on another CPU
+    for x, y in ((a.params, b.params), (a.fe_sd, b.fe_sd), (a.vcp_mean, b.vcp_mean), (a.vc_sd, b.vc_sd)):
+        np.testing.assert_allclose(x, y, rtol=OPTIMISER_RTOL, atol=1e-9)
 
 
 def test_mixed_fit_falls_back_where_the_random_effects_are_not_one_indicator_per_row():

@@ -106,8 +106,12 @@ def redact_url(url):
 def redact_text(text: str, secrets=()) -> str:
     """``text`` with every URL and key-looking token redacted and every string in ``secrets``
     (of at least 4 characters) replaced by ``***``."""
-    out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), str(text))
-    for s in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+    known = sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True)
+    out = str(text)
+    for s in known:  # first: a secret holding a quote (RFC 3986 allows ' in userinfo) ends the URL match early
+        out = out.replace(s, MASK)
+    out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
+    for s in known:
         out = out.replace(s, MASK)
     return _mask_tokens(out)
 
