@@ -96,6 +96,7 @@ from crossprofile_lib.backends.llm import (
 )
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
+from crossprofile_lib.task.llama_engine import json_schema_gbnf
 from crossprofile_lib.task.tokenizer import ServerTokenizer, default_tokenizer, get_tokenizer, probe_servers
 
 
@@ -507,8 +508,7 @@ class OpenAICompatBackend(LLMBackend):
             return {}
         if r.json_schema is not None:
             if self.grammar_style == "gbnf":
-                from llama_cpp.llama_grammar import json_schema_to_gbnf
-                return {"grammar": json_schema_to_gbnf(json.dumps(r.json_schema))}
+                return {"grammar": json_schema_gbnf(r.json_schema)}
             return {"structured_outputs": {"json": r.json_schema}, "guided_json": r.json_schema}
         if self.decision_mode == "grammar" and r.choices:
             if self.grammar_style == "gbnf":
