@@ -15,7 +15,10 @@ import urllib.request
 import numpy as np
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run 'make install-llm')")
+from crossprofile_lib.task.llama_engine import installed as _engines  # noqa: E402
+
+if not _engines():
+    pytest.skip("no llama.cpp engine is installed (run 'make install-llm')", allow_module_level=True)
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 from crossprofile_lib.backends import get_backend  # noqa: E402

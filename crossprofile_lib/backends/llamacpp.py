@@ -185,12 +185,15 @@ class LlamaCppBackend(LLMBackend):
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "file": self.path.name,
                 "file_bytes": self.path.stat().st_size, "chat_template": self.template.sha, "base_url": None,
-                "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None}
+                "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None,
+                # the engine keys the cache unless it is the original one (so those entries stay valid): its
+                # JSON-schema grammars differ (task/llama_engine.py: json_schema_gbnf)
+                **({"engine": self.engine.name} if self.engine.name != "llama-cpp-python" else {})}
 
     def _grammar(self, r: ChatRequest) -> str | None:
         """The GBNF grammar that constrains the answer (grammar mode; JSON answers in grammar and score modes)."""
         if self.decision_mode in ("grammar", "score") and r.json_schema is not None:
-            return json_schema_gbnf(r.json_schema)
+            return json_schema_gbnf(r.json_schema, self.engine.name)
         if self.decision_mode == "grammar" and r.choices:
             return decision_gbnf(r.choices, self.reason_chars)
         return None

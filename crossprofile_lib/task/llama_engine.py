@@ -71,18 +71,43 @@ def open_engine(path: str | Path, n_ctx: int, n_batch: int, n_threads: int, engi
 
 
 def open_vocab(path: str | Path, engine: Optional[str] = None):
-    """The tokenizer and metadata of a GGUF file only (no weights, no context)."""
-    return open_engine(path, 0, 512, 1, engine)
+    """The tokenizer and metadata of a GGUF file (no context). cyllama 0.2.18 aborts the process on a
+    vocabulary-only load, so it memory-maps the whole model, and a file without weights (a vocab file
+    such as llama.cpp's ``ggml-vocab-*.gguf``) goes to llama-cpp-python; an :class:`ImportError` where
+    that is not installed (:class:`~crossprofile_lib.task.tokenizer.GGUFTokenizer` then rebuilds the
+    tokenizer in pure Python)."""
+    name = engine_name(engine)
+    if name == "cyllama" and gguf_tensor_count(path) == 0:
+        if "llama-cpp-python" not in installed():
+            raise ImportError(f"{path}: a GGUF file without weights needs llama-cpp-python to be read by llama.cpp "
+                              f"(cyllama loads whole models only)")
+        name = "llama-cpp-python"
+    return open_engine(path, 0, 512, 1, name)
 
 
-def json_schema_gbnf(schema: dict) -> str:
-    """A JSON schema as a GBNF grammar: llama.cpp's own converter (``json_schema_to_grammar.py``), as
-    vendored by llama-cpp-python or, where that is not installed, by cyllama."""
-    try:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-    except ImportError:
-        from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
+def gguf_tensor_count(path: str | Path) -> int:
+    """The number of tensors a GGUF file declares (its header: magic, version, tensor count)."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if len(head) < 16 or head[:4] != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file (its first bytes are not 'GGUF')")
+    return int.from_bytes(head[8:16], "little")
+
+
+def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
+    """A JSON schema as a GBNF grammar by llama.cpp's own converter (``json_schema_to_grammar.py``) in the copy
+    ``engine`` ships: llama-cpp-python's (an older port: at most one space between tokens) or cyllama's (the
+    newer one: up to two newlines and 20 blanks). The two grammars differ, so the embedded backend uses its
+    engine's own and records the engine in its call-cache identity; ``engine=None`` (the HTTP backends'
+    ``grammar_style=gbnf``): llama-cpp-python's where installed, as before, else cyllama's."""
+    name = engine or ("llama-cpp-python" if importlib.util.find_spec("llama_cpp") else "cyllama")
+    if name == "cyllama":
+        try:
+            from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
+        except ImportError:
+            raise ImportError("a JSON-schema grammar needs a llama.cpp engine: run 'make install-llm'") from None
         return json_schema_to_grammar(schema)
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
     return json_schema_to_gbnf(json.dumps(schema))
 
 
@@ -172,7 +197,7 @@ class CyllamaEngine:
         self.cy, self.path, self.n_batch, self.n_threads = cy, path, n_batch, n_threads
         self.version = importlib.metadata.version("cyllama")
         mp = cy.LlamaModelParams()
-        mp.n_gpu_layers = 0  # (vocab_only aborts in this llama.cpp; the weights are memory-mapped, not read)
+        mp.n_gpu_layers = 0  # never vocab_only (it aborts: see open_vocab); the weights are memory-mapped
 
         class Model(cy.LlamaModel):
             """cyllama 0.2.18's LlamaContext.get_logits_ith asks the model for ``n_vocab``, which only its
@@ -211,7 +236,9 @@ class CyllamaEngine:
     def piece(self, token: int) -> bytes:
         """The token's bytes (llama.cpp's ``llama_token_to_piece``, special tokens empty). cyllama returns
         text decoded with replacement characters; a piece that holds one is rebuilt from the token's
-        vocabulary entry (byte-level BPE: GPT-2's byte alphabet; SentencePiece: ``<0xXX>``, ``▁``)."""
+        vocabulary entry (byte-level BPE: GPT-2's byte alphabet; SentencePiece: ``<0xXX>``, ``▁``).
+        (llama-cpp-python 0.3.36 reads every piece into 32 bytes and returns an empty one for a longer
+        token: 47 of SmolLM2's, runs of blanks or dashes; here they keep their bytes.)"""
         b = self._pieces.get(token)
         if b is None:
             s = self.vocab.token_to_piece(token, 0, False)

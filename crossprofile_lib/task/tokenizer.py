@@ -94,9 +94,9 @@ class GGUFTokenizer:
         if engine is None:
             if not self.path.is_file():
                 raise FileNotFoundError(f"no GGUF file at {self.path}")
-            if llama_engine.installed():
+            try:
                 engine = llama_engine.open_vocab(self.path)
-            else:
+            except ImportError:  # no engine that can read it
                 self._hf = gguf_bpe.build_tokenizer(gguf_bpe.read_vocab(self.path))
         self._engine = engine
 
