@@ -530,7 +530,10 @@ class OpenAICompatBackend(LLMBackend):
             try:
                 top = resp.choices[0].logprobs.top_logprobs[0]
             except (AttributeError, IndexError, TypeError) as e:
-                raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
+                try:  # llama.cpp's own llama-server: logprobs.content[0].top_logprobs = [{token, logprob}, ...]
+                    top = {d["token"]: d["logprob"] for d in resp.choices[0].logprobs.content[0]["top_logprobs"]}
+                except (AttributeError, IndexError, TypeError, KeyError):
+                    raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
             lps = choice_logprobs(dict(top), r.choices)
             text = score_text(r, best_choice(lps, list(r.choices)))
         else:
