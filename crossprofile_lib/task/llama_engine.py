@@ -97,8 +97,10 @@ def gguf_tensor_count(path: str | Path) -> int:
 def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
     """A JSON schema as a GBNF grammar by llama.cpp's own converter (``json_schema_to_grammar.py``) in the copy
     ``engine`` ships: llama-cpp-python's (an older port: at most one space between tokens) or cyllama's (the
-    newer one: up to two newlines and 20 blanks). The two grammars differ, so the embedded backend uses its
-    engine's own and records the engine in its call-cache identity; ``engine=None`` (the HTTP backends'
+    newer one, whose blank rule, up to two newlines and 20 blanks, is replaced by the older one's: with it the
+    answers differed, benchmarks/results/engine_parity.json). The two still differ in details (the newer excludes
+    control characters from strings), so the embedded backend uses its engine's own and records the engine in
+    its call-cache identity; ``engine=None`` (the HTTP backends'
     ``grammar_style=gbnf``): llama-cpp-python's where installed, as before, else cyllama's."""
     name = engine or ("llama-cpp-python" if importlib.util.find_spec("llama_cpp") else "cyllama")
     if name == "cyllama":
@@ -106,7 +108,8 @@ def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
             from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
         except ImportError:
             raise ImportError("a JSON-schema grammar needs a llama.cpp engine: run 'make install-llm'") from None
-        return json_schema_to_grammar(schema)
+        # llama-cpp-python's blank rule (at most one space), measured to change the answers otherwise
+        return re.sub(r"(?m)^space ::= .*$", 'space ::= " "?', json_schema_to_grammar(schema))
     from llama_cpp.llama_grammar import json_schema_to_gbnf
     return json_schema_to_gbnf(json.dumps(schema))
 
