@@ -108,7 +108,7 @@ def test_both_engines_give_the_same_letter_logprobs_and_text(tmp_path):
         b._complete(reqs, lambda i, res: got.__setitem__(i, res.choice_logprobs))
         g = get_backend("llamacpp/smollm2-135m", engine=engine, n_threads=1, decision_mode="grammar", reason_chars=40,
                         cache=tmp_path / engine)
-        text = g._one(g._decision_request(build_requests(load_templates(cfg.templates), cfg, g)[0][0])).text
+        text = g._one(g._decision_request(next(iter(build_requests(load_templates(cfg.templates), cfg, g)))[0])).text
         out[engine] = ([json.dumps(got[i], sort_keys=True) for i in range(len(reqs))], text)
     assert out["cyllama"] == out["llama-cpp-python"]
     lps = [json.loads(x) for x in out["cyllama"][0]]
