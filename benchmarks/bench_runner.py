@@ -6,8 +6,8 @@
    end against the instant fake server (``tests/fake_openai_server.py``, its own process), the
    ``openai`` client alone against that server, and a rerun served from the cache.
 2. **Concurrent vs sequential** against llama.cpp's OpenAI-compatible server
-   (``python -m llama_cpp.server`` with SmolLM2-135M) in score mode: the same prompts at
-   concurrency 1 and 4.
+   (tests/llama_server.py: xllamacpp's llama-server, else ``python -m llama_cpp.server``; SmolLM2-135M) in
+   score mode: the same prompts at concurrency 1 and 4.
 3. ``--decision-modes``: the embedded model's three decision modes on the same 6 decisions.
 
 Writes ``benchmarks/results/runner.json``. Speed is measured here, never asserted in tests.
@@ -139,12 +139,14 @@ def bench_llama_server(n_prompts: int, concurrencies=(1, 4), repeats: int = 2) -
     gguf = str(model_path("smollm2-135m"))
     port = _free_port()
     threads = os.cpu_count() or 1
-    srv = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                            "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
-                            "--n_threads_batch", str(threads), "--verbose", "False"],
+    sys.path.insert(0, str(ROOT / "tests"))
+    import llama_server  # a real llama.cpp server: xllamacpp's llama-server, else llama_cpp.server
+    if llama_server.KIND is None:
+        raise SystemExit(llama_server.MISSING)
+    srv = subprocess.Popen(llama_server.command(gguf, port, n_threads=threads),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
-    out = {"prompts": n_prompts, "mode": "score", "server_threads": threads, "runs": []}
+    out = {"prompts": n_prompts, "mode": "score", "server": llama_server.KIND, "server_threads": threads, "runs": []}
     try:
         _wait(url, srv)
         kw = dict(base_url=url, decision_mode="score", chat_template=f"gguf:{gguf}", tokenizer=f"gguf:{gguf}")

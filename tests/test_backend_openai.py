@@ -459,18 +459,21 @@ def test_a_local_tokenizer_json_prices_budgets_without_probing(server, tmp_path)
 @pytest.mark.llm
 @pytest.mark.slow
 def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_path):
-    """A real ``python -m llama_cpp.server`` with the SmolLM2 GGUF: its /extras/tokenize is found,
+    """A real llama.cpp server (tests/llama_server.py) with the SmolLM2 GGUF: its tokenize endpoint is found,
     recorded, and prices every budget exactly as the embedded model's own tokenizer does."""
-    pytest.importorskip("llama_cpp")
     import urllib.request
 
+    import llama_server as real_server
+
     from crossprofile_lib.backends.llamacpp import model_path
+    from crossprofile_lib.task.llama_engine import installed
     from crossprofile_lib.task.tokenizer import GGUFTokenizer
+    if real_server.KIND is None or not installed():
+        pytest.skip(real_server.MISSING)
     gguf = str(model_path("smollm2-135m"))
     port = _free_port()
     log = open(tmp_path / "server.log", "w")
-    srv = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                            "--port", str(port), "--n_ctx", "4096", "--verbose", "False"], stdout=log, stderr=log)
+    srv = subprocess.Popen(real_server.command(gguf, port), stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         t0 = time.time()
@@ -479,11 +482,11 @@ def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_p
                 urllib.request.urlopen(f"{url}/models", timeout=2).read()
                 break
             except OSError:
-                assert srv.poll() is None and time.time() - t0 < 120, "llama_cpp.server did not start"
+                assert srv.poll() is None and time.time() - t0 < 120, f"the {real_server.KIND} server did not start"
                 time.sleep(0.3)
         b = get_backend("openai/smollm2-135m", base_url=url, decision_mode="score", chat_template=f"gguf:{gguf}",
                         concurrency=1, cache=tmp_path / "cache")
-        name = "server:llama-cpp-python:smollm2-135m"
+        name = f"server:{real_server.TOKENIZE_KIND}:smollm2-135m"
         assert b.tokenizer.name == name
         cfg = RunConfig(**{**TOK_GRID, "budgets": ["0.4", "0.6", "0.8", "128t"], "policies": ["R1", "B4", "ALL"],
                            "variants": ["PSP", "SPS"]})

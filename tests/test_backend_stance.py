@@ -88,7 +88,9 @@ def test_labels_not_evidence_prompt_is_selectable(dev_templates):
 
 def test_repairs_run_on_the_embedded_model(tmp_path):
     """BAL (model stances), count-free provenance and the labels-not-evidence prompt through llama.cpp."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run 'make install-llm')")
+    from crossprofile_lib.task.llama_engine import installed
+    if not installed():
+        pytest.skip("no llama.cpp engine is installed (run 'make install-llm')")
     from crossprofile_lib.backends import get_backend
     b = get_backend("llamacpp/smollm2-135m", cache=tmp_path / "cache", decision_prompt="labels-not-evidence")
     cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"],

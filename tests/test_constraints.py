@@ -13,7 +13,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)$")
 #: extras whose requirements constraints.txt must cover (vllm brings its own torch stack)
-COVERED = ("http", "llm", "book", "test", "lint")
+COVERED = ("http", "llm", "llm-compiled", "book", "test", "lint")
 
 
 def _norm(name: str) -> str:
@@ -90,10 +90,11 @@ def test_makefile_installs_with_the_constraints():
     assert "CONSTRAINTS := -c constraints.txt" in mk
 
 
-def test_only_the_llm_extra_brings_the_compiled_engine():
-    """llama-cpp-python (a source build where pip's cache lacks its wheel) is reached only through
-    the ``llm`` extra: the base install, ``http`` (DeepSeek, a vLLM server), ``book`` and ``test``
-    compile nothing, and ``make install`` does not ask for ``llm``."""
+def test_nothing_compiles_but_the_llm_compiled_extra():
+    """Issue 36: the embedded engine is prebuilt (cyllama, in the ``llm`` extra; xllamacpp for the real-server
+    tests) and ``make install-llm`` asks pip for wheels only; llama-cpp-python (a source build where pip's cache
+    lacks its wheel) is reached only through the ``llm-compiled`` extra: no other extra, not the base install,
+    and not ``make install`` or ``make install-llm``."""
     project = _project()
     extras = project["optional-dependencies"]
 
@@ -107,9 +108,10 @@ def test_only_the_llm_extra_brings_the_compiled_engine():
                     out.append(_norm(r.name))
         return out
 
-    assert "llama-cpp-python" in closure(["llm"])
+    assert {"cyllama", "xllamacpp"} <= set(closure(["llm"])) and "llama-cpp-python" not in closure(["llm"])
+    assert "llama-cpp-python" in closure(["llm-compiled"])
     assert {"openai", "tokenizers"} <= set(closure(["http"]))
-    for extra in ("http", "book", "test", "lint"):
+    for extra in ("http", "llm", "book", "test", "lint"):
         assert "llama-cpp-python" not in closure([extra]), extra
     assert "llama-cpp-python" not in [_norm(Requirement(r).name) for r in project["dependencies"]]
     mk = (ROOT / "Makefile").read_text()
@@ -117,6 +119,10 @@ def test_only_the_llm_extra_brings_the_compiled_engine():
     assert '$(PIP) install -e ".[$(BASE_EXTRAS)]"' in mk
     assert "llm" not in base and "vllm" not in base and {"http", "test", "book", "lint"} <= set(base), base
     assert "llama-cpp-python" not in closure(base)
+    recipe = mk[mk.index("$(LLM_STAMP): $(STAMP)"):mk.index("install-llm: $(LLM_STAMP)")]
+    engine_line = next(ln for ln in recipe.splitlines() if "cyllama" in ln and "$(PIP) install" in ln)
+    assert "--only-binary cyllama,xllamacpp" in engine_line and "xllamacpp" in engine_line
+    assert "llama-cpp-python" not in recipe.split("\n\t", 1)[1] and "CMAKE_ARGS" not in recipe
 
 
 def test_metadata_files_match_pyproject():

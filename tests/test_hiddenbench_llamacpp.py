@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make test installs it)")
+    from crossprofile_lib.task.llama_engine import installed
+    if not installed():
+        pytest.skip("no llama.cpp engine is installed (make test installs it)")
     try:
         from crossprofile_lib.backends import get_backend
         return get_backend("llamacpp/smollm2-135m", cache=str(tmp_path_factory.mktemp("hb_cache")))

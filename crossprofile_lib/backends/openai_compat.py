@@ -109,6 +109,7 @@ from crossprofile_lib.backends.llm import (
 from crossprofile_lib.backends.served import _basename, probe_models, server_tokenizer  # noqa: F401
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
+from crossprofile_lib.task.llama_engine import json_schema_gbnf
 from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
@@ -295,8 +296,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             return {}
         if r.json_schema is not None:
             if self.grammar_style == "gbnf":
-                from llama_cpp.llama_grammar import json_schema_to_gbnf
-                return {"grammar": json_schema_to_gbnf(json.dumps(r.json_schema))}
+                return {"grammar": json_schema_gbnf(r.json_schema)}
             return {"structured_outputs": {"json": r.json_schema}, "guided_json": r.json_schema}
         if self.decision_mode == "grammar" and r.choices:
             if self.grammar_style == "gbnf":
@@ -318,7 +318,10 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             try:
                 top = resp.choices[0].logprobs.top_logprobs[0]
             except (AttributeError, IndexError, TypeError) as e:
-                raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
+                try:  # llama.cpp's own llama-server: logprobs.content[0].top_logprobs = [{token, logprob}, ...]
+                    top = {d["token"]: d["logprob"] for d in resp.choices[0].logprobs.content[0]["top_logprobs"]}
+                except (AttributeError, IndexError, TypeError, KeyError):
+                    raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
             if not top:  # no token at all: a transient server fault, never an answer to cache
                 raise MalformedResponse("completion with empty top_logprobs")
             lps = choice_logprobs(dict(top), r.choices)

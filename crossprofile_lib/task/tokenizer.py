@@ -9,8 +9,9 @@ Every tokenizer has a ``name`` (written into each result row) and ``count(text) 
 * named tokenizers (``qwen2.5``, ``llama-3.1``; recorded as ``vocab:<name>``): the paper's local
   models' own vocabularies, from llama.cpp's vocab files on PyPI, exact and offline (:mod:`.vocabs`);
   a ``names.yaml`` in the tokenizers folder adds names of one's own.
-* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via ``llama-cpp-python``; without
-  it, rebuilt in pure Python by :mod:`.gguf_bpe` for the byte-level BPEs it knows).
+* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via the llama.cpp engine,
+  :mod:`.llama_engine`: cyllama or llama-cpp-python; without one, rebuilt in pure Python by
+  :mod:`.gguf_bpe` for the byte-level BPEs it knows).
 * :class:`HFTokenizer`: a Hugging Face ``tokenizer.json`` in a local folder (via ``tokenizers``).
 * :class:`ServerTokenizer` (``server:<kind>:<model>``): the served model's own tokenizer through
   its server's tokenize endpoint -- vLLM's ``/tokenize``, llama.cpp's ``/tokenize`` or
@@ -38,7 +39,7 @@ from urllib.parse import urlsplit
 
 from crossprofile_lib.safety.inputs import input_file_problem
 from crossprofile_lib.safety.redact import redact_url
-from crossprofile_lib.task import gguf_bpe, vocabs
+from crossprofile_lib.task import gguf_bpe, llama_engine, vocabs
 
 # One pre-token per match, as a byte-level BPE pre-tokenizer splits text:
 #   an optional leading space + a run of letters  -> a word (priced by length below)
@@ -82,29 +83,27 @@ class OfflineTokenizer:
 
 
 class GGUFTokenizer:
-    """The tokenizer of a GGUF model file, loaded with ``llama-cpp-python`` (vocab only); where that
-    is not installed, rebuilt in pure Python (:mod:`.gguf_bpe`, byte-level BPEs only: the same
-    counts, checked on llama.cpp's reference vectors)."""
+    """The tokenizer of a GGUF model file, loaded with the llama.cpp engine (:mod:`.llama_engine`); where
+    none is installed, rebuilt in pure Python (:mod:`.gguf_bpe`, byte-level BPEs only: the same counts,
+    checked on llama.cpp's reference vectors). ``engine``: an engine already holding the model."""
 
-    def __init__(self, path: str | Path, llama=None):
+    def __init__(self, path: str | Path, engine=None):
         self.path = Path(path)
         self.name = f"gguf:{self.path.name}"
         self._hf = None
-        if llama is None:
+        if engine is None:
             if not self.path.is_file():
                 raise FileNotFoundError(f"no GGUF file at {self.path}")
             try:
-                from llama_cpp import Llama  # imported only when used
-            except ImportError:
+                engine = llama_engine.open_vocab(self.path)
+            except ImportError:  # no engine that can read it
                 self._hf = gguf_bpe.build_tokenizer(gguf_bpe.read_vocab(self.path))
-            else:
-                llama = Llama(model_path=str(self.path), vocab_only=True, verbose=False)
-        self._llama = llama
+        self._engine = engine
 
     def count(self, text: str) -> int:
         if self._hf is not None:
             return len(self._hf.encode(text, add_special_tokens=False).ids)
-        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return len(self._engine.tokenize(text, special=False, add_special=False))
 
 
 class HFTokenizer:
