@@ -49,6 +49,7 @@ import os
 import sqlite3
 import threading
 import time
+import unicodedata
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -97,7 +98,6 @@ def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
 def is_blank(text) -> bool:
     """Whether ``text`` shows nothing: empty, or only whitespace and invisible format characters
     (zero-width spaces and joiners, a byte-order mark, bidi marks: Unicode category ``Cf``)."""
-    import unicodedata
     return not any(not ch.isspace() and unicodedata.category(ch) != "Cf" for ch in str(text or ""))
 
 

@@ -429,11 +429,3 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
 
     def _complete(self, requests: Sequence[ChatRequest], on_done: Callable[[int, ChatResult], None]) -> None:
         run_coroutine(self._run(requests, on_done))
-
-
-def __getattr__(name: str):
-    """The DeepSeek preset's names, from :mod:`.deepseek` (imported on first use: it subclasses this module's backend)."""
-    if name in ("DeepSeekBackend", "DEEPSEEK_RETIRED", "RetiredModelWarning"):
-        from crossprofile_lib.backends import deepseek
-        return getattr(deepseek, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ it interrupts pure-Python loops and sleeps, and :class:`_Overtime` is a ``BaseEx
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -24,6 +25,7 @@ from typing import Optional
 
 from crossprofile_lib.policies.checks import TRIAL, PolicyFileError, check_memory
 from crossprofile_lib.policies.registry import Policy
+from crossprofile_lib.task.memory import Memory
 
 #: Seconds one call into a policy file's code may take (its import, ``order``, ``packer``, ``build``).
 DEFAULT_TIMEOUT = 30.0
@@ -115,7 +117,6 @@ class Guard:
         return PolicyFileError(self.label, rule, f"policy '{self.policy}': {message}")
 
     def _check_built(self, spec, inputs, mem) -> None:
-        from crossprofile_lib.task.memory import Memory
         if not isinstance(mem, Memory):
             raise self._refuse("type", f"build() returned a {type(mem).__name__}, not a "
                                f"crossprofile_lib.task.memory.Memory")
@@ -159,7 +160,6 @@ def foreign_line(text: str, cl, transcript) -> Optional[tuple[int, str]]:
 
 def _guarded(p: Policy, label: str, path: str) -> Policy:
     """``p`` with its functions wrapped in :class:`Guard`."""
-    import dataclasses
     fields = {k: Guard(getattr(p, k), label, path, p.name, k, p.kind) for k in ("order", "packer", "build")
               if callable(getattr(p, k))}
     return dataclasses.replace(p, **fields)
