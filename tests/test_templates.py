@@ -120,7 +120,8 @@ def test_templates_module_imports_no_tokenizer():
     code = ("import sys, crossprofile_lib.task.templates; "
             "bad = [m for m in sys.modules if m.startswith('crossprofile_lib.') and m not in "
             "('crossprofile_lib.design', 'crossprofile_lib.paths', 'crossprofile_lib.safety', "
-            "'crossprofile_lib.safety.inputs', 'crossprofile_lib.task', 'crossprofile_lib.task.templates', "
+            "'crossprofile_lib.safety.inputs', 'crossprofile_lib.safety.text_input', 'crossprofile_lib.safety.json_input', "
+            "'crossprofile_lib.task', 'crossprofile_lib.task.templates', "
             "'crossprofile_lib.task.hints')]; print(bad); assert not bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
