@@ -9,36 +9,12 @@ import json
 import re
 from pathlib import Path
 
-from crossprofile_lib.safety.text_input import (  # noqa: F401
-    _ALLOWED_CONTROLS,
-    _BAD_CATEGORIES,
-    _CANDIDATE_SUFFIXES,
-    _CORE_TAGS,
-    CHAT_TEMPLATE_MAX_BYTES,
-    HIDDENBENCH_MAX_BYTES,
+from crossprofile_lib.safety.text_input import (
     JSON_MAX_DEPTH,
-    MAX_BYTES,
-    MAX_DEPTH,
     MAX_INT_DIGITS,
-    NAME_MAX,
-    PATH_MAX,
-    PREREG_MAX_BYTES,
-    SUFFIX,
-    TOKENIZER_CONFIG_MAX_BYTES,
     InputError,
-    TemplateError,
-    _bad_char,
-    _check_text,
-    _describe_char,
-    _errname,
-    _Refused,
-    _where,
     bad_char,
-    decode_text,
     describe_char,
-    input_file_problem,
-    path_problem,
-    read_bytes,
     read_text,
 )
 
