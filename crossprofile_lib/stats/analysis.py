@@ -1,9 +1,6 @@
-"""Every statistic of a run, per (backend, model): what ``crossprofile stats DIR`` prints.
-
-All statistics of a model share one template-bootstrap resample matrix from ``numpy.random.default_rng(seed)`` (the
-social-proof fit uses its first ``fit_resamples`` rows). The caller rebuilds the decisions' memories
-(:func:`crossprofile_lib.run.rebuild.choice_data_rebuilder`) and hands them in as ``choice_data``.
-:func:`.analysis_set.prepare` runs first; the slow fits go through a :class:`.cache.FitCache` when one is given.
+"""Every statistic of a run, per (backend, model): what ``crossprofile stats DIR`` prints. All statistics of a model
+share one resample matrix from ``numpy.random.default_rng(seed)`` (the social-proof fit uses its first
+``fit_resamples`` rows); the slow fits go through a :class:`.cache.FitCache` when one is given.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ BLAS_THREADS = 1
 
 
 def load_blas_libraries() -> None:
-    """Load scipy's own BLAS before the analysis limits the BLAS threads (``threadpool_limits`` limits only the
-    libraries loaded when it is entered)."""
+    """Load scipy's BLAS first: ``threadpool_limits`` limits only the libraries already loaded."""
     import scipy.linalg  # noqa: F401
 
 
@@ -40,15 +36,8 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
                   n_resamples: int = DEFAULT_RESAMPLES, choice_data=None,
                   regressions: bool = True, fit_resamples: Optional[int] = 1000, rows: Optional[dict] = None,
                   cache: Optional[FitCache] = None, choice_key: str = "") -> dict:
-    """Every statistic for the rows of one model (``df`` holds a single backend/model, already
-    :func:`~.analysis_set.prepare`-d; ``rows`` is what ``prepare`` reported). The resample
-    index matrix is drawn from ``numpy.random.default_rng(seed)``.
-
-    ``choice_data``: ``(ChoiceData, info)`` for the social-proof fit, a string saying why there
-    is none, or a callable returning either (called only when ``cache`` has no stored fit;
-    ``choice_key`` then identifies its inputs: run config and template files). ``cache``: a
-    :class:`~.cache.FitCache` for the regressions and the social-proof fit (None: no cache).
-    """
+    """Every statistic for the prepared rows of one backend/model (``rows``: what ``prepare`` reported).
+    ``choice_data``: see :func:`social_proof_cached`; ``choice_key`` identifies its inputs in the cache."""
     boot = TemplateBootstrap.draw(df["template_id"].astype(str).unique(), n_resamples, np.random.default_rng(seed))
     st = prereg.settings
     first = df.iloc[0]
@@ -59,8 +48,9 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
     if out["backend"] == "ledger":
         out["note"] = "reference decider (a normative evidence counter), not a language model"
     out["headroom"] = T.headroom(df, boot, float(st["headroom_min_points"])).as_dict()
-    out["analysis_set"] = dict(rows or {}).get("analysis_set", {})
-    out["failed_calls"] = dict(rows or {}).get("failed_calls", "")
+    rows = rows or {}
+    out["analysis_set"] = rows.get("analysis_set", {})
+    out["failed_calls"] = rows.get("failed_calls", "")
     out["status"], out["status_reasons"] = run_status(out["headroom"], out["analysis_set"], len(boot.units))
     out["status_label"] = out["status"] + (": " + "; ".join(out["status_reasons"]) if out["status_reasons"] else "")
     out["min_templates_confirmatory"] = MIN_TEMPLATES_CONFIRMATORY
@@ -88,10 +78,8 @@ def analyse_model(df: pd.DataFrame, prereg: Prereg, seed: int = 0,
 
 def social_proof_cached(rows: pd.DataFrame, boot: TemplateBootstrap, fit_resamples: Optional[int], choice_data,
                         cache: Optional[FitCache] = None, choice_key: str = "") -> dict:
-    """:func:`~.socialproof.fit_social_proof` through ``cache``: keyed by the rows' hash, the
-    resample index matrix, ``fit_resamples`` and ``choice_key`` (the rebuild's inputs).
-    ``choice_data``: ``(ChoiceData, info)``, a reason string, or a callable returning either
-    (called only on a cache miss, so a cached fit skips the rebuild too)."""
+    """:func:`~.socialproof.fit_social_proof` through ``cache``. ``choice_data``: ``(ChoiceData, info)``, a reason
+    string, or a callable returning either (called only on a cache miss, so a cached fit skips the rebuild)."""
     def compute():
         cd = choice_data() if callable(choice_data) else choice_data
         if cd is None or isinstance(cd, str):
@@ -108,15 +96,9 @@ def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int 
             seed: int = 0, choice_data=None, regressions: bool = True,
             fit_resamples: Optional[int] = 1000, allow_errors: bool = False, analysis_set: str = "formal",
             rows: Optional[dict] = None, cache: Optional[FitCache] = None, choice_key: str = "") -> list[dict]:
-    """:func:`analyse_model` for each (backend, model) of ``df``; each draws its resamples from
-    ``numpy.random.default_rng(seed)`` (same seed and templates -> same index matrix).
-
-    ``df`` is first :func:`~.analysis_set.prepare`-d (``allow_errors``, ``analysis_set``) unless
-    ``rows`` (what an earlier ``prepare`` returned) says the caller did it. ``choice_data``:
-    ``{(backend, model): (ChoiceData, info) or reason}``, or a callable
-    ``(backend, model) -> (ChoiceData, info) or reason`` called only on a cache miss
-    (:func:`crossprofile_lib.run.rebuild.choice_data_rebuilder` on the prepared rows; None: no
-    social-proof fit). ``cache``, ``choice_key``: see :func:`analyse_model`."""
+    """:func:`analyse_model` for each (backend, model) of ``df``, :func:`~.analysis_set.prepare`-d first unless
+    ``rows`` says the caller did. ``choice_data``: ``{(backend, model): (ChoiceData, info) or reason}`` or a
+    callable ``(backend, model) -> (ChoiceData, info) or reason``, called only on a cache miss."""
     prereg = prereg or load_prereg()
     if rows is None:
         df, rows = prepare(df, allow_errors, analysis_set)
@@ -129,13 +111,9 @@ def _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamp
     out = []
     for (backend, model), d in df.groupby(["backend", "model"], sort=True):
         key = (str(backend), str(model))
-        if callable(choice_data):
-            cd = functools.partial(choice_data, *key)
-        else:
-            cd = (choice_data or {}).get(key)
-        out.append(analyse_model(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,
-                                 cache, choice_key))
-        out[-1]["seed"] = seed
+        cd = functools.partial(choice_data, *key) if callable(choice_data) else (choice_data or {}).get(key)
+        out.append(dict(analyse_model(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,
+                                      cache, choice_key), seed=seed))
     return out
 
 

@@ -1,16 +1,8 @@
-"""Which rows the statistics may use: failed calls, the analysis set, and the run's status.
-
-**Failed calls are not decisions** (scored as wrong they would turn an outage into an effect):
-:func:`check_failed_calls` refuses a table with ``error`` rows (:class:`FailedCallsError`, naming the file and the
-count) unless ``allow_errors``, which drops them and says how many.
-
-**Analysis set** (SPEC section 8). Confirmatory statistics use the **formal** templates only: those whose id is the
-``id`` of a file under ``templates/formal/`` (read from the files). When a run holds formal templates its
-development rows are dropped and counted (``analysis_set="formal"``); a run with none is analysed as it is and
-labelled exploratory; ``analysis_set="all"`` keeps every row (exploratory).
-
-**Status.** ``confirmatory`` only when the headroom check passes, the analysis set is the formal templates and
-there are at least :data:`MIN_TEMPLATES_CONFIRMATORY` templates; otherwise ``exploratory: <reasons>``.
+"""Which rows the statistics may use (SPEC section 8). **Failed calls are not decisions**: a table with ``error`` rows
+is refused unless ``allow_errors`` drops them (counted). **Analysis set**: the formal templates (ids of the files under
+``templates/formal/``); a run's development rows are dropped and counted, a run with no formal template is analysed as
+it is (exploratory); ``analysis_set="all"`` keeps every row. **Status**: ``confirmatory`` only when the headroom check
+passes, the set is formal and there are at least :data:`MIN_TEMPLATES_CONFIRMATORY` templates.
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ class FailedCallsError(ValueError):
 
 
 def failed_mask(df: pd.DataFrame) -> pd.Series:
-    """True for rows whose ``error`` is set (non-empty); all False without an ``error`` column."""
+    """True for rows whose ``error`` is non-empty (all False without the column)."""
     if "error" not in df.columns:
         return pd.Series(False, index=df.index)
     e = df["error"]
@@ -44,8 +36,7 @@ def failed_mask(df: pd.DataFrame) -> pd.Series:
 
 def check_failed_calls(df: pd.DataFrame, allow_errors: bool = False, source: str = "the results table"
                        ) -> tuple[pd.DataFrame, str]:
-    """``(rows to analyse, notice)``: refuses (:class:`FailedCallsError`) a table with failed calls
-    unless ``allow_errors``; then drops them and the notice says how many (empty when none)."""
+    """``(rows to analyse, notice)``: failed calls refused, or dropped and counted with ``allow_errors``."""
     bad = failed_mask(df)
     n = int(bad.sum())
     if not n:
@@ -73,8 +64,7 @@ def formal_template_ids(folder: Optional[str] = None) -> frozenset:
 
 
 def select_analysis_set(df: pd.DataFrame, analysis_set: str = "formal", formal_ids=None) -> tuple[pd.DataFrame, dict]:
-    """The rows of the analysis set and a record of it (``name``, ``rule``, template counts,
-    rows dropped), as ``crossprofile stats`` prints and writes it."""
+    """The rows of the analysis set and its record (name, rule, template counts, rows dropped)."""
     if analysis_set not in ANALYSIS_SETS:
         raise ValueError(f"analysis set '{analysis_set}': must be one of {', '.join(ANALYSIS_SETS)}")
     formal = formal_template_ids() if formal_ids is None else frozenset(formal_ids)
@@ -107,8 +97,7 @@ def run_status(headroom: dict, analysis: dict, n_templates: int) -> tuple[str, l
 
 def prepare(df: pd.DataFrame, allow_errors: bool = False, analysis_set: str = "formal",
             source: str = "the results table") -> tuple[pd.DataFrame, dict]:
-    """Failed calls checked (:func:`check_failed_calls`), then the analysis set selected: the rows
-    every statistic (and the rebuilt choice data) uses, and ``{"analysis_set", "failed_calls"}``."""
+    """Failed calls checked, then the analysis set selected: the rows and ``{"analysis_set", "failed_calls"}``."""
     df, notice = check_failed_calls(df, allow_errors, source)
     df, rec = select_analysis_set(df, analysis_set)
     return df, {"analysis_set": rec, "failed_calls": notice}

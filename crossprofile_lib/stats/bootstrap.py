@@ -41,11 +41,7 @@ DEFAULT_LEVEL = 0.95
 
 
 def resample_indices(n_units: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n_resamples, n_units)`` int array: unit indices drawn with replacement.
-
-    >>> resample_indices(3, 2, np.random.default_rng(0)).shape
-    (2, 3)
-    """
+    """``(n_resamples, n_units)`` int array: unit indices drawn with replacement."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed))")
     if n_units < 1 or n_resamples < 1:
@@ -54,38 +50,24 @@ def resample_indices(n_units: int, n_resamples: int, rng: np.random.Generator) -
 
 
 def count_matrix(idx: np.ndarray, n_units: int) -> np.ndarray:
-    """``(B, T)`` float array of how often each unit appears in each row of ``idx`` ``(B, m)``.
-
-    >>> count_matrix(np.array([[0, 0], [1, 0]]), 2).tolist()
-    [[2.0, 0.0], [1.0, 1.0]]
-    """
+    """``(B, T)`` float array of how often each unit appears in each row of ``idx`` ``(B, m)``."""
     B = idx.shape[0]
     flat = (np.arange(B)[:, None] * n_units + idx).ravel()
     return np.bincount(flat, minlength=B * n_units).reshape(B, n_units).astype(float)
 
 
 def percentile_interval(draws: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper percentile bounds along axis 0 of ``draws`` ``(B, ...)`` (NaN-aware).
-
-    >>> lo, hi = percentile_interval(np.arange(101.0), 0.95); float(lo), float(hi)
-    (2.5, 97.5)
-    """
+    """Lower and upper percentile bounds along axis 0 of ``draws`` ``(B, ...)`` (NaN-aware)."""
     a = (1 - level) / 2
     if not np.isnan(draws).any():
-        lo, hi = np.quantile(draws, [a, 1 - a], axis=0)
-        return lo, hi
+        return tuple(np.quantile(draws, [a, 1 - a], axis=0))
     with warnings.catch_warnings():   # an all-NaN column (a cell no resample has) gives NaN
         warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanquantile(draws, [a, 1 - a], axis=0)
-    return lo, hi
+        return tuple(np.nanquantile(draws, [a, 1 - a], axis=0))
 
 
 def bootstrap_pvalue(draws: np.ndarray, null: float | np.ndarray = 0.0) -> np.ndarray:
-    """Two-sided bootstrap p-value along axis 0 of ``draws`` ``(B, ...)`` (formula in module doc).
-
-    >>> float(bootstrap_pvalue(np.array([1.0, 2.0, 3.0, 4.0])))
-    0.4
-    """
+    """Two-sided bootstrap p-value along axis 0 of ``draws`` ``(B, ...)`` (formula in module doc)."""
     ok = ~np.isnan(draws)
     nb = ok.sum(axis=0)
     below = ((draws <= null) & ok).sum(axis=0)
@@ -97,11 +79,8 @@ def bootstrap_pvalue(draws: np.ndarray, null: float | np.ndarray = 0.0) -> np.nd
 
 @dataclass
 class TemplateBootstrap:
-    """A drawn set of template resamples, shared by every statistic of a run.
-
-    ``units``: the template ids in the order of ``idx``'s columns; ``idx``: ``(B, T)``.
-    Build with :meth:`draw` (from a Generator) or directly from a hand-made ``idx``.
-    """
+    """A drawn set of template resamples, shared by every statistic of a run: ``units`` (template ids, the columns
+    of ``idx``) and ``idx`` ``(B, T)``, from :meth:`draw` or hand-made."""
 
     units: tuple[str, ...]
     idx: np.ndarray
@@ -135,11 +114,8 @@ class TemplateBootstrap:
 
     def sums(self, unit: np.ndarray, cell: np.ndarray, values: np.ndarray, n_cells: int
              ) -> tuple[np.ndarray, np.ndarray]:
-        """Per-template sums ``S`` and counts ``N`` ``(T, n_cells)`` of ``values`` ``(n,)``.
-
-        ``unit`` and ``cell`` ``(n,)`` give each row's template and cell; rows with a NaN
-        value or a negative cell are left out.
-        """
+        """Per-template sums ``S`` and counts ``N`` ``(T, n_cells)`` of ``values`` ``(n,)`` whose template and cell
+        are ``unit`` and ``cell`` ``(n,)``; rows with a NaN value or a negative cell are left out."""
         T = len(self.units)
         v = np.asarray(values, dtype=float)
         keep = ~np.isnan(v) & (cell >= 0)

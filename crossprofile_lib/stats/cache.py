@@ -1,10 +1,6 @@
-"""A cache of the slow fits (net-lead regressions, social-proof fit with its bootstrap refits), as JSON under the run
-folder (``DIR/.stats_cache/``).
-
-An entry's key is the SHA-256 of everything its result depends on: the rows (:func:`table_hash`), its options, the
-code (package version and :func:`code_digest` of ``stats/`` and ``run/rebuild.py``) and, for the social-proof fit,
-the template files (the caller adds their digest). Entries are written to a temporary name and renamed; an
-unreadable entry is recomputed. Nothing is pickled: a copied cache folder cannot run code.
+"""A cache of the slow fits (net-lead regressions, social-proof fit) as JSON in ``DIR/.stats_cache/``, keyed by the
+SHA-256 of everything a result depends on: rows, options, code (:func:`code_digest`) and, for the social-proof fit,
+the template files. Written atomically; an unreadable entry is recomputed; nothing is pickled.
 """
 
 from __future__ import annotations
@@ -96,10 +92,8 @@ def _decode(x: Any):
 
 
 class FitCache:
-    """``get(name, parts, compute)``: the stored result for ``(name, parts)``, else ``compute()``
-    stored. ``parts`` may be a callable returning them (called only when caching: a disabled
-    cache, ``--no-cache``, hashes nothing). ``folder=None`` disables caching (every call
-    computes). ``hits`` / ``misses`` count."""
+    """``get(name, parts, compute)``: the stored result for ``(name, parts)``, else ``compute()`` stored. ``parts``
+    may be a callable (called only when caching); ``folder=None`` (``--no-cache``) disables caching."""
 
     def __init__(self, folder: Optional[Path | str]):
         self.folder = Path(folder) if folder is not None else None
@@ -124,13 +118,11 @@ class FitCache:
         try:
             value = _decode(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
-            value = None
-        else:
-            self.hits += 1
+            self.misses += 1
+            value = compute()
+            self._write(path, value)
             return value
-        self.misses += 1
-        value = compute()
-        self._write(path, value)
+        self.hits += 1
         return value
 
     def _write(self, path: Path, value) -> None:

@@ -1,13 +1,9 @@
-"""Preregistered contrasts: a small language read from ``prereg.yaml``, Holm-corrected.
+"""Preregistered contrasts from ``prereg.yaml`` (validated and compiled by :mod:`.prereg`), Holm-corrected.
 
-A **contrast** is ``scale * sum_k weight_k * mean(outcome | rows matching where_k)``. A ``where`` maps columns to
-a value or a list of values; filters merge from ``defaults.where``, the contrast's and the term's (later ones
-win; ``null`` removes one). H1, a difference of differences, is four terms: ``+R1 shared, -B4 shared, -R1 private,
-+B4 private``. A cell mean pools its rows; all terms come from one template-bootstrap count matrix
-(:mod:`.bootstrap`). p-values (against ``test_value``, default 0) are adjusted within each ``family`` by its
-``correction`` (``holm`` or ``none``). A contrast whose terms match no rows is not estimable (with the reason) and
-left out of its family. ``paper:`` values are carried for comparison only. :mod:`.prereg` validates and compiles
-the file.
+A **contrast** is ``scale * sum_k weight_k * mean(outcome | rows matching where_k)``; filters merge from
+``defaults.where``, the contrast's and the term's (later ones win; ``null`` removes one). All terms come from one
+template-bootstrap count matrix; p-values (against ``test_value``) are adjusted within each ``family`` by its
+``correction``. A contrast whose terms match no rows is not estimable (with the reason) and left out of its family.
 """
 
 from __future__ import annotations
@@ -30,19 +26,14 @@ from crossprofile_lib.stats.prereg import (  # noqa: F401  (the file's model and
 
 
 def _coerce(series: pd.Series, v):
-    if pd.api.types.is_bool_dtype(series):
+    if isinstance(v, bool) or pd.api.types.is_bool_dtype(series):
         return v
-    if pd.api.types.is_numeric_dtype(series):
-        return float(v) if not isinstance(v, bool) and isinstance(v, (int, float, str)) and _isnum(v) else v
-    return str(v) if not isinstance(v, bool) else v
-
-
-def _isnum(v) -> bool:
+    if not pd.api.types.is_numeric_dtype(series):
+        return str(v)
     try:
-        float(v)
-        return True
-    except (TypeError, ValueError):
-        return False
+        return float(v) if isinstance(v, (int, float, str)) else v
+    except ValueError:
+        return v
 
 
 def row_mask(df: pd.DataFrame, where: dict, path: str = "<prereg>", fld: str = "where") -> tuple[np.ndarray, str]:
@@ -62,11 +53,8 @@ def row_mask(df: pd.DataFrame, where: dict, path: str = "<prereg>", fld: str = "
 
 def evaluate_contrasts(df: pd.DataFrame, prereg: Prereg, boot: TemplateBootstrap,
                        template_col: str = "template_id") -> pd.DataFrame:
-    """One row per contrast: estimate, percentile interval, bootstrap p, adjusted p, decision.
-
-    All terms of all contrasts become columns of one ``(T, J)`` sums matrix, so the whole
-    file costs two ``(B, T) @ (T, J)`` products.
-    """
+    """One row per contrast: estimate, percentile interval, bootstrap p, adjusted p, decision (every term a
+    column of one ``(T, J)`` sums matrix: two ``(B, T) @ (T, J)`` products for the whole file)."""
     unit = boot.codes(df[template_col].astype(str).tolist())
     cols_S, cols_N, C, rows = [], [], [], []
     for k, c in enumerate(prereg.contrasts):

@@ -1,9 +1,6 @@
-"""The headroom check (SPEC section 8): does this model use its memory at all?
-
-ALL - EMPTY accuracy in points with a bootstrap interval; results are confirmatory only when its lower bound
-exceeds ``min_points`` (:data:`crossprofile_lib.design.HEADROOM_MIN_POINTS`). One type, :class:`Headroom` (also a
-mapping; :meth:`Headroom.as_dict` for run headers), from :func:`headroom` (templates resampled) or
-:func:`task_headroom` (HiddenBench tasks resampled).
+"""The headroom check (SPEC section 8): ALL - EMPTY accuracy in points with a bootstrap interval; results are
+confirmatory only when its lower bound exceeds ``min_points``. :func:`headroom` resamples templates,
+:func:`task_headroom` HiddenBench tasks.
 """
 
 from __future__ import annotations
@@ -20,9 +17,8 @@ from crossprofile_lib.stats.bootstrap import TemplateBootstrap, resample_indices
 
 
 def exceeds(lo: Optional[float], min_points: float) -> bool:
-    """The rule: the lower bound strictly exceeds ``min_points``. The bound is compared rounded to 9
-    decimals: accuracies are ratios of counts, and floating-point noise (``0.5 - 0.35`` is
-    ``0.15000000000000002``) must not turn a bound of exactly 15 points into a pass."""
+    """The rule: the lower bound strictly exceeds ``min_points``, compared rounded to 9 decimals (floating-point
+    noise must not turn a bound of exactly 15 points into a pass)."""
     return lo is not None and round(float(lo), 9) > min_points
 
 
@@ -39,7 +35,6 @@ class Headroom(Mapping):
 
     @classmethod
     def of(cls, estimate: float, lo: float, hi: float, min_points: float, n_units: int) -> "Headroom":
-        """The verdict on an estimate and its interval: passed when ``lo > min_points`` (:func:`exceeds`)."""
         ok = exceeds(lo, min_points)
         return cls(float(estimate), float(lo), float(hi), float(min_points), int(n_units),
                    "" if ok else f"ALL - EMPTY lower bound {lo:.1f} <= {min_points:g} points")
@@ -81,10 +76,8 @@ class Headroom(Mapping):
         return len(self._KEYS)
 
 
-
 def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = HEADROOM_MIN_POINTS) -> Headroom:
-    """ALL - EMPTY accuracy over all variants and budgets of ``df`` (one model), templates resampled by
-    ``boot``."""
+    """ALL - EMPTY accuracy over all variants and budgets of one model's rows, templates resampled by ``boot``."""
     d = df[df["policy"].isin(["ALL", "EMPTY"])]
     if set(d["policy"]) != {"ALL", "EMPTY"}:
         return Headroom.not_run("the run has no ALL and EMPTY rows to check headroom", min_points)
@@ -97,11 +90,8 @@ def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = HEAD
 
 def task_headroom(decisions: pd.DataFrame, rng: np.random.Generator, n_resamples: int = 10_000,
                   level: float = 0.95, min_points: float = HEADROOM_MIN_POINTS) -> Optional[Headroom]:
-    """ALL - EMPTY accuracy of a HiddenBench decisions table, tasks resampled.
-
-    ``decisions`` needs ``task_id``, ``policy``, ``correct`` and ``decided``; per task the accuracy is
-    averaged over seeds (and ablations), shape ``(n_tasks,)``; each resample draws ``n_tasks`` tasks with
-    replacement from ``rng``. ``None`` when nothing was decided (ledger runs)."""
+    """ALL - EMPTY accuracy of a HiddenBench decisions table (per task averaged over seeds and ablations), tasks
+    resampled from ``rng``; None when nothing was decided (ledger runs)."""
     d = decisions[decisions.decided & decisions.policy.isin(["ALL", "EMPTY"])]
     if d.empty or set(d.policy) != {"ALL", "EMPTY"}:
         return None

@@ -1,12 +1,8 @@
-"""The net-lead robustness fit's model: statsmodels' ``BinomialBayesMixedGLM`` (random intercept per template,
-``fit_vb``) with the ELBO gradient's per-template sums computed by ``numpy.bincount`` instead of scipy.sparse.
-
-With one 0/1 random-intercept column per row (``{"template": "0 + C(template_id)"}``), ``bincount`` adds the same
-terms in the same (row) order as scipy's sparse product, so every digit of the fit is the same (checked by
-:func:`same_gradient` and the golden test of ``crossprofile stats``); any other design falls back to statsmodels'
-gradient. :meth:`TemplateInterceptMixedGLM.vb_elbo_grad_base` follows statsmodels 0.15's
-``_VariationalBayesMixedGLM.vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers) line for line; only the two
-sparse products differ.
+"""The net-lead mixed fit's model: statsmodels' ``BinomialBayesMixedGLM`` with the ELBO gradient's per-template sums
+by ``numpy.bincount`` instead of scipy.sparse: with one 0/1 random-intercept column per row it adds the same terms in
+the same order, so every digit is the same (:func:`same_gradient`); any other design uses statsmodels' gradient.
+:func:`_grad_base` follows statsmodels 0.15's ``vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers) line for
+line; only the two sparse products differ.
 """
 
 from __future__ import annotations
@@ -28,16 +24,13 @@ def _indicator_groups(exog_vc) -> Optional[np.ndarray]:
 
 @lru_cache(maxsize=None)
 def model_class() -> type:
-    """``TemplateInterceptMixedGLM``: ``BinomialBayesMixedGLM`` whose ELBO gradient sums per
-    template with ``numpy.bincount`` (same values as the sparse products; see the module doc).
-    Built on first use: statsmodels is imported only when a mixed model is fitted."""
+    """``TemplateInterceptMixedGLM`` (see the module doc), built on first use: statsmodels imports slowly."""
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM, glw
 
     class TemplateInterceptMixedGLM(BinomialBayesMixedGLM):
         @classmethod
         def from_formula(cls, formula, vc_formulas, data, vcp_p=1, fe_p=2):
-            """As ``BinomialBayesMixedGLM.from_formula`` (which builds a ``BinomialBayesMixedGLM``
-            whatever the class it is called on): the same model, with this class's gradient."""
+            """``BinomialBayesMixedGLM.from_formula`` (which ignores ``cls``), with this class's gradient."""
             model = BinomialBayesMixedGLM.from_formula(formula, vc_formulas, data, vcp_p=vcp_p, fe_p=fe_p)
             model.__class__ = cls
             model._groups = _indicator_groups(model.exog_vc)
@@ -58,12 +51,7 @@ def model_class() -> type:
 
 def _grad_base(self, glw, h, tm, tv, fep_mean, vcp_mean, vc_mean, fep_sd, vcp_sd, vc_sd):
     """statsmodels' ``vb_elbo_grad_base`` with the two sparse products as per-template sums."""
-    fep_mean_grad = 0.0
-    fep_sd_grad = 0.0
-    vcp_mean_grad = 0.0
-    vcp_sd_grad = 0.0
-    vc_mean_grad = 0.0
-    vc_sd_grad = 0.0
+    fep_mean_grad = fep_sd_grad = vcp_mean_grad = vcp_sd_grad = vc_mean_grad = vc_sd_grad = 0.0
     sd_of_row = vc_sd[self._groups]
 
     # p(y | vc) contributions
@@ -97,14 +85,12 @@ def _grad_base(self, glw, h, tm, tv, fep_mean, vcp_mean, vc_mean, fep_sd, vcp_sd
     vcp_sd_grad += 1 / vcp_sd
     vc_sd_grad += 1 / vc_sd
 
-    mean_grad = np.concatenate((fep_mean_grad, vcp_mean_grad, vc_mean_grad))
-    sd_grad = np.concatenate((fep_sd_grad, vcp_sd_grad, vc_sd_grad))
-    return mean_grad, sd_grad
+    return (np.concatenate((fep_mean_grad, vcp_mean_grad, vc_mean_grad)),
+            np.concatenate((fep_sd_grad, vcp_sd_grad, vc_sd_grad)))
 
 
 def same_gradient(model, rng: np.random.Generator, points: int = 5) -> bool:
-    """Whether ``model``'s gradient equals statsmodels' own bit for bit at ``points`` random
-    parameter vectors (for tests)."""
+    """Whether ``model``'s gradient equals statsmodels' bit for bit at ``points`` random parameter vectors."""
     n = model.k_fep + model.k_vcp + model.k_vc
     for _ in range(points):
         mean, sd = rng.normal(size=n), np.exp(-0.5 + 0.1 * rng.normal(size=n))

@@ -1,44 +1,30 @@
-"""Net evidence balance (SPEC section 8): accuracy by net lead, and logistic regressions of
-``correct`` on net lead, irrelevant-fact tone and policy.
+"""Net evidence balance (SPEC section 8): accuracy by net lead, and logistic regressions of ``correct`` on net lead,
+irrelevant-fact tone and policy.
 
-The **net lead** of a memory is the net score of the correct option minus that of the decoy
-over its kept relevant facts (-3 ... +5). If accuracy follows the evidence balance, the policy
-terms should add little once net lead is in the model; :func:`net_lead_analysis` reports
-whether they stay significant. What the tests are fitted on (:mod:`.separation`): the **primary
-family** is the copy policies (R1, B4, Random, M1), with duplicate decisions dropped (one decision
-call counted twice) and separated levels (all correct or all wrong) set apart; the **secondary
-family** (every budgeted policy in the rows: R1-rel, its oracle, BAL, ...) is tested the same way
-and reported beside it, its separated levels listed apart with a note, never as a coefficient
-tested.
+The **net lead** of a memory is the net score of the correct option minus that of the decoy over its kept relevant
+facts (-3 ... +5). If accuracy follows the evidence balance, the policy terms should add little once net lead is in
+the model; :func:`net_lead_analysis` reports whether they stay significant. The **primary family** is the copy
+policies (R1, B4, Random, M1); the **secondary family** (every budgeted policy in the rows) is tested the same way and
+reported beside it. In both, duplicate decisions are dropped and separated levels (all correct or all wrong) are
+reported apart with a note, never tested (:mod:`.separation`).
 
-* **primary** (:func:`fixed_effects_logit`): a frequentist logistic regression with template
-  fixed effects (a dummy per template, statsmodels ``GLM``) and cluster-robust (template)
-  covariance; the policy terms "stay significant" when the joint Wald test of all policy terms
-  has p < 0.05. The paper's claim ("policy loses significance once net lead is controlled") is
-  a p-value verdict, so it rests on this fit, which depends on no prior. Templates whose rows are
-  all correct (or all wrong) carry no information under fixed effects and are dropped (counted);
-* robustness (:func:`lr_test`): the likelihood-ratio test of the policy terms in the same
-  fixed-effects model (full against no policy; model-based, not cluster-robust), the test that
-  stays valid where a coefficient is large;
-* robustness: a random-intercept (template) logistic regression fitted by statsmodels'
-  ``BinomialBayesMixedGLM.fit_vb`` (variational Bayes; statsmodels' default priors; its random
-  starting values drawn from a fixed seed, :data:`VB_SEED`, so the same table gives the same
-  numbers). Its p-values are normal approximations from the posterior mean / SD,
-  Holm-adjusted over the policy terms; significant when any adjusted p < 0.05;
-* robustness: a GEE logistic fit with template clusters (exchangeable working correlation,
-  falling back to independence if that fails) and robust covariance; a joint Wald test of
-  all policy terms.
+* **primary** (:func:`fixed_effects_logit`): logistic regression with template fixed effects (statsmodels ``GLM``)
+  and cluster-robust (template) covariance; the policy terms "stay significant" when the joint Wald test of all
+  policy terms has p < 0.05. The paper's claim is a p-value verdict, so it rests on this fit, which depends on no
+  prior. Templates all correct (or all wrong) carry no information under fixed effects and are dropped (counted);
+* robustness (:func:`lr_test`): the likelihood-ratio test of the policy terms in the same fixed-effects model
+  (model-based, not cluster-robust), valid where a coefficient is large;
+* robustness: a random-intercept (template) logit by ``BinomialBayesMixedGLM.fit_vb`` (statsmodels' default priors,
+  random starting values from the fixed seed :data:`VB_SEED`); normal-approximation p-values from the posterior
+  mean / SD, Holm-adjusted over the policy terms; significant when any adjusted p < 0.05;
+* robustness: a GEE logit with template clusters (exchangeable working correlation, else independence) and robust
+  covariance; a joint Wald test of all policy terms.
 
-:func:`net_lead_analysis` adds a ``verdict`` table: per family and fit, the test, its statistic,
-df and p, the verdict on the policy terms and whether it agrees with the primary fit. All take the
-rows of one model; the default subset is the budgeted policies with full labels at r = 0.6
-(``settings.net_lead_where``), of which the families are drawn.
-
-Neither is fitted on too few templates (a choice of this suite; the paper does not say): the
-random-intercept variance needs at least ``MIN_TEMPLATES_MIXED`` = 5 templates, and a
-cluster-robust (sandwich) covariance (fixed effects, GEE) at least ``MIN_TEMPLATES_GEE`` = 10 clusters -- with two
-templates it returns standard errors near zero and p-values near 0 for any term. Such a fit is
-reported as "not fitted" with the reason, never as a result.
+A ``verdict`` table gives per family and fit the test, its statistic, df and p, the verdict and whether it agrees with
+the primary fit. The default rows are the budgeted policies with full labels at r = 0.6 (``settings.net_lead_where``).
+No fit on too few templates (a choice of this suite; the paper does not say): the random-intercept variance needs
+``MIN_TEMPLATES_MIXED`` = 5 templates, a cluster-robust covariance (fixed effects, GEE) ``MIN_TEMPLATES_GEE`` = 10
+clusters (with two it gives p-values near 0 for any term); such a fit is reported as "not fitted" with the reason.
 """
 
 from __future__ import annotations
@@ -106,9 +92,21 @@ def _policy_label(name: str) -> str:
     return name.split("[T.", 1)[1].rstrip("]") if "[T." in name else name
 
 
+def _rename(terms: pd.DataFrame) -> None:
+    """Policy terms renamed ``policy[B4]``."""
+    terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
+
+
+def _significant(test: Optional[dict]) -> Optional[bool]:
+    return bool(test["p"] < 0.05) if test and math.isfinite(test["p"]) else None
+
+
+def _messages(caught) -> list[str]:
+    return [str(w.message)[:160] for w in caught]
+
+
 def _prepare(df: pd.DataFrame, reference: str, method: str, minimum: int) -> tuple[pd.DataFrame, str, str, Optional[dict]]:
-    """The regression's rows (``y``, string template ids), formula and reference policy, and the
-    report of a fit refused for too few templates (None when there are enough)."""
+    """The regression's rows, formula and reference policy, and the report of a fit refused for too few templates."""
     d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
     formula, _, ref = _formula(d, reference)
     k = int(d["template_id"].nunique())
@@ -121,8 +119,7 @@ def _prepare(df: pd.DataFrame, reference: str, method: str, minimum: int) -> tup
 
 
 def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
-    """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``; its
-    gradient summed per template without scipy.sparse, the same numbers: :mod:`.mixed_vb`)."""
+    """Random-intercept (template) logistic regression (``BinomialBayesMixedGLM.fit_vb``, :mod:`.mixed_vb`)."""
     from scipy.stats import norm
 
     d, formula, ref, refused = _prepare(df, reference, "BinomialBayesMixedGLM.fit_vb", MIN_TEMPLATES_MIXED)
@@ -141,12 +138,12 @@ def mixed_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     if pol.any():
         _, padj = holm(terms.loc[pol, "p"].to_numpy())
         terms.loc[pol, "p_holm"] = padj
-    terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
+    _rename(terms)
     return dict(method="BinomialBayesMixedGLM.fit_vb (random intercept per template)", formula=formula,
                 reference_policy=ref, n=len(d), n_templates=int(d["template_id"].nunique()),
                 template_sd=float(np.exp(res.vcp_mean[0])), terms=terms,
                 policy_significant=(bool((terms["p_holm"] < 0.05).any()) if pol.any() else None),
-                warnings=sorted({str(w.message)[:160] for w in caught}))
+                warnings=sorted(set(_messages(caught))))
 
 
 def _wald(res, names: list) -> Optional[dict]:
@@ -171,10 +168,8 @@ def _separation(terms: pd.DataFrame) -> list:
 
 
 def _full_fit(shared: Optional[dict], d: pd.DataFrame, fe_formula: str):
-    """The template fixed-effects GLM logit of ``d`` (``fe_formula``), built and fitted by IRLS
-    once per family: ``(model, fit, warnings, error)``. The primary fit's cluster-robust Wald test
-    and the likelihood-ratio test's full model are the same fit (same design, same IRLS; only the
-    covariance differs), so :func:`regressions_fit` hands both one ``shared`` dict."""
+    """The template fixed-effects GLM logit of ``d``, fitted once per family: ``(model, fit, warnings, error)``. The
+    Wald test's and the likelihood-ratio test's full model are the same fit, so both get one ``shared`` dict."""
     from statsmodels.genmod.families import Binomial
     from statsmodels.genmod.generalized_linear_model import GLM
     shared = {} if shared is None else shared
@@ -187,14 +182,12 @@ def _full_fit(shared: Optional[dict], d: pd.DataFrame, fe_formula: str):
                 fit = model.fit()
             except (np.linalg.LinAlgError, ValueError) as e:
                 error = e
-        shared.update(formula=fe_formula, index=d.index, fit=(model, fit, [str(w.message)[:160] for w in caught], error))
+        shared.update(formula=fe_formula, index=d.index, fit=(model, fit, _messages(caught), error))
     return shared["fit"]
 
 
 def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1", shared: Optional[dict] = None) -> dict:
-    """Primary: logistic regression with template fixed effects and template-clustered robust
-    covariance (statsmodels ``GLM``); joint Wald test of the policy terms. ``shared``: see
-    :func:`_full_fit` (the fit is the likelihood-ratio test's full model)."""
+    """Primary: logit with template fixed effects, cluster-robust covariance; joint Wald test of the policy terms."""
     from statsmodels.genmod.generalized_linear_model import GLMResults, GLMResultsWrapper
     method = "GLM logit, template fixed effects, cluster-robust (template) covariance"
     df, flat = informative_templates(df)
@@ -222,19 +215,16 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1", shared: Optiona
         except (np.linalg.LinAlgError, ValueError) as e:
             return dict(method=f"{method} (failed)", formula=fe_formula, reference_policy=ref, terms=pd.DataFrame(),
                         policy_significant=None, wald=None, warnings=[str(e)], error=f"fit failed: {e}")
-    notes = sorted(set(caught_fit) | {str(w.message)[:160] for w in caught})
-    terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
+    _rename(terms)
     return dict(method=method, formula=fe_formula, reference_policy=ref, n=len(d),
                 n_templates=int(d["template_id"].nunique()), terms=terms, wald=wald, flat_templates=flat,
-                policy_significant=(bool(wald["p"] < 0.05) if wald and math.isfinite(wald["p"]) else None),
-                warnings=notes + _separation(terms))
+                policy_significant=_significant(wald),
+                warnings=sorted(set(caught_fit) | set(_messages(caught))) + _separation(terms))
 
 
 def lr_test(df: pd.DataFrame, reference: str = "R1", shared: Optional[dict] = None) -> dict:
-    """Likelihood-ratio test of the policy terms under template fixed effects: ``2 (llf_full -
-    llf_without_policy)`` against chi2 with the number of policy terms (statsmodels ``GLM``,
-    model-based; templates without variation dropped as in :func:`fixed_effects_logit`, whose
-    fit is the full model: ``shared``, see :func:`_full_fit`)."""
+    """Likelihood-ratio test of the policy terms under template fixed effects: ``2 (llf_full - llf_without_policy)``
+    against chi2 with the number of policy terms; the full model is :func:`fixed_effects_logit`'s fit."""
     from scipy.stats import chi2
     from statsmodels.genmod.families import Binomial
     from statsmodels.genmod.generalized_linear_model import GLM
@@ -260,11 +250,10 @@ def lr_test(df: pd.DataFrame, reference: str = "R1", shared: Optional[dict] = No
                         policy_significant=None, warnings=[str(e)], error=f"fit failed: {e}", flat_templates=flat)
     k = int(f1.df_model - f0.df_model)
     stat = max(0.0, float(2 * (f1.llf - f0.llf)))
-    p = float(chi2.sf(stat, k)) if k > 0 else math.nan
+    lr = dict(chi2=stat, df=k, p=float(chi2.sf(stat, k)) if k > 0 else math.nan)
     return dict(method=method, formula=f"{full} against {reduced}", reference_policy=ref, n=len(d),
                 n_templates=int(d["template_id"].nunique()), terms=pd.DataFrame(), flat_templates=flat,
-                lr=dict(chi2=stat, df=k, p=p), policy_significant=(bool(p < 0.05) if math.isfinite(p) else None),
-                warnings=sorted(set(caught_fit) | {str(w.message)[:160] for w in caught}))
+                lr=lr, policy_significant=_significant(lr), warnings=sorted(set(caught_fit) | set(_messages(caught))))
 
 
 def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
@@ -288,7 +277,7 @@ def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
             except (np.linalg.LinAlgError, ValueError) as e:
                 caught_all.append(f"{name}: {e}")
                 continue
-        caught_all += [f"{name}: {str(w.message)[:160]}" for w in caught]
+        caught_all += [f"{name}: {m}" for m in _messages(caught)]
         if finite:
             res, used = r, name
             break
@@ -299,12 +288,10 @@ def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     terms = pd.DataFrame(dict(term=names, coef=res.params.to_numpy(), sd=res.bse.to_numpy(),
                               z=res.tvalues.to_numpy(), p=res.pvalues.to_numpy()))
     wald = _wald(res, names)
-    terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
-    caught_all += _separation(terms)
+    _rename(terms)
     return dict(method=f"GEE logit, template clusters, {used} working correlation, robust covariance",
                 formula=formula, reference_policy=ref, n=len(d), terms=terms, wald=wald,
-                policy_significant=(bool(wald["p"] < 0.05) if wald and math.isfinite(wald["p"]) else None),
-                warnings=sorted(set(caught_all)))
+                policy_significant=_significant(wald), warnings=sorted(set(caught_all + _separation(terms))))
 
 
 #: the fits of :func:`net_lead_analysis`: key, role
@@ -325,9 +312,8 @@ def _test_numbers(fit: dict) -> tuple[float, float, float]:
 
 
 def verdict_table(fits: dict) -> pd.DataFrame:
-    """One row per (family, fit): the test, its statistic, df and p, the verdict on the policy terms
-    and whether it agrees with the primary fit; ``note`` names what the family set apart (duplicates
-    dropped, separated levels reported apart: never tested)."""
+    """One row per (family, fit): test, statistic, df, p, verdict, agreement with the primary fit and the family's
+    note (what it set apart)."""
     primary = fits.get("fixed", {}).get("policy_significant")
     fam = fits.get("families", {})
     rows = []
@@ -348,10 +334,8 @@ def verdict_table(fits: dict) -> pd.DataFrame:
 
 def net_lead_analysis(df: pd.DataFrame, boot: TemplateBootstrap, where: Optional[dict] = None,
                       regressions: bool = True, reference: str = "R1", fit=None) -> dict:
-    """Accuracy by net lead (with intervals) and, optionally, the three regressions (primary
-    fixed effects, mixed and GEE robustness) and their verdicts, on ``where`` rows.
-    ``fit(rows, reference)``: how to get the regressions (default :func:`regressions_fit`; the
-    analysis passes a cached one)."""
+    """Accuracy by net lead (with intervals) and, optionally, the regressions and their verdicts, on ``where`` rows.
+    ``fit(rows, reference)``: how to get the regressions (default :func:`regressions_fit`)."""
     d = subset(df, where)
     table = accuracy_by_net_lead(d, boot)
     out = dict(where=dict(where or {}), n=len(d), by_net_lead=table, nondecreasing=is_nondecreasing(table))
@@ -361,11 +345,9 @@ def net_lead_analysis(df: pd.DataFrame, boot: TemplateBootstrap, where: Optional
 
 
 def regressions_fit(d: pd.DataFrame, reference: str = "R1") -> dict:
-    """The regressions on the rows ``d`` and their verdict table (the part worth caching): the
-    primary family's fixed-effects (primary), likelihood-ratio, mixed and GEE fits under the keys
-    ``fixed``, ``lr``, ``mixed``, ``gee``; the secondary family's fixed-effects and likelihood-ratio
-    fits under ``secondary`` (only where the rows hold policies outside the copy family); what each
-    family dropped and set apart under ``families``."""
+    """The regressions on ``d`` (the part worth caching): the primary family's fits under ``fixed``, ``lr``,
+    ``mixed``, ``gee``; the secondary family's ``fixed`` and ``lr`` under ``secondary`` (only where the rows hold
+    policies outside the copy family); what each family set apart under ``families``; the ``verdict`` table."""
     prim = prepare_family(d, "copy", reference)
     if prim["rows"].empty:       # no copy policy in the rows: every policy is the primary family
         prim = prepare_family(d, "all", reference)
@@ -396,9 +378,8 @@ def _family_info(f: dict) -> dict:
 
 
 def verdict_display(analysis: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """For a page: the verdict table (family, fit, role, test, chi2, df, p, verdict), the separated
-    levels reported apart (family, policy, n, correct, accuracy, separation) and each family's note
-    (duplicates dropped, levels set apart), from :func:`net_lead_analysis`' result."""
+    """For a page, from :func:`net_lead_analysis`' result: the verdict table, the separated levels reported apart and
+    each family's note."""
     v = analysis.get("verdict")
     if not isinstance(v, pd.DataFrame) or v.empty:
         return pd.DataFrame(), pd.DataFrame(), []
