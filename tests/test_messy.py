@@ -322,7 +322,7 @@ def test_model_level_with_a_chat_backend_uses_the_natural_extractor(hospital):
     """The model level on a (fake) chat backend: one extraction call per utterance, answers parsed and merged
     by the natural protocol's rules; restatements the extractor words alike merge, the prompt has no fact id."""
     from crossprofile_lib.backends.base import ChatResult
-    from crossprofile_lib.hiddenbench.messy_extract import model_extractor
+    from crossprofile_lib.hiddenbench.claims import model_extractor
 
     class Echo:
         def __init__(self):

@@ -9,9 +9,8 @@ import pytest
 
 from crossprofile_lib.paperfit import NOT_A_MODEL_RUN, fit_paper
 from crossprofile_lib.paperfit.figures import model_columns, needed_policies, select_figures
-from crossprofile_lib.paperfit.fit import Fitter, recovery
+from crossprofile_lib.paperfit.fit import Fitter, evaluate_figures, expected_outcomes, figure_matrix, recovery
 from crossprofile_lib.paperfit.ledger import load_or_build, target_probability
-from crossprofile_lib.paperfit.predict import evaluate_figures, expected_outcomes, figure_matrix
 from crossprofile_lib.policies import DEFAULT_POLICIES
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 

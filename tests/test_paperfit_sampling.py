@@ -9,9 +9,8 @@ from scipy import sparse
 
 from crossprofile_lib.paperfit import fit_paper
 from crossprofile_lib.paperfit.figures import needed_policies, select_figures
-from crossprofile_lib.paperfit.fit import Fitter, whitener
+from crossprofile_lib.paperfit.fit import Fitter, figure_matrix, whitener
 from crossprofile_lib.paperfit.ledger import load_or_build
-from crossprofile_lib.paperfit.predict import figure_matrix
 from crossprofile_lib.paperfit.sampling import Sampling, build_sampling
 from crossprofile_lib.policies import DEFAULT_POLICIES
 

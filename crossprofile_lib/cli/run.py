@@ -120,7 +120,7 @@ def _cmd_run(args) -> int:
             extractor = None
             if cfg.protocol == "messy" and cfg.extraction == "model":  # the natural protocol's extractor
                 from crossprofile_lib.backends.base import CHAT
-                from crossprofile_lib.hiddenbench.messy_extract import model_extractor
+                from crossprofile_lib.hiddenbench.claims import model_extractor
                 if CHAT not in getattr(backend, "capabilities", frozenset()):
                     raise ValueError(f"--extraction model: backend '{cfg.backend}' cannot chat (the model-based "
                                      f"claim extractor sends one chat call per utterance)")

@@ -1,7 +1,4 @@
-"""HiddenBench (SPEC section 9): :mod:`.config`, :mod:`.importer` (the public format, the fixture), :mod:`.common`
-(the task as backends see it, budgets, memories), :mod:`.controlled`, :mod:`.natural`, :mod:`.claims`,
-:mod:`.disclosure`, :mod:`.ablations`, :mod:`.measures` and :mod:`.run` (streaming, resuming, tables).
-"""
+"""HiddenBench (SPEC section 9): the controlled and natural protocols on the public task format."""
 
 from crossprofile_lib.hiddenbench.ablations import ABLATIONS, DEFAULT_ABLATIONS, get_ablation, parse_ablations
 from crossprofile_lib.hiddenbench.common import HB_BUDGETS, HB_POLICIES, task_view

@@ -1,8 +1,5 @@
-"""The natural discussion's prompt ablations, selectable by name. Each changes only the round-message prompt (votes,
-extraction, decision call and the seeded orders are shared): ``baseline`` (share what you know and your favoured
-option; your initial vote is shown), ``evidence-first`` (your facts verbatim before any opinion), ``unique-first``
-(what nobody has mentioned yet first) and ``no-vote-reminder`` (the baseline without the vote reminder). Prompt
-files: :data:`PROMPT_FILES` in ``prompts/natural/``, versioned (``_v1``).
+"""The natural discussion's prompt ablations, by name: each changes only the round-message prompt (everything else,
+seeded orders included, is shared). Prompt files live in ``prompts/natural/``, versioned (``_v1``).
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ def get_ablation(name: str) -> Ablation:
 
 
 def parse_ablations(names) -> tuple[Ablation, ...]:
-    """Ablations from a list or a comma-separated string (``all`` selects the four)."""
+    """Ablations from a list or a comma-separated string (``all``: every one)."""
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     if not names or list(names) == ["all"]:
@@ -60,5 +57,5 @@ def parse_ablations(names) -> tuple[Ablation, ...]:
 
 
 def prompt_files() -> list[str]:
-    """Every prompt file the natural protocol reads (for the run header and its hashes)."""
+    """Every prompt file the natural protocol reads (hashed in the run header)."""
     return sorted(set(PROMPT_FILES.values()) | {a.message_prompt for a in ABLATIONS.values()})

@@ -1,15 +1,10 @@
-"""Claims of a natural discussion: extraction output parsing and near-duplicate merging, into the scripted
-discussion's :class:`~crossprofile_lib.task.discussion.ClaimList` (``fact_id=None``), so every policy runs unchanged.
-
-**Parsing** (:func:`parse_claims`): a JSON array of strings (or an object with ``claims``), else every bulleted or
-numbered line; speaker tags and quotes stripped, claims under ``MIN_CLAIM_TOKENS`` tokens and repeats dropped, at
-most ``MAX_CLAIMS_PER_MESSAGE``; ``- none`` means no claim. An unreadable answer is retried once; then the message's
-sentences become its claims (flagged ``fallback``).
-
-**Merging** (:func:`merge_claims`): a claim joins the earliest cluster whose first claim's content tokens
-(:mod:`.disclosure` tokens minus :data:`STOPWORDS`) have a Jaccard similarity of at least ``MERGE_THRESHOLD``; with
-``confirm`` a grey-zone pair ``[CONFIRM_LOW, MERGE_THRESHOLD)`` merges only if the model says "yes". A cluster shows
-its first claim; its speakers are everyone who stated a member.
+"""Claims of a natural discussion, parsed and merged into a :class:`~crossprofile_lib.task.discussion.ClaimList`
+(``fact_id=None``), so every policy runs unchanged. **Parsing**: a JSON array of strings (or an object with
+``claims``), else every bulleted or numbered line; tags and quotes stripped, claims under ``MIN_CLAIM_TOKENS`` tokens
+and repeats dropped, at most ``MAX_CLAIMS_PER_MESSAGE``. **Merging**: a claim joins the earliest cluster whose first
+claim's content tokens have a Jaccard similarity of at least ``MERGE_THRESHOLD``; with ``confirm`` a grey-zone pair
+``[CONFIRM_LOW, MERGE_THRESHOLD)`` merges only if the model says "yes". :func:`model_extractor` is the messy
+protocol's ``model`` extraction level: the same prompt (speaker and utterance only, never a fact id), no retry.
 """
 
 from __future__ import annotations
@@ -19,9 +14,13 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from crossprofile_lib.backends.base import ChatRequest
+from crossprofile_lib.hiddenbench.ablations import PROMPT_FILES
 from crossprofile_lib.hiddenbench.disclosure import tokens
+from crossprofile_lib.prompts import render
 from crossprofile_lib.task.discussion import ClaimList, Utterance, claim_list_from_utterances
 
+EXTRACT_MAX_TOKENS = 200
 MERGE_THRESHOLD = 0.6
 CONFIRM_LOW = 0.35
 MIN_CLAIM_TOKENS = 3
@@ -43,7 +42,7 @@ def _clean(s: str) -> str:
 
 
 def parse_claims(text: str) -> tuple[list[str], bool]:
-    """``(claims, readable)`` from an extraction answer (see the module doc)."""
+    """``(claims, readable)`` from an extraction answer."""
     raw: Optional[list] = None
     stripped = text.strip()
     for start in (i for i, ch in enumerate(stripped) if ch in "[{"):
@@ -115,11 +114,7 @@ class Merge:
 
 def grey_pairs(raw: Sequence[RawClaim], threshold: float = MERGE_THRESHOLD,
                low: float = CONFIRM_LOW) -> list[tuple[int, int]]:
-    """Pairs ``(i, rep)`` the rule alone would not merge but a model may confirm.
-
-    Computed on the rule-only clustering: claim i against every earlier cluster's first
-    claim with similarity in ``[low, threshold)``.
-    """
+    """Pairs ``(i, rep)`` of the rule-only clustering with similarity in ``[low, threshold)``: for a model to confirm."""
     keys = [key(r.text) for r in raw]
     reps: list[int] = []
     out = []
@@ -135,11 +130,8 @@ def merge_claims(raw: Sequence[RawClaim], speaker_order: Sequence[str], agents: 
                  threshold: float = MERGE_THRESHOLD,
                  confirm: Optional[Callable[[int, int], bool]] = None,
                  low: float = CONFIRM_LOW) -> Merge:
-    """Merge near-duplicate claims (see the module doc) into a :class:`ClaimList`.
-
-    ``confirm(i, rep)`` answers whether raw claim ``i`` restates the claim ``rep`` (the model's
-    answer, looked up from a batch the caller has already run); ``None`` uses the rule only.
-    """
+    """Merge near-duplicate claims into a :class:`ClaimList`; ``confirm(i, rep)``: whether raw claim ``i`` restates
+    claim ``rep`` (the model's answer; None: the rule only)."""
     keys = [key(r.text) for r in raw]
     reps: list[int] = []          # raw index of each cluster's first claim
     cluster: list[int] = []
@@ -162,3 +154,45 @@ def merge_claims(raw: Sequence[RawClaim], speaker_order: Sequence[str], agents: 
     utterances = [Utterance(i, r.speaker, raw[reps[cluster[i]]].text) for i, r in enumerate(raw)]
     cl = claim_list_from_utterances(utterances, speaker_order, agents)
     return Merge(cl, tuple(cluster), tuple(asked))
+
+
+def extract_max_tokens(message: str) -> int:
+    """Generation cap of a claim extraction: about twice the message's words, at most ``EXTRACT_MAX_TOKENS``."""
+    return min(EXTRACT_MAX_TOKENS, 2 * len(message.split()) + 24)
+
+
+def extract_request(speaker: str, text: str, purpose: str) -> ChatRequest:
+    p = render(PROMPT_FILES["extract"], speaker=speaker, message=text)
+    return ChatRequest((p.message(),), max_tokens=extract_max_tokens(text), purpose=purpose,
+                       prompt_file=PROMPT_FILES["extract"])
+
+
+def model_extractor(backend):
+    """``(utterances) -> groups of utterance positions`` by ``backend``'s chat calls."""
+    def extractor(utterances: Sequence[Utterance]) -> list[list[int]]:
+        utt = list(utterances)
+        results = backend.chat([extract_request(u.speaker, u.text, "messy-extract") for u in utt]) if utt else []
+        raw = []
+        for u, res in zip(utt, results):
+            claims, ok = parse_claims("" if res.error else res.text)
+            if not ok:
+                claims = sentence_claims(u.text)
+            raw += [RawClaim(u.speaker, u.position, c) for c in claims]
+        order = list(dict.fromkeys(u.speaker for u in utt))
+        m = merge_claims(raw, order)
+        groups: dict[int, list[int]] = {}
+        for r, c in zip(raw, m.cluster):
+            groups.setdefault(c, [])
+            if r.message_index not in groups[c]:
+                groups[c].append(r.message_index)
+        # an utterance whose claims fell in several clusters belongs to the first; one with none is its own claim
+        seen: set[int] = set()
+        out = []
+        for c in sorted(groups):
+            g = [i for i in groups[c] if i not in seen]
+            seen.update(g)
+            if g:
+                out.append(g)
+        out += [[u.position] for u in utt if u.position not in seen]
+        return out
+    return extractor

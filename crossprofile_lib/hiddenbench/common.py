@@ -1,12 +1,7 @@
-"""What both HiddenBench protocols share: the task as the decision call sees it, budgets, memories and their
-composition.
-
-**Task view** (:func:`task_view`): a :class:`HiddenBenchView` whose template skips the CrossProfile validator
-(options ``O1..On`` named by the answers, ``decoy_option = ""``, shared facts ``S1..Sm`` and hidden ``H{i}`` held by
-``A{i}``, all relevant; ``variant`` ``hiddenbench``); letters rotate by seed as for templates. **Budget**: ``T_all``
-prices every fact with all agents' labels, ``B(r) = floor(r * T_all)``, the same for both protocols.
-**Composition**: ``kept_hidden`` / ``kept_shared`` by fact id for scripted claims (and REF), by :mod:`.disclosure`'s
-"restated in full" rule otherwise; ``hidden_retention = kept_hidden / n_hidden``; ``profile_complete``.
+"""What both HiddenBench protocols share. **Task view**: a template that skips the validator (options ``O1..On``,
+no decoy, shared facts ``S1..Sm`` and hidden ``H{i}`` held by ``A{i}``, all relevant). **Budget**: ``T_all`` prices
+every fact with all agents' labels, ``B(r) = floor(r * T_all)``. **Composition**: ``kept_hidden`` / ``kept_shared``
+by fact id for scripted claims, by :mod:`.disclosure`'s "restated in full" rule otherwise.
 """
 
 from __future__ import annotations
@@ -121,9 +116,8 @@ class PolicyPlan:
 
     @classmethod
     def for_backend(cls, policies: Sequence[str], backend, protocol: str) -> "PolicyPlan":
-        """The policies ``backend`` can run in ``protocol``: HiddenBench has no roles, so a policy's model
-        inputs must come from the model (:func:`crossprofile_lib.run.capabilities.unsupported` with
-        ``model_inputs``), stances are not implemented, and natural claims have no oracle relevance."""
+        """The policies ``backend`` can run in ``protocol`` (HiddenBench has no roles: model inputs come from the model,
+        no stances, no oracle relevance for natural claims)."""
         specs, skipped = [], {}
         cannot = unsupported(policies, backend, model_inputs=True)
         for p in policies:
@@ -141,8 +135,7 @@ class PolicyPlan:
 
 
 def protocol_unsupported(protocol: str, backend, name: str) -> Optional[str]:
-    """Why ``backend`` (an instance or its class; ``name`` as the user wrote it) cannot run ``protocol``; None
-    when it can. The natural protocol is a discussion: it needs a model backend that chats."""
+    """Why ``backend`` (instance or class) cannot run ``protocol`` (natural needs chat); None when it can."""
     if protocol == "natural" and CHAT not in capabilities_of(backend):
         return (f"the natural protocol needs a model backend with chat; '{name}' has none "
                 f"(use e.g. --backend llamacpp/smollm2-135m)")
@@ -156,12 +149,7 @@ def _every_fact(cl: ClaimList, view) -> frozenset[int]:
 
 def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript, plan: PolicyPlan,
                    budgets: Sequence[str], backend, key_prefix: str, by_ids: bool):
-    """Yield ``(DecisionRequest, row)`` for every policy x budget of one discussion
-    (:func:`crossprofile_lib.run.pipeline.memories`).
-
-    ``row`` holds the memory's columns (policy, budget, tokens, composition, memory text and
-    its sha); the caller adds the decision columns.
-    """
+    """``(DecisionRequest, row of the memory's columns)`` for every policy x budget of one discussion."""
     task = view.source
     order = option_order(view)
     unit = TaskUnit(view, transcript, cl, order, t_all(task, backend.tokenizer))
@@ -193,13 +181,8 @@ def decide(backend, requests: list) -> Optional[list]:
 
 
 def decision_columns(task: HiddenBenchTask, req: DecisionRequest, d, error: str = "") -> dict:
-    """The decision columns of a row; ``d`` None = not decided (ledger). ``error``: a failed call
-    before the decision (the memory's relevance filter or summary, the session's discussion).
-
-    **A failed call is not a decision**: a row whose decision call (or ``error``) failed keeps the
-    message in ``error``, ``decided`` True (a model was asked), ``correct`` missing and
-    ``invalid`` False, exactly as ``crossprofile run`` records it; every table refuses such rows
-    (:func:`crossprofile_lib.stats.analysis_set.check_failed_calls`)."""
+    """The decision columns of a row; ``d`` None: not decided (ledger). **A failed call is not a decision**: with a
+    failed call (``error``, or the decision's) ``correct`` is missing and ``invalid`` False, as ``crossprofile run``."""
     if d is None:
         return dict(decided=False, decision="", decision_letter="", decision_answer="", correct=None,
                     invalid=False, decision_raw="", error=error)
@@ -212,9 +195,7 @@ def decision_columns(task: HiddenBenchTask, req: DecisionRequest, d, error: str 
 
 
 def record_errors(rec: dict) -> int:
-    """Failed rows of a session record (``artefacts/*.jsonl``). Records written before the ``error``
-    column say it differently: a decided row with no letter and not ``invalid`` (a failed decision
-    call), or a failed call in the session's call log."""
+    """Failed rows of a session record (older records: decided without a letter, not invalid, or a failed call)."""
     if "errors" in rec:
         return int(rec["errors"])
     rows = [r for t in (rec.get("rows") or {}).values() for r in t]

@@ -1,9 +1,6 @@
-"""Controlled HiddenBench (SPEC section 9): the scripted discussion (SPEC section 4) on HiddenBench tasks. Agent
-``A{i}`` holds every shared fact and its hidden fact ``H{i}``; the claim list has one claim per fact with its stable
-``fact_id``. The public format has no polarities, so the reference decider (``ledger``) cannot score options: its rows
-make no decision (``decided = False``) and report what each memory kept; accuracy, headroom and the paper's figures
-come from model backends. Policies needing a model are skipped on the ledger (listed in the header);
-``R1-rel-oracle`` treats every fact as relevant (it equals R1 here).
+"""Controlled HiddenBench (SPEC section 9): the scripted discussion on HiddenBench tasks, one claim per fact with its
+``fact_id``. The format has no polarities, so the ``ledger`` decides nothing (``decided = False``) and reports what
+each memory kept; ``R1-rel-oracle`` treats every fact as relevant (it equals R1 here).
 """
 
 from __future__ import annotations
@@ -42,10 +39,7 @@ def scripted_discussion(task: HiddenBenchTask, seed: int) -> Transcript:
 
 def run_controlled_chunk(units: Sequence[tuple[HiddenBenchTask, int]], plan: PolicyPlan, budgets: Sequence[str],
                          backend, base_columns: dict) -> Iterable[dict]:
-    """Run ``(task, seed)`` units; yield one artefact record per unit (rows included).
-
-    All decision requests of the chunk go to the backend in one batch.
-    """
+    """Run ``(task, seed)`` units (one decision batch); yield one artefact record per unit, rows included."""
     staged = []
     for task, seed in units:
         view = task_view(task, seed)

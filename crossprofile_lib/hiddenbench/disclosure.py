@@ -1,10 +1,6 @@
-"""Disclosure: is a fact restated in full in a piece of text? (SPEC section 9)
-
-**Rule.** Both texts become word tokens (case-folded runs of letters or digits). A fact is *restated in full* when
-the longest common subsequence of the token sequences covers at least ``DISCLOSURE_THRESHOLD`` (80%) of its tokens:
-its words in its order, at most one in five left out or changed; lead-ins and tails do not matter. The
-**disclosure rate** is the share of hidden facts restated in full in at least one message; :func:`disclosure` also
-says whether the holder restated its own. The same rule gives the composition of natural-discussion memories.
+"""Disclosure (SPEC section 9): a fact is *restated in full* when the longest common subsequence of the word tokens
+(case-folded runs of letters or digits) covers at least ``DISCLOSURE_THRESHOLD`` (80%) of its tokens. The
+**disclosure rate** is the share of hidden facts restated in full in at least one message.
 """
 
 from __future__ import annotations
@@ -23,12 +19,8 @@ def tokens(text: str) -> list[str]:
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence of two token sequences.
-
-    Bit-parallel (Allison-Dix / Crochemore et al.): ``a`` is the pattern, one bit per token;
-    one pass over ``b`` with a few integer operations per token, so a short fact against a
-    long message costs O(len(b)). Equal to the textbook O(len(a) * len(b)) table.
-    """
+    """Length of the longest common subsequence of two token sequences, bit-parallel (Allison-Dix): one pass over
+    ``b``, one bit per token of ``a``."""
     if not a or not b:
         return 0
     masks: dict[str, int] = {}
@@ -55,11 +47,11 @@ def restates(fact: str, text: str, threshold: float = DISCLOSURE_THRESHOLD) -> b
 
 @dataclass(frozen=True)
 class Disclosure:
-    """Per hidden fact: restated in some message, restated by its holder; and the rate."""
+    """Per hidden fact: restated in some message, by its holder, first message (-1: none)."""
 
-    disclosed: tuple[bool, ...]            # shape (n_hidden,)
-    by_holder: tuple[bool, ...]            # shape (n_hidden,)
-    first_message: tuple[int, ...]         # index of the first message restating it, -1 if none
+    disclosed: tuple[bool, ...]
+    by_holder: tuple[bool, ...]
+    first_message: tuple[int, ...]
 
     @property
     def n_disclosed(self) -> int:

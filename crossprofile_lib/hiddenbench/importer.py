@@ -1,42 +1,14 @@
-"""The HiddenBench importer (SPEC section 9): the public file format, read from a user's path.
+"""The HiddenBench importer (SPEC section 9): the public ``benchmark_all_clean.json``, a JSON array of tasks
+``{"id", "name", "description", "shared_information": [...], "hidden_information": [one per agent],
+"possible_answers": [...], "correct_answer", "rationale"}``. Not redistributable: read from ``--hiddenbench PATH`` or
+``$HIDDENBENCH_PATH``, else the project's fixture (our own sentences; tables say so in ``data_source``).
 
-The public file ``benchmark_all_clean.json`` is a JSON array of task objects::
-
-    {"id": 7, "name": "...", "description": "...",
-     "shared_information": ["...", ...],          # held by every agent
-     "hidden_information": ["...", ...],          # one per agent: agents = its length
-     "possible_answers": ["...", "...", "..."],   # 3 or 4 in the public file
-     "correct_answer": "...",                     # equal to one of the answers
-     "rationale": "..."}                          # optional
-
-The file is not redistributable, so it is never copied into the project: it is read from
-``--hiddenbench PATH`` or the ``HIDDENBENCH_PATH`` environment variable. When neither is
-given, the project's own fixture (``crossprofile_lib/resources/hiddenbench_fixture.json``, same format,
-our own sentences, every task named ``FIXTURE ...``) is used and every table says so in its
-``data_source`` column (``fixture``, or the file's basename and a sha256 prefix).
-
-Rules (each broken rule is a :class:`HiddenBenchError` naming the file, the task id and the
-field; a malformed record is reported and skipped, the valid records still load):
-
-* the file is a JSON array of objects;
-* ``id`` an int or a non-empty string, unique in the file;
-* ``name`` (may be empty), ``description`` (non-empty) strings;
-* ``shared_information`` a list of non-empty strings (may be empty);
-* ``hidden_information`` a list of at least 2 non-empty strings;
-* ``possible_answers`` a list of 2 to 10 distinct non-empty strings (the public file has
-  3 or 4; ``validate`` prints the histogram);
-* ``correct_answer`` one of the answers (exactly, or after whitespace/case normalisation,
-  in which case the answer's own spelling is kept);
-* ``rationale`` absent, null or a string. Other keys are ignored;
-* no key twice in one record (``json (duplicate key)``: JSON would silently keep the last
-  ``correct_answer``), no control, invisible (bidi override, zero-width), surrogate or unassigned
-  character in any string (``json (control characters)``), an integer ``id`` of at most 30 digits.
-
-The file itself goes through the suite's safe-input layer (:mod:`crossprofile_lib.safety.inputs`):
-a regular file (a FIFO or ``/dev/zero`` is refused unread) of at most
-:data:`~crossprofile_lib.safety.inputs.HIDDENBENCH_MAX_BYTES`, strict UTF-8 (a UTF-8 byte-order mark
-is accepted, as for templates), JSON nested at most 32 levels, no ``NaN``, no integer of more than
-30 digits.
+Rules (each a :class:`HiddenBenchError` naming file, task and field; a malformed record is skipped): ``id`` an int or
+non-empty string, unique; ``description`` non-empty; ``shared_information`` non-empty strings; ``hidden_information``
+at least 2; ``possible_answers`` 2 to 10 distinct; ``correct_answer`` one of them (after whitespace/case
+normalisation, keeping the answer's spelling); ``rationale`` absent, null or a string; no duplicate key, control,
+invisible or unassigned character. The file goes through :mod:`crossprofile_lib.safety.inputs` (regular file, size
+cap, strict UTF-8, JSON nested at most 32 levels, no NaN, no integer of more than 30 digits).
 """
 
 from __future__ import annotations
@@ -125,9 +97,7 @@ class HiddenBenchData:
 
 
 def resolve_path(path: Optional[str | Path] = None) -> tuple[Path, bool]:
-    """``(path, is_fixture)``: the given path, else ``$HIDDENBENCH_PATH``, else the fixture.
-
-    ``is_fixture`` is also true when the chosen path is the fixture itself."""
+    """``(path, is_fixture)``: the given path, else ``$HIDDENBENCH_PATH``, else the fixture."""
     chosen = Path(path) if path else Path(os.environ[ENV_VAR]) if os.environ.get(ENV_VAR) else None
     if chosen is None:
         return FIXTURE_PATH, True
@@ -204,11 +174,7 @@ def parse_record(rec, index: int, path: str = "<hiddenbench>") -> HiddenBenchTas
 
 
 def load_hiddenbench(path: Optional[str | Path] = None, strict: bool = False) -> HiddenBenchData:
-    """Load a HiddenBench file (see the module doc for the path rule and the record rules).
-
-    Malformed records are collected in ``.errors`` and skipped; ``strict=True`` raises the
-    first one instead. A file that is not a JSON array raises at once.
-    """
+    """Load a HiddenBench file: malformed records are skipped into ``.errors`` (``strict``: the first raises)."""
     p, is_fixture = resolve_path(path)
     try:
         raw_bytes = read_bytes(p, HIDDENBENCH_MAX_BYTES, what="HiddenBench file")

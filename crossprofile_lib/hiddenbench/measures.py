@@ -1,12 +1,6 @@
-"""HiddenBench measures: the group vote, summary tables, the headroom check, paper figures.
-
-**Group answer** (:func:`group_vote`): the plurality of valid final votes; a tie goes to the earliest speaker's
+"""HiddenBench measures. **Group answer**: the plurality of valid final votes; a tie goes to the earliest speaker's
 choice (flagged); no valid vote: invalid (counted wrong); ``strict_majority`` when the winner has over half the votes.
-**Failed calls are not results**: every table refuses error rows
-(:class:`~crossprofile_lib.stats.analysis_set.FailedCallsError`) unless ``allow_errors`` drops them.
-:func:`natural_summary` (per ablation: vote accuracies, disclosure, invalid votes, each policy's accuracy),
-:func:`controlled_summary` (per policy: accuracy and composition) and :func:`headroom` (ALL - EMPTY with a
-task-bootstrap interval, :func:`crossprofile_lib.stats.headroom.task_headroom`).
+**Failed calls are not results**: every table refuses error rows unless ``allow_errors`` drops them.
 """
 
 from __future__ import annotations
@@ -24,14 +18,15 @@ from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.stats.analysis_set import check_failed_calls
 from crossprofile_lib.stats.headroom import Headroom, task_headroom  # noqa: F401  (Headroom: re-exported)
 
-#: Which items of data/paper_figures.yaml (the one source of paper numbers) each protocol's
-#: paper table shows, as "<figure id>/<item label>" references.
+#: The items of data/paper_figures.yaml each protocol's paper table shows.
 PAPER_REFS = {
     "controlled": ("hb-r1-b3/R1", "hb-r1-b3/B3", "hb-reference/private-only", "hb-reference/shared-only",
                    "hb-reference/EMPTY"),
     "natural": ("natural/group vote", "natural/REF", "natural/ALL", "natural/EMPTY"),
 }
 PAPER_MODELS = ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct")
+
+
 @dataclass(frozen=True)
 class GroupVote:
     option: Optional[str]
@@ -41,7 +36,7 @@ class GroupVote:
 
 
 def group_vote(votes: Sequence[tuple[str, Optional[str]]], n_agents: Optional[int] = None) -> GroupVote:
-    """``votes`` = ``(agent, option or None)`` in speaking order (see the module doc)."""
+    """The group answer of ``(agent, option or None)`` votes in speaking order."""
     n_agents = n_agents if n_agents is not None else len(votes)
     valid = [(a, o) for a, o in votes if o is not None]
     if not valid:
@@ -59,12 +54,8 @@ def _pct(x) -> float:
 
 def natural_summary(sessions: pd.DataFrame, votes: pd.DataFrame, decisions: pd.DataFrame,
                     budget: str = PRIMARY_BUDGET, allow_errors: bool = False) -> pd.DataFrame:
-    """One row per ablation; accuracies and rates in percent.
-
-    Columns: ``initial_vote``, ``final_vote`` (agents' accuracy; invalid votes count wrong),
-    ``group_vote``, ``disclosure``, ``invalid_votes`` (count), ``sessions``, then one column
-    per policy (decision accuracy at ``budget``, unbudgeted policies at their only level).
-    """
+    """One row per ablation (percent): vote accuracies (invalid votes count wrong), disclosure, invalid votes,
+    sessions, and each policy's decision accuracy at ``budget``."""
     sessions, _ = check_failed_calls(sessions, allow_errors, "the HiddenBench natural sessions table")
     votes, _ = check_failed_calls(votes, allow_errors, "the HiddenBench natural votes table")
     decisions, _ = check_failed_calls(decisions, allow_errors, "the HiddenBench natural decisions table")
@@ -102,16 +93,13 @@ def controlled_summary(decisions: pd.DataFrame, budget: str = PRIMARY_BUDGET, al
 
 def headroom(decisions: pd.DataFrame, rng, n_resamples: int = 10_000, level: float = 0.95,
              allow_errors: bool = False) -> Optional[Headroom]:
-    """HiddenBench's headroom check: ALL - EMPTY with tasks resampled (the one :class:`Headroom` type,
-    :func:`crossprofile_lib.stats.headroom.task_headroom`); a table with failed calls is refused
-    (``allow_errors`` drops them)."""
+    """ALL - EMPTY with tasks resampled (:func:`crossprofile_lib.stats.headroom.task_headroom`)."""
     decisions, _ = check_failed_calls(decisions, allow_errors, "the HiddenBench decisions table")
     return task_headroom(decisions, rng, n_resamples, level)
 
 
 def paper_table(protocol: str) -> pd.DataFrame:
-    """The paper's figures for ``controlled`` (one column per model) or ``natural`` (its ranges as
-    low / high), in percent, read from data/paper_figures.yaml."""
+    """The paper's figures (percent) for ``controlled`` (a column per model) or ``natural`` (ranges: low / high)."""
     rows, index = [], []
     for ref in PAPER_REFS[protocol]:
         it = paper_item(ref)

@@ -1,19 +1,11 @@
-"""The natural-discussion protocol on HiddenBench (SPEC section 9).
-
-For one task, seed and prompt ablation (a *session*): 1. agent ``A{i}`` sees the description, the options (lettered
-in the seed's rotated order) and its facts (the shared ones and ``hidden[i-1]``, shuffled, numbered); 2. a private
-**initial vote** (JSON ``{"vote", "rationale"}``); 3. **round 1** in a seeded speaking order, each agent seeing the
-earlier messages, then **round 2**, each seeing every other agent's latest message -- a message is asked for in at most
-``max_words`` words, stops at a blank line, is collapsed to one line, loses a leading ``A2:`` tag and is cut to
-``2 * max_words`` words (the raw reply is kept); 4. a **final vote**; 5. the **group answer**
-(:func:`~crossprofile_lib.hiddenbench.measures.group_vote`); 6. **claims** from each message (:mod:`.claims`), on which
-the memory policies and the decision call run as on the scripted discussion.
-
-Votes are generated freely, as in the paper; ``constrained_votes`` adds a JSON schema that constrained-decoding
-backends enforce (off by default: slow on the embedded model). A vote is read from the first JSON object of the reply
-(a letter or an answer's exact text); an unreadable vote (or a failed call) is retried once with a format reminder,
-then recorded ``invalid``. Fact and speaking orders depend on (seed, task) only; sessions run in lockstep, one
-``backend.chat`` batch per protocol step.
+"""The natural-discussion protocol on HiddenBench (SPEC section 9). A *session* (task, seed, prompt ablation):
+1. agent ``A{i}`` sees the description, the lettered options and its facts (shared and ``hidden[i-1]``, shuffled);
+2. a private **initial vote**; 3. **round 1** in a seeded speaking order, each agent seeing the earlier messages, then
+**round 2**, each seeing every other agent's latest message (a message: at most ``max_words`` words asked, one line,
+no leading tag, cut to ``2 * max_words``); 4. a **final vote**; 5. the **group answer**; 6. **claims** from each
+message, on which the memory policies and the decision call run. A vote is read from the first JSON object of the
+reply (a letter or an answer's text); an unreadable vote is retried once, then ``invalid``. ``constrained_votes``
+adds a JSON schema. Sessions run in lockstep, one ``backend.chat`` batch per step.
 """
 
 from __future__ import annotations
@@ -26,7 +18,14 @@ from typing import Iterable, Optional, Sequence
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.hiddenbench.ablations import PROMPT_FILES, Ablation
-from crossprofile_lib.hiddenbench.claims import RawClaim, grey_pairs, merge_claims, parse_claims, sentence_claims
+from crossprofile_lib.hiddenbench.claims import (
+    RawClaim,
+    extract_request,
+    grey_pairs,
+    merge_claims,
+    parse_claims,
+    sentence_claims,
+)
 from crossprofile_lib.hiddenbench.common import (
     PolicyPlan,
     build_memories,
@@ -48,7 +47,6 @@ from crossprofile_lib.task.variants import agent_names
 MAX_WORDS = 60
 VOTE_MAX_TOKENS = 100
 RATIONALE_CHARS = 80
-EXTRACT_MAX_TOKENS = 200
 #: A message is one paragraph: generation stops at a blank line (a rambling small model stops early).
 MESSAGE_STOP = ("\n\n",)
 _LETTER = re.compile(r"^\(?\s*(?:option\s+)?([A-J])\s*[).:]?\s*$", re.IGNORECASE)
@@ -60,8 +58,7 @@ def _letters_text(letters: Sequence[str]) -> str:
 
 
 def vote_schema(letters: Sequence[str]) -> dict:
-    """The vote's JSON schema (constrained decoding where the backend supports it); the
-    rationale is bounded so a looping small model stops early."""
+    """The vote's JSON schema; the rationale is bounded so a looping small model stops early."""
     return {"type": "object", "properties": {"vote": {"type": "string", "enum": list(letters)},
                                              "rationale": {"type": "string", "maxLength": RATIONALE_CHARS}},
             "required": ["vote", "rationale"], "additionalProperties": False}
@@ -96,13 +93,6 @@ def parse_vote(text: str, letters: Sequence[str], answers: Sequence[str]) -> tup
 def message_max_tokens(max_words: int) -> int:
     """Generation cap of a round message: about 1.5 tokens per allowed word, plus a margin."""
     return (3 * max_words) // 2 + 16
-
-
-def extract_max_tokens(message: str) -> int:
-    """Generation cap of a claim extraction: about twice the message's words plus a margin
-    (the claims restate the message; a rambling small model stops early), at most
-    ``EXTRACT_MAX_TOKENS``."""
-    return min(EXTRACT_MAX_TOKENS, 2 * len(message.split()) + 24)
 
 
 def clean_message(text: str, max_words: int) -> str:
@@ -229,11 +219,6 @@ class Session:
         return ChatRequest((self._system(agent), p.message()), max_tokens=message_max_tokens(self.max_words),
                            purpose=f"hb-message-r{rnd}", prompt_file=name, stop=MESSAGE_STOP)
 
-    def extract_request(self, m: Message) -> ChatRequest:
-        p = render(PROMPT_FILES["extract"], speaker=m.speaker, message=m.text)
-        return ChatRequest((p.message(),), max_tokens=extract_max_tokens(m.text), purpose="hb-extract",
-                           prompt_file=PROMPT_FILES["extract"])
-
     def extract_retry_request(self, req: ChatRequest, reply: str) -> ChatRequest:
         p = render(PROMPT_FILES["extract_retry"])
         return ChatRequest(req.messages + ({"role": "assistant", "content": reply or ""}, p.message()),
@@ -289,7 +274,7 @@ def _extract(backend, sessions: Sequence[Session]) -> None:
     for s in sessions:
         for m in s.messages:
             if m.text:
-                items.append((s, s.extract_request(m), m.speaker))
+                items.append((s, extract_request(m.speaker, m.text, "hb-extract"), m.speaker))
                 owners.append(m)
     retry, state = [], []
     for (s, req, a), m, res in zip(items, owners, _chat(backend, items)):

@@ -1,33 +1,15 @@
-"""Run HiddenBench (controlled and/or natural) into a folder, streaming artefacts per chunk.
+"""Run HiddenBench (controlled and/or natural) into ``DIR``, streaming artefacts per chunk. Every table carries
+``data_source``, ``backend`` and ``model``: ``hiddenbench_run.json`` (configuration, data source, prompt files with
+their SHA-256, skipped policies, counts, headroom, version); ``hiddenbench_controlled.parquet`` (per task, seed,
+policy, budget); ``hiddenbench_natural_decisions.parquet`` (also per ablation), ``_votes.parquet`` (per agent and
+phase), ``_sessions.parquet`` (group vote, disclosure, counts); ``artefacts/{controlled,natural}.jsonl`` (one line per
+session: everything it produced and its rows).
 
-Layout of ``DIR`` (every table carries ``data_source``, ``backend`` and ``model``):
-
-* ``hiddenbench_run.json`` -- resolved configuration, data source, backend, model,
-  tokenizer, prompt files with their SHA-256, skipped policies and why, counts, headroom,
-  package version and git commit;
-* ``hiddenbench_controlled.parquet`` -- one row per (task, seed, policy, budget);
-* ``hiddenbench_natural_decisions.parquet`` -- one row per (task, seed, ablation, policy, budget);
-* ``hiddenbench_natural_votes.parquet`` -- one row per (task, seed, ablation, agent, phase);
-* ``hiddenbench_natural_sessions.parquet`` -- one row per (task, seed, ablation): group vote,
-  disclosure, invalid and fallback counts;
-* ``artefacts/{controlled,natural}.jsonl`` -- one JSON line per session with everything it
-  produced (facts as each agent saw them, votes with raw replies, messages, extracted and
-  merged claims, every memory's text, decisions, the call log) and its table rows.
-
-**Streaming and resuming.** Tasks run in chunks of ``batch_tasks`` (all seeds and ablations
-of a chunk in lockstep); each finished session is appended to its ``.jsonl`` at once, so no
-more than one chunk of transcripts is held in memory. A line records the hash of the
-configuration that produced it; a rerun with the same configuration skips the sessions
-already on file (and the backend's call cache answers any repeated call), so an interrupted
-run resumes where it stopped. The tables are rebuilt at the end by streaming the ``.jsonl``
-(rows only), keeping the last record of each session.
-
-**Failed calls.** A model call that still failed after its retries makes an error row, exactly
-as in ``crossprofile run``: column ``error`` set (a natural session with a failed call is failed
-in every row: votes, session and decisions), ``correct`` missing. Such a session is never resumed
-as finished: the rerun runs it again (its finished calls come from the cache) and its new record
-replaces the old one. ``hiddenbench_run.json`` counts them (``errors``, ``failed_sessions``, and
-per protocol per table) and the command exits 1; every table refuses them (:mod:`measures`).
+**Resuming.** Tasks run in chunks of ``batch_tasks``; each finished session is appended at once with the hash of its
+configuration, and a rerun with the same configuration skips the sessions on file. The tables are rebuilt from the
+``.jsonl`` (the last record of each session). **Failed calls** make error rows as in ``crossprofile run`` (a natural
+session with one is failed in every row); such a session is run again on resume, counted in the header, and the
+command exits 1.
 """
 
 from __future__ import annotations
@@ -84,12 +66,8 @@ def _session_key(rec: dict) -> str:
 
 
 def iter_artefacts(out_dir: Path | str, protocol: str, config_sha: Optional[str] = "current") -> Iterator[dict]:
-    """Stream the session records of ``DIR/artefacts/<protocol>.jsonl`` (a torn last line is skipped).
-
-    ``config_sha``: ``"current"`` (default) keeps the records of the configuration in
-    ``DIR/hiddenbench_run.json`` (all records when there is no header yet); ``None`` keeps all;
-    a hash keeps that configuration's records.
-    """
+    """Stream the session records of ``DIR/artefacts/<protocol>.jsonl`` (a torn line is skipped) of ``config_sha``
+    (``"current"``: the header's configuration, all without a header; None: all)."""
     f = Path(out_dir) / "artefacts" / f"{protocol}.jsonl"
     if not f.exists():
         return
@@ -142,8 +120,7 @@ def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
 
 
 def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
-    """Run the configured protocols into ``out_dir``; return the header (also written). The folder
-    is locked for the whole run (:func:`crossprofile_lib.safety.outputs.locked_dir`)."""
+    """Run the configured protocols into ``out_dir`` (locked meanwhile); return the header (also written)."""
     with locked_dir(out_dir):
         return _run_locked(cfg, out_dir, backend, progress)
 

@@ -1,10 +1,7 @@
-"""Which of the paper's published figures the reference decider can predict, and how.
-
-Its parameters change only its decisions, so an item of ``data/paper_figures.yaml`` is *predictable* (fitted) when
-its ``data`` is ``crossprofile`` and its ``measure`` has a decision outcome (``correct``, ``chose_decoy``); memory
-outcomes (``kept_*``, ``relevance_*``) are parameter-free comparisons, never fitted. Measures are parsed with
-prereg.yaml's contrast language (:func:`crossprofile_lib.stats.contrasts.parse_prereg`). A value counts for a model
-column only when the item names that model; "models not separated" values are predicted, never fitted.
+"""Which of the paper's published figures the reference decider can predict: an item of ``data/paper_figures.yaml``
+whose ``data`` is ``crossprofile`` and whose ``measure`` (prereg.yaml's contrast language) has a decision outcome is
+fitted; memory outcomes are parameter-free comparisons. A value counts for a model column only when the item names
+that model; "models not separated" values are predicted, never fitted.
 """
 
 from __future__ import annotations
@@ -88,8 +85,7 @@ def short(model: str) -> str:
 
 
 def needed_policies(figures: Sequence[Figure], all_policies: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The policies and budget labels the figures' terms can match (a term without a ``policy``
-    filter matches every policy of ``all_policies`` allowed by its ``selection`` / ``label_format``)."""
+    """The policies (of ``all_policies`` where a term names none) and budget labels the figures' terms can match."""
     pols, budgets = [], []
     for f in figures:
         for t in f.contrast.terms:

@@ -1,29 +1,104 @@
-"""Weighted least-squares fit of the ledger's (s, w, beta) to published figures, and its checks.
+"""Weighted least-squares fit of the ledger's (s, w, beta) to published figures, and its checks. The loss is
+``|H (figure(theta) - y)|^2 = r' V+ r`` with ``H' H = V+`` (:mod:`.sampling`'s covariance: a linked figure counts
+once), minimised from the best grid point by ``scipy.optimize.least_squares`` over ``(s, w, log beta)``.
 
-The loss of a model column with paper values ``y`` is ``L(theta) = |H (figure(theta) - y)|^2 = r' V+ r`` with
-``H' H = V+``, the pseudo-inverse of the figures' sampling covariance (:mod:`.sampling`): each figure counts by its
-variance and a linked figure once. Minimised from the best point of the cached grid (:data:`.ledger.GRID`) by
-``scipy.optimize.least_squares`` (bounded by :data:`BOUNDS`) over ``(s, w, log beta)``. Checks: a parametric
-bootstrap (:meth:`Fitter.refit_many`, figures redrawn at the paper's sample sizes), an optional template bootstrap
-(:meth:`Fitter.bootstrap`), leave-one-figure-out predictions, loss profiles and a recovery check.
+Figures are linear maps of pattern probabilities (:class:`FigureMatrix`): ``S = (A @ p).reshape(T, J)`` (``A``
+counts each pattern's rows per template and term) and ``figure(W) = ((W @ S) / (W @ N)) @ C`` for a template count
+row ``W``: the pooled cell means of :func:`crossprofile_lib.stats.contrasts.evaluate_contrasts`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
+import pandas as pd
+from scipy import sparse
 from scipy.optimize import least_squares
 
+from crossprofile_lib.paperfit.figures import Figure
 from crossprofile_lib.paperfit.ledger import LedgerDesign, grid_points, target_probability_diff
-from crossprofile_lib.paperfit.predict import FigureMatrix
+from crossprofile_lib.stats.contrasts import Prereg, evaluate_contrasts, row_mask
 
 PARAMS = ("social_proof", "irrelevant_weight", "inverse_temperature")
 #: bounds of (s, w, beta) for the fit (s >= -0.3 keeps 1 + s*(n-1) > 0 for 4 speakers)
 BOUNDS = ((-0.3, 5.0), (-3.0, 3.0), (0.02, 50.0))
 _LO = np.array([BOUNDS[0][0], BOUNDS[1][0], math.log(BOUNDS[2][0])])
 _HI = np.array([BOUNDS[0][1], BOUNDS[1][1], math.log(BOUNDS[2][1])])
+
+
+@dataclass
+class FigureMatrix:
+    refs: tuple[str, ...]
+    units: tuple[str, ...]
+    A: sparse.csr_matrix     # (T*J, P)
+    N: np.ndarray            # (T, J)
+    C: np.ndarray            # (J, I)
+    reasons: tuple[str, ...]  # per figure: '' or why a term matches no rows
+
+    @property
+    def estimable(self) -> np.ndarray:
+        return np.array([not r for r in self.reasons])
+
+    def sums(self, p: np.ndarray) -> np.ndarray:
+        """``(T, J)`` for ``p`` ``(P,)``; ``(T, J, G)`` for ``p`` ``(G, P)``."""
+        T, J = self.N.shape
+        if p.ndim == 1:
+            return (self.A @ p).reshape(T, J)
+        return (self.A @ p.T).reshape(T, J, len(p))
+
+    def predict(self, p: np.ndarray) -> np.ndarray:
+        """Figures ``(I,)`` for pattern probabilities ``p`` ``(P,)``."""
+        w = np.ones((1, len(self.units)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (((w @ self.sums(p)) / (w @ self.N)) @ self.C)[0]
+
+
+def figure_matrix(design: LedgerDesign, figures: Sequence[Figure]) -> FigureMatrix:
+    """Build the map for decision figures (outcome ``correct`` or ``chose_decoy``)."""
+    rows = design.rows
+    units = design.units
+    pos = {u: i for i, u in enumerate(units)}
+    unit = rows["template_id"].astype(str).map(pos).to_numpy()
+    T, P = len(units), design.Xp.shape[0]
+    cols, cj, reasons = [], [], []
+    for i, f in enumerate(figures):
+        why = []
+        for k, t in enumerate(f.contrast.terms):
+            m, r = row_mask(rows, t.where, f.ref, f"measure.terms[{k}].where")
+            if r:
+                why.append(f"term {k}: {r}")
+            cols.append((m, design.pattern[f.outcome]))
+            cj.append((i, f.contrast.scale * t.weight))
+        reasons.append("; ".join(why))
+    J = len(cols)
+    ri, ci = [], []
+    N = np.zeros((T, J))
+    for j, (m, pat) in enumerate(cols):
+        idx = np.flatnonzero(m)
+        ri.append(unit[idx] * J + j)
+        ci.append(pat[idx])
+        np.add.at(N[:, j], unit[idx], 1.0)
+    ri, ci = np.concatenate(ri), np.concatenate(ci)
+    A = sparse.csr_matrix((np.ones(len(ri)), (ri, ci)), shape=(T * J, P))
+    C = np.zeros((J, len(figures)))
+    for j, (i, c) in enumerate(cj):
+        C[j, i] = c
+    return FigureMatrix(tuple(f.ref for f in figures), units, A, N, C, tuple(reasons))
+
+
+def expected_outcomes(design: LedgerDesign, theta) -> pd.DataFrame:
+    """The design rows with ``correct`` / ``chose_decoy`` set to the ledger's choice probability at ``theta``."""
+    p = design.probability(np.asarray(theta, dtype=float))
+    return design.rows.assign(**{k: p[design.pattern[k]] for k in design.pattern})
+
+
+def evaluate_figures(df: pd.DataFrame, figures: Sequence[Figure], boot) -> pd.DataFrame:
+    """Each figure's measure on a results-like table with its template-bootstrap interval."""
+    pr = Prereg(tuple(f.contrast for f in figures), {}, source="data/paper_figures.yaml")
+    return evaluate_contrasts(df, pr, boot)
 
 
 def _theta(z) -> np.ndarray:
@@ -49,7 +124,7 @@ class Fitter:
         self.pred_grid = self.grid_predictions()                 # (G, I)
 
     def grid_predictions(self, W: Optional[np.ndarray] = None) -> np.ndarray:
-        """``(G, I)`` at every grid point, or ``(B, G, I)`` for count rows ``W`` ``(B, T)``."""
+        """Figures ``(G, I)`` at every grid point, or ``(B, G, I)`` for count rows ``W`` ``(B, T)``."""
         w = np.ones((1, len(self.fm.units))) if W is None else np.atleast_2d(W)
         with np.errstate(invalid="ignore", divide="ignore"):
             num = np.einsum("bt,tjg->bgj", w, self.S_grid)
@@ -67,10 +142,8 @@ class Fitter:
     def fit(self, y: np.ndarray, used: np.ndarray, W: Optional[np.ndarray] = None,
             start: Optional[Sequence[float]] = None, fixed: Optional[tuple[int, float]] = None,
             grid_pred: Optional[np.ndarray] = None, H: Optional[np.ndarray] = None) -> dict:
-        """Least-squares ``theta`` for paper values ``y`` ``(I,)`` on the figures where ``used``
-        ``(I,)`` is True, residuals whitened by ``H`` ``(k, used.sum())`` (None: unweighted).
-        ``fixed=(k, value)`` holds parameter k (a profile). ``start`` skips the grid search;
-        ``grid_pred`` ``(G, I)`` is the grid for ``W`` when the caller batched it."""
+        """Least-squares ``theta`` for paper values ``y`` on the ``used`` figures, residuals whitened by ``H`` (None:
+        unweighted); ``fixed=(k, value)`` holds parameter k; ``start`` skips the grid search."""
         used = np.asarray(used, dtype=bool)
         yu = np.asarray(y, dtype=float)[used]
         Hm = np.eye(int(used.sum())) if H is None else np.asarray(H, dtype=float)
@@ -126,9 +199,8 @@ class Fitter:
             return (np.einsum("bt,tjb->bj", W, S) / (W @ self.fm.N)) @ self.fm.C
 
     def predict_batch_jac(self, z: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Figures ``(B, I)`` at ``z[b]`` = (s, w, log beta) with count row ``W[b]``, and their exact
-        Jacobian ``(B, I, 3)`` in z. With ``v_k = phi . D_k`` and ``p = 1 / (1 + sum_k exp(v_k))``:
-        ``dp/dphi = -p^2 sum_k exp(v_k) D_k``, ``phi = beta (1, s, w, w s)``."""
+        """Figures ``(B, I)`` at ``z[b]`` = (s, w, log beta) with count row ``W[b]`` and their exact Jacobian
+        ``(B, I, 3)``: ``dp/dphi = -p^2 sum_k exp(v_k) D_k`` with ``v_k = phi . D_k``, ``phi = beta (1, s, w, w s)``."""
         s, w, b = z[:, 0], z[:, 1], np.exp(z[:, 2])
         phi = np.stack([b, b * s, b * w, b * w * s], axis=1)                     # (B, 4)
         D = self._D                                                              # (P, K-1, 4)
@@ -153,34 +225,21 @@ class Fitter:
             jac = np.einsum("bjk,ji->bik", dnum, self.fm.C)
         return pred, jac
 
-    def bootstrap(self, y, used, full: dict, W: np.ndarray, H=None) -> tuple[np.ndarray, np.ndarray, int]:
-        """Refit for every count row of ``W`` ``(B, T)``, each warm-started at the full-data estimate
-        (:meth:`fit` with the exact Jacobian; a resample moves the optimum only a little). Returns
-        ``theta`` draws ``(B, 3)``, the resampled predictions of every figure at each draw ``(B, I)``
+    def refit_many(self, Y: np.ndarray, used, start, H=None, W: Optional[np.ndarray] = None
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Refit every row of ``Y`` ``(B, I)`` (redrawn figures: the parametric bootstrap), or with ``W`` ``(B, T)``
+        each template-resampled row, started at ``start``: ``theta`` ``(B, 3)``, the figures at each refit ``(B, I)``
         and how many refits stopped without converging."""
-        th = np.empty((len(W), 3))
-        failed = 0
-        for b in range(len(W)):
-            f = self.fit(y, used, W[b], start=full["theta"], H=H)
-            th[b] = f["theta"]
-            failed += not f["success"]
-        return th, self.predict_batch(th, W), failed
-
-    def refit_many(self, Y: np.ndarray, used, start, H=None) -> tuple[np.ndarray, np.ndarray, int]:
-        """Refit every row of ``Y`` ``(B, I)`` (redrawn figures; parametric bootstrap), each started at
-        ``start`` with whitener ``H``. Returns ``theta`` ``(B, 3)``, every figure's prediction at each
-        refit ``(B, I)`` and how many refits stopped without converging."""
         th = np.empty((len(Y), 3))
         failed = 0
         for b in range(len(Y)):
-            f = self.fit(Y[b], used, start=start, H=H)
+            f = self.fit(Y[b], used, None if W is None else W[b], start=start, H=H)
             th[b] = f["theta"]
             failed += not f["success"]
-        return th, self.predict_batch(th, np.ones((len(Y), len(self.fm.units)))), failed
+        return th, self.predict_batch(th, np.ones((len(Y), len(self.fm.units))) if W is None else W), failed
 
     def leave_one_out(self, y, used, full: dict, V: Optional[np.ndarray] = None) -> np.ndarray:
-        """``(I,)``: each used figure's prediction from a fit without it (NaN where not used); ``V``
-        ``(I, I)`` the sampling covariance (the fit without figure i is weighted by ``V`` without it)."""
+        """``(I,)``: each used figure's prediction from a fit without it (weighted by ``V`` without it)."""
         used = np.asarray(used, dtype=bool)
         out = np.full(len(y), np.nan)
         for i in np.flatnonzero(used):
@@ -198,10 +257,8 @@ class Fitter:
         return out
 
     def profile(self, y, used, full: dict, k: int, values: Sequence[float], H=None) -> np.ndarray:
-        """Minimum loss ``(len(values),)`` with parameter ``k`` held at each value (identification:
-        a flat profile means the figures do not pin the parameter down). Continuation: the sweep
-        runs outwards from the estimate, each point starting at its neighbour's optimum; a point
-        whose loss falls below the full fit's is impossible and flags a better optimum elsewhere."""
+        """Minimum loss with parameter ``k`` held at each of ``values``, swept outwards from the estimate, each point
+        starting at its neighbour's optimum."""
         values = np.asarray(values, dtype=float)
         out = np.full(len(values), np.nan)
         est = full["theta"][k]
@@ -218,8 +275,7 @@ class Fitter:
 
 
 def whitener(V: np.ndarray, tol: float = 1e-8) -> np.ndarray:
-    """``H`` ``(k, I)`` with ``H' H = V+`` (the pseudo-inverse of the covariance ``V`` ``(I, I)``;
-    ``k`` its rank at relative tolerance ``tol``): whitened residuals ``H r`` count a linked figure once."""
+    """``H`` ``(rank, I)`` with ``H' H = V+``, the pseudo-inverse of the covariance ``V`` ``(I, I)``."""
     lam, U = np.linalg.eigh((V + V.T) / 2)
     keep = lam > tol * max(lam.max(), 0.0) if len(lam) else np.zeros(0, dtype=bool)
     return (U[:, keep] / np.sqrt(lam[keep])).T
@@ -227,11 +283,8 @@ def whitener(V: np.ndarray, tol: float = 1e-8) -> np.ndarray:
 
 def recovery(fitter: Fitter, used: np.ndarray, truths: Sequence[Sequence[float]], rng: np.random.Generator,
              sampling, kappa: float, draws: int = 20, rounding: float = 0.1) -> list[dict]:
-    """For each known ``theta``: redraw the used figures ``draws`` times from the ledger at that theta
-    with the paper's binomial noise (:meth:`.sampling.Sampling.draw`, rounded to ``rounding``),
-    refit each (grid search, then refine; weighted by the covariance at the truth), and return one
-    dict per truth: ``truth``, ``estimates`` ``(draws, 3)``, their median ``estimate``, ``rmse``
-    (median of the refits' root-mean-square misses)."""
+    """For each known ``theta``: the used figures redrawn ``draws`` times at the paper's noise and refitted;
+    ``truth``, ``estimates`` ``(draws, 3)``, their median ``estimate`` and the median ``rmse``."""
     out = []
     for t in truths:
         t = np.asarray(t, dtype=float)

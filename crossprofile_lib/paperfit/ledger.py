@@ -1,13 +1,7 @@
-"""The reference decider's predictions on a task grid, computed analytically and cached.
-
-Every memory of the grid is the same whatever ``(s, w, beta)`` is; with the option features of
-:func:`crossprofile_lib.run.rebuild.option_features` the ledger picks ``o`` with probability
-``softmax_o(beta * (x0 + s*x1 + w*(x2 + s*x3)))`` (what :class:`crossprofile_lib.backends.ledger.ReferenceDecider`
-samples; its argmax default is ``beta -> inf``), so expected accuracy is the mean of ``P(correct)``, with no
-sampling. Decisions collapse into **patterns** (features with the target first, identical ones merged): one softmax
-per pattern per parameter point. :func:`load_or_build` caches the design and the pattern probabilities on a grid
-(``.npz`` + ``.parquet``), keyed by everything they depend on (grid, template bytes, seeds, policies, budgets,
-agents, options, tokenizer, package version).
+"""The reference decider's predictions on a task grid, analytically: the memories do not depend on ``(s, w, beta)``,
+and the ledger picks ``o`` with probability ``softmax_o(beta * (x0 + s*x1 + w*(x2 + s*x3)))``, so expected accuracy
+is the mean of ``P(correct)``. Decisions collapse into **patterns** (features with the target first, identical ones
+merged); :func:`load_or_build` caches them and their probabilities on a grid, keyed by everything they depend on.
 """
 
 from __future__ import annotations
@@ -51,9 +45,8 @@ def grid_points(grid: dict = GRID) -> np.ndarray:
 
 
 def target_probability(Xp: np.ndarray, theta: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """P(target option) for patterns ``Xp`` ``(P, K, 4)`` (target at index 0) at ``theta``:
-    ``(3,)`` -> ``(P,)``, ``(G, 3)`` -> ``(G, P)``. Computed as ``1 / (1 + sum_k exp(u_k - u_0))``
-    on the feature differences (no overflow trouble: a huge term gives probability 0)."""
+    """P(target option) for patterns ``Xp`` ``(P, K, 4)`` (target first) at ``theta`` ``(3,)`` or ``(G, 3)``, as
+    ``1 / (1 + sum_k exp(u_k - u_0))`` (no overflow trouble: a huge term gives probability 0)."""
     return target_probability_diff(Xp[:, 1:, :] - Xp[:, :1, :], theta, chunk)
 
 
@@ -75,10 +68,8 @@ def target_probability_diff(D: np.ndarray, theta: np.ndarray, chunk: int = 256) 
 
 @dataclass
 class LedgerDesign:
-    """The decisions of a grid as patterns. ``rows``: one row per decision with the results-table
-    columns known before deciding (policy, cell, net_lead, kept_*, ...); ``Xp`` ``(P, K, 4)``;
-    ``pattern[target]`` ``(n,)`` each row's pattern for target ``correct`` / ``chose_decoy``;
-    ``p_grid`` ``(G, P)`` pattern probabilities at ``grid_points(grid)``."""
+    """The decisions of a grid as patterns: ``rows`` (the results-table columns known before deciding), ``Xp``
+    ``(P, K, 4)``, ``pattern[target]`` ``(n,)`` each row's pattern, ``p_grid`` ``(G, P)`` at ``grid_points(grid)``."""
 
     rows: pd.DataFrame
     Xp: np.ndarray
@@ -149,8 +140,7 @@ def cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid) ->
 def load_or_build(templates: Sequence[str], seeds: Sequence[int], policies: Sequence[str],
                   budgets: Sequence[str], cache_dir: Optional[Path | str] = None, grid: dict = GRID,
                   n_agents: int = 4, tokenizer: Optional[str] = None) -> LedgerDesign:
-    """The design and its grid probabilities, from ``cache_dir`` when the key matches, else built
-    (and written there). ``templates``: template paths (files or folders)."""
+    """The design and its grid probabilities, from ``cache_dir`` when the key matches, else built and written."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key, cfg = cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid)
     npz, pq = cache_dir / f"ledger-{key}.npz", cache_dir / f"ledger-{key}.parquet"

@@ -1,13 +1,9 @@
-"""``fit_paper``: fit the reference decider to the paper's published figures, every table at once.
-
-For each paper model column with enough figures (:func:`.figures.model_columns`): the weighted least-squares
-``(s, w, beta)`` (:mod:`.fit`; weights from :mod:`.sampling`, re-estimated at the fit up to :data:`REWEIGHT_STEPS`
-times); **parametric-bootstrap** intervals (figures redrawn from the fitted decider at the paper's sample sizes,
-rounded as published, refitted); a **profile** interval (loss within ``sigma^2 * chi2_1(0.95)`` of its minimum,
-``sigma^2 = max(1, chi2 / df)``); optionally a template-bootstrap interval (how much the fit depends on this suite's
-templates); per figure the paper value, n, SD, prediction, residual, z, linked group and leave-one-out prediction;
-the independent figures, the chi-squared fit and a recovery check. Everything but ``paper`` is the reference decider
-on this suite's templates, priced with ``tokenizer`` (default offline): not a model run.
+"""``fit_paper``: fit the reference decider to the paper's published figures, every table at once. Per paper model
+column: the weighted least-squares ``(s, w, beta)`` (weights re-estimated at the fit up to :data:`REWEIGHT_STEPS`
+times); **parametric-bootstrap** intervals (figures redrawn at the paper's sample sizes, rounded as published,
+refitted); a **profile** interval (loss within ``sigma^2 * chi2_1(0.95)`` of its minimum, ``sigma^2 = max(1, chi2 /
+df)``); optionally a template-bootstrap interval; per figure the paper value, n, SD, prediction, residual, z, linked
+group and leave-one-out prediction; a recovery check. Not a model run.
 """
 
 from __future__ import annotations
@@ -35,9 +31,8 @@ from crossprofile_lib.paperfit.figures import (
     select_figures,
     short,
 )
-from crossprofile_lib.paperfit.fit import BOUNDS, PARAMS, Fitter, recovery, whitener
+from crossprofile_lib.paperfit.fit import BOUNDS, PARAMS, Fitter, evaluate_figures, figure_matrix, recovery, whitener
 from crossprofile_lib.paperfit.ledger import GRID, cache_key, default_cache_dir, load_or_build
-from crossprofile_lib.paperfit.predict import evaluate_figures, figure_matrix
 from crossprofile_lib.paperfit.sampling import build_sampling
 from crossprofile_lib.policies import DEFAULT_POLICIES
 from crossprofile_lib.rng import stream
@@ -80,8 +75,7 @@ _FINE = (0.15, 0.8, 0.5)
 
 
 def _profile_values(k: int, est: float) -> np.ndarray:
-    """The coarse range of parameter k (:data:`PROFILE_POINTS` values across its bounds) plus a
-    fine window of 21 values around the estimate (the interval's ends need the resolution)."""
+    """:data:`PROFILE_POINTS` values across parameter k's bounds plus 21 in a fine window around the estimate."""
     lo, hi = BOUNDS[k]
     off = np.linspace(-_FINE[k], _FINE[k], 21)
     if k == 2:
@@ -92,8 +86,7 @@ def _profile_values(k: int, est: float) -> np.ndarray:
 
 
 def _profile_interval(values: np.ndarray, loss: np.ndarray, threshold: float) -> tuple[float, float]:
-    """The range of ``values`` whose profile loss is within ``threshold`` (linear interpolation at
-    the crossings; a bound of the parameter range when the profile never crosses)."""
+    """The range of ``values`` whose profile loss is within ``threshold`` (interpolated at the crossings)."""
     ok = loss <= threshold
     i0, i1 = np.flatnonzero(ok)[[0, -1]]
     def cross(a, b):
@@ -110,16 +103,9 @@ def fit_paper(templates: Sequence[str] = ("templates/formal",), seeds: Sequence[
               with_recovery: bool = True, with_profiles: bool = True, items=None, use_cache: bool = True,
               tokenizer: Optional[str] = None, template_resamples: int = 0,
               recovery_draws: int = RECOVERY_DRAWS, sampling: Optional[dict] = None) -> PaperFit:
-    """Fit every paper model column; see the module doc. ``items``: paper items (default: the file).
-    ``resamples``: parametric-bootstrap refits per model (0: no intervals); ``template_resamples``:
-    template-bootstrap refits (0: none); ``tokenizer``: how memories are priced (a
-    :func:`crossprofile_lib.task.tokenizer.get_tokenizer` spec; None: the offline approximation);
-    ``sampling``: ``{model: {"templates": T, "seeds": S}}`` overriding the file's paper samples.
-
-    The result is cached under ``cache_dir`` (default ``$CROSSPROFILE_CACHE/paperfit``) keyed by the
-    ledger design's key (templates' bytes, seeds, policies, budgets, tokenizer, grid, package version),
-    the figures' definitions, paper values and n, the options and the seeds: a second call with the
-    same inputs reads the tables back and computes nothing."""
+    """Fit every paper model column (module doc). ``resamples`` / ``template_resamples``: refits per model (0: none);
+    ``sampling``: ``{model: {"templates": T, "seeds": S}}`` overriding the paper's samples. Cached under
+    ``cache_dir`` (default ``$CROSSPROFILE_CACHE/paperfit``), keyed by every input."""
     t0 = time.perf_counter()
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     figs = select_figures(items)
@@ -171,9 +157,8 @@ def _read(fdir: Path, t0: float) -> PaperFit:
 
 
 def _tokenizer_label(spec: Optional[str]) -> Optional[str]:
-    """The tokenizer spec as the design's cache key and the runner see it: None for the default (the
-    offline approximation), else ``spec`` plus the resolved tokenizer's name (a ``ValueError`` from
-    :func:`~crossprofile_lib.task.tokenizer.get_tokenizer` names a bad spec)."""
+    """The tokenizer spec as the design's cache key sees it: None for the offline default, else ``spec`` (a bad spec
+    raises ``get_tokenizer``'s ``ValueError``)."""
     tok = get_tokenizer(spec)
     return None if isinstance(tok, OfflineTokenizer) and spec in (None, "", "offline", OfflineTokenizer.name) else spec
 
@@ -185,8 +170,7 @@ def _kappa(model: str, design, seeds, samp: dict) -> float:
 
 
 def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np.ndarray, int]:
-    """Fit with the sampling weights re-estimated at the current fit (unweighted start). Returns
-    the fit, the figures' covariance ``V`` ``(I, I)`` at it and the number of reweighting steps."""
+    """Fit with the sampling weights re-estimated at the current fit: the fit, the covariance ``V`` at it, steps."""
     full = F.fit(y, used)
     V = None
     steps = 0
@@ -238,7 +222,7 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             th_b, pr_b, n_failed = F.refit_many(Y, used, full["theta"], H)
         th_t, n_failed_t = None, 0
         if tboot is not None:
-            th_t, _, n_failed_t = F.bootstrap(y, used, full, tboot.weights, H)
+            th_t, _, n_failed_t = F.refit_many([y] * len(tboot.weights), used, full["theta"], H, tboot.weights)
         loo = F.leave_one_out(y, used, full, V)
         pred = F.predict(full["theta"])
         n = int(used.sum())
@@ -290,10 +274,9 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             for r in recovery(F, used, truths, stream(boot_seed, "paperfit", "recovery", m), S, kappa,
                               max(1, int(recovery_draws))):
                 q = np.percentile(r["estimates"], [2.5, 97.5], axis=0)
-                recrows.append(dict(model=short(m), **{f"{p}_true": r["truth"][k] for k, p in enumerate(PARAMS)},
-                                    **{f"{p}_fit": r["estimate"][k] for k, p in enumerate(PARAMS)},
-                                    **{f"{p}_lo": q[0, k] for k, p in enumerate(PARAMS)},
-                                    **{f"{p}_hi": q[1, k] for k, p in enumerate(PARAMS)},
+                cols = dict(true=r["truth"], fit=r["estimate"], lo=q[0], hi=q[1])
+                recrows.append(dict(model=short(m), **{f"{p}_{c}": v[k] for c, v in cols.items()
+                                                       for k, p in enumerate(PARAMS)},
                                     draws=len(r["estimates"]), rmse=r["rmse"]))
     memory = _memory_table(design, mem, TemplateBootstrap.draw(design.units, MEMORY_RESAMPLES,
                                                                stream(boot_seed, "paperfit", "memory")))
@@ -326,9 +309,8 @@ def _memory_table(design, mem, boot) -> pd.DataFrame:
 
 def predict_at(theta, templates: Sequence[str] = ("templates/formal",), seeds: Sequence[int] = (0, 1, 2),
                cache_dir=None, items=None, tokenizer: Optional[str] = None) -> pd.Series:
-    """Every predictable figure (index: figure reference) from the reference decider at ``theta`` =
-    (s, w, beta) on the cached grid: e.g. a fitted point with ``s = 0`` (no social proof) shows what
-    social proof contributes to each figure."""
+    """Every predictable figure from the reference decider at ``theta`` = (s, w, beta) (e.g. ``s = 0``: no social
+    proof)."""
     figs = select_figures(items)
     dec = [f for f in figs if f.kind == "decision"]
     pols, buds = needed_policies(figs, DEFAULT_POLICIES)

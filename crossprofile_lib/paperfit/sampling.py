@@ -1,16 +1,10 @@
 """The paper's sampling noise: how much each published figure could move by chance, and which figures are the same
-information (linkage).
-
-A figure is ``scale * sum_k weight_k * mean(outcome | rows of term k)``. The paper's ``n`` decisions behind a term
-(``data/paper_figures.yaml``) are modelled as this suite's design rows scaled by ``kappa`` = paper templates x seeds /
-design templates x seeds. **Atoms**: design rows in exactly the same terms; each atom's ``kappa * n_a`` paper
-decisions are one multinomial draw over (correct, decoy, third) at its mean choice probabilities (binomial at the
-mean: at most the true variance), so terms sharing decisions share noise; a proportion at 0 or 1 gets the variance of
-half a decision. **Same prediction**: terms whose rows carry the same patterns in every template (R1-rel with the
-oracle's filter and R1-rel-oracle) are *aliased* to the first, one random quantity counted once. **Linkage**: the
-rank of the figures' map from atom proportions ``L`` is the number of **independent figures**; figures sharing a
-null vector of ``L`` form a linked group, and the loss ``r' V+ r`` (``V = L' Sigma L``) counts a group by its
-independent part; an inconsistency within a group no parameter can move is reported as ``inconsistency``.
+information. The paper's decisions behind a term are this suite's design rows scaled by ``kappa`` (paper templates x
+seeds / design templates x seeds). **Atoms**: design rows in exactly the same terms, each one multinomial draw of
+``kappa * n_a`` decisions over (correct, decoy, third) at its mean probabilities (a proportion at 0 or 1 gets the
+variance of half a decision), so terms sharing decisions share noise. Terms whose rows carry the same patterns in every
+template are *aliased* to the first. **Linkage**: the rank of the map ``L`` from atom proportions to figures is the
+number of independent figures; figures sharing a null vector of ``L`` form a linked group, counted once by the loss.
 """
 
 from __future__ import annotations
@@ -31,10 +25,9 @@ RANK_TOL = 1e-8
 
 @dataclass
 class Sampling:
-    """The figures' sampling structure on one design. ``n`` ``(A,)`` design rows per atom; ``Pc``, ``Pd``
-    ``(A, P)`` each atom's pattern counts for target correct / decoy; ``L`` ``(2A, I)`` figures as
-    linear maps of the atom proportions (correct block, then decoy block); ``n_term`` ``(I,)`` the
-    design rows behind each figure's first term; ``aliases``: (term, alias of) descriptions."""
+    """The figures' sampling structure: ``n`` ``(A,)`` rows per atom, ``Pc``, ``Pd`` ``(A, P)`` pattern counts for
+    target correct / decoy, ``L`` ``(2A, I)`` figures from atom proportions, ``n_term`` ``(I,)`` rows behind each
+    figure's first term, ``aliases``."""
 
     refs: tuple[str, ...]
     n: np.ndarray
@@ -57,8 +50,7 @@ class Sampling:
         return np.concatenate([pc, pd_], axis=-1) @ self.L
 
     def covariance(self, pc: np.ndarray, pd_: np.ndarray, kappa: float, used=None) -> np.ndarray:
-        """Sampling covariance ``(I, I)`` of the figures (``used`` ones) when atom ``a`` has ``kappa * n_a``
-        paper decisions at proportions ``pc``, ``pd_`` (multinomial; clipped as the module doc says)."""
+        """Sampling covariance ``(I, I)`` of the (``used``) figures at atom proportions ``pc``, ``pd_``."""
         m = np.maximum(kappa * self.n, 1.0)
         eps = 0.5 / m
         c, d = np.clip(pc, eps, 1 - eps), np.clip(pd_, eps, 1 - eps)
@@ -70,9 +62,7 @@ class Sampling:
 
     def draw(self, pc: np.ndarray, pd_: np.ndarray, kappa: float, size: int, rng: np.random.Generator,
              rounding: Optional[float] = 0.1) -> np.ndarray:
-        """``(size, I)`` figures redrawn at the paper's sample: each atom's ``round(kappa * n_a)``
-        decisions one multinomial draw over (correct, decoy, third) at ``pc``, ``pd_``; figures
-        rounded to ``rounding`` as the paper reports them (None: unrounded)."""
+        """``(size, I)`` figures redrawn at the paper's sample, rounded to ``rounding`` as published (None: not)."""
         m = np.maximum(np.rint(kappa * self.n), 1).astype(np.int64)
         c = np.clip(pc, 0.0, 1.0)
         d = np.clip(pd_, 0.0, 1.0 - c)
@@ -113,7 +103,6 @@ class Sampling:
 
 
 def term_masks(design: LedgerDesign, figures: Sequence[Figure]) -> list[tuple[int, int, np.ndarray, str, float]]:
-    """``(figure index, term index, row mask, outcome, coefficient)`` for every term of every figure."""
     out = []
     for i, f in enumerate(figures):
         for k, t in enumerate(f.contrast.terms):
@@ -123,8 +112,7 @@ def term_masks(design: LedgerDesign, figures: Sequence[Figure]) -> list[tuple[in
 
 
 def _content_key(design: LedgerDesign, unit: np.ndarray, mask: np.ndarray) -> bytes:
-    """The term's per-template multiset of (pattern for correct, pattern for decoy): equal keys mean the
-    same prediction at every parameter point."""
+    """The term's per-template multiset of (pattern for correct, for decoy): equal keys, equal predictions."""
     idx = np.flatnonzero(mask)
     a = np.stack([unit[idx], design.pattern["correct"][idx], design.pattern["chose_decoy"][idx]], axis=1)
     a = a[np.lexsort(a.T[::-1])]
@@ -150,15 +138,9 @@ def build_sampling(design: LedgerDesign, figures: Sequence[Figure]) -> Sampling:
             first.setdefault(key, (len(masks), f"{figures[i].ref} term {k}"))
             masks.append(m)
     # atoms: rows with the same membership over the distinct masks
-    distinct, which = [], []
-    for m in masks:
-        for d, dm in enumerate(distinct):
-            if np.array_equal(dm, m):
-                which.append(d)
-                break
-        else:
-            which.append(len(distinct))
-            distinct.append(m)
+    seen: dict = {}
+    which = [seen.setdefault(m.tobytes(), (len(seen), m))[0] for m in masks]
+    distinct = [m for _, m in seen.values()]
     M = np.stack(distinct, axis=1) if distinct else np.zeros((len(rows), 0), dtype=bool)    # (n, D)
     inany = M.any(axis=1)
     sig = np.packbits(M[inany], axis=1)

@@ -1,4 +1,4 @@
-"""Descriptive tables over a results table (the inference lives in :mod:`stats`)."""
+"""``crossprofile composition``'s descriptive tables (the inference lives in :mod:`.tables`)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,11 @@ import pandas as pd
 
 
 def composition_table(df: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:
-    """Mean kept support / decoy / irrelevant per policy x variant.
-
-    ``budget`` selects a budget label (``0.6``, ``128t``); unbudgeted and fixed-k policies
-    (label ``none``) are always included; ``all`` keeps every row.
-    """
+    """Mean kept support / decoy / irrelevant per policy x variant at budget label ``budget`` (``all``: every row),
+    unbudgeted and fixed-k policies (label ``none``) always included."""
     d = df if budget == "all" else df[df["budget_label"].isin([budget, "none"])]
     g = d.groupby(["policy", "variant"], sort=True)[["kept_support", "kept_decoy", "kept_irrelevant", "n_kept"]]
     return g.mean().rename(columns=lambda c: c.replace("kept_", ""))
-
-
-def accuracy_table(df: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:
-    """Accuracy (%) per policy x variant at one budget label (plus unbudgeted policies)."""
-    d = df[df["budget_label"].isin([budget, "none"])]
-    return (100 * d.pivot_table(index="policy", columns="variant", values="correct", aggfunc="mean")).round(1)
 
 
 def composition_wide(df: pd.DataFrame, budget: str = "0.6") -> pd.DataFrame:

@@ -1,7 +1,4 @@
-"""The one way estimates, intervals and p-values are written (``crossprofile stats`` and the book): :func:`fmt_ci`
-(``"12.3 [10.1, 14.6]"``), :func:`fmt_p` (four decimals, ``"<1e-4"``), :func:`ci_column` / :func:`ci_pivot` (long
-tables, pivoted in first-appearance order).
-"""
+"""The one way estimates, intervals and p-values are written (``crossprofile stats`` and the book)."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ def ci_column(t: pd.DataFrame, digits: int = 1, missing: str = MISSING) -> pd.Se
 
 def ci_pivot(t: pd.DataFrame, index: str | Sequence[str], columns: str, digits: int = 1,
              missing: str = MISSING) -> pd.DataFrame:
-    """Pivot a long ``estimate/lo/hi`` table into ``"est [lo, hi]"`` cells; rows and columns keep
-    their order of first appearance, absent cells are empty strings."""
+    """A long ``estimate/lo/hi`` table pivoted into ``"est [lo, hi]"`` cells in first-appearance order ('' absent)."""
     if t.empty:
         return t
     index = [index] if isinstance(index, str) else list(index)

@@ -28,8 +28,6 @@ class PreregError(ValueError):
         super().__init__(f"{path}: field '{field}': {rule}: {message}")
 
 
-# --- the file -------------------------------------------------------------------------------
-
 def _filter_value(v):
     for e in v if isinstance(v, list) else [v]:
         if e is not None and not isinstance(e, (str, int, float, bool)):
@@ -125,8 +123,7 @@ class ContrastSpec(ConfigModel):
     terms: Annotated[list[TermSpec], Field(min_length=1)]
     """A non-empty list of ``{weight, where}`` terms."""
     paper: Annotated[Any, AfterValidator(_paper_ref)] = None
-    """The paper's values: a reference ``"<figure id>/<item label>"`` into data/paper_figures.yaml, or a
-    mapping model -> value for a contrast of your own; shown for comparison only."""
+    """The paper's values (``"<figure id>/<item label>"`` in data/paper_figures.yaml, or model -> value); shown only."""
     note: Text = ""
     """Free text shown with the contrast."""
 
@@ -145,8 +142,6 @@ class PreregFile(ConfigModel):
     contrasts: Annotated[list[ContrastSpec], Field(min_length=1)]
     """A non-empty list of contrasts."""
 
-
-# --- the compiled form ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Term:
@@ -182,7 +177,7 @@ class Prereg:
 
 
 def _first_error(e: ValidationError, path: str) -> PreregError:
-    """The error to report: an unknown key first (a misspelt key is also a missing one), else the first."""
+    """An unknown key first (a misspelt key is also a missing one), else the first error."""
     errs = sorted(rule_errors(e, PreregFile), key=lambda x: x[1] != "unknown key")
     fld, name, msg = errs[0]
     return PreregError(path, fld or "<top>", name, msg)
@@ -224,14 +219,12 @@ def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
 
 
 def _read(p: Path):
-    # the safe-input layer: a regular file (a FIFO or /dev/zero is refused unread), size cap, strict
-    # UTF-8, strict YAML (no duplicate keys, aliases or custom tags; nested at most 12 levels)
+    # the safe-input layer: a regular file, size cap, strict UTF-8 and YAML, nested at most 12 levels
     return load_yaml(p, PREREG_MAX_BYTES, error=PreregError, max_depth=12, what="prereg file")
 
 
 def load_prereg(path: str | Path | None = None, extra=()) -> Prereg:
-    """Read a preregistration file (default: the bundled ``prereg.yaml``) and merge the ``extra`` files
-    into it (:func:`merge_extra`: contrasts of your own, e.g. ``Mine - R1``, in the same families)."""
+    """Read a preregistration file (default: the bundled ``prereg.yaml``) with the ``extra`` files merged in."""
     p = Path(path) if path is not None else DEFAULT_PREREG_PATH
     doc = _read(p)
     out = parse_prereg(doc, str(p))
@@ -241,14 +234,9 @@ def load_prereg(path: str | Path | None = None, extra=()) -> Prereg:
 
 
 def merge_extra(base: Prereg, base_doc: dict, doc: Any, path: str) -> Prereg:
-    """``base`` with the contrasts of an extra preregistration file added.
-
-    The extra file has a ``contrasts`` list and may declare ``families`` of its own and ``defaults``; its
-    contrasts inherit the main file's ``defaults`` unless it gives its own, and may name any family of
-    either file: a contrast in the main file's ``exploratory`` family is Holm-corrected together with that
-    family's contrasts. A family declared in both files must be declared alike; contrast ids are unique
-    across the files; ``settings`` stay the main file's (an extra file that sets them is refused). Errors
-    name the extra file and its field."""
+    """``base`` with an extra file's contrasts added: they inherit the main file's ``defaults`` unless it gives its own
+    and may name any family of either file (corrected together); a family declared in both must be declared alike,
+    ids are unique across the files and an extra file may not set ``settings``."""
     if not isinstance(doc, dict):
         raise PreregError(path, "<top>", "type", "the file must be a mapping with a 'contrasts' list")
     if "settings" in doc:

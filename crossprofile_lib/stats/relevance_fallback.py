@@ -1,8 +1,6 @@
-"""How often the model's relevance filter gave no usable answer (the R1-rel / BAL fallback rate).
-
-An unparsable answer (``relevance_invalid``) leaves an empty relevant tier, so R1-rel keeps what R1 keeps and a
-high rate pulls H3 toward 0. :func:`relevance_fallback` counts it per backend over the model-filter rows, one call
-per task unit, failed calls left out; above :data:`WARN_RATE` the run summary and ``crossprofile stats`` warn.
+"""How often the model's relevance filter gave no usable answer (``relevance_invalid``): R1-rel then keeps what R1
+keeps, so a high rate pulls H3 toward 0. Counted per backend, one call per task unit, failed calls left out; above
+:data:`WARN_RATE` the run summary and ``crossprofile stats`` warn.
 """
 
 from __future__ import annotations

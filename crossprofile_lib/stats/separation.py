@@ -1,16 +1,8 @@
-"""What the net-lead regressions are fitted on (SPEC section 8; :mod:`.netlead` fits).
-
-**Families.** The *primary* family is the paper's copy policies, :data:`COPY_FAMILY` (R1, B4, Random, M1): they
-differ only in which claim lines they keep. The *secondary* family is every budgeted policy in the rows, reported apart.
-
-**Duplicates.** Rows with the same task (``template_id``, ``variant``, ``seed``), budget, memory text (``memory_sha``)
-and ``decision`` are one model call counted twice; only the first is kept, in family order (:data:`COPY_FAMILY`,
-then :data:`crossprofile_lib.design.POLICY_ORDER`, then alphabetical). Equal covariates on different tasks are
-independent decisions and stay. A table without ``memory_sha`` drops nothing and says so.
-
-**Separation.** A policy level all correct (or all wrong) has an infinite coefficient; it is reported apart (rows,
-accuracy) and left out of the test. Under fixed effects a template all correct (or all wrong) carries no
-information and is dropped and counted. One wrong decision in a level is not separation.
+"""What the net-lead regressions are fitted on (SPEC section 8). **Families**: the *primary* family is the paper's
+copy policies :data:`COPY_FAMILY`, the *secondary* every budgeted policy in the rows. **Duplicates**: rows with the same
+task, budget, memory text (``memory_sha``) and ``decision`` are one model call counted twice; only the first in family
+order is kept (a table without ``memory_sha`` drops nothing and says so). **Separation**: a policy level all correct
+(or all wrong) is reported apart and left out of the test; under fixed effects such a template is dropped and counted.
 """
 
 from __future__ import annotations
@@ -38,8 +30,7 @@ def policy_rank(policy: str) -> tuple:
 
 
 def drop_duplicates(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """The rows without duplicate decisions (see the module doc) and what was dropped:
-    ``{"rule", "dropped", "by_policy": {policy: n}, "kept_as": {policy: {earlier policy: n}}}``."""
+    """The rows without duplicate decisions and ``{"rule", "dropped", "by_policy", "kept_as", "note"}``."""
     rule = ("same task (template, variant, seed), budget, memory text (memory_sha) and decision as a row of "
             "a policy earlier in the family order: one decision call counted twice")
     missing = [c for c in DUPLICATE_KEY if c not in df.columns]
@@ -75,20 +66,10 @@ def separated_levels(df: pd.DataFrame, column: str = "policy") -> pd.DataFrame:
                          "separation": ["all correct" if s else "all wrong" for s in (sep["sum"] > 0)]})
 
 
-def family_rows(df: pd.DataFrame, family: str) -> pd.DataFrame:
-    """The rows of ``family``: ``"copy"`` (:data:`COPY_FAMILY`) or ``"all"`` (every policy given)."""
-    if family == "copy":
-        return df[df["policy"].astype(str).isin(COPY_FAMILY)]
-    return df
-
-
 def prepare_family(df: pd.DataFrame, family: str, reference: str = "R1") -> dict:
-    """Everything a family's test needs: ``rows`` (duplicates dropped, separated levels out),
-    ``duplicates`` (:func:`drop_duplicates`' report), ``separated`` (:func:`separated_levels`),
-    ``reference`` (``reference`` unless it is separated or absent: the first level left in family
-    order), ``policies`` (the levels tested) and ``note`` (what was set apart, for the reports)."""
-    d = family_rows(df, family)
-    d, dups = drop_duplicates(d)
+    """Everything the test of ``family`` (``"copy"`` or ``"all"``) needs: ``rows`` (duplicates dropped, separated
+    levels out), ``duplicates``, ``separated``, ``reference`` (else the first level left), ``policies``, ``note``."""
+    d, dups = drop_duplicates(df[df["policy"].astype(str).isin(COPY_FAMILY)] if family == "copy" else df)
     sep = separated_levels(d)
     out_levels = set(sep["policy"]) if len(sep) else set()
     rows = d[~d["policy"].astype(str).isin(out_levels)]
@@ -107,8 +88,7 @@ def prepare_family(df: pd.DataFrame, family: str, reference: str = "R1") -> dict
 
 
 def informative_templates(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Rows of templates whose outcome varies, and how many templates were all correct or all wrong
-    (no information under template fixed effects: their intercept is infinite)."""
+    """Rows of templates whose outcome varies, and how many templates were all correct or all wrong."""
     g = df.groupby(df["template_id"].astype(str))["correct"].agg(["size", "sum"])
     flat = g.index[(g["sum"] == 0) | (g["sum"] == g["size"])]
     return df[~df["template_id"].astype(str).isin(flat)], int(len(flat))

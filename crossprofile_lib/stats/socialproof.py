@@ -1,25 +1,19 @@
 """Beyond the paper: the fitted social-proof weight.
 
 The reference decider (:mod:`crossprofile_lib.task.decision`) scores option o from the kept facts as
-``sum polarity * w_f * (1 + s * (n_f - 1))`` (``w_f`` = 1 for relevant facts, ``w`` for
-irrelevant ones; ``n_f`` the speakers a line's label reveals) and picks it with probability
-``softmax(beta * score)``. Read as a **conditional logit** over the options, its utility is
+``sum polarity * w_f * (1 + s * (n_f - 1))`` (``w_f`` = 1 for relevant facts, ``w`` for irrelevant ones; ``n_f`` the
+speakers a line's label reveals) and picks it with probability ``softmax(beta * score)``. Read as a **conditional
+logit** over the options, its utility is
 
     u(o) = beta * (x0 + s * x1 + w * (x2 + s * x3))
 
-with four features per option, over the kept facts about o (see :data:`FEATURES`):
-``x0`` = sum of relevant polarities, ``x1`` = sum of relevant polarity * (n - 1), ``x2`` and ``x3``
-the same for irrelevant facts. :func:`fit` finds the maximum-likelihood ``(s, w, beta)`` for
-any run's decisions (an LLM's or the ledger's), and :func:`fit_social_proof` adds
-template-bootstrap percentile intervals (the same count matrix as every other statistic).
-``s`` is the paper's label-removal experiment as one number: the extra weight a fact gets per
-extra speaker label. ``beta`` is bounded above (:data:`BOUNDS`); a deterministic decider (the
-default ledger) drives it to the bound, and the fit says so.
-
-The results table holds no per-fact detail: the decisions' features come from memories
-rebuilt from the run's configuration by :func:`crossprofile_lib.run.rebuild.rebuild_choice_data`
-(outside ``stats/``, which imports nothing of the pipeline) and are handed in as
-:class:`ChoiceData`.
+over the kept facts about o: ``x0`` = sum of relevant polarities, ``x1`` = sum of relevant polarity * (n - 1), ``x2``
+and ``x3`` the same for irrelevant facts. :func:`fit` finds the maximum-likelihood ``(s, w, beta)`` for any run's
+decisions (an LLM's or the ledger's), :func:`fit_social_proof` adds template-bootstrap percentile intervals. ``s`` is
+the paper's label-removal experiment as one number: the extra weight a fact gets per extra speaker label. ``beta`` is
+bounded above (:data:`BOUNDS`); a deterministic decider (the default ledger) drives it to the bound, and the fit says
+so. The features come from memories rebuilt from the run's configuration
+(:func:`crossprofile_lib.run.rebuild.rebuild_choice_data`), handed in as :class:`ChoiceData`.
 """
 
 from __future__ import annotations
@@ -37,15 +31,13 @@ FEATURES = ("relevant", "relevant_x_extra_labels", "irrelevant", "irrelevant_x_e
 PARAMS = ("social_proof", "irrelevant_weight", "inverse_temperature")
 #: bounds of (s, w, beta) for the optimiser
 BOUNDS = ((-0.3, 20.0), (-5.0, 5.0), (1e-3, 50.0))
+_LO, _HI = np.array(BOUNDS).T
 
 
 @dataclass
 class ChoiceData:
-    """Decisions as a conditional-logit data set.
-
-    ``X`` ``(n, K, 4)`` option features; ``choice`` ``(n,)`` chosen option index;
-    ``template`` ``(n,)`` template ids; ``count`` ``(n,)`` multiplicity (see :func:`compress`).
-    """
+    """Decisions as a conditional-logit data set: ``X`` ``(n, K, 4)`` option features, ``choice`` ``(n,)`` chosen
+    option index, ``template`` ``(n,)`` template ids, ``count`` ``(n,)`` multiplicity."""
 
     X: np.ndarray
     choice: np.ndarray
@@ -57,14 +49,9 @@ class ChoiceData:
 
 
 def patterns(data: ChoiceData, units: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Collapse decisions into distinct choice patterns and per-template counts.
-
-    The conditional logit does not care about option order, so each decision is written with
-    the chosen option first and the others in a canonical order; identical patterns merge.
-    Returns ``Xp`` ``(P, K, 4)`` (chosen option at index 0) and ``C`` ``(T, P)``: how many
-    decisions of template ``units[t]`` show pattern p. A resample's pattern weights are then
-    ``W[b] @ C``, so bootstrap fits run on the P patterns, not on every decision.
-    """
+    """Decisions as distinct choice patterns (chosen option first, the others in a canonical order): ``Xp``
+    ``(P, K, 4)`` and ``C`` ``(T, P)``, the decisions of template ``units[t]`` per pattern (a resample's weights are
+    ``W[b] @ C``)."""
     n, K, F = data.X.shape
     pos = {u: i for i, u in enumerate(units)}
     unit = np.array([pos[str(t)] for t in data.template], dtype=np.int64)
@@ -80,10 +67,8 @@ def patterns(data: ChoiceData, units: Sequence[str]) -> tuple[np.ndarray, np.nda
 
 
 def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(a, axis=0, return_inverse=True)`` of a 2-d float array without NaN or -0.0
-    (the distinct rows in lexicographic order and each row's index among them), by
-    ``np.lexsort`` over the columns: the same arrays, without the structured-dtype sort that
-    ``np.unique(axis=0)`` runs (half a second on the reference grid's 63,360 decisions)."""
+    """``np.unique(a, axis=0, return_inverse=True)`` of a 2-d float array without NaN or -0.0, by ``np.lexsort``
+    (the same arrays, without ``np.unique``'s slow structured-dtype sort)."""
     if a.shape[0] == 0:
         return a[:0], np.zeros(0, dtype=np.intp)
     order = np.lexsort(a.T[::-1])
@@ -97,10 +82,7 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def log_likelihood(theta: Sequence[float], Xp: np.ndarray, weight: np.ndarray) -> tuple[float, np.ndarray]:
-    """Weighted log-likelihood of ``theta = (s, w, beta)`` and its gradient ``(3,)``.
-
-    ``Xp`` ``(P, K, 4)`` with the chosen option at index 0; ``weight`` ``(P,)`` decision counts.
-    """
+    """Weighted log-likelihood of ``theta = (s, w, beta)`` and its gradient ``(3,)`` on patterns ``Xp``."""
     s, w, beta = theta
     phi = np.array([beta, beta * s, beta * w, beta * w * s])
     u = Xp @ phi                                       # (P, K)
@@ -178,11 +160,8 @@ def _derivs(th: np.ndarray, Xp: np.ndarray, Wp: np.ndarray, hess: bool = True):
 
 def batched_newton(Xp: np.ndarray, Wp: np.ndarray, theta0: Sequence[float], max_iter: int = 50,
                    tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray]:
-    """Maximise the log-likelihood for every row of ``Wp`` ``(B, P)`` at once (damped Newton
-    from ``theta0``, clipped to :data:`BOUNDS`). Returns ``theta`` ``(B, 3)`` and a converged
-    flag ``(B,)``; the caller refits rows that did not converge."""
-    lo = np.array([b[0] for b in BOUNDS])
-    hi = np.array([b[1] for b in BOUNDS])
+    """Maximise the log-likelihood for every row of ``Wp`` ``(B, P)`` at once (damped Newton from ``theta0`` within
+    :data:`BOUNDS`): ``theta`` ``(B, 3)`` and a converged flag ``(B,)``."""
     th = np.tile(np.asarray(theta0, dtype=float), (Wp.shape[0], 1))
     done = np.zeros(len(th), dtype=bool)
     for _ in range(max_iter):
@@ -198,14 +177,14 @@ def batched_newton(Xp: np.ndarray, Wp: np.ndarray, theta0: Sequence[float], max_
         bad = ~np.isfinite(d).all(axis=1) | ((d * g).sum(axis=1) <= 0)
         d[bad] = g[bad] * 1e-3 / np.maximum(1.0, np.abs(g[bad]).max(axis=1, keepdims=True))
         t = np.ones(len(act))
-        new = np.clip(th[act] + d, lo, hi)
+        new = np.clip(th[act] + d, _LO, _HI)
         for _half in range(30):
             ll_new, _, _ = _derivs(new, Xp, Wp[act], hess=False)
             worse = ~(ll_new >= ll - 1e-12 * np.abs(ll))
             if not worse.any():
                 break
             t[worse] /= 2
-            new[worse] = np.clip(th[act][worse] + t[worse, None] * d[worse], lo, hi)
+            new[worse] = np.clip(th[act][worse] + t[worse, None] * d[worse], _LO, _HI)
         step = np.abs(new - th[act]).max(axis=1)
         gain = ll_new - ll
         th[act] = new
@@ -222,15 +201,8 @@ _CHUNK = 100
 
 
 def fit_social_proof(data: ChoiceData, boot: TemplateBootstrap, n_resamples: Optional[int] = 1000) -> dict:
-    """Fit ``(s, w, beta)`` with template-bootstrap percentile intervals.
-
-    Uses the first ``n_resamples`` rows of ``boot``'s count matrix (all when None): one fit
-    per resample on the resample's pattern weights ``W[b] @ C``, warm-started at the
-    full-data estimate (a batched Newton over all resamples, :func:`batched_newton`;
-    L-BFGS-B for any resample it does not settle). Returns a table with one row per parameter (estimate, lo, hi,
-    bootstrap p against 0 for ``s`` and ``w``, whether the estimate sits at a bound and in how
-    many resamples) and the fit's details.
-    """
+    """Fit ``(s, w, beta)`` with percentile intervals over the first ``n_resamples`` rows of ``boot`` (all when
+    None), each refit warm-started at the full-data estimate (batched Newton, L-BFGS-B where it does not settle)."""
     if len(data) == 0:
         return dict(table=pd.DataFrame(), n_decisions=0, resamples=0, deterministic=False,
                     note="no decisions to fit")
@@ -256,9 +228,7 @@ def fit_social_proof(data: ChoiceData, boot: TemplateBootstrap, n_resamples: Opt
             th[i] = fit(Xp, Wp[i], starts=(full["theta"],))["theta"]
             refit += 1
         draws[c0:c0 + _CHUNK] = th
-    lo = np.array([b[0] for b in BOUNDS])
-    hi = np.array([b[1] for b in BOUNDS])
-    hits = (np.isclose(draws, lo) | np.isclose(draws, hi)).sum(axis=0)
+    hits = (np.isclose(draws, _LO) | np.isclose(draws, _HI)).sum(axis=0)
     sub = TemplateBootstrap(boot.units, boot.idx[:B], boot.level)
     s = sub.summarize(full["theta"], draws, np.zeros(3))
     table = pd.DataFrame(dict(parameter=PARAMS, estimate=full["theta"], lo=s["lo"], hi=s["hi"],

@@ -24,11 +24,8 @@ def _scale(df: pd.DataFrame, outcome: str) -> float:
 
 def _order_key(col: str):
     def key(s: pd.Series):
-        if col == "policy":
-            rank = {p: i for i, p in enumerate(_POLICY_ORDER)}
-            return s.map(lambda x: (rank.get(x, len(rank)), x))
-        if col == "budget_label":
-            rank = {b: i for i, b in enumerate(_BUDGET_ORDER)}
+        if col in ("policy", "budget_label"):
+            rank = {p: i for i, p in enumerate(_POLICY_ORDER if col == "policy" else _BUDGET_ORDER)}
             return s.map(lambda x: (rank.get(x, len(rank)), x))
         if col in ("variant", "cell"):
             return s.map(lambda x: (x == "all", str(x)))
@@ -38,11 +35,8 @@ def _order_key(col: str):
 
 def group_draws(df: pd.DataFrame, by: Sequence[str], outcomes: Sequence[str], boot: TemplateBootstrap,
                 pool: Sequence[str] = ()) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """Cell means of ``outcomes`` per group of ``by``, with their resampled values.
-
-    ``pool``: columns of ``by`` for which a pooled level ``'all'`` is added. Returns ``keys``
-    (one row per (group, outcome) with ``n``), ``point`` ``(J,)`` and ``draws`` ``(B, J)``.
-    """
+    """Cell means of ``outcomes`` per group of ``by`` (plus a level ``'all'`` for each column of ``pool``): ``keys``
+    (one row per (group, outcome) with ``n``), ``point`` ``(J,)`` and ``draws`` ``(B, J)``."""
     by = list(by)
     unit = boot.codes(df["template_id"].astype(str).tolist())
     groupings = [by] + [[c for c in by if c != p] for p in pool]
@@ -100,8 +94,8 @@ def accuracy_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
 
 
 def pooled_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The secondary "pooled" cells: rows whose ``pooled_cell`` is classic (PS*) or mirror (SP*),
-    with ``cell`` set to ``'classic (pooled)'`` / ``'mirror (pooled)'`` (empty without the column)."""
+    """The secondary pooled cells (``pooled_cell`` classic PS* or mirror SP*) as ``cell`` ``'classic (pooled)'`` /
+    ``'mirror (pooled)'``."""
     if "pooled_cell" not in df.columns:
         return df.iloc[:0]
     d = df[df["pooled_cell"].isin(["classic", "mirror"])]
@@ -109,9 +103,8 @@ def pooled_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_table(df: pd.DataFrame, boot: TemplateBootstrap, pooled: bool = False) -> pd.DataFrame:
-    """Accuracy and decoy-choice rate (%) per policy x budget in the paper's classic (PSP) and
-    mirror (SPS) cells (SPEC section 3, revised); with ``pooled``, also the secondary pooled
-    cells (PS*, SP*: both irrelevant levels) labelled ``'classic (pooled)'`` / ``'mirror (pooled)'``."""
+    """Accuracy and decoy-choice rate (%) per policy x budget in the classic (PSP) and mirror (SPS) cells; with
+    ``pooled``, also the pooled cells (:func:`pooled_rows`)."""
     d = df[df["cell"].isin(["classic", "mirror"])]
     if pooled:
         d = pd.concat([d, pooled_rows(df)], ignore_index=True)
@@ -119,9 +112,8 @@ def cell_table(df: pd.DataFrame, boot: TemplateBootstrap, pooled: bool = False) 
 
 
 def composition_table(df: pd.DataFrame, boot: TemplateBootstrap, pooled: bool = False) -> pd.DataFrame:
-    """Kept support / decoy / irrelevant facts and evidence retention (kept support / 5) per
-    policy x budget x cell (classic = PSP, mirror = SPS, other, all); with ``pooled``, then the
-    pooled cells (see :func:`cell_table`)."""
+    """Kept support / decoy / irrelevant facts and retention (kept support / 5) per policy x budget x cell (classic,
+    mirror, other, all); with ``pooled``, then the pooled cells."""
     outcomes = ["kept_support", "kept_decoy", "kept_irrelevant", "retention"]
     t = means_table(df, ["policy", "budget_label", "cell"], outcomes, boot, pool=["cell"])
     pooled = pooled_rows(df) if pooled else df.iloc[:0]
@@ -131,10 +123,7 @@ def composition_table(df: pd.DataFrame, boot: TemplateBootstrap, pooled: bool = 
 
 
 def relevance_table(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
-    """Relevance-filter precision and recall (%) against the roles, per filter kind.
-
-    One value per task (template x variant x seed) and filter: the mean over tasks (macro).
-    """
+    """Relevance-filter precision and recall (%) against the roles per filter kind: the mean over tasks (macro)."""
     if "relevance_filter" not in df.columns:
         return pd.DataFrame()
     d = df[(df["relevance_filter"].astype(str) != "") & df["relevance_precision"].notna()]
@@ -157,11 +146,7 @@ def _differences(keys, point, draws, pairs, boot) -> pd.DataFrame:
 
 
 def label_effects(df: pd.DataFrame, boot: TemplateBootstrap) -> pd.DataFrame:
-    """Accuracy of each label control minus its labelled policy, in points, per budget x cell.
-
-    A policy ``P:FORMAT`` (unlabeled, shuffled, ...) is compared with ``P`` at the same budget,
-    in the classic, mirror and other cells and over all variants.
-    """
+    """Accuracy of each label control ``P:FORMAT`` minus ``P``, in points, per budget x cell (and all variants)."""
     keys, point, draws = group_draws(df, ["policy", "budget_label", "cell"], ["correct"], boot, pool=["cell"])
     index = {(r.policy, r.budget_label, r.cell): i for i, r in enumerate(keys.itertuples())}
     pairs = []
