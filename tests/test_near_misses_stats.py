@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossprofile_lib.book.style import model_signal
+from crossprofile_lib.stats.analysis_set import WARN_RATE, relevance_fallback
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap, bootstrap_pvalue
 from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
-from crossprofile_lib.stats.relevance_fallback import WARN_RATE, relevance_fallback
 
 # --- prereg contrast parameters ---------------------------------------------------------------------
 

@@ -464,7 +464,7 @@ def test_the_relevance_fallback_rate_is_reported_with_a_warning_when_high(tmp_pa
     assert h["relevance_fallback"] == {"scripted/s1": {"calls": 10, "invalid": 10, "rate": 1.0, "high": True}}
     assert "warning: scripted/s1: relevance filter (R1-rel, BAL): 10 of 10 answers unusable (100.0%" in out
     assert "biases H3 (R1-rel - R1) toward 0" in out
-    from crossprofile_lib.stats.relevance_fallback import relevance_fallback
+    from crossprofile_lib.stats.analysis_set import relevance_fallback
     half = df.copy()
     half.loc[half.template_id.isin(sorted(half.template_id.unique())[:9]), "relevance_invalid"] = False
     assert relevance_fallback(half)["scripted/s1"] == {"calls": 10, "invalid": 1, "rate": 0.1, "high": False}

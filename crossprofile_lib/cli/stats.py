@@ -63,7 +63,7 @@ def _cmd_stats(args) -> int:
         return 2
     if cache.write_error:
         print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
-    from crossprofile_lib.stats.relevance_fallback import fallback_lines, relevance_fallback
+    from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
     fb = relevance_fallback(rows)
     if args.json:
         print(json.dumps(to_jsonable({"run": str(args.dir), "models": res, "relevance_fallback": fb}), indent=1))

@@ -41,20 +41,20 @@ def _clean(s: str) -> str:
     return " ".join(s.split())
 
 
+def json_values(text: str, starts: str = "[{"):
+    """Every JSON value in ``text`` that begins at one of the characters ``starts``, in order."""
+    for i, ch in enumerate(text):
+        if ch in starts:
+            try:
+                yield json.JSONDecoder().raw_decode(text[i:])[0]
+            except json.JSONDecodeError:
+                continue
+
+
 def parse_claims(text: str) -> tuple[list[str], bool]:
     """``(claims, readable)`` from an extraction answer."""
-    raw: Optional[list] = None
-    stripped = text.strip()
-    for start in (i for i, ch in enumerate(stripped) if ch in "[{"):
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(stripped[start:])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            obj = obj.get("claims")
-        if isinstance(obj, list) and all(isinstance(x, str) for x in obj):
-            raw = obj
-            break
+    candidates = (x.get("claims") if isinstance(x, dict) else x for x in json_values(text.strip()))
+    raw = next((c for c in candidates if isinstance(c, list) and all(isinstance(s, str) for s in c)), None)
     readable = raw is not None
     if raw is None:
         raw = []

@@ -37,8 +37,7 @@ class HBConfig:
     backend: BackendSpec = "ledger"
     """``ledger`` (composition only: it decides nothing) or ``provider/model`` (``--backend``)."""
     hiddenbench: Optional[str] = None
-    """The HiddenBench file (``--hiddenbench``); None: ``$HIDDENBENCH_PATH``, else the project's fixture. It is
-    read in place, never copied."""
+    """The HiddenBench file (``--hiddenbench``), read in place; None: ``$HIDDENBENCH_PATH``, else the fixture."""
     protocols: Protocols = ("controlled",)
     """``controlled`` (scripted disclosure) and/or ``natural`` (a model's discussion; needs chat) (``--protocol``)."""
     seeds: Seeds = (0, 1, 2)
@@ -46,8 +45,7 @@ class HBConfig:
     ablations: Ablations = DEFAULT_ABLATIONS
     """The natural protocol's prompt ablations, or ``all`` (``--ablations``)."""
     policies: Policies = HB_POLICIES
-    """Distinct policy specs (``--policies``); those the backend cannot run are skipped, with the reason in the
-    header."""
+    """Distinct policy specs (``--policies``); those the backend cannot run are skipped (why: in the header)."""
     budgets: Budgets = HB_BUDGETS
     """Distinct token budgets (``--budgets``)."""
     tasks: Optional[TaskIds] = None
@@ -55,7 +53,7 @@ class HBConfig:
     limit: Optional[Annotated[int, Field(ge=1)]] = None
     """Run the first N tasks only (``--limit``)."""
     batch_tasks: Annotated[int, Field(ge=1)] = 4
-    """Tasks per lockstep chunk, at least 1 (``--batch-tasks``): at most one chunk of transcripts is in memory."""
+    """Tasks per lockstep chunk, at least 1 (``--batch-tasks``): one chunk of transcripts is held in memory."""
     max_words: Annotated[int, Field(ge=1)] = MAX_WORDS
     """The word limit the natural protocol's round messages are asked for (``--max-words``)."""
     confirm_duplicates: bool = False
@@ -65,7 +63,6 @@ class HBConfig:
     tokenizer: Optional[str] = None
     """The budgets' tokenizer (as for a grid run; ``--tokenizer``)."""
     backend_options: dict[str, Any] = Field(default_factory=dict)
-    """Keyword options of the backend's class (``--backend-option``); secret-named values are masked in the
-    header."""
+    """Keyword options of the backend's class (``--backend-option``); secret-named values are masked."""
     resume: bool = True
     """Skip sessions already on file for the same configuration (``--fresh``: False)."""

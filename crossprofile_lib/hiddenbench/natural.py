@@ -22,6 +22,7 @@ from crossprofile_lib.hiddenbench.claims import (
     RawClaim,
     extract_request,
     grey_pairs,
+    json_values,
     merge_claims,
     parse_claims,
     sentence_claims,
@@ -66,11 +67,7 @@ def vote_schema(letters: Sequence[str]) -> dict:
 
 def parse_vote(text: str, letters: Sequence[str], answers: Sequence[str]) -> tuple[Optional[str], str]:
     """``(letter or None, rationale)`` from a vote reply; ``answers`` in letter order."""
-    for start in (i for i, ch in enumerate(text or "") if ch == "{"):
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
-            continue
+    for obj in json_values(text or "", "{"):
         if not isinstance(obj, dict):
             continue
         low = {str(k).strip().casefold(): v for k, v in obj.items()}
@@ -100,6 +97,14 @@ def clean_message(text: str, max_words: int) -> str:
     s = _TAG.sub("", (text or "").strip())
     words = s.split()
     return " ".join(words[:2 * max_words])
+
+
+def _retry_request(req: ChatRequest, reply: str, prompt: str, **values) -> ChatRequest:
+    """``req``'s conversation with the reply and a format reminder (``PROMPT_FILES[prompt]``) added."""
+    p = render(PROMPT_FILES[prompt], **values)
+    return ChatRequest(req.messages + ({"role": "assistant", "content": reply or ""}, p.message()),
+                       max_tokens=req.max_tokens, purpose=req.purpose + "-retry", prompt_file=PROMPT_FILES[prompt],
+                       json_schema=req.json_schema)
 
 
 def _sha(messages) -> str:
@@ -189,11 +194,6 @@ class Session:
                            purpose=f"hb-vote-{phase}", prompt_file=name,
                            json_schema=vote_schema(self.letters) if self.constrained_votes else None)
 
-    def vote_retry_request(self, req: ChatRequest, reply: str) -> ChatRequest:
-        p = render(PROMPT_FILES["vote_retry"], letters=_letters_text(self.letters))
-        msgs = req.messages + ({"role": "assistant", "content": reply or ""}, p.message())
-        return ChatRequest(msgs, max_tokens=req.max_tokens, purpose=req.purpose + "-retry",
-                           prompt_file=PROMPT_FILES["vote_retry"], json_schema=req.json_schema)
 
     def vote_reminder(self, agent: str) -> str:
         v = self.votes.get((agent, "initial"))
@@ -218,12 +218,6 @@ class Session:
         p = render(name, **values)
         return ChatRequest((self._system(agent), p.message()), max_tokens=message_max_tokens(self.max_words),
                            purpose=f"hb-message-r{rnd}", prompt_file=name, stop=MESSAGE_STOP)
-
-    def extract_retry_request(self, req: ChatRequest, reply: str) -> ChatRequest:
-        p = render(PROMPT_FILES["extract_retry"])
-        return ChatRequest(req.messages + ({"role": "assistant", "content": reply or ""}, p.message()),
-                           max_tokens=req.max_tokens, purpose="hb-extract-retry",
-                           prompt_file=PROMPT_FILES["extract_retry"])
 
     def log(self, req: ChatRequest, res: ChatResult, agent: str = "") -> None:
         self.calls.append(dict(purpose=req.purpose, agent=agent, prompt_file=req.prompt_file,
@@ -251,7 +245,7 @@ def _votes(backend, sessions: Sequence[Session], phase: str) -> None:
         v.letter, v.rationale = parse_vote(text, s.letters, s.answers)
         s.votes[(a, phase)] = v
         if v.invalid:
-            retry.append((s, s.vote_retry_request(req, text), a))
+            retry.append((s, _retry_request(req, text, "vote_retry", letters=_letters_text(s.letters)), a))
     for (s, _, a), res in zip(retry, _chat(backend, retry)):
         text = "" if res.error else res.text
         v = s.votes[(a, phase)]
@@ -284,7 +278,7 @@ def _extract(backend, sessions: Sequence[Session]) -> None:
                    retried=False, fallback=False)
         s.extraction.append(rec)
         if not ok:
-            retry.append((s, s.extract_retry_request(req, text), a))
+            retry.append((s, _retry_request(req, text, "extract_retry"), a))
             state.append((rec, m))
     for (s, _, a), (rec, m), res in zip(retry, state, _chat(backend, retry)):
         text = "" if res.error else res.text

@@ -86,26 +86,14 @@ def iter_artefacts(out_dir: Path | str, protocol: str, config_sha: Optional[str]
                 yield rec
 
 
-def _chunks(seq: list, n: int):
-    for i in range(0, len(seq), n):
-        yield seq[i:i + n]
-
-
-def _last_records(out: Path, protocol: str, sha: str) -> list[dict]:
-    """The last record of each session (rows and error count only)."""
-    last: dict[str, dict] = {}
+def _collect(out: Path, protocol: str, sha: str) -> tuple[dict[str, pd.DataFrame], int]:
+    """The tables from the last record of each session (written), and how many of those sessions failed."""
+    last: dict[str, tuple] = {}
     for rec in iter_artefacts(out, protocol, sha):
-        last[_session_key(rec)] = dict(rows=rec["rows"], errors=record_errors(rec))
-    return [last[k] for k in sorted(last)]
-
-
-def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
-    last: dict[str, dict] = {}
-    for rec in iter_artefacts(out, protocol, sha):
-        last[_session_key(rec)] = rec["rows"]   # rows only; artefacts are dropped as we go
+        last[_session_key(rec)] = (rec["rows"], record_errors(rec))   # artefacts are dropped as we go
     frames = {}
     for name, fname in TABLES[protocol].items():
-        rows = [r for k in sorted(last) for r in last[k].get(name, [])]
+        rows = [r for k in sorted(last) for r in last[k][0].get(name, [])]
         df = pd.DataFrame(rows)
         if "error" in df:  # records written before the error column: none is set there
             df["error"] = df["error"].fillna("").astype(str)
@@ -116,7 +104,7 @@ def _collect(out: Path, protocol: str, sha: str) -> dict[str, pd.DataFrame]:
         frames[name] = df
         with atomic_write(out / fname) as tmp:
             df.to_parquet(tmp, index=False)
-    return frames
+    return frames, sum(1 for _, errors in last.values() if errors)
 
 
 def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
@@ -154,7 +142,7 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
         path = out / "artefacts" / f"{protocol}.jsonl"
         if not cfg.resume and path.exists():
             path.unlink()
-        for chunk in _chunks(tasks, cfg.batch_tasks):
+        for chunk in (tasks[i:i + cfg.batch_tasks] for i in range(0, len(tasks), cfg.batch_tasks)):
             if protocol == "controlled":
                 units = [(t, s) for t in chunk for s in cfg.seeds if f"{t.id}/s{s}/scripted" not in done]
                 n_skip += len(chunk) * len(cfg.seeds) - len(units)
@@ -175,12 +163,11 @@ def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool
                 raise write_error(path, e, "cannot append to") from None
             if progress:
                 print(f"[hiddenbench {protocol}] {chunk[-1].id}: {n_new} new, {n_skip} resumed", flush=True)
-        frames = _collect(out, protocol, sha)
+        frames, failed_sessions = _collect(out, protocol, sha)
         info = dict(config_sha=sha, sessions_run=n_new, sessions_resumed=n_skip,
                     policies=[s.name for s in plan.specs], skipped_policies=plan.skipped,
                     rows={k: len(v) for k, v in frames.items()},
-                    errors={k: int(failed_mask(v).sum()) for k, v in frames.items()},
-                    failed_sessions=sum(1 for r in _last_records(out, protocol, sha) if record_errors(r)))
+                    errors={k: int(failed_mask(v).sum()) for k, v in frames.items()}, failed_sessions=failed_sessions)
         d = frames["decisions"]
         failed = bool(len(d)) and bool(failed_mask(d).any())
         h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d and not failed else None

@@ -22,6 +22,7 @@ from crossprofile_lib.backends.ledger import ReferenceDecider
 from crossprofile_lib.paths import cache_dir
 from crossprofile_lib.run.rebuild import option_features
 from crossprofile_lib.run.runner import RunConfig, build_requests
+from crossprofile_lib.stats.socialproof import canonical
 from crossprofile_lib.task.templates import load_templates, template_paths
 from crossprofile_lib.task.tokenizer import get_tokenizer
 
@@ -89,16 +90,6 @@ class LedgerDesign:
         return target_probability(self.Xp, theta)
 
 
-def _canonical(X: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """``(n, K*4)``: each decision's features with the target option first, the others sorted."""
-    n, K, F = X.shape
-    rows = np.arange(n)
-    others = np.stack([X[rows, (target + j) % K] for j in range(1, K)], axis=1)
-    key = (others + 512.0) @ (1024.0 ** np.arange(F)[::-1])
-    others = np.take_along_axis(others, np.argsort(key, axis=1, kind="stable")[:, :, None], axis=1)
-    return np.concatenate([X[rows, target][:, None], others], axis=1).reshape(n, K * F)
-
-
 def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budgets: Sequence[str],
                  n_agents: int = 4, tokenizer: Optional[str] = None) -> tuple[pd.DataFrame, np.ndarray, dict]:
     """Build every memory of the grid (no decisions) and return ``(rows, Xp, pattern)``."""
@@ -115,7 +106,7 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
     if not recs:
         raise ValueError("the grid has no decisions (no templates, seeds or policies)")
     X = np.stack(X)
-    canon = {k: _canonical(X, np.asarray(v)) for k, v in tgt.items()}
+    canon = {k: canonical(X, np.asarray(v)) for k, v in tgt.items()}
     both = np.concatenate([canon[k] for k in TARGETS])
     uniq, inv = np.unique(both, axis=0, return_inverse=True)
     inv = inv.ravel()

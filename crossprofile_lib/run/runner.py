@@ -35,9 +35,9 @@ from crossprofile_lib.run.pipeline import (
 )
 from crossprofile_lib.run.results import write_results
 from crossprofile_lib.safety.outputs import locked_dir
+from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import Headroom, headroom
-from crossprofile_lib.stats.relevance_fallback import fallback_lines, relevance_fallback
 from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
 from crossprofile_lib.task.extraction import MODEL_UNAVAILABLE

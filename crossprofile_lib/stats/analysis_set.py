@@ -2,7 +2,10 @@
 is refused unless ``allow_errors`` drops them (counted). **Analysis set**: the formal templates (ids of the files under
 ``templates/formal/``); a run's development rows are dropped and counted, a run with no formal template is analysed as
 it is (exploratory); ``analysis_set="all"`` keeps every row. **Status**: ``confirmatory`` only when the headroom check
-passes, the set is formal and there are at least :data:`MIN_TEMPLATES_CONFIRMATORY` templates.
+passes, the set is formal and there are at least :data:`MIN_TEMPLATES_CONFIRMATORY` templates. **Relevance fallback**:
+how often the model's relevance filter gave no usable answer (``relevance_invalid``: R1-rel then keeps what R1 keeps,
+so a high rate pulls H3 toward 0), per backend, one call per task unit, failed calls left out; above
+:data:`WARN_RATE` the run summary and ``crossprofile stats`` warn.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ FORMAL_DIR = formal_templates_dir()
 #: fewest templates a run needs before its results may be called confirmatory
 MIN_TEMPLATES_CONFIRMATORY = 10
 ANALYSIS_SETS = ("formal", "all")
+#: the fallback rate above which the summary warns (one unusable filter answer in ten)
+WARN_RATE = 0.10
+UNIT = ("template_id", "variant", "seed")
 
 
 class FailedCallsError(ValueError):
@@ -101,3 +107,32 @@ def prepare(df: pd.DataFrame, allow_errors: bool = False, analysis_set: str = "f
     df, notice = check_failed_calls(df, allow_errors, source)
     df, rec = select_analysis_set(df, analysis_set)
     return df, {"analysis_set": rec, "failed_calls": notice}
+
+
+def relevance_fallback(df: pd.DataFrame) -> dict:
+    """``{backend: {"calls", "invalid", "rate", "high"}}`` (empty when no row used a model's filter)."""
+    need = {"relevance_filter", "relevance_invalid", *UNIT}
+    if not need <= set(df.columns):
+        return {}
+    d = df[df["relevance_filter"].astype(str) == "model"]
+    d = d[~failed_mask(d)]
+    out = {}
+    for backend, g in d.groupby("backend" if "backend" in d.columns else (lambda _: "model"), sort=True):
+        units = g.groupby(list(UNIT))["relevance_invalid"].max()
+        n, k = int(len(units)), int(units.astype(bool).sum())
+        out[str(backend)] = {"calls": n, "invalid": k, "rate": k / n if n else 0.0,
+                             "high": bool(n and k / n > WARN_RATE)}
+    return out
+
+
+def fallback_lines(fb: dict) -> list[str]:
+    """One line per backend for the run summary and ``crossprofile stats`` (``warning:`` when high)."""
+    lines = []
+    for backend, r in fb.items():
+        text = (f"{backend}: relevance filter (R1-rel, BAL): {r['invalid']} of {r['calls']} answers unusable "
+                f"({100 * r['rate']:.1f}%; relevance_invalid), R1-rel falls back to R1 there")
+        if r["high"]:
+            text = (f"warning: {text}; above {100 * WARN_RATE:.0f}% this biases H3 (R1-rel - R1) toward 0: use "
+                    f"--decision-mode grammar or score (constrained JSON) or a stronger model")
+        lines.append(text)
+    return lines

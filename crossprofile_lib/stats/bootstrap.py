@@ -1,19 +1,18 @@
 """The template bootstrap (SPEC section 8): the template is the resampling unit.
 
-Shapes: ``T`` templates (units), ``B`` resamples, ``J`` cells (a cell = the rows a filter
-selects, e.g. "policy R1, budget 0.6, decoy shared").
+Shapes: ``T`` templates (units), ``B`` resamples, ``J`` cells (a cell = the rows a filter selects, e.g. "policy R1,
+budget 0.6, decoy shared").
 
-One **resample index matrix** ``idx`` of shape ``(B, T)`` is drawn from an explicit
-:class:`numpy.random.Generator` (row b lists the T templates drawn, with replacement, in
-resample b). It becomes a **count matrix** ``W`` ``(B, T)``: ``W[b, t]`` = how often template t
-was drawn in resample b. For a cell with per-template outcome sums ``S[:, j]`` and row counts
-``N[:, j]`` (both ``(T, J)``), the cell's mean in resample b is
+One **resample index matrix** ``idx`` of shape ``(B, T)`` is drawn from an explicit :class:`numpy.random.Generator`
+(row b lists the T templates drawn, with replacement, in resample b). It becomes a **count matrix** ``W`` ``(B, T)``:
+``W[b, t]`` = how often template t was drawn in resample b. For a cell with per-template outcome sums ``S[:, j]`` and
+row counts ``N[:, j]`` (both ``(T, J)``), the cell's mean in resample b is
 
     mean[b, j] = (W @ S)[b, j] / (W @ N)[b, j]
 
-the pooled mean over the resampled rows, each template counted as often as it was drawn (the
-point estimate is the same formula with every ``W`` entry 1). Every contrast and table of a
-run comes from the same ``W``, with two matrix products: no Python loop over resamples.
+the pooled mean over the resampled rows, each template counted as often as it was drawn (the point estimate is the
+same formula with every ``W`` entry 1). Every contrast and table of a run comes from the same ``W``, with two matrix
+products: no Python loop over resamples.
 
 **Percentile interval** (level 0.95): the 2.5% and 97.5% quantiles of the resampled statistic
 (:func:`numpy.quantile`, linear interpolation).
@@ -22,10 +21,10 @@ run comes from the same ``W``, with two matrix products: no Python loop over res
 
     p = min(1, 2 * min(1 + #{b: theta*_b <= theta0}, 1 + #{b: theta*_b >= theta0}) / (B + 1))
 
-the smallest two-sided level at which the percentile interval excludes ``theta0``, with the
-usual +1 so that p is never 0 (its floor is ``2 / (B + 1)``, 0.0002 at B = 10,000).
-Resamples in which a cell has no rows (a template set that misses it) give NaN and are left
-out of that statistic's interval and p-value; their number is reported as ``n_undefined``.
+the smallest two-sided level at which the percentile interval excludes ``theta0``, with the usual +1 so that p is
+never 0 (its floor is ``2 / (B + 1)``, 0.0002 at B = 10,000). Resamples in which a cell has no rows (a template set
+that misses it) give NaN and are left out of that statistic's interval and p-value; their number is reported as
+``n_undefined``.
 """
 
 from __future__ import annotations

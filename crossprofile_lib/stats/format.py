@@ -20,11 +20,8 @@ def _absent(x) -> bool:
 
 
 def fmt_ci(est, lo=None, hi=None, digits: int = 1, missing: str = MISSING) -> str:
-    """``"est [lo, hi]"`` with ``digits`` decimals.
-
-    >>> fmt_ci(12.345, 10.1, 14.61), fmt_ci(1.0, float("nan"), None), fmt_ci(None, 1, 2)
-    ('12.3 [10.1, 14.6]', '1.0', 'n/a')
-    """
+    """``"est [lo, hi]"`` with ``digits`` decimals: ``"12.3 [10.1, 14.6]"``, ``"1.0"`` without bounds, ``missing``
+    without an estimate."""
     if _absent(est):
         return missing
     if _absent(lo) or _absent(hi):
@@ -33,11 +30,7 @@ def fmt_ci(est, lo=None, hi=None, digits: int = 1, missing: str = MISSING) -> st
 
 
 def fmt_p(p) -> str:
-    """A p-value as printed.
-
-    >>> fmt_p(0.04567), fmt_p(2e-5), fmt_p(float("nan"))
-    ('0.0457', '<1e-4', '')
-    """
+    """A p-value as printed: ``"0.0457"``, ``"<1e-4"``, ``""`` when absent."""
     if _absent(p):
         return ""
     return f"{p:.4f}" if p >= 1e-4 else "<1e-4"

@@ -55,15 +55,21 @@ def patterns(data: ChoiceData, units: Sequence[str]) -> tuple[np.ndarray, np.nda
     n, K, F = data.X.shape
     pos = {u: i for i, u in enumerate(units)}
     unit = np.array([pos[str(t)] for t in data.template], dtype=np.int64)
-    rows = np.arange(n)
-    others = np.stack([data.X[rows, (data.choice + j) % K] for j in range(1, K)], axis=1)   # (n, K-1, F)
-    key = (others + 64.0) @ (128.0 ** np.arange(F)[::-1])     # features are small integers
-    others = np.take_along_axis(others, np.argsort(key, axis=1, kind="stable")[:, :, None], axis=1)
-    canon = np.concatenate([data.X[rows, data.choice][:, None], others], axis=1).reshape(n, K * F)
-    uniq, inv = unique_rows(canon)
+    uniq, inv = unique_rows(canonical(data.X, data.choice))
     C = np.zeros((len(units), len(uniq)))
     np.add.at(C, (unit, inv.ravel()), 1.0)
     return uniq.reshape(-1, K, F), C
+
+
+def canonical(X: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """``(n, K*F)``: each decision's features ``X`` ``(n, K, F)`` (small integers) with option ``chosen`` first and
+    the others in a canonical (lexicographic) order."""
+    n, K, F = X.shape
+    rows = np.arange(n)
+    others = np.stack([X[rows, (chosen + j) % K] for j in range(1, K)], axis=1)
+    key = (others + 512.0) @ (1024.0 ** np.arange(F)[::-1])
+    others = np.take_along_axis(others, np.argsort(key, axis=1, kind="stable")[:, :, None], axis=1)
+    return np.concatenate([X[rows, chosen][:, None], others], axis=1).reshape(n, K * F)
 
 
 def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
