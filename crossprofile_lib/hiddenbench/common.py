@@ -95,13 +95,12 @@ class Composition:
         return self.kept_hidden == self.n_hidden
 
 
-def composition_by_ids(task: HiddenBenchTask, memory: Memory) -> Composition:
-    ids = {c.fact_id for c in memory.kept if c.fact_id}
-    return Composition(sum(1 for i in ids if i.startswith("H")), sum(1 for i in ids if i.startswith("S")),
-                       task.n_agents)
-
-
-def composition_by_text(task: HiddenBenchTask, memory: Memory) -> Composition:
+def composition(task: HiddenBenchTask, memory: Memory, by_ids: bool) -> Composition:
+    """Kept facts by fact id (scripted claims, and memories of claims) or else by the "restated in full" rule."""
+    if by_ids and memory.kind in ("claims", "transcript", "empty"):
+        ids = {c.fact_id for c in memory.kept if c.fact_id}
+        return Composition(sum(1 for i in ids if i.startswith("H")), sum(1 for i in ids if i.startswith("S")),
+                           task.n_agents)
     lines = [ln for ln in memory.text.split("\n") if ln.strip()]
     return Composition(sum(facts_restated(task.hidden, lines)), sum(facts_restated(task.shared, lines)),
                        task.n_agents)
@@ -157,8 +156,7 @@ def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript,
     for m in memories(unit, plan.specs, [Budget(b) for b in budgets], backend, key_prefix,
                       policy_rng(view.seed, "hb-policy", always=True), inputs):
         spec, b, btok, mem = m.spec, m.budget, m.budget_tokens, m.memory
-        comp = (composition_by_ids(task, mem) if by_ids and mem.kind in ("claims", "transcript", "empty")
-                else composition_by_text(task, mem))
+        comp = composition(task, mem, by_ids)
         row = dict(policy=spec.name, base_policy=spec.base, selection=spec.selection, label_format=spec.fmt,
                    budget_label=b.label if b else NO_BUDGET,
                    budget_ratio=(b.ratio if b and b.ratio is not None else math.nan),

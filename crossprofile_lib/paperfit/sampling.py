@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 
 from crossprofile_lib.paperfit.figures import Figure
 from crossprofile_lib.paperfit.ledger import LedgerDesign
@@ -83,22 +84,16 @@ class Sampling:
         rank = int((sv > tol).sum())
         null = vt[rank:]                                                      # (I_u - rank, I_u)
         # figures sharing a null vector are linked: connected components of the null vectors' supports
-        parent = list(range(len(used)))
-
-        def find(i):
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
+        edges = np.zeros((len(used), len(used)))
         linked = set()
         for v in null:
             s = np.flatnonzero(np.abs(v) > 1e-6)
             linked.update(s.tolist())
-            for a in s[1:]:
-                parent[find(a)] = find(s[0])
+            edges[s[:1], s] = 1.0
+        component = connected_components(sparse.csr_matrix(edges), directed=False)[1]
         groups: dict = {}
         for i in sorted(linked):
-            groups.setdefault(find(i), []).append(self.refs[used[i]])
+            groups.setdefault(component[i], []).append(self.refs[used[i]])
         return dict(n_figures=len(used), n_independent=rank, groups=list(groups.values()), null=null)
 
 

@@ -79,13 +79,10 @@ def select_analysis_set(df: pd.DataFrame, analysis_set: str = "formal", formal_i
     n_formal, n_other = int(tid[is_formal].nunique()), int(tid[~is_formal].nunique())
     rec = dict(rule="formal = template ids of the files under templates/formal/",
                formal_templates=n_formal, development_templates=n_other, rows_dropped=0)
-    if analysis_set == "all" or not n_other:
-        name = "formal" if not n_other else "all (formal and development templates)"
-        if not n_formal:
-            name = "development templates only"
+    if analysis_set == "all" or not n_other or not n_formal:
+        name = ("development templates only" if not n_formal else "formal" if not n_other
+                else "all (formal and development templates)")
         return df, dict(rec, name=name, n_templates=n_formal + n_other)
-    if not n_formal:
-        return df, dict(rec, name="development templates only", n_templates=n_other)
     return df[is_formal], dict(rec, name="formal", n_templates=n_formal, rows_dropped=int((~is_formal).sum()))
 
 

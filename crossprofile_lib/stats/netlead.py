@@ -75,15 +75,6 @@ def is_nondecreasing(table: pd.DataFrame, tol: float = 1e-9) -> bool:
     return bool(np.all(np.diff(e) >= -tol))
 
 
-def _formula(df: pd.DataFrame, reference: str) -> tuple[str, list[str], str]:
-    pols = sorted(df["policy"].unique())
-    terms = ["net_lead", "irrelevant_tone"]
-    ref = reference if reference in pols else (pols[0] if pols else reference)
-    if len(pols) > 1:
-        terms.append(f"C(policy, Treatment('{ref}'))")
-    return "y ~ " + " + ".join(terms), pols, ref
-
-
 def _is_policy_term(name: str) -> bool:
     return name.startswith("C(policy")
 
@@ -108,7 +99,9 @@ def _messages(caught) -> list[str]:
 def _prepare(df: pd.DataFrame, reference: str, method: str, minimum: int) -> tuple[pd.DataFrame, str, str, Optional[dict]]:
     """The regression's rows, formula and reference policy, and the report of a fit refused for too few templates."""
     d = df.assign(y=df["correct"].astype(float), template_id=df["template_id"].astype(str))
-    formula, _, ref = _formula(d, reference)
+    pols = sorted(d["policy"].unique())
+    ref = reference if reference in pols else (pols[0] if pols else reference)
+    formula = "y ~ net_lead + irrelevant_tone" + (f" + C(policy, Treatment('{ref}'))" if len(pols) > 1 else "")
     k = int(d["template_id"].nunique())
     if k >= minimum:
         return d, formula, ref, None
