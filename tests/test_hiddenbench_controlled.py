@@ -6,8 +6,7 @@ import pytest
 from hiddenbench_fake import ScriptedBackend
 
 from crossprofile_lib.cli import main
-from crossprofile_lib.hiddenbench.common import t_all, task_view
-from crossprofile_lib.hiddenbench.controlled import scripted_discussion
+from crossprofile_lib.hiddenbench.common import scripted_discussion, t_all, task_view
 from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH, load_hiddenbench
 from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom
 from crossprofile_lib.hiddenbench.run import HBConfig, iter_artefacts, read_tables, run_hiddenbench

@@ -25,9 +25,8 @@ import pandas as pd
 
 from crossprofile_lib.backends import backend_for
 from crossprofile_lib.hiddenbench.ablations import parse_ablations, prompt_files
-from crossprofile_lib.hiddenbench.common import PolicyPlan, record_errors
+from crossprofile_lib.hiddenbench.common import PolicyPlan, record_errors, run_controlled_chunk
 from crossprofile_lib.hiddenbench.config import PROTOCOLS, HBConfig  # noqa: F401  (re-exported)
-from crossprofile_lib.hiddenbench.controlled import run_controlled_chunk
 from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
 from crossprofile_lib.hiddenbench.measures import headroom
 from crossprofile_lib.hiddenbench.natural import run_natural_chunk

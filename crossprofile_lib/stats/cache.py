@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from functools import lru_cache
@@ -75,7 +74,7 @@ def _encode(x: Any):
         return float(x)
     if x is None or isinstance(x, (str, int)):
         return x
-    if x is pd.NA or (isinstance(x, float) and math.isnan(x)):
+    if x is pd.NA:
         return None
     raise TypeError(f"cannot cache a value of type {type(x).__name__}")
 
