@@ -23,7 +23,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "ledger": ("ledger:ReferenceDecider", ""),
     "llamacpp": ("llamacpp:LlamaCppBackend", "smollm2-135m"),
     "openai": ("openai_compat:OpenAICompatBackend", ""),
-    "deepseek": ("deepseek_preset:DeepSeekBackend", "deepseek-flash"),
+    "deepseek": ("openai_compat:DeepSeekBackend", "deepseek-flash"),
     "vllm": ("vllm:VLLMBackend", ""),
 }
 

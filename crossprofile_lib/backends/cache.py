@@ -1,44 +1,26 @@
 """The call cache: SQLite, entries never expire (STYLE convention 3).
 
-Location: the folder ``CROSSPROFILE_CACHE`` (default ``./.crossprofile_cache`` in the working
-directory, never inside the installed package); the file is ``calls.sqlite``. ``":memory:"``
-gives a throw-away cache (benchmarks).
+Location: the folder ``CROSSPROFILE_CACHE`` (default ``./.crossprofile_cache``, never inside the installed package),
+file ``calls.sqlite``; ``":memory:"`` gives a throw-away cache (benchmarks).
 
-Key = SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served
-model as the server reports it and the sampling settings sent -- never where the server is),
-the rendered messages, the settings that change the output (max tokens, temperature, stop
-strings, constrained choices, JSON schema, decision mode and provider extras such as the chat
-template). The API key, base URLs, retries, timeouts and concurrency are never part of the key
-or of any stored field but ``base_url`` (redacted, for the record). Entries made when the key
-still named the base URL (before the served-model identity) are found by
-:meth:`LLMBackend.chat`'s legacy look-up and copied under the new key (:meth:`CallCache.copy`).
+Key = SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served model and the sampling
+sent -- never where the server is), the rendered messages and every setting that changes the output (max tokens,
+temperature, stop strings, choices, JSON schema, decision mode, provider extras such as the chat template). API keys,
+base URLs, retries, timeouts and concurrency are in no key and no stored field but ``base_url`` (redacted, for the
+record). Entries keyed by base URL (earlier versions) are found by :meth:`LLMBackend.chat`'s legacy look-up and copied
+under the new key (:meth:`CallCache.copy`). Side tables: ``token_counts`` (:class:`TokenCountStore`, a server
+tokenizer's counts) and ``served_models`` (the served-model identity last reported, so a machine without the server
+keys alike).
 
-Two side tables (made on opening; older files gain them): ``token_counts`` keeps every count a
-server's tokenize endpoint gave (:class:`TokenCountStore`: a rerun prices its budgets without the
-endpoint) and ``served_models`` the served-model identity last reported for a provider and model
-(so a cache carried to a machine without the server keys its calls alike).
+Every finished call is committed at once (WAL), so an interrupted run loses none. Failed calls and blank answers
+(:func:`blank_answer`) are never stored, and a stored blank is no hit. A full disk or read-only folder is named as
+such (:func:`environment_problem`), never as damage: moving a healthy cache aside would re-buy every call.
 
-Each entry stores the raw text, the parsed answer (set after parsing), the retry count,
-prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
-Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
-(Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored, nor are
-blank answers (empty, whitespace-only or invisible text without log-probabilities: a server fault,
-never an answer; :func:`blank_answer`); a blank entry stored by an older version is not a
-cache hit.
-
-A full disk or a read-only folder is named as such (:func:`environment_problem`), never as a
-damaged cache: moving a healthy cache aside would re-buy every call.
-
-**Integrity.** A cache file is opened only after a check (:func:`open_problem`): it must be a
-regular, writable file, a SQLite database no shorter than its header says, pass
-``PRAGMA quick_check`` and hold the ``calls`` table with its columns; a row whose fields do not
-decode is named when it is read. Any failure raises :class:`CacheError` naming the file, the
-rule and how to recover -- never a silent fresh cache, which on a paid API would re-buy every
-call. A new cache file is built under a temporary name and linked into place, so a cache file
-is never empty (the file's rules: :mod:`.cache_file`). Maintenance: :func:`check_cache`,
-:func:`vacuum_cache`, :func:`export_cache` (``crossprofile cache check|vacuum|export``;
-:mod:`.cache_maintenance`). Base URLs are redacted
-(:func:`crossprofile_lib.safety.redact.redact_url`) in keys and stored fields.
+**Integrity.** A file is opened only after :func:`open_problem` (a regular, writable SQLite file no shorter than its
+header says, passing ``PRAGMA quick_check``, with the ``calls`` table and its columns); a row that does not decode is
+named when read. Failures raise :class:`CacheError` naming the file, the rule and the recovery -- never a silent fresh
+cache. New files are built under a temporary name and linked into place (:mod:`.cache_file`). Maintenance
+(``crossprofile cache check|vacuum|export``): :mod:`.cache_maintenance`.
 """
 
 from __future__ import annotations
@@ -54,11 +36,10 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.cache_file import (  # noqa: F401  (re-exported: the cache file's names)
+from crossprofile_lib.backends.cache_file import (  # noqa: F401  (CacheStorageError: re-exported)
     _COLUMNS,
     _CREATE,
     _SIDE_TABLES,
-    APPLICATION_ID,
     FILE_NAME,
     OFFSET_ROW,
     SCHEMA_VERSION,
@@ -73,8 +54,7 @@ from crossprofile_lib.backends.cache_file import (  # noqa: F401  (re-exported: 
     environment_problem,
     open_problem,
 )
-from crossprofile_lib.backends.cache_maintenance import (  # noqa: F401  (re-exported)
-    _redacted_field,
+from crossprofile_lib.backends.cache_maintenance import (  # noqa: F401  (re-exported: crossprofile cache)
     check_cache,
     export_cache,
     resolve_cache_file,
