@@ -1,8 +1,6 @@
-"""Maintenance of a call-cache file: ``crossprofile cache check|vacuum|export``.
-
-:func:`check_cache` decodes every row of a file opened read-only; :func:`vacuum_cache` checkpoints and
-compacts a healthy one; :func:`export_cache` writes every readable entry as one JSON line (base URLs
-redacted), also from a damaged file. Re-exported by :mod:`crossprofile_lib.backends.cache`.
+"""``crossprofile cache check|vacuum|export``: :func:`check_cache` decodes every row of a file opened read-only,
+:func:`vacuum_cache` compacts a healthy one, :func:`export_cache` writes every readable entry as a JSON line (base URLs
+redacted), also from a damaged file.
 """
 
 from __future__ import annotations

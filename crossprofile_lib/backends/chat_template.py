@@ -1,8 +1,5 @@
-"""Chat templates: score mode renders the prompt itself, to prefill the reply (``Decision:``).
-
-:class:`ChatTemplate` renders a Hugging Face-style Jinja chat template as llama.cpp and transformers
-do; :func:`score_text` is the text a score-mode call reports. Used by the ``openai``, ``llamacpp``
-and ``vllm`` backends (re-exported by :mod:`crossprofile_lib.backends.llm`).
+"""Chat templates (:class:`ChatTemplate`): score mode renders the prompt itself, to prefill the reply with
+``Decision:``; :func:`score_text` is the text a score-mode call reports.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """How an OpenAI-compatible server's failures are told apart (:mod:`.openai_compat`).
 
-* :class:`MalformedResponse` (a 200 answer that is no usable completion: empty content, no
-  log-probabilities, a body that is not JSON) and timeouts, dropped or reset connections, 429 and 5xx
-  are retried (:func:`_retryable`); :func:`retry_after` reads a ``Retry-After`` header;
-* :class:`ServerUnreachable` (the circuit breaker: no server took a connection, :func:`_connect_failure`)
-  and its subclass :class:`ServerRefused` (a wrong key or model: :data:`REFUSAL_STATUSES`; a key refused,
-  :data:`KEY_REFUSALS`, stops at the first answer) stop the run;
-* :func:`_outcome` says how a failed attempt moves its URL's concurrency limit;
-  :class:`RetryWaves` shows each wave of retries (progress bar, or one stderr line per wave).
+Retried (:func:`_retryable`): :class:`MalformedResponse` (a 200 that is no usable completion), timeouts, dropped or
+reset connections, 429 and 5xx (:func:`retry_after` reads ``Retry-After``). Stopping the run:
+:class:`ServerUnreachable` (the circuit breaker: no server took a connection) and :class:`ServerRefused` (a wrong key
+or model, :data:`REFUSAL_STATUSES`; a refused key, :data:`KEY_REFUSALS`, stops at the first answer). :func:`_outcome`
+says how a failed attempt moves its URL's concurrency limit; :class:`RetryWaves` shows the waves of retries.
 """
 
 from __future__ import annotations

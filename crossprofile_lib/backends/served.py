@@ -1,10 +1,6 @@
-"""What an OpenAI-compatible server says about the model it serves (:mod:`.openai_compat`).
-
-* :func:`probe_models`: ``GET /v1/models`` on every base URL -- the served model's identity (its id and
-  vLLM's ``root``, last path part) for the cache key, a refused key or an unknown model stopped before
-  any call (:class:`~.http_faults.ServerRefused`), several URLs serving different models refused;
-* :func:`server_tokenizer`: the budgets' tokenizer from the servers' tokenize endpoint, the counts kept
-  in the call cache, never another tokenizer silently.
+"""What an OpenAI-compatible server says about its model (:mod:`.openai_compat`): :func:`probe_models` (the served
+model's identity from ``GET /v1/models``, for the cache key; a refused key or unknown model stops before any call) and
+:func:`server_tokenizer` (the budgets' tokenizer from the tokenize endpoint, counts kept in the call cache).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """``vllm/<model-path>``: the in-process vLLM offline engine (GPU; optional extra ``[vllm]``).
 
-vLLM's wheel is CUDA-only and pins its own torch, so it is not installed on CPU machines; the
-adapter is tested against a fake module with the same interface (``tests/test_backend_vllm.py``)
-and checked for real by ``scripts/gpu_smoke.sh``.
-
-* All uncached prompts of one ``chat()`` call (the runner sends every decision of a grid in
-  one) go to the engine in **one** ``LLM.generate`` call, with prefix caching on
-  (``enable_prefix_caching=True``): prompts of one task share the description and options.
-* ``tensor_parallel_size`` and ``distributed_executor_backend`` (``"ray"`` for models that
-  outgrow one GPU or node) are passed through, as are ``max_model_len`` (8192, the paper's
-  context), ``dtype`` (``float16``, the paper's), ``gpu_memory_utilization`` and any further
-  ``engine_kwargs``.
-* Prompts are rendered with the model's chat template (its tokenizer's
-  ``apply_chat_template``); a final ``assistant`` message is a prefill (score mode).
-  ``grammar`` mode and JSON-schema requests use vLLM structured outputs
-  (``StructuredOutputsParams``, or ``GuidedDecodingParams`` on older vLLM).
-* The engine's tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
-* Generations send the paper's greedy settings explicitly (:data:`SAMPLING`; recorded in ``run.json``).
+vLLM is CUDA-only, so it is tested against a fake module (``tests/test_backend_vllm.py``) and checked for real by
+``scripts/gpu_smoke.sh``. All uncached prompts of one ``chat()`` go to the engine in **one** ``LLM.generate`` call with
+prefix caching on. ``tensor_parallel_size``, ``distributed_executor_backend`` (``"ray"``), ``max_model_len`` (8192,
+the paper's), ``dtype`` (``float16``, the paper's), ``gpu_memory_utilization`` and ``engine_kwargs`` are passed
+through. Prompts are rendered with the model's chat template (a final ``assistant`` message is a prefill); ``grammar``
+mode and JSON-schema requests use vLLM structured outputs. The engine's tokenizer prices the budgets unless
+``--tokenizer`` says otherwise; generations send the paper's greedy settings (:data:`SAMPLING`, recorded in ``run.json``).
 """
 
 from __future__ import annotations
