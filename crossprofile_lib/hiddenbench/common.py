@@ -21,8 +21,7 @@ from crossprofile_lib.design import NO_BUDGET, PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.disclosure import facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
-from crossprofile_lib.run.capabilities import capabilities_of, unsupported
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, capabilities_of, memories, policy_rng, unsupported
 from crossprofile_lib.task.budgets import Budget, line_cost
 from crossprofile_lib.task.decision import DecisionRequest, option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, label
@@ -122,7 +121,7 @@ class PolicyPlan:
     @classmethod
     def for_backend(cls, policies: Sequence[str], backend, protocol: str) -> "PolicyPlan":
         """The policies ``backend`` can run in ``protocol``: HiddenBench has no roles, so a policy's model
-        inputs must come from the model (:func:`crossprofile_lib.run.capabilities.unsupported` with
+        inputs must come from the model (:func:`crossprofile_lib.run.pipeline.unsupported` with
         ``model_inputs``), stances are not implemented, and natural claims have no oracle relevance."""
         specs, skipped = [], {}
         cannot = unsupported(policies, backend, model_inputs=True)

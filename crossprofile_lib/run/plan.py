@@ -1,13 +1,8 @@
-"""How many model calls a grid makes, per model, counted by the runner itself (no model needed).
-
-:func:`call_plan` runs the grid through :func:`crossprofile_lib.run.runner.run_grid` against
-:class:`CountingBackend`, which answers every call at once (distinct calls counted once, as the call cache would):
-one ``relevance`` call per unit with a model filter, one ``b3`` summary per unit and budget, one ``stance`` call per
-unit for model-stance BAL, one ``decision`` per distinct prompt. Not counted: format-reminder retries and transport
-retries. Budgets are priced offline unless ``tokenizer`` says otherwise (a model's own moves a few decision prompts).
-``crossprofile run --dry-run`` prints :func:`describe`: calls per policy, the total and an estimate at
-:func:`measured_rate` (the latest burst in the call cache; a pause over :data:`BURST_GAP_S` ends a burst) or
-``--rate``. :data:`crossprofile_lib.design.PRESETS` names whole designs for ``--preset``.
+"""How many model calls a grid makes, per model, counted by the runner itself against :class:`CountingBackend` (no
+model needed; distinct calls counted once, as the call cache would; format-reminder and transport retries not counted).
+Budgets are priced offline unless ``tokenizer`` says otherwise. ``crossprofile run --dry-run`` prints :func:`describe`:
+calls per policy, the total and an estimate at :func:`measured_rate` (the latest burst in the call cache; a pause over
+:data:`BURST_GAP_S` ends a burst) or ``--rate``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""R1-rel's mechanism: what strict relevance tiering keeps with a filter that errs at the paper's stated precision
-and recall (``relevance-filter``; the paper's ``classic-kept`` shows about two irrelevant facts kept).
-
-:func:`noisy_filter` is a seeded filter (each relevant claim judged relevant with probability ``recall``, each
-irrelevant one with the probability that gives the expected ``precision``); :func:`tiering_compositions` is R1-rel's
-kept composition with such filters per task and draw. Exploratory, not a model result.
+"""R1-rel's mechanism: what strict relevance tiering keeps with a seeded filter that errs at a given precision and recall
+(:func:`noisy_filter`, :func:`tiering_compositions`; ``relevance-filter``). Exploratory, not a model result.
 """
 
 from __future__ import annotations
