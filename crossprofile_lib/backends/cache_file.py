@@ -1,6 +1,6 @@
 """The call-cache file: its schema, integrity check (:func:`open_problem`), errors (:class:`CacheError` naming file,
 rule and recovery; :class:`CacheStorageError` for a full disk or read-only folder, never reported as damage) and this
-process's hold on it; shared by :mod:`.cache` and :mod:`.cache_maintenance`.
+process's hold on it; used by :mod:`.cache`.
 """
 
 from __future__ import annotations

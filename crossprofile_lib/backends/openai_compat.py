@@ -15,13 +15,13 @@ The options' rules for users are in ``book/reference-cli.md`` (budgets over HTTP
   ``Decision:``, reading the option letters' ``logprobs``).
 * Sampling is pinned (``sampling="paper"``: :meth:`OpenAICompatBackend.sampling_fields`, recorded in ``run.json``);
   ``sampling="server"`` sends temperature only, as earlier versions did.
-* Cache identity: provider, model, the served model as ``GET /v1/models`` reports it (:mod:`.served`), sampling and
+* Cache identity: provider, model, the served model as ``GET /v1/models`` reports it (:func:`probe_models`), sampling and
   output-changing options -- never the base URLs; entries keyed by base URL (earlier versions) are found under
   ``sampling="server"`` and copied under the new key.
 * A wrong key or model stops the run (:class:`ServerRefused`); a server that takes no connection trips the circuit
   breaker (:class:`ServerUnreachable`, ``circuit_breaker`` attempts, 0 = off); finished calls are already cached.
 * Budgets' tokenizer: by default the served model's own through its tokenize endpoint, counts kept in the call cache;
-  never another silently (:func:`.served.server_tokenizer`).
+  never another silently (:func:`.http_faults.server_tokenizer`).
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported:
     _outcome,
     _retryable,
     base_url_problem,
+    probe_models,
     retry_after,
     run_coroutine,
+    server_tokenizer,
 )
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
@@ -67,7 +69,6 @@ from crossprofile_lib.backends.llm import (
     decision_regex,
     score_text,
 )
-from crossprofile_lib.backends.served import _basename, probe_models, server_tokenizer  # noqa: F401
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 from crossprofile_lib.task.llama_engine import json_schema_gbnf
