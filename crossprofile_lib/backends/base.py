@@ -66,13 +66,8 @@ class Backend(Protocol):
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One model call. ``messages`` are OpenAI-style ``{"role", "content"}`` dicts.
-
-    ``purpose`` tags the call in logs (``decision``, ``relevance``, ``b3``, ``vote``, ...);
-    ``prompt_file`` names the prompt template it was rendered from. ``choices`` (letters or
-    strings) asks for a constrained answer (``grammar`` mode) or a scored one (``score``
-    mode); ``json_schema`` asks for JSON output where the provider supports it.
-    """
+    """One model call: OpenAI-style ``messages``; ``purpose`` tags it (``decision``, ``relevance``, ``b3``, ...);
+    ``choices`` asks for a constrained (``grammar``) or scored (``score``) answer, ``json_schema`` for JSON output."""
 
     messages: tuple[dict, ...]
     max_tokens: int = 512

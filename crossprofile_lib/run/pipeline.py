@@ -35,12 +35,9 @@ from crossprofile_lib.task.variants import Variant, agent_names
 
 @dataclass(frozen=True)
 class Protocol:
-    """How a unit's discussion is held and its claims extracted (issue 27).
-
-    ``scripted`` (the default, SPEC section 4): every fact verbatim, claims by fact (extraction
-    ``oracle`` only). ``messy`` (:mod:`crossprofile_lib.task.messy`): drawn wordings and fact-less
-    lines at ``opinion_rate``; claims at ``extraction`` level (:mod:`crossprofile_lib.task.extraction`),
-    ``model`` with a caller-given ``extractor``."""
+    """How a unit's discussion is held and its claims extracted (issue 27): ``scripted`` (SPEC section 4, every fact
+    verbatim, extraction ``oracle`` only) or ``messy`` (:mod:`crossprofile_lib.task.messy`; claims at ``extraction``
+    level, ``model`` with a caller-given ``extractor``)."""
 
     name: str = "scripted"
     extraction: str = "oracle"
