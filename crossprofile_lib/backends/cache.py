@@ -158,16 +158,11 @@ class CallCache:
             raise _env_err(path, "opening", e, environment_problem(e) or "SQLite refused it") from None
         _hold(path, +1)
         self._held = True
-        try:
-            for t in _SIDE_TABLES:
-                self._db.execute(t)
-        except sqlite3.Error as e:
-            if environment_problem(e):  # a full disk or read-only folder is not damage
-                raise _env_err(path, "adding the token-count tables", e, environment_problem(e)) from None
-            raise _err(path, f"adding the token-count tables failed ({type(e).__name__}: {e})") from None
+        self._run("adding the token-count tables", lambda: [self._db.execute(t) for t in _SIDE_TABLES])
 
     def _run(self, what: str, fn):
-        """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file."""
+        """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file (a full disk or
+        read-only folder: :class:`CacheStorageError`, not damage)."""
         with self._lock:
             try:
                 return fn()

@@ -219,11 +219,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         where the budgets' token counts came from."""
         out = {"sampling": {"mode": self.sampling, "fields": self.sampling_fields()},
                "served_model": self._served if isinstance(self._served, dict) else None}
-        if self._pool is not None:
-            out["concurrency"] = self._pool.record(redact_url(self.base_urls))
-        else:
-            out["concurrency"] = {"mode": "auto" if self.concurrency == "auto" else "fixed",
-                                  "concurrency": self.concurrency}
+        out["concurrency"] = self._pool.record(redact_url(self.base_urls)) if self._pool is not None else {
+            "mode": "auto" if self.concurrency == "auto" else "fixed", "concurrency": self.concurrency}
         src = getattr(self.tokenizer, "sources", None)
         if src is not None:
             out["tokenizer_counts"] = dict(src)
