@@ -107,11 +107,8 @@ def retry_after(e: BaseException) -> Optional[float]:
 
 
 def _env(names: Sequence[str]) -> Optional[str]:
-    for n in names:
-        v = os.environ.get(n)
-        if v:
-            return v
-    return None
+    """The first of the environment variables ``names`` that is set and not empty."""
+    return next((os.environ[n] for n in names if os.environ.get(n)), None)
 
 
 def _retryable(e: BaseException) -> bool:

