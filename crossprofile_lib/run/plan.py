@@ -16,7 +16,7 @@ from typing import Optional
 
 from crossprofile_lib.backends.base import ChatResult
 from crossprofile_lib.backends.llm import LLMBackend
-from crossprofile_lib.design import PAPER_DESIGN_GRID, PRESETS  # noqa: F401  (PRESETS: read here by older callers)
+from crossprofile_lib.design import PAPER_DESIGN_GRID
 from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.tokenizer import get_tokenizer

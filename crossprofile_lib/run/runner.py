@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from crossprofile_lib.backends import backend_for
-from crossprofile_lib.design import BUDGET_GRID, HEADROOM_MIN_POINTS, NO_BUDGET
+from crossprofile_lib.design import HEADROOM_MIN_POINTS, NO_BUDGET
 from crossprofile_lib.policies import relevance_metrics
 from crossprofile_lib.rng import stream
 from crossprofile_lib.run.config import RunConfig  # noqa: F401  (the run configuration; re-exported)
@@ -40,9 +40,6 @@ from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
 from crossprofile_lib.task.extraction import MODEL_UNAVAILABLE
 from crossprofile_lib.task.templates import load_templates
-
-#: the paper's budget grid (:data:`crossprofile_lib.design.BUDGET_GRID`): the ratios and the fixed control
-DEFAULT_BUDGETS = BUDGET_GRID
 
 
 def protocol_of(cfg: RunConfig, backend=None, extractor=None) -> Protocol:
