@@ -121,11 +121,8 @@ def decision_regex(letters: Sequence[str], reason_chars: int = GRAMMAR_REASON_CH
     return f"[^\\n]{{0,{reason_chars}}}\\nDecision: ({'|'.join(letters)})"
 
 
-# --- BAL's stance call (crossprofile_lib.policies.bal) ----------------------------------------------
-# One call per claim list (prompt ``prompts/stance_v1.txt``): the model sees the task, the lettered options and the
-# claims' texts (never roles, labels or speaker counts) and answers per claim the option, ``for``/``against`` and
-# whether it bears on a stated criterion. A claim left out or garbled gets no stance (BAL keeps it only after every
-# stanced claim).
+# --- BAL's stance call (crossprofile_lib.policies.bal): the model sees the task, the options and the claims' texts
+# (never roles, labels or speaker counts); a claim left out or garbled gets no stance (BAL keeps it last).
 
 STANCE = "stance_v1.txt"
 
