@@ -79,11 +79,9 @@ def is_blank(text) -> bool:
 
 
 def blank_answer(result: ChatResult) -> bool:
-    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities. From a server it
-    is a transient fault (retried, never cached, an error row if it persists); a stored one (cached by an
-    older version) is not used. A score-mode answer whose top log-probabilities hold no option letter
-    (``{}``) is the model's answer, not a blank one; a completion with no top log-probabilities at all is
-    a fault the backend retries (:class:`~crossprofile_lib.backends.http_faults.MalformedResponse`)."""
+    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities -- a server fault (retried,
+    never cached, never a hit). A score-mode answer whose top log-probabilities hold no option letter (``{}``) is the
+    model's answer, not a blank one."""
     return is_blank(result.text) and result.choice_logprobs is None
 
 
