@@ -158,9 +158,8 @@ def unsupported(policy_specs: Iterable[str | PolicySpec], backend, model_inputs:
 
 
 class TaskInputs:
-    """What the policies need for one unit, each asked for at most once (see the module doc).
-
-    ``oracle_rel`` / ``oracle_st`` read the roles (defaults: the template's, :mod:`evidence`)."""
+    """What the policies need for one unit, each asked for at most once; ``oracle_rel`` / ``oracle_st`` read the
+    roles (defaults: the template's, :mod:`crossprofile_lib.task.evidence`)."""
 
     def __init__(self, unit: TaskUnit, backend, oracle_rel: Callable = oracle_relevance,
                  oracle_st: Callable = oracle_stances):

@@ -63,9 +63,8 @@ MIN_BURST = 20
 
 def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str = "generate",
               tokenizer: Optional[str] = None) -> dict:
-    """The calls a fresh run of ``cfg`` sends to one model (see the module doc): ``calls`` by
-    purpose and in total, ``decisions`` (rows of the results table), the grid's size and how long
-    counting took. ``templates``: loaded templates (default: ``cfg.templates``)."""
+    """The calls a fresh run of ``cfg`` sends to one model: ``calls`` by purpose and in total, ``decisions`` (rows),
+    the grid's size and how long counting took. ``templates``: loaded templates (default: ``cfg.templates``)."""
     t0 = time.perf_counter()
     tok = get_tokenizer(tokenizer) if tokenizer else None
     backend = CountingBackend(decision_mode, tok)

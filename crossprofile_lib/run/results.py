@@ -55,10 +55,8 @@ def git_commit(cwd: Path | str | None = None) -> str | None:
 
 
 def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
-    """Write ``results.parquet`` (rows sorted deterministically) and ``run.json``, each to a unique
-    temporary name renamed into place (:func:`crossprofile_lib.safety.outputs.atomic_write`): a reader sees
-    the old file or the new one, never a torn one. Callers that run a grid hold the folder's lock
-    (:func:`crossprofile_lib.safety.outputs.locked_dir`)."""
+    """Write ``results.parquet`` and ``run.json``, each renamed into place (``atomic_write``: a reader never sees a
+    torn file); callers that run a grid hold the folder's lock (:mod:`crossprofile_lib.safety.outputs`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_frame(df, out / "results.parquet")
