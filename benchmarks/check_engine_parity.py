@@ -98,8 +98,7 @@ def _grammars() -> dict:
     from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    from crossprofile_lib.backends.llm import relevance_schema
-    from crossprofile_lib.backends.stance import stance_schema
+    from crossprofile_lib.backends.llm import relevance_schema, stance_schema
     from crossprofile_lib.hiddenbench.natural import vote_schema
     schemas = {"relevance_schema(12)": relevance_schema(12), "stance_schema(12, ABC)": stance_schema(12, "ABC"),
                "vote_schema(ABC)": vote_schema("ABC")}

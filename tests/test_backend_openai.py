@@ -507,7 +507,7 @@ def test_llama_cpp_server_tokenizer_prices_budgets_like_the_embedded_model(tmp_p
 
 def test_deepseek_default_model_and_retired_ids():
     # the default is DeepSeek-V4.1-Flash's id; deepseek-chat / deepseek-reasoner were retired (README)
-    from crossprofile_lib.backends.deepseek_preset import RetiredModelWarning
+    from crossprofile_lib.backends.openai_compat import RetiredModelWarning
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a current id warns about nothing
         assert get_backend("deepseek", cache=":memory:", tokenizer="offline").model == "deepseek-flash"

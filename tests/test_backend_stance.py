@@ -6,7 +6,7 @@ import pytest
 from scripted_llm import Scripted
 
 from crossprofile_lib import prompts as P
-from crossprofile_lib.backends.stance import parse_stances
+from crossprofile_lib.backends.llm import parse_stances
 from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
@@ -50,7 +50,7 @@ def test_bal_with_a_perfect_stance_model_keeps_what_bal_oracle_keeps(dev_templat
         for v in cfg.variants:
             task = make_task(t, v, 0)
             cl = claim_list(scripted_discussion(task))
-            from crossprofile_lib.backends.stance import stance_request
+            from crossprofile_lib.backends.llm import stance_request
             req = stance_request(task, cl.claims, option_order(task), False)
             tasks[req.messages[0]["content"]] = (task, cl)
     be = Scripted(_oracle_answer(task_of))

@@ -30,8 +30,8 @@ from crossprofile_lib.hiddenbench.measures import headroom as hb_headroom
 from crossprofile_lib.hiddenbench.run import run_hiddenbench
 from crossprofile_lib.paper_figures import PaperFiguresError, PaperFiguresFile, load_paper_figures
 from crossprofile_lib.policies import NEEDS
-from crossprofile_lib.run.capabilities import NEED_CAPABILITY, unsupported
 from crossprofile_lib.run.config import RunConfig
+from crossprofile_lib.run.pipeline import NEED_CAPABILITY, unsupported
 from crossprofile_lib.run.runner import run_grid, run_to_dir
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import Headroom

@@ -3,7 +3,7 @@
 from crossprofile_lib.backends.base import ChatRequest
 from crossprofile_lib.backends.cache import call_key
 from crossprofile_lib.hiddenbench.run import HBConfig
-from crossprofile_lib.run.header import config_record
+from crossprofile_lib.run.results import config_record
 from crossprofile_lib.safety.redact import (
     MASK,
     is_secret_name,

@@ -172,7 +172,7 @@ def test_template_option_count_must_equal_n_options(dev_templates):
 # --- the same grid -----------------------------------------------------------------------------
 
 def _finished(tmp_path, cfg):
-    from crossprofile_lib.run.header import config_record
+    from crossprofile_lib.run.results import config_record
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "run.json").write_text(json.dumps({"config": config_record(cfg)}, default=str))
     return tmp_path

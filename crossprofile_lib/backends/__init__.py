@@ -1,14 +1,9 @@
 """Decision backends, named ``provider/model``; SDKs are imported only when used.
 
-:data:`PROVIDERS` is the one table from provider name to its class (``"module:Class"``,
-imported lazily); :func:`get_backend` is the one place a backend is built from its name, and
-:func:`backend_for` builds the one a run configuration names. Every backend implements
-:class:`~crossprofile_lib.backends.base.Backend`.
-
-* ``ledger`` -- the reference decider (:class:`crossprofile_lib.backends.ledger.ReferenceDecider`);
-  options ``social_proof``, ``irrelevant_weight``, ``inverse_temperature``.
-* ``llamacpp/<alias-or-path>``, ``openai/<model>``, ``deepseek/<model>``, ``vllm/<model-path>``:
-  language models (:mod:`.llamacpp`, :mod:`.openai_compat`, :mod:`.vllm`).
+:data:`PROVIDERS` is the one table from provider name to its class (imported lazily); :func:`get_backend` builds a
+backend from its name and :func:`backend_for` the one a run configuration names. ``ledger`` is the reference decider
+(options ``social_proof``, ``irrelevant_weight``, ``inverse_temperature``); ``llamacpp/<alias-or-path>``,
+``openai/<model>``, ``deepseek/<model>`` and ``vllm/<model-path>`` are language models.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "ledger": ("ledger:ReferenceDecider", ""),
     "llamacpp": ("llamacpp:LlamaCppBackend", "smollm2-135m"),
     "openai": ("openai_compat:OpenAICompatBackend", ""),
-    "deepseek": ("deepseek_preset:DeepSeekBackend", "deepseek-flash"),
+    "deepseek": ("openai_compat:DeepSeekBackend", "deepseek-flash"),
     "vllm": ("vllm:VLLMBackend", ""),
 }
 

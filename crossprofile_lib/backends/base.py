@@ -1,23 +1,11 @@
-"""The interface every backend implements: :class:`Backend` (the reference decider included).
+"""The interface every backend implements (:class:`Backend`, the reference decider included).
 
-A backend is named ``provider/model`` and exposes:
-
-* ``name`` (e.g. ``llamacpp/smollm2-135m``), ``provider``, ``model``, ``decision_mode``
-  (``generate``, ``grammar``, ``score`` or ``ledger``), ``tokenizer`` (prices budgets),
-  ``relevance_kind`` (``model`` or ``oracle``), ``stats`` (call counters), ``cache`` (the call
-  cache, or None) and ``progress`` (show a progress bar);
-* ``capabilities``: what it can do beyond deciding, declared (never probed): :data:`CHAT`
-  (free-form model calls, e.g. HiddenBench's natural discussion), :data:`SUMMARISE` (B3),
-  :data:`MODEL_RELEVANCE` / :data:`MODEL_STANCES` (its relevance filter and stance call are a
-  model's; without them ``relevance`` / ``stances`` answer with the oracle);
-* ``decide(decision_requests) -> decisions``; ``relevance(task, claim_list) -> Relevance``;
-  ``stances(task, claim_list) -> tuple`` (one :class:`~crossprofile_lib.task.evidence.Stance` or None
-  per claim); ``summarise(prompt, max_tokens) -> ChatResult`` (one summary call; B3 builds the
-  prompt and reads the answer, :mod:`crossprofile_lib.policies.b3`); ``prefetch(...)`` (send a
-  grid's relevance, stance and summary calls as one batch);
-* model backends also have ``chat(requests) -> results``: one cached call per
-  :class:`ChatRequest`, batched/concurrent as the provider allows. Every model use goes
-  through it, so caching, retries and resumability live in one place.
+A backend is named ``provider/model``. ``capabilities`` declares (never probes) what it does beyond deciding:
+:data:`CHAT` (free-form model calls, e.g. HiddenBench's natural discussion), :data:`SUMMARISE` (B3),
+:data:`MODEL_RELEVANCE` / :data:`MODEL_STANCES` (its relevance filter and stance call are a model's; without them
+``relevance`` / ``stances`` answer with the oracle). Model backends also have ``chat(requests) -> results``: one cached
+call per :class:`ChatRequest`, batched as the provider allows; every model use goes through it, so caching, retries
+and resumability live in one place.
 """
 
 from __future__ import annotations
@@ -78,13 +66,8 @@ class Backend(Protocol):
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One model call. ``messages`` are OpenAI-style ``{"role", "content"}`` dicts.
-
-    ``purpose`` tags the call in logs (``decision``, ``relevance``, ``b3``, ``vote``, ...);
-    ``prompt_file`` names the prompt template it was rendered from. ``choices`` (letters or
-    strings) asks for a constrained answer (``grammar`` mode) or a scored one (``score``
-    mode); ``json_schema`` asks for JSON output where the provider supports it.
-    """
+    """One model call: OpenAI-style ``messages``; ``purpose`` tags it (``decision``, ``relevance``, ``b3``, ...);
+    ``choices`` asks for a constrained (``grammar``) or scored (``score``) answer, ``json_schema`` for JSON output."""
 
     messages: tuple[dict, ...]
     max_tokens: int = 512

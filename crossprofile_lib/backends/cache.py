@@ -1,44 +1,28 @@
 """The call cache: SQLite, entries never expire (STYLE convention 3).
 
-Location: the folder ``CROSSPROFILE_CACHE`` (default ``./.crossprofile_cache`` in the working
-directory, never inside the installed package); the file is ``calls.sqlite``. ``":memory:"``
-gives a throw-away cache (benchmarks).
+Location: the folder ``CROSSPROFILE_CACHE`` (default ``./.crossprofile_cache``, never inside the installed package),
+file ``calls.sqlite``; ``":memory:"`` gives a throw-away cache (benchmarks).
 
-Key = SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served
-model as the server reports it and the sampling settings sent -- never where the server is),
-the rendered messages, the settings that change the output (max tokens, temperature, stop
-strings, constrained choices, JSON schema, decision mode and provider extras such as the chat
-template). The API key, base URLs, retries, timeouts and concurrency are never part of the key
-or of any stored field but ``base_url`` (redacted, for the record). Entries made when the key
-still named the base URL (before the served-model identity) are found by
-:meth:`LLMBackend.chat`'s legacy look-up and copied under the new key (:meth:`CallCache.copy`).
+Key = SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served model and the sampling
+sent -- never where the server is), the rendered messages and every setting that changes the output (max tokens,
+temperature, stop strings, choices, JSON schema, decision mode, provider extras such as the chat template). API keys,
+base URLs, retries, timeouts and concurrency are in no key and no stored field but ``base_url`` (redacted, for the
+record). Entries keyed by base URL (earlier versions) are found by :meth:`LLMBackend.chat`'s legacy look-up and copied
+under the new key (:meth:`CallCache.copy`). Side tables: ``token_counts`` (:class:`TokenCountStore`, a server
+tokenizer's counts) and ``served_models`` (the served-model identity last reported, so a machine without the server
+keys alike).
 
-Two side tables (made on opening; older files gain them): ``token_counts`` keeps every count a
-server's tokenize endpoint gave (:class:`TokenCountStore`: a rerun prices its budgets without the
-endpoint) and ``served_models`` the served-model identity last reported for a provider and model
-(so a cache carried to a machine without the server keys its calls alike).
+Every finished call is committed at once (WAL), so an interrupted run loses none. Failed calls and blank answers
+(:func:`blank_answer`) are never stored, and a stored blank is no hit. A full disk or read-only folder is named as
+such (:func:`environment_problem`), never as damage: moving a healthy cache aside would re-buy every call.
 
-Each entry stores the raw text, the parsed answer (set after parsing), the retry count,
-prompt/completion tokens, latency, the prompt file and a hash of the rendered messages.
-Every entry is committed as soon as its call finishes (WAL journal), so an interrupted run
-(Ctrl-C, ``kill -9``, a dead server) loses no finished call. Failed calls are not stored, nor are
-blank answers (empty, whitespace-only or invisible text without log-probabilities: a server fault,
-never an answer; :func:`blank_answer`); a blank entry stored by an older version is not a
-cache hit.
-
-A full disk or a read-only folder is named as such (:func:`environment_problem`), never as a
-damaged cache: moving a healthy cache aside would re-buy every call.
-
-**Integrity.** A cache file is opened only after a check (:func:`open_problem`): it must be a
-regular, writable file, a SQLite database no shorter than its header says, pass
-``PRAGMA quick_check`` and hold the ``calls`` table with its columns; a row whose fields do not
-decode is named when it is read. Any failure raises :class:`CacheError` naming the file, the
-rule and how to recover -- never a silent fresh cache, which on a paid API would re-buy every
-call. A new cache file is built under a temporary name and linked into place, so a cache file
-is never empty (the file's rules: :mod:`.cache_file`). Maintenance: :func:`check_cache`,
-:func:`vacuum_cache`, :func:`export_cache` (``crossprofile cache check|vacuum|export``;
-:mod:`.cache_maintenance`). Base URLs are redacted
-(:func:`crossprofile_lib.safety.redact.redact_url`) in keys and stored fields.
+**Integrity.** A file is opened only after :func:`open_problem` (a regular, writable SQLite file no shorter than its
+header says, passing ``PRAGMA quick_check``, with the ``calls`` table and its columns); a row that does not decode is
+named when read. Failures raise :class:`CacheError` naming the file, the rule and the recovery -- never a silent fresh
+cache. New files are built under a temporary name and linked into place (:mod:`.cache_file`). Maintenance
+(``crossprofile cache check|vacuum|export``): :func:`check_cache` decodes every row of a file opened read-only,
+:func:`vacuum_cache` compacts a healthy one, :func:`export_cache` writes every readable entry as a JSON line (base URLs
+redacted), also from a damaged file.
 """
 
 from __future__ import annotations
@@ -54,11 +38,10 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.cache_file import (  # noqa: F401  (re-exported: the cache file's names)
+from crossprofile_lib.backends.cache_file import (  # noqa: F401  (CacheStorageError: re-exported)
     _COLUMNS,
     _CREATE,
     _SIDE_TABLES,
-    APPLICATION_ID,
     FILE_NAME,
     OFFSET_ROW,
     SCHEMA_VERSION,
@@ -73,14 +56,8 @@ from crossprofile_lib.backends.cache_file import (  # noqa: F401  (re-exported: 
     environment_problem,
     open_problem,
 )
-from crossprofile_lib.backends.cache_maintenance import (  # noqa: F401  (re-exported)
-    _redacted_field,
-    check_cache,
-    export_cache,
-    resolve_cache_file,
-    vacuum_cache,
-)
 from crossprofile_lib.paths import cache_dir
+from crossprofile_lib.safety.outputs import atomic_write
 from crossprofile_lib.safety.redact import redact_url
 
 
@@ -102,11 +79,9 @@ def is_blank(text) -> bool:
 
 
 def blank_answer(result: ChatResult) -> bool:
-    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities. From a server it
-    is a transient fault (retried, never cached, an error row if it persists); a stored one (cached by an
-    older version) is not used. A score-mode answer whose top log-probabilities hold no option letter
-    (``{}``) is the model's answer, not a blank one; a completion with no top log-probabilities at all is
-    a fault the backend retries (:class:`~crossprofile_lib.backends.http_faults.MalformedResponse`)."""
+    """An answer with no content: blank text (:func:`is_blank`) and no log-probabilities -- a server fault (retried,
+    never cached, never a hit). A score-mode answer whose top log-probabilities hold no option letter (``{}``) is the
+    model's answer, not a blank one."""
     return is_blank(result.text) and result.choice_logprobs is None
 
 
@@ -181,16 +156,11 @@ class CallCache:
             raise _env_err(path, "opening", e, environment_problem(e) or "SQLite refused it") from None
         _hold(path, +1)
         self._held = True
-        try:
-            for t in _SIDE_TABLES:
-                self._db.execute(t)
-        except sqlite3.Error as e:
-            if environment_problem(e):  # a full disk or read-only folder is not damage
-                raise _env_err(path, "adding the token-count tables", e, environment_problem(e)) from None
-            raise _err(path, f"adding the token-count tables failed ({type(e).__name__}: {e})") from None
+        self._run("adding the token-count tables", lambda: [self._db.execute(t) for t in _SIDE_TABLES])
 
     def _run(self, what: str, fn):
-        """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file."""
+        """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file (a full disk or
+        read-only folder: :class:`CacheStorageError`, not damage)."""
         with self._lock:
             try:
                 return fn()
@@ -344,3 +314,99 @@ class TokenCountStore:
     @offset.setter
     def offset(self, n: int) -> None:
         self._put(OFFSET_ROW, n)
+
+
+# --- maintenance: crossprofile cache check|vacuum|export ------------------------------------------------
+
+def _redacted_field(stored):
+    """A stored ``base_url`` field (a URL, or a JSON list of URLs) redacted again."""
+    if not isinstance(stored, str):
+        return stored
+    if stored.startswith("["):
+        try:
+            urls = json.loads(stored)
+            return json.dumps(redact_url([str(u) for u in urls])) if isinstance(urls, list) else redact_url(stored)
+        except ValueError:
+            pass
+    return redact_url(stored)
+
+
+def resolve_cache_file(path: str | os.PathLike) -> Path:
+    """``PATH`` as given to ``crossprofile cache``: a cache file, or a folder holding ``calls.sqlite``."""
+    p = Path(path).expanduser()
+    if p.is_dir() and (p / FILE_NAME).exists():
+        return p / FILE_NAME
+    return p
+
+
+def check_cache(path: str | os.PathLike) -> dict:
+    """Full check of a cache file: ``{"file", "ok", "problem", "entries", "bad_rows"}``; every row is
+    decoded (``bad_rows`` lists the keys that do not). Opens the file read-only."""
+    f = resolve_cache_file(path)
+    problem = open_problem(f, timeout=5.0, writable=False, full=True)
+    rep = {"file": str(f), "ok": problem is None, "problem": problem, "entries": None, "bad_rows": []}
+    if problem:
+        return rep
+    db = _connect(f, 5.0, readonly=True)
+    try:
+        n = 0
+        for row in db.execute("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, "
+                              "choice_logprobs, meta, parsed FROM calls"):
+            n += 1
+            try:
+                _decode(f, row)
+            except CacheError:
+                rep["bad_rows"].append(str(row[0]))
+        rep["entries"] = n
+    finally:
+        db.close()
+    if rep["bad_rows"]:
+        rep["ok"] = False
+        rep["problem"] = f"{len(rep['bad_rows'])} entr{'y' if len(rep['bad_rows']) == 1 else 'ies'} do not decode"
+    return rep
+
+
+def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
+    """Checkpoint the WAL and ``VACUUM`` a healthy cache file; returns its size before and after."""
+    f = resolve_cache_file(path)
+    problem = open_problem(f, timeout=5.0)
+    if problem:
+        raise _err(f, problem)
+    before = f.stat().st_size + (Path(f"{f}-wal").stat().st_size if Path(f"{f}-wal").exists() else 0)
+    try:
+        db = _connect(f, 60.0)
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+        finally:
+            db.close()
+    except sqlite3.Error as e:  # VACUUM needs free space of about the file's size
+        raise _env_err(f, "vacuum", e, environment_problem(e) or "SQLite stopped") from None
+    return before, f.stat().st_size
+
+
+def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
+    """Write every readable entry of a cache file as one JSON line (all columns) to ``out``, also
+    from a damaged file where SQLite can still read rows; returns (written, unreadable)."""
+    f = resolve_cache_file(path)
+    if not f.is_file() or f.stat().st_size == 0:
+        raise _err(f, open_problem(f, writable=False) or "not a readable file")
+    written = bad = 0
+    try:
+        db = _connect(f, 5.0, readonly=True)
+        keys = [r[0] for r in db.execute("SELECT key FROM calls")]
+    except sqlite3.Error as e:
+        raise _err(f, f"no entries can be read ({type(e).__name__}: {e})") from None
+    with atomic_write(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for k in keys:
+            try:
+                row = db.execute(f"SELECT {','.join(_COLUMNS)} FROM calls WHERE key = ?", (k,)).fetchone()
+            except sqlite3.Error:
+                bad += 1
+                continue
+            entry = dict(zip(_COLUMNS, row))
+            entry["base_url"] = _redacted_field(entry.get("base_url"))  # entries of older versions too
+            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            written += 1
+    db.close()
+    return written, bad

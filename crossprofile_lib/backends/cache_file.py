@@ -1,11 +1,6 @@
-"""The call-cache file: its schema, its integrity check, its errors and this process's hold on it.
-
-What :mod:`crossprofile_lib.backends.cache` (the :class:`~crossprofile_lib.backends.cache.CallCache`) and
-:mod:`crossprofile_lib.backends.cache_maintenance` (``crossprofile cache check|vacuum|export``) share: a
-cache file is opened only after :func:`open_problem`; every failure is a :class:`CacheError` naming the
-file, the rule and how to recover, a full disk or read-only folder a :class:`CacheStorageError`
-(:func:`environment_problem`), never reported as damage. A new file is built under a temporary name and
-linked into place (:func:`_create`).
+"""The call-cache file: its schema, integrity check (:func:`open_problem`), errors (:class:`CacheError` naming file,
+rule and recovery; :class:`CacheStorageError` for a full disk or read-only folder, never reported as damage) and this
+process's hold on it; used by :mod:`.cache`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Chat templates: score mode renders the prompt itself, to prefill the reply (``Decision:``).
-
-:class:`ChatTemplate` renders a Hugging Face-style Jinja chat template as llama.cpp and transformers
-do; :func:`score_text` is the text a score-mode call reports. Used by the ``openai``, ``llamacpp``
-and ``vllm`` backends (re-exported by :mod:`crossprofile_lib.backends.llm`).
+"""Chat templates (:class:`ChatTemplate`): score mode renders the prompt itself, to prefill the reply with
+``Decision:``; :func:`score_text` is the text a score-mode call reports.
 """
 
 from __future__ import annotations
@@ -30,12 +27,8 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n
 
 
 class ChatTemplate:
-    """A Hugging Face-style Jinja chat template, rendered as llama.cpp and transformers render it.
-
-    A final ``assistant`` message is a *prefill*: the reply starts with its text (score mode
-    prefills ``Decision:``). Sources (:meth:`from_spec`): ``chatml``; ``gguf:PATH`` (the template
-    in a GGUF file's metadata); ``hf:FOLDER`` (``tokenizer_config.json``); a ``.jinja`` file.
-    """
+    """A Hugging Face-style Jinja chat template, rendered as llama.cpp and transformers render it; a final
+    ``assistant`` message is a *prefill* (the reply starts with its text). Sources: :meth:`from_spec`."""
 
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "", name: str = ""):
         # optional: jinja2 comes with the llm / book extras, needed only for a chat template over HTTP
@@ -61,10 +54,9 @@ class ChatTemplate:
 
     @classmethod
     def from_spec(cls, spec: str) -> "ChatTemplate":
-        """``chatml``, ``gguf:PATH``, ``hf:FOLDER`` or a Jinja file. Every file goes through the
-        safe-input layer (:mod:`crossprofile_lib.safety.inputs`); a template that does not compile
-        or cannot render a user message and a prefill is refused here, naming the source (a
-        ``ValueError``), never later as one error row per call."""
+        """``chatml``, ``gguf:PATH`` (a GGUF file's template), ``hf:FOLDER`` (its ``tokenizer_config.json``) or a
+        Jinja file, read through :mod:`crossprofile_lib.safety.inputs`; a template that does not compile or render
+        is refused here (a ``ValueError`` naming the source), never later as one error row per call."""
         import jinja2
         t = cls._load_spec(str(spec))
         try:

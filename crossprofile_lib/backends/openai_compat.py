@@ -1,67 +1,27 @@
-"""``openai/<model>`` (any OpenAI-compatible server) and the ``deepseek/<model>`` preset.
+"""``openai/<model>`` (any OpenAI-compatible server: vLLM, llama.cpp's, DeepSeek) and the ``deepseek/<model>`` preset.
 
-One client for DeepSeek, a vLLM server and llama.cpp's server (``python -m llama_cpp.server``).
+The options' rules for users are in ``book/reference-cli.md`` (budgets over HTTP, refusals, sampling, concurrency).
 
-* Base URL and key: the ``base_url`` / ``api_key`` options, else ``CROSSPROFILE_BASE_URL`` /
-  ``CROSSPROFILE_API_KEY``, else ``<SERVICE>_BASE_URL`` / ``<SERVICE>_API_KEY`` (``OPENAI_...``,
-  ``DEEPSEEK_...``). Several base URLs (comma-separated) spread one run over several servers
-  that serve the same model: call i goes to URL ``i mod n`` and each retry moves to the next
-  URL. The key is held by the client only: it is in no cache key, cache entry, row, header or
-  log (errors are scrubbed of it).
-* Concurrency (``concurrency``): ``auto`` (default) finds each server's rate -- a limit per base
-  URL by additive increase / multiplicative decrease on latency, 429/503 and timeouts, up to
-  ``max_concurrency`` (128) per URL (:mod:`crossprofile_lib.backends.concurrency`); an integer
-  keeps at most that many requests in flight over all URLs. One asyncio loop; retries with
-  exponential backoff and full jitter (tenacity ``wait_random_exponential``) on 429, 5xx,
-  timeouts, dropped or reset connections, malformed responses and 200 answers with empty content
-  (never cached), up to ``max_retries`` (6); a ``Retry-After`` header is honoured (up to
-  :data:`RETRY_AFTER_MAX` s); other errors (400, 401, 404) fail at once. A call that still fails is returned with ``error`` set;
-  the runner records it, finishes the rest and exits non-zero.
-* Decision modes: ``generate`` (chat completions); ``grammar`` (chat completions with the
-  server's constraint: ``grammar_style=gbnf`` sends a llama.cpp grammar, ``vllm`` sends vLLM
-  structured outputs); ``score`` (the text completions endpoint with the prompt rendered by
-  ``chat_template`` -- ``chatml``, ``gguf:PATH``, ``hf:FOLDER`` or a ``.jinja`` file -- prefilled
-  with ``Decision:``, reading ``logprobs`` of the option letters).
-* ``deepseek/<model>``: base URL ``https://api.deepseek.com``, temperature 0, thinking off
-  (``{"thinking": {"type": "disabled"}}``), ``generate`` mode only.
-* **Sampling is pinned** (``sampling="paper"``, the default): every request sends the paper's
-  greedy settings -- temperature 0, ``top_p`` 1, ``frequency_penalty`` and ``presence_penalty``
-  0 and, to llama.cpp and vLLM servers, ``repeat_penalty`` / ``repetition_penalty`` 1 (servers
-  otherwise apply their own defaults: llama.cpp's ``repeat_penalty`` 1.1, a model's
-  ``generation_config.json`` in vLLM); DeepSeek gets the OpenAI fields only. ``extra_body``
-  (``--request-field KEY=VALUE``) adds or overrides fields. What is sent is recorded in
-  ``run.json`` (:meth:`OpenAICompatBackend.record`). ``sampling="server"`` sends temperature only
-  (the requests of earlier versions, whose cache entries it reuses).
-* **Cache identity**: provider, model, the served model as ``GET /v1/models`` reports it (its id
-  and vLLM's ``root``, last path part; recorded in the cache, so a machine without the server
-  keys alike), the sampling and the output-changing options -- not the base URLs: a new port,
-  host or tunnel, or a dropped server, resumes from the cache. Entries keyed by the base URLs
-  (earlier versions) are found under ``sampling="server"`` and copied under the new key.
-* **A wrong key or model stops the run**: ``/v1/models`` answering 401/403, or a model the
-  server does not list, stops before any call (:class:`ServerRefused`, naming the redacted URL,
-  the model and the status); a call answered 401 or 403 stops it at once (a refused key refuses
-  every call: no result is written as an answer), calls answered 404 after ``stop_on_refusal``
-  (3) such answers in a row (0 = off, for all three).
-
-* Budgets (``tokenizer``): by default (``auto``) the served model's own tokenizer through the
-  server's tokenize endpoint (vLLM ``/tokenize``, llama.cpp ``/tokenize``, llama-cpp-python
-  ``/extras/tokenize``; **every** base URL is probed, with ``tokenize_timeout`` seconds,
-  :func:`crossprofile_lib.task.tokenizer.probe_servers`). Every count is kept in the call cache,
-  so a rerun needs no endpoint: with the servers unreachable the stored counts of the same
-  tokenizer price the budgets. Budgets never change silently: when no endpoint can be had (and
-  no counts are stored) the backend refuses (``ValueError``) unless ``tokenizer_fallback="offline"``
-  asks for the offline approximation; ``server`` insists on the endpoint; a named tokenizer, a
-  ``tokenizer.json`` (or ``hf:FOLDER``, ``gguf:PATH``) uses that, with no server (recommended for
-  HTTP runs); ``offline`` never probes. The hosted DeepSeek API has no endpoint and is not probed:
-  it gets the offline approximation with a notice unless a tokenizer is given. The ``tokenizer``
-  column and ``run.json`` name the one used and how it was chosen.
-* A dead server: each retry wave shows in the progress bar (or, without one, as one line on
-  stderr per wave): ``retrying 37 calls (wave 2/6)``. A circuit breaker (``circuit_breaker``,
-  default 8; 0 turns it off) stops the run with :class:`ServerUnreachable`, naming the base
-  URL(s), when that many attempts failed to connect (refused, unreachable, connect timeout: a
-  connection reset after it was accepted does not count) before any reached a server; finished
-  calls are already in the cache.
-* Base URLs are shown and keyed only through :func:`crossprofile_lib.safety.redact.redact_url`.
+* Base URL and key: the ``base_url`` / ``api_key`` options, else ``CROSSPROFILE_BASE_URL`` / ``CROSSPROFILE_API_KEY``,
+  else ``<SERVICE>_BASE_URL`` / ``<SERVICE>_API_KEY``. Several comma-separated URLs spread one run over servers of
+  the same model. The key is held by the client only: in no cache key, entry, row, header or log (errors are
+  scrubbed of it); base URLs are shown and stored only redacted (:func:`crossprofile_lib.safety.redact.redact_url`).
+* Concurrency: ``auto`` (AIMD per base URL, :mod:`.concurrency`) or a fixed total. Retries (tenacity, exponential
+  backoff with full jitter, up to ``max_retries``) on 429, 5xx, timeouts, dropped connections, malformed or blank
+  answers (never cached); ``Retry-After`` is honoured up to :data:`RETRY_AFTER_MAX` s; other errors fail at once. A
+  call that still fails comes back with ``error`` set (:mod:`.http_faults`).
+* Decision modes: ``generate`` (chat completions); ``grammar`` (``grammar_style=gbnf``: a llama.cpp grammar, ``vllm``:
+  structured outputs); ``score`` (text completions of the prompt rendered by ``chat_template``, prefilled with
+  ``Decision:``, reading the option letters' ``logprobs``).
+* Sampling is pinned (``sampling="paper"``: :meth:`OpenAICompatBackend.sampling_fields`, recorded in ``run.json``);
+  ``sampling="server"`` sends temperature only, as earlier versions did.
+* Cache identity: provider, model, the served model as ``GET /v1/models`` reports it (:func:`probe_models`), sampling and
+  output-changing options -- never the base URLs; entries keyed by base URL (earlier versions) are found under
+  ``sampling="server"`` and copied under the new key.
+* A wrong key or model stops the run (:class:`ServerRefused`); a server that takes no connection trips the circuit
+  breaker (:class:`ServerUnreachable`, ``circuit_breaker`` attempts, 0 = off); finished calls are already cached.
+* Budgets' tokenizer: by default the served model's own through its tokenize endpoint, counts kept in the call cache;
+  never another silently (:func:`.http_faults.server_tokenizer`).
 """
 
 from __future__ import annotations
@@ -71,6 +31,7 @@ import dataclasses
 import json
 import threading
 import time
+import warnings
 from typing import Callable, Optional, Sequence
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -92,8 +53,10 @@ from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported:
     _outcome,
     _retryable,
     base_url_problem,
+    probe_models,
     retry_after,
     run_coroutine,
+    server_tokenizer,
 )
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
@@ -104,13 +67,12 @@ from crossprofile_lib.backends.llm import (
     choice_logprobs,
     decision_gbnf,
     decision_regex,
+    given_tokenizer,
     score_text,
 )
-from crossprofile_lib.backends.served import _basename, probe_models, server_tokenizer  # noqa: F401
 from crossprofile_lib.safety.inputs import option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 from crossprofile_lib.task.llama_engine import json_schema_gbnf
-from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
 PAPER_SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
@@ -160,7 +122,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
         circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000, integer=True)
         probe = tokenizer in (None, "", "auto", "server")
-        tok = None if probe else get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        tok = None if probe else given_tokenizer(tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
                          decision_prompt)
         urls = base_url or _env(["CROSSPROFILE_BASE_URL", f"{self.service}_BASE_URL"]) or self.default_base_url
@@ -189,8 +151,6 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                              f"{', '.join(TOKENIZER_FALLBACKS)}")
         self.sampling, self.tokenizer_fallback = sampling, tokenizer_fallback
         self.tokenize_timeout = float(tokenize_timeout)
-        if not self.tokenize_timeout > 0:
-            raise ValueError(f"backend {self.name}: tokenize_timeout {tokenize_timeout} is not a positive number")
         self._served, self._served_lock, self._pool = None, threading.Lock(), None
         self.timeout, self.retry_wait, self.retry_wait_max = float(timeout), float(retry_wait), float(retry_wait_max)
         self.grammar_style = grammar_style
@@ -202,17 +162,12 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             raise ValueError(f"backend {self.name}: decision_mode 'score' renders the prompt itself; pass "
                              f"chat_template=chatml, gguf:PATH, hf:FOLDER or a .jinja file")
         if probe:  # last: every other option is checked before the network is touched
-            self.tokenizer, self.tokenizer_source = self._server_tokenizer(tokenizer == "server")
+            self.tokenizer, self.tokenizer_source = server_tokenizer(self, tokenizer == "server")
         else:
             self.tokenizer_source = f"given: {self.tokenizer.name}"
 
     def __repr__(self) -> str:  # never shows the key
         return f"<{type(self).__name__} {self.name} {self.shown_urls} mode={self.decision_mode}>"
-
-    def _server_tokenizer(self, required: bool):
-        """(tokenizer, source) for budgets: the server's own (see the module doc); never another silently."""
-        return server_tokenizer(self, required)
-
 
     def _options_identity(self) -> dict:
         return {"chat_template": self.template.sha if self.template else None,
@@ -264,11 +219,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         where the budgets' token counts came from."""
         out = {"sampling": {"mode": self.sampling, "fields": self.sampling_fields()},
                "served_model": self._served if isinstance(self._served, dict) else None}
-        if self._pool is not None:
-            out["concurrency"] = self._pool.record(redact_url(self.base_urls))
-        else:
-            out["concurrency"] = {"mode": "auto" if self.concurrency == "auto" else "fixed",
-                                  "concurrency": self.concurrency}
+        out["concurrency"] = self._pool.record(redact_url(self.base_urls)) if self._pool is not None else {
+            "mode": "auto" if self.concurrency == "auto" else "fixed", "concurrency": self.concurrency}
         src = getattr(self.tokenizer, "sources", None)
         if src is not None:
             out["tokenizer_counts"] = dict(src)
@@ -278,12 +230,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         """The served model as ``GET /v1/models`` reports it (once; see the module doc)."""
         with self._served_lock:
             if self._served is None:
-                self._served = self._probe_models() or False
+                self._served = probe_models(self, _MODELS_SEEN) or False
             return self._served or None
-
-    def _probe_models(self) -> Optional[dict]:
-        return probe_models(self, _MODELS_SEEN)
-
 
     def _scrub(self, text: str) -> str:
         """``text`` without the key, secret URL parts or unredacted URLs."""
@@ -397,8 +345,6 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self._reached[k] = True
         return res
 
-
-
     async def _run(self, requests: Sequence[ChatRequest], on_done) -> None:
         import openai
         clients = [openai.AsyncOpenAI(base_url=u, api_key=self._api_key, max_retries=0, timeout=self.timeout)
@@ -429,3 +375,30 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
 
     def _complete(self, requests: Sequence[ChatRequest], on_done: Callable[[int, ChatResult], None]) -> None:
         run_coroutine(self._run(requests, on_done))
+
+
+#: DeepSeek model ids retired by DeepSeek (id -> last day served), as checked on 2026-12-01 against
+#: api-docs.deepseek.com (book/reference-backends.md, "DeepSeek model names"): naming one warns before any call.
+DEEPSEEK_RETIRED = {"deepseek-chat": "2026-07-24", "deepseek-reasoner": "2026-07-24"}
+
+
+class RetiredModelWarning(UserWarning):
+    """A model id its provider has retired (the server will most likely refuse it)."""
+
+
+class DeepSeekBackend(OpenAICompatBackend):
+    """``deepseek/<model>``: temperature 0 (every request), thinking off, ``generate`` mode. Default
+    model ``deepseek-flash`` (DeepSeek-V4.1-Flash); the paper's Pro is ``deepseek-v4-pro``."""
+
+    provider = "deepseek"
+    service = "DEEPSEEK"
+    default_base_url = "https://api.deepseek.com"
+    preset_extra_body = {"thinking": {"type": "disabled"}}
+    supported_modes = ("generate",)
+
+    def __init__(self, model: str, *args, **kwargs):
+        if model in DEEPSEEK_RETIRED:
+            warnings.warn(f"backend deepseek/{model}: DeepSeek retired the model id '{model}' after "
+                          f"{DEEPSEEK_RETIRED[model]} (checked 2026-12-01); use deepseek/deepseek-flash "
+                          "(V4.1-Flash) or deepseek/deepseek-v4-pro", RetiredModelWarning, stacklevel=2)
+        super().__init__(model, *args, **kwargs)

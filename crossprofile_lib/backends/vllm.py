@@ -1,22 +1,12 @@
 """``vllm/<model-path>``: the in-process vLLM offline engine (GPU; optional extra ``[vllm]``).
 
-vLLM's wheel is CUDA-only and pins its own torch, so it is not installed on CPU machines; the
-adapter is tested against a fake module with the same interface (``tests/test_backend_vllm.py``)
-and checked for real by ``scripts/gpu_smoke.sh``.
-
-* All uncached prompts of one ``chat()`` call (the runner sends every decision of a grid in
-  one) go to the engine in **one** ``LLM.generate`` call, with prefix caching on
-  (``enable_prefix_caching=True``): prompts of one task share the description and options.
-* ``tensor_parallel_size`` and ``distributed_executor_backend`` (``"ray"`` for models that
-  outgrow one GPU or node) are passed through, as are ``max_model_len`` (8192, the paper's
-  context), ``dtype`` (``float16``, the paper's), ``gpu_memory_utilization`` and any further
-  ``engine_kwargs``.
-* Prompts are rendered with the model's chat template (its tokenizer's
-  ``apply_chat_template``); a final ``assistant`` message is a prefill (score mode).
-  ``grammar`` mode and JSON-schema requests use vLLM structured outputs
-  (``StructuredOutputsParams``, or ``GuidedDecodingParams`` on older vLLM).
-* The engine's tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
-* Generations send the paper's greedy settings explicitly (:data:`SAMPLING`; recorded in ``run.json``).
+vLLM is CUDA-only, so it is tested against a fake module (``tests/test_backend_vllm.py``) and checked for real by
+``scripts/gpu_smoke.sh``. All uncached prompts of one ``chat()`` go to the engine in **one** ``LLM.generate`` call with
+prefix caching on. ``tensor_parallel_size``, ``distributed_executor_backend`` (``"ray"``), ``max_model_len`` (8192,
+the paper's), ``dtype`` (``float16``, the paper's), ``gpu_memory_utilization`` and ``engine_kwargs`` are passed
+through. Prompts are rendered with the model's chat template (a final ``assistant`` message is a prefill); ``grammar``
+mode and JSON-schema requests use vLLM structured outputs. The engine's tokenizer prices the budgets unless
+``--tokenizer`` says otherwise; generations send the paper's greedy settings (:data:`SAMPLING`, recorded in ``run.json``).
 """
 
 from __future__ import annotations
@@ -33,9 +23,9 @@ from crossprofile_lib.backends.llm import (
     best_choice,
     choice_logprobs,
     decision_regex,
+    given_tokenizer,
     score_text,
 )
-from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: the paper's greedy settings, sent explicitly with every generation (so no model default applies)
 SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0}
@@ -80,12 +70,10 @@ class VLLMBackend(LLMBackend):
         self.engine_config = {k: v for k, v in kw.items() if k != "model"}
         self.engine = vllm.LLM(**kw)
         self.hf_tokenizer = self.engine.get_tokenizer()
-        tok = EngineTokenizer(self.hf_tokenizer, model) if tokenizer in (None, "", "model") else (
-            get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer)
-        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
-                         decision_prompt)
-        self.tokenizer_source = ("the engine's own (Hugging Face)" if tokenizer in (None, "", "model")
-                                 else f"given: {self.tokenizer.name}")
+        own = tokenizer in (None, "", "model")
+        tok = EngineTokenizer(self.hf_tokenizer, model) if own else given_tokenizer(tokenizer)
+        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars, decision_prompt)
+        self.tokenizer_source = "the engine's own (Hugging Face)" if own else f"given: {self.tokenizer.name}"
 
     def record(self) -> dict:
         """What ``run.json`` records of the generation settings (sent with every generation)."""

@@ -29,7 +29,7 @@ from crossprofile_lib.book.runs import (
 from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.hiddenbench.run import HEADER
 from crossprofile_lib.policies.plugins import sources as plugin_sources
-from crossprofile_lib.run.header import config_record
+from crossprofile_lib.run.results import config_record
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import check_failed_calls
 

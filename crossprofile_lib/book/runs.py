@@ -35,8 +35,7 @@ from crossprofile_lib.design import (  # noqa: F401
 from crossprofile_lib.paths import checkout_root
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
-from crossprofile_lib.run.header import template_hashes
-from crossprofile_lib.run.results import read_header, read_results
+from crossprofile_lib.run.results import read_header, read_results, template_hashes
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap

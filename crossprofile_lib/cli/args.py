@@ -244,9 +244,9 @@ def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, fla
 
 
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
-    """Policy -> why the backend cannot run it (:func:`crossprofile_lib.run.capabilities.unsupported` on the
+    """Policy -> why the backend cannot run it (:func:`crossprofile_lib.run.pipeline.unsupported` on the
     capabilities its class declares: no model is loaded); empty when it can run them all."""
-    from crossprofile_lib.run.capabilities import unsupported
+    from crossprofile_lib.run.pipeline import unsupported
     cls = backend_class(backend_spec)
     return {} if cls is None else unsupported(policy_specs, cls)
 

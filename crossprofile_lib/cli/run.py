@@ -157,8 +157,7 @@ def grid_differences(cfg, folder) -> list[str]:
     phrase per setting (empty: the same grid, which a rerun recomputes identically)."""
     import json
 
-    from crossprofile_lib.run.header import config_record
-    from crossprofile_lib.run.results import ResultsError, read_header
+    from crossprofile_lib.run.results import ResultsError, config_record, read_header
     try:
         old = read_header(folder).get("config")
     except ResultsError as e:

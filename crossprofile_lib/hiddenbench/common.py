@@ -21,8 +21,7 @@ from crossprofile_lib.hiddenbench.disclosure import facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
 from crossprofile_lib.rng import stream
-from crossprofile_lib.run.capabilities import capabilities_of, unsupported
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, memories, policy_rng
+from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, capabilities_of, memories, policy_rng, unsupported
 from crossprofile_lib.task.budgets import Budget, line_cost
 from crossprofile_lib.task.decision import DecisionRequest, option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, Utterance, claim_list_from_utterances, label

@@ -31,7 +31,7 @@ from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbe
 from crossprofile_lib.hiddenbench.measures import headroom
 from crossprofile_lib.hiddenbench.natural import run_natural_chunk
 from crossprofile_lib.prompts import prompt_dir
-from crossprofile_lib.run.header import run_header, stamp
+from crossprofile_lib.run.results import run_header, stamp
 from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_error, write_text_atomic
 from crossprofile_lib.safety.redact import redact_options
 from crossprofile_lib.stats.analysis_set import failed_mask

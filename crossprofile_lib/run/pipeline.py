@@ -1,11 +1,18 @@
 """The one function chain: task -> scripted (or messy) discussion -> claim list -> memories, used by the runner,
-HiddenBench, the walkthrough and the rebuild for the social-proof fit.
+HiddenBench, the walkthrough and the rebuild for the social-proof fit; and which backend can run which policy.
 
 :func:`build_task` builds one :class:`TaskUnit` (task, discussion, claim list, option order, ``T_all``) and
 :func:`task_units` the grid's, once; :class:`TaskInputs` supplies what the policies need (relevance tiers and
 stances from the backend, asked at most once per unit, or from the roles; the transcript; the summariser);
 :func:`memories` yields one :class:`MemoryItem` per policy x budget; :func:`prefetch` sends a grid's relevance, stance
-and B3 calls as one batch. What a backend is asked for follows :mod:`crossprofile_lib.run.capabilities`.
+and B3 calls as one batch.
+
+**Capabilities.** A policy declares what it needs (``Policy.needs``) and where a needed input comes from (``source``:
+``model`` or ``oracle``); a backend declares its ``capabilities`` (:data:`crossprofile_lib.backends.base.CAPABILITIES`).
+:data:`NEED_CAPABILITY` maps one onto the other and :func:`unsupported` answers "can this backend run these policies"
+for every caller (the CLI before anything runs, the runner, HiddenBench; :func:`asks` here). Without the capability:
+``transcript`` always runs; ``relevance`` and ``stances`` answer from the roles, except where model inputs are required
+(HiddenBench); ``summarise`` (B3) cannot run. The oracle variants read the roles everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +23,6 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 from crossprofile_lib.backends.base import MODEL_RELEVANCE, MODEL_STANCES, SUMMARISE, Relevance
 from crossprofile_lib.policies import PolicySpec, parse_policy, select_memory, summary_prompt
 from crossprofile_lib.rng import stream
-from crossprofile_lib.run.capabilities import asks, unsupported  # noqa: F401  (unsupported: re-exported)
 from crossprofile_lib.task.budgets import Budget, t_all
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, claim_list, make_task, scripted_discussion
@@ -29,12 +35,9 @@ from crossprofile_lib.task.variants import Variant, agent_names
 
 @dataclass(frozen=True)
 class Protocol:
-    """How a unit's discussion is held and its claims extracted (issue 27).
-
-    ``scripted`` (the default, SPEC section 4): every fact verbatim, claims by fact (extraction
-    ``oracle`` only). ``messy`` (:mod:`crossprofile_lib.task.messy`): drawn wordings and fact-less
-    lines at ``opinion_rate``; claims at ``extraction`` level (:mod:`crossprofile_lib.task.extraction`),
-    ``model`` with a caller-given ``extractor``."""
+    """How a unit's discussion is held and its claims extracted (issue 27): ``scripted`` (SPEC section 4, every fact
+    verbatim, extraction ``oracle`` only) or ``messy`` (:mod:`crossprofile_lib.task.messy`; claims at ``extraction``
+    level, ``model`` with a caller-given ``extractor``)."""
 
     name: str = "scripted"
     extraction: str = "oracle"
@@ -104,10 +107,59 @@ def specs_of(policies: Iterable[str | PolicySpec]) -> list[PolicySpec]:
     return [parse_policy(p) if isinstance(p, str) else p for p in policies]
 
 
-class TaskInputs:
-    """What the policies need for one unit, each asked for at most once (see the module doc).
+@dataclass(frozen=True)
+class Requirement:
+    """What one policy need asks of a backend."""
 
-    ``oracle_rel`` / ``oracle_st`` read the roles (defaults: the template's, :mod:`evidence`)."""
+    capability: Optional[str]   # the capability that supplies it (None: the runner has it)
+    model_source_only: bool     # only a policy whose ``source`` is ``model`` asks the backend
+    oracle_fallback: bool       # without the capability the backend answers from the roles
+    why: str                    # why a policy cannot run without it (``{base}``: the policy's base name)
+
+
+#: need (``Policy.needs``) -> what it asks of a backend (see the module doc's table).
+NEED_CAPABILITY: dict[str, Requirement] = {
+    "transcript": Requirement(None, False, True, ""),
+    "relevance": Requirement(MODEL_RELEVANCE, True, True, "{base} needs a model relevance filter (the backend has none)"),
+    "stances": Requirement(MODEL_STANCES, True, True, "{base} needs a model stance call (the backend has none)"),
+    "summarise": Requirement(SUMMARISE, False, False,
+                             "{base} is a generated summary and needs a language-model backend (this one writes none)"),
+}
+
+
+def capabilities_of(backend) -> frozenset:
+    """The declared capabilities of ``backend``: an instance, a class (nothing is loaded) or the set itself."""
+    return frozenset(backend) if isinstance(backend, (set, frozenset)) else frozenset(backend.capabilities)
+
+
+def asks(spec: PolicySpec, capability: str, backend) -> bool:
+    """Whether policy ``spec`` has ``backend`` do ``capability`` (it needs it and the backend has it)."""
+    if capability not in capabilities_of(backend):
+        return False
+    return any(r.capability == capability and (spec.source == "model" or not r.model_source_only)
+               for r in (NEED_CAPABILITY[n] for n in spec.needs))
+
+
+def unsupported(policy_specs: Iterable[str | PolicySpec], backend, model_inputs: bool = False) -> dict[str, str]:
+    """Policy name -> why ``backend`` cannot run it; empty when it can run them all.
+
+    ``backend``: an instance, its class or its capabilities. ``model_inputs``: the caller has no roles to
+    fall back on (HiddenBench), so a model-sourced relevance or stance need requires the capability."""
+    caps = capabilities_of(backend)
+    out = {}
+    for s in specs_of(policy_specs):
+        for need in sorted(s.needs):
+            r = NEED_CAPABILITY[need]
+            if not (r.capability is None or r.capability in caps or (r.model_source_only and s.source != "model")
+                    or (r.oracle_fallback and not model_inputs)):
+                out[s.name] = r.why.format(base=s.base)
+                break
+    return out
+
+
+class TaskInputs:
+    """What the policies need for one unit, each asked for at most once; ``oracle_rel`` / ``oracle_st`` read the
+    roles (defaults: the template's, :mod:`crossprofile_lib.task.evidence`)."""
 
     def __init__(self, unit: TaskUnit, backend, oracle_rel: Callable = oracle_relevance,
                  oracle_st: Callable = oracle_stances):

@@ -1,13 +1,8 @@
-"""How many model calls a grid makes, per model, counted by the runner itself (no model needed).
-
-:func:`call_plan` runs the grid through :func:`crossprofile_lib.run.runner.run_grid` against
-:class:`CountingBackend`, which answers every call at once (distinct calls counted once, as the call cache would):
-one ``relevance`` call per unit with a model filter, one ``b3`` summary per unit and budget, one ``stance`` call per
-unit for model-stance BAL, one ``decision`` per distinct prompt. Not counted: format-reminder retries and transport
-retries. Budgets are priced offline unless ``tokenizer`` says otherwise (a model's own moves a few decision prompts).
-``crossprofile run --dry-run`` prints :func:`describe`: calls per policy, the total and an estimate at
-:func:`measured_rate` (the latest burst in the call cache; a pause over :data:`BURST_GAP_S` ends a burst) or
-``--rate``. :data:`crossprofile_lib.design.PRESETS` names whole designs for ``--preset``.
+"""How many model calls a grid makes, per model, counted by the runner itself against :class:`CountingBackend` (no
+model needed; distinct calls counted once, as the call cache would; format-reminder and transport retries not counted).
+Budgets are priced offline unless ``tokenizer`` says otherwise. ``crossprofile run --dry-run`` prints :func:`describe`:
+calls per policy, the total and an estimate at :func:`measured_rate` (the latest burst in the call cache; a pause over
+:data:`BURST_GAP_S` ends a burst) or ``--rate``.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from typing import Optional
 
 from crossprofile_lib.backends.base import ChatResult
 from crossprofile_lib.backends.llm import LLMBackend
-from crossprofile_lib.design import PAPER_DESIGN_GRID, PRESETS  # noqa: F401  (PRESETS: read here by older callers)
+from crossprofile_lib.design import PAPER_DESIGN_GRID
 from crossprofile_lib.run.runner import RunConfig, run_grid
 from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.tokenizer import get_tokenizer
@@ -68,9 +63,8 @@ MIN_BURST = 20
 
 def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str = "generate",
               tokenizer: Optional[str] = None) -> dict:
-    """The calls a fresh run of ``cfg`` sends to one model (see the module doc): ``calls`` by
-    purpose and in total, ``decisions`` (rows of the results table), the grid's size and how long
-    counting took. ``templates``: loaded templates (default: ``cfg.templates``)."""
+    """The calls a fresh run of ``cfg`` sends to one model: ``calls`` by purpose and in total, ``decisions`` (rows),
+    the grid's size and how long counting took. ``templates``: loaded templates (default: ``cfg.templates``)."""
     t0 = time.perf_counter()
     tok = get_tokenizer(tokenizer) if tokenizer else None
     backend = CountingBackend(decision_mode, tok)

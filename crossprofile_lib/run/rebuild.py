@@ -7,6 +7,7 @@ they are left out and counted in ``info``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, fields
 from typing import Optional
 
@@ -43,31 +44,24 @@ def _choice_data(X: list, ch: list, tid: list) -> ChoiceData:
 
 
 def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
-    """Join rebuilt ``(request, row)`` pairs with the results rows (valid decisions only).
-
-    A row is used when a pair has its key (template, variant, seed, policy, budget) and the same
-    ``memory_sha``; ``info`` counts the rows left out and why.
-    """
-    built = {}
-    for req, row in pairs:
-        built[tuple(row[k] for k in KEY)] = (req, row.get("memory_sha"))
+    """Join rebuilt ``(request, row)`` pairs with the results rows (valid decisions only): a row is used when a pair
+    has its :data:`KEY` and the same ``memory_sha``; ``info`` counts the rows left out and why."""
+    built = {tuple(row[k] for k in KEY): (req, row.get("memory_sha")) for req, row in pairs}
     X, ch, tid, tables = [], [], [], {}
     info = _info(len(df))
     # plain Python lists: iterating Arrow-backed columns row by row costs more than the rebuild
     keys = list(zip(*(df[c].tolist() for c in KEY)))
     for k, sha, decision, invalid in zip(keys, df["memory_sha"].tolist(), df["decision"].tolist(),
                                          df["invalid"].tolist()):
-        why = None
+        req = built[k][0] if k in built else None
         if invalid or not decision:
             why = "invalid"
-        elif k not in built:
+        elif req is None:
             why = "not_rebuilt"
         elif built[k][1] != sha:
             why = "memory_mismatch"
-        if why is None:
-            req = built[k][0]
-            if decision not in req.option_order:
-                why = "not_rebuilt"
+        else:
+            why = None if decision in req.option_order else "not_rebuilt"
         if why:
             info[why] += 1
             if why != "invalid":
@@ -85,13 +79,9 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
 
 
 def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[ChoiceData, dict]:
-    """Rebuild the memories of a run (``config``: its ``run.json`` ``config`` dict or a
-    :class:`~crossprofile_lib.run.runner.RunConfig`) and return the decisions' :class:`ChoiceData`
-    plus bookkeeping.
-
-    ``templates``: loaded templates or paths (default: the config's template paths, as the
-    run named them). Generated (B3) policies cannot be rebuilt and are left out.
-    """
+    """The decisions' :class:`ChoiceData` and bookkeeping from the rebuilt memories of a run (``config``: its
+    ``run.json`` ``config`` dict or a :class:`RunConfig`; ``templates``: loaded templates or paths, default the
+    config's). Generated (B3) policies cannot be rebuilt and are left out."""
     cfg = dict(config) if isinstance(config, dict) else asdict(config)
     known = {f.name for f in fields(RunConfig)}
     cfg = {k: v for k, v in cfg.items() if k in known}
@@ -101,17 +91,16 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in present["variant"]],
                seeds=[s for s in cfg.get("seeds", ()) if s in present["seed"]])
     run_cfg = RunConfig(**cfg)
-    first = None if templates is None or isinstance(templates, (str, bytes)) else next(iter(templates), None)
-    if templates is None or isinstance(templates, (str, bytes)) or isinstance(first, (str, bytes)) or \
-            hasattr(first, "__fspath__"):   # paths, not loaded templates
-        paths = templates if templates is not None else run_cfg.templates
-        if isinstance(paths, (str, bytes)):
-            paths = [paths]
+    named = templates is None or isinstance(templates, (str, bytes))
+    paths = run_cfg.templates if templates is None else [templates] if named else list(templates)
+    if named or (paths and isinstance(paths[0], (str, bytes, os.PathLike))):  # paths, not loaded templates
         try:
             templates = load_templates(paths, n_options=run_cfg.n_options)
         except FileNotFoundError as e:
             raise FileNotFoundError(f"cannot rebuild memories: templates {list(paths)} not found ({e}); "
                                     f"pass the template paths the run used") from None
+    else:
+        templates = paths
     ids = set(df["template_id"].astype(str))
     templates = [t for t in templates if t.id in ids]
     stub = ReferenceDecider(tokenizer=get_tokenizer(run_cfg.tokenizer))
@@ -122,13 +111,9 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
 
 
 def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
-    """Choice data from the ``option_features`` column the runner records with every decision
-    (no rebuild needed); None when the table lacks it (a run written before the column existed).
-
-    The same rows as a rebuild: valid decisions of copy and unbudgeted policies; generated (B3)
-    memories are left out (their "kept" facts come from a word-overlap rule, not the memory's
-    lines). Unlike a rebuild, memories built from a model's own relevance filter or stances are
-    used too: their features were recorded from the memory the model actually saw."""
+    """Choice data from the ``option_features`` column the runner records (no rebuild; None for a run written before
+    it). The rows a rebuild uses (generated B3 memories left out), plus memories from a model's own relevance filter
+    or stances: their features were recorded from the memory the model actually saw."""
     if "option_features" not in df.columns or not len(df):
         return None
     feats = df["option_features"].tolist()

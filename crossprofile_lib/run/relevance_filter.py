@@ -1,9 +1,5 @@
-"""R1-rel's mechanism: what strict relevance tiering keeps with a filter that errs at the paper's stated precision
-and recall (``relevance-filter``; the paper's ``classic-kept`` shows about two irrelevant facts kept).
-
-:func:`noisy_filter` is a seeded filter (each relevant claim judged relevant with probability ``recall``, each
-irrelevant one with the probability that gives the expected ``precision``); :func:`tiering_compositions` is R1-rel's
-kept composition with such filters per task and draw. Exploratory, not a model result.
+"""R1-rel's mechanism: what strict relevance tiering keeps with a seeded filter that errs at a given precision and recall
+(:func:`noisy_filter`, :func:`tiering_compositions`; ``relevance-filter``). Exploratory, not a model result.
 """
 
 from __future__ import annotations
@@ -22,13 +18,9 @@ from crossprofile_lib.task.evidence import composition, oracle_relevance
 
 def noisy_filter(truth: frozenset[int], n_claims: int, precision: float, recall: float,
                  rng: np.random.Generator) -> frozenset[int]:
-    """Claims judged relevant by a filter whose expected recall is ``recall`` and expected
-    precision ``precision`` (approximately: precision is a ratio of random counts).
-
-    Each claim in ``truth`` is kept with probability ``recall``; each of the ``n_claims - |truth|``
-    others is let in with probability ``q = |truth| * recall * (1 - precision) / (precision * n_other)``
-    (capped at 1), so the expected false positives are ``TP * (1 - precision) / precision``.
-    """
+    """Claims judged relevant by a filter of expected ``recall`` and (about) ``precision``: each claim in ``truth`` is
+    kept with probability ``recall``, each other let in with ``q = |truth| * recall * (1 - precision) /
+    (precision * n_other)`` (at most 1), so the expected false positives are ``TP * (1 - precision) / precision``."""
     if not (0 < precision <= 1 and 0 <= recall <= 1):
         raise ValueError("precision must be in (0, 1] and recall in [0, 1]")
     other = [i for i in range(n_claims) if i not in truth]

@@ -1,20 +1,29 @@
-"""The tidy results table (one row per decision) and the run header (``run.json``).
+"""The tidy results table (``DIR/results.parquet``, one row per decision) and the run header (``DIR/run.json``).
 
-``DIR/results.parquet`` holds the rows; ``DIR/run.json`` the resolved configuration, the
-package version and the git commit. :func:`read_results` checks the columns and types and
-names the file and the column when something is wrong.
+:func:`read_results` checks the columns and types, naming the file and the column when something is wrong.
+:func:`run_header` builds what ``run.json`` and ``hiddenbench_run.json`` share (the configuration with backend options
+redacted, backend, model, decision mode, tokenizer, package version, git commit, the policy files used); :func:`stamp`
+adds the seconds and the time written; each writer adds its own fields.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
+from crossprofile_lib import __version__
+from crossprofile_lib.policies.plugins import sources as plugin_sources
+from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.safety.inputs import InputError, load_json
 from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
+from crossprofile_lib.safety.redact import redact_options
+from crossprofile_lib.task.templates import parse_template, template_paths
 
 #: Columns every results table has (later modules may add more; none may be renamed).
 REQUIRED_COLUMNS = (
@@ -46,10 +55,8 @@ def git_commit(cwd: Path | str | None = None) -> str | None:
 
 
 def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
-    """Write ``results.parquet`` (rows sorted deterministically) and ``run.json``, each to a unique
-    temporary name renamed into place (:func:`crossprofile_lib.safety.outputs.atomic_write`): a reader sees
-    the old file or the new one, never a torn one. Callers that run a grid hold the folder's lock
-    (:func:`crossprofile_lib.safety.outputs.locked_dir`)."""
+    """Write ``results.parquet`` and ``run.json``, each renamed into place (``atomic_write``: a reader never sees a
+    torn file); callers that run a grid hold the folder's lock (:mod:`crossprofile_lib.safety.outputs`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_frame(df, out / "results.parquet")
@@ -106,4 +113,47 @@ def read_header(run_dir: Path | str) -> dict:
         raise ResultsError(str(e)) from None
     if not isinstance(header, dict):
         raise ResultsError(f"{f}: must be a JSON object (the run header), found a {type(header).__name__}")
+    return header
+
+
+def config_record(cfg) -> dict:
+    """A configuration dataclass (:class:`~crossprofile_lib.run.config.RunConfig`,
+    :class:`~crossprofile_lib.hiddenbench.config.HBConfig`) as the header records it: its fields, backend
+    options redacted."""
+    d = protocol_free(asdict(cfg))
+    if "backend_options" in d:
+        d["backend_options"] = redact_options(d["backend_options"])
+    return d
+
+
+def run_header(cfg, backend) -> dict:
+    """The fields every run header has (see the module doc)."""
+    header = {
+        "config": config_record(cfg),
+        "backend": backend.name,
+        "model": backend.model,
+        "decision_mode": backend.decision_mode,
+        "tokenizer": backend.tokenizer.name,
+        "tokenizer_source": backend.tokenizer_source,
+        "package_version": __version__,
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        # model backends: the request fields sent (sampling), the served model, the concurrency reached
+        **(backend.record() if hasattr(backend, "record") else {}),
+    }
+    used = plugin_sources(getattr(cfg, "policies", ()) or ())
+    if used:  # the policy files of your own behind this run: path and SHA-256 (crossprofile_lib.policies.plugins)
+        header["policy_files"] = used
+    return header
+
+
+def template_hashes(paths) -> dict[str, str]:
+    """Template id -> sha256 of its file's bytes, for every template file under ``paths`` (``run.json``'s
+    ``templates_sha256``: the book refuses to import a run whose templates differ from the files here)."""
+    return {str(parse_template(p).id): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in template_paths(paths)}
+
+
+def stamp(header: dict, t0: float) -> dict:
+    """``header`` with ``seconds`` since ``t0`` (:func:`time.perf_counter`) and ``created`` (UTC) set."""
+    header.update(seconds=round(time.perf_counter() - t0, 3),
+                  created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     return header

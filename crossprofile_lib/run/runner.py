@@ -1,8 +1,7 @@
 """Run a grid: templates x variants x seeds x policies x budgets -> one row per decision.
 
-The runner builds every task unit once and its memories through :mod:`crossprofile_lib.run.pipeline`, sends all decision
-requests to the backend in one batch (LLM backends cache and parallelise them), and writes
-the tidy table plus ``run.json``.
+Every task unit and its memories are built once (:mod:`crossprofile_lib.run.pipeline`), all decision requests go to the
+backend in one batch, and the tidy table and ``run.json`` are written.
 """
 
 from __future__ import annotations
@@ -16,12 +15,10 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from crossprofile_lib.backends import backend_for
-from crossprofile_lib.design import BUDGET_GRID, HEADROOM_MIN_POINTS, NO_BUDGET
+from crossprofile_lib.design import HEADROOM_MIN_POINTS, NO_BUDGET
 from crossprofile_lib.policies import relevance_metrics
 from crossprofile_lib.rng import stream
-from crossprofile_lib.run.capabilities import unsupported
 from crossprofile_lib.run.config import RunConfig  # noqa: F401  (the run configuration; re-exported)
-from crossprofile_lib.run.header import run_header, stamp, template_hashes
 from crossprofile_lib.run.pipeline import (
     SCRIPTED,
     Protocol,
@@ -32,8 +29,9 @@ from crossprofile_lib.run.pipeline import (
     prefetch,
     specs_of,
     task_units,
+    unsupported,
 )
-from crossprofile_lib.run.results import write_results
+from crossprofile_lib.run.results import run_header, stamp, template_hashes, write_results
 from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
@@ -42,9 +40,6 @@ from crossprofile_lib.task.decision import DecisionRequest
 from crossprofile_lib.task.evidence import composition, encode_features, fact_table, option_features
 from crossprofile_lib.task.extraction import MODEL_UNAVAILABLE
 from crossprofile_lib.task.templates import load_templates
-
-#: the paper's budget grid (:data:`crossprofile_lib.design.BUDGET_GRID`): the ratios and the fixed control
-DEFAULT_BUDGETS = BUDGET_GRID
 
 
 def protocol_of(cfg: RunConfig, backend=None, extractor=None) -> Protocol:
@@ -115,17 +110,9 @@ def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[
             yield DecisionRequest(task, mem, u.order, m.key), row
 
 
-def prefetch_model_calls(templates, cfg: RunConfig, backend, units: Optional[Sequence[TaskUnit]] = None) -> None:
-    """Send a model backend's relevance-filter, stance and B3 calls for the whole grid as one batch
-    (:func:`crossprofile_lib.run.pipeline.prefetch`); :func:`build_requests` then finds them cached."""
-    if units is None:
-        units = _units(templates, cfg, backend)
-    prefetch(units, specs_of(cfg.policies), list(cfg.budgets), backend)
-
-
 def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = False, extractor=None) -> pd.DataFrame:
     """Run the grid and return the tidy table (not written; see :func:`run_to_dir`). A policy the backend
-    cannot run (:func:`crossprofile_lib.run.capabilities.unsupported`) is a :class:`ValueError` before any work."""
+    cannot run (:func:`crossprofile_lib.run.pipeline.unsupported`) is a :class:`ValueError` before any work."""
     backend = backend or backend_for(cfg)
     cannot = unsupported(cfg.policies, backend)
     if cannot:
@@ -136,7 +123,7 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
     if progress:
         backend.progress = True
     units = _units(templates, cfg, backend, extractor)  # built once
-    prefetch_model_calls(templates, cfg, backend, units)
+    prefetch(units, specs_of(cfg.policies), list(cfg.budgets), backend)  # build_requests then finds them cached
     pairs = list(build_requests(templates, cfg, backend, units))
     decisions = backend.decide([r for r, _ in pairs])
     rows = []
@@ -200,20 +187,15 @@ def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool
     print the headroom check. The output folder is locked for the whole run
     (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run on it refuses at once)."""
     with locked_dir(out_dir):
-        return _run_to_locked_dir(cfg, out_dir, backend, progress, extractor)
-
-
-def _run_to_locked_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False, extractor=None
-                       ) -> tuple[pd.DataFrame, dict]:
-    t0 = time.perf_counter()
-    backend = backend or backend_for(cfg)
-    df = run_grid(cfg, backend, progress=progress, extractor=extractor)
-    header = stamp(run_header(cfg, backend), t0)
-    header["templates_sha256"] = template_hashes(cfg.templates)
-    header.update(rows=len(df), errors=int((df["error"] != "").sum()) if "error" in df else 0,
-                  invalid=int(df["invalid"].sum()))
-    if backend.decision_mode != "ledger":
-        header["cache"] = backend.cache.path if backend.cache is not None else None
-        _report_model_run(df, backend, header)
-    write_results(df, out_dir, header)
-    return df, header
+        t0 = time.perf_counter()
+        backend = backend or backend_for(cfg)
+        df = run_grid(cfg, backend, progress=progress, extractor=extractor)
+        header = stamp(run_header(cfg, backend), t0)
+        header["templates_sha256"] = template_hashes(cfg.templates)
+        header.update(rows=len(df), errors=int((df["error"] != "").sum()) if "error" in df else 0,
+                      invalid=int(df["invalid"].sum()))
+        if backend.decision_mode != "ledger":
+            header["cache"] = backend.cache.path if backend.cache is not None else None
+            _report_model_run(df, backend, header)
+        write_results(df, out_dir, header)
+        return df, header
