@@ -1,12 +1,7 @@
-"""The guard around a policy file's code (:mod:`.plugins`): every call into it (its import, ``order``,
-``packer``, ``build``) runs under a time limit, its exceptions and a ``build``'s memory are refused as
-:class:`~.checks.PolicyFileError` naming the file and the rule (``time``, ``trial``/``memory``,
-``type``, ``budget``, ``facts``; the rules are listed in :mod:`.plugins`).
-
-The time limit (:func:`time_limit`: ``--policy-timeout``, else ``$CROSSPROFILE_POLICY_TIMEOUT``, else
-:data:`DEFAULT_TIMEOUT` seconds; 0: none) is a ``SIGALRM`` timer (``setitimer``) on the main thread:
-it interrupts pure-Python loops and sleeps, and :class:`_Overtime` is a ``BaseException``, so the user's
-``except Exception`` cannot keep it. Code called from another thread runs without a limit.
+"""The guard around a policy file's code (:mod:`.plugins`, which lists the rules): every call into it runs
+under :func:`time_limit`, a ``SIGALRM`` timer on the main thread (:class:`_Overtime` is a ``BaseException``, so
+the user's ``except Exception`` cannot keep it); its exceptions and a ``build``'s memory are refused as
+:class:`~.checks.PolicyFileError` naming the file and the rule.
 """
 
 from __future__ import annotations
