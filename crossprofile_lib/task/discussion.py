@@ -1,13 +1,7 @@
-"""The scripted (controlled) discussion and its claim list (SPEC section 4).
-
-A seeded random speaker order; each speaker in turn states every fact it holds, one line
-per fact, verbatim, in a seeded random order. The claim list has one entry per distinct
-fact: its text, the sorted agents that stated it, their count and the position of its
-first mention. A memory line shows the contributors first: ``[A1,A3] <fact text>``.
-
-The claim list type is shared with HiddenBench's natural discussion (claims extracted from
-messages), so every memory policy runs on either. Claims carry an optional ``fact_id`` (the
-template fact they restate) that only the reference decider and the measures read.
+"""The scripted discussion and its claim list (SPEC section 4): a seeded speaker order; each speaker states every
+fact it holds, one verbatim line each, in a seeded order. One claim per distinct fact (text, sorted agents, count,
+first mention), shown as ``[A1,A3] <fact text>``. HiddenBench's natural discussion shares the claim list type;
+``fact_id`` is read only by the reference decider and the measures.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
-"""The llama.cpp engine under ``llamacpp/...`` and the GGUF tokenizer: a prebuilt wheel by default, llama-cpp-python
-when asked (here in the task wing because the budgets' GGUF tokenizer needs it too).
+"""The llama.cpp engine under ``llamacpp/...`` and the GGUF tokenizer (in the task wing: the budgets' GGUF tokenizer
+needs it too). The backend asks an engine for: tokenize as a prompt is tokenized, one token's bytes, the last
+position's logits (reusing the longest common prefix's key/value cache), a greedy or sampled completion under an
+optional GBNF grammar, the chat template with BOS/EOS texts, the training context, a larger context.
 
-The backend (:mod:`crossprofile_lib.backends.llamacpp`) asks an engine for seven things only: tokenize a text as a completion
-prompt is tokenized, the bytes of one token, the last position's logits of a prompt (reusing the
-key/value cache of the longest common prefix with the previous one), a greedy or sampled completion
-under an optional GBNF grammar, the GGUF's chat template with its BOS/EOS texts, the training context,
-and a larger context over the same weights. Two engines give it:
-
-* ``cyllama`` (default; MIT, a 15.7 MB prebuilt ``manylinux2014`` wheel with llama.cpp linked in, no
-  dependencies, nothing to compile), driven through its Cython classes exactly as llama-cpp-python
-  drives llama.cpp: the same context parameters (flash attention off, ``n_ubatch = min(n_batch, 512)``),
-  prompts evaluated in ``n_batch`` chunks with only the last position's logits, the same prefix reuse,
-  and :meth:`CyllamaEngine.complete` follows llama-cpp-python 0.3.36's ``create_completion`` step for
-  step (sampler chain, end-of-generation, stop strings on bytes, the multi-byte rule, the length limit).
-  Its letter log-probabilities equal llama-cpp-python's on every decision prompt measured
-  (``benchmarks/check_engine_parity.py``, ``benchmarks/results/engine_parity.json``).
-* ``llama-cpp-python`` (``llama_cpp``; compiled from source where pip's cache has no wheel:
-  ``pip install llama-cpp-python``), chosen with ``engine=llama-cpp-python`` (``--backend-option``)
-  or ``CROSSPROFILE_LLAMA_ENGINE=llama-cpp-python``, or on its own when it is the only one installed.
+* ``cyllama`` (default; a prebuilt wheel, nothing to compile), driven exactly as llama-cpp-python drives llama.cpp
+  (same context parameters, ``n_batch`` chunks, prefix reuse; :meth:`CyllamaEngine.complete` follows 0.3.36's
+  ``create_completion`` step for step); letter log-probabilities equal llama-cpp-python's on every decision prompt
+  measured (``benchmarks/check_engine_parity.py``).
+* ``llama-cpp-python``: ``engine=llama-cpp-python`` (``--backend-option``), ``$CROSSPROFILE_LLAMA_ENGINE``, or
+  when it is the only one installed.
 """
 
 from __future__ import annotations

