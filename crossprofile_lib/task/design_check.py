@@ -20,9 +20,7 @@ from crossprofile_lib.task.templates import Template
 from crossprofile_lib.task.tokenizer import get_tokenizer
 from crossprofile_lib.task.variants import agent_names
 
-CLASSIC_VARIANT = "PSP"
 CLASSIC_RATIO = 0.6
-WANT = (5, 0, 4)
 RULE = "design check (classic cell: R1 in PSP at r = 0.6 keeps 5 / 0 / 4)"
 #: The pricings the bundled templates are calibrated for: the paper's two local models, the
 #: embedded default, and the file-free approximation.

@@ -62,11 +62,9 @@ def open_engine(path: str | Path, n_ctx: int, n_batch: int, n_threads: int, engi
 
 
 def open_vocab(path: str | Path, engine: Optional[str] = None):
-    """The tokenizer and metadata of a GGUF file (no context). cyllama 0.2.18 aborts the process on a
-    vocabulary-only load, so it memory-maps the whole model, and a file without weights (a vocab file
-    such as llama.cpp's ``ggml-vocab-*.gguf``) goes to llama-cpp-python; an :class:`ImportError` where
-    that is not installed (:class:`~crossprofile_lib.task.tokenizer.GGUFTokenizer` then rebuilds the
-    tokenizer in pure Python)."""
+    """The tokenizer and metadata of a GGUF file (no context). cyllama 0.2.18 aborts on a vocabulary-only load, so
+    a file without weights goes to llama-cpp-python, else :class:`ImportError` (then ``GGUFTokenizer`` rebuilds it
+    in pure Python)."""
     name = engine_name(engine)
     if name == "cyllama" and gguf_tensor_count(path) == 0:
         if "llama-cpp-python" not in installed():
@@ -86,13 +84,10 @@ def gguf_tensor_count(path: str | Path) -> int:
 
 
 def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
-    """A JSON schema as a GBNF grammar by llama.cpp's own converter (``json_schema_to_grammar.py``) in the copy
-    ``engine`` ships: llama-cpp-python's (an older port: at most one space between tokens) or cyllama's (the
-    newer one, whose blank rule, up to two newlines and 20 blanks, is replaced by the older one's: with it the
-    answers differed, benchmarks/results/engine_parity.json). The two still differ in details (the newer excludes
-    control characters from strings), so the embedded backend uses its engine's own and records the engine in
-    its call-cache identity; ``engine=None`` (the HTTP backends'
-    ``grammar_style=gbnf``): llama-cpp-python's where installed, as before, else cyllama's."""
+    """A JSON schema as a GBNF grammar by the llama.cpp converter ``engine`` ships: llama-cpp-python's (older: at most
+    one space between tokens) or cyllama's with its blank rule replaced by the older one's (otherwise the answers
+    differed: benchmarks/results/engine_parity.json). The embedded backend records the engine in its call-cache
+    identity; ``engine=None`` (HTTP ``grammar_style=gbnf``): llama-cpp-python's where installed, else cyllama's."""
     name = engine or ("llama-cpp-python" if importlib.util.find_spec("llama_cpp") else "cyllama")
     if name == "cyllama":
         try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional
 
@@ -183,14 +182,6 @@ class Template(_Model):
     @property
     def option_ids(self) -> tuple[str, ...]:
         return tuple(o.id for o in self.options)
-
-
-@dataclass(frozen=True)
-class LoadedTemplate:
-    """A validated template and the file it came from."""
-
-    template: Template
-    path: Path
 
 
 def scores(template: Template, facts: Iterable[Fact]) -> dict[str, int]:

@@ -28,11 +28,8 @@ from crossprofile_lib.safety.inputs import input_file_problem
 from crossprofile_lib.safety.redact import redact_url
 from crossprofile_lib.task import gguf_bpe, llama_engine, vocabs
 
-# One pre-token per match, as a byte-level BPE pre-tokenizer splits text:
-#   an optional leading space + a run of letters  -> a word (priced by length below)
-#   a single digit                                 -> one token
-#   a run of spaces/newlines                       -> one token
-#   any other character (bracket, comma, ...)      -> one token
+# One pre-token per match, as a byte-level BPE splits text: a word (with an optional leading space, priced by
+# length), a digit, any other character, a whitespace run (one token each)
 _PRETOKEN = re.compile(r" ?[A-Za-z]+|\d| ?[^\sA-Za-z\d]|\s+")
 
 
@@ -143,14 +140,10 @@ TRANSIENT_STATUSES = (408, 425, 429, 500, 502, 503, 504)
 
 
 class ServerTokenizer:
-    """The served model's tokenizer, one HTTP request per distinct text.
-
-    Counts are kept in memory and, with ``store`` (a :class:`crossprofile_lib.backends.cache.TokenCountStore`
-    or anything with ``get(text)`` / ``put(text, n)``), in the call cache, and read from there first:
-    a rerun prices its budgets without the endpoint. ``base_url`` may be several URLs serving the
-    same model: a request that fails (connection, timeout, busy) is retried ``retries`` times,
-    moving to the next URL, with a growing pause, before :class:`TokenizerUnavailable`.
-    ``sources`` counts where each distinct text's count came from (``store``, ``server``)."""
+    """The served model's tokenizer, one HTTP request per distinct text, counts kept in memory and in ``store``
+    (``get(text)`` / ``put(text, n)``: the call cache, read first, so a rerun needs no endpoint). A failed request
+    is retried ``retries`` times over the URLs of ``base_url`` with a growing pause, then
+    :class:`TokenizerUnavailable`. ``sources`` counts where counts came from (``store``, ``server``)."""
 
     def __init__(self, base_url, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0,
                  store=None, retries: int = 3, retry_wait: float = 1.0):
@@ -383,9 +376,7 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
                          ) from None
 
 
-def _get_tokenizer(spec: str | None) -> Tokenizer:
-    if spec in (None, "", "offline", OfflineTokenizer.name):
-        return _DEFAULT
+def _get_tokenizer(spec: str) -> Tokenizer:
     if vocabs.canonical(spec):
         return vocabs.load(spec)
     if spec in vocabs.PACKAGED:
