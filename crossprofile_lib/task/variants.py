@@ -42,10 +42,8 @@ class Variant:
 
     @property
     def cell(self) -> str:
-        """The paper's cells (SPEC section 3, revised): 'classic' is the single variant ``PSP``
-        (support private, decoy shared, irrelevant private), 'mirror' is ``SPS`` (every holder
-        swapped; the paper does not state the mirror's irrelevant level, so ``SPS`` is our
-        reading); every other variant is 'other'."""
+        """'classic' (``PSP``), 'mirror' (``SPS``, every holder swapped: our reading, as the paper does not state
+        the mirror's irrelevant level) or 'other' (SPEC section 3)."""
         return CELLS.get(self.name, "other")
 
     @property
