@@ -46,22 +46,20 @@ import numpy as np
 
 from crossprofile_lib.config import Budget
 from crossprofile_lib.paths import dev_templates_dir
-from crossprofile_lib.policies.checks import (  # noqa: F401  (re-exported)
-    PLUGINS,
-    TRIAL,
-    PolicyFileError,
-    PolicySource,
-    check_memory,
-    check_order,
-)
 from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
     DEFAULT_TIMEOUT,
+    PLUGINS,
     TIMEOUT,
     TIMEOUT_ENV,
+    TRIAL,
     Guard,
+    PolicyFileError,
+    PolicySource,
     _guarded,
     _Overtime,
     _where,
+    check_memory,
+    check_order,
     foreign_line,
     limited,
     time_limit,

@@ -2,7 +2,7 @@
 
 A copy policy's order is packed into the budget (greedy first-fit, or the policy's own packer) unless the
 spec is a fixed-k control; the other kinds build their memory themselves from :class:`PolicyInputs`. What a
-policy of your own returns is checked on every call (:mod:`.checks`).
+policy of your own returns is checked on every call (:mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-import crossprofile_lib.policies.checks as checks
+import crossprofile_lib.policies.guard as checks
 from crossprofile_lib.policies.copy import claims_memory, pack
 from crossprofile_lib.policies.registry import REGISTRY, PolicyContext, PolicySpec, parse_policy
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript
@@ -69,7 +69,7 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
 
 
 def _checked(spec: PolicySpec, check):
-    """``check()``, its ValueError re-raised as the plug-in's :class:`~.checks.PolicyFileError`."""
+    """``check()``, its ValueError re-raised as the plug-in's :class:`~.guard.PolicyFileError`."""
     try:
         return check()
     except ValueError as e:
