@@ -14,8 +14,8 @@ another file's name; ``trial`` on a bundled template (two variants, budget 0.6, 
 only claims of the claim list, each once, within a budget (an ``order`` returns indices ``0..n-1``, none twice);
 a ``generated`` policy needs a model and gets no trial.
 
-The same checks run on every memory a plug-in builds in a run (:func:`check_memory`), and every call into the
-file's code (import, ``order``, ``packer``, ``build``) is guarded (:func:`guard`):
+The same checks run on every memory a plug-in builds in a run (:func:`.guard.check_memory`), and every call into the
+file's code (import, ``order``, ``packer``, ``build``) is guarded (:mod:`.guard`):
 
 * ``raises``: an exception is refused naming the file, policy, function and line (rule ``trial`` while
   loading, ``memory`` in a run), never a traceback;
@@ -52,14 +52,10 @@ from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
     TIMEOUT,
     TIMEOUT_ENV,
     TRIAL,
-    Guard,
     PolicyFileError,
     PolicySource,
     _guarded,
-    _Overtime,
     _where,
-    check_memory,
-    check_order,
     foreign_line,
     limited,
     time_limit,
