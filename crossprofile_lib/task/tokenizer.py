@@ -110,9 +110,8 @@ class TokenizerUnavailable(ValueError):
     """A tokenizer that was asked for cannot be had (the message names what and why)."""
 
 
-#: (kind, path under the server root, request body) in probing order; vLLM's body comes before
-#: llama.cpp's on the shared ``/tokenize`` path (llama.cpp answers a body without ``content`` with
-#: no tokens, so the probe moves on).
+#: (kind, path under the server root, request body) in probing order; on the shared ``/tokenize`` vLLM's body is
+#: tried first (llama.cpp answers it with no tokens, so the probe moves on).
 SERVER_ENDPOINTS = (
     ("llama-cpp-python", "/extras/tokenize", lambda model, text: {"model": model, "input": text}),
     ("vllm", "/tokenize", lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False}),
@@ -250,9 +249,8 @@ class ServerTokenizer:
         return n
 
 
-#: what :func:`probe_servers` found: ``found`` (an endpoint answered), ``no-endpoint`` (servers
-#: answered, none has an endpoint), ``unreachable`` (no server could be reached, or all were busy)
-#: and ``refused`` (401/403: a wrong key)
+#: what :func:`probe_servers` found: an endpoint answered; servers answered without one; none reachable (or all
+#: busy); 401/403 (a wrong key)
 PROBE_STATES = ("found", "no-endpoint", "unreachable", "refused")
 
 _PROBED: dict[tuple, tuple] = {}
