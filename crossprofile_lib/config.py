@@ -1,12 +1,9 @@
 """The shared pieces of every validated configuration (the ground floor: imports nothing of the suite).
 
-Each configuration (:class:`~crossprofile_lib.run.config.RunConfig`, :class:`~crossprofile_lib.hiddenbench.config.HBConfig`,
-``prereg.yaml``, ``data/paper_figures.yaml``) is a pydantic model with a docstring per field, built from:
-:data:`MODEL_CONFIG` / :class:`ConfigModel` (unknown keys refused, docstrings as descriptions); :class:`Budget` (``0.6``
-a ratio of ``T_all``, ``128t`` / ``t128`` a token count); :func:`check_seed`, :func:`check_variants`, :func:`distinct`
-and the types built on them; :func:`rule_errors` (a ``ValidationError`` as ``(field, rule, message)``, the field
-written ``contrasts[0].terms[1].weight``). A validator states a rule by raising :func:`rule`; built-in checks map onto
-the same names (:data:`RULES`).
+Each configuration (``RunConfig``, ``HBConfig``, ``prereg.yaml``, ``data/paper_figures.yaml``) is a pydantic model with
+a docstring per field, built from :class:`ConfigModel` (unknown keys refused), :class:`Budget`, :func:`check_seed`,
+:func:`check_variants`, :func:`distinct` and the types on them; :func:`rule_errors` turns a ``ValidationError`` into
+``(field, rule, message)`` (field ``contrasts[0].terms[1].weight``); a validator states a rule by raising :func:`rule`.
 """
 
 from __future__ import annotations
@@ -49,11 +46,8 @@ MAX_FIXED_TOKENS = 1_000_000
 
 
 class Budget(str):
-    """A token budget (SPEC section 5): the ratio ``r`` of ``B(r) = floor(r * T_all)`` or a fixed token
-    count. The string itself is the canonical label (``"0.6"``, ``"128t"``; ``0.60`` and ``t128`` are
-    written so), so a budget compares equal to its label and is written as it in ``run.json``.
-
-    ``Budget("0.6")``, ``Budget(0.6)``, ``Budget("128t")``, ``Budget("t128")``; anything else raises
+    """A token budget (SPEC section 5): the ratio ``r`` of ``B(r) = floor(r * T_all)`` or a fixed token count,
+    the string being its canonical label (``0.60`` -> ``"0.6"``, ``t128`` -> ``"128t"``). Anything else raises
     :class:`ValueError` naming the rule: a ratio lies in (0, 1]; a fixed budget is at least 1 token.
     """
 
@@ -82,10 +76,8 @@ class Budget(str):
         return str(self)
 
     def tokens(self, t_all: int) -> int:
-        """The budget in tokens for a template whose facts cost ``t_all``: ``floor(r * t_all)`` of the
-        decimal ratio as written (exact: ``0.7 * 90`` is 63 tokens, not the binary float's 62.99...); a
-        ratio that prices to 0 tokens is refused (``ValueError``: a budget is at least 1 token, the rule
-        of ``--budgets``)."""
+        """``floor(r * t_all)`` of the decimal ratio as written (``0.7 * 90`` is 63, not 62.99...); a ratio pricing
+        to 0 tokens is a ``ValueError`` (a budget is at least 1 token)."""
         if self.ratio is None:
             return self.fixed_tokens
         n = math.floor(Fraction(repr(self.ratio)) * t_all)

@@ -1,11 +1,8 @@
-"""Where every resource is: the data bundled with the package (``crossprofile_lib/resources/``, read with
-:mod:`importlib.resources`, so an installed wheel works anywhere), the user's folders, the checkout.
-
-:func:`templates_dir`, :func:`prompts_dir`, :func:`prereg_path`, :func:`paper_figures_path`,
-:func:`hiddenbench_fixture_path`; :func:`cache_dir` (``$CROSSPROFILE_CACHE``, else an existing
-``./.crossprofile_cache``, else the user cache folder); :func:`tokenizers_dir` (``$CROSSPROFILE_TOKENIZERS``, else the
-user data folder); :func:`checkout_root` (the repository a book is built from, or None). A template path
-``templates/...`` that does not exist in the working folder means the bundled one (:func:`resolve_template_path`).
+"""Where every resource is: bundled data (``crossprofile_lib/resources/`` via :mod:`importlib.resources`, so a wheel
+works anywhere), the user's folders, the checkout. :func:`cache_dir`: ``$CROSSPROFILE_CACHE``, else an existing
+``./.crossprofile_cache``, else the user cache folder; :func:`tokenizers_dir`: ``$CROSSPROFILE_TOKENIZERS``, else
+the user data folder; :func:`checkout_root`: the repository a book is built from, or None. A missing
+``templates/...`` path means the bundled one (:func:`resolve_template_path`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Seeded random streams.
-
-Every random choice in the suite takes an explicit :class:`numpy.random.Generator`. Streams
-are derived from the run seed and stable string keys (SHA-256, never Python's salted
-``hash``), so the same seed gives byte-identical tasks, transcripts, memories and prompts
-whatever order the grid is run in.
+"""Seeded random streams: every random choice takes an explicit generator derived from the run seed and stable
+string keys (SHA-256, never Python's salted ``hash``), so a seed gives identical tasks, transcripts, memories and
+prompts in any grid order.
 """
 
 from __future__ import annotations

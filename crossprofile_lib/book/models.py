@@ -35,7 +35,7 @@ from crossprofile_lib.hiddenbench.run import HEADER as HB_HEADER
 from crossprofile_lib.hiddenbench.run import read_tables
 from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH, _file
 from crossprofile_lib.paths import resource, templates_dir
-from crossprofile_lib.policies.checks import PolicyFileError
+from crossprofile_lib.policies.guard import PolicyFileError
 from crossprofile_lib.policies.plugins import ensure_recorded
 from crossprofile_lib.run.results import ResultsError, read_header, read_results
 from crossprofile_lib.stats.headroom import headroom

@@ -1,24 +1,12 @@
-"""Balance-aware memory (``BAL``): a repair the paper proposes but does not build.
+"""Balance-aware memory (``BAL``): a repair the paper proposes (accuracy follows the net evidence balance a
+memory keeps) but does not build. Each claim's **stance** (option, for/against, relevant or not) comes from one
+stance call per claim list (``BAL``) or from the roles (``BAL-oracle``); speaker counts are ignored.
 
-The paper concludes that accuracy follows the *net evidence balance* a memory keeps. ``BAL``
-keeps that balance without knowing roles: a **stance** for each claim (which option it is
-about, for or against it, on a stated criterion or not) comes from one stance call to the
-model per claim list (``BAL``) or from the template's roles (``BAL-oracle``, the control that
-separates stance errors from the principle). Speaker counts are ignored.
-
-Ordering. Claims are grouped into buckets ``(relevant, option, polarity)``. Relevant claims
-come before irrelevant ones. Inside a tier, the next claim is taken from the bucket with the
-largest deficit ``share_b * (m + 1) - kept_b`` (``share_b`` = the bucket's share of the tier
-in the full claim list, ``m`` = claims taken so far in the tier; ties go to the larger share,
-then to the bucket whose next claim was mentioned first), so that any prefix keeps, for every
-option, the pro and con evidence in the proportions of the full list. Inside a bucket claims
-go in first-mention order. Claims without a stance (the stance call failed for them) come last.
-
-Packing (:func:`pack_balanced`). Unlike the other copy policies, a line that does not fit
-does not let the walk jump to another bucket, which would break the proportions: the
-largest-deficit bucket takes its first claim that still fits; when none of its claims fits,
-that tier stops. Irrelevant claims then fill what is left the same way, and claims without a
-stance last, first-fit. The fixed-k control (``BAL-k7``) takes the first k of the order.
+Order: buckets ``(relevant, option, polarity)``, relevant tier first; inside a tier the next claim comes from
+the bucket with the largest deficit ``share_b * (m + 1) - kept_b`` (ties: larger share, then earlier first
+mention), first-mention order inside a bucket; claims without a stance last. Packing (:func:`pack_balanced`):
+the owed bucket takes its first claim that fits; when none fits the tier stops (no jumping to another bucket);
+irrelevant claims then fill the rest the same way, stance-less ones first-fit. ``BAL-k7`` takes the first k.
 """
 
 from __future__ import annotations

@@ -1,16 +1,20 @@
-"""The copy policies (SPEC section 6): ``R1``, ``B4``, ``Random``, ``M1``: a priority order over the claim list, packed
-greedily first-fit (a line that does not fit is skipped), priced as labelled lines, shown in first-mention order.
+"""The copy policies (SPEC section 6): ``R1``, ``B4``, ``Random``, ``M1``, ``R1-rel`` / ``R1-rel-oracle``: a priority
+order over the claim list, packed greedily first-fit (a line that does not fit is skipped), priced as labelled lines,
+shown in first-mention order; and the unbudgeted controls ``EMPTY``, ``ALL``, ``REF`` (the transcript),
+``private-only`` (claims one speaker stated) and ``shared-only`` (the others).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 
 from crossprofile_lib.policies.registry import Policy, PolicyContext, register
-from crossprofile_lib.task.budgets import line_cost
+from crossprofile_lib.task.budgets import line_cost, memory_tokens
 from crossprofile_lib.task.discussion import ClaimList
+from crossprofile_lib.task.evidence import oracle_relevance  # noqa: F401  (R1-rel-oracle's tiers)
 from crossprofile_lib.task.memory import Memory
 from crossprofile_lib.task.provenance import render_lines
 
@@ -47,6 +51,23 @@ def order_m1(cl: ClaimList, ctx: PolicyContext) -> list[int]:
     return taken
 
 
+def order_r1_rel(cl: ClaimList, ctx: PolicyContext) -> list[int]:
+    """Relevance first: the relevant tier (the backend's relevance filter, or the roles:
+    :func:`oracle_relevance`), then the rest; R1 order inside tiers."""
+    if ctx.relevant is None:
+        raise ValueError("R1-rel needs a relevance filter (the backend supplies one)")
+    r1 = order_r1(cl, ctx)
+    return [i for i in r1 if i in ctx.relevant] + [i for i in r1 if i not in ctx.relevant]
+
+
+def relevance_metrics(pred: frozenset[int], truth: frozenset[int]) -> tuple[float, float]:
+    """Precision and recall of the judged-relevant claims against the oracle's (NaN when undefined)."""
+    tp = len(pred & truth)
+    prec = tp / len(pred) if pred else math.nan
+    rec = tp / len(truth) if truth else math.nan
+    return prec, rec
+
+
 def pack(cl: ClaimList, order: Sequence[int], budget: int, tokenizer) -> list[int]:
     """Greedy first-fit: walk ``order``; keep a claim if its labelled line still fits."""
     used, kept = 0, []
@@ -72,3 +93,35 @@ register(Policy("R1", "copy", "rarest first", order=order_r1))
 register(Policy("B4", "copy", "first mention", order=order_b4))
 register(Policy("Random", "copy", "a seeded permutation", random=True, order=order_random))
 register(Policy("M1", "copy", "speaker rotation", order=order_m1))
+NEEDS_RELEVANCE = frozenset({"relevance"})
+register(Policy("R1-rel", "copy", "relevant tier first (model filter)", needs=NEEDS_RELEVANCE, source="model",
+                order=order_r1_rel))
+register(Policy("R1-rel-oracle", "copy", "relevant tier first (roles)", needs=NEEDS_RELEVANCE, source="oracle",
+                order=order_r1_rel))
+
+
+def _empty(spec, x) -> Memory:
+    return Memory(spec.name, "empty", (), (), "", 0)
+
+
+def _keep(pred):
+    def build(spec, x) -> Memory:
+        cl = x.claims
+        return claims_memory(spec, cl, [i for i, c in enumerate(cl.claims) if pred(c)], x.tokenizer, x.rng)
+    return build
+
+
+def _ref(spec, x) -> Memory:
+    if x.transcript is None:
+        raise ValueError("REF needs the transcript")
+    text = x.transcript.render()
+    cl = x.claims
+    return Memory(spec.name, "transcript", tuple(cl.claims), tuple(c.count for c in cl.claims), text,
+                  memory_tokens(text, x.tokenizer))
+
+
+register(Policy("EMPTY", "unbudgeted", "no memory", build=_empty))
+register(Policy("ALL", "unbudgeted", "every claim", build=_keep(lambda c: True)))
+register(Policy("REF", "unbudgeted", "the transcript", needs=frozenset({"transcript"}), build=_ref))
+register(Policy("private-only", "unbudgeted", "claims one speaker stated", build=_keep(lambda c: c.count == 1)))
+register(Policy("shared-only", "unbudgeted", "claims several speakers stated", build=_keep(lambda c: c.count > 1)))

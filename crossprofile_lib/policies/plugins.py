@@ -1,53 +1,34 @@
-"""Your own memory policy, one file: the plug-in interface.
+"""Your own memory policy: the plug-in interface.
 
-A policy of your own is a :class:`~crossprofile_lib.policies.registry.Policy`, declared exactly as the
-built-ins declare theirs (its ``kind``, its ``needs``, an ``order`` for a copy policy or a ``build``
-for the others; see :mod:`.registry`). It comes from one of three places:
+A policy of your own is a :class:`~crossprofile_lib.policies.registry.Policy` declared as the built-ins are
+(``kind``, ``needs``, an ``order`` for a copy policy or a ``build`` for the others). It comes from a **Python
+file** (``--policy-file my_policy.py``, ``make book POLICY_FILES=...``) defining ``POLICY`` or ``POLICIES``; a
+**module object** ``package.module[:NAME]``; or an **installed package**'s entry point in the group
+:data:`ENTRY_POINT_GROUP` (``crossprofile.policies``), loaded the first time the registry meets an unknown name.
+Once loaded it works like a built-in (``Mine``, ``Mine-k7``, ``Mine:unlabeled``, composition, stats, the book).
 
-* a **Python file** (``crossprofile run --policy-file my_policy.py``, ``make book POLICY_FILES=...``)
-  that defines ``POLICY`` (one policy) or ``POLICIES`` (a list of them);
-* a **module object**, ``package.module:NAME`` (``NAME`` is a policy or a list of policies; without
-  ``:NAME`` the module's ``POLICY`` / ``POLICIES``);
-* an **installed package** that declares an entry point in the group :data:`ENTRY_POINT_GROUP`
-  (``crossprofile.policies``) whose object is a policy or a list of them; these load the first time a
-  policy name the registry does not know is asked for.
+Rules (each broken one raises :class:`PolicyFileError` naming the file and the rule, before any work starts):
+``import`` the file imports; ``attribute`` it defines ``POLICY``/``POLICIES`` (or the named object); ``type``
+each is a ``Policy``; ``name`` letters, digits, ``_ . -``, not ending in ``-kN``; ``clash`` no built-in's or
+another file's name; ``trial`` on a bundled template (two variants, budget 0.6, the offline tokenizer) it keeps
+only claims of the claim list, each once, within a budget (an ``order`` returns indices ``0..n-1``, none twice);
+a ``generated`` policy needs a model and gets no trial.
 
-Once loaded, a policy is registered like a built-in: every spec works on it (``Mine``, ``Mine-k7``,
-``Mine:unlabeled``), as do ``composition``, ``stats``, the explorer and the book's tables.
+The same checks run on every memory a plug-in builds in a run (:func:`.guard.check_memory`), and every call into the
+file's code (import, ``order``, ``packer``, ``build``) is guarded (:mod:`.guard`):
 
-Rules (each broken one raises :class:`PolicyFileError`, whose message names the file and the rule,
-before any work starts):
+* ``raises``: an exception is refused naming the file, policy, function and line (rule ``trial`` while
+  loading, ``memory`` in a run), never a traceback;
+* ``time``: a call running past the limit (:func:`time_limit`: ``--policy-timeout``, else
+  ``$CROSSPROFILE_POLICY_TIMEOUT``, else :data:`DEFAULT_TIMEOUT` seconds; 0 turns it off) is stopped and
+  refused. The limit is a ``SIGALRM`` timer on the main thread: code called from another thread, or a C
+  extension that never returns to the interpreter, runs without a limit;
+* ``budget``: a ``build`` policy's text is recounted with the run's tokenizer; over budget is refused;
+* ``facts``: every line of an ``unbudgeted`` policy's text must appear in the transcript or hold the text of
+  a claim (labels and list marks around it are fine); any other line is refused, quoted. A ``generated``
+  policy's text is the model's own words and is not checked line by line.
 
-* ``import``: the file imports without error;
-* ``attribute``: it defines ``POLICY`` or ``POLICIES`` (or the named object exists);
-* ``type``: each is a ``Policy``;
-* ``name``: a name of letters, digits, ``_ . -``, not ending in ``-kN`` (the fixed-k suffix);
-* ``clash``: no name of a built-in policy or of a policy another file registered;
-* ``trial``: on a bundled template (two variants, budget 0.6, the offline tokenizer) the policy keeps
-  only claims of the claim list, each once, and a budgeted one stays within its budget (a copy policy's
-  ``order`` returns claim indices ``0..n-1``, none twice). A generated policy (``kind="generated"``) needs
-  a model, so it gets no trial; its memories are checked when they are built.
-
-The same checks run on every memory a plug-in policy builds during a run (:func:`check_memory`), so a
-policy that misbehaves on some other task stops with the same message. Besides, every call into the
-file's code (its import, ``order``, ``packer``, ``build``) is guarded (:func:`guard`):
-
-* ``raises``: an exception in the user's code is refused naming the file, the policy, the function and
-  its line (rule ``trial`` while the loader tries it, ``memory`` during a run), never a traceback;
-* ``time``: a call that runs longer than the time limit (:func:`time_limit`: ``--policy-timeout``,
-  else ``$CROSSPROFILE_POLICY_TIMEOUT``, else :data:`DEFAULT_TIMEOUT` seconds; 0 turns it off) is
-  stopped and refused. The limit is a ``SIGALRM`` timer (``setitimer``) on the main thread, which
-  interrupts pure-Python loops and sleeps; code called from another thread (or a C extension that
-  never returns to the interpreter) runs without a limit;
-* ``budget``: a ``build`` policy's memory text is recounted with the run's tokenizer; a budgeted one
-  over its budget is refused whatever ``tokens`` it reports;
-* ``facts``: every line of an ``unbudgeted`` policy's memory text must come from the discussion --
-  appear in the transcript or hold the text of a claim of the claim list (labels and list marks around
-  it are fine); a line stating anything else is refused, quoted. (A ``generated`` policy's text is the
-  model's own words and is not checked line by line.)
-
-:func:`sources` lists what was loaded (path, SHA-256 of the file, the policies it registered): the run
-header records it (``run.json``: ``policy_files``), so a result names the file that produced it.
+:func:`sources` lists what was loaded (path, SHA-256, policies); ``run.json`` records it as ``policy_files``.
 """
 
 from __future__ import annotations
@@ -65,21 +46,15 @@ import numpy as np
 
 from crossprofile_lib.config import Budget
 from crossprofile_lib.paths import dev_templates_dir
-from crossprofile_lib.policies.checks import (  # noqa: F401  (re-exported)
+from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
+    DEFAULT_TIMEOUT,
     PLUGINS,
+    TIMEOUT,
+    TIMEOUT_ENV,
     TRIAL,
     PolicyFileError,
     PolicySource,
-    check_memory,
-    check_order,
-)
-from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
-    DEFAULT_TIMEOUT,
-    TIMEOUT,
-    TIMEOUT_ENV,
-    Guard,
     _guarded,
-    _Overtime,
     _where,
     foreign_line,
     limited,
@@ -111,6 +86,12 @@ _installed_loaded = False
 
 def sha256_of(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _source(origin: str, spec: str, f, pols: list[Policy]) -> PolicySource:
+    """The record of where ``pols`` came from: the resolved file ``f`` (if any) and its SHA-256."""
+    return PolicySource(origin, spec, str(Path(f).resolve()) if f else "", sha256_of(f) if f else "",
+                        tuple(p.name for p in pols))
 
 
 def _exec_file(path: Path, label: str):
@@ -243,18 +224,14 @@ def load(spec: str) -> PolicySource:
     if spec.endswith(".py") or path.exists() or "/" in spec or "\\" in spec:
         mod = _exec_file(path, spec)
         pols = _module_policies(mod, spec, None)
-        resolved = path.resolve()
-        return _register(pols, PolicySource("file", spec, str(resolved), sha256_of(resolved),
-                                            tuple(p.name for p in pols)), spec)
+        return _register(pols, _source("file", spec, path, pols), spec)
     modname, _, attr = spec.partition(":")
     try:
         mod = importlib.import_module(modname)
     except BaseException as e:  # noqa: BLE001
         raise PolicyFileError(spec, "import", f"importing module '{modname}' failed: {type(e).__name__}: {e}") from None
     pols = _module_policies(mod, spec, attr or None)
-    f = getattr(mod, "__file__", None)
-    return _register(pols, PolicySource("module", spec, str(Path(f).resolve()) if f else "",
-                                        sha256_of(f) if f else "", tuple(p.name for p in pols)), spec)
+    return _register(pols, _source("module", spec, getattr(mod, "__file__", None), pols), spec)
 
 
 def load_all(specs) -> list[PolicySource]:
@@ -279,10 +256,8 @@ def load_installed() -> list[PolicySource]:
         except BaseException as e:  # noqa: BLE001
             raise PolicyFileError(label, "import", f"loading it failed: {type(e).__name__}: {e}") from None
         pols = _policies_of(obj, label, ep.value)
-        mod = sys.modules.get(ep.module)
-        f = getattr(mod, "__file__", None)
-        out.append(_register(pols, PolicySource("entry point", label, str(Path(f).resolve()) if f else "",
-                                                sha256_of(f) if f else "", tuple(p.name for p in pols)), label))
+        f = getattr(sys.modules.get(ep.module), "__file__", None)
+        out.append(_register(pols, _source("entry point", label, f, pols), label))
     return out
 
 

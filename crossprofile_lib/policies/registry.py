@@ -42,13 +42,9 @@ class PolicyContext:
 
 @dataclass(frozen=True)
 class Policy:
-    """A registered memory policy.
-
-    ``source`` says where a needed input comes from: ``model`` (the backend's call) or
-    ``oracle`` (the template's roles; the control that isolates the model's errors).
-    Copy policies give ``order(claims, ctx)`` and optionally ``packer(claims, order, budget,
-    tokenizer, ctx)`` (default: greedy first-fit); the others give ``build(spec, inputs)``.
-    """
+    """A registered memory policy: copy policies give ``order(claims, ctx)`` and optionally ``packer(claims, order,
+    budget, tokenizer, ctx)`` (default greedy first-fit), the others ``build(spec, inputs)``; ``source``: where a
+    needed input comes from, ``model`` (the backend) or ``oracle`` (the roles: the control isolating model errors)."""
 
     name: str
     kind: str

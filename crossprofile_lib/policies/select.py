@@ -2,7 +2,7 @@
 
 A copy policy's order is packed into the budget (greedy first-fit, or the policy's own packer) unless the
 spec is a fixed-k control; the other kinds build their memory themselves from :class:`PolicyInputs`. What a
-policy of your own returns is checked on every call (:mod:`.checks`).
+policy of your own returns is checked on every call (:mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-import crossprofile_lib.policies.checks as checks
+import crossprofile_lib.policies.guard as guard
 from crossprofile_lib.policies.copy import claims_memory, pack
 from crossprofile_lib.policies.registry import REGISTRY, PolicyContext, PolicySpec, parse_policy
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript
@@ -41,17 +41,17 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
     """Build the memory ``spec`` keeps from the claim list ``cl``."""
     spec = parse_policy(spec) if isinstance(spec, str) else spec
     pol = REGISTRY[spec.base]
-    plugin = spec.base in checks.PLUGINS  # a policy of the user's: what it returns is checked
+    plugin = spec.base in guard.PLUGINS  # a policy of the user's: what it returns is checked
     if pol.kind != "copy":
         mem = pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
                                            summarise))
         if plugin:
-            checks.check_memory(spec, mem, cl, budget)
+            guard.check_memory(spec, mem, cl, budget)
         return mem
     ctx = PolicyContext(rng, relevant, stances)
     order = pol.order(cl, ctx)
     if plugin:
-        order = _checked(spec, lambda: checks.check_order(spec.name, order, len(cl)))
+        order = _checked(spec, lambda: guard.check_order(spec.name, order, len(cl)))
     if spec.fixed_k is not None:
         idx = order[:spec.fixed_k]
     elif budget is None:
@@ -59,19 +59,19 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
     elif pol.packer is not None:
         idx = pol.packer(cl, order, budget, tokenizer, ctx)
         if plugin:
-            idx = _checked(spec, lambda: checks.check_order(spec.name, idx, len(cl)))
+            idx = _checked(spec, lambda: guard.check_order(spec.name, idx, len(cl)))
     else:
         idx = pack(cl, order, budget, tokenizer)
     mem = claims_memory(spec, cl, idx, tokenizer, rng)
     if plugin:
-        checks.check_memory(spec, mem, cl, budget)
+        guard.check_memory(spec, mem, cl, budget)
     return mem
 
 
 def _checked(spec: PolicySpec, check):
-    """``check()``, its ValueError re-raised as the plug-in's :class:`~.checks.PolicyFileError`."""
+    """``check()``, its ValueError re-raised as the plug-in's :class:`~.guard.PolicyFileError`."""
     try:
         return check()
     except ValueError as e:
-        src = checks.PLUGINS[spec.base]
-        raise checks.PolicyFileError(src.spec, "trial" if checks.TRIAL[0] else "memory", str(e)) from None
+        src = guard.PLUGINS[spec.base]
+        raise guard.PolicyFileError(src.spec, "trial" if guard.TRIAL[0] else "memory", str(e)) from None

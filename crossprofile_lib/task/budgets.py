@@ -1,10 +1,6 @@
-"""Token budgets (SPEC section 5).
-
-``B(r) = floor(r * T_all)``: ``T_all`` prices all facts of the template, each written with
-all agents' labels (``[A1,A2,A3,A4] text``) plus its newline, so the budget is the same for
-every attribution variant of a template. A line costs its tokens plus one newline; a memory
-costs the sum of its lines. A fixed 128-token budget (``128t``) is the control. A budget is parsed
-once into :class:`crossprofile_lib.config.Budget`.
+"""Token budgets (SPEC section 5): ``B(r) = floor(r * T_all)``, ``T_all`` pricing every fact with all agents'
+labels (``[A1,A2,A3,A4] text``) plus its newline (the same for every variant). A line costs its tokens plus one
+newline; a memory the sum of its lines. ``128t`` is the fixed control (parsed into ``config.Budget``).
 """
 
 from __future__ import annotations

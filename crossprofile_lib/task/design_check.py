@@ -1,13 +1,9 @@
-"""Design check: does a template's classic cell hold under a model's own pricing? (SPEC sections 3, 5)
-
-The paper's classic-cell composition (R1 in ``PSP`` at r = 0.6 keeps 5 support / 0 decoy / 4 irrelevant facts) is
-a property of a template *and* a tokenizer (``B = floor(0.6 * T_all)``). In ``PSP`` the nine private lines come
-first in R1's order and the three shared decoy lines after them, so R1 keeps 5 / 0 / 4 if and only if 1. the nine
-private lines fit in B, and 2. no decoy line fits in what is left. Each private line is priced with its dearest label
-for (1) and its cheapest for (2), so the check holds for every seed's labels. :func:`classic_fit` gives the numbers
-(``crossprofile validate --table``); :func:`check_classic_cell` raises a :class:`TemplateError` (rule :data:`RULE`)
-naming the template, the tokenizer and the line; :func:`design_tokenizers` finds the calibrated pricings
-(:data:`DESIGN_PRICINGS`) available here. Separate from the answer-key rules.
+"""Design check (SPEC sections 3, 5): does a template's classic cell (R1 in ``PSP`` at r = 0.6 keeps 5 support /
+0 decoy / 4 irrelevant) hold under a tokenizer? In ``PSP`` the nine private lines come first in R1's order, so it
+holds iff the nine private lines (each at its dearest label) fit in ``B = floor(0.6 * T_all)`` and no decoy line fits
+in what is left (privates at their cheapest): true for every seed. :func:`classic_fit` gives the numbers
+(``validate --table``); :func:`check_classic_cell` raises :class:`TemplateError` (rule :data:`RULE`) naming the
+template, tokenizer and line; :func:`design_tokenizers` finds the calibrated pricings (:data:`DESIGN_PRICINGS`).
 """
 
 from __future__ import annotations
@@ -24,9 +20,7 @@ from crossprofile_lib.task.templates import Template
 from crossprofile_lib.task.tokenizer import get_tokenizer
 from crossprofile_lib.task.variants import agent_names
 
-CLASSIC_VARIANT = "PSP"
 CLASSIC_RATIO = 0.6
-WANT = (5, 0, 4)
 RULE = "design check (classic cell: R1 in PSP at r = 0.6 keeps 5 / 0 / 4)"
 #: The pricings the bundled templates are calibrated for: the paper's two local models, the
 #: embedded default, and the file-free approximation.

@@ -1,13 +1,7 @@
-"""The scripted (controlled) discussion and its claim list (SPEC section 4).
-
-A seeded random speaker order; each speaker in turn states every fact it holds, one line
-per fact, verbatim, in a seeded random order. The claim list has one entry per distinct
-fact: its text, the sorted agents that stated it, their count and the position of its
-first mention. A memory line shows the contributors first: ``[A1,A3] <fact text>``.
-
-The claim list type is shared with HiddenBench's natural discussion (claims extracted from
-messages), so every memory policy runs on either. Claims carry an optional ``fact_id`` (the
-template fact they restate) that only the reference decider and the measures read.
+"""The scripted discussion and its claim list (SPEC section 4): a seeded speaker order; each speaker states every
+fact it holds, one verbatim line each, in a seeded order. One claim per distinct fact (text, sorted agents, count,
+first mention), shown as ``[A1,A3] <fact text>``. HiddenBench's natural discussion shares the claim list type;
+``fact_id`` is read only by the reference decider and the measures.
 """
 
 from __future__ import annotations
@@ -100,20 +94,19 @@ class ClaimList:
 def claim_list_from_utterances(utterances: Sequence[Utterance], speaker_order: Sequence[str],
                                agents: Sequence[str] = ()) -> ClaimList:
     """Merge utterances with identical text (or fact id) into claims, in first-mention order."""
+    def key(x) -> str:
+        return x.fact_id if x.fact_id is not None else " ".join(x.text.split()).lower()
+
     by_key: dict[str, list] = {}
     for u in utterances:
-        key = u.fact_id if u.fact_id is not None else " ".join(u.text.split()).lower()
-        if key not in by_key:
-            by_key[key] = [u.text, set(), u.position, u.fact_id, u.speaker]
-        by_key[key][1].add(u.speaker)
+        by_key.setdefault(key(u), [u.text, set(), u.position, u.fact_id, u.speaker])[1].add(u.speaker)
     claims = sorted((Claim(text=t, speakers=tuple(sorted(s, key=agent_key)), first_mention=p, fact_id=fid,
                            first_speaker=fs)
                      for t, s, p, fid, fs in by_key.values()), key=lambda c: c.first_mention)
-    index = {(c.fact_id if c.fact_id is not None else " ".join(c.text.split()).lower()): i
-             for i, c in enumerate(claims)}
+    index = {key(c): i for i, c in enumerate(claims)}
     said: dict[str, list[int]] = {}
     for u in utterances:
-        i = index[u.fact_id if u.fact_id is not None else " ".join(u.text.split()).lower()]
+        i = index[key(u)]
         if i not in said.setdefault(u.speaker, []):
             said[u.speaker].append(i)
     by_speaker = tuple((s, tuple(said.get(s, ()))) for s in speaker_order)

@@ -1,9 +1,6 @@
-"""Per-decision evidence measures (SPEC section 8): kept composition, retention, net lead; and
-what the answer key says about a claim (its oracle relevance and :class:`Stance`).
-
-``net lead`` = net score of the correct option minus net score of the decoy over the kept
-*relevant* facts (labels ignored). It runs from -3 (all three decoy facts, no support) to +5
-(all five support facts, no decoy); every fact together gives +2.
+"""Per-decision evidence measures (SPEC section 8) and the answer key's view of a claim (oracle relevance,
+:class:`Stance`). ``net lead`` = net score of the correct option minus the decoy's over the kept *relevant*
+facts: -3 (all decoy facts, no support) to +5 (all support, no decoy); every fact gives +2.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""Claim extraction from a messy discussion, at four levels (:data:`LEVELS`), and how well it merges.
-
-Each level turns a :class:`~crossprofile_lib.task.messy.MessyTranscript` into a
-:class:`~crossprofile_lib.task.discussion.ClaimList`: ``oracle`` merges by the ground-truth fact id and shows the
-fact's own text (exactly the scripted claim list); ``exact`` merges utterances equal after collapsing white space
-and case; ``fuzzy`` joins an utterance to the earliest claim whose first text scores at least
-:data:`FUZZY_THRESHOLD` under rapidfuzz's ``token_sort_ratio`` (default processing); ``model`` is the natural
-protocol's extractor, passed in by the caller (unavailable on the reference decider: :data:`MODEL_UNAVAILABLE`).
-A claim shows its first utterance's text, its speakers are everyone who said a member, and its ``fact_id`` (for the
-measures only) is that first utterance's ground-truth fact.
-
-:func:`merge_quality`, over pairs of fact utterances: precision (merged pairs stating the same fact / merged pairs; a
-fact merged with a fact-less line is a false merge), recall (same-fact pairs merged / same-fact pairs), **split
-rate** (facts said by two or more whose utterances land in several claims) and **rare-looking rate** (those with a
-claim showing a single speaker).
+"""Claim extraction from a messy discussion at four levels (:data:`LEVELS`), each a :class:`ClaimList`: ``oracle``
+(merge by ground-truth fact id, the fact's own text), ``exact`` (equal after collapsing white space and case),
+``fuzzy`` (join the earliest claim whose first text scores >= :data:`FUZZY_THRESHOLD` by rapidfuzz's
+``token_sort_ratio``) and ``model`` (the caller's extractor; :data:`MODEL_UNAVAILABLE` on the reference decider).
+A claim shows its first utterance's text, its speakers are all who said a member, its ``fact_id`` the first
+utterance's. :func:`merge_quality` over pairs of fact utterances: precision (a fact merged with a fact-less line
+is false), recall, **split rate** (multi-speaker facts in several claims), **rare-looking rate** (those with a
+single-speaker claim).
 """
 
 from __future__ import annotations

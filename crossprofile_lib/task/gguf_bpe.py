@@ -1,11 +1,8 @@
-"""A GGUF file's byte-level BPE as a Hugging Face ``tokenizers`` object, without llama.cpp.
-
-:func:`read_vocab` reads ``tokenizer.ggml.tokens`` / ``merges`` / ``token_type`` / ``pre`` with the pure-Python
-``gguf`` package; :func:`build_tokenizer` rebuilds the tokenizer with llama.cpp's pre-tokenizer regexes for that
-``pre`` name, so counts equal ``llama_tokenize(text, add_special=false, parse_special=false)``;
-:func:`reference_vectors` / :func:`mismatches` check it on llama.cpp's own test vectors (``tests/test_vocabs.py``).
-Supported pre-tokenizers: :data:`PRE_TOKENIZERS` (another name is refused with the list). Control tokens are never
-matched in text; user-defined tokens are, as llama.cpp does.
+"""A GGUF file's byte-level BPE as a Hugging Face ``tokenizers`` object, without llama.cpp: :func:`read_vocab`
+(pure-Python ``gguf``) and :func:`build_tokenizer` with llama.cpp's pre-tokenizer regexes (:data:`PRE_TOKENIZERS`;
+another name is refused), so counts equal ``llama_tokenize(text, add_special=false, parse_special=false)``;
+checked on llama.cpp's own vectors (:func:`reference_vectors`, :func:`mismatches`). Control tokens never match
+in text; user-defined tokens do, as in llama.cpp.
 """
 
 from __future__ import annotations

@@ -126,12 +126,8 @@ def describe(h: Hint) -> str:
     return s + " gives the answer away"
 
 
-# ---------------------------------------------------------------------------------------------
-# Comparisons over the option set and text addressed to the decision model (SPEC section 2,
-# rule 5, revised): "the lowest purchase price of the three freezers" or "the lowest bid received"
-# rank the options without naming them; "choose option B" or "ignore the other facts" speak to
-# the decision model. Both give the answer away as a hint word does. Matching runs on the folded
-# text (look-alike letters read as ASCII), lower-cased.
+# Comparisons over the option set ("the lowest bid received") and text addressed to the decision model ("choose
+# option B") give the answer away as a hint word does (SPEC section 2, rule 5). Matched on the folded, lower-cased text.
 
 #: Words ending in -est that are not superlatives.
 NOT_SUPERLATIVE = frozenset("""arrest attest behest bequest chest contest crest digest detest earnest everest

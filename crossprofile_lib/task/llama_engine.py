@@ -1,23 +1,14 @@
-"""The llama.cpp engine under ``llamacpp/...`` and the GGUF tokenizer: a prebuilt wheel by default, llama-cpp-python
-when asked (here in the task wing because the budgets' GGUF tokenizer needs it too).
+"""The llama.cpp engine under ``llamacpp/...`` and the GGUF tokenizer (in the task wing: the budgets' GGUF tokenizer
+needs it too). The backend asks an engine for: tokenize as a prompt is tokenized, one token's bytes, the last
+position's logits (reusing the longest common prefix's key/value cache), a greedy or sampled completion under an
+optional GBNF grammar, the chat template with BOS/EOS texts, the training context, a larger context.
 
-The backend (:mod:`crossprofile_lib.backends.llamacpp`) asks an engine for seven things only: tokenize a text as a completion
-prompt is tokenized, the bytes of one token, the last position's logits of a prompt (reusing the
-key/value cache of the longest common prefix with the previous one), a greedy or sampled completion
-under an optional GBNF grammar, the GGUF's chat template with its BOS/EOS texts, the training context,
-and a larger context over the same weights. Two engines give it:
-
-* ``cyllama`` (default; MIT, a 15.7 MB prebuilt ``manylinux2014`` wheel with llama.cpp linked in, no
-  dependencies, nothing to compile), driven through its Cython classes exactly as llama-cpp-python
-  drives llama.cpp: the same context parameters (flash attention off, ``n_ubatch = min(n_batch, 512)``),
-  prompts evaluated in ``n_batch`` chunks with only the last position's logits, the same prefix reuse,
-  and :meth:`CyllamaEngine.complete` follows llama-cpp-python 0.3.36's ``create_completion`` step for
-  step (sampler chain, end-of-generation, stop strings on bytes, the multi-byte rule, the length limit).
-  Its letter log-probabilities equal llama-cpp-python's on every decision prompt measured
-  (``benchmarks/check_engine_parity.py``, ``benchmarks/results/engine_parity.json``).
-* ``llama-cpp-python`` (``llama_cpp``; compiled from source where pip's cache has no wheel:
-  ``pip install llama-cpp-python``), chosen with ``engine=llama-cpp-python`` (``--backend-option``)
-  or ``CROSSPROFILE_LLAMA_ENGINE=llama-cpp-python``, or on its own when it is the only one installed.
+* ``cyllama`` (default; a prebuilt wheel, nothing to compile), driven exactly as llama-cpp-python drives llama.cpp
+  (same context parameters, ``n_batch`` chunks, prefix reuse; :meth:`CyllamaEngine.complete` follows 0.3.36's
+  ``create_completion`` step for step); letter log-probabilities equal llama-cpp-python's on every decision prompt
+  measured (``benchmarks/check_engine_parity.py``).
+* ``llama-cpp-python``: ``engine=llama-cpp-python`` (``--backend-option``), ``$CROSSPROFILE_LLAMA_ENGINE``, or
+  when it is the only one installed.
 """
 
 from __future__ import annotations
@@ -71,11 +62,9 @@ def open_engine(path: str | Path, n_ctx: int, n_batch: int, n_threads: int, engi
 
 
 def open_vocab(path: str | Path, engine: Optional[str] = None):
-    """The tokenizer and metadata of a GGUF file (no context). cyllama 0.2.18 aborts the process on a
-    vocabulary-only load, so it memory-maps the whole model, and a file without weights (a vocab file
-    such as llama.cpp's ``ggml-vocab-*.gguf``) goes to llama-cpp-python; an :class:`ImportError` where
-    that is not installed (:class:`~crossprofile_lib.task.tokenizer.GGUFTokenizer` then rebuilds the
-    tokenizer in pure Python)."""
+    """The tokenizer and metadata of a GGUF file (no context). cyllama 0.2.18 aborts on a vocabulary-only load, so
+    a file without weights goes to llama-cpp-python, else :class:`ImportError` (then ``GGUFTokenizer`` rebuilds it
+    in pure Python)."""
     name = engine_name(engine)
     if name == "cyllama" and gguf_tensor_count(path) == 0:
         if "llama-cpp-python" not in installed():
@@ -95,13 +84,10 @@ def gguf_tensor_count(path: str | Path) -> int:
 
 
 def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
-    """A JSON schema as a GBNF grammar by llama.cpp's own converter (``json_schema_to_grammar.py``) in the copy
-    ``engine`` ships: llama-cpp-python's (an older port: at most one space between tokens) or cyllama's (the
-    newer one, whose blank rule, up to two newlines and 20 blanks, is replaced by the older one's: with it the
-    answers differed, benchmarks/results/engine_parity.json). The two still differ in details (the newer excludes
-    control characters from strings), so the embedded backend uses its engine's own and records the engine in
-    its call-cache identity; ``engine=None`` (the HTTP backends'
-    ``grammar_style=gbnf``): llama-cpp-python's where installed, as before, else cyllama's."""
+    """A JSON schema as a GBNF grammar by the llama.cpp converter ``engine`` ships: llama-cpp-python's (older: at most
+    one space between tokens) or cyllama's with its blank rule replaced by the older one's (otherwise the answers
+    differed: benchmarks/results/engine_parity.json). The embedded backend records the engine in its call-cache
+    identity; ``engine=None`` (HTTP ``grammar_style=gbnf``): llama-cpp-python's where installed, else cyllama's."""
     name = engine or ("llama-cpp-python" if importlib.util.find_spec("llama_cpp") else "cyllama")
     if name == "cyllama":
         try:

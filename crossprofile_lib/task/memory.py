@@ -1,7 +1,5 @@
-"""What the decision call sees: a :class:`Memory` (SPEC section 6).
-
-A plain data type shared by the memory policies (which build it), the decision backends
-(which show its text), the evidence measures and HiddenBench (which read which claims it kept).
+"""What the decision call sees: a :class:`Memory` (SPEC section 6), built by the policies, shown by the backends,
+read by the measures and HiddenBench.
 """
 
 from __future__ import annotations
@@ -29,11 +27,8 @@ class Memory:
         return len(self.kept)
 
     def kept_facts(self) -> tuple[tuple[str, int], ...]:
-        """``(fact id, speakers revealed)`` of each distinct fact the kept lines state, in kept order.
-
-        A fact kept in two lines (a restatement the claim extractor did not merge: the messy protocol)
-        counts once, with the most speakers any of its lines reveals; lines stating no fact are left out.
-        In the scripted protocol every fact has one line, so this is ``kept`` with ``revealed``."""
+        """``(fact id, speakers revealed)`` of each distinct fact the kept lines state, in kept order: a fact in
+        two lines (an unmerged restatement) counts once with its most speakers; lines stating no fact are left out."""
         out: dict[str, int] = {}
         for c, n in zip(self.kept, self.revealed):
             if c.fact_id is not None:

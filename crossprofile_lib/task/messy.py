@@ -1,13 +1,10 @@
-"""The messy controlled discussion: paraphrase, restatement and fact-less lines.
-
-It keeps the scripted protocol's speaker order and fact order (the same seeded draws) and changes only how things
-are said. **Wordings**: a fact's text and its ``paraphrases``; its first speaker uses one drawn uniformly, each later
-speaker one not yet used in this discussion (once all are used, one the previous speaker did not use).
-**Fact-less lines**: after each fact utterance, with probability ``opinion_rate`` (:data:`DEFAULT_OPINION_RATE`), the
-speaker adds an opinion, agreement or hedge line (:data:`FILLERS`) that states no fact and names no option. All draws
-come from one generator (``stream(seed, template id, 'messy', variant, agents)``), and the filler draws are made
-whatever the rate, so two rates give the same wordings. The **ground truth** is :attr:`MessyTranscript.truth`; the
-utterances a policy or model sees carry no fact id.
+"""The messy controlled discussion: the scripted protocol's speakers and fact order (the same seeded draws), said
+differently. A fact's first speaker uses a wording (its text or a paraphrase) drawn uniformly, each later speaker
+one not yet used (then one the previous speaker did not use). After each fact utterance, with probability
+``opinion_rate`` (:data:`DEFAULT_OPINION_RATE`), an opinion/agreement/hedge line (:data:`FILLERS`) with no fact
+and no option. One generator (``stream(seed, template id, 'messy', variant, agents)``); filler draws are made
+whatever the rate, so two rates give the same wordings. The ground truth (:attr:`MessyTranscript.truth`) is kept
+apart: the utterances carry no fact id.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Provenance formats: how a memory line shows who said it.
-
-Each format maps the kept claims to the label shown before each line and the number of
-speakers that label *reveals* (what a decision maker could read as social proof):
-
-* ``full``       ``[A1,A3] text``  the paper's contributor labels;
-* ``unlabeled``  ``text``          labels stripped (the paper's control);
-* ``shuffled``   label sets permuted among the kept lines (seeded; the paper's control);
-* ``first-speaker`` ``[A3] text``  the first agent that stated it: traceable, count-free;
-* ``claim-id``   ``[C07] text``    a stable claim id; contributors kept outside the memory.
+"""Provenance formats: the label before each memory line and how many speakers it *reveals* (social proof):
+``full`` ``[A1,A3] text``; ``unlabeled`` ``text``; ``shuffled`` label sets permuted among kept lines (seeded);
+``first-speaker`` ``[A3] text``; ``claim-id`` ``[C07] text`` (contributors kept outside the memory).
 """
 
 from __future__ import annotations

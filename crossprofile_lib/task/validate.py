@@ -35,19 +35,12 @@ class Verdict:
 
 
 def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list[Verdict]:
-    """Check every template file under ``paths``; one :class:`Verdict` per file, in order.
+    """One :class:`Verdict` per template file under ``paths``, in order; a bad file never stops the others.
 
-    ``design``: tokenizers for the design check (:mod:`.design_check`, rule
-    ``design check (classic cell ...)``): a template whose classic cell does not hold under one of
-    them fails, naming the tokenizer and the line; so does one whose classic cell does not hold when
-    every fact is said in its paraphrase ``k`` (each complete paraphrase set, field
-    ``facts[i].paraphrases[k]``). Applied to 3-option templates only (the paper's
-    design); empty: not checked.
-
-    A file that breaks a rule never stops the others. A template id used by an earlier
-    valid file fails the later file (rule ``unique template id``). An error the validator
-    did not foresee becomes a failed verdict too (rule ``internal error``), so the summary
-    is always printed. ``paths`` that match no file raise :class:`FileNotFoundError`.
+    ``design``: tokenizers for the design check (:mod:`.design_check`) on 3-option templates, on the facts and on
+    each complete paraphrase set (field ``facts[i].paraphrases[k]``). An id used by an earlier valid file fails
+    the later one (rule ``unique template id``); an unforeseen error is a failed verdict (rule ``internal error``).
+    ``paths`` matching no file raise :class:`FileNotFoundError`.
     """
     out: list[Verdict] = []
     seen: dict[str, Path] = {}

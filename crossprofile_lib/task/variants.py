@@ -1,12 +1,7 @@
-"""Attribution variants (SPEC section 3): who holds each fact.
-
-Each group (support, decoy, irrelevant) is independently **S**hared (held by every agent) or
-**P**rivate (each fact held by one agent). A variant is named by three letters,
-support-decoy-irrelevant: ``PSP`` = support private, decoy shared, irrelevant private.
-
-Private facts are dealt group by group (support, decoy, irrelevant), each group in a seeded
-random order, to agents in a seeded random rotation that continues across groups: every
-group, and the variant as a whole, is spread over agents as evenly as possible.
+"""Attribution variants (SPEC section 3): each group (support, decoy, irrelevant) is **S**hared (held by every
+agent) or **P**rivate (each fact held by one agent), named support-decoy-irrelevant (``PSP``). Private facts are
+dealt group by group, each in a seeded order, to agents in a seeded rotation continuing across groups (as even
+as possible).
 """
 
 from __future__ import annotations
@@ -47,10 +42,8 @@ class Variant:
 
     @property
     def cell(self) -> str:
-        """The paper's cells (SPEC section 3, revised): 'classic' is the single variant ``PSP``
-        (support private, decoy shared, irrelevant private), 'mirror' is ``SPS`` (every holder
-        swapped; the paper does not state the mirror's irrelevant level, so ``SPS`` is our
-        reading); every other variant is 'other'."""
+        """'classic' (``PSP``), 'mirror' (``SPS``, every holder swapped: our reading, as the paper does not state
+        the mirror's irrelevant level) or 'other' (SPEC section 3)."""
         return CELLS.get(self.name, "other")
 
     @property

@@ -1,16 +1,11 @@
 """Named tokenizers: the paper's local models' own vocabularies, offline (SPEC section 5).
 
-``--tokenizer qwen2.5`` / ``llama-3.1`` price budgets exactly as those models do, without llama.cpp or a model hub.
-The vocabularies are llama.cpp's vocab-only GGUF files and reference vectors, shipped in the ``llama-cpp-python``
-source distribution on PyPI (:data:`SDIST`). :func:`fetch` downloads it with pip, extracts the named files into
-:func:`crossprofile_lib.paths.tokenizers_dir`, checks their SHA-256 against :data:`NAMED`, rebuilds each tokenizer
-(:mod:`.gguf_bpe`), checks it on every reference vector and keeps ``<name>.tokenizer.json`` with a manifest: once, by
-``crossprofile tokenizers fetch`` or at first use (``CROSSPROFILE_FETCH_TOKENIZERS=0`` turns that off).
-
-Names (:data:`NAMED`): ``qwen2.5`` (also ``qwen2``; one BPE vocabulary for Qwen2 and 2.5) and ``llama-3.1`` (also
-``llama-3``, ``llama-bpe``). To add one: a row in :data:`NAMED` whose pre-tokenizer :mod:`.gguf_bpe` knows, checked by
-``crossprofile tokenizers check``; or a line ``NAME: PATH`` (a GGUF file or ``tokenizer.json``) in ``names.yaml`` of
-the tokenizers folder.
+``--tokenizer qwen2.5`` (also ``qwen2``) / ``llama-3.1`` (also ``llama-3``, ``llama-bpe``) price budgets exactly as
+those models do. :func:`fetch` (``crossprofile tokenizers fetch``, or at first use unless
+``CROSSPROFILE_FETCH_TOKENIZERS=0``) downloads llama.cpp's vocab-only GGUF files from the ``llama-cpp-python``
+sdist (:data:`SDIST`) with pip, checks their SHA-256 (:data:`NAMED`), rebuilds each (:mod:`.gguf_bpe`), checks it
+on every reference vector and keeps ``<name>.tokenizer.json`` with a manifest in the tokenizers folder. To add a
+name: a row in :data:`NAMED`, or ``NAME: PATH`` in ``names.yaml`` of the tokenizers folder.
 """
 
 from __future__ import annotations
