@@ -28,8 +28,7 @@ order:
   :data:`MAX_INT_DIGITS` digits, no float that overflows).
 
 Template files also need the extension ``.yaml`` (``file (extension)``); :func:`template_paths`
-expands files, folders and globs. The file and character rules live in :mod:`.text_input`, the JSON
-rules in :mod:`.json_input`; every name is re-exported here.
+expands files, folders and globs. The file, character and JSON rules live in :mod:`.text_input`.
 """
 
 from __future__ import annotations
@@ -43,52 +42,43 @@ from typing import Iterable, Optional
 import yaml
 
 from crossprofile_lib.paths import resolve_template_path
-from crossprofile_lib.safety.json_input import (  # noqa: F401  (re-exported: the JSON rules)
-    _JSON_STRING,
-    JSONObject,
-    _field,
-    _NumberRefused,
-    _object,
-    _parse_constant,
-    _parse_float,
-    _parse_int,
-    check_json_value,
-    json_depth,
-    load_json,
-    parse_json,
-)
-from crossprofile_lib.safety.text_input import (  # noqa: F401  (re-exported: the file and character rules)
-    _ALLOWED_CONTROLS,
-    _BAD_CATEGORIES,
-    _CANDIDATE_SUFFIXES,
-    _CORE_TAGS,
+from crossprofile_lib.safety.text_input import (  # noqa: F401  (re-exported: the file, character and JSON rules)
     CHAT_TEMPLATE_MAX_BYTES,
     HIDDENBENCH_MAX_BYTES,
-    JSON_MAX_DEPTH,
     MAX_BYTES,
-    MAX_DEPTH,
-    MAX_INT_DIGITS,
-    NAME_MAX,
-    PATH_MAX,
     PREREG_MAX_BYTES,
-    SUFFIX,
     TOKENIZER_CONFIG_MAX_BYTES,
     InputError,
     TemplateError,
-    _bad_char,
-    _check_text,
-    _describe_char,
-    _errname,
-    _Refused,
-    _where,
+    _field,
     bad_char,
+    check_json_value,
     decode_text,
     describe_char,
     input_file_problem,
+    json_depth,
+    load_json,
+    parse_json,
     path_problem,
     read_bytes,
     read_text,
 )
+
+MAX_DEPTH = 8           # a template needs 3 (root -> facts -> fact -> value)
+SUFFIX = ".yaml"
+_CANDIDATE_SUFFIXES = (".yaml", ".yml")  # what a folder walk picks up (".yml" only to refuse it)
+_CORE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+
+
+class _Refused(Exception):
+    def __init__(self, rule: str, field: str, message: str):
+        self.rule, self.field, self.message = rule, field, message
+        super().__init__(message)
+
+
+def _where(mark) -> str:
+    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+
 
 # --- YAML ------------------------------------------------------------------------------------
 
@@ -106,11 +96,7 @@ class StrictLoader(yaml.SafeLoader):
         self._path: list = []
 
     def _field(self, extra=None) -> str:
-        parts = self._path + ([extra] if extra is not None else [])
-        out = ""
-        for p in parts:
-            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-        return out or "<file>"
+        return _field(self._path + ([extra] if extra is not None else []))
 
     def compose_node(self, parent, index):
         if isinstance(parent, yaml.SequenceNode):
