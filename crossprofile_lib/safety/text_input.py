@@ -39,8 +39,8 @@ class TemplateError(InputError):
 # --- characters ------------------------------------------------------------------------------
 
 def bad_char(text: str):
-    """``(index, char)`` of the first control, invisible, private-use, surrogate or unassigned
-    character (tab, newline and carriage return are allowed), else None."""
+    """``(index, char)`` of the first control, invisible, private-use, surrogate or unassigned character
+    (tab, newline and carriage return allowed), else None."""
     for i, ch in enumerate(text):
         if ch in _ALLOWED_CONTROLS or ch.isascii() and ch.isprintable():
             continue
@@ -71,9 +71,8 @@ def _errname(e: OSError) -> str:
 
 
 def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (rules ``file (not a regular file)``,
-    ``file (unreadable)``, ``file (size limit)``; see the module doc). Never blocks on a FIFO and
-    never reads more than ``max_bytes + 1`` bytes."""
+    """The bytes of a regular file of at most ``max_bytes``; never blocks on a FIFO, never reads more
+    than ``max_bytes + 1`` bytes."""
     path = Path(path)
     try:
         st = os.stat(path)
@@ -116,8 +115,7 @@ def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "
 
 
 def decode_text(path, data: bytes, error=InputError, check_chars: bool = True) -> str:
-    """``data`` as strict UTF-8 (a UTF-8 byte-order mark is dropped; UTF-16/32 and other encodings
-    are named), then the control-character rule unless ``check_chars`` is false."""
+    """``data`` as strict UTF-8 (a BOM dropped, other encodings named), then the character rule."""
     for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
                       (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
         if data.startswith(bom):
@@ -151,9 +149,8 @@ PATH_MAX = 4096
 
 
 def path_problem(p: Path | str) -> Optional[str]:
-    """Why ``p`` can never name a file here (None when it can): an empty name, a NUL byte, a
-    component longer than :data:`NAME_MAX` bytes, a path longer than :data:`PATH_MAX` bytes, or a
-    symbolic-link loop."""
+    """Why ``p`` can never name a file here (None when it can): empty, a NUL, a name or path too long,
+    a symbolic-link loop."""
     s = os.fspath(p)
     if not s.strip():
         return "empty path"
@@ -182,9 +179,8 @@ def path_problem(p: Path | str) -> Optional[str]:
 
 
 def input_file_problem(p: Path | str, max_bytes: Optional[int] = None) -> Optional[str]:
-    """Why ``p`` cannot be read as an input file (None when it can), checked without reading it:
-    :func:`path_problem`, then it exists, is a regular file (not a folder, FIFO or device), is
-    readable and (with ``max_bytes``) not larger than that."""
+    """Why ``p`` cannot be read as an input file (None when it can), without reading it: a path problem,
+    missing, not a regular file, unreadable or (with ``max_bytes``) too large."""
     problem = path_problem(p)
     if problem:
         return problem
