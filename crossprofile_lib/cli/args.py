@@ -10,6 +10,7 @@ import argparse
 import inspect
 import math
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,12 @@ from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
 
 ArgError = argparse.ArgumentTypeError
+
+
+def fail(message, status: int) -> int:
+    """Print ``error: MESSAGE`` on stderr and return the exit status."""
+    print(f"error: {message}", file=sys.stderr)
+    return status
 
 
 def csv(s: str) -> list[str]:
@@ -202,23 +209,15 @@ def backend_class(backend_spec: str):
         return None
 
 
-def unknown_backend_options(backend_spec: str, options) -> tuple[list[str], list[str]]:
-    """``(unknown, accepted)`` option names, read from the backend class's signature (nothing is unknown
-    when it cannot be imported or takes any keyword)."""
-    cls = backend_class(backend_spec)
-    if cls is None:
-        return [], []
-    params = inspect.signature(cls).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return [], []
-    accepted = [k for k in params if k not in ("model", "tokenizer")]
-    return sorted(k for k in options if k not in accepted), accepted
-
-
 def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, flags=None) -> None:
-    """``parser.error`` (exit 2) when the backend does not take one of ``options``; ``flags``: option ->
-    the flag that set it (default ``--backend-option KEY``)."""
-    unknown, accepted = unknown_backend_options(backend_spec, options)
+    """``parser.error`` (exit 2) when the backend's class (its signature; no model loaded) does not take one of
+    ``options``; ``flags``: option -> the flag that set it (default ``--backend-option KEY``)."""
+    cls = backend_class(backend_spec)
+    params = inspect.signature(cls).parameters if cls is not None else None
+    if params is None or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [k for k in params if k not in ("model", "tokenizer")]
+    unknown = sorted(k for k in options if k not in accepted)
     if unknown:
         given = ", ".join((flags or {}).get(k, f"--backend-option {k}") for k in unknown)
         parser.error(f"argument {given}: backend '{backend_spec}' does not take "
@@ -423,12 +422,10 @@ def policy_file_values(argv) -> list[str]:
 
 
 def preload_policy_files(argv) -> list:
-    """Load (and check) the policy files named in ``argv``; ``PolicyFileError`` names the file and the rule."""
+    """Load (and check) the policy files named in ``argv``: ``ArgError`` for a bad ``--policy-timeout``,
+    ``PolicyFileError`` naming the file and the rule."""
     from crossprofile_lib.policies.plugins import TIMEOUT, load_all
     t = policy_timeout_value(argv)
     if t is not None:
-        try:
-            TIMEOUT[0] = policy_timeout(t)
-        except ArgError:
-            TIMEOUT[0] = None  # refused by the parser, naming --policy-timeout
+        TIMEOUT[0] = policy_timeout(t)
     return load_all(policy_file_values(argv))

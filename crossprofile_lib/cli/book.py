@@ -227,7 +227,6 @@ def main(argv=None) -> int:
     return run(ap.parse_args(argv))
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "book"
 HELP = "build the Jupyter Book (make book)"
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sys
 
+from crossprofile_lib.cli import args as A
+
 
 def no_cache_yet(path) -> str:
     """The message for ``cache check PATH`` when there is no cache there yet ('' when there is a file to
@@ -44,8 +46,7 @@ def _cmd_check(args) -> int:
     try:
         rep = check_cache(args.path)
     except CacheError as e:  # not the file's health: its surroundings (a full disk, a read-only folder)
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     if rep["ok"]:
         print(f"{rep['file']}: ok, {rep['entries']} entries")
         return 0
@@ -64,8 +65,7 @@ def _cmd_vacuum(args) -> int:
     try:
         before, after = vacuum_cache(args.path)
     except CacheError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     print(f"{args.path}: {before} -> {after} bytes")
     return 0
 
@@ -82,13 +82,11 @@ def _cmd_export(args) -> int:
     try:
         written, bad = export_cache(args.path, args.out)
     except (CacheError, WriteError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     print(f"{written} entries -> {args.out}" + (f"; {bad} unreadable" if bad else ""))
     return 1 if bad else 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "cache"
 HELP = "check, vacuum or export a call-cache file"
 

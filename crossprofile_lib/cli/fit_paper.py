@@ -138,8 +138,7 @@ def _cmd_fit_paper(args) -> int:
                         cache_dir=args.cache, use_cache=not args.no_cache, tokenizer=args.tokenizer,
                         template_resamples=args.template_resamples, recovery_draws=args.recovery_draws)
     except (TemplateError, FileNotFoundError) as e:  # a broken template in the folder: named, exit 2
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     except (WriteError, OSError) as e:  # the cache folder cannot be written (full disk, read-only)
         print(f"error: the fit cache {args.cache or 'folder'} cannot be written ({e}); use --no-cache or another "
               f"--cache", file=sys.stderr)
@@ -155,7 +154,6 @@ def _cmd_fit_paper(args) -> int:
     return 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "fit-paper"
 HELP = "fit the reference decider to the paper's published figures (not a model run)"
 

@@ -126,15 +126,10 @@ def _cmd_run(args) -> int:
                                      f"claim extractor sends one chat call per utterance)")
                 extractor = model_extractor(backend)
             df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress, extractor=extractor)
-    except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (CacheStorageError, ServerUnreachable) as e:  # the call cache's disk, the circuit breaker: run-time failures
+        return A.fail(e, 1)
     except (TemplateError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 2)
     except WriteError as e:  # a full disk, a file-size limit: named; the model calls are in the cache
         print(f"error: {e}; model calls already made are in the call cache, so the same command reruns "
               f"without making them again", file=sys.stderr)
@@ -206,12 +201,6 @@ def _short(v) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-#: ``crossprofile run`` options passed to model backends (only when given); kept for callers of the old name
-_MODEL_OPTIONS = M.MODEL_OPTIONS
-_add_model_options = M.add_model_options
-
-
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "run"
 HELP = "run a grid and write DIR/results.parquet and DIR/run.json"
 

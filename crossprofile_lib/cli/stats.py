@@ -18,8 +18,7 @@ def _cmd_stats(args) -> int:
         df = read_results(args.dir)
         prereg = load_prereg(args.prereg, args.prereg_extra)
     except (ResultsError, PreregError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     try:
         header = read_header(args.dir)
     except ResultsError as e:
@@ -37,14 +36,12 @@ def _cmd_stats(args) -> int:
     try:  # the run's own policies: from the files run.json records (same SHA-256), or --policy-file
         ensure_recorded(header.get("policy_files"), f"{args.dir}/run.json")
     except PolicyFileError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     from crossprofile_lib.stats.analysis_set import FailedCallsError, prepare
     try:
         rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
     except FailedCallsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     if prepared["failed_calls"]:
         print(f"notice: {prepared['failed_calls']}", file=sys.stderr)
     if rows.empty:
@@ -59,8 +56,7 @@ def _cmd_stats(args) -> int:
                       regressions=not args.no_regressions, fit_resamples=args.fit_resamples, rows=prepared,
                       cache=cache, choice_key=rebuild_inputs_key(config, args.templates))
     except PreregError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     if cache.write_error:
         print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
     from crossprofile_lib.stats.relevance_fallback import fallback_lines, relevance_fallback
@@ -234,7 +230,6 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     w()
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "stats"
 HELP = ("template-bootstrap inference: preregistered contrasts (Holm), tables, net-lead regressions, "
         "fitted social-proof weight")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from crossprofile_lib.cli import args as A
+
 
 def _cmd_list(args) -> int:
     from crossprofile_lib.task import vocabs
@@ -34,8 +36,7 @@ def _cmd_list(args) -> int:
     try:
         own = vocabs.user_names(folder)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     for name, path in own.items():
         print(f"  {name:10s} {path} (from {folder / vocabs.USER_NAMES})")
     print("  offline    the file-free approximation offline-bpe-approx-v1 (prices labels as SmolLM2 does)")
@@ -48,8 +49,7 @@ def _cmd_fetch(args) -> int:
         done = vocabs.fetch(args.names or None, sdist=args.sdist, force=args.force,
                             log=lambda s: print(s, file=sys.stderr))
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1 if isinstance(e, vocabs.VocabUnavailable) else 2
+        return A.fail(e, 1 if isinstance(e, vocabs.VocabUnavailable) else 2)
     for m in done:
         print(f"{m['name']}: {m['file']} ({m['models']}), {m['reference_vectors_exact']}/{m['reference_vectors']} "
               f"reference vectors exact -> {vocabs.tokenizers_dir()}")
@@ -76,7 +76,6 @@ def _cmd_check(args) -> int:
     return 1 if bad else 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "tokenizers"
 HELP = "list, fetch or check the named tokenizers (qwen2.5, llama-3.1)"
 

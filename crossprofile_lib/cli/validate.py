@@ -33,8 +33,7 @@ def _cmd_validate(args) -> int:
     try:
         verdicts = validate_paths(paths, n_options=args.options, tokenizer=default_tokenizer(), design=design)
     except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     if args.table:  # every template that passes rules 1-5, also those the design check fails
         _print_table(validate_paths(paths, n_options=args.options) if design else verdicts,
                      design or [default_tokenizer()])
@@ -66,7 +65,6 @@ def _print_table(verdicts, tokenizers) -> None:
                   f"{f.cheapest_decoy.cost:5d}  {k[0]}/{k[1]}/{k[2]}{'' if f.holds else '  <- does not hold'}")
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "validate"
 HELP = "validate template files (rules 1-5 of SPEC section 2)"
 
