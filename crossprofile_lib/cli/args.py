@@ -45,6 +45,14 @@ def _items(s: str, what: str, example: str) -> list[str]:
         raise ArgError(str(e)) from None
 
 
+def _checked(check, *args):
+    """``check(*args)``, its ``ValueError`` an argparse error (exit 2, naming the option)."""
+    try:
+        return check(*args)
+    except ValueError as e:
+        raise ArgError(str(e)) from None
+
+
 _INT = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only (int() would also read Arabic-Indic digits)
 
 
@@ -111,10 +119,7 @@ def seed(s: str) -> int:
     s = s.strip()
     if not _INT.match(s):
         raise ArgError(f"seed '{s}' is not an integer")
-    try:
-        return check_seed(int(s))
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(check_seed, int(s))
 
 
 def seeds(s: str) -> list[int]:
@@ -133,10 +138,7 @@ MAX_FIXED_K = 1000
 
 def budget(s: str) -> Budget:
     """One budget: a ratio in (0, 1] (``0.6``) or a token count above 0 (``128t``)."""
-    try:
-        return Budget(s)
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(Budget, s)
 
 
 def budgets(s: str) -> list[str]:
@@ -165,10 +167,7 @@ def policies(s: str) -> list[str]:
 
 def variants(s: str) -> list[str]:
     """argparse type: comma-separated distinct variants (three letters of P/S)."""
-    try:
-        return check_variants(_items(s, "variant", "PSP,SPS"))
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(check_variants, _items(s, "variant", "PSP,SPS"))
 
 
 def ablations(s: str) -> list[str]:
@@ -177,10 +176,7 @@ def ablations(s: str) -> list[str]:
     out = _items(s, "ablation", "all")
     for a in out:
         if a != "all":
-            try:
-                get_ablation(a)
-            except ValueError as e:
-                raise ArgError(str(e)) from None
+            _checked(get_ablation, a)
     return out
 
 
@@ -194,10 +190,7 @@ def names(s: str) -> list[str]:
 def backend(s: str) -> str:
     """argparse type: ``ledger`` or ``provider/model`` with a known provider."""
     from crossprofile_lib.backends import check_backend_spec
-    try:
-        return check_backend_spec(s)
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(check_backend_spec, s)
 
 
 def backend_class(backend_spec: str):

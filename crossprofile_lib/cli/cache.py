@@ -1,15 +1,9 @@
-"""``crossprofile cache check|vacuum|export``: look after a call-cache file.
+"""``crossprofile cache check|vacuum|export PATH``: look after a call-cache file (or the folder holding
+``calls.sqlite``); the library functions are in :mod:`crossprofile_lib.backends.cache`.
 
-* ``check PATH`` -- a full check (file, SQLite header and length, ``PRAGMA integrity_check``,
-  schema, every row decodes); exit 0 when healthy, 1 with the problem named when not; when there is
-  no cache yet (PATH does not exist, or is a folder without ``calls.sqlite``: no model call has been
-  cached there, e.g. after runs of the reference decider only) it says so and exits 0;
-* ``vacuum PATH`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
-* ``export PATH OUT.jsonl`` -- every readable entry as one JSON line (also from a damaged file:
-  what SQLite can still read is saved, the rest counted).
-
-``PATH`` is a cache file or the folder holding ``calls.sqlite``. The library functions are in
-:mod:`crossprofile_lib.backends.cache`.
+* ``check`` -- a full check, exit 1 naming the problem; no cache there yet is said, exit 0;
+* ``vacuum`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
+* ``export PATH OUT.jsonl`` -- every readable entry as a JSON line (also from a damaged file, the rest counted).
 """
 
 from __future__ import annotations
@@ -20,9 +14,8 @@ from crossprofile_lib.cli import args as A
 
 
 def no_cache_yet(path) -> str:
-    """The message for ``cache check PATH`` when there is no cache there yet ('' when there is a file to
-    check): PATH does not exist, or is a folder without ``calls.sqlite``. Not an error: a cache is made by
-    the first model call (runs of the reference decider make none); nothing is to be moved or repaired."""
+    """The message for ``cache check PATH`` when PATH does not exist or is a folder without ``calls.sqlite``
+    ('' when there is a file to check): not an error, the first model call makes the cache."""
     from pathlib import Path
 
     from crossprofile_lib.backends.cache import FILE_NAME

@@ -1,13 +1,7 @@
-"""``crossprofile fit-paper``: fit the reference decider to the paper's published figures.
-
-Prints the fitted (social_proof, irrelevant_weight, inverse_temperature) per paper model with
-parametric-bootstrap intervals (the paper's figures redrawn at the paper's own sample sizes) and
-profile intervals, how many independent figures each model has against the 3 parameters, the fit's
-chi-squared, and per figure the paper's value, its n and sampling SD, the fitted prediction
-[interval], the residual, z, its linked group and the leave-one-figure-out prediction
-(:mod:`crossprofile_lib.paperfit`). Every table is the reference decider fitted to the paper's
-published numbers, not a model run.
-"""
+"""``crossprofile fit-paper``: the reference decider fitted to the paper's published figures (not a model run):
+per paper model the fitted parameters with parametric-bootstrap and profile intervals, the fit's chi-squared,
+and per figure the paper's value, n, sampling SD, prediction, residual, z and leave-one-out prediction
+(:mod:`crossprofile_lib.paperfit`)."""
 
 from __future__ import annotations
 

