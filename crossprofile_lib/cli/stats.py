@@ -135,7 +135,7 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     if not comp.empty:
         comp = comp.assign(col=comp["outcome"].str.replace("kept_", "") + " " + comp["cell"])
         comp = comp[comp["cell"].isin(["classic", "mirror", "all", "classic (pooled)", "mirror (pooled)"])]
-        w(ci_pivot(comp, ["policy", "budget_label"], "col", d=2).to_string())
+        w(ci_pivot(comp, ["policy", "budget_label"], "col", digits=2).to_string())
     w()
     rel = res["relevance"]
     w("Relevance filter precision / recall (%) against the roles")
