@@ -16,8 +16,7 @@ COMMANDS = ("validate", "run", "composition", "hiddenbench", "stats", "cache", "
 
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser of every command; given ``argv``, only the command it names gets its options (the others
-    a line in ``--help``), so that a command never pays for importing what the others' options need: a bad
-    option of ``crossprofile run`` is refused without loading the statistics or HiddenBench."""
+    a line in ``--help``), so a command never pays for importing what the others' options need."""
     import importlib
     p = argparse.ArgumentParser(prog="crossprofile", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -34,33 +33,22 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Run one command; returns its exit status (2: a bad command line, named by argparse before
-    any work; ``--help``: 0; 1: a run-time failure). No failure ends in a traceback: what a
-    command does not report itself is reported here, redacted -- a file that cannot be written
-    (full disk) or read, memory exhausted, Ctrl-C (130), and, as an ``internal error`` (a bug
-    to report), anything else. ``CROSSPROFILE_TRACEBACK=1`` shows the traceback instead."""
+    """Run one command; returns its exit status (2: a bad command line, before any work; 1: a run-time
+    failure; 130: Ctrl-C). No failure ends in a traceback (``CROSSPROFILE_TRACEBACK=1`` shows one): what a
+    command does not report is reported here, redacted, anything unforeseen as an ``internal error``."""
     import os
 
     from crossprofile_lib.safety.redact import redact_text
     argv = sys.argv[1:] if argv is None else list(argv)
-    from crossprofile_lib.cli.args import policy_file_values
+    from crossprofile_lib.cli.args import ArgError, policy_file_values, preload_policy_files
     if policy_file_values(argv):  # your own policies are registered before --policies is parsed
-        from crossprofile_lib.cli.args import ArgError, policy_timeout, policy_timeout_value, preload_policy_files
         from crossprofile_lib.policies.plugins import PolicyFileError
-        t = policy_timeout_value(argv)
-        try:
-            if t is not None:
-                policy_timeout(t)
-        except ArgError as e:
-            print(f"crossprofile: error: argument --policy-timeout: {e}. Nothing was run.", file=sys.stderr)
-            return 2
         try:
             preload_policy_files(argv)
-        except PolicyFileError as e:
-            print(f"crossprofile: error: argument --policy-file: {e}. Nothing was run.", file=sys.stderr)
-            return 2
-        except ValueError as e:  # CROSSPROFILE_POLICY_TIMEOUT
-            print(f"crossprofile: error: {e}. Nothing was run.", file=sys.stderr)
+        except (ArgError, ValueError) as e:  # ValueError: also a bad $CROSSPROFILE_POLICY_TIMEOUT
+            where = ("argument --policy-timeout: " if isinstance(e, ArgError)
+                     else "argument --policy-file: " if isinstance(e, PolicyFileError) else "")
+            print(f"crossprofile: error: {where}{e}. Nothing was run.", file=sys.stderr)
             return 2
     try:
         args = build_parser(argv).parse_args(argv)

@@ -1,12 +1,7 @@
-"""The command line's shared argument types.
-
-Every option is parsed here, by argparse ``type=`` functions, so a bad command line stops with
-exit 2 and a message naming the option and the rule (``argument --seeds: ...``) before any work
-starts and before anything is written. The rules are those of the configuration models
-(:mod:`crossprofile_lib.config`: budgets, seeds, lists; the policy registry; the provider table), and a
-command builds its configuration through :func:`build_config`, which names the option of any field the
-model refuses. Checks that need two options at once (a policy the chosen backend cannot run) are in
-:func:`unsupported_policies`.
+"""The command line's shared argument types: every option is parsed by an argparse ``type=`` function here,
+so a bad command line stops with exit 2 and a message naming the option and the rule before any work. The
+rules are the configuration models' (:mod:`crossprofile_lib.config`); :func:`build_config` names the option
+of any field a model refuses; :func:`unsupported_policies` checks a policy against the chosen backend.
 """
 
 from __future__ import annotations
@@ -15,24 +10,23 @@ import argparse
 import inspect
 import math
 import re
+import sys
 import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from crossprofile_lib.cli.policy_files import (  # noqa: F401  (re-exported)
-    POLICY_FILE_HELP,
-    add_policy_file_option,
-    policy_file_values,
-    policy_timeout,
-    policy_timeout_value,
-    preload_policy_files,
-)
 from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
 from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
 
 ArgError = argparse.ArgumentTypeError
+
+
+def fail(message, status: int) -> int:
+    """Print ``error: MESSAGE`` on stderr and return the exit status."""
+    print(f"error: {message}", file=sys.stderr)
+    return status
 
 
 def csv(s: str) -> list[str]:
@@ -47,6 +41,14 @@ def _items(s: str, what: str, example: str) -> list[str]:
         raise ArgError(f"empty list: give at least one {what}, comma-separated (e.g. {example})")
     try:
         return distinct(items, what)
+    except ValueError as e:
+        raise ArgError(str(e)) from None
+
+
+def _checked(check, *args):
+    """``check(*args)``, its ``ValueError`` an argparse error (exit 2, naming the option)."""
+    try:
+        return check(*args)
     except ValueError as e:
         raise ArgError(str(e)) from None
 
@@ -70,7 +72,6 @@ def int_at_least(low: int):
 
 
 positive_int = int_at_least(1)
-nonnegative_int = int_at_least(0)
 
 
 #: Upper bounds of counts whose memory or time grows with them (a larger value stops with exit 2
@@ -118,10 +119,7 @@ def seed(s: str) -> int:
     s = s.strip()
     if not _INT.match(s):
         raise ArgError(f"seed '{s}' is not an integer")
-    try:
-        return check_seed(int(s))
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(check_seed, int(s))
 
 
 def seeds(s: str) -> list[int]:
@@ -139,12 +137,8 @@ MAX_FIXED_K = 1000
 
 
 def budget(s: str) -> Budget:
-    """One budget: a ratio in (0, 1] (``0.6``) or a fixed token count above 0 (``128t``)
-    (:class:`crossprofile_lib.config.Budget`)."""
-    try:
-        return Budget(s)
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    """One budget: a ratio in (0, 1] (``0.6``) or a token count above 0 (``128t``)."""
+    return _checked(Budget, s)
 
 
 def budgets(s: str) -> list[str]:
@@ -173,10 +167,7 @@ def policies(s: str) -> list[str]:
 
 def variants(s: str) -> list[str]:
     """argparse type: comma-separated distinct variants (three letters of P/S)."""
-    try:
-        return check_variants(_items(s, "variant", "PSP,SPS"))
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(check_variants, _items(s, "variant", "PSP,SPS"))
 
 
 def ablations(s: str) -> list[str]:
@@ -185,10 +176,7 @@ def ablations(s: str) -> list[str]:
     out = _items(s, "ablation", "all")
     for a in out:
         if a != "all":
-            try:
-                get_ablation(a)
-            except ValueError as e:
-                raise ArgError(str(e)) from None
+            _checked(get_ablation, a)
     return out
 
 
@@ -202,15 +190,11 @@ def names(s: str) -> list[str]:
 def backend(s: str) -> str:
     """argparse type: ``ledger`` or ``provider/model`` with a known provider."""
     from crossprofile_lib.backends import check_backend_spec
-    try:
-        return check_backend_spec(s)
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(check_backend_spec, s)
 
 
 def backend_class(backend_spec: str):
-    """The backend's class (no model is loaded: its capabilities and options are read from it); None when
-    its module cannot be imported (a missing SDK: building the backend then names it)."""
+    """The backend's class (no model loaded); None when its module cannot be imported (a missing SDK)."""
     from crossprofile_lib.backends import provider_class
     try:
         return provider_class(backend_spec.partition("/")[0])
@@ -218,24 +202,15 @@ def backend_class(backend_spec: str):
         return None
 
 
-def unknown_backend_options(backend_spec: str, options) -> tuple[list[str], list[str]]:
-    """``(unknown, accepted)``: the option names the backend's class does not take, and those it
-    does, read from its constructor's signature (no model is loaded); nothing is unknown when the
-    class cannot be imported or takes any keyword."""
-    cls = backend_class(backend_spec)
-    if cls is None:
-        return [], []
-    params = inspect.signature(cls).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return [], []
-    accepted = [k for k in params if k not in ("model", "tokenizer")]
-    return sorted(k for k in options if k not in accepted), accepted
-
-
 def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, flags=None) -> None:
-    """``parser.error`` (exit 2) when the backend does not take one of ``options``; ``flags`` maps
-    an option to the command-line flag that set it (default ``--backend-option KEY``)."""
-    unknown, accepted = unknown_backend_options(backend_spec, options)
+    """``parser.error`` (exit 2) when the backend's class (its signature; no model loaded) does not take one of
+    ``options``; ``flags``: option -> the flag that set it (default ``--backend-option KEY``)."""
+    cls = backend_class(backend_spec)
+    params = inspect.signature(cls).parameters if cls is not None else None
+    if params is None or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [k for k in params if k not in ("model", "tokenizer")]
+    unknown = sorted(k for k in options if k not in accepted)
     if unknown:
         given = ", ".join((flags or {}).get(k, f"--backend-option {k}") for k in unknown)
         parser.error(f"argument {given}: backend '{backend_spec}' does not take "
@@ -244,17 +219,15 @@ def refuse_unknown_backend_options(parser, backend_spec: str, options: dict, fla
 
 
 def unsupported_policies(backend_spec: str, policy_specs) -> dict[str, str]:
-    """Policy -> why the backend cannot run it (:func:`crossprofile_lib.run.pipeline.unsupported` on the
-    capabilities its class declares: no model is loaded); empty when it can run them all."""
+    """Policy -> why the backend cannot run it (from its class's declared capabilities)."""
     from crossprofile_lib.run.pipeline import unsupported
     cls = backend_class(backend_spec)
     return {} if cls is None else unsupported(policy_specs, cls)
 
 
 def build_config(parser, cls, flags: dict, **fields):
-    """``cls(**fields)`` (a configuration model), or ``parser.error`` (exit 2) naming the option of the
-    first field the model refuses and its rule; ``flags`` maps a field to its option (default
-    ``--field-name``)."""
+    """``cls(**fields)``, or ``parser.error`` (exit 2) naming the option of the first field the model refuses
+    and its rule; ``flags``: field -> option (default ``--field-name``)."""
     try:
         return cls(**fields)
     except ValidationError as e:
@@ -264,8 +237,8 @@ def build_config(parser, cls, flags: dict, **fields):
 
 
 def option_value(v: str):
-    """A ``KEY=VALUE`` value, typed: int (``8``), float (``-0.5``, ``1e-3``, ``inf``), bool
-    (``true``/``false``, any case), else the string itself."""
+    """A ``KEY=VALUE`` value, typed: int (``8``), float (``-0.5``, ``inf``), bool (``true``, any case), else
+    the string."""
     s = v.strip()
     if not s.isascii():
         return v
@@ -281,9 +254,8 @@ def option_value(v: str):
 
 
 def backend_option(s: str) -> tuple[str, object]:
-    """argparse type of ``--backend-option KEY=VALUE``: ``(key, typed value)``; dashes in the key
-    become underscores (``social-proof=0.5`` -> ``("social_proof", 0.5)``). A key named like a
-    secret (``api_key``, ``token``, ...) keeps its value as the string given: a key is never a number."""
+    """argparse type of ``--backend-option KEY=VALUE``: ``(key, typed value)``, dashes in the key become
+    underscores; a secret-named key (``api_key``) keeps its value as the string given."""
     k, eq, v = s.partition("=")
     k = k.strip()
     if not eq or not k:
@@ -300,30 +272,27 @@ def backend_options(pairs) -> dict:
 
 # --- paths -----------------------------------------------------------------------------------
 
-def path_name(s: str) -> str:
-    """argparse type of any path: a name the file system can hold (no component over 255 bytes, no
-    symbolic-link loop; :func:`crossprofile_lib.safety.inputs.path_problem`)."""
-    from crossprofile_lib.safety.inputs import path_problem
-    problem = path_problem(s)
+def _path_arg(s: str, problem) -> str:
     if problem:
         raise ArgError(f"'{s[:80]}{'...' if len(s) > 80 else ''}': {problem}")
     return s
+
+
+def path_name(s: str) -> str:
+    """argparse type of any path: a name the file system can hold (``safety.inputs.path_problem``)."""
+    from crossprofile_lib.safety.inputs import path_problem
+    return _path_arg(s, path_problem(s))
 
 
 def input_file(s: str) -> str:
-    """argparse type of an input file: an existing, readable regular file (a folder, FIFO or device
-    is refused unread; :func:`crossprofile_lib.safety.inputs.input_file_problem`)."""
+    """argparse type of an input file: an existing, readable regular file (``safety.inputs.input_file_problem``)."""
     from crossprofile_lib.safety.inputs import input_file_problem
-    problem = input_file_problem(s)
-    if problem:
-        raise ArgError(f"'{s[:80]}{'...' if len(s) > 80 else ''}': {problem}")
-    return s
+    return _path_arg(s, input_file_problem(s))
 
 
 def out_dir(s: str) -> str:
-    """argparse type of ``--out``: a folder this process can create and write. Checked by
-    creating (and at once removing) a temporary file in the folder or its nearest existing
-    parent, so nothing is left behind when a later option fails."""
+    """argparse type of ``--out``: a folder this process can create and write (probed with a temporary file in
+    it or its nearest existing parent, so nothing is left behind)."""
     if not s.strip():
         raise ArgError("empty path")
     path_name(s)
@@ -359,16 +328,13 @@ def template_path(s: str) -> str:
     return s
 
 
-def existing_file(s: str) -> str:
-    """argparse type: a path to an existing, readable regular file (:func:`input_file`)."""
-    return input_file(s)
+existing_file = input_file
 
 
 # --- options given twice ---------------------------------------------------------------------
 
 class _StoreOnce(argparse._StoreAction):
-    """A ``store`` option that may appear once: argparse would silently keep the last of
-    ``--seeds 0 --seeds 1``."""
+    """A ``store`` option that may appear once (argparse would silently keep the last)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         given = namespace.__dict__.setdefault("_options_given", {})
@@ -387,12 +353,72 @@ def _shown(values) -> str:
 
 
 def refuse_repeats(parser: argparse.ArgumentParser) -> None:
-    """Make every single-value option of ``parser`` and its subcommands refuse to be given twice
-    (exit 2 naming the option and both values); ``append`` options (``--backend-option``) stay
-    repeatable."""
+    """Make every single-value option of ``parser`` and its subcommands refuse to be given twice (exit 2
+    naming both values); ``append`` options stay repeatable."""
     for a in parser._actions:
         if isinstance(a, argparse._SubParsersAction):
             for sub in dict.fromkeys(a.choices.values()):
                 refuse_repeats(sub)
         elif type(a) is argparse._StoreAction and a.option_strings:
             a.__class__ = _StoreOnce
+
+
+# --- --policy-file and --policy-timeout ----------------------------------------------------------
+# Read from argv before the command line is parsed and the files loaded (:func:`preload_policy_files`), so
+# ``--policies Mine`` is checked against a registry that knows ``Mine`` (crossprofile_lib.policies.plugins).
+
+POLICY_FILE_HELP = ("a Python file (or module:object) defining POLICY or POLICIES, memory policies of your own "
+                    "(book/reference-policies.md); repeatable; loaded and checked before anything else")
+
+
+def add_policy_file_option(p) -> None:
+    """``--policy-file FILE`` (repeatable) and ``--policy-timeout SECONDS``."""
+    p.add_argument("--policy-file", dest="policy_files", action="append", default=[], metavar="FILE",
+                   help=POLICY_FILE_HELP)
+    p.add_argument("--policy-timeout", dest="policy_timeout", type=policy_timeout, default=None, metavar="SECONDS",
+                   help="time limit of each call into a policy file's code (its import, order, packer, build); "
+                        "default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none")
+
+
+def policy_timeout(s: str) -> float:
+    """argparse type of ``--policy-timeout``: seconds in [0, 86400] (0: no limit)."""
+    try:
+        v = float(s) if s.isascii() else math.nan
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or not 0 <= v <= 86_400:
+        raise ArgError(f"'{s}' is not a number of seconds in [0, 86400] (0: no limit)")
+    return v
+
+
+def _argv_values(argv, flag: str) -> list[str]:
+    """The values of every ``FLAG X`` / ``FLAG=X`` in ``argv`` before ``--``, in order."""
+    out, it = [], iter(argv)
+    for a in it:
+        if a == "--":
+            break
+        if a == flag:
+            out.append(next(it, None))
+        elif a.startswith(flag + "="):
+            out.append(a.partition("=")[2])
+    return out
+
+
+def policy_timeout_value(argv):
+    """The last ``--policy-timeout`` value of ``argv`` (unchecked), else None."""
+    return (_argv_values(argv, "--policy-timeout") or [None])[-1]
+
+
+def policy_file_values(argv) -> list[str]:
+    """The values of every ``--policy-file`` in ``argv``, in order."""
+    return [v for v in _argv_values(argv, "--policy-file") if v is not None]
+
+
+def preload_policy_files(argv) -> list:
+    """Load (and check) the policy files named in ``argv``: ``ArgError`` for a bad ``--policy-timeout``,
+    ``PolicyFileError`` naming the file and the rule."""
+    from crossprofile_lib.policies.plugins import TIMEOUT, load_all
+    t = policy_timeout_value(argv)
+    if t is not None:
+        TIMEOUT[0] = policy_timeout(t)
+    return load_all(policy_file_values(argv))

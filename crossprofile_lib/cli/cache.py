@@ -1,26 +1,21 @@
-"""``crossprofile cache check|vacuum|export``: look after a call-cache file.
+"""``crossprofile cache check|vacuum|export PATH``: look after a call-cache file (or the folder holding
+``calls.sqlite``); the library functions are in :mod:`crossprofile_lib.backends.cache`.
 
-* ``check PATH`` -- a full check (file, SQLite header and length, ``PRAGMA integrity_check``,
-  schema, every row decodes); exit 0 when healthy, 1 with the problem named when not; when there is
-  no cache yet (PATH does not exist, or is a folder without ``calls.sqlite``: no model call has been
-  cached there, e.g. after runs of the reference decider only) it says so and exits 0;
-* ``vacuum PATH`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
-* ``export PATH OUT.jsonl`` -- every readable entry as one JSON line (also from a damaged file:
-  what SQLite can still read is saved, the rest counted).
-
-``PATH`` is a cache file or the folder holding ``calls.sqlite``. The library functions are in
-:mod:`crossprofile_lib.backends.cache`.
+* ``check`` -- a full check, exit 1 naming the problem; no cache there yet is said, exit 0;
+* ``vacuum`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
+* ``export PATH OUT.jsonl`` -- every readable entry as a JSON line (also from a damaged file, the rest counted).
 """
 
 from __future__ import annotations
 
 import sys
 
+from crossprofile_lib.cli import args as A
+
 
 def no_cache_yet(path) -> str:
-    """The message for ``cache check PATH`` when there is no cache there yet ('' when there is a file to
-    check): PATH does not exist, or is a folder without ``calls.sqlite``. Not an error: a cache is made by
-    the first model call (runs of the reference decider make none); nothing is to be moved or repaired."""
+    """The message for ``cache check PATH`` when PATH does not exist or is a folder without ``calls.sqlite``
+    ('' when there is a file to check): not an error, the first model call makes the cache."""
     from pathlib import Path
 
     from crossprofile_lib.backends.cache import FILE_NAME
@@ -44,8 +39,7 @@ def _cmd_check(args) -> int:
     try:
         rep = check_cache(args.path)
     except CacheError as e:  # not the file's health: its surroundings (a full disk, a read-only folder)
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     if rep["ok"]:
         print(f"{rep['file']}: ok, {rep['entries']} entries")
         return 0
@@ -64,8 +58,7 @@ def _cmd_vacuum(args) -> int:
     try:
         before, after = vacuum_cache(args.path)
     except CacheError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     print(f"{args.path}: {before} -> {after} bytes")
     return 0
 
@@ -82,13 +75,11 @@ def _cmd_export(args) -> int:
     try:
         written, bad = export_cache(args.path, args.out)
     except (CacheError, WriteError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     print(f"{written} entries -> {args.out}" + (f"; {bad} unreadable" if bad else ""))
     return 1 if bad else 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "cache"
 HELP = "check, vacuum or export a call-cache file"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from crossprofile_lib.cli import args as A
 
 
@@ -13,8 +11,7 @@ def _cmd_composition(args) -> int:
     try:
         df = read_results(args.dir)
     except ResultsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     if df.empty:
         args.parser.error(f"argument dir: {args.dir}: the results table has no rows (nothing to tabulate)")
     labels = list(dict.fromkeys(df["budget_label"]))
@@ -31,7 +28,6 @@ def _cmd_composition(args) -> int:
     return 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "composition"
 HELP = "kept support/decoy/irrelevant per policy x variant"
 

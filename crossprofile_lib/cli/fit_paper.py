@@ -1,13 +1,7 @@
-"""``crossprofile fit-paper``: fit the reference decider to the paper's published figures.
-
-Prints the fitted (social_proof, irrelevant_weight, inverse_temperature) per paper model with
-parametric-bootstrap intervals (the paper's figures redrawn at the paper's own sample sizes) and
-profile intervals, how many independent figures each model has against the 3 parameters, the fit's
-chi-squared, and per figure the paper's value, its n and sampling SD, the fitted prediction
-[interval], the residual, z, its linked group and the leave-one-figure-out prediction
-(:mod:`crossprofile_lib.paperfit`). Every table is the reference decider fitted to the paper's
-published numbers, not a model run.
-"""
+"""``crossprofile fit-paper``: the reference decider fitted to the paper's published figures (not a model run):
+per paper model the fitted parameters with parametric-bootstrap and profile intervals, the fit's chi-squared,
+and per figure the paper's value, n, sampling SD, prediction, residual, z and leave-one-out prediction
+(:mod:`crossprofile_lib.paperfit`)."""
 
 from __future__ import annotations
 
@@ -138,8 +132,7 @@ def _cmd_fit_paper(args) -> int:
                         cache_dir=args.cache, use_cache=not args.no_cache, tokenizer=args.tokenizer,
                         template_resamples=args.template_resamples, recovery_draws=args.recovery_draws)
     except (TemplateError, FileNotFoundError) as e:  # a broken template in the folder: named, exit 2
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     except (WriteError, OSError) as e:  # the cache folder cannot be written (full disk, read-only)
         print(f"error: the fit cache {args.cache or 'folder'} cannot be written ({e}); use --no-cache or another "
               f"--cache", file=sys.stderr)
@@ -155,7 +148,6 @@ def _cmd_fit_paper(args) -> int:
     return 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "fit-paper"
 HELP = "fit the reference decider to the paper's published figures (not a model run)"
 

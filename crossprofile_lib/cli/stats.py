@@ -1,6 +1,5 @@
-"""``crossprofile stats DIR``: the paper's inference (SPEC section 8) over a run's results table;
-the text report is :func:`crossprofile_lib.cli.report.print_report`, ``--json`` prints everything
-(every budget) as JSON."""
+"""``crossprofile stats DIR``: the paper's inference (SPEC section 8) over a run's results table, as a text
+report (:func:`print_report`) or, with ``--json``, everything (every budget) as JSON."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import json
 import sys
 
 from crossprofile_lib.cli import args as A
+from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
 
 
 def _cmd_stats(args) -> int:
@@ -18,8 +18,7 @@ def _cmd_stats(args) -> int:
         df = read_results(args.dir)
         prereg = load_prereg(args.prereg, args.prereg_extra)
     except (ResultsError, PreregError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     try:
         header = read_header(args.dir)
     except ResultsError as e:
@@ -37,14 +36,12 @@ def _cmd_stats(args) -> int:
     try:  # the run's own policies: from the files run.json records (same SHA-256), or --policy-file
         ensure_recorded(header.get("policy_files"), f"{args.dir}/run.json")
     except PolicyFileError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     from crossprofile_lib.stats.analysis_set import FailedCallsError, prepare
     try:
         rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
     except FailedCallsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     if prepared["failed_calls"]:
         print(f"notice: {prepared['failed_calls']}", file=sys.stderr)
     if rows.empty:
@@ -59,8 +56,7 @@ def _cmd_stats(args) -> int:
                       regressions=not args.no_regressions, fit_resamples=args.fit_resamples, rows=prepared,
                       cache=cache, choice_key=rebuild_inputs_key(config, args.templates))
     except PreregError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     if cache.write_error:
         print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
     from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
@@ -69,14 +65,171 @@ def _cmd_stats(args) -> int:
         print(json.dumps(to_jsonable({"run": str(args.dir), "models": res, "relevance_fallback": fb}), indent=1))
     else:
         for r in res:
-            from crossprofile_lib.cli.report import print_report
             print_report(r, str(prereg.settings["primary_budget"]))
         for line in fallback_lines(fb):
             print(line)
     return 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
+def _budget_rows(t, primary: str):
+    return t[t["budget_label"].isin([primary, "none"])] if "budget_label" in t.columns else t
+
+
+def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
+    """Per backend/model: the analysis set, headroom, the preregistered contrasts (Holm), accuracy, the classic
+    and mirror cells, composition, relevance filter, label effects, shared minus private support, accuracy by
+    net lead with the regressions and their verdict, and the fitted social-proof weight."""
+    import pandas as pd
+
+    from crossprofile_lib.stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
+    out = out or sys.stdout
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    head = f"== {res['backend']} / {res['model']}"
+    if res.get("note"):
+        head += f"  ({res['note']})"
+    w(head)
+    w(f"   {res['n_templates']} templates, {res['n_decisions']} decisions, tokenizer {res['tokenizer']}; "
+      f"template bootstrap, {res['resamples']} resamples, seed {res['seed']}, "
+      f"{round(100 * res['level'])}% percentile intervals")
+    a = res.get("analysis_set") or {}
+    if a:
+        w(f"   analysis set: {a['name']} ({a['n_templates']} templates; {a['rule']}"
+          + (f"; {a['rows_dropped']} rows of {a['development_templates']} development templates dropped"
+             if a.get("rows_dropped") else "") + ")")
+    if res.get("failed_calls"):
+        w(f"   notice: {res['failed_calls']}")
+    h = res["headroom"]
+    w(f"   headroom: ALL - EMPTY = {fmt_ci(h['estimate'], h['lo'], h['hi'])} points (lower bound must exceed "
+      f"{h['min_points']:g}): {'passed' if h['passed'] else 'FAILED'}")
+    w(f"   results are {res.get('status_label', h['status'])}")
+    w()
+    c = res["contrasts"]
+    w(f"Preregistered contrasts ({res['prereg']}; p adjusted within family)")
+    rows = []
+    for r in c.itertuples():
+        paper = ", ".join(f"{k} {v}" for k, v in (r.paper or {}).items())
+        fam = r.family if r.family != "confirmatory" or res.get("status", "confirmatory") == "confirmatory" \
+            else "confirmatory (run exploratory)"
+        rows.append(dict(id=r.id, family=fam, estimate=fmt_ci(r.estimate, r.lo, r.hi) if r.estimable else
+                         f"not estimable: {r.reason}", p=fmt_p(r.p), p_adj=fmt_p(r.p_adjusted),
+                         reject=("yes" if r.reject else "no") if r.estimable and r.family else "",
+                         paper=paper, title=r.title))
+    w(pd.DataFrame(rows).to_string(index=False))
+    w("   paper = the paper's reported values (SPEC sections 8, 10), not results of this run")
+    w()
+    w("Accuracy (%) per policy x budget x variant")
+    w(ci_pivot(res["accuracy"], ["policy", "budget_label"], "variant").to_string())
+    w()
+    w(f"Classic ({CLASSIC}) and mirror ({MIRROR}) cells at budget {primary} and unbudgeted: accuracy and decoy "
+      "choice (%); 'pooled' = PS* / SP* (both irrelevant levels), secondary")
+    w(f"   mirror = {MIRROR} is our reading (the paper does not state the mirror cell's irrelevant level; {MIRROR} "
+      "swaps every holder of the classic cell)")
+    cells = _budget_rows(res["cells"], primary)
+    if not cells.empty:
+        cells = cells.assign(col=cells["outcome"].map({"correct": "accuracy", "chose_decoy": "chose decoy"})
+                             + " " + cells["cell"])
+        w(ci_pivot(cells, ["policy", "budget_label"], "col").to_string())
+    w()
+    w(f"Kept composition (mean facts kept; retention = kept support / 5) at budget {primary} and unbudgeted")
+    comp = _budget_rows(res["composition"], primary)
+    if not comp.empty:
+        comp = comp.assign(col=comp["outcome"].str.replace("kept_", "") + " " + comp["cell"])
+        comp = comp[comp["cell"].isin(["classic", "mirror", "all", "classic (pooled)", "mirror (pooled)"])]
+        w(ci_pivot(comp, ["policy", "budget_label"], "col", digits=2).to_string())
+    w()
+    rel = res["relevance"]
+    w("Relevance filter precision / recall (%) against the roles")
+    w(ci_pivot(rel, ["relevance_filter"], "outcome").to_string() if not rel.empty else "   (no relevance-filter rows)")
+    w()
+    le = res["label_effects"]
+    w("Label effects: label control minus labelled policy (points)")
+    if le.empty:
+        w("   (no label-control policies in this run)")
+    else:
+        le = le.assign(col=le["cell"])
+        w(ci_pivot(le, ["policy", "budget_label"], "col").to_string())
+    w()
+    ss = res["support_shared_minus_private"]
+    w("ALL memory: accuracy with support shared minus support private (points)")
+    w(ss.assign(estimate=ci_column(ss), p=ss["p"].map(fmt_p))[["policy", "n", "estimate", "p"]].to_string(index=False)
+      if not ss.empty else "   (no ALL rows)")
+    w()
+    nl = res["net_lead"]
+    w(f"Accuracy (%) by net evidence lead (rows: {nl['where'] or 'all'}; {nl['n']} decisions); "
+      f"never falls as net lead rises: {'yes' if nl['nondecreasing'] else 'NO'}")
+    t = nl["by_net_lead"]
+    w(t.assign(accuracy=ci_column(t))[["net_lead", "n", "accuracy"]].to_string(index=False))
+    roles = {"fixed": "primary", "lr": "robustness", "mixed": "robustness", "gee": "robustness"}
+    fam = nl.get("families", {})
+    if fam.get("primary"):
+        f0 = fam["primary"]
+        w(f"   Regressions, primary family: {f0['family']} ({f0['n']} decisions; reference policy {f0['reference']})"
+          + (f"; {f0['note']}" if f0.get("note") else ""))
+    for key in ("fixed", "lr", "mixed", "gee"):
+        if key not in nl:
+            continue
+        m = nl[key]
+        w(f"   [{roles[key]}] {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
+        if isinstance(m["terms"], pd.DataFrame) and not m["terms"].empty:
+            cols = [c for c in ("term", "coef", "sd", "z", "p", "p_holm") if c in m["terms"].columns]
+            w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        if m.get("error"):
+            w(f"   {m['error']}")
+        elif key == "mixed":
+            w(f"   template random-intercept SD {m['template_sd']:.3f}; policy terms significant after Holm: "
+              f"{m['policy_significant']}")
+        elif m.get("wald") or m.get("lr"):
+            wd = m.get("wald") or m.get("lr")
+            w(f"   {'joint Wald' if m.get('wald') else 'likelihood-ratio'} test of the policy terms: chi2 = "
+              f"{wd['chi2']:.1f}, df = {wd['df']}, p = {fmt_p(wd['p'])}; significant: {m['policy_significant']}")
+        if m.get("flat_templates"):
+            w(f"   {m['flat_templates']} template(s) all correct or all wrong: no information under fixed effects, dropped")
+        for msg in m.get("warnings", []):
+            if "separation" in msg:
+                w(f"   note: {msg}")
+    if fam.get("secondary"):
+        f1 = fam["secondary"]
+        w(f"   Secondary family: {f1['family']} ({', '.join(f1['policies'])} tested; {f1['n']} decisions)"
+          + (f"; {f1['note']}" if f1.get("note") else ""))
+        sep = f1.get("separated")
+        if isinstance(sep, pd.DataFrame) and not sep.empty:
+            w("   separated levels, reported apart (a coefficient there is infinite, so no test is run on it):")
+            w(sep.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    v = nl.get("verdict")
+    if isinstance(v, pd.DataFrame) and not v.empty:
+        sig = nl.get("policy_significant")
+        name = fam.get("primary", {}).get("family", "")
+        w("   Verdict: policy terms " + ("stay significant" if sig else "are not significant" if sig is False
+                                         else "could not be tested")
+          + " once net lead and irrelevant tone are controlled (primary: template fixed effects"
+          + (f", family {name}" if name else "") + ")")
+        cols = [c for c in ("family", "fit", "role", "test", "statistic", "df", "p", "policy_significant",
+                            "agrees_with_primary") if c in v.columns]
+        vv = v[cols].copy()
+        if "p" in vv:
+            vv["p"] = vv["p"].map(fmt_p)
+        w(vv.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    w()
+    sp = res["social_proof"]
+    w("Fitted decider parameters (conditional logit; beyond the paper): score = sum polarity * w_f * (1 + s*(n-1)), "
+      "P = softmax(beta * score)")
+    if "skipped" in sp:
+        w(f"   skipped: {sp['skipped']}")
+    elif sp.get("n_decisions", 0) == 0:
+        w(f"   {sp.get('note', 'no decisions')}")
+    else:
+        tb = sp["table"]
+        w(tb.assign(estimate=[fmt_ci(e, l, h, 3) for e, l, h in zip(tb.estimate, tb.lo, tb.hi)],
+                    p=tb["p"].map(fmt_p))[["parameter", "estimate", "p", "at_bound"]].to_string(index=False))
+        info = sp.get("rebuild", {})
+        w(f"   {sp['n_decisions']} decisions ({sp['n_patterns']} distinct patterns), {sp['resamples']} bootstrap fits"
+          + (f"; left out: {info.get('invalid', 0)} invalid, {info.get('memory_mismatch', 0)} memories not "
+             f"rebuilt identically, {info.get('not_rebuilt', 0)} not rebuilt" if info else ""))
+        if sp.get("note"):
+            w(f"   note: {sp['note']}")
+    w()
+
+
 COMMAND = "stats"
 HELP = ("template-bootstrap inference: preregistered contrasts (Holm), tables, net-lead regressions, "
         "fitted social-proof weight")

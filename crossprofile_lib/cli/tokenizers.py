@@ -1,19 +1,13 @@
-"""``crossprofile tokenizers list|fetch|check``: the named tokenizers (the paper's models' vocabularies).
-
-* ``list`` -- every name, the models it prices, whether it is installed here and where;
-* ``fetch [NAME...] [--from SDIST] [--force]`` -- get llama.cpp's vocab files from the PyPI source
-  distribution of llama-cpp-python (pip; or an archive already on this machine), rebuild each
-  tokenizer in pure Python and check it on llama.cpp's reference vectors (exit 1 naming what is
-  missing when it cannot);
-* ``check [NAME...]`` -- recheck installed tokenizers on the reference vectors (exit 1 on a mismatch).
-
-The library is :mod:`crossprofile_lib.task.vocabs`; the folder is ``$CROSSPROFILE_TOKENIZERS`` or the
-user data folder.
-"""
+"""``crossprofile tokenizers list|fetch|check``: the named tokenizers (the paper's models' vocabularies):
+list them, fetch llama.cpp's vocab files (llama-cpp-python's source archive on PyPI, or ``--from`` a local
+one) and rebuild them in pure Python, recheck them on llama.cpp's reference vectors (exit 1 on a mismatch).
+The library is :mod:`crossprofile_lib.task.vocabs`."""
 
 from __future__ import annotations
 
 import sys
+
+from crossprofile_lib.cli import args as A
 
 
 def _cmd_list(args) -> int:
@@ -34,8 +28,7 @@ def _cmd_list(args) -> int:
     try:
         own = vocabs.user_names(folder)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return A.fail(e, 1)
     for name, path in own.items():
         print(f"  {name:10s} {path} (from {folder / vocabs.USER_NAMES})")
     print("  offline    the file-free approximation offline-bpe-approx-v1 (prices labels as SmolLM2 does)")
@@ -48,8 +41,7 @@ def _cmd_fetch(args) -> int:
         done = vocabs.fetch(args.names or None, sdist=args.sdist, force=args.force,
                             log=lambda s: print(s, file=sys.stderr))
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1 if isinstance(e, vocabs.VocabUnavailable) else 2
+        return A.fail(e, 1 if isinstance(e, vocabs.VocabUnavailable) else 2)
     for m in done:
         print(f"{m['name']}: {m['file']} ({m['models']}), {m['reference_vectors_exact']}/{m['reference_vectors']} "
               f"reference vectors exact -> {vocabs.tokenizers_dir()}")
@@ -76,7 +68,6 @@ def _cmd_check(args) -> int:
     return 1 if bad else 0
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "tokenizers"
 HELP = "list, fetch or check the named tokenizers (qwen2.5, llama-3.1)"
 

@@ -1,6 +1,5 @@
-"""``crossprofile validate [PATH...]``: check template files (rules 1-5 of SPEC section 2) and the design
-check (the classic cell holds under each pricing the suite is calibrated for; ``--table`` prints its numbers);
-no path: the templates bundled with the package (:func:`crossprofile_lib.paths.templates_dir`)."""
+"""``crossprofile validate [PATH...]``: check template files (rules 1-5 of SPEC section 2; default: the
+bundled templates) and the design check (the classic cell holds under each pricing; ``--table`` prints it)."""
 
 from __future__ import annotations
 
@@ -10,8 +9,8 @@ from crossprofile_lib.cli import args as A
 
 
 def _cmd_validate(args) -> int:
-    """One line per file (``ok`` on stdout, ``FAIL`` naming file, field and rule on stderr), then
-    the summary; exit 1 if any file is invalid. The checks live in :mod:`crossprofile_lib.task.validate`."""
+    """One line per file (``ok`` on stdout, ``FAIL`` naming file, field and rule on stderr), then the
+    summary; exit 1 if any file is invalid."""
     from collections import Counter
 
     from crossprofile_lib.paths import templates_dir
@@ -33,8 +32,7 @@ def _cmd_validate(args) -> int:
     try:
         verdicts = validate_paths(paths, n_options=args.options, tokenizer=default_tokenizer(), design=design)
     except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return A.fail(e, 2)
     if args.table:  # every template that passes rules 1-5, also those the design check fails
         _print_table(validate_paths(paths, n_options=args.options) if design else verdicts,
                      design or [default_tokenizer()])
@@ -51,8 +49,8 @@ def _cmd_validate(args) -> int:
 
 
 def _print_table(verdicts, tokenizers) -> None:
-    """Per template and tokenizer: T_all, the budget B(0.6), the nine private lines' cost, what is
-    left, the cheapest decoy line and what R1 keeps in PSP (support/decoy/irrelevant)."""
+    """Per template and tokenizer: T_all, B(0.6), the nine private lines' cost, what is left, the cheapest
+    decoy line and what R1 keeps in PSP."""
     from crossprofile_lib.task.design_check import classic_fit
     print(f"{'template':28s} {'tokenizer':38s} {'T_all':>5s} {'B':>4s} {'nine':>4s} {'left':>4s} "
           f"{'decoy':>5s}  R1 keeps")
@@ -66,7 +64,6 @@ def _print_table(verdicts, tokenizers) -> None:
                   f"{f.cheapest_decoy.cost:5d}  {k[0]}/{k[1]}/{k[2]}{'' if f.holds else '  <- does not hold'}")
 
 
-#: The command's name and its line in ``crossprofile --help`` (read without importing what :func:`register` needs).
 COMMAND = "validate"
 HELP = "validate template files (rules 1-5 of SPEC section 2)"
 

@@ -1,35 +1,23 @@
-"""Untrusted input files: one safe-input layer that every file argument of the suite goes through.
+"""Untrusted input files: the one safe-input layer every file argument goes through.
 
-Templates, HiddenBench JSON files, preregistration (``--prereg``) files, chat-template files
-(``--chat-template``, ``hf:FOLDER``) and tokenizer files are all read by :func:`read_bytes` /
-:func:`read_text`, then parsed by :func:`load_yaml` or :func:`load_json`. Each failure is an
-:class:`InputError` (a ``ValueError``) naming the file, the field and the rule; callers wrap it in
-their own subclass (:class:`TemplateError`, ``HiddenBenchError``, ``PreregError``). The rules, in
-order:
+Templates, HiddenBench JSON, ``--prereg``, chat-template and tokenizer files are read by :func:`read_bytes` /
+:func:`read_text`, then parsed by :func:`load_yaml` or :func:`load_json`. A failure is an :class:`InputError`
+(a ``ValueError``) naming the file, the field and the rule (callers subclass it). The rules, in order:
 
-* ``file (not a regular file)``, ``file (unreadable)``: a readable regular file (a folder, a
-  FIFO, ``/dev/zero`` or a socket is refused before a byte is read: the file is opened
-  non-blocking and checked with ``fstat``, so nothing can hang or read without end);
-* ``file (size limit)``: at most the kind's cap (:data:`MAX_BYTES` for templates), checked before
-  reading and again while reading;
-* ``file (encoding)``: UTF-8. A UTF-8 byte-order mark is accepted (the **BOM rule**: editors on
-  Windows write one; it is dropped); UTF-16/32, Latin-1 and binary files are named;
-* ``file (control characters)``: no NUL or other control character except tab and newline, no
-  invisible format character (zero-width space, bidi override, ...), no private-use, surrogate
-  or unassigned code point; ``yaml (control characters)`` / ``json (control characters)``: the
-  same for a value written with escapes (``"\\0"``, ``"\\u202e"``, a lone ``"\\ud800"``), naming
-  the field;
-* YAML (:class:`StrictLoader`): ``schema (YAML syntax)``, one document; ``yaml (anchor or
-  alias)`` and ``yaml (merge key)`` (no alias bombs); ``yaml (tag)`` (core tags only); ``yaml
-  (nesting depth)``; ``yaml (duplicate key)``; ``yaml (key type)``; ``schema (YAML value)``;
-* JSON (:func:`load_json`): ``json (syntax)``; ``json (nesting depth)`` (checked on the text
-  before parsing); ``json (duplicate key)`` (an object names a key once: JSON would silently keep
-  the last); ``json (number)`` (no ``NaN``/``Infinity``, no integer of more than
-  :data:`MAX_INT_DIGITS` digits, no float that overflows).
+* ``file (not a regular file)``, ``file (unreadable)``: a folder, FIFO, ``/dev/zero`` or socket is refused
+  before a byte is read (opened non-blocking, checked with ``fstat``);
+* ``file (size limit)``: the kind's cap (:data:`MAX_BYTES` for templates), before and while reading;
+* ``file (encoding)``: UTF-8; a UTF-8 byte-order mark is dropped (the **BOM rule**); UTF-16/32 are named;
+* ``file (control characters)``: no control character but tab and newline, no invisible format, private-use,
+  surrogate or unassigned code point; ``yaml``/``json (control characters)``: the same in escaped values;
+* YAML (:class:`StrictLoader`): ``schema (YAML syntax)``, one document; ``yaml (anchor or alias)``, ``yaml
+  (merge key)``, ``yaml (tag)`` (core tags only), ``yaml (nesting depth)``, ``yaml (duplicate key)``,
+  ``yaml (key type)``, ``schema (YAML value)``;
+* JSON (:func:`load_json`): ``json (syntax)``, ``json (nesting depth)`` (on the text, before parsing),
+  ``json (duplicate key)``, ``json (number)`` (no NaN/Infinity, no integer over 30 digits, no float overflow).
 
-Template files also need the extension ``.yaml`` (``file (extension)``); :func:`template_paths`
-expands files, folders and globs. The file and character rules live in :mod:`.text_input`, the JSON
-rules in :mod:`.json_input`; every name is re-exported here.
+Template files also need the extension ``.yaml`` (``file (extension)``). The file, character and JSON rules
+live in :mod:`.text_input`.
 """
 
 from __future__ import annotations
@@ -43,61 +31,49 @@ from typing import Iterable, Optional
 import yaml
 
 from crossprofile_lib.paths import resolve_template_path
-from crossprofile_lib.safety.json_input import (  # noqa: F401  (re-exported: the JSON rules)
-    _JSON_STRING,
-    JSONObject,
-    _field,
-    _NumberRefused,
-    _object,
-    _parse_constant,
-    _parse_float,
-    _parse_int,
-    check_json_value,
-    json_depth,
-    load_json,
-    parse_json,
-)
-from crossprofile_lib.safety.text_input import (  # noqa: F401  (re-exported: the file and character rules)
-    _ALLOWED_CONTROLS,
-    _BAD_CATEGORIES,
-    _CANDIDATE_SUFFIXES,
-    _CORE_TAGS,
+from crossprofile_lib.safety.text_input import (  # noqa: F401  (re-exported: the file, character and JSON rules)
     CHAT_TEMPLATE_MAX_BYTES,
     HIDDENBENCH_MAX_BYTES,
-    JSON_MAX_DEPTH,
     MAX_BYTES,
-    MAX_DEPTH,
-    MAX_INT_DIGITS,
-    NAME_MAX,
-    PATH_MAX,
     PREREG_MAX_BYTES,
-    SUFFIX,
     TOKENIZER_CONFIG_MAX_BYTES,
     InputError,
     TemplateError,
-    _bad_char,
-    _check_text,
-    _describe_char,
-    _errname,
-    _Refused,
-    _where,
+    _field,
     bad_char,
+    check_json_value,
     decode_text,
     describe_char,
     input_file_problem,
+    json_depth,
+    load_json,
+    parse_json,
     path_problem,
     read_bytes,
     read_text,
 )
 
+MAX_DEPTH = 8           # a template needs 3 (root -> facts -> fact -> value)
+SUFFIX = ".yaml"
+_CANDIDATE_SUFFIXES = (".yaml", ".yml")  # what a folder walk picks up (".yml" only to refuse it)
+_CORE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+
+
+class _Refused(Exception):
+    def __init__(self, rule: str, field: str, message: str):
+        self.rule, self.field, self.message = rule, field, message
+        super().__init__(message)
+
+
+def _where(mark) -> str:
+    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+
+
 # --- YAML ------------------------------------------------------------------------------------
 
 class StrictLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses anchors/aliases, non-core tags, deep nesting and duplicate keys.
-
-    It keeps the path of the node being composed, so every refusal names its field
-    (``facts[3].role``) the way schema errors do. ``max_depth``: levels of collections allowed.
-    """
+    """A SafeLoader that refuses anchors/aliases, non-core tags, deep nesting and duplicate keys; each
+    refusal names its field (``facts[3].role``). ``max_depth``: levels of collections allowed."""
 
     max_depth = MAX_DEPTH
 
@@ -106,11 +82,7 @@ class StrictLoader(yaml.SafeLoader):
         self._path: list = []
 
     def _field(self, extra=None) -> str:
-        parts = self._path + ([extra] if extra is not None else [])
-        out = ""
-        for p in parts:
-            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-        return out or "<file>"
+        return _field(self._path + ([extra] if extra is not None else []))
 
     def compose_node(self, parent, index):
         if isinstance(parent, yaml.SequenceNode):
@@ -169,8 +141,7 @@ class StrictLoader(yaml.SafeLoader):
 
 
 def parse_yaml(path: Path | str, text: str, error=TemplateError, max_depth: int = MAX_DEPTH):
-    """Parse ``text`` (said to come from ``path``) with :class:`StrictLoader`; refusals become
-    ``error`` (default :class:`TemplateError`)."""
+    """Parse ``text`` (from ``path``) with :class:`StrictLoader`; refusals become ``error``."""
     loader = StrictLoader(text)
     loader.max_depth = max_depth
     try:
@@ -219,14 +190,9 @@ def _walk(folder: Path) -> list[Path]:
 
 
 def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
-    """Expand files, folders and glob patterns into template paths, in order, each once.
-
-    A folder contributes every ``*.yaml`` and ``*.yml`` file under it (recursively, hidden
-    files and folders skipped); the ``.yml`` ones are then refused by the extension rule,
-    never skipped. A path that matches nothing, or a folder with no template file, raises
-    :class:`FileNotFoundError`. A ``templates/...`` path that does not exist in the working folder
-    means the bundled templates (:func:`crossprofile_lib.paths.resolve_template_path`).
-    """
+    """Files, folders (every ``*.yaml`` and ``*.yml`` under it, hidden ones skipped; ``.yml`` is then
+    refused, never skipped) and globs as template paths, in order, each once. A path matching nothing
+    raises :class:`FileNotFoundError`; a missing ``templates/...`` means the bundled templates."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     out: list[Path] = []
@@ -265,10 +231,9 @@ def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
 
 def option_number(owner: str, name: str, value, *, low: Optional[float] = None, high: Optional[float] = None,
                   integer: bool = False, allow_inf: bool = False, above: bool = False):
-    """``value`` of option ``name`` (of ``owner``, e.g. ``backend ledger``) as a number under the strict
-    rule every option value follows: a real number (a boolean is not ``1``, a string is not parsed),
-    finite unless ``allow_inf`` (NaN never), an integer when ``integer``, and within ``[low, high]``
-    (``above``: strictly above ``low``). Raises ``ValueError`` naming the option and the rule."""
+    """``value`` of option ``name`` (of ``owner``) as a number: real (not a bool or string), finite unless
+    ``allow_inf`` (NaN never), integral when ``integer``, in ``[low, high]`` (``above``: strictly above
+    ``low``); else ``ValueError`` naming the option and the rule."""
     ok_type = isinstance(value, numbers.Integral if integer else numbers.Real) and not isinstance(value, bool)
     if integer and isinstance(value, float) and value.is_integer():
         ok_type, value = True, int(value)

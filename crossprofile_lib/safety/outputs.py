@@ -1,29 +1,15 @@
 """One writer per output folder, and writes that never leave a half-written file.
 
-* :func:`locked_dir` -- ``with locked_dir(path): ...`` holds ``PATH/.crossprofile.lock`` (JSON:
-  pid, host, start time, command) for the duration of the block. The file is created with
-  ``O_CREAT | O_EXCL`` (atomic), so of two runs on one ``--out`` exactly one gets it; the other
-  raises :class:`FolderLocked` at once, naming the holder. A lock left by a process that no
-  longer exists on this host (``kill -9``, power loss) is taken over, with a notice on stderr.
-  The lock is released when the block ends, also on an exception or Ctrl-C. A lock held by
-  another host is never taken over (its process cannot be checked): remove it by hand.
-* :func:`atomic_write` -- ``with atomic_write(dest) as tmp: write(tmp)`` writes to a unique
-  temporary name in the destination's folder and renames it over ``dest`` (``os.replace``,
-  atomic on POSIX) only when the block succeeds; readers see the old file or the new one, never
-  a torn one. :func:`write_text_atomic` is the one-liner for text. Files are created with the
-  mode every other file gets (``0666`` less the umask), not ``mkstemp``'s ``0600``. A write that
-  fails (a full disk, ``EFBIG``, a read-only folder) raises :class:`WriteError` naming the file and
-  the cause; the old file is left as it was.
-* :func:`check_output_folder` / :func:`check_output_file` -- the one "would this destroy existing
-  work" check every command runs on its output path before writing: an output that is (or lies in)
-  what the command reads is refused; a folder holding another kind of output (a ``run`` folder
-  given to ``hiddenbench run``, or the reverse) is refused; finished work of the same kind that the
-  new output would replace (a run with a different grid, an existing export file) is refused
-  unless ``--overwrite`` is given. Each refusal (:class:`WouldDestroy`, exit 2) names the folder and
-  what is in it.
-
-The lock file records the command line through :func:`crossprofile_lib.safety.redact.redact_argv`
-(no key given as an option or inside a URL reaches it).
+* :func:`locked_dir` -- holds ``PATH/.crossprofile.lock`` (JSON: pid, host, start time, command line through
+  :func:`~crossprofile_lib.safety.redact.redact_argv`) for a block, created with ``O_CREAT | O_EXCL``: of two
+  runs on one ``--out`` one gets it, the other raises :class:`FolderLocked` naming the holder. A lock left by a
+  dead process on this host is taken over with a notice; one held by another host never is.
+* :func:`atomic_write` / :func:`write_text_atomic` -- write a temporary file beside ``dest`` (mode ``0666``
+  less the umask) and ``os.replace`` it on success; a failed write (full disk, ``EFBIG``, read-only) raises
+  :class:`WriteError` naming the file and the cause, the old file unchanged.
+* :func:`check_output_folder` / :func:`check_output_file` -- the one "would this destroy existing work" check:
+  an output that is (or lies in) an input is refused, a folder of another kind of output is refused, and
+  finished work of the same kind is replaced only with ``--overwrite`` (:class:`WouldDestroy`, exit 2).
 """
 
 from __future__ import annotations
@@ -48,8 +34,7 @@ _HELD: set[str] = set()  # lock files this process holds (for re-entrant use)
 
 
 class FolderLocked(ValueError):
-    """Another live process holds the output folder's lock (a ``ValueError``: the command line
-    reports it as a usage error, exit 2)."""
+    """Another live process holds the output folder's lock (a usage error, exit 2)."""
 
 
 class WouldDestroy(ValueError):
@@ -57,8 +42,8 @@ class WouldDestroy(ValueError):
 
 
 class WriteError(OSError):
-    """A file could not be written (full disk, file too large, read-only folder). ``str()`` names
-    the file and the cause; the file's old version, if any, is unchanged."""
+    """A file could not be written (full disk, file too large, read-only folder); ``str()`` names the
+    file and the cause."""
 
     def __str__(self) -> str:
         return str(self.strerror)
@@ -230,20 +215,23 @@ def atomic_write(dest: Path | str) -> Iterator[Path]:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
         os.replace(tmp, dest)
-    except WriteError:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
-        raise
-    except OSError as e:  # ENOSPC, EFBIG, EROFS...: named, and the old file is left as it was
-        tmp.unlink(missing_ok=True)
-        raise write_error(dest, e) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, WriteError):  # ENOSPC, EFBIG, EROFS...: named
+            raise write_error(dest, e) from None
         raise
 
 
 def write_text_atomic(dest: Path | str, text: str) -> None:
     with atomic_write(dest) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def _probe(folder) -> None:
+    """Create and remove a file in ``folder`` (root may pass ``os.access`` where nothing can be created)."""
+    fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def check_writable(folder: Path | str) -> None:
@@ -253,9 +241,7 @@ def check_writable(folder: Path | str) -> None:
         raise ValueError(f"--out {folder}: exists and is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
+        _probe(folder)
     except OSError as e:
         raise ValueError(f"--out {folder}: cannot write there ({errno.errorcode.get(e.errno, e.errno)}: "
                          f"{e.strerror})") from None
@@ -303,8 +289,7 @@ def folder_kind(folder: Path | str) -> Optional[str]:
 
 
 def describe_folder(folder: Path | str) -> str:
-    """What an output folder holds, in a few words (``results.parquet (12 kB), run.json: a run of
-    ledger created 2026-...``)."""
+    """What an output folder holds, in a few words (its files and sizes, the header's run)."""
     folder = Path(folder)
     found = [f"{n} ({_size(folder / n)})" for names in OUTPUT_KINDS.values() for n in names if _exists(folder / n)]
     header = {}
@@ -325,16 +310,9 @@ def describe_folder(folder: Path | str) -> str:
 def check_output_folder(folder: Path | str, kind: str, inputs: Iterable[Path | str] = (),
                         same_work: Optional[Callable[[Path], list[str]]] = None, overwrite: bool = False,
                         option: str = "--out") -> None:
-    """Refuse (:class:`WouldDestroy`) an output folder whose writing would destroy or mix with
-    existing work (see module doc), before anything is written:
-
-    * ``folder`` is, or lies inside, a folder the command reads (an ``inputs`` entry that is a
-      folder, e.g. ``--templates templates/dev``), or is the folder holding an input file: never
-      (not even with ``--overwrite``);
-    * ``folder`` holds output of another kind (:data:`OUTPUT_KINDS`): never;
-    * ``folder`` holds output of this ``kind`` and ``same_work(folder)`` lists differences (a run
-      of another grid; an unreadable header counts as one): only with ``overwrite``.
-    """
+    """Refuse (:class:`WouldDestroy`) ``folder`` when it is or lies in an input folder or is an input
+    file's folder, or holds output of another kind (never allowed), or holds output of this ``kind`` that
+    ``same_work(folder)`` says differs (allowed with ``overwrite``)."""
     folder = Path(folder)
     here = _real(folder)
     for p in inputs:
@@ -360,9 +338,8 @@ def check_output_folder(folder: Path | str, kind: str, inputs: Iterable[Path | s
 
 def check_output_file(dest: Path | str, inputs: Iterable[Path | str] = (), overwrite: bool = False,
                       option: str = "OUT") -> None:
-    """Refuse (:class:`WouldDestroy`) an output file that is one of the command's ``inputs`` (never
-    allowed), a folder, or an existing non-empty file (allowed with ``overwrite``); a parent folder
-    that cannot be written is named too. Checked before anything is written."""
+    """Refuse (:class:`WouldDestroy`) an output file that is an input (never allowed), a folder, an
+    existing non-empty file (allowed with ``overwrite``) or in a folder that cannot be written."""
     dest = Path(dest)
     problem = path_problem(dest)
     if problem:
@@ -383,9 +360,7 @@ def check_output_file(dest: Path | str, inputs: Iterable[Path | str] = (), overw
     parent = Path(os.path.dirname(here) or ".")
     if not parent.is_dir():
         raise WouldDestroy(f"{option} {dest}: its folder {parent} does not exist")
-    try:  # a probe, as root may pass os.access where nothing can be created (/proc, a read-only mount)
-        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
+    try:
+        _probe(parent)
     except OSError as e:
         raise WouldDestroy(f"{option} {dest}: its folder {parent} is not writable ({_why(e)})") from None

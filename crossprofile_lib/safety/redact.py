@@ -1,24 +1,13 @@
-"""The one redaction rule for every string that can hold a credential.
+"""The one redaction rule for every string that can hold a credential (lock file, run headers, the call
+cache, results rows, logs, messages, the progress bar); deterministic, so a redacted URL still names its server.
 
-Keys come from the environment or from options and must never reach a file the suite writes (the
-lock file, ``run.json``, ``hiddenbench_run.json``, the call cache's keys and stored fields, results
-rows, logs, error messages, the progress bar). Every writer of such a string goes through one of:
-
-* :func:`redact_url` -- a URL: its userinfo (``user:password@``, ``KEY@``) becomes ``***@``; **every**
-  query value and the fragment become ``***`` unless the parameter is known to be harmless
-  (:data:`HARMLESS_QUERY`: ``api-version``, ``region``, ...), because a key may travel under any
-  name (Azure Functions use ``?code=KEY``). A harmless-named value that looks like a key is masked
-  too. An unparsable URL (an invalid IPv6 host) keeps only what precedes its userinfo and query;
-* :func:`redact_value` / :func:`redact_options` (the rule of run headers -- ``run.json``,
-  ``hiddenbench_run.json`` -- and configuration hashes) -- an option ``NAME=VALUE``: a value whose name
-  looks secret (:func:`is_secret_name`) becomes ``***``; URLs inside any other value are redacted;
-  a value that looks like a key (``sk-...``, ``hf_...``, ``Bearer ...``) becomes ``***``;
-* :func:`redact_argv` -- a command line: ``--opt VALUE`` / ``--opt=VALUE`` with a secret-looking
-  option name, every ``KEY=VALUE`` word (``--backend-option api_key=...``) and every URL;
-* :func:`redact_text` -- free text (an error message): every URL and key-looking token, and the
-  given secret strings.
-
-Redaction is deterministic, so a redacted URL still names the server in a cache key.
+* :func:`redact_url` -- userinfo becomes ``***@``; every query value and the fragment become ``***`` unless the
+  parameter is known harmless (:data:`HARMLESS_QUERY`) and the value does not look like a key (a key may
+  travel under any name: ``?code=KEY``); an unparsable URL keeps only what precedes its userinfo and query;
+* :func:`redact_value` / :func:`redact_options` -- an option's value: ``***`` when its name looks secret
+  (:func:`is_secret_name`) or it looks like a key (``sk-...``, ``hf_...``, ``Bearer ...``); URLs redacted;
+* :func:`redact_argv` -- a command line: secret-named ``--opt VALUE`` / ``--opt=VALUE``, ``KEY=VALUE`` words, URLs;
+* :func:`redact_text` -- free text: every URL and key-looking token, and the given secret strings.
 """
 
 from __future__ import annotations
@@ -45,10 +34,8 @@ _NAME_VALUE = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether an option, header or query name looks like it holds a secret: one of its words
-    (split at ``_``, ``-``, ``.`` and camel case) is in :data:`SECRET_WORDS` (``api_key``,
-    ``apiKey``, ``x-api-key``, ``access_token``, ``client_secret``, ``password``, ``sig``, ``code``);
-    ``tokenizer`` or ``max_tokens`` are not."""
+    """Whether a name looks like it holds a secret: one of its words (split at ``_ - .`` and camel case)
+    is in :data:`SECRET_WORDS` (``apiKey``, ``x-api-key``, ``client_secret``; not ``max_tokens``)."""
     words = [w.lower() for w in _WORD_SPLIT.split(str(name).strip("-")) if w]
     return any(w in SECRET_WORDS for w in words) or str(name).lower().replace("-", "_") in ("api_key", "apikey")
 
@@ -80,8 +67,7 @@ def _redact_pairs(q: str) -> str:
 
 
 def redact_url(url):
-    """``url`` with its userinfo, its query values (unless harmless) and its fragment replaced by
-    ``***`` (see module doc). Lists and tuples are redacted element-wise; ``None`` passes through."""
+    """``url`` redacted (module doc); lists and tuples element-wise; ``None`` passes through."""
     if url is None:
         return None
     if isinstance(url, (list, tuple)):
@@ -104,8 +90,7 @@ def redact_url(url):
 
 
 def redact_text(text: str, secrets=()) -> str:
-    """``text`` with every URL and key-looking token redacted and every string in ``secrets``
-    (of at least 4 characters) replaced by ``***``."""
+    """``text`` with URLs and key-looking tokens redacted and each of ``secrets`` (4+ characters) masked."""
     known = sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True)
     out = str(text)
     for s in known:  # first: a secret holding a quote (RFC 3986 allows ' in userinfo) ends the URL match early
@@ -117,9 +102,7 @@ def redact_text(text: str, secrets=()) -> str:
 
 
 def redact_value(name: str, value):
-    """The one rule for an option's value: ``***`` when ``name`` looks secret or the value looks
-    like a key; URLs inside a string redacted; lists, tuples and dicts redacted element-wise
-    (dict keys are names); numbers, booleans and None unchanged."""
+    """An option's value redacted (module doc); containers element-wise (dict keys are names)."""
     if is_secret_name(name):
         return MASK if value not in (None, "") else value
     if isinstance(value, dict):
@@ -140,9 +123,7 @@ def redact_options(options: dict | None) -> dict:
 
 
 def redact_argv(argv) -> list[str]:
-    """A command line with every credential masked (see module doc): ``--api-key KEY`` and
-    ``--api-key=KEY`` (any secret-looking option name), ``api_key=KEY`` words, URLs and key-looking
-    tokens."""
+    """A command line with every credential masked (module doc)."""
     out: list[str] = []
     mask_next = False
     for a in map(str, argv):
@@ -163,9 +144,8 @@ def redact_argv(argv) -> list[str]:
 
 
 def url_secrets(url) -> list[str]:
-    """The secret parts of ``url`` (password or user name, every query value not known harmless,
-    the fragment), to scrub from free text that may quote them without the URL (e.g. an HTTP
-    library's error)."""
+    """The secret parts of ``url`` (password or key-like user name, query values not known harmless, the
+    fragment), to scrub from text that may quote them without the URL (an HTTP library's error)."""
     if url is None:
         return []
     if isinstance(url, (list, tuple)):

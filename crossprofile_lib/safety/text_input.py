@@ -1,21 +1,18 @@
-"""The safe-input layer's file and character rules (:mod:`crossprofile_lib.safety.inputs`, which
-re-exports every name here): the size caps, :class:`InputError` / :class:`TemplateError`, the
-character rules (:func:`bad_char`), reading bytes and text (:func:`read_bytes`, :func:`decode_text`,
-:func:`read_text`) and path names that can never name a file (:func:`path_problem`,
-:func:`input_file_problem`). The rules are listed in :mod:`crossprofile_lib.safety.inputs`.
-"""
+"""The safe-input layer's file, character and JSON rules, and path names that can never name a file;
+the rules are listed in :mod:`crossprofile_lib.safety.inputs`, which re-exports the public names."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 import stat
 import unicodedata
 from pathlib import Path
 from typing import Optional
 
 MAX_BYTES = 64 * 1024   # a template: the largest real one is under 4 KiB
-MAX_DEPTH = 8           # a template needs 3 (root -> facts -> fact -> value)
 #: Caps of the other kinds of input file (bytes).
 HIDDENBENCH_MAX_BYTES = 64 * 1024 * 1024   # the public file is about 0.3 MB
 PREREG_MAX_BYTES = 1024 * 1024             # the bundled prereg.yaml is 5 KB
@@ -23,9 +20,6 @@ CHAT_TEMPLATE_MAX_BYTES = 1024 * 1024      # a Jinja chat template: a few KB
 TOKENIZER_CONFIG_MAX_BYTES = 16 * 1024 * 1024   # tokenizer_config.json (may embed an added-token table)
 JSON_MAX_DEPTH = 32
 MAX_INT_DIGITS = 30
-SUFFIX = ".yaml"
-_CANDIDATE_SUFFIXES = (".yaml", ".yml")  # what a folder walk picks up (".yml" only to refuse it)
-_CORE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))
 _ALLOWED_CONTROLS = frozenset("\t\n\r")
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs"})
 
@@ -42,21 +36,11 @@ class TemplateError(InputError):
     """A template broke a rule. ``str()`` names the file, the field and the rule."""
 
 
-class _Refused(Exception):
-    def __init__(self, rule: str, field: str, message: str):
-        self.rule, self.field, self.message = rule, field, message
-        super().__init__(message)
-
-
-def _where(mark) -> str:
-    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-
-
 # --- characters ------------------------------------------------------------------------------
 
 def bad_char(text: str):
-    """``(index, char)`` of the first control, invisible, private-use, surrogate or unassigned
-    character (tab, newline and carriage return are allowed), else None."""
+    """``(index, char)`` of the first control, invisible, private-use, surrogate or unassigned character
+    (tab, newline and carriage return allowed), else None."""
     for i, ch in enumerate(text):
         if ch in _ALLOWED_CONTROLS or ch.isascii() and ch.isprintable():
             continue
@@ -65,14 +49,8 @@ def bad_char(text: str):
     return None
 
 
-_bad_char = bad_char  # the name earlier modules used
-
-
 def describe_char(ch: str) -> str:
     return f"character U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')}, category {unicodedata.category(ch)})"
-
-
-_describe_char = describe_char
 
 
 def _check_text(path, text: str, error=InputError) -> None:
@@ -93,9 +71,8 @@ def _errname(e: OSError) -> str:
 
 
 def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (rules ``file (not a regular file)``,
-    ``file (unreadable)``, ``file (size limit)``; see the module doc). Never blocks on a FIFO and
-    never reads more than ``max_bytes + 1`` bytes."""
+    """The bytes of a regular file of at most ``max_bytes``; never blocks on a FIFO, never reads more
+    than ``max_bytes + 1`` bytes."""
     path = Path(path)
     try:
         st = os.stat(path)
@@ -138,8 +115,7 @@ def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "
 
 
 def decode_text(path, data: bytes, error=InputError, check_chars: bool = True) -> str:
-    """``data`` as strict UTF-8 (a UTF-8 byte-order mark is dropped; UTF-16/32 and other encodings
-    are named), then the control-character rule unless ``check_chars`` is false."""
+    """``data`` as strict UTF-8 (a BOM dropped, other encodings named), then the character rule."""
     for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
                       (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
         if data.startswith(bom):
@@ -173,9 +149,8 @@ PATH_MAX = 4096
 
 
 def path_problem(p: Path | str) -> Optional[str]:
-    """Why ``p`` can never name a file here (None when it can): an empty name, a NUL byte, a
-    component longer than :data:`NAME_MAX` bytes, a path longer than :data:`PATH_MAX` bytes, or a
-    symbolic-link loop."""
+    """Why ``p`` can never name a file here (None when it can): empty, a NUL, a name or path too long,
+    a symbolic-link loop."""
     s = os.fspath(p)
     if not s.strip():
         return "empty path"
@@ -204,9 +179,8 @@ def path_problem(p: Path | str) -> Optional[str]:
 
 
 def input_file_problem(p: Path | str, max_bytes: Optional[int] = None) -> Optional[str]:
-    """Why ``p`` cannot be read as an input file (None when it can), checked without reading it:
-    :func:`path_problem`, then it exists, is a regular file (not a folder, FIFO or device), is
-    readable and (with ``max_bytes``) not larger than that."""
+    """Why ``p`` cannot be read as an input file (None when it can), without reading it: a path problem,
+    missing, not a regular file, unreadable or (with ``max_bytes``) too large."""
     problem = path_problem(p)
     if problem:
         return problem
@@ -225,3 +199,118 @@ def input_file_problem(p: Path | str, max_bytes: Optional[int] = None) -> Option
     if max_bytes is not None and st.st_size > max_bytes:
         return f"is {st.st_size} bytes (at most {max_bytes})"
     return None
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+class JSONObject(dict):
+    """A decoded JSON object; ``duplicates``: the keys it named more than once."""
+
+    duplicates: tuple = ()
+
+
+def _object(pairs) -> JSONObject:
+    obj = JSONObject(pairs)
+    if len(obj) != len(pairs):
+        seen, dups = set(), []
+        for k, _ in pairs:
+            if k in seen and k not in dups:
+                dups.append(k)
+            seen.add(k)
+        obj.duplicates = tuple(dups)
+    return obj
+
+
+class _NumberRefused(ValueError):
+    pass
+
+
+def _parse_int(s: str) -> int:
+    if len(s.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NumberRefused(f"an integer of {len(s.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(s)
+
+
+def _parse_float(s: str) -> float:
+    v = float(s)
+    if v in (float("inf"), float("-inf")):
+        raise _NumberRefused(f"the number {s[:40]} is too large for a float")
+    return v
+
+
+def _parse_constant(s: str):
+    raise _NumberRefused(f"'{s}' is not a JSON number (NaN and Infinity are not allowed)")
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings ignored)."""
+    depth = best = 0
+    for m in re.finditer(r"[\[\]{}]", _JSON_STRING.sub("", text)):
+        depth += 1 if m.group(0) in "[{" else -1
+        best = max(best, depth)
+    return best
+
+
+def _field(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "<file>"
+
+
+def check_json_value(value, path, error=InputError, where: tuple = ()) -> None:
+    """Refuse duplicate keys and strings with bad characters in a decoded JSON value, naming the field
+    (``where`` + the path inside ``value``)."""
+    stack = [(value, tuple(where))]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, dict):
+            dups = getattr(v, "duplicates", ())
+            if dups:
+                raise error(path, _field(at + (dups[0],)), "json (duplicate key)",
+                            f"key '{dups[0]}' appears twice in one object; JSON would silently keep the last")
+            for k, x in v.items():
+                bad = bad_char(k)
+                if bad:
+                    raise error(path, _field(at), "json (control characters)",
+                                f"{describe_char(bad[1])} in a key: control, invisible and unassigned characters "
+                                "are not allowed")
+                stack.append((x, at + (k,)))
+        elif isinstance(v, list):
+            stack.extend((x, at + (i,)) for i, x in enumerate(v))
+        elif isinstance(v, str):
+            bad = bad_char(v)
+            if bad:
+                raise error(path, _field(at), "json (control characters)",
+                            f"{describe_char(bad[1])} in the value: control, invisible and unassigned characters "
+                            "are not allowed")
+
+
+def parse_json(path: Path | str, text: str, error=InputError, max_depth: int = JSON_MAX_DEPTH,
+               check: bool = True):
+    """Parse JSON ``text`` under the JSON rules; ``check=False`` leaves the duplicate-key and character
+    rules to the caller (:func:`check_json_value` per record, so one bad record can be skipped)."""
+    d = json_depth(text)
+    if d > max_depth:
+        raise error(path, "<file>", "json (nesting depth)", f"nested {d} levels deep (at most {max_depth})")
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_int=_parse_int, parse_float=_parse_float,
+                           parse_constant=_parse_constant)
+    except _NumberRefused as e:
+        raise error(path, "<file>", "json (number)", str(e)) from None
+    except json.JSONDecodeError as e:
+        raise error(path, "<file>", "json (syntax)", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except (ValueError, RecursionError) as e:
+        raise error(path, "<file>", "json (syntax)", "not valid JSON: " + " ".join(str(e).split())[:200]) from None
+    if check:
+        check_json_value(value, path, error)
+    return value
+
+
+def load_json(path: Path | str, max_bytes: int, error=InputError, max_depth: int = JSON_MAX_DEPTH,
+              what: str = "file", check: bool = True):
+    """A JSON input file through every rule (characters are checked on the decoded strings)."""
+    return parse_json(path, read_text(path, max_bytes, error, what, check_chars=False), error, max_depth, check)
