@@ -40,8 +40,8 @@ _NAMESPACE = {
               "split_backends status_line",
     "netlead": "by_net_lead_table net_lead_analyses net_lead_takeaways net_lead_where paper_by_lead regression_outputs "
                "social_proof_fits ties_note where_text",
-    "paper": "CHAPTER_PAGES LONG_TABLE_STYLES UNINFORMATIVE_WIDTH PaperFiguresError PaperItem agreement_takeaways by_chapter "
-             "chapter_link chapter_links comparison comparison_runs left_out_line load_paper_figures long_by_chapter "
+    "paper": "CHAPTER_PAGES LONG_TABLE_STYLES UNINFORMATIVE_WIDTH PaperFiguresError PaperItem "
+             "chapter_link chapter_links comparison comparison_runs left_out_line load_paper_figures "
              "long_comparison long_takeaways main_rows model_summary paper_text paper_values paper_vs_suite reference_rows "
              "reproduced share_within suite_values",
     "paperfit_tables": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
@@ -58,7 +58,7 @@ _NAMESPACE = {
             "ROOT SOCIAL_PROOF_POLICIES SWEEP_POLICIES Run bootstrap config_digest ensure_run load_run model_run primary_budget "
             "reference_run reference_who resolve slug unit_column with_cells",
     "socialproof": "LABEL_ITEMS SHARED_ITEM deciders label_controls label_effects_by_run label_gap label_takeaways "
-                   "missing_shared same_model_paper_column support_shared_by_run support_shared_table support_shared_wide "
+                   "missing_shared same_model_paper_column support_shared_by_run support_shared_wide "
                    "sweep_runs sweep_table sweep_who verdict_word versus_policies",
     "style": "Signal model_signal no_signal_note",
     "tables": "CELL_LABELS HEATMAP_POLICIES KEPT POOLED_LABELS accuracy_matrix at_budget cell_entry cell_gaps cell_rows "

@@ -143,30 +143,6 @@ def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[in
     return inside, total
 
 
-def agreement_takeaways(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[str]:
-    """Per run column: how many paper values lie inside its intervals; and how to read that."""
-    lines = []
-    for col in [c for c in tab.columns if c[0] == "this suite"]:
-        inside, total = share_within(tab, items, col)
-        if total:
-            lines.append(f"{html.escape(col[1])}: {inside} of {total} paper values lie inside this run's 95% interval.")
-    lines.append("A value inside an interval of the reference decider says the effect follows from what the memory keeps; "
-                 "one outside says the paper's models add something of their own "
-                 '(<a href="06-social-proof.html">chapter 6</a>).')
-    return lines
-
-
-def by_chapter(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[tuple[str, pd.DataFrame]]:
-    """The comparison split by the paper's chapter, each part indexed by (result, quantity), columns
-    that are empty throughout left out."""
-    out = []
-    for chapter, part in tab.groupby(pd.Series([it.chapter for it in items]), sort=False):
-        part = part.set_index([("result", ""), ("quantity", "")])
-        part.index.names = ["result", "quantity"]
-        out.append((chapter, part.loc[:, [c for c in part.columns if not part[c].astype(str).eq("").all()]]))
-    return out
-
-
 # --------------------------------------------------------------------------- chapter 11, long format
 #: An interval at least this wide (in points, on a % or points scale) says nothing: it is never counted
 #: as agreement with the paper, whatever value it covers (a near-chance model's [0, 100]).
@@ -385,11 +361,6 @@ def long_takeaways(long: pd.DataFrame) -> list[str]:
                      'models add something of their own (<a href="06-social-proof.html">chapter 6</a>).')
     lines.append("A model is set beside its own paper values only (crossprofile_lib/resources/paper_models.yaml).")
     return lines
-
-
-def long_by_chapter(long: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The long comparison split by the paper's chapter (display columns only)."""
-    return [(c, part[LONG_COLUMNS].reset_index(drop=True)) for c, part in long.groupby("chapter", sort=False)]
 
 
 #: A sticky first column and wrapping cells: the row labels stay in view on a narrow screen.

@@ -137,12 +137,6 @@ def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str
     return out
 
 
-def support_shared_table(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
-    """:func:`support_shared_by_run` stacked with a ``run`` column (empty runs left out)."""
-    rows = [shared[r.label].assign(run=r.label) for r in runs if not shared[r.label].empty]
-    return pd.concat(rows) if rows else pd.DataFrame()
-
-
 def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
     """Policy (ALL and its label controls) x one column block per run: ``(run, "this run")`` the estimate
     [95% interval], and for a model that is one of the paper's ``(run, "paper: <model>")`` that model's value
