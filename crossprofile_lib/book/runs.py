@@ -1,13 +1,10 @@
-"""The runs the book reads: where they live, when they are (re)run, and why one is missing.
+"""The runs the book reads: :class:`Run` is one run folder (results table and ``run.json``).
 
-:class:`Run` is one run folder (results table and ``run.json``). :func:`ensure_run` loads a folder recording the
-configuration asked for and runs it otherwise; a folder holding **another** configuration is never overwritten (the
-run goes to ``<name>-<digest>``), under the folder's lock. :func:`model_run` returns ``None`` for a backend that cannot
-run here and records why in the ``skipped`` mapping it is handed. Relative paths resolve against the repository root.
-The ``ledger`` backend is the *reference decider*, never a model. The reference grid prices budgets with
-:data:`REFERENCE_TOKENIZER` (Qwen2.5's vocabulary); where it cannot be had, :func:`reference_tokenizer` falls back to
-the offline approximation and the run says so (:attr:`Run.pricing_note`).
-"""
+:func:`ensure_run` loads a folder recording the configuration asked for and runs it otherwise; a folder holding
+**another** configuration is never overwritten (the run goes to ``<name>-<digest>``, under the folder's lock).
+:func:`model_run` returns ``None`` for a backend that cannot run here and records why in ``skipped``. The ``ledger``
+backend is the *reference decider*, never a model; where :data:`REFERENCE_TOKENIZER` cannot be had its budgets are
+priced offline and :attr:`Run.pricing_note` says so."""
 
 from __future__ import annotations
 
@@ -70,8 +67,7 @@ def reference_who(model: str) -> str:
 
 
 def tokenizer_note(header: dict) -> str:
-    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own
-    tokenizer or its server (the offline approximation, asked for), else empty."""
+    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own tokenizer, else empty."""
     src = str(header.get("tokenizer_source") or "")
     return f" (budgets priced with the {src})" if src.startswith("offline approximation") else ""
 
@@ -179,9 +175,7 @@ class Run:
 
 
 def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[str, str]:
-    """The budget a chapter shows for ``run``: ``wanted`` (prereg.yaml's primary budget) when the
-    run has it, else the run's first ratio budget. Returns ``(budget, notice)``; the notice is
-    empty when the primary budget is there."""
+    """``(budget, notice)``: ``wanted`` when the run has it, else the run's first ratio budget (notice says so)."""
     have = run.budgets if run is not None else []
     if not have or wanted in have:
         return wanted, ""
@@ -192,8 +186,7 @@ def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[st
 
 
 def with_cells(df: pd.DataFrame) -> pd.DataFrame:
-    """``cell`` (classic = PSP, mirror = SPS) and ``pooled_cell`` (PS* / SP*) recomputed from
-    ``variant``, so a run folder written before SPEC section 3's revision reads the same."""
+    """``cell`` and ``pooled_cell`` recomputed from ``variant`` (a run folder from before SPEC section 3's revision)."""
     if "variant" not in df.columns:
         return df
     names = df["variant"].astype(str)
@@ -259,8 +252,7 @@ def _hashes_at(paths: tuple, stamp: tuple) -> tuple:
 
 
 def _same_templates(folder: Path, cfg) -> bool:
-    """Whether the run in ``folder`` answered the template files as they are now (``run.json``'s
-    ``templates_sha256``; a run that did not record them is taken as it is)."""
+    """Whether the run in ``folder`` answered the template files as they are now (unrecorded: yes)."""
     try:
         stored = json.loads((folder / "run.json").read_text()).get("templates_sha256")
     except (OSError, ValueError):
@@ -269,9 +261,8 @@ def _same_templates(folder: Path, cfg) -> bool:
 
 
 def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = False) -> Run:
-    """Load the run of ``cfg``: from ``path`` when its ``run.json`` records ``cfg``, else run it
-    (into ``path`` when that is empty, or into ``path``'s sibling of its own when ``path`` holds
-    another configuration; ``rerun=True`` reruns into ``path``)."""
+    """Load the run of ``cfg`` from ``path`` when its ``run.json`` records ``cfg``, else run it (into a sibling
+        ``path-<digest>`` when ``path`` holds another configuration; ``rerun=True`` reruns into ``path``)."""
     want = _jsonable(protocol_free(asdict(cfg)))
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
@@ -298,13 +289,9 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
 
 
 def reference_tokenizer(name: Optional[str]) -> tuple[Optional[str], str]:
-    """The tokenizer the reference grid runs with for the book parameter ``tokenizer``, and why the
-    offline approximation stands in for it (``""`` when it does not).
-
-    ``None``, ``""`` and ``offline`` ask for the approximation itself (no note). A named vocabulary
-    (``qwen2.5``, ``llama-3.1``) is fetched once on first use; when it cannot be had here (no pip, no
-    registry, automatic fetching off, a damaged file) the grid is priced offline and the note says
-    why. A name no rule knows is a bad parameter: :class:`ValueError` naming it."""
+    """The reference grid's tokenizer for the book parameter ``tokenizer``, and why the offline
+        approximation stands in for it (``""`` when it does not); ``None``/``""``/``offline`` ask for the approximation.
+        A name no rule knows raises :class:`ValueError` naming it."""
     if name is None or str(name).strip() in ("", "offline", OfflineTokenizer.name):
         return None, ""
     name = str(name).strip()
@@ -322,11 +309,8 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
                   social_proof: float = 0.0, n_agents: int = 4, policies: Optional[Sequence[str]] = None,
                   inverse_temperature: Optional[float] = None, name: Optional[str] = None,
                   variants: Optional[Sequence[str]] = None, tokenizer: Optional[str] = None) -> Run:
-    """The reference decider's grid: ``runs/ledger``, ``runs/ledger-sp0.5`` (social-proof
-    weight 0.5), ``runs/ledger-agents6`` (6 agents), ``runs/ledger-sp0.5-beta2`` (softmax with
-    inverse temperature 2 instead of argmax). ``tokenizer``: the budgets' pricing (the book passes
-    :data:`REFERENCE_TOKENIZER`; None: the offline approximation); where it cannot be had here the
-    run is priced offline and :attr:`Run.pricing_note` says why (:func:`reference_tokenizer`)."""
+    """The reference decider's grid (``runs/ledger``, ``-sp0.5``, ``-agents6``, ``-sp0.5-beta2``), budgets priced
+        with ``tokenizer`` (None: offline; see :func:`reference_tokenizer`)."""
     tokenizer, why = reference_tokenizer(tokenizer)
     name = name or ("ledger" + (f"-sp{social_proof:g}" if social_proof else "") + (f"-agents{n_agents}" if n_agents != 4 else "")
                     + (f"-beta{inverse_temperature:g}" if inverse_temperature is not None else ""))
@@ -351,9 +335,8 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
               budgets: Sequence[str] = (PRIMARY_BUDGET,), variants: Optional[Sequence[str]] = None,
               policies: Sequence[str] = MODEL_POLICIES, backend_options: Optional[dict] = None,
               suffix: str = "", skipped: Optional[dict] = None) -> Optional[Run]:
-    """A language-model backend's run (``runs/<backend slug>``), or None when ``backend`` is
-    empty or cannot be built here (the reason goes to ``skipped[backend]``). Calls go through
-    the backend's call cache: a finished grid makes no model calls."""
+    """A backend's run (``runs/<backend slug>``), or None when it is empty or cannot be built here (the reason goes
+        to ``skipped[backend]``); a finished grid makes no model calls (the call cache)."""
     skipped = {} if skipped is None else skipped
     if not backend or backend == "ledger":
         return None
@@ -378,8 +361,7 @@ def unit_column(df: pd.DataFrame) -> str:
 
 
 def bootstrap(run, n_resamples: int = 10_000, seed: int = 0):
-    """The template bootstrap shared by every statistic of one run (``(B, T)`` count matrix);
-    HiddenBench tables resample tasks."""
+    """The template bootstrap shared by every statistic of one run (HiddenBench resamples tasks)."""
     df = run.df if hasattr(run, "df") else run
     return TemplateBootstrap.draw(df[unit_column(df)].astype(str).unique(), n_resamples, np.random.default_rng(seed))
 
