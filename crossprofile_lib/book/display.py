@@ -1,17 +1,7 @@
-"""How a chapter shows things: boxes, captions, figures, the provenance box and the takeaways.
-
-* :class:`Captions` numbers figures and tables per chapter; every caption ends with ONE short
-  line naming the backend and model of its runs (the full sentence is in the provenance box).
-  Every figure has a label (``fig-<name>``) that the chapter text references with ``{numref}``;
-  in the book it is a numbered Sphinx figure (:mod:`crossprofile_lib.book.sphinx_figures`).
-* :func:`show_figure` displays a figure, its caption and a link to the notebook cell that made
-  it (the downloadable ``.ipynb`` and the cell's execution number).
-* :func:`display`, :data:`HTML`, :data:`Markdown`: IPython's, so a chapter imports only ``book``.
-* the near-chance flag and the intervals that say nothing are :mod:`crossprofile_lib.book.flags`; the
-  notices, the provenance badge, the "built with" line and the takeaways box are
-  :mod:`crossprofile_lib.book.provenance` (which builds on the boxes here). The flags' names are still
-  importable from here; every name of the three is ``book.X``.
-"""
+"""How a chapter shows things: boxes, numbered captions (:class:`Captions`, each ending with ONE short line naming the
+backend and model of its runs; every figure labelled ``fig-<name>`` for ``{numref}``), :func:`show_figure` (figure,
+caption, link to the notebook cell that made it), and IPython's :func:`display`, :data:`HTML`, :data:`Markdown`.
+The near-chance flag's names (:mod:`.flags`) are importable from here too."""
 
 from __future__ import annotations
 
@@ -68,8 +58,7 @@ def esc(s) -> str:
 
 
 def admonition(kind: str, title: str, body: str):
-    """A visible box (``note``, ``warning``, ``important``, ``tip``) that renders in Jupyter
-    and in the book. ``body`` is HTML."""
+    """A visible box (``note``, ``warning``, ``important``, ``tip``) for Jupyter and the book; ``body`` is HTML."""
     return _html(f'<div class="admonition {kind}"><p class="admonition-title">{html.escape(title)}</p>'
                  f"<p>{body}</p></div>")
 
@@ -121,8 +110,7 @@ def notebook_name(chapter) -> str:
 
 
 class Captions:
-    """Numbered captions for one chapter; each names the backend and model of its runs once. The
-    landing page (``intro``) numbers its figures 0.1, 0.2, ..."""
+    """Numbered captions for one chapter (the landing page, ``intro``, numbers 0.1, 0.2, ...)."""
 
     def __init__(self, chapter: int | str):
         self.chapter = "0" if chapter == "intro" else chapter
@@ -138,8 +126,7 @@ class Captions:
         return f"{self._next(kind)}. {text} {_labels(runs)}".strip()
 
     def label(self, name: Optional[str]) -> str:
-        """``fig-<name>`` (unique on the page: a second figure of that name gets ``-2``); without a
-        name, ``fig-<notebook>-<n>``."""
+        """``fig-<name>`` (a second figure of that name gets ``-2``); without a name ``fig-<notebook>-<n>``."""
         base = f"fig-{name}" if name else f"fig-{self.notebook}-{self._n['Figure']}"
         label, k = base, 1
         while label in self._labels:
@@ -149,9 +136,7 @@ class Captions:
         return label
 
     def figure(self, text: str, runs, name: Optional[str] = None):
-        """The caption of the next figure: number, text, the backend-and-model line and the source
-        link; it carries the figure's label (:meth:`label`) and number for the book's
-        ``{numref}`` cross-references (:mod:`crossprofile_lib.book.sphinx_figures`)."""
+        """The next figure's caption: number, text, backend-and-model line, source link, label and number for ``{numref}``."""
         num = self._next("Figure")
         label = self.label(name)
         return _html(f'<p class="caption cp-caption" data-cp-figure="{html.escape(label)}" '
@@ -171,12 +156,9 @@ class Captions:
 
     def table(self, df: pd.DataFrame, text: str, runs, fmt: Optional[str | dict] = None, precision: int = 1,
               gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
-        """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns).
-        Every cell, index and column label is HTML-escaped: template text (titles, option names) is
-        user data and never reaches the page as markup.
-        Readable as printed (:func:`tidy_table`): flat headers without snake_case, integer counts as
-        integers, booleans as Yes/No, p-values as ``< 0.001``; a near-chance run's label flagged in the
-        headers; intervals spanning about 0-100 greyed and marked."""
+        """A Styler with the caption (optional 0-100 colour gradient over ``gradient``), every cell and label
+                HTML-escaped (template text is user data), readable as printed (:func:`tidy_table`), near-chance runs
+                flagged in the headers, intervals spanning about 0-100 greyed and marked."""
         old_cols = list(df.columns)
         df = tidy_table(_flag_headers(df, runs))
         new_of = dict(zip(old_cols, df.columns))
@@ -246,9 +228,8 @@ def _p_value(v):
 
 
 def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` as a reader reads it: flat headers (a MultiIndex whose levels are partly empty, or a column
-    label that is a tuple, joined with " · "), no snake_case in headers or the index name, booleans as
-    Yes/No, p-value columns (``p``, ``Holm p``, ``P>|z|``, ``p_adjusted``...) as ``< 0.001`` or three decimals."""
+    """``df`` as a reader reads it: flat headers joined with " · ", no snake_case, booleans as Yes/No,
+        p-value columns (:data:`P_NAMES`) as ``< 0.001`` or three decimals."""
     out = df.copy()
     cols = out.columns
     flat = (isinstance(cols, pd.MultiIndex) and any(not str(v).strip() for t in cols for v in t)) or \
@@ -297,8 +278,7 @@ def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
 
 
 def _mark_uninformative(st, df: pd.DataFrame, runs):
-    """Grey (CSS class ``cp-uninformative``) and mark with † every ``"est [lo, hi]"`` cell whose interval
-    spans about 0-100 (:func:`uninformative_cell`)."""
+    """Grey (``cp-uninformative``) and mark with † every cell whose interval spans about 0-100."""
     bad = df.map(uninformative_cell) if hasattr(df, "map") else df.applymap(uninformative_cell)
     if not bad.to_numpy().any():
         return st
@@ -337,8 +317,7 @@ _SPEC = re.compile(r"SPEC sections? (\d+)(?:-(\d+))?(, revised)?")
 
 
 def spec_links(text_html: str) -> str:
-    """``SPEC section N`` in the library's documentation (the project's specification) as a link to
-    the book's own specification: the matching section of chapter 3 (:data:`SPEC_SECTIONS`)."""
+    """``SPEC section N`` in HTML as a link to that section of the book's own specification (:data:`SPEC_SECTIONS`)."""
     def one(m):
         target = SPEC_SECTIONS.get(m.group(1))
         if target is None:
