@@ -1,5 +1,5 @@
-"""The benchmark's catalogue (chapter 2): the templates by domain, one template rendered in full,
-the answer-key validator's margins and rejections, and the role-blindness check."""
+"""The benchmark's catalogue (chapter 2): templates by domain, one rendered in full, validator margins and
+rejections, and the role-blindness check."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ ROLE_EXCESS_MAX = 5.0
 
 
 def roles_readable(rb: RoleBlindness) -> bool:
-    """Whether text features beat the base rate by more than :data:`ROLE_EXCESS_MAX` points
-    (``rb.excess`` is a fraction)."""
+    """Whether text features beat the base rate by more than :data:`ROLE_EXCESS_MAX` points."""
     return 100 * rb.excess > ROLE_EXCESS_MAX
 
 
@@ -59,8 +58,7 @@ def catalogue_takeaways(tpl, cat: pd.DataFrame, rb: RoleBlindness) -> list[str]:
 
 
 def first_per_domain(tpl) -> list[tuple[str, object]]:
-    """(domain, template) per domain, sorted by domain: its first formal template (a development one
-    only where the domain has no formal template)."""
+    """(domain, template) per domain: its first formal template (else its first development one)."""
     first = {}
     for t in sorted(tpl, key=lambda t: (t.id.startswith("dev-"), t.id)):
         first.setdefault(t.domain, t)
@@ -68,8 +66,7 @@ def first_per_domain(tpl) -> list[tuple[str, object]]:
 
 
 def validator_margins(tpl) -> pd.DataFrame:
-    """Min / mean / max over the templates of the margins of validator rules 1-3 (all positive: every
-    template passes)."""
+    """Min / mean / max over the templates of validator rules 1-3's margins (all positive: all pass)."""
     def margin(s: dict, o: str) -> int:
         return s[o] - max(v for k, v in s.items() if k != o)
     rows = [{"template": t.id,
@@ -115,8 +112,7 @@ def role_blindness_note(rb: RoleBlindness):
 
 
 def template_html(template, seed: int = 0, n_agents: int = 4) -> str:
-    """One template rendered for the catalogue: task, options (key marked), criteria, and each
-    fact with its role and its holders in the eight variants (seed ``seed``)."""
+    """One template rendered: task, options (key marked), criteria, each fact's role and holders per variant."""
     esc = html.escape
     t = template
     tasks = {v: make_task(t, v, seed, n_agents) for v in VARIANT_NAMES}

@@ -1,15 +1,6 @@
-"""What a reader must never misread: a near-chance run, and an interval that says nothing.
-
-* :func:`near_chance` decides, from the run's own measured headroom (never from its model's name), whether
-  a language model's numbers say nothing about the paper's effects; :func:`name_html` / :func:`name_text`
-  set :data:`NEAR_CHANCE_FLAG` beside its label wherever a number of it appears (a takeaway, a caption, a
-  table header);
-* :func:`uninformative` / :func:`uninformative_cell`: a 95% interval spanning about 0-100
-  (:data:`UNINFORMATIVE_WIDTH` points or more), greyed and marked in the tables.
-
-The book shows both as CSS kinds (``cp-flag``, ``cp-uninformative``: book/_static/crossprofile.css) that the
-browser test (tests/test_book_browser.py) measures for contrast in both themes.
-"""
+"""What a reader must never misread: a near-chance run (:func:`near_chance`, flagged with :data:`NEAR_CHANCE_FLAG`
+beside its label by :func:`name_html` / :func:`name_text`) and an interval spanning about 0-100 (:func:`uninformative`,
+greyed in tables). CSS kinds ``cp-flag`` / ``cp-uninformative`` (book/_static/crossprofile.css)."""
 
 from __future__ import annotations
 
@@ -20,17 +11,14 @@ from crossprofile_lib.book.style import model_signal
 
 
 def near_chance_name(name: str) -> bool:
-    """Whether a model's NAME is SmolLM2-135M's (kept for callers outside the book; the book decides
-    "near chance" from the run's measured headroom, :func:`near_chance`, never from a name)."""
+    """Whether a model's NAME is SmolLM2-135M's (the book decides from measured headroom, never a name)."""
     return "smollm2-135m" in name.lower()
 
 
 def near_chance(run, boot=None) -> bool:
-    """Whether ``run``'s numbers say nothing about the paper's effects, measured on the run itself: a
-    language model's run whose headroom check fails (ALL - EMPTY, the lower 95% template-bootstrap
-    bound must exceed prereg.yaml's threshold), or, without ALL and EMPTY rows, whose accuracy is not
-    above chance at 95% (:func:`crossprofile_lib.book.style.model_signal`). The reference decider and
-    a string label are never near chance. Cached on the run (its rows do not change)."""
+    """Whether a language model's run says nothing about the paper's effects, measured on the run: its headroom
+        check fails or, without ALL and EMPTY rows, its accuracy is not above chance at 95%. Never the reference
+        decider or a string label. Cached on the run."""
     if run is None or isinstance(run, str) or getattr(run, "is_reference", True) or not hasattr(run, "df"):
         return False
     boot = boot if boot is not None else getattr(run, "boot", None)

@@ -1,6 +1,5 @@
-"""The paper's central contrast, R1 (rarest first) against B4 and Random in the classic and mirror cells:
-the landing page's headline numbers beside this build's (``notebooks/intro.md``, computed from the build's
-runs, never typed in) and chapter 4's findings (H1-H2 in words)."""
+"""R1 against B4 and Random in the classic and mirror cells: the landing page's headline numbers (computed from the
+build's runs, never typed in) and chapter 4's findings (H1-H2)."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ HEADLINE = {"classic-r1-b4": f"classic cell {CLASSIC}", "mirror-r1-b4": f"mirror
 
 
 def central_cells(ch) -> dict:
-    """Run label -> accuracy per policy and cell (PSP, SPS; no pooled rows) at the budget the run is
-    shown at, for every run the chapter shows."""
+    """Run label -> accuracy per policy and cell (no pooled rows) at the run's shown budget."""
     return {r.label: ch.at(r, cell_rows(r, r.boot, ["correct"], pooled=False)) for r in ch.shown}
 
 
@@ -48,8 +46,7 @@ def headline_line(ch, r, t: pd.DataFrame) -> str:
 
 
 def headline_takeaways(ch, cells: dict) -> list[str]:
-    """The landing page's takeaways: one :func:`headline_line` per run, then why a run without signal
-    is shown but not interpreted."""
+    """One :func:`headline_line` per run, then why a run without signal is not interpreted."""
     lines = [headline_line(ch, r, cells[r.label]) for r in ch.shown]
     for r in ch.shown:
         sig = model_signal(r, r.boot)
@@ -72,8 +69,7 @@ def headline_items() -> list:
 
 
 def paper_beside_run(items, r) -> pd.DataFrame:
-    """One row per (quantity, paper model): this run's estimate and interval beside the paper's value
-    (the rows of :func:`crossprofile_lib.book.figures.paper_vs_run`)."""
+    """Rows ``quantity, unit, estimate, lo, hi, paper_model, paper`` for :func:`~.figures.paper_vs_run`."""
     rows = []
     for it, v in zip(items, suite_values(items, r, r.boot)):
         if v is None or np.isnan(v["estimate"]):
@@ -110,8 +106,7 @@ def signal_line(run) -> str:
 
 
 def rarest_takeaways(ch, cells: dict, holm: dict) -> list[str]:
-    """R1 and B4 in the classic and mirror cells (reference decider), H1 and H2 beside the paper, and
-    whether the model sample has signal. ``cells``: :func:`cells_by_run`; ``holm``: :func:`holm_by_run`."""
+    """R1 and B4 in the classic and mirror cells, H1 and H2 beside the paper, and the model sample's signal."""
     ref = ch.ref
     t = ch.at(ref, cells[ref.label])
 

@@ -1,7 +1,4 @@
-"""The book's Binder/Colab launch buttons, configured from ONE setting: ``_config.yml`` ships them off (empty URLs);
-``REPOSITORY_URL`` (``make book REPOSITORY_URL=https://github.com/you/crossprofile``) turns them on, :func:`configured`
-writing a copy of the configuration with that repository and the public Binder and Colab services.
-"""
+"""Binder/Colab launch buttons from ONE setting: off in ``_config.yml``; ``REPOSITORY_URL`` turns them on."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What chapter 3 (methods) computes: the budgets' sizes, what labels cost, the check that the
-paper's cell values are single-variant cells (multiples of 1/180), R1's classic-side composition,
-the decision prompt of the example task and the preregistered contrasts; and chapter 9's estimate of
-what a rerun costs: model calls per grid (from the runner's own request builder, nothing called),
-decision-prompt tokens and the time at an assumed latency and concurrency (an assumption, not a
-measurement), then what the model sample of this build took."""
+"""Chapter 3 (methods): budget sizes, label costs, the 1/180 check of the paper's cell values, R1's classic-side
+composition, the example decision prompt and the preregistered contrasts; chapter 9: what a rerun costs (calls,
+prompt tokens, time at an ASSUMED latency and concurrency), then what this build's model sample took."""
 
 from __future__ import annotations
 
@@ -60,8 +57,7 @@ def paper_cell_values() -> pd.DataFrame:
 
 
 def classic_side_composition(ref: Run, budget: str, model: str = "Qwen2.5-7B-Instruct") -> pd.DataFrame:
-    """R1's mean kept support / decoy / irrelevant facts at ``budget`` in PSP and PSS and pooled over
-    both, beside the paper's R1 classic composition for ``model`` (a paper column)."""
+    """R1's mean kept facts in PSP, PSS and pooled, beside the paper's for ``model``."""
     d = ref.df[(ref.df.policy == "R1") & (ref.df.budget_label == budget) & ref.df.variant.str.startswith("PS")]
     comp = d.groupby("variant")[list(KEPT)].mean()
     comp.loc["PS* (pooled)"] = d[list(KEPT)].mean()
@@ -110,8 +106,7 @@ def hours_column(p: BookParams) -> str:
 
 
 def grid_costs(p: BookParams) -> pd.DataFrame:
-    """One row per grid (the paper's, this book's model sample): calls, prompt tokens, hours (and the
-    prompt cost when a price is given)."""
+    """One row per grid (the paper's, this book's model sample): calls, prompt tokens, hours (and cost)."""
     grids = {
         PAPER_GRID: dict(templates=p.paper_templates, seeds=p.paper_seeds, budgets=p.paper_budgets,
                          policies=p.paper_policies, variants=None),

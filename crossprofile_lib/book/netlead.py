@@ -1,5 +1,4 @@
-"""Chapter 7's findings: accuracy by the net evidence lead of the kept facts, whether the policy still
-matters once the net lead is known (three regressions), and the fitted social-proof weight."""
+"""Chapter 7: accuracy by the kept facts' net lead, whether the policy matters once it is known, the social-proof fit."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def net_lead_where(ch, r: Run) -> dict:
 
 
 def net_lead_analyses(ch) -> dict:
-    """Run label -> :func:`crossprofile_lib.stats.netlead.net_lead_analysis` for the runs the chapter shows
-    (with the regressions) and its stochastic reference decider (without)."""
+    """Run label -> net-lead analysis (shown runs with regressions, the stochastic reference without)."""
     an = {r.label: net_lead_analysis(r.df, r.boot, net_lead_where(ch, r), regressions=True) for r in ch.shown}
     an[ch.fit.label] = net_lead_analysis(ch.fit.df, ch.fit.boot, net_lead_where(ch, ch.fit), regressions=False)
     return an
@@ -52,8 +50,7 @@ def _has_terms(fit: dict) -> bool:
 
 
 def net_lead_takeaways(runs: Sequence[Run], an: dict) -> list[str]:
-    """Whether accuracy never falls as the net lead rises (every analysed run), and per shown run
-    whether the policy terms stay significant in each regression (and whether the fits agree)."""
+    """Whether accuracy never falls as the net lead rises, and whether policy terms stay significant."""
     by = {r.label: r for r in runs}
     lines = [f"{name_html(by.get(k, k))}: accuracy never falls as the net lead rises: "
              f"<b>{'yes' if a['nondecreasing'] else 'no'}</b>." for k, a in an.items()]
@@ -93,9 +90,7 @@ def policy_test(fit: dict) -> str:
 
 
 def regression_outputs(r: Run, a: dict, cap) -> list:
-    """What chapter 7 shows for each regression of ``r``: its terms table (or why there is none) and
-    any fit warnings; then the verdict per family and fit, and the separated policies reported apart
-    (:func:`crossprofile_lib.stats.netlead.verdict_display`)."""
+    """Per regression of ``r``: terms table (or why none), fit warnings, verdicts, separated policies."""
     out = []
     for kind, fit in regression_fits(a):
         if "terms" not in fit or not _has_terms(fit):
@@ -117,9 +112,7 @@ def regression_outputs(r: Run, a: dict, cap) -> list:
 
 
 def ties_note(ref: Run, an: dict):
-    """The primary (fixed-effects) verdict for the reference decider, then, clearly separated, why a
-    decider that scores the kept facts exactly can still show policy terms (an explanation, not a
-    result); None without its primary fit."""
+    """The reference decider's primary verdict, then why exact scoring can still show policy terms; or None."""
     fit = an.get(ref.label, {}).get("fixed")
     if not fit or not _has_terms(fit):
         return None
@@ -136,9 +129,7 @@ def ties_note(ref: Run, an: dict):
 
 
 def social_proof_fits(runs: Sequence[Run], fit_resamples: int) -> tuple[list, pd.DataFrame]:
-    """The fitted (s, w, beta) of each run (:func:`crossprofile_lib.book.tables.social_proof_fit`): the
-    notes to show (a run without a fit, a fit's note), then one table [95% interval] per run and
-    parameter (empty when no run was fitted)."""
+    """The fitted (s, w, beta) per run: notes to show, then one table [95% interval] per run."""
     rows, notes = [], []
     for r in runs:
         f = social_proof_fit(r, fit_resamples)
