@@ -1,13 +1,7 @@
-"""Build the book: run the experiments, execute the chapters, build the HTML offline.
-
-:func:`build` is what ``crossprofile book`` (``make book``, ``scripts/build_book.py``) runs with one validated
-:class:`~crossprofile_lib.book.params.BookParams`: 1. every experiment the chapters read (:meth:`BookRuns.prepare`; a
-model answers from its call cache, so a rebuild makes no model calls); 2. each ``notebooks/*.md`` executed with
-papermill into ``book/<name>.ipynb``, with the parameters the chapter declares; 3. ``jupyter-book build . -W -n
---keep-going``; 4. :func:`check_offline`: no built page or stylesheet loads anything from another host. A book is one
-build: step 3 refuses pages executed with other parameters (:func:`tidy`, :func:`mixed_pages`). With ``out`` the
-sources are staged into that folder (:func:`stage`) and its runs go to ``out/runs``.
-"""
+"""Build the book (``crossprofile book``): :func:`build` runs every experiment (:meth:`BookRuns.prepare`; a rebuild makes
+no model calls), executes each ``notebooks/*.md`` with papermill into ``book/<name>.ipynb``, runs ``jupyter-book build
+. -W -n --keep-going`` and :func:`check_offline`. A book is one build: pages executed with other parameters are refused
+(:func:`mixed_pages`). With ``out`` the sources are staged there (:func:`stage`), runs in ``out/runs``."""
 
 from __future__ import annotations
 
@@ -74,9 +68,7 @@ def check_only(root: Path, only: Sequence[str]) -> None:
 
 
 def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
-    """Copy the book's sources (config, text pages, static files) from ``root`` into ``out``; with
-    ``only``, the staged table of contents keeps just those chapters (a partial book that still
-    builds with warnings as errors)."""
+    """Copy the book's sources from ``root`` into ``out``; ``only`` keeps just those chapters in the table of contents."""
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(root / "_config.yml", out / "_config.yml")
     shutil.copy2(root / "references.bib", out / "references.bib")
@@ -107,9 +99,8 @@ EVERY_CHAPTER = ("policy_files",)
 
 
 def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
-    """jupytext-convert ``md`` and execute it with papermill into ``out_dir/<name>.ipynb``, injecting
-    the parameters it declares (those ``params`` holds, ``None`` left out: the chapter's default) and those
-    of :data:`EVERY_CHAPTER`."""
+    """Execute ``md`` with papermill into ``out_dir/<name>.ipynb`` with the parameters it declares (``None`` left out)
+        and those of :data:`EVERY_CHAPTER`."""
     import jupytext
     import papermill as pm
     t0 = time.perf_counter()
@@ -144,9 +135,7 @@ def toc_pages(root: Path) -> list[str]:
 
 
 def mixed_pages(root: Path, params: dict) -> list[str]:
-    """The executed chapters (``root/book/*.ipynb`` in the table of contents) that were NOT built with
-    ``params``: each with the parameters that differ (or "no build record" for a notebook executed
-    before builds were recorded). Empty: the book is one build."""
+    """The executed chapters NOT built with ``params``, each with the parameters that differ (or "no build record")."""
     import nbformat
     want, out = build_id(params), []
     for f in toc_pages(root):
@@ -168,10 +157,8 @@ def mixed_pages(root: Path, params: dict) -> list[str]:
 
 
 def tidy(path: Path, params: Optional[dict] = None) -> None:
-    """Results first: the parameters cell and papermill's injected-parameters cell (no output) are
-    left out of the web page (tag ``remove-cell``); the page's "built with" line names their values,
-    and the downloadable notebook keeps both cells. With ``params`` the notebook records the build it
-    belongs to (metadata ``crossprofile_build``: id and parameters), which the HTML step compares."""
+    """Hide the parameters cells on the web page (tag ``remove-cell``; the notebook keeps them); with ``params`` record
+        the build (metadata ``crossprofile_build``: id and parameters)."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
     if params is not None:
@@ -184,9 +171,7 @@ def tidy(path: Path, params: Optional[dict] = None) -> None:
 
 
 def check_offline(html_dir: Path) -> list[str]:
-    """``page: what it loads`` for every page or stylesheet of the built site that loads anything from
-    another host: a script, stylesheet, font, image, frame or media file (:data:`EXTERNAL`,
-    :data:`CSS_EXTERNAL`). Empty when the site is self-contained."""
+    """``page: what it loads`` for every built page or stylesheet that loads anything from another host."""
     bad = []
     for f in sorted(html_dir.rglob("*.html")) + sorted(html_dir.rglob("*.css")):
         text = f.read_text(errors="replace")
@@ -204,9 +189,8 @@ def _rows(run) -> int:
 def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequence[str] = (), jobs: int = 1,
           html: bool = True, quick: bool = False, env: Optional[dict] = None,
           log: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
-    """Build the book of ``params`` from the checkout ``root`` (staged into ``out`` when given);
-    returns the exit status (0 built; 1 a notebook or the HTML failed; 2 a bad ``REPOSITORY_URL``).
-    ``only``: chapters to execute (checked by :func:`check_only` first); ``html``: run jupyter-book."""
+    """Build the book of ``params`` from ``root`` (staged into ``out``); exit status 0 built, 1 a notebook or the HTML
+        failed, 2 a bad ``REPOSITORY_URL``. ``only``: chapters to execute (:func:`check_only`); ``html``: run jupyter-book."""
     env = os.environ if env is None else env
     t0 = time.perf_counter()
     target = out.resolve() if out is not None else root

@@ -1,9 +1,6 @@
-"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")``. :func:`setup` resolves the chapter's
-parameters (its ``parameters`` cell declares them ``= None``: the book's default) and validates them, makes or finds
-its runs (:class:`BookRuns`) with their template bootstraps, and shows the "built with" line and the ONE provenance
-box. A chapter that reads no runs passes ``reference=False, model=False``. It returns a :class:`Chapter`: parameters,
-runs, captions and the budget each run is shown at (the primary budget, or the run's own with a notice).
-"""
+"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")`` resolves and validates the chapter's parameters,
+makes or finds its runs with their bootstraps, shows the "built with" line and the ONE provenance box, and returns a
+:class:`Chapter` (parameters, runs, captions, the budget each run is shown at). No runs: ``reference=False, model=False``."""
 
 from __future__ import annotations
 
@@ -63,8 +60,7 @@ class Chapter:
         return PRIMARY_BUDGET
 
     def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
-        """The runs worth a figure panel (:func:`crossprofile_lib.book.style.model_signal`); for each
-        other run, one line saying why its panel is not drawn."""
+        """The runs worth a figure panel (:func:`~.style.model_signal`), and a line per other run saying why not."""
         out = []
         for r in (self.shown if runs is None else runs):
             sig = model_signal(r, r.boot)
@@ -97,12 +93,9 @@ def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
 
 def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True, model: bool = True,
           notes: Sequence[tuple[str, str, str]] = (), show: bool = True, results_first: bool = True) -> Chapter:
-    """The chapter preamble (see the module doc). ``params``: the chapter's globals (its declared
-    parameters, ``None`` = default); ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
-    title, HTML body) boxes of this chapter, folded into the provenance box; ``show``: display the
-    "built with" line and the provenance box (chapter 13 shows its own line); ``results_first``: the
-    provenance badge goes right under the page's first takeaways box (a page without one passes False
-    and gets the badge here)."""
+    """The chapter preamble. ``params``: the chapter's globals; ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
+        title, HTML) boxes folded into the provenance box; ``show``: display the line and the box; ``results_first``: the
+        badge goes under the page's first takeaways box."""
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
@@ -184,8 +177,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
 
 
 def _hb_notices(h: HBRun, boot_seed: int) -> list[Notice]:
-    """A model's HiddenBench run whose measured headroom check (ALL - EMPTY, tasks resampled) fails is
-    near chance on this page (decided from the run, not the model's name)."""
+    """A model's HiddenBench run whose measured headroom check fails is near chance on this page."""
     if h.is_reference:
         return []
     d = h.decisions("controlled")

@@ -1,8 +1,5 @@
-"""Figures of the paper fit, in the book's style (:mod:`crossprofile_lib.book.figures`).
-
-Every figure's footer says it is a fit to the paper's published numbers by the reference decider
-(backend ``ledger``), not a model run, and names each model column's fitted decider.
-"""
+"""Figures of the paper fit; each footer says the numbers are the reference decider's fit to the paper's published
+numbers (backend ``ledger``), not a model run."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ NEAR = 3.0   # points: a figure the fit reproduces "within 3 points"
 
 
 def footer(res) -> str:
-    """The stamp: backend and what the numbers are (the fitted deciders are in the caption and
-    :func:`fitted_models`)."""
+    """The stamp: backend and what the numbers are (the fitted deciders are in the caption)."""
     return f"Backend ledger (the reference decider, not a language model):\n{NOT_A_MODEL_RUN}."
 
 
@@ -34,10 +30,8 @@ def fitted_models(res) -> str:
 
 
 def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
-    """One panel per model: the paper's value (x) against the fitted prediction (y) with its 95%
-    parametric-bootstrap interval (the paper's figures redrawn at its sample sizes); filled dots were
-    fitted, hollow squares are held out (the paper names no model); the diagonal is a perfect fit.
-    The largest misses are labelled."""
+    """One panel per model: the paper's value (x) against the fit (y) with its 95% parametric-bootstrap interval;
+        filled dots fitted, hollow squares held out, the diagonal a perfect fit, the largest misses labelled."""
     t = res.figures[res.figures.paper.notna()]
     models = list(dict.fromkeys(t.model))
     # two panels a row (three in one row left ~80-px plots with truncated labels); a row per two models
@@ -83,9 +77,8 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
 
 
 def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
-    """The loss profile of each parameter per model, as (loss - minimum) / sigma^2 (sigma^2 = max(1,
-    chi2 / df): the misfit beyond the paper's sampling noise); values under the dashed line (chi2_1 95%)
-    form the profile interval."""
+    """Each parameter's loss profile per model, (loss - minimum) / sigma^2 (sigma^2 = max(1, chi2 / df)); under the
+        dashed line (chi2_1 95%) is the profile interval."""
     p = res.profiles
     params = list(dict.fromkeys(p.parameter))
     fig, axes = F.new_figure(F.WIDTH, 3.4, ncols=max(1, len(params)), squeeze=False, sharey=True)

@@ -1,7 +1,5 @@
-"""Chapter 13's tables and verdicts: the reference decider fitted to the paper's published numbers
-(:func:`crossprofile_lib.paperfit.fit_paper`), what its social-proof weight contributes, what it cannot reproduce and
-whether the fit is identified; every number but the paper's is a fit, which :func:`fit_who` says in each caption.
-"""
+"""Chapter 13: the reference decider fitted to the paper's published numbers, what its social-proof weight
+contributes, what it cannot reproduce and whether the fit is identified (:func:`fit_who` in each caption)."""
 
 from __future__ import annotations
 
@@ -118,8 +116,7 @@ def contribution_table(res, p: BookParams) -> pd.DataFrame:
 
 
 def label_removal_note(res, cf: pd.DataFrame):
-    """When the first model's label-removal effect vanishes at s = 0: that the whole effect is the
-    social-proof weight (else None)."""
+    """When the first model's label-removal effect vanishes at s = 0: that it is all social proof; else None."""
     m0 = short(next(iter(res.info["fits"]), ""))
     if not (LABEL_REMOVAL in cf.index and (m0, "s = 0") in cf.columns and abs(cf.loc[LABEL_REMOVAL, (m0, "s = 0")]) < 1e-9):
         return None
@@ -137,8 +134,7 @@ def memory_table(res) -> pd.DataFrame:
 
 
 def composition_note(res) -> Optional[object]:
-    """Why no decision rule turns this suite's R1-rel composition into the paper's, when the paper's keeps
-    clearly more irrelevant facts (else None)."""
+    """Why no decision rule gives the paper's R1-rel composition when it keeps clearly more irrelevant facts."""
     M = res.memory.set_index("figure")
     if not all(k in M.index for k in COMPOSITION):
         return None
@@ -171,8 +167,7 @@ def worst_misses(res, n: int = 6) -> pd.DataFrame:
 
 
 def fit_implications(res) -> list[str]:
-    """What the fit implies, in statements computed from it (the chapter's prose, outside the box, says
-    what a miss can mean and what lies outside the mechanism by construction)."""
+    """What the fit implies, in statements computed from it."""
     lines, info = [], res.info
     ok, bad = reproduced(res), missed(res)
     if info["fits"]:

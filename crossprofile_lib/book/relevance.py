@@ -1,6 +1,5 @@
-"""Chapter 5's findings: relevance-first (R1-rel) keeps decoys, what the relevance tier keeps, and
-why a near-perfect filter cannot give the paper's composition (a seeded noisy filter on this
-build's templates; memories only, no decider)."""
+"""Chapter 5: R1-rel keeps decoys, what the relevance tier keeps, and why a near-perfect filter cannot give the paper's
+composition (a seeded noisy filter; memories only, no decider)."""
 
 from __future__ import annotations
 
@@ -78,15 +77,13 @@ def accuracy_by_variant(ch, r: Run, policies: Sequence[str] = REL) -> pd.DataFra
 
 
 def classic_composition(t: pd.DataFrame) -> pd.DataFrame:
-    """Kept support / decoy / irrelevant per policy in the classic cell, wide (a :func:`cell_rows` table
-    of the kept-fact outcomes), for :func:`crossprofile_lib.book.figures.composition_bars`."""
+    """Kept support / decoy / irrelevant per policy in the classic cell, wide, for ``composition_bars``."""
     return (t[t.cell == CELL_LABELS["classic"]].pivot_table(index="policy", columns="outcome", values="estimate",
                                                             sort=False).reset_index())
 
 
 def composition_paper_text(run=None) -> str:
-    """The paper's classic R1-rel and R1 compositions, for a caption; with a model ``run`` only the same
-    model's (:func:`crossprofile_lib.book.paper.paper_text`), "not one of the paper's models" for an unmapped one."""
+    """The paper's classic R1-rel and R1 compositions for a caption (a model run: its own model's only)."""
     if run is not None and not run.is_reference and run_paper_model(run) is None:
         return "none: not one of the paper's models"
 
@@ -121,9 +118,8 @@ def paper_filter() -> dict:
 
 
 def noisy_filter_grid(tpl, tok, seeds: Sequence[int], budget: str, draws: int = 5) -> pd.DataFrame:
-    """R1-rel's mean kept composition in the classic cell with a seeded noisy relevance filter, first at
-    the paper's filter quality, then over precision x recall in {1.0, 0.9, 0.8, 0.7}^2, with each row's
-    Euclidean distance to the paper's composition (:func:`paper_filter`)."""
+    """R1-rel's classic composition with a seeded noisy filter at the paper's quality, then over precision x
+        recall in {1.0, 0.9, 0.8, 0.7}^2, with each row's distance to the paper's composition."""
     pf = paper_filter()
     grid = [(pf["precision"], pf["recall"])] + [(p, r) for p in (1.0, 0.9, 0.8, 0.7) for r in (1.0, 0.9, 0.8, 0.7)]
     rows = pd.concat([tiering_summary(tiering_compositions(tpl, tok, p, r, seeds=seeds, budget=budget, draws=draws))
@@ -134,9 +130,7 @@ def noisy_filter_grid(tpl, tok, seeds: Sequence[int], budget: str, draws: int = 
 
 
 def noisy_filter_takeaways(rows: pd.DataFrame, budget: str) -> list[str]:
-    """What :func:`noisy_filter_grid` shows, in three computed lines; the verdict follows the grid (whether
-    a worse filter than the paper's comes nearer to its composition). What that could mean is the
-    chapter's prose, outside the box (an explanation, not a result)."""
+    """What :func:`noisy_filter_grid` shows, in three computed lines (the verdict follows the grid)."""
     pf = paper_filter()
     comp, at_paper = pf["composition"], rows.iloc[0]
     best = rows.iloc[rows["distance to the paper"].idxmin()]

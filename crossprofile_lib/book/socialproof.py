@@ -1,8 +1,5 @@
-"""Chapter 6's findings: the label controls (labels removed, shuffled) per decider, the ALL memory's
-support-shared-minus-private gap, and the social-proof sweep. One block per language model, beside the paper's value
-for the SAME model only (:func:`same_model_paper_column`), with its headroom verdict; a run without the label controls
-is named with what it lacks (:func:`label_gap`); your policies join the label-control rows.
-"""
+"""Chapter 6: the label controls per decider, the ALL memory's support-shared-minus-private gap and the social-proof
+sweep; one block per model beside the SAME model's paper value, with its headroom verdict."""
 
 from __future__ import annotations
 
@@ -32,15 +29,13 @@ SHARED_ITEM = "all-support-shared/ALL: support shared - private"
 
 
 def deciders(ch) -> list[Run]:
-    """The reference decider, its social-proof run, and every language model's sample (BACKEND, BACKENDS,
-    RUNS), in that order; a run that could not be made is left out (the provenance box says why)."""
+    """The reference decider, its social-proof run and every model's sample (runs not made left out)."""
     models = ch.models or ([ch.model] if ch.model is not None else [])
     return [r for r in (ch.ref, ch.sp, *models) if r is not None]
 
 
 def versus_policies(ch, builtin: Sequence[str] = ("ALL", "R1", "B4")) -> list[str]:
-    """The memories whose label controls a table shows: ``builtin`` and the copy policies of your own
-    (POLICY_FILES; their ``:unlabeled`` control is in the reference grid and every model sample)."""
+    """The memories whose label controls a table shows: ``builtin`` and your copy policies."""
     return [*builtin, *[u for u in user_copy(ch.params.user_policies) if u not in builtin]]
 
 
@@ -80,8 +75,7 @@ def effect(t: pd.DataFrame, versus: str, fmt: str, cell: str):
 
 
 def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
-    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, each with the
-    direction its own interval shows (the paper's direction is positive: removing labels helps)."""
+    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, with its direction."""
     lines = []
     for r in runs:
         e = effect(effects[r.label], "ALL", "unlabeled", "classic")
@@ -108,9 +102,8 @@ def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
 
 def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] = None,
                    formats: Optional[Sequence[str]] = ("unlabeled", "shuffled")) -> pd.DataFrame:
-    """The rows of a :func:`label_effect_rows` table for ``versus`` (None: :func:`versus_policies`, the
-    paper's ALL, R1, B4 and your own) and ``formats`` (None: every format) at the budget the run is shown
-    at (and the unbudgeted ALL)."""
+    """Rows of a :func:`label_effect_rows` table for ``versus`` (None: :func:`versus_policies`) and ``formats``
+        (None: all) at the run's shown budget (and the unbudgeted ALL)."""
     t = t[t.versus.isin(list(versus if versus is not None else versus_policies(ch)))]
     if formats is not None:
         t = t[t.label_format.isin(list(formats))]
@@ -118,10 +111,8 @@ def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] 
 
 
 def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str = CELL_LABELS["classic"]) -> pd.DataFrame:
-    """``wide`` (a :func:`ci_pivot` of one run's label controls, rows ``(versus, label_format)``, columns
-    cells) with a column ``paper: <model>`` holding the paper's value for the SAME model at the rows
-    ``items`` names (label format -> paper item of the ALL memory in ``cell``); unchanged for the reference
-    decider (its caption quotes every model) and for a model no rule of paper_models.yaml maps."""
+    """``wide`` with a ``paper: <model>`` column: the SAME model's value at the rows ``items`` names;
+        unchanged for the reference decider and for a model not in the paper."""
     pm = run_paper_model(run)
     if run.is_reference or pm is None or wide.empty:
         return wide
@@ -138,9 +129,7 @@ def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str
 
 
 def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
-    """Policy (ALL and its label controls) x one column block per run: ``(run, "this run")`` the estimate
-    [95% interval], and for a model that is one of the paper's ``(run, "paper: <model>")`` that model's value
-    (ALL row only); the reference decider and unmapped models get no paper column."""
+    """Policy x per run ``(run, "this run")`` [95% interval] and, for a paper model, ``(run, "paper: <model>")``."""
     cols = {}
     for r in runs:
         t = shared[r.label]
@@ -172,8 +161,7 @@ def sweep_runs(ch) -> tuple[list[float], list[Run]]:
 
 
 def sweep_table(weights: Sequence[float], runs: Sequence[Run], x: str = "social-proof weight s") -> pd.DataFrame:
-    """Accuracy (%) of the ALL memory (full, removed, shuffled labels) in the classic cell per weight
-    (point estimates: ``lo`` and ``hi`` equal the estimate)."""
+    """Accuracy (%) of the ALL memory's formats in the classic cell per weight (points: ``lo`` = ``hi``)."""
     rows = []
     for s, r in zip(weights, runs):
         d = r.df[(r.df.cell == "classic") & r.df.policy.isin(list(ALL_LABELS))]
