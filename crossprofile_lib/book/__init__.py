@@ -3,10 +3,9 @@
 A chapter imports only ``from crossprofile_lib import book`` (and, for its figures, ``from crossprofile_lib.book
 import figures``); its ``parameters`` cell names fields of :class:`~.params.BookParams`, each ``= None`` (the book's
 default), and ``book.setup`` resolves them. :data:`_NAMESPACE` says which module defines each name: the plumbing
-(:mod:`.params`, :mod:`.runs`, :mod:`.hbruns`, :mod:`.experiments`, :mod:`.chapter`, :mod:`.display`, :mod:`.flags`,
-:mod:`.provenance`, :mod:`.tables`,
-:mod:`.paper`, :mod:`.figures`, :mod:`.style`, :mod:`.explorer`, :mod:`.build`) and one module per chapter's findings.
-"""
+(:mod:`.params`, :mod:`.runs`, :mod:`.hbruns`, :mod:`.experiments`, :mod:`.chapter`, :mod:`.display`,
+:mod:`.provenance`, :mod:`.tables`, :mod:`.paper`, :mod:`.figures`, :mod:`.style`, :mod:`.explorer`, :mod:`.build`) and
+one module per chapter's findings."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ _NAMESPACE = {
     "compare": "FINDINGS Finding comparison_page_runs coverage_note finding_table findings net_lead_message net_lead_tables "
                "summary",
     "display": "HTML MIN_TEMPLATES_FOR_INTERVALS SILENT_CHOICES Captions Markdown admonition data_source_box details display "
-               "docstring_html esc num one_decimal show_figure",
-    "flags": "NEAR_CHANCE_FLAG name_html name_text near_chance near_chance_name uninformative uninformative_cell",
+               "docstring_html esc num one_decimal show_figure NEAR_CHANCE_FLAG name_html name_text near_chance near_chance_name "
+               "UNINFORMATIVE_WIDTH uninformative uninformative_cell",
     "provenance": "BUILT_WITH Notice built_with built_with_text provenance_box run_notices takeaways",
     "experiments": "BookRuns prepare",
     "explorer": "Exploration Verdict Walkthrough concept_takeaways controls exercises explore find_template kept_counts outcome "
@@ -40,7 +39,7 @@ _NAMESPACE = {
               "split_backends status_line",
     "netlead": "by_net_lead_table net_lead_analyses net_lead_takeaways net_lead_where paper_by_lead regression_outputs "
                "social_proof_fits ties_note where_text",
-    "paper": "CHAPTER_PAGES LONG_TABLE_STYLES UNINFORMATIVE_WIDTH PaperFiguresError PaperItem "
+    "paper": "CHAPTER_PAGES LONG_TABLE_STYLES PaperFiguresError PaperItem "
              "chapter_link chapter_links comparison comparison_runs left_out_line load_paper_figures "
              "long_comparison long_takeaways main_rows model_summary paper_text paper_values paper_vs_suite reference_rows "
              "reproduced share_within suite_values",

@@ -46,18 +46,23 @@ class Chapter:
     """Every language model's HiddenBench run; :attr:`hb_model` is the primary one."""
 
     @property
+    def all_models(self) -> list[Run]:
+        """Every model's CrossProfile run (:attr:`models`, else the primary one)."""
+        return self.models or ([self.model] if self.model is not None else [])
+
+    @property
+    def all_hb_models(self) -> list[HBRun]:
+        """Every model's HiddenBench run (:attr:`hb_models`, else the primary one)."""
+        return list(self.hb_models) or ([self.hb_model] if self.hb_model is not None else [])
+
+    @property
     def shown(self) -> list[Run]:
         """The reference grid and every model's sample: one column per model."""
-        models = self.models or ([self.model] if self.model is not None else [])
-        return [r for r in [self.ref, *models] if r is not None]
+        return [r for r in [self.ref, *self.all_models] if r is not None]
 
     def budget(self, run: Optional[Run]) -> str:
         """The budget ``run`` is shown at: the primary budget, or the run's own when it lacks it."""
         return primary_budget(run)[0]
-
-    @property
-    def primary(self) -> str:
-        return PRIMARY_BUDGET
 
     def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
         """The runs worth a figure panel (:func:`~.style.model_signal`), and a line per other run saying why not."""
@@ -163,7 +168,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                                                      else ""), box.data))
     ch.notices = [Notice(*n) for n in notes] + hb_notices
     if reference and len(ch.ref.variants) < 8:
-        ch.notices.append(Notice("note", f"{_n(ch.ref.variants)} of the 8 variants",
+        ch.notices.append(Notice("note", f"{len(ch.ref.variants)} of the 8 variants",
                                  f"The reference grid ran the variants {', '.join(ch.ref.variants)} only (parameter "
                                  "<code>variants</code>); tables and contrasts that need another variant are left "
                                  "out or marked not estimable."))
@@ -225,10 +230,6 @@ def _other_model_notices(br: BookRuns, run: Run) -> list[Notice]:
     if why:
         out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in {run.label}", html.escape(why) + "."))
     return out + run_notices(run, run.boot)
-
-
-def _n(xs) -> str:
-    return str(len(xs))
 
 
 def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:

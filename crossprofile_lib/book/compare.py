@@ -73,10 +73,8 @@ COLUMNS = ["run", "quantity", "this run", "paper (same model)", "finding holds?"
 
 def comparison_page_runs(ch) -> dict:
     """Data kind -> runs: the reference decider and every model; every model's controlled HiddenBench run."""
-    hbs = ch.hb_models or ([ch.hb_model] if ch.hb_model is not None else [])
-    models = ch.models or ([ch.model] if ch.model is not None else [])
-    return {"crossprofile": [r for r in (ch.ref, *models) if r is not None],
-            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in hbs) if r is not None]}
+    return {"crossprofile": [r for r in (ch.ref, *ch.all_models) if r is not None],
+            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in ch.all_hb_models) if r is not None]}
 
 
 def run_name(run: Run) -> str:

@@ -208,9 +208,6 @@ class BookRuns:
         made = [self.hiddenbench_for(b) for b in backends]
         return [h for h in made if h is not None] + [h for h in self.imported() if isinstance(h, HBRun)]
 
-    def skip_reason(self, name: str) -> str:
-        return self.skipped.get(name, "")
-
     def steps(self) -> list[tuple[str, Callable, str]]:
         """(folder name, make, key into :attr:`skipped`) for every run, in build order."""
         p, b = self.params, self.backend

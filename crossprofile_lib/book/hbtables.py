@@ -31,14 +31,14 @@ def r1_b3_items() -> list:
 
 def hb_model_runs(ch) -> list[HBRun]:
     """Every model's HiddenBench run of the chapter (:attr:`Chapter.hb_models`, else the primary one)."""
-    return list(ch.hb_models) or ([ch.hb_model] if ch.hb_model is not None else [])
+    return ch.all_hb_models
 
 
 def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
     """One sentence per model run of the book with no HiddenBench run here, naming it."""
     have = {h.backend for h in hbs}
     out = []  # chapter 8 reads no CrossProfile run itself: the book's model runs come from its BookRuns
-    for r in ch.models or ([ch.model] if ch.model is not None else []) or ch.runs.models():
+    for r in ch.all_models or ch.runs.models():
         if r.backend in have:
             continue
         why = ch.runs.skipped.get(f"hiddenbench:{r.backend}", "")

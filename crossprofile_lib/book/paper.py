@@ -103,11 +103,9 @@ MAX_COMPARISON_RESAMPLES = 2000
 
 def comparison_runs(ch) -> dict:
     """Data kind -> the runs chapter 11 compares: reference, social-proof and model runs; HiddenBench runs."""
-    models = ch.models or ([ch.model] if ch.model is not None else [])
-    hbs = ch.hb_models or ([ch.hb_model] if ch.hb_model is not None else [])
-    return {"crossprofile": [r for r in (ch.ref, ch.sp, *models) if r is not None],
-            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in hbs) if r is not None],
-            "natural": [r for r in (hb_natural_as_run(h) for h in hbs) if r is not None]}
+    return {"crossprofile": [r for r in (ch.ref, ch.sp, *ch.all_models) if r is not None],
+            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in ch.all_hb_models) if r is not None],
+            "natural": [r for r in (hb_natural_as_run(h) for h in ch.all_hb_models) if r is not None]}
 
 
 def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: int) -> pd.DataFrame:
@@ -133,9 +131,6 @@ def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[in
 
 
 # --------------------------------------------------------------------------- chapter 11, long format
-#: An interval at least this wide (in points, on a % or points scale) says nothing: it is never counted
-#: as agreement with the paper, whatever value it covers (a near-chance model's [0, 100]).
-UNINFORMATIVE_WIDTH = 90.0
 #: The answers of the "reproduced?" column (the first two are the only scored ones).
 YES, NO = "yes", "no"
 #: Column names of the long comparison.
@@ -143,8 +138,8 @@ LONG_COLUMNS = ["quantity", "run", "paper model", "paper", "this run", "reproduc
 
 
 def uninformative_interval(lo: float, hi: float, unit: str) -> bool:
-    """Whether an interval is too wide to say anything (:data:`UNINFORMATIVE_WIDTH`; facts: never)."""
-    return unit in ("%", "points") and not np.isnan(lo) and uninformative(lo, hi, UNINFORMATIVE_WIDTH)
+    """Whether an interval (% or points; facts: never) spans :data:`UNINFORMATIVE_WIDTH` or more: never agreement."""
+    return unit in ("%", "points") and not np.isnan(lo) and uninformative(lo, hi)
 
 
 def reproduced(paper_value, est: float, lo: float, hi: float, unit: str, v: ModelVerdict) -> str:

@@ -9,8 +9,16 @@ import html
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from crossprofile_lib.book.display import MIN_TEMPLATES_FOR_INTERVALS, _count, _html, admonition
-from crossprofile_lib.book.flags import NEAR_CHANCE_FLAG, name_html, near_chance, near_chance_name
+from crossprofile_lib.book.display import (
+    MIN_TEMPLATES_FOR_INTERVALS,
+    NEAR_CHANCE_FLAG,
+    _count,
+    _html,
+    admonition,
+    name_html,
+    near_chance,
+    near_chance_name,
+)
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.run.results import git_commit

@@ -96,7 +96,7 @@ def labels_prompt_pairs(ch) -> list[tuple[Run, Optional[Run], str]]:
         if r is not None:
             by_path.setdefault(r.path, sp)
     out = []
-    for m in ch.models or ([ch.model] if ch.model is not None else []):
+    for m in ch.all_models:
         sp = by_path.get(m.path)
         if sp is None:
             out.append((m, None, f"{m.label} is an imported run folder ({m.path}): the labels-prompt rerun would need "

@@ -30,8 +30,7 @@ SHARED_ITEM = "all-support-shared/ALL: support shared - private"
 
 def deciders(ch) -> list[Run]:
     """The reference decider, its social-proof run and every model's sample (runs not made left out)."""
-    models = ch.models or ([ch.model] if ch.model is not None else [])
-    return [r for r in (ch.ref, ch.sp, *models) if r is not None]
+    return [r for r in (ch.ref, ch.sp, *ch.all_models) if r is not None]
 
 
 def versus_policies(ch, builtin: Sequence[str] = ("ALL", "R1", "B4")) -> list[str]:
