@@ -43,7 +43,7 @@ _NAMESPACE = {
              "chapter_link chapter_links comparison comparison_runs left_out_line load_paper_figures "
              "long_comparison long_takeaways main_rows model_summary paper_text paper_values paper_vs_suite reference_rows "
              "reproduced share_within suite_values",
-    "paperfit_tables": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
+    "paperfit": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
                        "fit_takeaways fit_to_paper fit_who label_removal_note memory_table outside_table worst_misses",
     "params": "DEFAULTS QUICK BookParams BookParamsError",
     "relevance": "FIXED_K ORACLE_NOTE REL REL_AND_BAL accuracy_by_variant by_decider classic_composition composition_paper_text "
