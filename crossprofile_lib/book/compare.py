@@ -18,9 +18,9 @@ import pandas as pd
 from crossprofile_lib.book.display import near_chance
 from crossprofile_lib.book.hbruns import hb_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
-from crossprofile_lib.book.netlead import net_lead_where
 from crossprofile_lib.book.paper import MAX_COMPARISON_RESAMPLES, suite_values, uninformative_interval
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
+from crossprofile_lib.book.socialproof import net_lead_where
 from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.stats.format import fmt_ci
 from crossprofile_lib.stats.netlead import accuracy_by_net_lead, subset
