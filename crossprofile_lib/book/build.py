@@ -24,23 +24,18 @@ from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.launch_buttons import LaunchConfigError, config_args
 from crossprofile_lib.book.params import BookParams
 
-#: A tag that loads what its src / href / data / poster / srcset names, pointing at another host
-#: (``https://``, ``http://`` or ``//``): scripts, stylesheets and fonts (``<link>``), images, frames, media.
-#: Plain links (``<a href>``) load nothing and are not matched.
+#: A tag that loads something (src, href, data, poster, srcset) from another host; plain ``<a href>`` loads nothing.
 EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|track|embed|object|input|image)\b"""
                       r"""[^>]*?(?:\s(?:src|href|data|poster|xlink:href)=["']?\s*(?:https?:)?//"""
                       r"""|\ssrcset=["'][^"']*?(?:https?:)?//)[^>]*>""", re.IGNORECASE)
-#: CSS that loads from another host: ``url(//...)`` (fonts, images) and ``@import "//..."``, in a
-#: stylesheet, a page's ``<style>`` element or a ``style`` attribute.
+#: CSS that loads from another host: ``url(//...)`` and ``@import "//..."``.
 CSS_EXTERNAL = re.compile(r"""(?:url\(\s*["']?\s*|@import\s+["'])(?:https?:)?//[^)"'\s]*""", re.IGNORECASE)
 _STYLE = re.compile(r"""<style\b[^>]*>(.*?)</style>|\sstyle=(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE | re.DOTALL)
 
-#: Sphinx warnings a partial book (``only``) does not treat as errors: links to chapters left out
-#: (``{doc}``: ``ref.doc``) and to their labels (``ref.ref``, ``ref.numref``).
+#: Sphinx warnings a partial book (``only``) tolerates: links to chapters left out and to their labels.
 PARTIAL_BOOK_QUIET = ("ref.doc", "ref.numref", "ref.ref")
 
-#: Pages every build keeps, even with ``only``: the landing page and the glossary/bibliography that
-#: chapters cross-reference.
+#: Pages every build keeps, even with ``only`` (chapters cross-reference them).
 ALWAYS = ("intro", "glossary", "bibliography")
 
 
@@ -74,8 +69,7 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
     shutil.copy2(root / "references.bib", out / "references.bib")
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     if only:
-        # The landing page and the glossary link to every chapter; in a partial book a link to a
-        # chapter left out is plain text, not an error (every other warning still fails the build).
+        # a link to a chapter left out is plain text, not an error (every other warning still fails the build)
         cfg = yaml.safe_load((out / "_config.yml").read_text())
         sphinx_cfg = cfg.setdefault("sphinx", {}).setdefault("config", {})
         sphinx_cfg["suppress_warnings"] = sorted({*sphinx_cfg.get("suppress_warnings", []), *PARTIAL_BOOK_QUIET})
@@ -93,8 +87,7 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
     shutil.copytree(root / "book" / "_static", out / "book" / "_static", dirs_exist_ok=True)
 
 
-#: Parameters every chapter receives, declared or not: the policy files of your own (POLICY_FILES) change
-#: the reference grid every chapter reads, so a chapter that did not get them would rerun another grid.
+#: Parameters every chapter receives, declared or not (POLICY_FILES changes the reference grid every chapter reads).
 EVERY_CHAPTER = ("policy_files",)
 
 
@@ -232,8 +225,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         print(f"notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
         return 1
 
-    # (3) HTML: a book is one build. Every executed page of the table of contents must carry this
-    # build's parameters; a page left from another run (``--only`` in the checkout) stops the build.
+    # (3) HTML: a book is one build; a page executed with other parameters stops it
     t_html = 0.0
     if html:
         mixed = mixed_pages(target, json.loads(json.dumps(values, default=str)))

@@ -18,8 +18,7 @@ import pandas as pd
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
 from crossprofile_lib.book.style import model_signal
 
-#: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
-#: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
+#: Fewer templates than this and a run's intervals get a warning (k templates: at most C(2k-1, k) distinct resamples).
 MIN_TEMPLATES_FOR_INTERVALS = 10
 
 
@@ -357,8 +356,7 @@ def docstring_html(module: str) -> str:
             f"<pre style='white-space: pre-wrap'>{spec_links(html.escape(doc))}</pre>")
 
 
-#: The sections of the project's specification, as the book's own specification (chapter 3, Methods)
-#: has them: section number -> the page and label it points to.
+#: Section number of the project's specification -> the page and label of the book's own (chapter 3).
 SPEC_SECTIONS = {"1": "intro.html", "2": "03-methods.html#spec-cells", "3": "03-methods.html#spec-cells",
                  "4": "03-methods.html#spec-pipeline", "5": "03-methods.html#spec-budgets",
                  "6": "03-methods.html#spec-policies", "7": "03-methods.html#spec-decision",

@@ -38,9 +38,8 @@ def user_copy(names) -> list[str]:
     return [n for n in names if REGISTRY[n].kind == "copy"]
 
 
-#: The provenance formats a copy policy of your own gets in the social-proof grid. ``claim-id`` is left
-#: out: its lines (``[C07] text``) can cost more tokens than the full-label lines the budget was packed
-#: with, and the check on what a policy of your own returns (policies/checks.py) refuses such a memory.
+#: The formats a copy policy of your own gets in the social-proof grid (not ``claim-id``: its lines can cost more
+#: tokens than the budget was packed with, which policies/checks.py refuses).
 USER_FORMATS = tuple(f for f in LABEL_FORMATS if f != "claim-id")
 
 
@@ -60,7 +59,6 @@ def user_grid(names) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------- one parameter set
 @dataclass
 class BookRuns:
     """Every experiment the chapters read, for one parameter set (a :class:`BookParams` or a dict of overrides);

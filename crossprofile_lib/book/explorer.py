@@ -251,7 +251,6 @@ def exercises(template, budget: str = PRIMARY_BUDGET, seed: int = 0) -> str:
     return "<ol class='cp-exercises'>" + "".join(items) + "</ol>"
 
 
-# --------------------------------------------------------------------------- chapter 1: one template, 8 variants
 def variant_walkthroughs(template, seed: int = 0, budget: str = PRIMARY_BUDGET, policy: str = "R1",
                          others: Sequence[str] = ("B4", "ALL")) -> list[Walkthrough]:
     """``template`` in each of the eight attribution variants (``policy`` first, then ``others``)."""
@@ -289,7 +288,6 @@ def policy_choices(views: Sequence[Walkthrough]):
                                     values=["kept support/decoy/irrelevant", "choice"])
 
 
-# --------------------------------------------------------------------------- chapter 10: the static view
 def variant_views(template, policy: str = "R1", budget: str = PRIMARY_BUDGET, social_proof: float = 0.0,
                   seed: int = 0, open_variant: str = CLASSIC) -> list:
     """Chapter 10's static view: one collapsible :class:`Exploration` per variant, then its caption."""

@@ -37,7 +37,6 @@ from crossprofile_lib.book.style import (  # noqa: F401  (the figure look and th
 from crossprofile_lib.design import CLASSIC, MIRROR
 
 
-# --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """The hidden-profile concept diagram, one panel per variant of ``views`` (:class:`Walkthrough`):
         agents x the 12 facts, a dot per holder, a box per fact the memory kept."""
@@ -85,7 +84,6 @@ def concept_figure(views: Sequence, title: str = "", message: Optional[str] = No
     return fig
 
 
-# --------------------------------------------------------------------------- accuracy
 def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlGn",
                      message: Optional[str] = None) -> plt.Figure:
     """Heat map of accuracy (%): ``acc`` is a wide (policies x variants) frame of percentages."""
@@ -238,8 +236,7 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
     for i, (h, d) in enumerate(groups):
         d = d.sort_values(x)
         c = colors[str(h)]
-        # a series that coincides with one drawn before stays visible: its own marker, a dashed line, a
-        # small sideways offset, and a legend entry that says which one it lies on
+        # a series on top of one drawn before stays visible: dashed, offset, and its legend says so
         same = next((n for n, xs, ys in drawn if len(xs) == len(d) and np.allclose(xs, d[x].to_numpy(dtype=float))
                      and np.allclose(ys, d["estimate"].to_numpy(dtype=float), atol=0.05)), None) if numeric else None
         dx = (i - (len(groups) - 1) / 2) * span * 0.012 if numeric and span else 0.0
@@ -265,7 +262,6 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
     return fig
 
 
-# --------------------------------------------------------------------------- landing page
 def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """This run's estimates (filled dots, 95% intervals) beside the paper's per model (hollow diamonds), one row
         per quantity; ``t``: rows ``quantity, unit, estimate, lo, hi, paper_model, paper``; panels by unit."""

@@ -32,7 +32,6 @@ from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import check_failed_calls
 
 
-# --------------------------------------------------------------------------- HiddenBench
 @dataclass
 class HBRun:
     """A HiddenBench run folder: its header and, per protocol, its tables."""

@@ -210,7 +210,6 @@ def fixed_k(ch) -> list[str]:
     return list(dict.fromkeys([*FIXED_K, *[f"{u}-k{FIXED_K_DEFAULT}" for u in user_copy(ch.params.user_policies)]]))
 
 
-
 def by_decider(ch, runs: Sequence[Run], cells: dict, policies: Sequence[str], outcome: str = "correct") -> pd.DataFrame:
     """The :func:`cell_rows` tables of ``runs`` at their shown budgets, stacked with a ``run`` column."""
     t = pd.concat([ch.at(r, cells[r.label]).assign(run=r.label) for r in runs])
@@ -222,7 +221,6 @@ def relevance_filter_table(r: Run) -> pd.DataFrame:
     return st.relevance_table(r.df, r.boot)
 
 
-# --------------------------------------------------------------------------- the noisy filter
 def paper_filter() -> dict:
     """The paper's R1-rel classic composition (Qwen) and its filter's precision and recall (fractions)."""
     return dict(composition=[paper_item(f"classic-kept/R1-rel {k}").paper[QWEN] for k in ("support", "decoy", "irrelevant")],

@@ -51,7 +51,6 @@ class RunImportError(ValueError):
     """A run folder that cannot be imported; the message names the folder and what is wrong."""
 
 
-# --------------------------------------------------------------------------- model specs
 @dataclass(frozen=True)
 class ModelSpec:
     """One language model of the book: its backend and its own sample (None: the book's ``model_*`` parameter)."""
@@ -172,7 +171,6 @@ def parse_specs(values) -> list[ModelSpec]:
     return specs
 
 
-# --------------------------------------------------------------------------- the paper's models
 @lru_cache(maxsize=4)
 def paper_model_rules(path: str = str(PAPER_MODELS_PATH)) -> tuple[tuple[re.Pattern, str], ...]:
     """The rules of ``paper_models.yaml`` as (pattern, paper model key); errors name the file, rule and reason."""
@@ -216,7 +214,6 @@ def run_paper_model(run) -> Optional[str]:
     return None if run is None or run.is_reference else paper_model_for(run.backend, run.model)
 
 
-# --------------------------------------------------------------------------- confirmatory or exploratory
 @dataclass(frozen=True)
 class ModelVerdict:
     """``confirmatory`` (headroom passed), ``exploratory`` (failed or not checked) or ``reference`` (no check)."""
@@ -260,7 +257,6 @@ def status_line(run) -> str:
     return f"{run.label}: {what}" + (f" ({v.reason})" if v.reason and v.status != "reference" else "") + "."
 
 
-# --------------------------------------------------------------------------- imported run folders
 @lru_cache(maxsize=2)
 def local_template_hashes(root: str = "") -> dict[str, str]:
     """Template id -> sha256 of its file, for every template file here (``templates/``)."""

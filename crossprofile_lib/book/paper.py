@@ -96,7 +96,6 @@ def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
     return " / ".join(f"{one(v)} ({m})" for m, v in values.items())
 
 
-# --------------------------------------------------------------------------- chapter 11
 #: At most this many resamples for the comparison's intervals.
 MAX_COMPARISON_RESAMPLES = 2000
 
@@ -130,7 +129,6 @@ def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[in
     return inside, total
 
 
-# --------------------------------------------------------------------------- chapter 11, long format
 #: The answers of the "reproduced?" column (the first two are the only scored ones).
 YES, NO = "yes", "no"
 #: Column names of the long comparison.
@@ -162,8 +160,7 @@ def _run_name(run: Run, data: str) -> str:
     return name + ("" if data == "crossprofile" else f" · {data}")
 
 
-#: The book chapter (its page, ``notebooks/<page>.md``) that computes the quantities of each paper chapter
-#: (``chapter`` in data/paper_figures.yaml): each row of chapter 11 links to it.
+#: Paper chapter (``chapter`` in data/paper_figures.yaml) -> the book page that computes its quantities.
 CHAPTER_PAGES = {"rarest-first": "04-rarest-first", "relevance": "05-relevance", "social-proof": "06-social-proof",
                  "net-evidence": "07-net-evidence", "hiddenbench": "08-hiddenbench"}
 #: The "paper model" and "reproduced?" cells of a reference run's row: compared as a reference, never scored.

@@ -24,8 +24,7 @@ MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS":
                   "BACKENDS": "backends", "RUNS": "runs"}
 _MAKE_OF = {f: v for v, f in MAKE_VARIABLES.items()}
 
-# The rules are the configuration's (crossprofile_lib.config), the ones the command line prints; the
-# book keeps lists (papermill and the "built with" line read them as lists).
+# The rules are crossprofile_lib.config's (as on the command line), kept as lists for papermill.
 #: Seeds: each in 0..2^32-1, none twice.
 Seeds = Annotated[list[Seed], distinct_list("seed")]
 #: Budgets (:class:`crossprofile_lib.config.Budget`: a ratio in (0, 1] or a token count such as 128t), none twice.

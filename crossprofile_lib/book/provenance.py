@@ -150,8 +150,7 @@ def _short(p) -> str:
         return str(p)
 
 
-#: The provenance badge :func:`crossprofile_lib.book.chapter.setup` leaves for the page's first takeaways
-#: box (results first: the findings, then where they come from). One kernel runs one chapter.
+#: The badge ``setup`` leaves for the page's first takeaways box (one kernel runs one chapter).
 _PENDING: list = []
 
 

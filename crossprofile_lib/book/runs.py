@@ -272,8 +272,7 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
             and (not mine or _stored_policy_files(p) == mine):
         if _same_templates(p, cfg):
             return load_run(p)
-        # the configuration is the same but a template file changed since: never read the old answers
-        # as this book's, never overwrite them either: a folder of its own for the new templates
+        # a template file changed since: neither read nor overwrite the old answers (a folder of its own)
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'templates_sha256': _hashes(cfg)})}")
         if _stored_config(p) == want and (p / "results.parquet").exists() and _same_templates(p, cfg) \
                 and (not mine or _stored_policy_files(p) == mine):

@@ -18,8 +18,7 @@ import seaborn as sns
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.stats.tables import headroom
 
-#: One colour per base policy (Okabe-Ito where possible); label formats and fixed-k reuse
-#: the base policy's hue (lighter / darker), so a policy looks the same in every chapter.
+#: One colour per base policy (Okabe-Ito where possible), the same in every chapter.
 BASE_COLORS = {
     "R1": "#0072B2", "B4": "#E69F00", "Random": "#7F7F7F", "M1": "#009E73",
     "R1-rel": "#CC79A7", "R1-rel-oracle": "#882255", "BAL": "#D55E00", "BAL-oracle": "#8C3B00",
@@ -54,8 +53,7 @@ def _split(policy: str) -> tuple[str, bool, str]:
     return base, k, fmt or "full"
 
 
-#: The ALL memory's label formats: lightening its near-black would give three greys side by side
-#: (figure 6.1), so each format gets a hue of its own.
+#: The ALL memory's label formats, each a hue of its own (lightening its near-black gives three greys).
 ALL_FORMAT_COLORS = {"unlabeled": "#6A3D9A", "shuffled": "#B8860B", "first-speaker": "#1F78B4", "claim-id": "#33A02C"}
 
 
@@ -151,7 +149,6 @@ def legend_of(ax) -> tuple:
     return handles, labels
 
 
-# --------------------------------------------------------------------------- signal
 class Signal(NamedTuple):
     ok: bool
     reason: str

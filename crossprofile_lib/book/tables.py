@@ -111,9 +111,7 @@ def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame
     return out
 
 
-
-#: How the cells are labelled in the book's tables: the paper's single-variant cells first, the
-#: pooled cells as secondary rows (SPEC section 3, revised).
+#: How the cells are labelled: single-variant cells, pooled cells as secondary rows (SPEC section 3, revised).
 CELL_LABELS = {"classic": f"classic ({CLASSIC})", "mirror": f"mirror ({MIRROR})"}
 POOLED_LABELS = {"classic": "pooled classic (PS*)", "mirror": "pooled mirror (SP*)"}
 
