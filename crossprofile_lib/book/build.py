@@ -93,7 +93,7 @@ EVERY_CHAPTER = ("policy_files",)
 
 def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
     """Execute ``md`` with papermill into ``out_dir/<name>.ipynb`` with the parameters it declares (``None`` left out)
-        and those of :data:`EVERY_CHAPTER`."""
+    and those of :data:`EVERY_CHAPTER`."""
     import jupytext
     import papermill as pm
     t0 = time.perf_counter()
@@ -151,7 +151,7 @@ def mixed_pages(root: Path, params: dict) -> list[str]:
 
 def tidy(path: Path, params: Optional[dict] = None) -> None:
     """Hide the parameters cells on the web page (tag ``remove-cell``; the notebook keeps them); with ``params`` record
-        the build (metadata ``crossprofile_build``: id and parameters)."""
+    the build (metadata ``crossprofile_build``: id and parameters)."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
     if params is not None:
@@ -183,7 +183,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
           html: bool = True, quick: bool = False, env: Optional[dict] = None,
           log: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
     """Build the book of ``params`` from ``root`` (staged into ``out``); exit status 0 built, 1 a notebook or the HTML
-        failed, 2 a bad ``REPOSITORY_URL``. ``only``: chapters to execute (:func:`check_only`); ``html``: run jupyter-book."""
+    failed, 2 a bad ``REPOSITORY_URL``. ``only``: chapters to execute (:func:`check_only`); ``html``: run jupyter-book."""
     env = os.environ if env is None else env
     t0 = time.perf_counter()
     target = out.resolve() if out is not None else root

@@ -99,8 +99,8 @@ def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
 def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True, model: bool = True,
           notes: Sequence[tuple[str, str, str]] = (), show: bool = True, results_first: bool = True) -> Chapter:
     """The chapter preamble. ``params``: the chapter's globals; ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
-        title, HTML) boxes folded into the provenance box; ``show``: display the line and the box; ``results_first``: the
-        badge goes under the page's first takeaways box."""
+    title, HTML) boxes folded into the provenance box; ``show``: display the line and the box; ``results_first``: the
+    badge goes under the page's first takeaways box."""
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")

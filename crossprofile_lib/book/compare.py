@@ -158,7 +158,7 @@ def summary(tables: list[tuple[Finding, pd.DataFrame]]) -> pd.DataFrame:
 
 def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
     """Run label -> accuracy by net lead over prereg.yaml's ``net_lead_where`` rows at the run's shown budget
-        (exploratory runs marked in their key)."""
+    (exploratory runs marked in their key)."""
     out = {}
     for r in runs:
         v = headroom_verdict(r)

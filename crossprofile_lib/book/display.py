@@ -29,8 +29,8 @@ def near_chance_name(name: str) -> bool:
 
 def near_chance(run, boot=None) -> bool:
     """Whether a language model's run says nothing about the paper's effects, measured on the run: its headroom
-        check fails or, without ALL and EMPTY rows, its accuracy is not above chance at 95%. Never the reference
-        decider or a string label. Cached on the run."""
+    check fails or, without ALL and EMPTY rows, its accuracy is not above chance at 95%. Never the reference
+    decider or a string label. Cached on the run."""
     if run is None or isinstance(run, str) or getattr(run, "is_reference", True) or not hasattr(run, "df"):
         return False
     boot = boot if boot is not None else getattr(run, "boot", None)
@@ -207,8 +207,8 @@ class Captions:
     def table(self, df: pd.DataFrame, text: str, runs, fmt: Optional[str | dict] = None, precision: int = 1,
               gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
         """A Styler with the caption (optional 0-100 colour gradient over ``gradient``), every cell and label
-                HTML-escaped (template text is user data), readable as printed (:func:`tidy_table`), near-chance runs
-                flagged in the headers, intervals spanning about 0-100 greyed and marked."""
+        HTML-escaped (template text is user data), readable as printed (:func:`tidy_table`), near-chance runs
+        flagged in the headers, intervals spanning about 0-100 greyed and marked."""
         old_cols = list(df.columns)
         df = tidy_table(_flag_headers(df, runs))
         new_of = dict(zip(old_cols, df.columns))
@@ -279,7 +279,7 @@ def _p_value(v):
 
 def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` as a reader reads it: flat headers joined with " · ", no snake_case, booleans as Yes/No,
-        p-value columns (:data:`P_NAMES`) as ``< 0.001`` or three decimals."""
+    p-value columns (:data:`P_NAMES`) as ``< 0.001`` or three decimals."""
     out = df.copy()
     cols = out.columns
     flat = (isinstance(cols, pd.MultiIndex) and any(not str(v).strip() for t in cols for v in t)) or \

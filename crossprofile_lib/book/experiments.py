@@ -62,7 +62,7 @@ def user_grid(names) -> list[str]:
 @dataclass
 class BookRuns:
     """Every experiment the chapters read, for one parameter set (a :class:`BookParams` or a dict of overrides);
-        a run that cannot be made here is ``None`` and :attr:`skipped` says why (key: backend or ``hiddenbench:<backend>``)."""
+    a run that cannot be made here is ``None`` and :attr:`skipped` says why (key: backend or ``hiddenbench:<backend>``)."""
 
     params: BookParams | dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
@@ -103,7 +103,7 @@ class BookRuns:
 
     def reference(self, social_proof: float = 0.0, n_agents: int = 4) -> Run:
         """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``: a group-size
-                run); your policies join each (:func:`user_grid`, :func:`user_formats`)."""
+        run); your policies join each (:func:`user_grid`, :func:`user_formats`)."""
         p = self.params
         u, policies = p.user_policies, None
         if u:
@@ -163,7 +163,7 @@ class BookRuns:
 
     def labels_prompt_for(self, spec: ModelSpec) -> Optional[Run]:
         """One spec's ALL memories with the 'labels are not evidence' prompt
-                (``runs/<backend>-labels-not-evidence``); an imported run has none (it would need model calls)."""
+        (``runs/<backend>-labels-not-evidence``); an imported run has none (it would need model calls)."""
         p, s = self.params, spec.sample(self.params)
         primary = self.specs()[0].text == spec.text
         return self._once("labels" if primary else f"labels:{spec.text}", lambda: model_run(
@@ -234,7 +234,7 @@ class BookRuns:
 
     def prepare(self, log=print, workers: int | None = None) -> dict:
         """Run (or find) every experiment; ``{name: run or None}``, on ``workers`` processes (default: the cores),
-                the model's runs one after another in one of them (:mod:`.schedule`)."""
+        the model's runs one after another in one of them (:mod:`.schedule`)."""
         out = run_steps(self, workers, log)
         for r in self.imported():  # read in place: no step, no model call
             out[f"imported {r.path}"] = r

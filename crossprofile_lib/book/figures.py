@@ -39,7 +39,7 @@ from crossprofile_lib.design import CLASSIC, MIRROR
 
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """The hidden-profile concept diagram, one panel per variant of ``views`` (:class:`Walkthrough`):
-        agents x the 12 facts, a dot per holder, a box per fact the memory kept."""
+    agents x the 12 facts, a dot per holder, a box per fact the memory kept."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
     n = len(views)
@@ -148,7 +148,7 @@ def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "p
            lo: str = "lo", hi: str = "hi", extra: Optional[tuple[str, str, str]] = None,
            paper: Optional[dict] = None, message: Optional[str] = None) -> plt.Figure:
     """Contrasts as points with intervals; ``extra`` = ``(lo, hi, name)`` a second, wider interval; ``paper``: row
-        label -> paper values (hollow diamonds)."""
+    label -> paper values (hollow diamonds)."""
     fig, ax = new_figure(WIDTH, 0.5 * len(t) + 2.0)
     ys = np.arange(len(t))[::-1]
     if extra:
@@ -264,7 +264,7 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
 
 def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """This run's estimates (filled dots, 95% intervals) beside the paper's per model (hollow diamonds), one row
-        per quantity; ``t``: rows ``quantity, unit, estimate, lo, hi, paper_model, paper``; panels by unit."""
+    per quantity; ``t``: rows ``quantity, unit, estimate, lo, hi, paper_model, paper``; panels by unit."""
     units = [u for u in ("%", "points") if (t["unit"] == u).any()]
     qs = {u: list(dict.fromkeys(t.loc[t["unit"] == u, "quantity"])) for u in units}
     fig, axes = new_figure(WIDTH, 0.32 * sum(len(v) for v in qs.values()) + 0.6 * len(units) + 1.6, nrows=len(units),

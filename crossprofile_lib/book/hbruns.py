@@ -74,8 +74,8 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
                     policies: Optional[Sequence[str]] = None, budgets: Optional[Sequence[str]] = None,
                     skipped: Optional[dict] = None, backend_options: Optional[dict] = None) -> Optional[HBRun]:
     """Run (or resume) HiddenBench into ``runs/hiddenbench-<backend>`` (its own folder for another
-        configuration); None when ``backend`` cannot run here (reason in ``skipped``). ``path`` = "": $HIDDENBENCH_PATH
-        or the fixture, read in place, never copied."""
+    configuration); None when ``backend`` cannot run here (reason in ``skipped``). ``path`` = "": $HIDDENBENCH_PATH
+    or the fixture, read in place, never copied."""
     skipped = {} if skipped is None else skipped
     key = f"hiddenbench:{backend or 'ledger'}"
     kw = dict(backend=backend or "ledger", hiddenbench=path or None, protocols=tuple(protocols), seeds=tuple(seeds),
@@ -142,7 +142,7 @@ def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run
 
 def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
     """The natural discussion as one :class:`Run`: memory-policy rows plus a ``"group vote"`` row per session
-        (majority right, ``budget_label`` ``none``, with ``disclosure_rate``); None without a natural run."""
+    (majority right, ``budget_label`` ``none``, with ``disclosure_rate``); None without a natural run."""
     if hb is None or "natural" not in hb.tables:
         return None
     decided = hb_as_run(hb, "natural")

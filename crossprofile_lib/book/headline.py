@@ -230,7 +230,7 @@ def paper_filter() -> dict:
 
 def noisy_filter_grid(tpl, tok, seeds: Sequence[int], budget: str, draws: int = 5) -> pd.DataFrame:
     """R1-rel's classic composition with a seeded noisy filter at the paper's quality, then over precision x
-        recall in {1.0, 0.9, 0.8, 0.7}^2, with each row's distance to the paper's composition."""
+    recall in {1.0, 0.9, 0.8, 0.7}^2, with each row's distance to the paper's composition."""
     pf = paper_filter()
     grid = [(pf["precision"], pf["recall"])] + [(p, r) for p in (1.0, 0.9, 0.8, 0.7) for r in (1.0, 0.9, 0.8, 0.7)]
     rows = pd.concat([tiering_summary(tiering_compositions(tpl, tok, p, r, seeds=seeds, budget=budget, draws=draws))

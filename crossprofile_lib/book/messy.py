@@ -174,7 +174,7 @@ def _clear(lo: float, hi: float) -> bool:
 
 def _verdict(be, blo, bhi, e, lo, hi) -> str:
     """``survives`` (same side, same clarity), ``flips`` (clear on the other side), ``weakens`` (clear, now covers 0),
-        ``strengthens`` (the other way round)."""
+    ``strengthens`` (the other way round)."""
     if any(pd.isna(x) for x in (be, e, lo, hi, blo, bhi)):
         return "not estimable"
     side = np.sign(be)

@@ -313,7 +313,7 @@ def check_crossprofile(folder: Path, header: dict, df) -> None:
 
 def import_run(path: str | Path) -> Run | HBRun:
     """A run folder made elsewhere, read in place: a :class:`Run` or an :class:`HBRun`; a refusal raises
-        :class:`RunImportError` naming the folder and the rule."""
+    :class:`RunImportError` naming the folder and the rule."""
     folder = resolve(path)
     if not folder.is_dir():
         raise RunImportError(f"RUNS={path}: not a folder")
@@ -344,7 +344,7 @@ def import_run(path: str | Path) -> Run | HBRun:
 
 def _policies_recorded(folder: Path, header: dict, name: str) -> None:
     """Load the run's own policy files (header ``policy_files``) from the recorded path when the SHA-256
-        matches; otherwise :class:`RunImportError` says which file to give with ``POLICY_FILES``."""
+    matches; otherwise :class:`RunImportError` says which file to give with ``POLICY_FILES``."""
     try:
         ensure_recorded(header.get("policy_files"), f"{folder}/{name}")
     except PolicyFileError as e:

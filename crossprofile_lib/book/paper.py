@@ -52,7 +52,7 @@ def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossp
 
 def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """One row per paper number; columns ``('paper', model)`` and ``('this suite', run label)`` (estimate
-        [95% interval]); ``runs`` maps a data kind (``crossprofile``, ``hiddenbench``) to runs."""
+    [95% interval]); ``runs`` maps a data kind (``crossprofile``, ``hiddenbench``) to runs."""
     models = list(dict.fromkeys(m for it in items for m in it.paper))
     rows = pd.DataFrame({("result", ""): [it.result for it in items],
                          ("quantity", ""): [it.label for it in items],
@@ -75,8 +75,8 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
 def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
     """A paper value for prose, ``"+X (model A) / +Y (model B)"``, from item ``ref`` (``"<figure>/<label>"``).
 
-        With a model ``run``: only its own paper model's value (plus values not separated by model), or
-        ``"– (not one of the paper's models)"``; the reference decider (or no run): every model's."""
+    With a model ``run``: only its own paper model's value (plus values not separated by model), or
+    ``"– (not one of the paper's models)"``; the reference decider (or no run): every model's."""
     item = paper_item(ref)
     sign = "+" if item.unit == "points" else ""
     values = item.paper
@@ -142,7 +142,7 @@ def uninformative_interval(lo: float, hi: float, unit: str) -> bool:
 
 def reproduced(paper_value, est: float, lo: float, hi: float, unit: str, v: ModelVerdict) -> str:
     """``yes``/``no``: the paper's value inside/outside the 95% interval; otherwise an answer naming why it is not
-        counted (a range, not in the run, an uninformative interval, or exploratory)."""
+    counted (a range, not in the run, an uninformative interval, or exploratory)."""
     if not isinstance(paper_value, (int, float)) or isinstance(paper_value, bool):
         return "not scored: the paper gives a range, not one number"
     if est is None or np.isnan(est):
@@ -178,10 +178,10 @@ def _paper_number(pv, unit: str, digits: int) -> str:
 
 def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Chapter 11 in long format: one row per (quantity, run, paper model), :data:`LONG_COLUMNS` plus
-        ``chapter``, ``unit``, ``scored``, ``model``, ``reference`` and ``page`` (:data:`CHAPTER_PAGES`).
+    ``chapter``, ``unit``, ``scored``, ``model``, ``reference`` and ``page`` (:data:`CHAPTER_PAGES`).
 
-        A model run is set beside its own paper model's value only (or the shared value); another model gets a row saying
-        so. The reference decider gets ONE row per quantity with every model's value and :data:`REFERENCE_VERDICT`."""
+    A model run is set beside its own paper model's value only (or the shared value); another model gets a row saying
+    so. The reference decider gets ONE row per quantity with every model's value and :data:`REFERENCE_VERDICT`."""
     n_resamples = min(n_resamples, MAX_COMPARISON_RESAMPLES)
     rows = []
     for data, rs in runs.items():

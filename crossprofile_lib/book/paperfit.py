@@ -38,7 +38,7 @@ def fitted_models(res) -> str:
 
 def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """One panel per model: the paper's value (x) against the fit (y) with its 95% parametric-bootstrap interval;
-        filled dots fitted, hollow squares held out, the diagonal a perfect fit, the largest misses labelled."""
+    filled dots fitted, hollow squares held out, the diagonal a perfect fit, the largest misses labelled."""
     t = res.figures[res.figures.paper.notna()]
     models = list(dict.fromkeys(t.model))
     # two panels a row (three in one row left ~80-px plots with truncated labels); a row per two models
@@ -85,7 +85,7 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
 
 def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
     """Each parameter's loss profile per model, (loss - minimum) / sigma^2 (sigma^2 = max(1, chi2 / df)); under the
-        dashed line (chi2_1 95%) is the profile interval."""
+    dashed line (chi2_1 95%) is the profile interval."""
     p = res.profiles
     params = list(dict.fromkeys(p.parameter))
     fig, axes = F.new_figure(F.WIDTH, 3.4, ncols=max(1, len(params)), squeeze=False, sharey=True)

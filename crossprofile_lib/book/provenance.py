@@ -116,7 +116,7 @@ def built_with(params: dict):
 def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = (),
                    built: str = ""):
     """ONE badge per chapter: a visible line per run (warning titles stay visible), folded details with
-        ``built``, backend, model, run folder and every notice. ``runs``: (role, run or None, notices)."""
+    ``built``, backend, model, run folder and every notice. ``runs``: (role, run or None, notices)."""
     line, rows, boxes = [], [], []
     for role, run, notices in runs:
         if run is not None:

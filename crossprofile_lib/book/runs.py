@@ -262,7 +262,7 @@ def _same_templates(folder: Path, cfg) -> bool:
 
 def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = False) -> Run:
     """Load the run of ``cfg`` from ``path`` when its ``run.json`` records ``cfg``, else run it (into a sibling
-        ``path-<digest>`` when ``path`` holds another configuration; ``rerun=True`` reruns into ``path``)."""
+    ``path-<digest>`` when ``path`` holds another configuration; ``rerun=True`` reruns into ``path``)."""
     want = _jsonable(protocol_free(asdict(cfg)))
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
@@ -289,8 +289,8 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
 
 def reference_tokenizer(name: Optional[str]) -> tuple[Optional[str], str]:
     """The reference grid's tokenizer for the book parameter ``tokenizer``, and why the offline
-        approximation stands in for it (``""`` when it does not); ``None``/``""``/``offline`` ask for the approximation.
-        A name no rule knows raises :class:`ValueError` naming it."""
+    approximation stands in for it (``""`` when it does not); ``None``/``""``/``offline`` ask for the approximation.
+    A name no rule knows raises :class:`ValueError` naming it."""
     if name is None or str(name).strip() in ("", "offline", OfflineTokenizer.name):
         return None, ""
     name = str(name).strip()
@@ -309,7 +309,7 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
                   inverse_temperature: Optional[float] = None, name: Optional[str] = None,
                   variants: Optional[Sequence[str]] = None, tokenizer: Optional[str] = None) -> Run:
     """The reference decider's grid (``runs/ledger``, ``-sp0.5``, ``-agents6``, ``-sp0.5-beta2``), budgets priced
-        with ``tokenizer`` (None: offline; see :func:`reference_tokenizer`)."""
+    with ``tokenizer`` (None: offline; see :func:`reference_tokenizer`)."""
     tokenizer, why = reference_tokenizer(tokenizer)
     name = name or ("ledger" + (f"-sp{social_proof:g}" if social_proof else "") + (f"-agents{n_agents}" if n_agents != 4 else "")
                     + (f"-beta{inverse_temperature:g}" if inverse_temperature is not None else ""))
@@ -335,7 +335,7 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
               policies: Sequence[str] = MODEL_POLICIES, backend_options: Optional[dict] = None,
               suffix: str = "", skipped: Optional[dict] = None) -> Optional[Run]:
     """A backend's run (``runs/<backend slug>``), or None when it is empty or cannot be built here (the reason goes
-        to ``skipped[backend]``); a finished grid makes no model calls (the call cache)."""
+    to ``skipped[backend]``); a finished grid makes no model calls (the call cache)."""
     skipped = {} if skipped is None else skipped
     if not backend or backend == "ledger":
         return None

@@ -106,7 +106,7 @@ def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
 def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] = None,
                    formats: Optional[Sequence[str]] = ("unlabeled", "shuffled")) -> pd.DataFrame:
     """Rows of a :func:`label_effect_rows` table for ``versus`` (None: :func:`versus_policies`) and ``formats``
-        (None: all) at the run's shown budget (and the unbudgeted ALL)."""
+    (None: all) at the run's shown budget (and the unbudgeted ALL)."""
     t = t[t.versus.isin(list(versus if versus is not None else versus_policies(ch)))]
     if formats is not None:
         t = t[t.label_format.isin(list(formats))]
@@ -115,7 +115,7 @@ def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] 
 
 def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str = CELL_LABELS["classic"]) -> pd.DataFrame:
     """``wide`` with a ``paper: <model>`` column: the SAME model's value at the rows ``items`` names;
-        unchanged for the reference decider and for a model not in the paper."""
+    unchanged for the reference decider and for a model not in the paper."""
     pm = run_paper_model(run)
     if run.is_reference or pm is None or wide.empty:
         return wide

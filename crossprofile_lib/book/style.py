@@ -114,7 +114,7 @@ def _legend_columns(labels: Sequence[str], width_in: float, ncol: int) -> int:
 
 def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = None, ncol: int = 4) -> None:
     """Message title and subtitle on top, legend below the axes, run stamp at the bottom; texts wrapped and the figure
-        grown taller by what the wrapping needs, so nothing is drawn outside it."""
+    grown taller by what the wrapping needs, so nothing is drawn outside it."""
     w, h = fig.get_size_inches()
     line = lambda pt: pt * 1.3 / 72  # noqa: E731  (inches per line of text)
     message = wrap(message, w - 0.2, FONT["title"], em=0.62)
@@ -156,8 +156,8 @@ class Signal(NamedTuple):
 
 def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
     """Whether ``run``'s panel would show signal: always for the reference decider; for a model, its headroom
-        check passes (ALL - EMPTY lower bound above ``min_points``) or, without ALL and EMPTY, its accuracy's 95% Wilson
-        interval lies above chance."""
+    check passes (ALL - EMPTY lower bound above ``min_points``) or, without ALL and EMPTY, its accuracy's 95% Wilson
+    interval lies above chance."""
     if run is None:
         return Signal(False, "no run")
     if run.is_reference:

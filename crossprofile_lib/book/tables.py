@@ -38,7 +38,7 @@ KEPT = ("kept_support", "kept_decoy", "kept_irrelevant")
 def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Optional[Sequence[str]] = None,
                     outcome: str = "correct") -> pd.DataFrame:
     """``(policy, variant)`` percentages at one budget (and unbudgeted rows), policies in ``policies`` order;
-        default: the heat map's policies, then the run's policies of your own (``POLICY_FILES``)."""
+    default: the heat map's policies, then the run's policies of your own (``POLICY_FILES``)."""
     if policies is None:
         mine = [p for p in dict.fromkeys(df["policy"].astype(str)) if plugin_base(p) in PLUGINS]
         policies = [*HEATMAP_POLICIES, *mine]
@@ -61,8 +61,8 @@ def at_budget(pre, budget: str):
 def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory",), prereg=None,
                         budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """The preregistered contrasts of ``families`` (at ``budget``, :func:`at_budget`) with 95% intervals,
-        Holm p-values and **Holm-adjusted intervals**: the percentile interval at the level Holm's step-down tests
-        each contrast (``1 - alpha / (m - i)`` for the ``i``-th smallest p), from the same resamples."""
+    Holm p-values and **Holm-adjusted intervals**: the percentile interval at the level Holm's step-down tests
+    each contrast (``1 - alpha / (m - i)`` for the ``i``-th smallest p), from the same resamples."""
     pre = prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg)
     pre = at_budget(pre, budget)
     res = evaluate_contrasts(run.df, pre, boot)
@@ -85,7 +85,7 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
 
 def same_model_paper(paper, run: Optional[Run] = None):
     """The paper values beside ``run``: every model's (reference or no run), the run's own paper model's
-        plus the values not separated by model (a model run), none (a model not in the paper)."""
+    plus the values not separated by model (a model run), none (a model not in the paper)."""
     if not isinstance(paper, dict) or run is None or run.is_reference:
         return paper
     pm = run_paper_model(run)
@@ -118,7 +118,7 @@ POOLED_LABELS = {"classic": "pooled classic (PS*)", "mirror": "pooled mirror (SP
 
 def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> pd.DataFrame:
     """Per policy x budget x cell, long format: the classic (``PSP``) and mirror (``SPS``) cells, then with ``pooled``
-        the pooled ``PS*`` / ``SP*`` cells as secondary rows (:data:`CELL_LABELS`, :data:`POOLED_LABELS`)."""
+    the pooled ``PS*`` / ``SP*`` cells as secondary rows (:data:`CELL_LABELS`, :data:`POOLED_LABELS`)."""
     df = run.df
     parts = []
     d = df[df["cell"].isin(["classic", "mirror"])]
@@ -197,9 +197,9 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
                seed: int = 0) -> dict:
     """How many model calls a grid makes and the mean prompt tokens of its decision calls.
 
-        Decision requests are built as the runner builds them (the reference decider standing in); relevance calls:
-        one per task for ``R1-rel``, stance calls one per task for ``BAL``, B3 summaries one per task and budget.
-        Tokens: the offline tokenizer over a seeded sample of rendered prompts."""
+    Decision requests are built as the runner builds them (the reference decider standing in); relevance calls:
+    one per task for ``R1-rel``, stance calls one per task for ``BAL``, B3 summaries one per task and budget.
+    Tokens: the offline tokenizer over a seeded sample of rendered prompts."""
     specs = [parse_policy(p) for p in policies]
     copy = [s.name for s in specs if s.selection != "generated"]
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
@@ -241,7 +241,7 @@ def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUD
 
 def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
     """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a run's
-        decisions, memories rebuilt from its config."""
+    decisions, memories rebuilt from its config."""
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
     data, info = rebuild_choice_data(run.df, cfg, templates=paths)
