@@ -23,6 +23,7 @@ import yaml
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.launch_buttons import LaunchConfigError, config_args
 from crossprofile_lib.book.params import BookParams
+from crossprofile_lib.book.provenance import n_rows
 
 #: A tag that loads something (src, href, data, poster, srcset) from another host; plain ``<a href>`` loads nothing.
 EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|track|embed|object|input|image)\b"""
@@ -175,10 +176,6 @@ def check_offline(html_dir: Path) -> list[str]:
     return bad
 
 
-def _rows(run) -> int:
-    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
-
-
 def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequence[str] = (), jobs: int = 1,
           html: bool = True, quick: bool = False, env: Optional[dict] = None,
           log: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
@@ -202,7 +199,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
     # (1) experiments, once, before the notebooks read them (a notebook that finds its run reruns nothing)
     t = time.perf_counter()
     for name, run in BookRuns(params).prepare(log=log).items():
-        log(f"  {name}: {'skipped' if run is None else f'{_rows(run)} rows, {run.label}'}")
+        log(f"  {name}: {'skipped' if run is None else f'{n_rows(run)} rows, {run.label}'}")
     t_runs = time.perf_counter() - t
 
     # (2) notebooks

@@ -81,12 +81,7 @@ class BookRuns:
         """Every language model: BACKEND first (the *primary* model), then BACKENDS, none twice."""
         p = self.params
         out = ([ModelSpec(p.backend)] if p.backend else []) + parse_specs(p.backends)
-        seen, uniq = set(), []
-        for sp in out:
-            if sp.text not in seen:
-                seen.add(sp.text)
-                uniq.append(sp)
-        return uniq
+        return list({sp.text: sp for sp in out}.values())  # equal texts are equal specs
 
     @property
     def backend(self) -> str:

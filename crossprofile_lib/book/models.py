@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -371,11 +372,6 @@ def gaps(run: Run) -> list[str]:
 
 def unique_labels(runs: list) -> list:
     """``runs`` with :attr:`Run.tag` set to the folder name where two runs would share a label."""
-    seen: dict = {}
-    for r in runs:
-        seen.setdefault(r.label, []).append(r)
-    out = []
-    for r in runs:
-        out.append(replace(r, tag=r.path.name) if len(seen[r.label]) > 1 else r)
-    return out
+    n = Counter(r.label for r in runs)
+    return [replace(r, tag=r.path.name) if n[r.label] > 1 else r for r in runs]
 

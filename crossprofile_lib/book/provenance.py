@@ -121,9 +121,8 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
     for role, run, notices in runs:
         if run is not None:
             line.append(f"{html.escape(role)}: <b>{name_html(run)}</b>")
-            n_dec = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
             rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
-                        f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
+                        f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_rows(run)}</td></tr>")
         else:
             line.append(f"{html.escape(role)}: <i>none</i>")
         boxes += notices
@@ -141,6 +140,11 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
             f"{_count(len(boxes), 'notice')})</small></summary>{built_html}{table}" + "".join(n.data for n in boxes)
             + "</details>")
     return _html(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
+
+
+def n_rows(run) -> int:
+    """A run's decision rows (a HiddenBench run: over its protocols)."""
+    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
 
 
 def _short(p) -> str:

@@ -211,19 +211,22 @@ def config_digest(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
+def _stored(folder: Path, header: str = "run.json") -> Optional[dict]:
+    """A stored run's header (None: no readable run there)."""
     try:
-        return json.loads((folder / header).read_text()).get("config")
+        return json.loads((folder / header).read_text())
     except (OSError, ValueError):
         return None
+
+
+def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
+    return (_stored(folder, header) or {}).get("config")
 
 
 def _stored_policy_files(folder: Path, header: str = "run.json") -> Optional[list]:
     """The ``policy_files`` a stored run records (None: no run there)."""
-    try:
-        return _jsonable(json.loads((folder / header).read_text()).get("policy_files", []))
-    except (OSError, ValueError):
-        return None
+    h = _stored(folder, header)
+    return None if h is None else _jsonable(h.get("policy_files", []))
 
 
 def own_folder(path: Path, want: dict, header: str = "run.json") -> Path:
@@ -253,10 +256,7 @@ def _hashes_at(paths: tuple, stamp: tuple) -> tuple:
 
 def _same_templates(folder: Path, cfg) -> bool:
     """Whether the run in ``folder`` answered the template files as they are now (unrecorded: yes)."""
-    try:
-        stored = json.loads((folder / "run.json").read_text()).get("templates_sha256")
-    except (OSError, ValueError):
-        return True
+    stored = (_stored(folder) or {}).get("templates_sha256")
     return not isinstance(stored, dict) or stored == _hashes(cfg)
 
 
