@@ -1,7 +1,8 @@
 """Build the book (``crossprofile book``): :func:`build` runs every experiment (:meth:`BookRuns.prepare`; a rebuild makes
 no model calls), executes each ``notebooks/*.md`` with papermill into ``book/<name>.ipynb``, runs ``jupyter-book build
 . -W -n --keep-going`` and :func:`check_offline`. A book is one build: pages executed with other parameters are refused
-(:func:`mixed_pages`). With ``out`` the sources are staged there (:func:`stage`), runs in ``out/runs``."""
+(:func:`mixed_pages`). With ``out`` the sources are staged there (:func:`stage`), runs in ``out/runs``. The Binder/Colab
+launch buttons come from ONE setting: off in ``_config.yml``, ``REPOSITORY_URL`` turns them on (:func:`config_args`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from typing import Callable, Optional, Sequence
 import yaml
 
 from crossprofile_lib.book.experiments import BookRuns
-from crossprofile_lib.book.launch_buttons import LaunchConfigError, config_args
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.provenance import n_rows
 
@@ -38,6 +38,43 @@ PARTIAL_BOOK_QUIET = ("ref.doc", "ref.numref", "ref.ref")
 
 #: Pages every build keeps, even with ``only`` (chapters cross-reference them).
 ALWAYS = ("intro", "glossary", "bibliography")
+#: The launch buttons' services and what a REPOSITORY_URL looks like.
+BINDER = "https://mybinder.org"
+COLAB = "https://colab.research.google.com"
+URL = re.compile(r"^https://[A-Za-z0-9.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/?$")
+
+
+class LaunchConfigError(ValueError):
+    """A bad REPOSITORY_URL (the message names it and the rule)."""
+
+
+def check_url(url: str) -> str:
+    """``url`` (stripped) when it is a repository URL; else :class:`LaunchConfigError` naming the rule."""
+    url = url.strip()
+    if not URL.match(url) or "/OWNER/" in url:
+        raise LaunchConfigError(f"REPOSITORY_URL: {url!r} is not a repository URL like "
+                                "https://github.com/OWNER/NAME (the launch buttons would be dead links)")
+    return url
+
+
+def configured(config: Path, url: str, out: Path) -> Path:
+    """Write ``config`` with the repository ``url`` and Binder/Colab on into ``out``; return ``out``."""
+    url = check_url(url)
+    doc = yaml.safe_load(Path(config).read_text())
+    doc["repository"] = dict(doc.get("repository") or {}, url=url.rstrip("/"))
+    doc["launch_buttons"] = dict(doc.get("launch_buttons") or {}, binderhub_url=BINDER, colab_url=COLAB)
+    doc.setdefault("html", {})["use_repository_button"] = True
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def config_args(root: Path, env: dict) -> list[str]:
+    """Extra ``jupyter-book build`` arguments: ``--config FILE`` when REPOSITORY_URL is set, else none."""
+    url: Optional[str] = (env.get("REPOSITORY_URL") or "").strip()
+    if not url:
+        return []
+    return ["--config", str(configured(root / "_config.yml", url, root / "_build" / "_config.launch.yml"))]
 
 
 class BookConfigError(ValueError):
