@@ -23,7 +23,7 @@ import yaml
 
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.params import BookParams
-from crossprofile_lib.book.provenance import n_rows
+from crossprofile_lib.book.runs import n_rows
 
 #: A tag that loads something (src, href, data, poster, srcset) from another host; plain ``<a href>`` loads nothing.
 EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|track|embed|object|input|image)\b"""

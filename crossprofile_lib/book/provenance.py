@@ -19,7 +19,7 @@ from crossprofile_lib.book.display import (
     near_chance,
     near_chance_name,
 )
-from crossprofile_lib.book.runs import REFERENCE, ROOT, Run
+from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, n_rows
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.stats.tables import headroom
@@ -140,11 +140,6 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
             f"{_count(len(boxes), 'notice')})</small></summary>{built_html}{table}" + "".join(n.data for n in boxes)
             + "</details>")
     return _html(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
-
-
-def n_rows(run) -> int:
-    """A run's decision rows (a HiddenBench run: over its protocols)."""
-    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
 
 
 def _short(p) -> str:

@@ -354,6 +354,11 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
         return None
 
 
+def n_rows(run) -> int:
+    """A run's decision rows (a HiddenBench run: over its protocols)."""
+    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
+
+
 def unit_column(df: pd.DataFrame) -> str:
     """The resampling unit: the template (CrossProfile) or the task (HiddenBench)."""
     return "template_id" if "template_id" in df.columns else "task_id"
