@@ -61,13 +61,13 @@ def run_steps(br, workers: int | None = None, log=print) -> dict:
             t0 = time.perf_counter()
             run = make()
             report(name, run, time.perf_counter() - t0, {})
-        return {name: done[name] for name, _, _ in steps}
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
-        pending = {ex.submit(_make, type(br), br.params, g) for g in groups}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                for name, run, seconds, skipped in f.result():
-                    report(name, run, seconds, skipped)
+    else:
+        ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
+            pending = {ex.submit(_make, type(br), br.params, g) for g in groups}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    for name, run, seconds, skipped in f.result():
+                        report(name, run, seconds, skipped)
     return {name: done[name] for name, _, _ in steps}

@@ -83,7 +83,7 @@ def repository_url(app) -> str:
 
 def add_cite_block(app, config) -> None:
     opts = dict(config.html_theme_options or {})
-    block = cite_html(citation_file(Path(app.srcdir)), str(opts.get("repository_url") or "").strip().rstrip("/"))
+    block = cite_html(citation_file(Path(app.srcdir)), repository_url(app))  # app.config is config
     opts["extra_footer"] = f"{opts.get('extra_footer') or ''}{block}"
     config.html_theme_options = opts
 
