@@ -154,8 +154,7 @@ def finished(book_args: list[str], env: dict | None = None, root: Path | None = 
     none; ``BookConfigError`` / ``LaunchConfigError`` for a bad variable (as ``crossprofile book`` says)."""
     import nbformat
 
-    from crossprofile_lib.book.build import STAMP_KEY, build_id, toc_pages
-    from crossprofile_lib.book.launch_buttons import check_url
+    from crossprofile_lib.book.build import STAMP_KEY, build_id, check_url, toc_pages
     from crossprofile_lib.cli import book as cli
     from crossprofile_lib.paths import book_root
 
@@ -214,8 +213,7 @@ def finished(book_args: list[str], env: dict | None = None, root: Path | None = 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--finished"]:
-        from crossprofile_lib.book.build import BookConfigError
-        from crossprofile_lib.book.launch_buttons import LaunchConfigError
+        from crossprofile_lib.book.build import BookConfigError, LaunchConfigError
         try:
             print(finished(argv[1:]))
             return 0

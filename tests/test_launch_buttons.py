@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from crossprofile_lib.book import launch_buttons as L
+from crossprofile_lib.book import build as L
 
 
 def test_buttons_are_off_unless_repository_url_is_set(root, tmp_path):

@@ -386,7 +386,7 @@ def test_every_page_shows_the_cite_block_and_the_repository_link_when_set(tmp_pa
     """A real jupyter-book build (the project's configuration and extensions) without and with REPOSITORY_URL:
     every page, the search and index pages too, shows the cite block rendered from the book's CITATION.cff;
     the repository link and the theme's repository button only with the URL; every page records the URL."""
-    from crossprofile_lib.book.launch_buttons import config_args
+    from crossprofile_lib.book.build import config_args
     d = _mini_book(tmp_path / "mini")
     jb = Path(sys.executable).with_name("jupyter-book")
     r = subprocess.run([str(jb), "build", str(d), "-W", "-n", "--keep-going", *config_args(d, {"REPOSITORY_URL": url})],

@@ -1,13 +1,8 @@
-"""Build the book: run the experiments, execute the chapters, build the HTML offline.
-
-:func:`build` is what ``crossprofile book`` (``make book``, ``scripts/build_book.py``) runs with one validated
-:class:`~crossprofile_lib.book.params.BookParams`: 1. every experiment the chapters read (:meth:`BookRuns.prepare`; a
-model answers from its call cache, so a rebuild makes no model calls); 2. each ``notebooks/*.md`` executed with
-papermill into ``book/<name>.ipynb``, with the parameters the chapter declares; 3. ``jupyter-book build . -W -n
---keep-going``; 4. :func:`check_offline`: no built page or stylesheet loads anything from another host. A book is one
-build: step 3 refuses pages executed with other parameters (:func:`tidy`, :func:`mixed_pages`). With ``out`` the
-sources are staged into that folder (:func:`stage`) and its runs go to ``out/runs``.
-"""
+"""Build the book (``crossprofile book``): :func:`build` runs every experiment (:meth:`BookRuns.prepare`; a rebuild makes
+no model calls), executes each ``notebooks/*.md`` with papermill into ``book/<name>.ipynb``, runs ``jupyter-book build
+. -W -n --keep-going`` and :func:`check_offline`. A book is one build: pages executed with other parameters are refused
+(:func:`mixed_pages`). With ``out`` the sources are staged there (:func:`stage`), runs in ``out/runs``. The Binder/Colab
+launch buttons come from ONE setting: off in ``_config.yml``, ``REPOSITORY_URL`` turns them on (:func:`config_args`)."""
 
 from __future__ import annotations
 
@@ -27,27 +22,59 @@ from typing import Callable, Optional, Sequence
 import yaml
 
 from crossprofile_lib.book.experiments import BookRuns
-from crossprofile_lib.book.launch_buttons import LaunchConfigError, config_args
 from crossprofile_lib.book.params import BookParams
+from crossprofile_lib.book.runs import n_rows
 
-#: A tag that loads what its src / href / data / poster / srcset names, pointing at another host
-#: (``https://``, ``http://`` or ``//``): scripts, stylesheets and fonts (``<link>``), images, frames, media.
-#: Plain links (``<a href>``) load nothing and are not matched.
+#: A tag that loads something (src, href, data, poster, srcset) from another host; plain ``<a href>`` loads nothing.
 EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|track|embed|object|input|image)\b"""
                       r"""[^>]*?(?:\s(?:src|href|data|poster|xlink:href)=["']?\s*(?:https?:)?//"""
                       r"""|\ssrcset=["'][^"']*?(?:https?:)?//)[^>]*>""", re.IGNORECASE)
-#: CSS that loads from another host: ``url(//...)`` (fonts, images) and ``@import "//..."``, in a
-#: stylesheet, a page's ``<style>`` element or a ``style`` attribute.
+#: CSS that loads from another host: ``url(//...)`` and ``@import "//..."``.
 CSS_EXTERNAL = re.compile(r"""(?:url\(\s*["']?\s*|@import\s+["'])(?:https?:)?//[^)"'\s]*""", re.IGNORECASE)
 _STYLE = re.compile(r"""<style\b[^>]*>(.*?)</style>|\sstyle=(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE | re.DOTALL)
 
-#: Sphinx warnings a partial book (``only``) does not treat as errors: links to chapters left out
-#: (``{doc}``: ``ref.doc``) and to their labels (``ref.ref``, ``ref.numref``).
+#: Sphinx warnings a partial book (``only``) tolerates: links to chapters left out and to their labels.
 PARTIAL_BOOK_QUIET = ("ref.doc", "ref.numref", "ref.ref")
 
-#: Pages every build keeps, even with ``only``: the landing page and the glossary/bibliography that
-#: chapters cross-reference.
+#: Pages every build keeps, even with ``only`` (chapters cross-reference them).
 ALWAYS = ("intro", "glossary", "bibliography")
+#: The launch buttons' services and what a REPOSITORY_URL looks like.
+BINDER = "https://mybinder.org"
+COLAB = "https://colab.research.google.com"
+URL = re.compile(r"^https://[A-Za-z0-9.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/?$")
+
+
+class LaunchConfigError(ValueError):
+    """A bad REPOSITORY_URL (the message names it and the rule)."""
+
+
+def check_url(url: str) -> str:
+    """``url`` (stripped) when it is a repository URL; else :class:`LaunchConfigError` naming the rule."""
+    url = url.strip()
+    if not URL.match(url) or "/OWNER/" in url:
+        raise LaunchConfigError(f"REPOSITORY_URL: {url!r} is not a repository URL like "
+                                "https://github.com/OWNER/NAME (the launch buttons would be dead links)")
+    return url
+
+
+def configured(config: Path, url: str, out: Path) -> Path:
+    """Write ``config`` with the repository ``url`` and Binder/Colab on into ``out``; return ``out``."""
+    url = check_url(url)
+    doc = yaml.safe_load(Path(config).read_text())
+    doc["repository"] = dict(doc.get("repository") or {}, url=url.rstrip("/"))
+    doc["launch_buttons"] = dict(doc.get("launch_buttons") or {}, binderhub_url=BINDER, colab_url=COLAB)
+    doc.setdefault("html", {})["use_repository_button"] = True
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def config_args(root: Path, env: dict) -> list[str]:
+    """Extra ``jupyter-book build`` arguments: ``--config FILE`` when REPOSITORY_URL is set, else none."""
+    url: Optional[str] = (env.get("REPOSITORY_URL") or "").strip()
+    if not url:
+        return []
+    return ["--config", str(configured(root / "_config.yml", url, root / "_build" / "_config.launch.yml"))]
 
 
 class BookConfigError(ValueError):
@@ -74,16 +101,13 @@ def check_only(root: Path, only: Sequence[str]) -> None:
 
 
 def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
-    """Copy the book's sources (config, text pages, static files) from ``root`` into ``out``; with
-    ``only``, the staged table of contents keeps just those chapters (a partial book that still
-    builds with warnings as errors)."""
+    """Copy the book's sources from ``root`` into ``out``; ``only`` keeps just those chapters in the table of contents."""
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(root / "_config.yml", out / "_config.yml")
     shutil.copy2(root / "references.bib", out / "references.bib")
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     if only:
-        # The landing page and the glossary link to every chapter; in a partial book a link to a
-        # chapter left out is plain text, not an error (every other warning still fails the build).
+        # a link to a chapter left out is plain text, not an error (every other warning still fails the build)
         cfg = yaml.safe_load((out / "_config.yml").read_text())
         sphinx_cfg = cfg.setdefault("sphinx", {}).setdefault("config", {})
         sphinx_cfg["suppress_warnings"] = sorted({*sphinx_cfg.get("suppress_warnings", []), *PARTIAL_BOOK_QUIET})
@@ -101,15 +125,13 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
     shutil.copytree(root / "book" / "_static", out / "book" / "_static", dirs_exist_ok=True)
 
 
-#: Parameters every chapter receives, declared or not: the policy files of your own (POLICY_FILES) change
-#: the reference grid every chapter reads, so a chapter that did not get them would rerun another grid.
+#: Parameters every chapter receives, declared or not (POLICY_FILES changes the reference grid every chapter reads).
 EVERY_CHAPTER = ("policy_files",)
 
 
 def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
-    """jupytext-convert ``md`` and execute it with papermill into ``out_dir/<name>.ipynb``, injecting
-    the parameters it declares (those ``params`` holds, ``None`` left out: the chapter's default) and those
-    of :data:`EVERY_CHAPTER`."""
+    """Execute ``md`` with papermill into ``out_dir/<name>.ipynb`` with the parameters it declares (``None`` left out)
+    and those of :data:`EVERY_CHAPTER`."""
     import jupytext
     import papermill as pm
     t0 = time.perf_counter()
@@ -144,9 +166,7 @@ def toc_pages(root: Path) -> list[str]:
 
 
 def mixed_pages(root: Path, params: dict) -> list[str]:
-    """The executed chapters (``root/book/*.ipynb`` in the table of contents) that were NOT built with
-    ``params``: each with the parameters that differ (or "no build record" for a notebook executed
-    before builds were recorded). Empty: the book is one build."""
+    """The executed chapters NOT built with ``params``, each with the parameters that differ (or "no build record")."""
     import nbformat
     want, out = build_id(params), []
     for f in toc_pages(root):
@@ -168,10 +188,8 @@ def mixed_pages(root: Path, params: dict) -> list[str]:
 
 
 def tidy(path: Path, params: Optional[dict] = None) -> None:
-    """Results first: the parameters cell and papermill's injected-parameters cell (no output) are
-    left out of the web page (tag ``remove-cell``); the page's "built with" line names their values,
-    and the downloadable notebook keeps both cells. With ``params`` the notebook records the build it
-    belongs to (metadata ``crossprofile_build``: id and parameters), which the HTML step compares."""
+    """Hide the parameters cells on the web page (tag ``remove-cell``; the notebook keeps them); with ``params`` record
+    the build (metadata ``crossprofile_build``: id and parameters)."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
     if params is not None:
@@ -184,9 +202,7 @@ def tidy(path: Path, params: Optional[dict] = None) -> None:
 
 
 def check_offline(html_dir: Path) -> list[str]:
-    """``page: what it loads`` for every page or stylesheet of the built site that loads anything from
-    another host: a script, stylesheet, font, image, frame or media file (:data:`EXTERNAL`,
-    :data:`CSS_EXTERNAL`). Empty when the site is self-contained."""
+    """``page: what it loads`` for every built page or stylesheet that loads anything from another host."""
     bad = []
     for f in sorted(html_dir.rglob("*.html")) + sorted(html_dir.rglob("*.css")):
         text = f.read_text(errors="replace")
@@ -197,16 +213,11 @@ def check_offline(html_dir: Path) -> list[str]:
     return bad
 
 
-def _rows(run) -> int:
-    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
-
-
 def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequence[str] = (), jobs: int = 1,
           html: bool = True, quick: bool = False, env: Optional[dict] = None,
           log: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
-    """Build the book of ``params`` from the checkout ``root`` (staged into ``out`` when given);
-    returns the exit status (0 built; 1 a notebook or the HTML failed; 2 a bad ``REPOSITORY_URL``).
-    ``only``: chapters to execute (checked by :func:`check_only` first); ``html``: run jupyter-book."""
+    """Build the book of ``params`` from ``root`` (staged into ``out``); exit status 0 built, 1 a notebook or the HTML
+    failed, 2 a bad ``REPOSITORY_URL``. ``only``: chapters to execute (:func:`check_only`); ``html``: run jupyter-book."""
     env = os.environ if env is None else env
     t0 = time.perf_counter()
     target = out.resolve() if out is not None else root
@@ -225,7 +236,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
     # (1) experiments, once, before the notebooks read them (a notebook that finds its run reruns nothing)
     t = time.perf_counter()
     for name, run in BookRuns(params).prepare(log=log).items():
-        log(f"  {name}: {'skipped' if run is None else f'{_rows(run)} rows, {run.label}'}")
+        log(f"  {name}: {'skipped' if run is None else f'{n_rows(run)} rows, {run.label}'}")
     t_runs = time.perf_counter() - t
 
     # (2) notebooks
@@ -248,8 +259,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         print(f"notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
         return 1
 
-    # (3) HTML: a book is one build. Every executed page of the table of contents must carry this
-    # build's parameters; a page left from another run (``--only`` in the checkout) stops the build.
+    # (3) HTML: a book is one build; a page executed with other parameters stops it
     t_html = 0.0
     if html:
         mixed = mixed_pages(target, json.loads(json.dumps(values, default=str)))

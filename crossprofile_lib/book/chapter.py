@@ -1,9 +1,6 @@
-"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")``. :func:`setup` resolves the chapter's
-parameters (its ``parameters`` cell declares them ``= None``: the book's default) and validates them, makes or finds
-its runs (:class:`BookRuns`) with their template bootstraps, and shows the "built with" line and the ONE provenance
-box. A chapter that reads no runs passes ``reference=False, model=False``. It returns a :class:`Chapter`: parameters,
-runs, captions and the budget each run is shown at (the primary budget, or the run's own with a notice).
-"""
+"""ONE chapter preamble: ``ch = book.setup(globals(), 4, "social_proof")`` resolves and validates the chapter's parameters,
+makes or finds its runs with their bootstraps, shows the "built with" line and the ONE provenance box, and returns a
+:class:`Chapter` (parameters, runs, captions, the budget each run is shown at). No runs: ``reference=False, model=False``."""
 
 from __future__ import annotations
 
@@ -49,22 +46,26 @@ class Chapter:
     """Every language model's HiddenBench run; :attr:`hb_model` is the primary one."""
 
     @property
+    def all_models(self) -> list[Run]:
+        """Every model's CrossProfile run (:attr:`models`, else the primary one)."""
+        return self.models or ([self.model] if self.model is not None else [])
+
+    @property
+    def all_hb_models(self) -> list[HBRun]:
+        """Every model's HiddenBench run (:attr:`hb_models`, else the primary one)."""
+        return list(self.hb_models) or ([self.hb_model] if self.hb_model is not None else [])
+
+    @property
     def shown(self) -> list[Run]:
         """The reference grid and every model's sample: one column per model."""
-        models = self.models or ([self.model] if self.model is not None else [])
-        return [r for r in [self.ref, *models] if r is not None]
+        return [r for r in [self.ref, *self.all_models] if r is not None]
 
     def budget(self, run: Optional[Run]) -> str:
         """The budget ``run`` is shown at: the primary budget, or the run's own when it lacks it."""
         return primary_budget(run)[0]
 
-    @property
-    def primary(self) -> str:
-        return PRIMARY_BUDGET
-
     def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
-        """The runs worth a figure panel (:func:`crossprofile_lib.book.style.model_signal`); for each
-        other run, one line saying why its panel is not drawn."""
+        """The runs worth a figure panel (:func:`~.style.model_signal`), and a line per other run saying why not."""
         out = []
         for r in (self.shown if runs is None else runs):
             sig = model_signal(r, r.boot)
@@ -97,12 +98,9 @@ def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
 
 def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True, model: bool = True,
           notes: Sequence[tuple[str, str, str]] = (), show: bool = True, results_first: bool = True) -> Chapter:
-    """The chapter preamble (see the module doc). ``params``: the chapter's globals (its declared
-    parameters, ``None`` = default); ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
-    title, HTML body) boxes of this chapter, folded into the provenance box; ``show``: display the
-    "built with" line and the provenance box (chapter 13 shows its own line); ``results_first``: the
-    provenance badge goes right under the page's first takeaways box (a page without one passes False
-    and gets the badge here)."""
+    """The chapter preamble. ``params``: the chapter's globals; ``extra``: names from :data:`EXTRA_RUNS`; ``notes``: (kind,
+    title, HTML) boxes folded into the provenance box; ``show``: display the line and the box; ``results_first``: the
+    badge goes under the page's first takeaways box."""
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
@@ -170,7 +168,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                                                      else ""), box.data))
     ch.notices = [Notice(*n) for n in notes] + hb_notices
     if reference and len(ch.ref.variants) < 8:
-        ch.notices.append(Notice("note", f"{_n(ch.ref.variants)} of the 8 variants",
+        ch.notices.append(Notice("note", f"{len(ch.ref.variants)} of the 8 variants",
                                  f"The reference grid ran the variants {', '.join(ch.ref.variants)} only (parameter "
                                  "<code>variants</code>); tables and contrasts that need another variant are left "
                                  "out or marked not estimable."))
@@ -184,8 +182,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
 
 
 def _hb_notices(h: HBRun, boot_seed: int) -> list[Notice]:
-    """A model's HiddenBench run whose measured headroom check (ALL - EMPTY, tasks resampled) fails is
-    near chance on this page (decided from the run, not the model's name)."""
+    """A model's HiddenBench run whose measured headroom check fails is near chance on this page."""
     if h.is_reference:
         return []
     d = h.decisions("controlled")
@@ -233,10 +230,6 @@ def _other_model_notices(br: BookRuns, run: Run) -> list[Notice]:
     if why:
         out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in {run.label}", html.escape(why) + "."))
     return out + run_notices(run, run.boot)
-
-
-def _n(xs) -> str:
-    return str(len(xs))
 
 
 def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:

@@ -1,20 +1,10 @@
-"""The comparison page (``notebooks/14-models.md``): every finding of the paper, one table each, every
-model of the book side by side (HELM-style).
+"""The comparison page (``notebooks/14-models.md``): every finding of the paper, one table each, every model side by side.
 
-A :class:`Finding` names the paper quantities it reads (``<figure id>/<item label>`` of
-``data/paper_figures.yaml``) and the rule that says whether it *holds* for a run:
-
-* ``+`` / ``-``: the 95% interval lies above / below 0;
-* ``0``: the interval covers 0 (the paper's "no better than" findings);
-* ``rises``: the quantities, in the order given, rise: the first interval lies wholly below the last,
-  and no estimate falls below the one before it (a saturated pair, 100 then 100, does not break it).
-
-A run's verdict is never "holds" when its interval is uninformative (:func:`crossprofile_lib.book.paper.uninformative_interval`)
-or when it fails its headroom check (exploratory, :func:`crossprofile_lib.book.models.headroom_verdict`);
-the reference decider is one row, labelled as the reference decider (not a model). Each row carries the
-paper's value for the SAME model (:func:`crossprofile_lib.book.models.run_paper_model`); a model that is not
-one of the paper's models gets none.
-"""
+A :class:`Finding` names the paper quantities it reads (``<figure id>/<item label>``) and the rule that says whether
+it *holds* for a run: ``+`` / ``-``: the 95% interval lies above / below 0; ``0``: it covers 0; ``rises``: the first
+interval lies wholly below the last and no estimate falls below the one before it (100 then 100 does not break it).
+Never "holds" for an uninformative interval or an exploratory run (failed headroom). Each row carries the paper's
+value for the SAME model only; the reference decider is one row, labelled as such."""
 
 from __future__ import annotations
 
@@ -28,9 +18,9 @@ import pandas as pd
 from crossprofile_lib.book.display import near_chance
 from crossprofile_lib.book.hbruns import hb_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
-from crossprofile_lib.book.netlead import net_lead_where
 from crossprofile_lib.book.paper import MAX_COMPARISON_RESAMPLES, suite_values, uninformative_interval
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
+from crossprofile_lib.book.socialproof import net_lead_where
 from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.stats.format import fmt_ci
 from crossprofile_lib.stats.netlead import accuracy_by_net_lead, subset
@@ -82,12 +72,9 @@ COLUMNS = ["run", "quantity", "this run", "paper (same model)", "finding holds?"
 
 
 def comparison_page_runs(ch) -> dict:
-    """Data kind -> runs: the reference decider and every model (CrossProfile); every model's controlled
-    HiddenBench run. The reference decider's social-proof run is left out (it is a mechanism, chapter 6)."""
-    hbs = ch.hb_models or ([ch.hb_model] if ch.hb_model is not None else [])
-    models = ch.models or ([ch.model] if ch.model is not None else [])
-    return {"crossprofile": [r for r in (ch.ref, *models) if r is not None],
-            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in hbs) if r is not None]}
+    """Data kind -> runs: the reference decider and every model; every model's controlled HiddenBench run."""
+    return {"crossprofile": [r for r in (ch.ref, *ch.all_models) if r is not None],
+            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in ch.all_hb_models) if r is not None]}
 
 
 def run_name(run: Run) -> str:
@@ -127,8 +114,7 @@ def _gate(est, lo, hi, unit, v: ModelVerdict) -> Optional[str]:
 
 
 def finding_table(f: Finding, runs: Sequence[Run], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """One row per (run, quantity) of finding ``f`` (:data:`COLUMNS`); for a ``rises`` finding the
-    verdict sits on the last quantity's row, the others read "(see below)"."""
+    """One row per (run, quantity) of ``f`` (:data:`COLUMNS`); a ``rises`` verdict sits on the last row."""
     items = [paper_item(r) for r in f.refs]
     rows = []
     for run in runs:
@@ -171,9 +157,8 @@ def summary(tables: list[tuple[Finding, pd.DataFrame]]) -> pd.DataFrame:
 
 
 def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
-    """Run label -> accuracy by net lead (``net_lead, n, estimate, lo, hi``) over prereg.yaml's
-    ``net_lead_where`` rows at the budget chapter ``ch`` shows each run at (all rows without ``ch``); a run
-    that fails its headroom check is labelled exploratory in its key."""
+    """Run label -> accuracy by net lead over prereg.yaml's ``net_lead_where`` rows at the run's shown budget
+    (exploratory runs marked in their key)."""
     out = {}
     for r in runs:
         v = headroom_verdict(r)
@@ -186,9 +171,7 @@ def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
 
 
 def net_lead_message(tables: dict) -> str:
-    """The bold title of the every-run net-lead figure (:func:`net_lead_tables`'s curves): each run's accuracy
-    at its lowest and at its highest net lead, every run named (the figure's default title reads only the
-    first curve, the reference decider's)."""
+    """The every-run net-lead figure's title: each run's accuracy at its lowest and highest net lead."""
     parts = []
     for lab, t in tables.items():
         t = t[t["n"] > 0].sort_values("net_lead")
@@ -199,8 +182,7 @@ def net_lead_message(tables: dict) -> str:
 
 
 def coverage_note(runs: Sequence[Run]) -> str:
-    """One plain sentence (HTML) on which of the paper's models this build has: none (then it says that
-    no 7-8B or DeepSeek model ran for this build, and what the rows show instead) or the ones it has."""
+    """One sentence (HTML) on which of the paper's models this build has (none: what the rows show instead)."""
     mapped = {r.label: run_paper_model(r) for r in runs if not r.is_reference}
     have = sorted({m for m in mapped.values() if m})
     models = [r for r in runs if not r.is_reference]

@@ -1,17 +1,9 @@
-"""How a chapter shows things: boxes, captions, figures, the provenance box and the takeaways.
-
-* :class:`Captions` numbers figures and tables per chapter; every caption ends with ONE short
-  line naming the backend and model of its runs (the full sentence is in the provenance box).
-  Every figure has a label (``fig-<name>``) that the chapter text references with ``{numref}``;
-  in the book it is a numbered Sphinx figure (:mod:`crossprofile_lib.book.sphinx_figures`).
-* :func:`show_figure` displays a figure, its caption and a link to the notebook cell that made
-  it (the downloadable ``.ipynb`` and the cell's execution number).
-* :func:`display`, :data:`HTML`, :data:`Markdown`: IPython's, so a chapter imports only ``book``.
-* the near-chance flag and the intervals that say nothing are :mod:`crossprofile_lib.book.flags`; the
-  notices, the provenance badge, the "built with" line and the takeaways box are
-  :mod:`crossprofile_lib.book.provenance` (which builds on the boxes here). The flags' names are still
-  importable from here; every name of the three is ``book.X``.
-"""
+"""How a chapter shows things: boxes, numbered captions (:class:`Captions`, each ending with ONE short line naming the
+backend and model of its runs; every figure labelled ``fig-<name>`` for ``{numref}``), :func:`show_figure` (figure,
+caption, link to the notebook cell that made it), IPython's :func:`display`, :data:`HTML`, :data:`Markdown`, and what
+a reader must never misread: a near-chance run (:func:`near_chance`, flagged with :data:`NEAR_CHANCE_FLAG` beside its
+label by :func:`name_html` / :func:`name_text`) and an interval spanning about 0-100 (:func:`uninformative`, greyed in
+tables; CSS kinds ``cp-flag`` / ``cp-uninformative``, book/_static/crossprofile.css)."""
 
 from __future__ import annotations
 
@@ -23,21 +15,69 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.flags import (  # noqa: F401  (re-exported: book.display.X, book.X)
-    NEAR_CHANCE_FLAG,
-    UNINFORMATIVE_WIDTH,
-    name_html,
-    name_text,
-    near_chance,
-    near_chance_name,
-    uninformative,
-    uninformative_cell,
-)
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+from crossprofile_lib.book.style import model_signal
 
-#: Fewer templates than this and a run's template-bootstrap intervals get a warning: resampling
-#: k templates gives at most C(2k-1, k) distinct samples (3 for k = 2), so the intervals say little.
+#: Fewer templates than this and a run's intervals get a warning (k templates: at most C(2k-1, k) distinct resamples).
 MIN_TEMPLATES_FOR_INTERVALS = 10
+
+
+def near_chance_name(name: str) -> bool:
+    """Whether a model's NAME is SmolLM2-135M's (the book decides from measured headroom, never a name)."""
+    return "smollm2-135m" in name.lower()
+
+
+def near_chance(run, boot=None) -> bool:
+    """Whether a language model's run says nothing about the paper's effects, measured on the run: its headroom
+    check fails or, without ALL and EMPTY rows, its accuracy is not above chance at 95%. Never the reference
+    decider or a string label. Cached on the run."""
+    if run is None or isinstance(run, str) or getattr(run, "is_reference", True) or not hasattr(run, "df"):
+        return False
+    boot = boot if boot is not None else getattr(run, "boot", None)
+    cached = getattr(run, "_cp_near_chance", None)
+    if cached is None or cached[0] is not boot:
+        cached = (boot, not model_signal(run, boot).ok)
+        try:
+            run._cp_near_chance = cached
+        except AttributeError:  # a frozen run: recompute next time
+            pass
+    return cached[1]
+
+
+#: The flag set beside every number of a near-chance run (its label in a caption, a takeaway, a header).
+NEAR_CHANCE_FLAG = "near chance: headroom check failed"
+#: An interval at least this wide (points, on a 0-100 scale) says nothing about the estimate.
+UNINFORMATIVE_WIDTH = 90.0
+
+
+def name_html(run) -> str:
+    """A run's label for a takeaway line (HTML), flagged at the number when it is near chance."""
+    label = run if isinstance(run, str) else run.label
+    flag = f' <span class="cp-flag">{NEAR_CHANCE_FLAG}</span>' if near_chance(run) else ""
+    return html.escape(str(label)) + flag
+
+
+def name_text(run) -> str:
+    """A run's label for a table header or caption (plain text), flagged when it is near chance."""
+    label = run if isinstance(run, str) else run.label
+    return f"{label} ({NEAR_CHANCE_FLAG})" if near_chance(run) else str(label)
+
+
+def uninformative(lo, hi, width: float = UNINFORMATIVE_WIDTH) -> bool:
+    """Whether the interval [lo, hi] (points) spans about 0-100: it says nothing about the estimate."""
+    try:
+        return float(hi) - float(lo) >= width
+    except (TypeError, ValueError):
+        return False
+
+
+_CI = re.compile(r"^\s*[-+]?\d+(?:\.\d+)?%?\s*\[\s*([-+]?\d+(?:\.\d+)?),\s*([-+]?\d+(?:\.\d+)?)\s*\]")
+
+
+def uninformative_cell(value) -> bool:
+    """Whether a table cell ``"est [lo, hi]"`` has an interval that spans about 0-100."""
+    m = _CI.match(value) if isinstance(value, str) else None
+    return bool(m) and uninformative(m.group(1), m.group(2))
 
 
 def _html(s: str):
@@ -68,8 +108,7 @@ def esc(s) -> str:
 
 
 def admonition(kind: str, title: str, body: str):
-    """A visible box (``note``, ``warning``, ``important``, ``tip``) that renders in Jupyter
-    and in the book. ``body`` is HTML."""
+    """A visible box (``note``, ``warning``, ``important``, ``tip``) for Jupyter and the book; ``body`` is HTML."""
     return _html(f'<div class="admonition {kind}"><p class="admonition-title">{html.escape(title)}</p>'
                  f"<p>{body}</p></div>")
 
@@ -121,8 +160,7 @@ def notebook_name(chapter) -> str:
 
 
 class Captions:
-    """Numbered captions for one chapter; each names the backend and model of its runs once. The
-    landing page (``intro``) numbers its figures 0.1, 0.2, ..."""
+    """Numbered captions for one chapter (the landing page, ``intro``, numbers 0.1, 0.2, ...)."""
 
     def __init__(self, chapter: int | str):
         self.chapter = "0" if chapter == "intro" else chapter
@@ -138,8 +176,7 @@ class Captions:
         return f"{self._next(kind)}. {text} {_labels(runs)}".strip()
 
     def label(self, name: Optional[str]) -> str:
-        """``fig-<name>`` (unique on the page: a second figure of that name gets ``-2``); without a
-        name, ``fig-<notebook>-<n>``."""
+        """``fig-<name>`` (a second figure of that name gets ``-2``); without a name ``fig-<notebook>-<n>``."""
         base = f"fig-{name}" if name else f"fig-{self.notebook}-{self._n['Figure']}"
         label, k = base, 1
         while label in self._labels:
@@ -149,9 +186,7 @@ class Captions:
         return label
 
     def figure(self, text: str, runs, name: Optional[str] = None):
-        """The caption of the next figure: number, text, the backend-and-model line and the source
-        link; it carries the figure's label (:meth:`label`) and number for the book's
-        ``{numref}`` cross-references (:mod:`crossprofile_lib.book.sphinx_figures`)."""
+        """The next figure's caption: number, text, backend-and-model line, source link, label and number for ``{numref}``."""
         num = self._next("Figure")
         label = self.label(name)
         return _html(f'<p class="caption cp-caption" data-cp-figure="{html.escape(label)}" '
@@ -171,12 +206,9 @@ class Captions:
 
     def table(self, df: pd.DataFrame, text: str, runs, fmt: Optional[str | dict] = None, precision: int = 1,
               gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
-        """A pandas Styler with the caption (and optional colour gradient over ``gradient`` columns).
-        Every cell, index and column label is HTML-escaped: template text (titles, option names) is
-        user data and never reaches the page as markup.
-        Readable as printed (:func:`tidy_table`): flat headers without snake_case, integer counts as
-        integers, booleans as Yes/No, p-values as ``< 0.001``; a near-chance run's label flagged in the
-        headers; intervals spanning about 0-100 greyed and marked."""
+        """A Styler with the caption (optional 0-100 colour gradient over ``gradient``), every cell and label
+        HTML-escaped (template text is user data), readable as printed (:func:`tidy_table`), near-chance runs
+        flagged in the headers, intervals spanning about 0-100 greyed and marked."""
         old_cols = list(df.columns)
         df = tidy_table(_flag_headers(df, runs))
         new_of = dict(zip(old_cols, df.columns))
@@ -246,9 +278,8 @@ def _p_value(v):
 
 
 def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` as a reader reads it: flat headers (a MultiIndex whose levels are partly empty, or a column
-    label that is a tuple, joined with " · "), no snake_case in headers or the index name, booleans as
-    Yes/No, p-value columns (``p``, ``Holm p``, ``P>|z|``, ``p_adjusted``...) as ``< 0.001`` or three decimals."""
+    """``df`` as a reader reads it: flat headers joined with " · ", no snake_case, booleans as Yes/No,
+    p-value columns (:data:`P_NAMES`) as ``< 0.001`` or three decimals."""
     out = df.copy()
     cols = out.columns
     flat = (isinstance(cols, pd.MultiIndex) and any(not str(v).strip() for t in cols for v in t)) or \
@@ -297,8 +328,7 @@ def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
 
 
 def _mark_uninformative(st, df: pd.DataFrame, runs):
-    """Grey (CSS class ``cp-uninformative``) and mark with † every ``"est [lo, hi]"`` cell whose interval
-    spans about 0-100 (:func:`uninformative_cell`)."""
+    """Grey (``cp-uninformative``) and mark with † every cell whose interval spans about 0-100."""
     bad = df.map(uninformative_cell) if hasattr(df, "map") else df.applymap(uninformative_cell)
     if not bad.to_numpy().any():
         return st
@@ -326,8 +356,7 @@ def docstring_html(module: str) -> str:
             f"<pre style='white-space: pre-wrap'>{spec_links(html.escape(doc))}</pre>")
 
 
-#: The sections of the project's specification, as the book's own specification (chapter 3, Methods)
-#: has them: section number -> the page and label it points to.
+#: Section number of the project's specification -> the page and label of the book's own (chapter 3).
 SPEC_SECTIONS = {"1": "intro.html", "2": "03-methods.html#spec-cells", "3": "03-methods.html#spec-cells",
                  "4": "03-methods.html#spec-pipeline", "5": "03-methods.html#spec-budgets",
                  "6": "03-methods.html#spec-policies", "7": "03-methods.html#spec-decision",
@@ -337,8 +366,7 @@ _SPEC = re.compile(r"SPEC sections? (\d+)(?:-(\d+))?(, revised)?")
 
 
 def spec_links(text_html: str) -> str:
-    """``SPEC section N`` in the library's documentation (the project's specification) as a link to
-    the book's own specification: the matching section of chapter 3 (:data:`SPEC_SECTIONS`)."""
+    """``SPEC section N`` in HTML as a link to that section of the book's own specification (:data:`SPEC_SECTIONS`)."""
     def one(m):
         target = SPEC_SECTIONS.get(m.group(1))
         if target is None:

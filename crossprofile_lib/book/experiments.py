@@ -1,8 +1,4 @@
-"""The experiments one parameter set reads.
-
-:class:`BookRuns` makes or finds every run of one :class:`~crossprofile_lib.book.params.BookParams`
-(the book's parameters), once, and records why a run is missing in :attr:`BookRuns.skipped`.
-"""
+""":class:`BookRuns`: every run of one :class:`~crossprofile_lib.book.params.BookParams`, made or found once."""
 
 from __future__ import annotations
 
@@ -42,23 +38,19 @@ def user_copy(names) -> list[str]:
     return [n for n in names if REGISTRY[n].kind == "copy"]
 
 
-#: The provenance formats a copy policy of your own gets in the social-proof grid. ``claim-id`` is left
-#: out: its lines (``[C07] text``) can cost more tokens than the full-label lines the budget was packed
-#: with, and the check on what a policy of your own returns (policies/checks.py) refuses such a memory.
+#: The formats a copy policy of your own gets in the social-proof grid (not ``claim-id``: its lines can cost more
+#: tokens than the budget was packed with, which policies/checks.py refuses).
 USER_FORMATS = tuple(f for f in LABEL_FORMATS if f != "claim-id")
 
 
 def user_formats(names) -> list[str]:
-    """The social-proof grid's specs of the policies of your own: a copy policy in each format of
-    :data:`USER_FORMATS` (``Mine``, ``Mine:unlabeled``, ``Mine:shuffled``, ``Mine:first-speaker``), as the
-    paper's R1 and B4 have them there; another kind as it is."""
+    """The social-proof grid's specs of your policies: a copy policy in each format of :data:`USER_FORMATS`."""
     copy = set(user_copy(names))
     return [n if f == "full" else f"{n}:{f}" for n in names for f in (USER_FORMATS if n in copy else ("full",))]
 
 
 def user_grid(names) -> list[str]:
-    """The reference grid's specs of the policies of your own: each policy, and for a copy policy its
-    fixed-k control (``-k7``) and its label control (``:unlabeled``), as the paper's R1 and B4 have them."""
+    """The reference grid's specs of your policies: each, and for a copy policy its ``-k7`` and ``:unlabeled`` controls."""
     out = []
     for n in names:
         out.append(n)
@@ -67,13 +59,10 @@ def user_grid(names) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------- one parameter set
 @dataclass
 class BookRuns:
-    """Every experiment the chapters read, for one parameter set (a :class:`BookParams`, or a dict
-    of overrides of the defaults, ``None`` meaning the default). Each run is made (or found) once
-    per object; a run that cannot be made here is ``None`` and :attr:`skipped` says why (key:
-    backend, or ``hiddenbench:<backend>``)."""
+    """Every experiment the chapters read, for one parameter set (a :class:`BookParams` or a dict of overrides);
+    a run that cannot be made here is ``None`` and :attr:`skipped` says why (key: backend or ``hiddenbench:<backend>``)."""
 
     params: BookParams | dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
@@ -89,16 +78,10 @@ class BookRuns:
         return self._made[name]
 
     def specs(self) -> list[ModelSpec]:
-        """Every language model of the book: ``backend`` (BACKEND) first, then ``backends``
-        (BACKENDS), none twice. The first is the *primary* model (chapter 12's labels-prompt rerun)."""
+        """Every language model: BACKEND first (the *primary* model), then BACKENDS, none twice."""
         p = self.params
         out = ([ModelSpec(p.backend)] if p.backend else []) + parse_specs(p.backends)
-        seen, uniq = set(), []
-        for sp in out:
-            if sp.text not in seen:
-                seen.add(sp.text)
-                uniq.append(sp)
-        return uniq
+        return list({sp.text: sp for sp in out}.values())  # equal texts are equal specs
 
     @property
     def backend(self) -> str:
@@ -114,11 +97,8 @@ class BookRuns:
         return PRIMARY_BUDGET if PRIMARY_BUDGET in have or not b else b[0]
 
     def reference(self, social_proof: float = 0.0, n_agents: int = 4) -> Run:
-        """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``:
-        a group-size run). The policies of your own (POLICY_FILES) join each: with their fixed-k and
-        label controls (:func:`user_grid`), in every provenance format in the social-proof run
-        (:func:`user_formats`), as they are in a group-size run. Without POLICY_FILES each grid is the
-        built-in one (the same folder, the same numbers)."""
+        """The reference decider's grid (``social_proof`` > 0: the social-proof run; ``n_agents``: a group-size
+        run); your policies join each (:func:`user_grid`, :func:`user_formats`)."""
         p = self.params
         u, policies = p.user_policies, None
         if u:
@@ -132,16 +112,14 @@ class BookRuns:
         return self.reference(social_proof=self.params.social_proof)
 
     def sweep(self, s: float) -> Run:
-        """The ALL memory in every provenance format, decided by a reference decider with
-        social-proof weight ``s`` at the primary budget (``runs/ledger-sp<s>-all``; chapter 6)."""
+        """The ALL memory in every format, social-proof weight ``s`` (``runs/ledger-sp<s>-all``; chapter 6)."""
         p = self.params
         return self._once(f"sweep-{s:g}", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, [self.primary_budget], social_proof=s,
             policies=SWEEP_POLICIES, name=f"ledger-sp{s:g}-all", variants=p.variants, tokenizer=p.tokenizer))
 
     def fit_check(self) -> Run:
-        """A stochastic reference decider (softmax, known parameters) whose decisions the
-        social-proof fit must recover (``runs/ledger-sp<s>-beta<b>``; chapter 7)."""
+        """A softmax reference decider the social-proof fit must recover (``runs/ledger-sp<s>-beta<b>``)."""
         p = self.params
         return self._once("fit-check", lambda: reference_run(
             p.runs_root, p.templates, p.seeds, p.budgets, social_proof=p.social_proof,
@@ -162,13 +140,11 @@ class BookRuns:
             **({"policies": [*MODEL_POLICIES, *user_grid(p.user_policies)]} if p.user_policies else {})))
 
     def imported(self) -> list:
-        """The run folders of ``runs`` (RUNS), read in place with zero model calls (:class:`Run` or
-        :class:`HBRun`); a folder that cannot be imported raises ``RunImportError`` naming it."""
+        """The run folders of RUNS, read in place (a folder that cannot be imported raises ``RunImportError``)."""
         return self._once("imported", lambda: [import_run(r) for r in self.params.runs])
 
     def models(self) -> list[Run]:
-        """Every language model's CrossProfile run: each spec's (those that ran), then the imported
-        ones; labels made unique (:func:`crossprofile_lib.book.models.unique_labels`)."""
+        """Every model's CrossProfile run: each spec's, then the imported ones; labels made unique."""
         def make():
             made = [self.model_for(sp) for sp in self.specs()]
             runs = [r for r in made if r is not None] + [r for r in self.imported() if isinstance(r, Run)]
@@ -176,15 +152,13 @@ class BookRuns:
         return self._once("models", make)
 
     def labels_prompt(self) -> Optional[Run]:
-        """The primary model sample's ALL memories decided with the 'labels are not evidence' decision
-        prompt (``runs/<backend>-labels-not-evidence``; chapter 12)."""
+        """The primary model's ALL memories with the 'labels are not evidence' prompt (chapter 12)."""
         specs = self.specs()
         return self.labels_prompt_for(specs[0]) if specs else None
 
     def labels_prompt_for(self, spec: ModelSpec) -> Optional[Run]:
-        """One model spec's ALL memories (its own sample and backend options) decided with the 'labels
-        are not evidence' decision prompt (``runs/<backend>-labels-not-evidence``; the primary model's
-        folder is the one earlier books made). An imported run has none: it would need model calls."""
+        """One spec's ALL memories with the 'labels are not evidence' prompt
+        (``runs/<backend>-labels-not-evidence``); an imported run has none (it would need model calls)."""
         p, s = self.params, spec.sample(self.params)
         primary = self.specs()[0].text == spec.text
         return self._once("labels" if primary else f"labels:{spec.text}", lambda: model_run(
@@ -195,8 +169,7 @@ class BookRuns:
             skipped=self.skipped))
 
     def hiddenbench(self, model: bool = False) -> Optional[HBRun]:
-        """HiddenBench: the reference decider's controlled run (composition only), or with
-        ``model`` the model backend's protocols; both at the budgets ``hb_budgets``."""
+        """HiddenBench: the reference decider's controlled run, or with ``model`` the model's protocols."""
         p = self.params
         if not model:
             return self._once("hb-ledger", lambda: hiddenbench_run(
@@ -210,8 +183,7 @@ class BookRuns:
         return dict(next((sp.backend_options for sp in self.specs() if sp.backend == backend), ()))
 
     def hiddenbench_for(self, backend: str) -> Optional[HBRun]:
-        """One model backend's HiddenBench protocols (runs ``runs/hiddenbench-<backend>``), with the
-        backend options of its first spec."""
+        """One model backend's HiddenBench protocols (``runs/hiddenbench-<backend>``)."""
         p, opts = self.params, self._options_of(backend)
         return self._once(f"hb-model:{backend}", lambda: hiddenbench_run(
             p.runs_root, backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
@@ -219,8 +191,7 @@ class BookRuns:
             backend_options=opts, policies=self.hb_policies()))
 
     def hb_policies(self) -> Optional[list[str]]:
-        """HiddenBench's policies: None (its built-in grid) without POLICY_FILES, else the built-in grid
-        and the policies of your own with their controls (:func:`user_grid`)."""
+        """HiddenBench's policies: None (built-in grid) or the built-in grid plus your own (:func:`user_grid`)."""
         u = self.params.user_policies
         return [*HB_POLICIES, *user_grid(u)] if u else None
 
@@ -229,9 +200,6 @@ class BookRuns:
         backends = list(dict.fromkeys(sp.backend for sp in self.specs()))
         made = [self.hiddenbench_for(b) for b in backends]
         return [h for h in made if h is not None] + [h for h in self.imported() if isinstance(h, HBRun)]
-
-    def skip_reason(self, name: str) -> str:
-        return self.skipped.get(name, "")
 
     def steps(self) -> list[tuple[str, Callable, str]]:
         """(folder name, make, key into :attr:`skipped`) for every run, in build order."""
@@ -260,9 +228,8 @@ class BookRuns:
         return out
 
     def prepare(self, log=print, workers: int | None = None) -> dict:
-        """Run (or find) every experiment the chapters read; ``{name: run or None}``. Independent
-        runs go to ``workers`` processes at once (default: the cores; 1: one after another), the
-        model's runs one after another in one of them (:mod:`crossprofile_lib.book.schedule`)."""
+        """Run (or find) every experiment; ``{name: run or None}``, on ``workers`` processes (default: the cores),
+        the model's runs one after another in one of them (:mod:`.schedule`)."""
         out = run_steps(self, workers, log)
         for r in self.imported():  # read in place: no step, no model call
             out[f"imported {r.path}"] = r

@@ -1,9 +1,6 @@
-"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10): :func:`walkthrough` (one template,
-variant and seed through the pipeline with the reference decider: holders, discussion, claim list, each policy's
-memory and decision), :func:`explore` (an :class:`Exploration` that renders itself in Jupyter), :func:`controls` (the
-ipywidgets version), :func:`exercises` (predict-then-check questions, answers computed) and :func:`variant_views`
-(chapter 10's static view). A **tie** (top score shared) is never shown as "correct" (:func:`verdict`, :func:`outcome`).
-"""
+"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10): :func:`walkthrough`, :func:`explore`,
+:func:`controls` (ipywidgets), :func:`exercises` and :func:`variant_views`. A **tie** (top score shared) is never
+shown as "correct" (:func:`verdict`, :func:`outcome`)."""
 
 from __future__ import annotations
 
@@ -30,10 +27,7 @@ from crossprofile_lib.task.variants import agent_names
 
 @dataclass
 class Walkthrough:
-    """One template in one variant for one seed: who holds what, the scripted discussion,
-    the claim list, each policy's memory at one budget and the reference decider's choice.
-
-    Used by chapter 1's concept figure and chapter 10's explorer."""
+    """One template, variant and seed: holders, discussion, claim list, each policy's memory and the decision."""
 
     task: object
     transcript: object
@@ -63,9 +57,7 @@ class Walkthrough:
         return composition(self.task, self.memories[policy])
 
     def html(self) -> str:
-        """A static view (no JavaScript), the explorer's: the first policy's memory and decision
-        in focus, the other policies, the scripted discussion and the claim list; a decision on a
-        tied top score is shown as a tie (:class:`Exploration`)."""
+        """A static view: the first policy in focus, the others, the discussion and claim list (ties shown)."""
         return Exploration(self, self.policies[0], self.social_proof).html()
 
     def _repr_html_(self) -> str:  # renders itself in Jupyter
@@ -74,8 +66,7 @@ class Walkthrough:
 
 def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUDGET,
                 policies: Sequence[str] = WALK_POLICIES, n_agents: int = 4, social_proof: float = 0.0) -> Walkthrough:
-    """Build one task end to end with the reference decider (no model calls), through the
-    pipeline (:mod:`crossprofile_lib.run.pipeline`)."""
+    """Build one task end to end with the reference decider (no model calls)."""
     dec = ReferenceDecider(social_proof=social_proof)
     u = build_task(template, variant, seed, n_agents, dec.tokenizer)
     task = u.task
@@ -103,8 +94,7 @@ BUDGETS = BUDGET_GRID
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the reference decider did with one memory: the option chosen, and whether the top
-    score was shared (``tied``: the options sharing it; the choice among them was a seeded draw)."""
+    """The option the reference decider chose and ``tied`` (the options sharing the top score; a seeded draw)."""
 
     option: str
     tied: tuple[str, ...]
@@ -121,8 +111,7 @@ class Verdict:
 
 
 def outcome(view, policy: str) -> str:
-    """One word for a table cell: ``correct``, ``decoy``, ``third option``, or ``tie`` when the top
-    score was shared (the seeded coin's pick is not a result)."""
+    """``correct``, ``decoy``, ``third option``, or ``tie`` when the top score was shared."""
     v = verdict(view, policy, getattr(view, "social_proof", 0.0))
     return "tie" if len(v.tied) > 1 else v.word(view.task.template)
 
@@ -166,8 +155,7 @@ class Exploration:
                 f"<p>Scores: {scores}.</p><pre>{esc(m.text) or '(empty memory)'}</pre></details>")
 
     def html(self) -> str:
-        """Static HTML (no JavaScript): task, the focused policy's memory and decision, then the
-        other policies, the scripted discussion and the claim list (collapsed)."""
+        """Static HTML: task, the focused policy's memory and decision, the others, discussion and claims."""
         w, t, esc = self.view, self.template, html.escape
         role = {f.id: f.role for f in t.facts}
         vs = self.verdicts()
@@ -240,8 +228,7 @@ def controls(templates: Mapping[str, object], template_id: str, variant: str = C
 
 
 def exercises(template, budget: str = PRIMARY_BUDGET, seed: int = 0) -> str:
-    """Predict-then-check questions for the classic and mirror cells (HTML); each answer is
-    computed from ``template`` and hidden until the student opens it."""
+    """Predict-then-check questions (HTML) for the classic and mirror cells, answers computed and hidden."""
     esc = html.escape
     items = []
     for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
@@ -264,7 +251,6 @@ def exercises(template, budget: str = PRIMARY_BUDGET, seed: int = 0) -> str:
     return "<ol class='cp-exercises'>" + "".join(items) + "</ol>"
 
 
-# --------------------------------------------------------------------------- chapter 1: one template, 8 variants
 def variant_walkthroughs(template, seed: int = 0, budget: str = PRIMARY_BUDGET, policy: str = "R1",
                          others: Sequence[str] = ("B4", "ALL")) -> list[Walkthrough]:
     """``template`` in each of the eight attribution variants (``policy`` first, then ``others``)."""
@@ -290,8 +276,7 @@ def concept_takeaways(views: Sequence[Walkthrough], policy: str, budget: str) ->
 
 
 def policy_choices(views: Sequence[Walkthrough]):
-    """Per variant (rows) and policy (columns): the kept support/decoy/irrelevant facts and the
-    reference decider's choice (a tied top score is a ``tie``, never "correct")."""
+    """Per variant and policy: kept support/decoy/irrelevant facts and the choice (a tie never "correct")."""
     rows = []
     for v in views:
         for p in dict.fromkeys(v.policies):  # the policy in focus may also be one of the defaults
@@ -303,11 +288,9 @@ def policy_choices(views: Sequence[Walkthrough]):
                                     values=["kept support/decoy/irrelevant", "choice"])
 
 
-# --------------------------------------------------------------------------- chapter 10: the static view
 def variant_views(template, policy: str = "R1", budget: str = PRIMARY_BUDGET, social_proof: float = 0.0,
                   seed: int = 0, open_variant: str = CLASSIC) -> list:
-    """Chapter 10's static view: one collapsible block per variant (``open_variant`` open), each the
-    :class:`Exploration` of ``template`` with ``policy`` in focus, then its caption."""
+    """Chapter 10's static view: one collapsible :class:`Exploration` per variant, then its caption."""
     out = []
     for v in VARIANT_NAMES:
         e = explore(template, v, policy, budget, social_proof, seed)

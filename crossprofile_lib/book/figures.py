@@ -1,8 +1,5 @@
-"""The book's figures (seaborn/matplotlib): one colour per policy, the message in the title. Each returns a
-:class:`matplotlib.figure.Figure` at most 7 inches wide, with a bold **message** title computed from the data (or
-``message=``) over the chapter's ``title``, legends below the axes, and the run's backend and model in the footer. The
-look and the model-panel rule (:func:`model_signal`, :func:`no_signal_note`) are :mod:`crossprofile_lib.book.style`'s.
-"""
+"""The book's figures: one colour per policy, at most 7 inches wide, a bold **message** title computed from the data
+(or ``message=``) over the chapter's ``title``, legends below, the run's model in the footer (look: :mod:`.style`)."""
 
 from __future__ import annotations
 
@@ -40,14 +37,9 @@ from crossprofile_lib.book.style import (  # noqa: F401  (the figure look and th
 from crossprofile_lib.design import CLASSIC, MIRROR
 
 
-# --------------------------------------------------------------------------- chapter 1
 def concept_figure(views: Sequence, title: str = "", message: Optional[str] = None) -> plt.Figure:
-    """The hidden-profile concept diagram: one panel per attribution variant (two columns).
-
-    ``views``: :class:`~crossprofile_lib.book.explorer.Walkthrough` objects (one template, several
-    variants). Each panel has agents as rows and the 12 facts as columns (grouped support / decoy /
-    irrelevant); a filled dot marks a holder; a box marks what the memory policy kept.
-    """
+    """The hidden-profile concept diagram, one panel per variant of ``views`` (:class:`Walkthrough`):
+    agents x the 12 facts, a dot per holder, a box per fact the memory kept."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
     n = len(views)
@@ -92,12 +84,9 @@ def concept_figure(views: Sequence, title: str = "", message: Optional[str] = No
     return fig
 
 
-# --------------------------------------------------------------------------- accuracy
 def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlGn",
                      message: Optional[str] = None) -> plt.Figure:
-    """Heat map of accuracy (%) with rows = policies and columns = the variants.
-
-    ``acc``: a wide ``(n_policies, n_variants)`` frame of percentages."""
+    """Heat map of accuracy (%): ``acc`` is a wide (policies x variants) frame of percentages."""
     fig, ax = new_figure(0.62 * acc.shape[1] + 2.6, 0.3 * acc.shape[0] + 2.1)
     sns.heatmap(acc, annot=True, fmt=".0f", cmap=cmap, vmin=0, vmax=100, linewidths=0.5, ax=ax,
                 cbar_kws={"label": "accuracy (%)", "shrink": 0.8}, annot_kws={"fontsize": FONT["tick"]})
@@ -158,9 +147,8 @@ def interval_bars(t: pd.DataFrame, x: str, hue: str, runs, y_label: str = "accur
 def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "points",
            lo: str = "lo", hi: str = "hi", extra: Optional[tuple[str, str, str]] = None,
            paper: Optional[dict] = None, message: Optional[str] = None) -> plt.Figure:
-    """Contrasts as points with intervals (one row each). ``extra`` = ``(lo, hi, name)`` draws a
-    second, wider interval (e.g. Holm-adjusted); ``paper`` maps a row label to paper values
-    (drawn as hollow diamonds, labelled 'paper')."""
+    """Contrasts as points with intervals; ``extra`` = ``(lo, hi, name)`` a second, wider interval; ``paper``: row
+    label -> paper values (hollow diamonds)."""
     fig, ax = new_figure(WIDTH, 0.5 * len(t) + 2.0)
     ys = np.arange(len(t))[::-1]
     if extra:
@@ -187,8 +175,7 @@ def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "p
 
 def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy",
                      message: Optional[str] = None) -> plt.Figure:
-    """Stacked bars of mean kept support / decoy / irrelevant facts per ``by`` (wide input:
-    columns ``kept_support``, ``kept_decoy``, ``kept_irrelevant``)."""
+    """Stacked bars of mean kept support / decoy / irrelevant facts per ``by``."""
     fig, ax = new_figure(WIDTH, 0.42 * len(t) + 1.9)
     left = np.zeros(len(t))
     ys = np.arange(len(t))[::-1]
@@ -214,9 +201,7 @@ def composition_bars(t: pd.DataFrame, runs, title: str = "", by: str = "policy",
 
 def net_lead_curves(tables: dict, runs, title: str = "", paper: Optional[dict] = None,
                     message: Optional[str] = None) -> plt.Figure:
-    """Accuracy (%) by net lead, one line per run label. ``tables``: label -> frame with
-    ``net_lead, n, estimate, lo, hi``. ``paper``: model -> {net lead: value} (drawn as hollow
-    markers labelled 'paper')."""
+    """Accuracy (%) by net lead, one line per run label; ``paper``: model -> {net lead: value} (hollow)."""
     fig, ax = new_figure(WIDTH, 3.8)
     colors = sns.color_palette("dark", 8)
     for i, (lab, t) in enumerate(tables.items()):
@@ -251,8 +236,7 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
     for i, (h, d) in enumerate(groups):
         d = d.sort_values(x)
         c = colors[str(h)]
-        # a series that coincides with one drawn before stays visible: its own marker, a dashed line, a
-        # small sideways offset, and a legend entry that says which one it lies on
+        # a series on top of one drawn before stays visible: dashed, offset, and its legend says so
         same = next((n for n, xs, ys in drawn if len(xs) == len(d) and np.allclose(xs, d[x].to_numpy(dtype=float))
                      and np.allclose(ys, d["estimate"].to_numpy(dtype=float), atol=0.05)), None) if numeric else None
         dx = (i - (len(groups) - 1) / 2) * span * 0.012 if numeric and span else 0.0
@@ -278,13 +262,9 @@ def line_by(t: pd.DataFrame, x: str, hue: str, runs, y_label: str, title: str = 
     return fig
 
 
-# --------------------------------------------------------------------------- landing page
 def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] = None) -> plt.Figure:
-    """One glance at the paper beside this run: one row per quantity, this run's estimate with its
-    95% interval (filled dot) and the paper's value per model (hollow diamonds, labelled "paper").
-
-    ``t``: tidy rows ``quantity, unit, estimate, lo, hi, paper_model, paper`` (one row per
-    quantity and paper model; the unit is '%' or 'points'); panels by unit."""
+    """This run's estimates (filled dots, 95% intervals) beside the paper's per model (hollow diamonds), one row
+    per quantity; ``t``: rows ``quantity, unit, estimate, lo, hi, paper_model, paper``; panels by unit."""
     units = [u for u in ("%", "points") if (t["unit"] == u).any()]
     qs = {u: list(dict.fromkeys(t.loc[t["unit"] == u, "quantity"])) for u in units}
     fig, axes = new_figure(WIDTH, 0.32 * sum(len(v) for v in qs.values()) + 0.6 * len(units) + 1.6, nrows=len(units),

@@ -1,7 +1,5 @@
-"""HiddenBench run folders for the book (chapters 8 and 11): :class:`HBRun`, run or resume
-with :func:`hiddenbench_run` (a folder of its own for another configuration, as
-:func:`~crossprofile_lib.book.runs.ensure_run`), and the adapters that turn its decided rows
-into a :class:`~crossprofile_lib.book.runs.Run` for the paper comparison."""
+"""HiddenBench run folders for the book (chapters 8 and 11): :class:`HBRun`, :func:`hiddenbench_run`, and adapters
+that turn its decided rows into a :class:`~crossprofile_lib.book.runs.Run` for the paper comparison."""
 
 from __future__ import annotations
 
@@ -34,7 +32,6 @@ from crossprofile_lib.safety.outputs import locked_dir
 from crossprofile_lib.stats.analysis_set import check_failed_calls
 
 
-# --------------------------------------------------------------------------- HiddenBench
 @dataclass
 class HBRun:
     """A HiddenBench run folder: its header and, per protocol, its tables."""
@@ -76,10 +73,9 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
                     seeds=(0, 1, 2), ablations=None, limit: Optional[int] = None,
                     policies: Optional[Sequence[str]] = None, budgets: Optional[Sequence[str]] = None,
                     skipped: Optional[dict] = None, backend_options: Optional[dict] = None) -> Optional[HBRun]:
-    """Run (or resume) HiddenBench into ``runs/hiddenbench-<backend>`` (a folder of its own when
-    that one holds another configuration); None when ``backend`` cannot run here (reason in
-    ``skipped['hiddenbench:<backend>']``). ``path`` = "" uses $HIDDENBENCH_PATH or the project's
-    fixture; the file is read in place, never copied."""
+    """Run (or resume) HiddenBench into ``runs/hiddenbench-<backend>`` (its own folder for another
+    configuration); None when ``backend`` cannot run here (reason in ``skipped``). ``path`` = "": $HIDDENBENCH_PATH
+    or the fixture, read in place, never copied."""
     skipped = {} if skipped is None else skipped
     key = f"hiddenbench:{backend or 'ledger'}"
     kw = dict(backend=backend or "ledger", hiddenbench=path or None, protocols=tuple(protocols), seeds=tuple(seeds),
@@ -133,8 +129,7 @@ GROUP_VOTE = "group vote"
 
 
 def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run]:
-    """A HiddenBench protocol's decided rows as a :class:`Run` (resampling unit: the task), or
-    None when nothing was decided (the reference decider makes no HiddenBench decisions)."""
+    """A protocol's decided rows as a :class:`Run` (unit: the task), or None when nothing was decided."""
     if hb is None:
         return None
     d, _ = check_failed_calls(hb.decisions(protocol), False, f"{hb.path}: the HiddenBench {protocol} decisions")
@@ -146,10 +141,8 @@ def hb_as_run(hb: Optional[HBRun], protocol: str = "controlled") -> Optional[Run
 
 
 def hb_natural_as_run(hb: Optional[HBRun]) -> Optional[Run]:
-    """The natural discussion as one :class:`Run` for the paper comparison (resampling unit: the
-    task): the decided memory-policy rows, plus one row per session under the pseudo-policy
-    ``"group vote"`` (``correct`` = the majority vote was right, ``budget_label`` ``none``) that
-    also carries the session's ``disclosure_rate``. None without a natural run."""
+    """The natural discussion as one :class:`Run`: memory-policy rows plus a ``"group vote"`` row per session
+    (majority right, ``budget_label`` ``none``, with ``disclosure_rate``); None without a natural run."""
     if hb is None or "natural" not in hb.tables:
         return None
     decided = hb_as_run(hb, "natural")

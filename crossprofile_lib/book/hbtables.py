@@ -1,8 +1,5 @@
-"""Chapter 8's tables: controlled HiddenBench (what each memory keeps; a model's accuracy beside the paper), the
-natural discussion per prompt ablation, and one natural session's artefacts. One block per language model, beside
-the paper's value for the SAME model only, with its own headroom verdict; a model without a HiddenBench run is named
-(:func:`hb_missing`).
-"""
+"""Chapter 8's tables: controlled HiddenBench, the natural discussion per prompt ablation and one session's artefacts;
+one block per model beside the SAME model's paper value, with its headroom verdict."""
 
 from __future__ import annotations
 
@@ -34,15 +31,14 @@ def r1_b3_items() -> list:
 
 def hb_model_runs(ch) -> list[HBRun]:
     """Every model's HiddenBench run of the chapter (:attr:`Chapter.hb_models`, else the primary one)."""
-    return list(ch.hb_models) or ([ch.hb_model] if ch.hb_model is not None else [])
+    return ch.all_hb_models
 
 
 def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
-    """One plain sentence per language-model run of the book that has no HiddenBench run here, naming it
-    (an imported CrossProfile folder brings none; a backend's HiddenBench run may have failed)."""
+    """One sentence per model run of the book with no HiddenBench run here, naming it."""
     have = {h.backend for h in hbs}
     out = []  # chapter 8 reads no CrossProfile run itself: the book's model runs come from its BookRuns
-    for r in ch.models or ([ch.model] if ch.model is not None else []) or ch.runs.models():
+    for r in ch.all_models or ch.runs.models():
         if r.backend in have:
             continue
         why = ch.runs.skipped.get(f"hiddenbench:{r.backend}", "")
@@ -54,8 +50,7 @@ def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
 
 
 def hb_takeaways(ledger_hb: Optional[HBRun], hb_run, n_resamples: int, boot_seed: int) -> list[str]:
-    """What the reference decider's memories keep, and each model's R1 / B3 accuracy beside the paper's value
-    for the same model (``hb_run``: one :func:`hb_as_run` run, a list of them, or None)."""
+    """What the reference decider's memories keep, each model's R1 / B3 accuracy beside its paper value."""
     runs = [r for r in (hb_run if isinstance(hb_run, (list, tuple)) else [hb_run]) if r is not None]
     lines = []
     if ledger_hb is not None:
@@ -96,8 +91,7 @@ def headroom_warning(model_hb: HBRun, boot_seed: int):
 
 
 def _same_model(paper_models: Sequence[str], run) -> list[str]:
-    """The paper models whose values may stand beside ``run``: its own (paper_models.yaml) and the values
-    the paper gives without separating its models; every model for the reference decider."""
+    """The paper models whose values may stand beside ``run`` (every model for the reference decider)."""
     if run is None or run.is_reference:
         return list(paper_models)
     pm = run_paper_model(run)
@@ -105,8 +99,7 @@ def _same_model(paper_models: Sequence[str], run) -> list[str]:
 
 
 def hb_status(model_hb: HBRun, boot_seed: int) -> str:
-    """Whether a model's HiddenBench numbers are confirmatory (its headroom check, ALL - EMPTY over tasks,
-    passes) or exploratory, in one sentence naming the run."""
+    """Whether a model's HiddenBench numbers are confirmatory or exploratory, one sentence naming the run."""
     h = headroom(model_hb.decisions("controlled"), np.random.default_rng(boot_seed))
     if h is None:
         return f"{model_hb.label}: exploratory (headroom not measured: no ALL and EMPTY decisions)."
@@ -122,8 +115,7 @@ def hb_status(model_hb: HBRun, boot_seed: int) -> str:
 
 
 def model_controlled_table(model_hb: HBRun) -> pd.DataFrame:
-    """Controlled HiddenBench, a model: accuracy and kept facts per policy beside the paper's column for the
-    SAME model (``paper <model>``; none for a model that is not one of the paper's)."""
+    """A model's accuracy and kept facts per policy beside its own paper column (``paper <model>``)."""
     paper = paper_table("controlled")
     keep = _same_model([c.removeprefix("paper ") for c in paper.columns], model_hb)
     t = controlled_summary(model_hb.decisions("controlled"), PRIMARY_BUDGET)
@@ -151,8 +143,7 @@ def natural_paper_table() -> pd.DataFrame:
 
 
 def one_session(model_hb: HBRun):
-    """One natural discussion's artefacts (votes, messages, claims, memories, decisions), collapsed; None
-    when the run has none."""
+    """One natural discussion's artefacts (votes, messages, claims, memories, decisions), collapsed; or None."""
     rec = next(iter_artefacts(model_hb.path, "natural"), None)
     if rec is None:
         return None

@@ -1,10 +1,6 @@
-"""Chapter 15: when the discussion is not a script. The reference decider's grid under the messy protocol
-(:mod:`crossprofile_lib.task.messy`) at each extraction level (:mod:`crossprofile_lib.task.extraction`) and along a sweep
-of the opinion rate, beside the scripted grid; :func:`messy_takeaways` says which findings keep their sign and
-interval and which flip. Runs ``runs/ledger-messy-<level>-op<rate>`` (:func:`messy_run`): one per level at
-:data:`~crossprofile_lib.task.messy.DEFAULT_OPINION_RATE`, one per rate of :data:`MESSY_RATES` at :data:`SWEEP_LEVEL`;
-policies :data:`MESSY_POLICIES` at the primary budget. The model level needs a model backend (the chapter says so).
-"""
+"""Chapter 15: the reference decider's grid under the messy protocol at each extraction level and along the opinion
+rate, beside the scripted grid; :func:`messy_takeaways` says which findings keep their sign and which flip. Runs
+``runs/ledger-messy-<level>-op<rate>`` (:func:`messy_run`); the model level needs a model backend."""
 
 from __future__ import annotations
 
@@ -91,8 +87,7 @@ def _at(run: Run, budget: str) -> pd.DataFrame:
 
 
 def merge_table(st: MessyStudy) -> pd.DataFrame:
-    """Per extraction level: claims per discussion, merge precision and recall, split and rare-looking rates
-    (%, means over the discussions; a discussion's measures are read once, not once per policy)."""
+    """Per extraction level: claims per discussion, merge precision and recall, split and rare-looking rates (%)."""
     rows = []
     for lv, run in st.levels.items():
         d = run.df.drop_duplicates(["template_id", "variant", "seed"])
@@ -105,8 +100,7 @@ def merge_table(st: MessyStudy) -> pd.DataFrame:
 
 
 def composition_table(st: MessyStudy, cell: str = CLASSIC) -> pd.DataFrame:
-    """Mean kept support / decoy / irrelevant facts, claim lines kept and accuracy (%) per policy in ``cell``
-    (``PSP`` by default) at the study's budget, one column block per protocol."""
+    """Kept facts, claim lines and accuracy (%) per policy in ``cell``, one column block per protocol."""
     rows = []
     for name, run in st.variants.items():
         d = _at(run, st.budget)
@@ -151,8 +145,7 @@ def _all_findings(run: Run, budget: str) -> pd.DataFrame:
 
 
 def findings(st: MessyStudy) -> pd.DataFrame:
-    """H1-H3 and the classic / mirror R1 - B4 gaps (points, 95% template-bootstrap interval) per protocol, and
-    whether each keeps the scripted grid's verdict (:func:`_verdict`: survives, weakens, strengthens, flips)."""
+    """H1-H3 and the R1 - B4 gaps per protocol (points, 95% interval), and each one's :func:`_verdict`."""
     rows = []
     for name, run in st.variants.items():
         res = _all_findings(run, st.budget)
@@ -180,9 +173,8 @@ def _clear(lo: float, hi: float) -> bool:
 
 
 def _verdict(be, blo, bhi, e, lo, hi) -> str:
-    """``survives``: on the scripted grid's side of 0 with the same clarity (interval clear of 0 or not);
-    ``flips``: the interval is clear of 0 on the other side; ``weakens``: the scripted interval was clear of 0,
-    this one covers it; ``strengthens``: the other way round."""
+    """``survives`` (same side, same clarity), ``flips`` (clear on the other side), ``weakens`` (clear, now covers 0),
+    ``strengthens`` (the other way round)."""
     if any(pd.isna(x) for x in (be, e, lo, hi, blo, bhi)):
         return "not estimable"
     side = np.sign(be)
@@ -196,8 +188,7 @@ def _verdict(be, blo, bhi, e, lo, hi) -> str:
 
 
 def sweep_table(st: MessyStudy) -> pd.DataFrame:
-    """Per opinion rate (at :data:`SWEEP_LEVEL`): classic and mirror accuracy of R1 and B4 (long: ``policy``,
-    ``cell``, ``opinion_rate``, ``estimate``, ``lo``, ``hi``) for :func:`crossprofile_lib.book.figures.line_by`."""
+    """Per opinion rate: classic and mirror accuracy of R1 and B4 (long) for ``figures.line_by``."""
     parts = []
     for rate, run in sorted(st.sweep.items()):
         d = _at(run, st.budget)
@@ -286,8 +277,7 @@ def findings_pivot(f: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_bars(st: MessyStudy, cell: str = CLASSIC, policies: Sequence[str] = SHOWN) -> pd.DataFrame:
-    """Accuracy (%) with 95% template-bootstrap intervals per protocol (``protocol``) and policy in ``cell``
-    at the study's budget, long format for :func:`crossprofile_lib.book.figures.interval_bars`."""
+    """Accuracy (%) with 95% intervals per protocol and policy in ``cell``, long, for ``figures.interval_bars``."""
     parts = []
     for name, run in st.variants.items():
         d = _at(run, st.budget)

@@ -1,24 +1,20 @@
-"""Many models in one book: the model specs (``BACKENDS=``), the imported run folders (``RUNS=``), which of the paper's
-models a run is, and each model's headroom verdict.
+"""Many models in one book: model specs (``BACKENDS=``), imported run folders (``RUNS=``), which paper model a run
+is, and each model's headroom verdict.
 
 * A **model spec** (:class:`ModelSpec`) is ``provider/model[@options]``: ``templates``, ``seeds``, ``budgets``,
-  ``variants`` separated by ``;``, items by ``+`` (or ``,``), e.g.
-  ``deepseek/deepseek-v4-pro@templates=templates/formal;seeds=0+1+2``; ``opt.NAME=VALUE`` passes a backend option.
-  An option not given is the book's ``model_*`` parameter. In ``BACKENDS=a,b`` a comma starts a new spec only before
-  a known provider (:func:`split_backends`).
-* An **imported run** (:func:`import_run`) is a ``crossprofile run`` or ``crossprofile hiddenbench run`` folder, read
-  in place with zero model calls; refused (:class:`RunImportError`) when its header does not match its results or a
-  template differs from the file of the same id here. What it lacks for a chapter is listed by :func:`gaps`.
-* **Which paper model** a run is comes from ONE editable file, ``resources/paper_models.yaml``
-  (:func:`paper_model_for`); a run matching no rule gets no paper column.
-* **Confirmatory or exploratory**, per model: :func:`verdict` (the headroom check).
-"""
+  ``variants`` separated by ``;``, items by ``+`` (or ``,``), ``opt.NAME=VALUE`` a backend option, e.g.
+  ``deepseek/deepseek-v4-pro@templates=templates/formal;seeds=0+1+2``; an option not given is the book's ``model_*``
+  parameter. In ``BACKENDS=a,b`` a comma starts a new spec only before a known provider (:func:`split_backends`).
+* An **imported run** (:func:`import_run`) is read in place with zero model calls; refused (:class:`RunImportError`)
+  when its header does not match its results or a template differs from the file of the same id here.
+* **Which paper model** a run is comes from ONE file, ``resources/paper_models.yaml`` (:func:`paper_model_for`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -56,11 +52,9 @@ class RunImportError(ValueError):
     """A run folder that cannot be imported; the message names the folder and what is wrong."""
 
 
-# --------------------------------------------------------------------------- model specs
 @dataclass(frozen=True)
 class ModelSpec:
-    """One language model of the book: its backend and, where given, its own sample (None: the
-    book's ``model_*`` parameter)."""
+    """One language model of the book: its backend and its own sample (None: the book's ``model_*`` parameter)."""
 
     backend: str
     templates: Optional[tuple[str, ...]] = None
@@ -155,8 +149,7 @@ def _check_option(key: str, items: list[str]) -> list:
 
 
 def split_backends(value: str) -> list[str]:
-    """``BACKENDS=a,b,c`` -> the spec strings: a comma starts a new spec only where the text after it
-    begins with ``<known provider>/`` (so ``@seeds=0,1`` and ``@templates=a,b`` stay inside their spec)."""
+    """``BACKENDS=a,b,c`` -> the spec strings: a comma starts a new spec only before ``<known provider>/``."""
     out: list[str] = []
     for tok in str(value).split(","):
         head = tok.strip().partition("/")[0]
@@ -179,11 +172,9 @@ def parse_specs(values) -> list[ModelSpec]:
     return specs
 
 
-# --------------------------------------------------------------------------- the paper's models
 @lru_cache(maxsize=4)
 def paper_model_rules(path: str = str(PAPER_MODELS_PATH)) -> tuple[tuple[re.Pattern, str], ...]:
-    """The rules of ``paper_models.yaml``: (compiled pattern, paper model key); every key checked
-    against the models of ``data/paper_figures.yaml``. Errors name the file, the rule and the reason."""
+    """The rules of ``paper_models.yaml`` as (pattern, paper model key); errors name the file, rule and reason."""
     p = Path(path)
     try:
         doc = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -209,8 +200,7 @@ def paper_model_rules(path: str = str(PAPER_MODELS_PATH)) -> tuple[tuple[re.Patt
 
 
 def paper_model_for(backend: str, model: str = "", path: str = str(PAPER_MODELS_PATH)) -> Optional[str]:
-    """The paper's model key this run is (first matching rule over ``backend/model``), or None: the
-    reference decider (``ledger``) and every unmatched model get no paper column."""
+    """The paper's model key this run is (first rule matching ``backend/model``), or None (no paper column)."""
     if backend in ("ledger", "") or backend.startswith("ledger"):
         return None
     name = f"{backend}/{model}" if model and model not in backend else backend
@@ -225,11 +215,9 @@ def run_paper_model(run) -> Optional[str]:
     return None if run is None or run.is_reference else paper_model_for(run.backend, run.model)
 
 
-# --------------------------------------------------------------------------- confirmatory or exploratory
 @dataclass(frozen=True)
 class ModelVerdict:
-    """A run's status: ``confirmatory`` (headroom passed), ``exploratory`` (failed or not checked),
-    or ``reference`` (the reference decider: not a model, no headroom check)."""
+    """``confirmatory`` (headroom passed), ``exploratory`` (failed or not checked) or ``reference`` (no check)."""
 
     status: str
     reason: str = ""
@@ -241,8 +229,7 @@ class ModelVerdict:
 
 
 def headroom_verdict(run, boot=None, min_points: float = HEADROOM_MIN_POINTS) -> ModelVerdict:
-    """The headroom verdict of ``run`` (stats/headroom.py: ALL - EMPTY, lower bound above
-    ``min_points``); a run without ALL and EMPTY rows is exploratory (not checked)."""
+    """The headroom verdict (ALL - EMPTY, lower bound above ``min_points``); no ALL and EMPTY rows: exploratory."""
     if run is None:
         return ModelVerdict("exploratory", "no run")
     if run.is_reference:
@@ -264,15 +251,13 @@ def headroom_verdict(run, boot=None, min_points: float = HEADROOM_MIN_POINTS) ->
 
 
 def status_line(run) -> str:
-    """``"<label>: its numbers are confirmatory (reason)."``: a run's :func:`headroom_verdict` for a
-    takeaway or caption (the reference decider: not a model)."""
+    """``"<label>: its numbers are confirmatory (reason)."`` (the reference decider: not a model)."""
     v = headroom_verdict(run)
     what = {"reference": "not a model: its numbers show what the memory makes possible",
             "confirmatory": "its numbers are confirmatory", "exploratory": "its numbers are exploratory"}[v.status]
     return f"{run.label}: {what}" + (f" ({v.reason})" if v.reason and v.status != "reference" else "") + "."
 
 
-# --------------------------------------------------------------------------- imported run folders
 @lru_cache(maxsize=2)
 def local_template_hashes(root: str = "") -> dict[str, str]:
     """Template id -> sha256 of its file, for every template file here (``templates/``)."""
@@ -294,8 +279,7 @@ def _as_set(v) -> set:
 
 
 def check_crossprofile(folder: Path, header: dict, df) -> None:
-    """Raise :class:`RunImportError` when ``run.json`` does not describe ``results.parquet`` or a
-    template differs from the file here (see the module doc)."""
+    """Raise :class:`RunImportError` when ``run.json`` does not describe the results or a template differs."""
     for key in ("backend", "model"):
         have = sorted(df[key].astype(str).unique()) if key in df else []
         if header.get(key) is not None and have and have != [str(header[key])]:
@@ -329,8 +313,7 @@ def check_crossprofile(folder: Path, header: dict, df) -> None:
 
 
 def import_run(path: str | Path) -> Run | HBRun:
-    """A run folder made elsewhere, read in place with zero model calls: a :class:`Run`
-    (``crossprofile run``) or an :class:`HBRun` (``crossprofile hiddenbench run``). Raises
+    """A run folder made elsewhere, read in place: a :class:`Run` or an :class:`HBRun`; a refusal raises
     :class:`RunImportError` naming the folder and the rule."""
     folder = resolve(path)
     if not folder.is_dir():
@@ -361,10 +344,8 @@ def import_run(path: str | Path) -> Run | HBRun:
 
 
 def _policies_recorded(folder: Path, header: dict, name: str) -> None:
-    """Make the run's own memory policies known (its header's ``policy_files``): a policy file the
-    book was not given is loaded from the recorded path when it is there with the recorded SHA-256;
-    otherwise :class:`RunImportError` says which file to give with ``POLICY_FILES`` (the chapters
-    rebuild memories, and an unknown policy name cannot be rebuilt)."""
+    """Load the run's own policy files (header ``policy_files``) from the recorded path when the SHA-256
+    matches; otherwise :class:`RunImportError` says which file to give with ``POLICY_FILES``."""
     try:
         ensure_recorded(header.get("policy_files"), f"{folder}/{name}")
     except PolicyFileError as e:
@@ -374,8 +355,7 @@ def _policies_recorded(folder: Path, header: dict, name: str) -> None:
 
 
 def gaps(run: Run) -> list[str]:
-    """What an imported (or any) model run lacks for the chapters: the model policies, the paper's
-    classic and mirror variants, the primary budget. Empty when it has everything."""
+    """What a model run lacks for the chapters (model policies, classic and mirror variants, primary budget)."""
     out = []
     pol = set(run.df["policy"].astype(str)) if "policy" in run.df else set()
     lost = [p for p in MODEL_POLICIES if p not in pol]
@@ -391,13 +371,7 @@ def gaps(run: Run) -> list[str]:
 
 
 def unique_labels(runs: list) -> list:
-    """``runs`` with :attr:`Run.tag` set to the folder name where two runs would share a label
-    (two specs of one backend, or an imported copy of a run made here)."""
-    seen: dict = {}
-    for r in runs:
-        seen.setdefault(r.label, []).append(r)
-    out = []
-    for r in runs:
-        out.append(replace(r, tag=r.path.name) if len(seen[r.label]) > 1 else r)
-    return out
+    """``runs`` with :attr:`Run.tag` set to the folder name where two runs would share a label."""
+    n = Counter(r.label for r in runs)
+    return [replace(r, tag=r.path.name) if n[r.label] > 1 else r for r in runs]
 

@@ -1,7 +1,5 @@
-"""The paper beside this suite: every number of ``data/paper_figures.yaml`` (the ONE source of
-paper values, read through :mod:`crossprofile_lib.paper_figures`) set beside this suite's
-estimate of the same quantity. Paper values sit only in columns labelled ``paper``; this
-suite's in columns naming the backend and model of their run."""
+"""The paper beside this suite: every number of ``data/paper_figures.yaml`` set beside this suite's estimate of the
+same quantity; paper values only in columns labelled ``paper``, this suite's in columns naming the run's model."""
 
 from __future__ import annotations
 
@@ -53,11 +51,8 @@ def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossp
 
 
 def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """A wide table: one row per paper number; columns ``('paper', model)`` with the paper's
-    values and ``('this suite', run label)`` with this suite's estimate [95% interval].
-
-    ``runs`` maps a data kind (``crossprofile``, ``hiddenbench``) to a list of runs.
-    """
+    """One row per paper number; columns ``('paper', model)`` and ``('this suite', run label)`` (estimate
+    [95% interval]); ``runs`` maps a data kind (``crossprofile``, ``hiddenbench``) to runs."""
     models = list(dict.fromkeys(m for it in items for m in it.paper))
     rows = pd.DataFrame({("result", ""): [it.result for it in items],
                          ("quantity", ""): [it.label for it in items],
@@ -78,13 +73,10 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
 
 
 def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
-    """A paper value for prose, ``"+X (model A) / +Y (model B)"`` (a sign for points, two decimals
-    for facts), from the item ``ref`` (``"<figure id>/<item label>"``) of data/paper_figures.yaml.
+    """A paper value for prose, ``"+X (model A) / +Y (model B)"``, from item ``ref`` (``"<figure>/<label>"``).
 
-    With ``run`` (a model's :class:`Run` or HiddenBench run): only the value of the paper model that
-    run IS (:func:`crossprofile_lib.book.models.run_paper_model`), plus the values the paper gives
-    without separating its models; ``"– (not one of the paper's models)"`` for a model no rule of
-    paper_models.yaml maps, never another model's. The reference decider (or no run): every model's."""
+    With a model ``run``: only its own paper model's value (plus values not separated by model), or
+    ``"– (not one of the paper's models)"``; the reference decider (or no run): every model's."""
     item = paper_item(ref)
     sign = "+" if item.unit == "points" else ""
     values = item.paper
@@ -104,19 +96,15 @@ def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
     return " / ".join(f"{one(v)} ({m})" for m, v in values.items())
 
 
-# --------------------------------------------------------------------------- chapter 11
 #: At most this many resamples for the comparison's intervals.
 MAX_COMPARISON_RESAMPLES = 2000
 
 
 def comparison_runs(ch) -> dict:
-    """Data kind -> the runs chapter 11 compares with the paper: the reference decider, its social-proof
-    run and every model's sample (CrossProfile); every model's controlled and natural HiddenBench runs."""
-    models = ch.models or ([ch.model] if ch.model is not None else [])
-    hbs = ch.hb_models or ([ch.hb_model] if ch.hb_model is not None else [])
-    return {"crossprofile": [r for r in (ch.ref, ch.sp, *models) if r is not None],
-            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in hbs) if r is not None],
-            "natural": [r for r in (hb_natural_as_run(h) for h in hbs) if r is not None]}
+    """Data kind -> the runs chapter 11 compares: reference, social-proof and model runs; HiddenBench runs."""
+    return {"crossprofile": [r for r in (ch.ref, ch.sp, *ch.all_models) if r is not None],
+            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in ch.all_hb_models) if r is not None],
+            "natural": [r for r in (hb_natural_as_run(h) for h in ch.all_hb_models) if r is not None]}
 
 
 def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: int) -> pd.DataFrame:
@@ -125,9 +113,7 @@ def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: i
 
 
 def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[int, int]:
-    """How many paper values (per model) lie inside the 95% interval of column ``col`` of a
-    :func:`paper_vs_suite` table: ``(inside, total)``. An interval that spans about 0-100
-    (:func:`crossprofile_lib.book.display.uninformative`) is left out of both counts."""
+    """``(inside, total)``: paper values inside column ``col``'s 95% intervals (uninformative intervals left out)."""
     inside = total = 0
     for k, it in enumerate(items):
         cell = str(tab[col].iloc[k])
@@ -143,34 +129,6 @@ def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[in
     return inside, total
 
 
-def agreement_takeaways(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[str]:
-    """Per run column: how many paper values lie inside its intervals; and how to read that."""
-    lines = []
-    for col in [c for c in tab.columns if c[0] == "this suite"]:
-        inside, total = share_within(tab, items, col)
-        if total:
-            lines.append(f"{html.escape(col[1])}: {inside} of {total} paper values lie inside this run's 95% interval.")
-    lines.append("A value inside an interval of the reference decider says the effect follows from what the memory keeps; "
-                 "one outside says the paper's models add something of their own "
-                 '(<a href="06-social-proof.html">chapter 6</a>).')
-    return lines
-
-
-def by_chapter(tab: pd.DataFrame, items: Sequence[PaperItem]) -> list[tuple[str, pd.DataFrame]]:
-    """The comparison split by the paper's chapter, each part indexed by (result, quantity), columns
-    that are empty throughout left out."""
-    out = []
-    for chapter, part in tab.groupby(pd.Series([it.chapter for it in items]), sort=False):
-        part = part.set_index([("result", ""), ("quantity", "")])
-        part.index.names = ["result", "quantity"]
-        out.append((chapter, part.loc[:, [c for c in part.columns if not part[c].astype(str).eq("").all()]]))
-    return out
-
-
-# --------------------------------------------------------------------------- chapter 11, long format
-#: An interval at least this wide (in points, on a % or points scale) says nothing: it is never counted
-#: as agreement with the paper, whatever value it covers (a near-chance model's [0, 100]).
-UNINFORMATIVE_WIDTH = 90.0
 #: The answers of the "reproduced?" column (the first two are the only scored ones).
 YES, NO = "yes", "no"
 #: Column names of the long comparison.
@@ -178,15 +136,13 @@ LONG_COLUMNS = ["quantity", "run", "paper model", "paper", "this run", "reproduc
 
 
 def uninformative_interval(lo: float, hi: float, unit: str) -> bool:
-    """Whether an interval is too wide to say anything (:data:`UNINFORMATIVE_WIDTH`; facts: never)."""
-    return unit in ("%", "points") and not np.isnan(lo) and uninformative(lo, hi, UNINFORMATIVE_WIDTH)
+    """Whether an interval (% or points; facts: never) spans :data:`UNINFORMATIVE_WIDTH` or more: never agreement."""
+    return unit in ("%", "points") and not np.isnan(lo) and uninformative(lo, hi)
 
 
 def reproduced(paper_value, est: float, lo: float, hi: float, unit: str, v: ModelVerdict) -> str:
-    """The "reproduced?" verdict of one (paper value, this run's estimate): ``yes`` when the paper's
-    value lies inside the 95% interval, ``no`` when outside; never counted (another answer naming why)
-    when the paper gives no single number, the run lacks the quantity, the interval is uninformative
-    (:func:`uninformative_interval`) or the run fails its headroom check (exploratory)."""
+    """``yes``/``no``: the paper's value inside/outside the 95% interval; otherwise an answer naming why it is not
+    counted (a range, not in the run, an uninformative interval, or exploratory)."""
     if not isinstance(paper_value, (int, float)) or isinstance(paper_value, bool):
         return "not scored: the paper gives a range, not one number"
     if est is None or np.isnan(est):
@@ -204,8 +160,7 @@ def _run_name(run: Run, data: str) -> str:
     return name + ("" if data == "crossprofile" else f" · {data}")
 
 
-#: The book chapter (its page, ``notebooks/<page>.md``) that computes the quantities of each paper chapter
-#: (``chapter`` in data/paper_figures.yaml): each row of chapter 11 links to it.
+#: Paper chapter (``chapter`` in data/paper_figures.yaml) -> the book page that computes its quantities.
 CHAPTER_PAGES = {"rarest-first": "04-rarest-first", "relevance": "05-relevance", "social-proof": "06-social-proof",
                  "net-evidence": "07-net-evidence", "hiddenbench": "08-hiddenbench"}
 #: The "paper model" and "reproduced?" cells of a reference run's row: compared as a reference, never scored.
@@ -222,17 +177,11 @@ def _paper_number(pv, unit: str, digits: int) -> str:
 
 
 def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Chapter 11 in long format: one row per (paper quantity, run, paper model) with the columns of
-    :data:`LONG_COLUMNS` plus ``chapter``, ``unit``, ``scored`` (True where "reproduced?" is yes/no), ``model``
-    (the run's name without its data kind), ``reference`` (the run is the reference decider) and ``page`` (the
-    chapter that computes the quantity, :data:`CHAPTER_PAGES`).
+    """Chapter 11 in long format: one row per (quantity, run, paper model), :data:`LONG_COLUMNS` plus
+    ``chapter``, ``unit``, ``scored``, ``model``, ``reference`` and ``page`` (:data:`CHAPTER_PAGES`).
 
-    Which paper values a run is set beside: a run that IS one of the paper's models
-    (:func:`crossprofile_lib.book.models.run_paper_model`) only that model's value (or, where the paper
-    does not separate its models, that shared value); a model that is not one of the paper's models none (its
-    row says so). The reference decider is a normative evidence counter, not a language model: it reproduces
-    no model, so it gets ONE row per quantity with every paper model's value beside it and the verdict
-    :data:`REFERENCE_VERDICT`, never a "reproduced?" yes or no."""
+    A model run is set beside its own paper model's value only (or the shared value); another model gets a row saying
+    so. The reference decider gets ONE row per quantity with every model's value and :data:`REFERENCE_VERDICT`."""
     n_resamples = min(n_resamples, MAX_COMPARISON_RESAMPLES)
     rows = []
     for data, rs in runs.items():
@@ -294,9 +243,7 @@ def _why(verdict: str) -> str:
 
 
 def model_summary(long: pd.DataFrame) -> pd.DataFrame:
-    """One row per model of the build (the reference decider is not a model and is left out): how many of the
-    paper values set beside it it reproduces (inside its 95% interval), does not, and how many are not
-    comparable (and why)."""
+    """One row per model (not the reference): paper values reproduced, not reproduced, not comparable (why)."""
     rows = []
     for model, part in long[~long["reference"].astype(bool)].groupby("model", sort=False):
         verdicts = part["reproduced?"].astype(str)
@@ -315,8 +262,7 @@ MAIN_COLUMNS = ["quantity", "run", "paper model", "paper", "this run", "reproduc
 
 
 def main_rows(long: pd.DataFrame) -> pd.DataFrame:
-    """The models' rows that have a paper value beside them (:data:`MAIN_COLUMNS`; ``computed in`` is the page
-    of the chapter that computes the quantity, shown as a link by :func:`chapter_links`)."""
+    """The models' rows with a paper value beside them (:data:`MAIN_COLUMNS`)."""
     m = long[~long["reference"].astype(bool) & (long["paper"] != NO_VALUE)]
     return m.rename(columns={"page": "computed in"})[MAIN_COLUMNS].reset_index(drop=True)
 
@@ -335,8 +281,7 @@ def left_out_line(long: pd.DataFrame) -> str:
 
 
 def reference_rows(long: pd.DataFrame) -> pd.DataFrame:
-    """The reference runs beside the paper, one row per quantity: every paper model's value and each reference
-    run's estimate [95% interval]; no verdict (a reference, not a reproduction)."""
+    """The reference runs beside every paper model's value, one row per quantity; no verdict."""
     ref = long[long["reference"].astype(bool)]
     if ref.empty:
         return pd.DataFrame(columns=["quantity", "paper (every model)", "computed in"])
@@ -360,8 +305,7 @@ def chapter_links(st, column: str = "computed in"):
 
 
 def long_takeaways(long: pd.DataFrame) -> list[str]:
-    """Per model: how many of its scored paper values it reproduces; a model with none scored says why in one
-    line (never "0 of 0"); the reference decider is said to be compared as a reference."""
+    """Per model: how many scored paper values it reproduces (none scored: why); the reference is not scored."""
     lines = []
     summary = model_summary(long)
     for _, r in summary.iterrows():
@@ -385,11 +329,6 @@ def long_takeaways(long: pd.DataFrame) -> list[str]:
                      'models add something of their own (<a href="06-social-proof.html">chapter 6</a>).')
     lines.append("A model is set beside its own paper values only (crossprofile_lib/resources/paper_models.yaml).")
     return lines
-
-
-def long_by_chapter(long: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The long comparison split by the paper's chapter (display columns only)."""
-    return [(c, part[LONG_COLUMNS].reset_index(drop=True)) for c, part in long.groupby("chapter", sort=False)]
 
 
 #: A sticky first column and wrapping cells: the row labels stay in view on a narrow screen.

@@ -1,10 +1,7 @@
-"""The book's parameters: ONE pydantic model, :class:`BookParams`, with a docstring per field, read by the build (the
-Make variables of :data:`MAKE_VARIABLES`, parsed by :mod:`crossprofile_lib.cli.book`; ``--quick`` starts from
-:meth:`BookParams.quick`), by papermill (a chapter's ``parameters`` cell declares the fields it reads ``= None``: the
-book's default) and by :func:`crossprofile_lib.book.setup` (:meth:`BookParams.resolve`). A bad value raises
-:class:`BookParamsError` naming the parameter, the value, the rule and the Make variable; seeds, budgets and variants
-follow :mod:`crossprofile_lib.config`'s rules. :data:`DEFAULTS` and :data:`QUICK` are read-only dict views.
-"""
+"""The book's parameters: ONE pydantic model, :class:`BookParams`, a docstring per field, read by the build (the Make
+variables of :data:`MAKE_VARIABLES`; ``--quick``: :meth:`BookParams.quick`), papermill (a chapter's ``parameters``
+cell declares its fields ``= None``: the default) and ``book.setup`` (:meth:`BookParams.resolve`). A bad value raises
+:class:`BookParamsError` naming the parameter, value, rule and Make variable. :data:`DEFAULTS`, :data:`QUICK`: read-only."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS":
                   "BACKENDS": "backends", "RUNS": "runs"}
 _MAKE_OF = {f: v for v, f in MAKE_VARIABLES.items()}
 
-# The rules are the configuration's (crossprofile_lib.config), the ones the command line prints; the
-# book keeps lists (papermill and the "built with" line read them as lists).
+# The rules are crossprofile_lib.config's (as on the command line), kept as lists for papermill.
 #: Seeds: each in 0..2^32-1, none twice.
 Seeds = Annotated[list[Seed], distinct_list("seed")]
 #: Budgets (:class:`crossprofile_lib.config.Budget`: a ratio in (0, 1] or a token count such as 128t), none twice.
@@ -275,8 +271,7 @@ class BookParams(BaseModel):
     # --- constructors --------------------------------------------------------------------------------
     @classmethod
     def resolve(cls, given: Optional[dict] = None, **overrides) -> "BookParams":
-        """The parameters with ``given`` (and ``overrides``) applied: a ``None`` value means the
-        default; names that are not parameters are refused. Raises :class:`BookParamsError`."""
+        """The parameters with ``given`` and ``overrides`` applied (``None``: the default; unknown names refused)."""
         values = {k: v for k, v in {**(given or {}), **overrides}.items() if v is not None}
         try:
             return cls(**values)
@@ -285,8 +280,7 @@ class BookParams(BaseModel):
 
     @classmethod
     def quick(cls, given: Optional[dict] = None, **overrides) -> "BookParams":
-        """Small parameters for tests and a quick look (seconds, reference decider only), with
-        ``given`` and ``overrides`` applied as in :meth:`resolve`."""
+        """Small parameters for tests and a quick look (reference decider only), ``given`` applied as :meth:`resolve`."""
         return cls.resolve({**QUICK_OVERRIDES, **{k: v for k, v in (given or {}).items() if v is not None}},
                            **overrides)
 

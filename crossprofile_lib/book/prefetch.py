@@ -1,6 +1,5 @@
-"""``python -m crossprofile_lib.book.prefetch --reference-only``: the reference decider's runs of the
-book's default parameters, on every core, before the build needs them (what ``make book`` runs while
-the embedded engine installs; the scheduling is :func:`crossprofile_lib.book.schedule.run_steps`)."""
+"""``python -m crossprofile_lib.book.prefetch --reference-only``: the reference decider's runs of the default
+parameters on every core, while ``make book`` installs the engine."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from crossprofile_lib.book.schedule import run_steps
 
 
 def main(argv=None) -> int:
-    """``--reference-only``: the reference decider's runs of the book's default parameters
-    (``HIDDENBENCH`` from the environment, as ``make book`` reads it), on every core."""
+    """``--reference-only``: the reference runs of the default parameters (``HIDDENBENCH`` from the environment)."""
     ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.prefetch", description=main.__doc__)
     ap.add_argument("--reference-only", action="store_true", required=True,
                     help="run only the reference decider's runs (no language model)")

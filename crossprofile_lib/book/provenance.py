@@ -1,12 +1,6 @@
-"""Where a chapter's numbers come from, and what it shows: the notices, the provenance badge, the takeaways.
-
-* :func:`run_notices` lists what a reader must know about a run (the reference decider is not a model; a
-  near-chance model; a failed headroom check; too few templates for intervals), each a :class:`Notice`;
-* :func:`provenance_box` folds them, with backend, model and run folder, into one compact badge whose
-  details are collapsible; :func:`built_with` is the line naming the build's parameters, commit and date;
-* :func:`takeaways` is the box of what this build shows; the page's badge follows its first box
-  (:func:`defer`, :func:`pending`).
-"""
+"""Where a chapter's numbers come from: :func:`run_notices` (what a reader must know about a run), :func:`provenance_box`
+(one compact badge, details collapsible), :func:`built_with` (parameters, commit, date) and :func:`takeaways` (the
+page's badge follows its first box)."""
 
 from __future__ import annotations
 
@@ -15,9 +9,17 @@ import html
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from crossprofile_lib.book.display import MIN_TEMPLATES_FOR_INTERVALS, _count, _html, admonition
-from crossprofile_lib.book.flags import NEAR_CHANCE_FLAG, name_html, near_chance, near_chance_name
-from crossprofile_lib.book.runs import REFERENCE, ROOT, Run
+from crossprofile_lib.book.display import (
+    MIN_TEMPLATES_FOR_INTERVALS,
+    NEAR_CHANCE_FLAG,
+    _count,
+    _html,
+    admonition,
+    name_html,
+    near_chance,
+    near_chance_name,
+)
+from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, n_rows
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.run.results import git_commit
 from crossprofile_lib.stats.tables import headroom
@@ -25,8 +27,7 @@ from crossprofile_lib.stats.tables import headroom
 
 @dataclass(frozen=True)
 class Notice:
-    """One thing a reader must know about a run: ``kind`` (note, warning, important), a title and
-    an HTML body. ``data`` is the box's HTML (as IPython's HTML objects have it)."""
+    """One thing a reader must know about a run: ``kind`` (note, warning, important), title, HTML body."""
 
     kind: str
     title: str
@@ -41,9 +42,7 @@ class Notice:
 
 
 def run_notices(run: Optional[Run], boot=None, min_points: float = HEADROOM_MIN_POINTS) -> list[Notice]:
-    """What a reader must know about a run's results: what the reference decider is; that
-    SmolLM2-135M decides near chance; a warning when the headroom check (ALL - EMPTY) fails; a
-    warning when the run has too few templates for its bootstrap intervals to mean much."""
+    """The reference decider is not a model; a near-chance model; a failed headroom check; too few templates."""
     if run is None:
         return []
     out = []
@@ -96,8 +95,7 @@ BUILT_WITH = (("backend", "backend"), ("templates", "templates"), ("seeds", "see
 
 
 def built_with_text(params: dict) -> str:
-    """``Built with backend ..., templates ..., ...; commit ...; date ...`` from the parameters
-    the chapter declares (a chapter without a model says ``reference decider only``)."""
+    """``Built with backend ..., templates ...; commit ...; date ...`` from the chapter's declared parameters."""
     parts = []
     for key, name in BUILT_WITH:
         if key not in params or (key.startswith("model_") and not params.get("backend")):
@@ -117,19 +115,14 @@ def built_with(params: dict):
 
 def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = (),
                    built: str = ""):
-    """ONE compact provenance badge per chapter: one visible line naming each run (and the titles of
-    any warnings, which stay visible), and folded details with the "built with" line (``built``),
-    backend, model, run folder and every notice.
-
-    ``runs``: (role, run or None, notices); a None run is listed with its notices (why it is
-    missing)."""
+    """ONE badge per chapter: a visible line per run (warning titles stay visible), folded details with
+    ``built``, backend, model, run folder and every notice. ``runs``: (role, run or None, notices)."""
     line, rows, boxes = [], [], []
     for role, run, notices in runs:
         if run is not None:
             line.append(f"{html.escape(role)}: <b>{name_html(run)}</b>")
-            n_dec = len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
             rows.append(f"<tr><td>{html.escape(role)}</td><td>{html.escape(run.who)}</td>"
-                        f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_dec}</td></tr>")
+                        f"<td><code>{html.escape(_short(run.path))}</code></td><td>{n_rows(run)}</td></tr>")
         else:
             line.append(f"{html.escape(role)}: <i>none</i>")
         boxes += notices
@@ -156,8 +149,7 @@ def _short(p) -> str:
         return str(p)
 
 
-#: The provenance badge :func:`crossprofile_lib.book.chapter.setup` leaves for the page's first takeaways
-#: box (results first: the findings, then where they come from). One kernel runs one chapter.
+#: The badge ``setup`` leaves for the page's first takeaways box (one kernel runs one chapter).
 _PENDING: list = []
 
 
@@ -183,8 +175,7 @@ class _Boxes:
 
 
 def takeaways(lines: Sequence[str], title: str = "What this build shows"):
-    """The chapter's takeaways: statements computed from its runs (``lines`` are HTML); the first box
-    of a page carries the page's provenance badge right below it (:func:`defer`)."""
+    """The box of statements computed from the runs (``lines`` are HTML); the page's first carries the badge."""
     items = "".join(f"<li>{line}</li>" for line in lines if line)
     box = _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
                 f"<ul>{items}</ul></div>")

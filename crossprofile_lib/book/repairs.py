@@ -1,11 +1,6 @@
-"""Chapter 12's repairs, measured: the balance-aware memory's classic-minus-mirror gap, count-free provenance formats,
-the 'labels are not evidence' decision prompt, and group size. One block per language model (paper columns of the
-same model only; its own labels-prompt rerun, :func:`labels_prompt_pairs`); your policies join every fixed policy
-list (:func:`with_mine`). And the page "Your policy" (chapter 16): your memory policies (``make book
-POLICY_FILES=my_policy.py``) beside R1 and B4 on the same runs: :func:`composition_by_variant`,
-:func:`accuracy_by_cell`, :func:`failures_by_net_lead` (a wrong decision at a net lead of 0 or below is the memory's
-failure, at a positive net lead the decider's) and :func:`no_policy_note`.
-"""
+"""Chapter 12's repairs, measured (BAL's classic-minus-mirror gap, count-free formats, the 'labels are not evidence'
+prompt, group size), one block per model; and chapter 16, your policies (``POLICY_FILES``) beside R1 and B4: a wrong
+decision at a net lead of 0 or below is the memory's failure, above 0 the decider's (:func:`failures_by_net_lead`)."""
 
 from __future__ import annotations
 
@@ -48,8 +43,7 @@ def count_free_versus(ch) -> list[str]:
 
 
 def gaps_by_run(ch, runs: Sequence[Run], policies: Optional[Sequence[str]] = None) -> dict:
-    """Run label -> :func:`cell_gaps` (classic minus mirror and the mean over variants) at its shown budget;
-    ``policies`` None: :data:`POL` and your own (:func:`with_mine`)."""
+    """Run label -> :func:`cell_gaps` at its shown budget (``policies`` None: :data:`POL` and your own)."""
     policies = with_mine(ch, POL) if policies is None else list(policies)
     return {r.label: cell_gaps(r, r.boot, policies, ch.budget(r)) for r in runs}
 
@@ -79,8 +73,7 @@ def repair_takeaways(ch, gaps: dict, effects: dict) -> list[str]:
 
 
 def format_by_cell(run: Run, budget: str, rows: Sequence[str] = FORMAT_ROWS) -> pd.DataFrame:
-    """Accuracy (%) by cell at ``budget`` of each policy of ``rows`` (with full labels and with a count-free
-    format; :func:`format_rows` adds your own)."""
+    """Accuracy (%) by cell at ``budget`` of each policy of ``rows``, with full labels and count-free."""
     d = run.df[(run.df.budget_label == budget) & run.df.policy.isin(list(rows)) & (run.df.cell != "other")]
     t = (100 * d.pivot_table(index="policy", columns="cell", values="correct", aggfunc="mean")).round(1)
     t = t.rename(columns=CELL_LABELS)
@@ -88,17 +81,14 @@ def format_by_cell(run: Run, budget: str, rows: Sequence[str] = FORMAT_ROWS) -> 
 
 
 def labels_prompt_table(model: Run, lab: Run) -> pd.DataFrame:
-    """Accuracy (%) per variant of the unbudgeted memories with the default decision prompt and with the
-    'labels are not evidence' one."""
+    """Accuracy (%) per variant, unbudgeted, with the default and the 'labels are not evidence' prompt."""
     both = pd.concat([model.df.assign(prompt="default"), lab.df.assign(prompt=LABELS_PROMPT)])
     both = both[both.policy.isin(LABELS_POLICIES)]
     return (100 * both.pivot_table(index=["prompt", "policy"], columns="variant", values="correct", aggfunc="mean")).round(1)
 
 
 def labels_prompt_pairs(ch) -> list[tuple[Run, Optional[Run], str]]:
-    """Per language model of the page: (its sample, its labels-prompt rerun or None, why there is none).
-    Each BACKEND/BACKENDS spec gets its own rerun (:meth:`BookRuns.labels_prompt_for`); an imported run
-    folder gets none (it would need model calls), and the reason names it."""
+    """Per model: (its sample, its labels-prompt rerun or None, why there is none)."""
     br = ch.runs
     by_path = {}
     for sp in br.specs():
@@ -106,7 +96,7 @@ def labels_prompt_pairs(ch) -> list[tuple[Run, Optional[Run], str]]:
         if r is not None:
             by_path.setdefault(r.path, sp)
     out = []
-    for m in ch.models or ([ch.model] if ch.model is not None else []):
+    for m in ch.all_models:
         sp = by_path.get(m.path)
         if sp is None:
             out.append((m, None, f"{m.label} is an imported run folder ({m.path}): the labels-prompt rerun would need "
@@ -131,8 +121,7 @@ def group_size_runs(ch) -> dict:
 
 
 def group_size_rows(size_runs: dict, budget: str, policies: Sequence[str] = GROUP_POLICIES) -> pd.DataFrame:
-    """Per group size, policy and cell at ``budget``: accuracy (%), mean kept facts, budget and T_all
-    (``policies``: :data:`GROUP_POLICIES`; the chapter adds your own with :func:`with_mine`)."""
+    """Per group size, policy and cell at ``budget``: accuracy (%), mean kept facts, budget and T_all."""
     rows = []
     for n, r in size_runs.items():
         d = r.df[(r.df.budget_label == budget) & r.df.policy.isin(list(policies))]
@@ -162,8 +151,7 @@ COMPARED = ("R1", "B4")
 
 
 def policies_in(run: Optional[Run], names: Sequence[str]) -> list[str]:
-    """The specs of ``run`` whose base is one of ``names`` (``Mine``, ``Mine-k7``, ``Mine:unlabeled``), in
-    the run's order; empty without the run."""
+    """The specs of ``run`` whose base is one of ``names``, in the run's order."""
     if run is None:
         return []
     bases = set(names)
@@ -175,8 +163,7 @@ def _shown(df: pd.DataFrame, budget: str) -> pd.DataFrame:
 
 
 def composition_by_variant(run: Run, policies: Sequence[str], budget: str) -> pd.DataFrame:
-    """Policy x variant: ``support / decoy / irrelevant`` mean kept counts (strings), ``policies`` then
-    :data:`COMPARED`, the variants in the paper's order."""
+    """Policy x variant: ``support / decoy / irrelevant`` mean kept counts, the paper's variant order."""
     d = _shown(run.df, budget)
     d = d[d["policy"].isin([*policies, *COMPARED])]
     g = d.groupby(["policy", "variant"])[["kept_support", "kept_decoy", "kept_irrelevant"]].mean()
@@ -195,8 +182,7 @@ def accuracy_by_cell(run: Run, policies: Sequence[str], budget: str) -> pd.DataF
 
 
 def failures_by_net_lead(run: Run, policy: str, budget: str) -> pd.DataFrame:
-    """Per net lead of what ``policy`` kept: decisions, share of all its decisions, accuracy (%), wrong
-    decisions and the share of those that chose the decoy, and whose failure a wrong decision there is."""
+    """Per net lead of what ``policy`` kept: decisions, share, accuracy, wrong ones, decoy share, whose failure."""
     d = _shown(run.df, budget)
     d = d[d["policy"] == policy]
     if d.empty:

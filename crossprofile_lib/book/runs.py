@@ -1,13 +1,10 @@
-"""The runs the book reads: where they live, when they are (re)run, and why one is missing.
+"""The runs the book reads: :class:`Run` is one run folder (results table and ``run.json``).
 
-:class:`Run` is one run folder (results table and ``run.json``). :func:`ensure_run` loads a folder recording the
-configuration asked for and runs it otherwise; a folder holding **another** configuration is never overwritten (the
-run goes to ``<name>-<digest>``), under the folder's lock. :func:`model_run` returns ``None`` for a backend that cannot
-run here and records why in the ``skipped`` mapping it is handed. Relative paths resolve against the repository root.
-The ``ledger`` backend is the *reference decider*, never a model. The reference grid prices budgets with
-:data:`REFERENCE_TOKENIZER` (Qwen2.5's vocabulary); where it cannot be had, :func:`reference_tokenizer` falls back to
-the offline approximation and the run says so (:attr:`Run.pricing_note`).
-"""
+:func:`ensure_run` loads a folder recording the configuration asked for and runs it otherwise; a folder holding
+**another** configuration is never overwritten (the run goes to ``<name>-<digest>``, under the folder's lock).
+:func:`model_run` returns ``None`` for a backend that cannot run here and records why in ``skipped``. The ``ledger``
+backend is the *reference decider*, never a model; where :data:`REFERENCE_TOKENIZER` cannot be had its budgets are
+priced offline and :attr:`Run.pricing_note` says so."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def reference_who(model: str) -> str:
 
 
 def tokenizer_note(header: dict) -> str:
-    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own
-    tokenizer or its server (the offline approximation, asked for), else empty."""
+    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own tokenizer, else empty."""
     src = str(header.get("tokenizer_source") or "")
     return f" (budgets priced with the {src})" if src.startswith("offline approximation") else ""
 
@@ -178,9 +174,7 @@ class Run:
 
 
 def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[str, str]:
-    """The budget a chapter shows for ``run``: ``wanted`` (prereg.yaml's primary budget) when the
-    run has it, else the run's first ratio budget. Returns ``(budget, notice)``; the notice is
-    empty when the primary budget is there."""
+    """``(budget, notice)``: ``wanted`` when the run has it, else the run's first ratio budget (notice says so)."""
     have = run.budgets if run is not None else []
     if not have or wanted in have:
         return wanted, ""
@@ -191,8 +185,7 @@ def primary_budget(run: Optional[Run], wanted: str = PRIMARY_BUDGET) -> tuple[st
 
 
 def with_cells(df: pd.DataFrame) -> pd.DataFrame:
-    """``cell`` (classic = PSP, mirror = SPS) and ``pooled_cell`` (PS* / SP*) recomputed from
-    ``variant``, so a run folder written before SPEC section 3's revision reads the same."""
+    """``cell`` and ``pooled_cell`` recomputed from ``variant`` (a run folder from before SPEC section 3's revision)."""
     if "variant" not in df.columns:
         return df
     names = df["variant"].astype(str)
@@ -217,19 +210,22 @@ def config_digest(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
+def _stored(folder: Path, header: str = "run.json") -> Optional[dict]:
+    """A stored run's header (None: no readable run there)."""
     try:
-        return json.loads((folder / header).read_text()).get("config")
+        return json.loads((folder / header).read_text())
     except (OSError, ValueError):
         return None
+
+
+def _stored_config(folder: Path, header: str = "run.json") -> Optional[dict]:
+    return (_stored(folder, header) or {}).get("config")
 
 
 def _stored_policy_files(folder: Path, header: str = "run.json") -> Optional[list]:
     """The ``policy_files`` a stored run records (None: no run there)."""
-    try:
-        return _jsonable(json.loads((folder / header).read_text()).get("policy_files", []))
-    except (OSError, ValueError):
-        return None
+    h = _stored(folder, header)
+    return None if h is None else _jsonable(h.get("policy_files", []))
 
 
 def own_folder(path: Path, want: dict, header: str = "run.json") -> Path:
@@ -258,19 +254,14 @@ def _hashes_at(paths: tuple, stamp: tuple) -> tuple:
 
 
 def _same_templates(folder: Path, cfg) -> bool:
-    """Whether the run in ``folder`` answered the template files as they are now (``run.json``'s
-    ``templates_sha256``; a run that did not record them is taken as it is)."""
-    try:
-        stored = json.loads((folder / "run.json").read_text()).get("templates_sha256")
-    except (OSError, ValueError):
-        return True
+    """Whether the run in ``folder`` answered the template files as they are now (unrecorded: yes)."""
+    stored = (_stored(folder) or {}).get("templates_sha256")
     return not isinstance(stored, dict) or stored == _hashes(cfg)
 
 
 def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = False) -> Run:
-    """Load the run of ``cfg``: from ``path`` when its ``run.json`` records ``cfg``, else run it
-    (into ``path`` when that is empty, or into ``path``'s sibling of its own when ``path`` holds
-    another configuration; ``rerun=True`` reruns into ``path``)."""
+    """Load the run of ``cfg`` from ``path`` when its ``run.json`` records ``cfg``, else run it (into a sibling
+    ``path-<digest>`` when ``path`` holds another configuration; ``rerun=True`` reruns into ``path``)."""
     want = _jsonable(protocol_free(asdict(cfg)))
     p = resolve(path) if rerun else own_folder(resolve(path), want)
     mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
@@ -280,8 +271,7 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
             and (not mine or _stored_policy_files(p) == mine):
         if _same_templates(p, cfg):
             return load_run(p)
-        # the configuration is the same but a template file changed since: never read the old answers
-        # as this book's, never overwrite them either: a folder of its own for the new templates
+        # a template file changed since: neither read nor overwrite the old answers (a folder of its own)
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'templates_sha256': _hashes(cfg)})}")
         if _stored_config(p) == want and (p / "results.parquet").exists() and _same_templates(p, cfg) \
                 and (not mine or _stored_policy_files(p) == mine):
@@ -297,13 +287,9 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
 
 
 def reference_tokenizer(name: Optional[str]) -> tuple[Optional[str], str]:
-    """The tokenizer the reference grid runs with for the book parameter ``tokenizer``, and why the
-    offline approximation stands in for it (``""`` when it does not).
-
-    ``None``, ``""`` and ``offline`` ask for the approximation itself (no note). A named vocabulary
-    (``qwen2.5``, ``llama-3.1``) is fetched once on first use; when it cannot be had here (no pip, no
-    registry, automatic fetching off, a damaged file) the grid is priced offline and the note says
-    why. A name no rule knows is a bad parameter: :class:`ValueError` naming it."""
+    """The reference grid's tokenizer for the book parameter ``tokenizer``, and why the offline
+    approximation stands in for it (``""`` when it does not); ``None``/``""``/``offline`` ask for the approximation.
+    A name no rule knows raises :class:`ValueError` naming it."""
     if name is None or str(name).strip() in ("", "offline", OfflineTokenizer.name):
         return None, ""
     name = str(name).strip()
@@ -321,11 +307,8 @@ def reference_run(runs_root: str | Path = "runs", templates: Sequence[str] = ("t
                   social_proof: float = 0.0, n_agents: int = 4, policies: Optional[Sequence[str]] = None,
                   inverse_temperature: Optional[float] = None, name: Optional[str] = None,
                   variants: Optional[Sequence[str]] = None, tokenizer: Optional[str] = None) -> Run:
-    """The reference decider's grid: ``runs/ledger``, ``runs/ledger-sp0.5`` (social-proof
-    weight 0.5), ``runs/ledger-agents6`` (6 agents), ``runs/ledger-sp0.5-beta2`` (softmax with
-    inverse temperature 2 instead of argmax). ``tokenizer``: the budgets' pricing (the book passes
-    :data:`REFERENCE_TOKENIZER`; None: the offline approximation); where it cannot be had here the
-    run is priced offline and :attr:`Run.pricing_note` says why (:func:`reference_tokenizer`)."""
+    """The reference decider's grid (``runs/ledger``, ``-sp0.5``, ``-agents6``, ``-sp0.5-beta2``), budgets priced
+    with ``tokenizer`` (None: offline; see :func:`reference_tokenizer`)."""
     tokenizer, why = reference_tokenizer(tokenizer)
     name = name or ("ledger" + (f"-sp{social_proof:g}" if social_proof else "") + (f"-agents{n_agents}" if n_agents != 4 else "")
                     + (f"-beta{inverse_temperature:g}" if inverse_temperature is not None else ""))
@@ -350,9 +333,8 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
               budgets: Sequence[str] = (PRIMARY_BUDGET,), variants: Optional[Sequence[str]] = None,
               policies: Sequence[str] = MODEL_POLICIES, backend_options: Optional[dict] = None,
               suffix: str = "", skipped: Optional[dict] = None) -> Optional[Run]:
-    """A language-model backend's run (``runs/<backend slug>``), or None when ``backend`` is
-    empty or cannot be built here (the reason goes to ``skipped[backend]``). Calls go through
-    the backend's call cache: a finished grid makes no model calls."""
+    """A backend's run (``runs/<backend slug>``), or None when it is empty or cannot be built here (the reason goes
+    to ``skipped[backend]``); a finished grid makes no model calls (the call cache)."""
     skipped = {} if skipped is None else skipped
     if not backend or backend == "ledger":
         return None
@@ -371,14 +353,18 @@ def model_run(runs_root: str | Path, backend: str, templates: Sequence[str], see
         return None
 
 
+def n_rows(run) -> int:
+    """A run's decision rows (a HiddenBench run: over its protocols)."""
+    return len(run.df) if hasattr(run, "df") else sum(len(t.get("decisions", ())) for t in run.tables.values())
+
+
 def unit_column(df: pd.DataFrame) -> str:
     """The resampling unit: the template (CrossProfile) or the task (HiddenBench)."""
     return "template_id" if "template_id" in df.columns else "task_id"
 
 
 def bootstrap(run, n_resamples: int = 10_000, seed: int = 0):
-    """The template bootstrap shared by every statistic of one run (``(B, T)`` count matrix);
-    HiddenBench tables resample tasks."""
+    """The template bootstrap shared by every statistic of one run (HiddenBench resamples tasks)."""
     df = run.df if hasattr(run, "df") else run
     return TemplateBootstrap.draw(df[unit_column(df)].astype(str).unique(), n_resamples, np.random.default_rng(seed))
 

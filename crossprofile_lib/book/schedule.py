@@ -1,11 +1,6 @@
-"""The book's experiments on every core: :func:`run_steps` hands the independent runs of
-:meth:`BookRuns.steps <crossprofile_lib.book.experiments.BookRuns.steps>` to a process pool, one worker per core
-(``workers=1``: one after another here). Each reference-decider run is one task; the language-model runs are ONE task
-(they share the call cache and the embedded model's threads), submitted first. A worker rebuilds :class:`BookRuns`
-from the same parameters, so every run is made by the sequential path's code (a test compares the tables). Workers
-are forked on Linux, spawned elsewhere; reasons a run is missing come back into ``skipped``.
-:mod:`.prefetch` runs only the reference decider's runs (``make book`` while the engine installs).
-"""
+"""The book's experiments on every core: each reference-decider run is one task, the language-model runs ONE task
+(shared call cache and threads), submitted first. A worker rebuilds :class:`BookRuns` from the same parameters, so
+every run is made by the sequential path's code; reasons a run is missing come back into ``skipped``."""
 
 from __future__ import annotations
 
@@ -48,8 +43,7 @@ def _make(runs_class, params, names: list[str]) -> list[tuple[str, object, float
 
 
 def run_steps(br, workers: int | None = None, log=print) -> dict:
-    """Make every step of ``br`` (a ``BookRuns``), ``workers`` processes at once (default: the
-    cores); ``{name: run or None}`` in :meth:`steps` order, reasons merged into ``br.skipped``."""
+    """Make every step of ``br`` on ``workers`` processes (default: the cores); ``{name: run or None}`` in order."""
     steps = br.steps()
     keys = {name: key for name, _, key in steps}
     workers = cores() if workers is None else max(1, int(workers))
@@ -67,13 +61,13 @@ def run_steps(br, workers: int | None = None, log=print) -> dict:
             t0 = time.perf_counter()
             run = make()
             report(name, run, time.perf_counter() - t0, {})
-        return {name: done[name] for name, _, _ in steps}
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
-        pending = {ex.submit(_make, type(br), br.params, g) for g in groups}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                for name, run, seconds, skipped in f.result():
-                    report(name, run, seconds, skipped)
+    else:
+        ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
+            pending = {ex.submit(_make, type(br), br.params, g) for g in groups}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    for name, run, seconds, skipped in f.result():
+                        report(name, run, seconds, skipped)
     return {name: done[name] for name, _, _ in steps}

@@ -1,8 +1,6 @@
-"""Chapter 6's findings: the label controls (labels removed, shuffled) per decider, the ALL memory's
-support-shared-minus-private gap, and the social-proof sweep. One block per language model, beside the paper's value
-for the SAME model only (:func:`same_model_paper_column`), with its headroom verdict; a run without the label controls
-is named with what it lacks (:func:`label_gap`); your policies join the label-control rows.
-"""
+"""Chapters 6 and 7: the label controls per decider, the ALL memory's support-shared-minus-private gap, the
+social-proof sweep; accuracy by the kept facts' net lead, whether the policy matters once it is known, and the
+social-proof fit. One block per model beside the SAME model's paper value, with its headroom verdict."""
 
 from __future__ import annotations
 
@@ -11,15 +9,18 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import name_html
+from crossprofile_lib.book.display import Markdown, admonition, name_html
 from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.models import headroom_verdict, run_paper_model
 from crossprofile_lib.book.paper import paper_item, paper_text
-from crossprofile_lib.book.runs import Run, reference_who
-from crossprofile_lib.book.tables import CELL_LABELS, label_effect_rows
+from crossprofile_lib.book.runs import REFERENCE, Run, reference_who
+from crossprofile_lib.book.tables import CELL_LABELS, label_effect_rows, social_proof_fit
 from crossprofile_lib.design import CLASSIC
+from crossprofile_lib.paper_figures import paper_values
 from crossprofile_lib.stats import tables as st
-from crossprofile_lib.stats.format import ci_column
+from crossprofile_lib.stats.contrasts import load_prereg
+from crossprofile_lib.stats.format import ci_column, ci_pivot
+from crossprofile_lib.stats.netlead import net_lead_analysis, verdict_display
 
 #: The ALL memory with full, removed and shuffled labels (the sweep's lines).
 ALL_LABELS = ("ALL", "ALL:unlabeled", "ALL:shuffled")
@@ -32,15 +33,12 @@ SHARED_ITEM = "all-support-shared/ALL: support shared - private"
 
 
 def deciders(ch) -> list[Run]:
-    """The reference decider, its social-proof run, and every language model's sample (BACKEND, BACKENDS,
-    RUNS), in that order; a run that could not be made is left out (the provenance box says why)."""
-    models = ch.models or ([ch.model] if ch.model is not None else [])
-    return [r for r in (ch.ref, ch.sp, *models) if r is not None]
+    """The reference decider, its social-proof run and every model's sample (runs not made left out)."""
+    return [r for r in (ch.ref, ch.sp, *ch.all_models) if r is not None]
 
 
 def versus_policies(ch, builtin: Sequence[str] = ("ALL", "R1", "B4")) -> list[str]:
-    """The memories whose label controls a table shows: ``builtin`` and the copy policies of your own
-    (POLICY_FILES; their ``:unlabeled`` control is in the reference grid and every model sample)."""
+    """The memories whose label controls a table shows: ``builtin`` and your copy policies."""
     return [*builtin, *[u for u in user_copy(ch.params.user_policies) if u not in builtin]]
 
 
@@ -80,8 +78,7 @@ def effect(t: pd.DataFrame, versus: str, fmt: str, cell: str):
 
 
 def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
-    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, each with the
-    direction its own interval shows (the paper's direction is positive: removing labels helps)."""
+    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, with its direction."""
     lines = []
     for r in runs:
         e = effect(effects[r.label], "ALL", "unlabeled", "classic")
@@ -108,9 +105,8 @@ def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
 
 def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] = None,
                    formats: Optional[Sequence[str]] = ("unlabeled", "shuffled")) -> pd.DataFrame:
-    """The rows of a :func:`label_effect_rows` table for ``versus`` (None: :func:`versus_policies`, the
-    paper's ALL, R1, B4 and your own) and ``formats`` (None: every format) at the budget the run is shown
-    at (and the unbudgeted ALL)."""
+    """Rows of a :func:`label_effect_rows` table for ``versus`` (None: :func:`versus_policies`) and ``formats``
+    (None: all) at the run's shown budget (and the unbudgeted ALL)."""
     t = t[t.versus.isin(list(versus if versus is not None else versus_policies(ch)))]
     if formats is not None:
         t = t[t.label_format.isin(list(formats))]
@@ -118,10 +114,8 @@ def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] 
 
 
 def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str = CELL_LABELS["classic"]) -> pd.DataFrame:
-    """``wide`` (a :func:`ci_pivot` of one run's label controls, rows ``(versus, label_format)``, columns
-    cells) with a column ``paper: <model>`` holding the paper's value for the SAME model at the rows
-    ``items`` names (label format -> paper item of the ALL memory in ``cell``); unchanged for the reference
-    decider (its caption quotes every model) and for a model no rule of paper_models.yaml maps."""
+    """``wide`` with a ``paper: <model>`` column: the SAME model's value at the rows ``items`` names;
+    unchanged for the reference decider and for a model not in the paper."""
     pm = run_paper_model(run)
     if run.is_reference or pm is None or wide.empty:
         return wide
@@ -137,16 +131,8 @@ def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str
     return out
 
 
-def support_shared_table(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
-    """:func:`support_shared_by_run` stacked with a ``run`` column (empty runs left out)."""
-    rows = [shared[r.label].assign(run=r.label) for r in runs if not shared[r.label].empty]
-    return pd.concat(rows) if rows else pd.DataFrame()
-
-
 def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
-    """Policy (ALL and its label controls) x one column block per run: ``(run, "this run")`` the estimate
-    [95% interval], and for a model that is one of the paper's ``(run, "paper: <model>")`` that model's value
-    (ALL row only); the reference decider and unmapped models get no paper column."""
+    """Policy x per run ``(run, "this run")`` [95% interval] and, for a paper model, ``(run, "paper: <model>")``."""
     cols = {}
     for r in runs:
         t = shared[r.label]
@@ -178,8 +164,7 @@ def sweep_runs(ch) -> tuple[list[float], list[Run]]:
 
 
 def sweep_table(weights: Sequence[float], runs: Sequence[Run], x: str = "social-proof weight s") -> pd.DataFrame:
-    """Accuracy (%) of the ALL memory (full, removed, shuffled labels) in the classic cell per weight
-    (point estimates: ``lo`` and ``hi`` equal the estimate)."""
+    """Accuracy (%) of the ALL memory's formats in the classic cell per weight (points: ``lo`` = ``hi``)."""
     rows = []
     for s, r in zip(weights, runs):
         d = r.df[(r.df.cell == "classic") & r.df.policy.isin(list(ALL_LABELS))]
@@ -193,3 +178,133 @@ def sweep_table(weights: Sequence[float], runs: Sequence[Run], x: str = "social-
 def sweep_who(weights: Sequence[float]) -> str:
     """The caption line naming the sweep's deciders."""
     return reference_who("reference-decider(sp=s,irr=0,beta=inf) for s in " + ", ".join(f"{s:g}" for s in weights))
+
+
+#: The three regressions, in the order the book names them.
+FITS = {"fixed": "fixed effects (primary)", "mixed": "Bayesian mixed model", "gee": "GEE"}
+#: The paper's accuracy at three net leads (data/paper_figures.yaml items).
+PAPER_LEADS = (("net-lead/net lead -2", -2), ("net-lead/net lead +2", 2), ("net-lead/net lead >= +4", 4))
+
+
+def net_lead_where(ch, r: Run) -> dict:
+    """prereg.yaml's net-lead rows (``settings.net_lead_where``), at the budget ``r`` is shown at."""
+    w = dict(load_prereg().settings["net_lead_where"])
+    if "budget_label" in w:
+        w["budget_label"] = ch.budget(r)
+    return w
+
+
+def net_lead_analyses(ch) -> dict:
+    """Run label -> net-lead analysis (shown runs with regressions, the stochastic reference without)."""
+    an = {r.label: net_lead_analysis(r.df, r.boot, net_lead_where(ch, r), regressions=True) for r in ch.shown}
+    an[ch.fit.label] = net_lead_analysis(ch.fit.df, ch.fit.boot, net_lead_where(ch, ch.fit), regressions=False)
+    return an
+
+
+def paper_by_lead() -> dict:
+    """Paper model -> {net lead: accuracy (%)} (paper values)."""
+    paper = {}
+    for key, lead in PAPER_LEADS:
+        for m, v in paper_values(key).items():
+            paper.setdefault(m, {})[lead] = v
+    return paper
+
+
+def _has_terms(fit: dict) -> bool:
+    return fit.get("terms") is not None and len(fit["terms"]) > 0
+
+
+def net_lead_takeaways(runs: Sequence[Run], an: dict) -> list[str]:
+    """Whether accuracy never falls as the net lead rises, and whether policy terms stay significant."""
+    by = {r.label: r for r in runs}
+    lines = [f"{name_html(by.get(k, k))}: accuracy never falls as the net lead rises: "
+             f"<b>{'yes' if a['nondecreasing'] else 'no'}</b>." for k, a in an.items()]
+    for r in runs:
+        v = {k: an[r.label][k].get("policy_significant") for k in FITS if k in an[r.label] and _has_terms(an[r.label][k])}
+        if v:
+            agree = "the fits agree" if len(set(v.values())) == 1 else "<b>the fits disagree</b>"
+            fam = an[r.label].get("families", {}).get("primary", {}).get("family", "")
+            lines.append(f"{name_html(r)}: policy terms significant once net lead and irrelevant-fact tone are in "
+                         f"the model ({html.escape(fam)})? "
+                         + "; ".join(f"{FITS[k]}: <b>{'yes' if s else 'no'}</b>" for k, s in v.items()) + f" ({agree}).")
+    return lines
+
+
+def by_net_lead_table(an: dict) -> pd.DataFrame:
+    """Decisions, estimate and 95% interval by net lead, one column group per analysed run."""
+    return pd.concat({k: a["by_net_lead"].set_index("net_lead")[["n", "estimate", "lo", "hi"]] for k, a in an.items()},
+                     axis=1)
+
+
+def where_text(where: dict) -> str:
+    """``"k=v, ..."``: the rows a net-lead analysis reads, for a caption."""
+    return ", ".join(f"{k}={v}" for k, v in where.items())
+
+
+def regression_fits(a: dict) -> list[tuple[str, dict]]:
+    """The regressions of one analysis that were run, as (kind, fit), in :data:`FITS` order."""
+    return [(k, a[k]) for k in FITS if k in a]
+
+
+def policy_test(fit: dict) -> str:
+    """How a fit tests the policy terms: the joint Wald test's p, or Holm over the terms."""
+    if fit.get("wald"):
+        p = fit["wald"]["p"]
+        return "joint Wald test of the policy terms, " + ("p < 0.001" if p < 1e-3 else f"p = {p:.3f}")
+    return "any policy term significant after Holm"
+
+
+def regression_outputs(r: Run, a: dict, cap) -> list:
+    """Per regression of ``r``: terms table (or why none), fit warnings, verdicts, separated policies."""
+    out = []
+    for kind, fit in regression_fits(a):
+        if "terms" not in fit or not _has_terms(fit):
+            out.append(Markdown(f"**{r.label}, {kind}:** {fit.get('error', 'not estimable')}"))
+            continue
+        out.append(cap.table(fit["terms"].set_index("term"), f"{fit['method']}: {fit['formula']} (n = {fit['n']}). "
+                             f"Policies matter beyond net lead ({policy_test(fit)}): {fit.get('policy_significant')}.",
+                             r, precision=3))
+        if fit.get("warnings"):
+            out.append(admonition("warning", f"{kind} fit warnings", html.escape("; ".join(map(str, fit["warnings"])))))
+    vt, sep, notes = verdict_display(a)
+    if not vt.empty:
+        out.append(cap.table(vt, "Verdict per family and fit: is policy significant once net lead and irrelevant-fact "
+                             "tone are in the model? " + " ".join(n + "." for n in notes), r, hide_index=True))
+    if not sep.empty:
+        out.append(cap.table(sep, "Separated policies, reported apart (all their decisions correct or all wrong: no "
+                             "finite coefficient, so no test).", r, precision=1, hide_index=True))
+    return out
+
+
+def ties_note(ref: Run, an: dict):
+    """The reference decider's primary verdict, then why exact scoring can still show policy terms; or None."""
+    fit = an.get(ref.label, {}).get("fixed")
+    if not fit or not _has_terms(fit):
+        return None
+    sig = fit.get("policy_significant")
+    return Markdown(
+        f"In this build, for the {REFERENCE}, the policy terms of the primary fit (fixed effects) are "
+        f"**{'still' if sig else 'no longer'} significant** once net lead and irrelevant-fact tone are in the model "
+        f"({policy_test(fit)}); the Bayesian mixed model and GEE rows above are robustness checks.\n\n"
+        "*Why this can happen at all (an explanation that holds for any build, not a result of this one):* the "
+        "reference decider scores the kept facts exactly, so anything a policy adds beyond the net lead can only "
+        "come through ties: when the correct option, the decoy and the third option (which only irrelevant facts "
+        "speak about) score the same, the choice is a seeded draw, and policies differ in how often they leave "
+        "such ties.")
+
+
+def social_proof_fits(runs: Sequence[Run], fit_resamples: int) -> tuple[list, pd.DataFrame]:
+    """The fitted (s, w, beta) per run: notes to show, then one table [95% interval] per run."""
+    rows, notes = [], []
+    for r in runs:
+        f = social_proof_fit(r, fit_resamples)
+        if "table" not in f or f["table"].empty:
+            notes.append(Markdown(f"**{r.label}:** {f.get('note') or f.get('skipped', 'no fit')}"))
+            continue
+        rows.append(f["table"].assign(run=r.label))
+        if f.get("note"):
+            notes.append(admonition("note", f"{r.label}", html.escape(f["note"])))
+    if not rows:
+        return notes, pd.DataFrame()
+    t = pd.concat(rows)
+    return notes, ci_pivot(t.rename(columns={"parameter": "param"}), "run", "param", digits=2)

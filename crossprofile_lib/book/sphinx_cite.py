@@ -1,15 +1,8 @@
-"""The "cite this book" block and the repository link on every page (a Sphinx extension, in ``_config.yml``).
+"""A Sphinx extension (``_config.yml``): the "cite this book" block and the repository link on every page.
 
-* The cite block is rendered at build time from ``CITATION.cff`` (:func:`cite_html`; never hard-coded): the
-  file's message, a reference line (authors, title, version, licence, and the repository when there is
-  one), a BibTeX entry to copy, and the paper it reproduces (its ``references``). It is added to the
-  theme's page footer (``html.extra_footer``), which every page shows, the search and index pages too.
-* The repository link shows when the book has a repository: ``REPOSITORY_URL`` at build time (the launch
-  buttons' configuration, :mod:`crossprofile_lib.book.launch_buttons`, sets ``repository.url``). Without one
-  there is no link: the project records no public repository on purpose (pyproject.toml ``[project.urls]``).
-* Every page records that address in ``<meta name="crossprofile-repository" content="...">`` (empty: none);
-  ``make site`` reuses a finished build only when it equals the current REPOSITORY_URL (scripts/make_site.py).
-"""
+The cite block is rendered from ``CITATION.cff`` (:func:`cite_html`) into the theme's footer. The repository link shows
+only when ``REPOSITORY_URL`` is given at build time; every page records it in ``<meta name="crossprofile-repository">``
+(empty: none), which ``make site`` compares before reusing a build."""
 
 from __future__ import annotations
 
@@ -90,7 +83,7 @@ def repository_url(app) -> str:
 
 def add_cite_block(app, config) -> None:
     opts = dict(config.html_theme_options or {})
-    block = cite_html(citation_file(Path(app.srcdir)), str(opts.get("repository_url") or "").strip().rstrip("/"))
+    block = cite_html(citation_file(Path(app.srcdir)), repository_url(app))  # app.config is config
     opts["extra_footer"] = f"{opts.get('extra_footer') or ''}{block}"
     config.html_theme_options = opts
 

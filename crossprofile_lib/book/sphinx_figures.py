@@ -1,9 +1,5 @@
-"""A small Sphinx extension (``_config.yml``): each chapter figure becomes a numbered, labelled figure for
-``{numref}`fig-...```. A chapter cell outputs the image and then its caption (:meth:`Captions.figure
-<crossprofile_lib.book.display.Captions.figure>`, carrying ``data-cp-figure`` and ``data-cp-number``);
-:class:`FigureOutputs` wraps the pair into one ``figure`` node and :func:`number_figures` gives it the caption's own
-number, so text and caption say the same "Figure 4.1". A caption without an image before it stays as it is.
-"""
+"""A Sphinx extension (``_config.yml``): each chapter figure (image, then its :meth:`Captions.figure` caption) becomes one
+numbered, labelled ``figure`` node for ``{numref}``, numbered as its caption says."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""A small Sphinx extension for the book (listed in ``_config.yml``): page scripts each once.
-
-sphinx-thebe (which Jupyter Book 1.x always loads) registers its inline configuration script
-once per environment read, and Jupyter Book reads twice, so every page declared
-``const THEBE_JS_URL`` twice: a SyntaxError in every reader's console (the browser test checks
-for console errors). This keeps the first of identical scripts on each page.
-"""
+"""A Sphinx extension (``_config.yml``): each page keeps the first of identical scripts (sphinx-thebe's
+configuration was declared twice: a SyntaxError in the browser's console)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""How every figure of the book looks, and when a panel is drawn at all.
-
-One colour per policy (:func:`policy_color`), sizes and fonts for the book's text column, the
-message title / subtitle / legend-below / run-stamp layout (:func:`finish`), SVG output in Jupyter
-(:func:`use_svg`), ties named as ties in messages (:func:`top`), and :func:`model_signal` /
-:func:`no_signal_note`: a language model's panel is drawn only when its run has signal, otherwise
-one line says why not. The plots themselves are in :mod:`crossprofile_lib.book.figures`.
-"""
+"""How every figure looks: one colour per policy, sizes for the book's column, the message title / legend-below /
+run-stamp layout (:func:`finish`), SVG output, ties named as ties (:func:`top`), and :func:`model_signal` (a
+model's panel is drawn only when its run has signal; else :func:`no_signal_note` says why)."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ import seaborn as sns
 from crossprofile_lib.design import HEADROOM_MIN_POINTS
 from crossprofile_lib.stats.tables import headroom
 
-#: One colour per base policy (Okabe-Ito where possible); label formats and fixed-k reuse
-#: the base policy's hue (lighter / darker), so a policy looks the same in every chapter.
+#: One colour per base policy (Okabe-Ito where possible), the same in every chapter.
 BASE_COLORS = {
     "R1": "#0072B2", "B4": "#E69F00", "Random": "#7F7F7F", "M1": "#009E73",
     "R1-rel": "#CC79A7", "R1-rel-oracle": "#882255", "BAL": "#D55E00", "BAL-oracle": "#8C3B00",
@@ -40,8 +34,7 @@ FONT = dict(title=12, subtitle=9.5, label=10, tick=9.5, legend=9, note=8)
 
 
 def use_svg() -> None:
-    """Show figures as SVG in Jupyter (crisp at any zoom; the book embeds the SVG files).
-    Dated metadata is left out and ids are salted so a rebuild writes identical files."""
+    """Figures as SVG in Jupyter, without dates and with salted ids, so a rebuild writes identical files."""
     matplotlib.rcParams["svg.hashsalt"] = "crossprofile"
     try:
         from IPython import get_ipython
@@ -60,14 +53,12 @@ def _split(policy: str) -> tuple[str, bool, str]:
     return base, k, fmt or "full"
 
 
-#: The ALL memory's label formats: lightening its near-black would give three greys side by side
-#: (figure 6.1), so each format gets a hue of its own.
+#: The ALL memory's label formats, each a hue of its own (lightening its near-black gives three greys).
 ALL_FORMAT_COLORS = {"unlabeled": "#6A3D9A", "shuffled": "#B8860B", "first-speaker": "#1F78B4", "claim-id": "#33A02C"}
 
 
 def policy_color(policy: str) -> str:
-    """The colour of ``policy``: its base policy's, lightened for label formats, darkened for fixed-k
-    (the ALL memory's formats: :data:`ALL_FORMAT_COLORS`)."""
+    """The base policy's colour, lighter for label formats, darker for fixed-k."""
     base, k, fmt = _split(policy)
     if base == "ALL" and not k and fmt in ALL_FORMAT_COLORS:
         return ALL_FORMAT_COLORS[fmt]
@@ -92,9 +83,7 @@ def _hue_colors(values) -> dict:
 
 
 def wrap(text: str, width_in: float, fontsize: float, em: float = 0.58) -> str:
-    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (DejaVu Sans
-    averages about 0.55 em per character; bold about 0.6), so nothing is drawn past the figure's edge
-    (the inline backend's tight bounding box would widen the image and shrink it in the column)."""
+    """``text`` in lines that fit ``width_in`` inches at ``fontsize`` (about 0.55 em per character, bold 0.6)."""
     return textwrap.fill(text, max(20, int(width_in * 72 / (fontsize * em))), break_long_words=False)
 
 
@@ -124,10 +113,8 @@ def _legend_columns(labels: Sequence[str], width_in: float, ncol: int) -> int:
 
 
 def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = None, ncol: int = 4) -> None:
-    """Message title and subtitle on top, the legend below the axes (outside them), the run stamp
-    at the very bottom; the axes get the space left between. Texts are wrapped and the legend's
-    columns chosen to fit the width, and the figure grows taller by what the wrapping needs, so
-    nothing is drawn outside it."""
+    """Message title and subtitle on top, legend below the axes, run stamp at the bottom; texts wrapped and the figure
+    grown taller by what the wrapping needs, so nothing is drawn outside it."""
     w, h = fig.get_size_inches()
     line = lambda pt: pt * 1.3 / 72  # noqa: E731  (inches per line of text)
     message = wrap(message, w - 0.2, FONT["title"], em=0.62)
@@ -162,19 +149,15 @@ def legend_of(ax) -> tuple:
     return handles, labels
 
 
-# --------------------------------------------------------------------------- signal
 class Signal(NamedTuple):
     ok: bool
     reason: str
 
 
 def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
-    """Whether ``run``'s figure panel would show signal rather than noise.
-
-    The reference decider always has signal. A language model's run has it when its headroom check
-    passes (ALL - EMPTY accuracy, lower 95% template-bootstrap bound above ``min_points``, default
-    prereg.yaml's threshold); a run without ALL and EMPTY rows has it when its overall accuracy's
-    95% Wilson interval lies above chance (one over the number of options)."""
+    """Whether ``run``'s panel would show signal: always for the reference decider; for a model, its headroom
+    check passes (ALL - EMPTY lower bound above ``min_points``) or, without ALL and EMPTY, its accuracy's 95% Wilson
+    interval lies above chance."""
     if run is None:
         return Signal(False, "no run")
     if run.is_reference:
@@ -212,8 +195,7 @@ def top_names(values: pd.Series, tol: float = 1e-9) -> list[str]:
 
 
 def top(values: pd.Series, tol: float = 1e-9) -> str:
-    """Who leads ``values`` (index = names), ties named as ties: "R1 leads", "R1 and B4 tie to lead",
-    "5 tie to lead"."""
+    """Who leads ``values``, ties named: "R1 leads", "R1 and B4 tie to lead", "5 tie to lead"."""
     names = top_names(values, tol)
     if len(names) == 1:
         return f"{names[0]} leads"

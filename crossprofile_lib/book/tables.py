@@ -1,7 +1,5 @@
-"""Tables the book's chapters share: :func:`accuracy_matrix` (heat maps), :func:`cell_rows` (classic PSP and mirror SPS,
-pooled cells as labelled secondary rows), :func:`contrasts_with_holm` / :func:`contrast_table`, :func:`cell_entry` /
-:func:`cell_value` (THE estimate of a policy in a cell), :func:`grid_calls`, :func:`cell_gaps`.
-"""
+"""Tables the chapters share: heat maps, cell rows, contrasts with Holm, THE estimate of a policy in a cell
+(:func:`cell_entry` / :func:`cell_value`), grid costs and cell gaps."""
 
 from __future__ import annotations
 
@@ -39,9 +37,8 @@ KEPT = ("kept_support", "kept_decoy", "kept_irrelevant")
 
 def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Optional[Sequence[str]] = None,
                     outcome: str = "correct") -> pd.DataFrame:
-    """``(policy, variant)`` percentages at one budget (unbudgeted and fixed-k rows included),
-    policies in ``policies`` order (those absent from the run left out); default: the heat map's
-    policies, then the run's policies of your own (``POLICY_FILES``; :mod:`crossprofile_lib.policies.plugins`)."""
+    """``(policy, variant)`` percentages at one budget (and unbudgeted rows), policies in ``policies`` order;
+    default: the heat map's policies, then the run's policies of your own (``POLICY_FILES``)."""
     if policies is None:
         mine = [p for p in dict.fromkeys(df["policy"].astype(str)) if plugin_base(p) in PLUGINS]
         policies = [*HEATMAP_POLICIES, *mine]
@@ -51,8 +48,7 @@ def accuracy_matrix(df: pd.DataFrame, budget: str = PRIMARY_BUDGET, policies: Op
 
 
 def at_budget(pre, budget: str):
-    """``pre`` with every term's ``budget_label`` filter that names the primary budget moved to
-    ``budget`` (a run without the primary budget; its contrasts are then exploratory)."""
+    """``pre`` with its primary-budget filters moved to ``budget`` (a run without the primary budget)."""
     if budget == PRIMARY_BUDGET:
         return pre
 
@@ -64,13 +60,9 @@ def at_budget(pre, budget: str):
 
 def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory",), prereg=None,
                         budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
-    """The preregistered contrasts of ``families`` (at ``budget`` instead of the primary budget
-    when given, see :func:`at_budget`) with 95% percentile intervals, Holm-adjusted
-    p-values and **Holm-adjusted intervals**: the percentile interval at the level at which
-    Holm's step-down procedure tests that contrast (``1 - alpha / (m - i)`` for the contrast with
-    the ``i``-th smallest p, ``i = 0 .. m-1``), drawn from the same resamples. Such an interval
-    excludes the null value when Holm rejects (up to the bootstrap's discreteness).
-    """
+    """The preregistered contrasts of ``families`` (at ``budget``, :func:`at_budget`) with 95% intervals,
+    Holm p-values and **Holm-adjusted intervals**: the percentile interval at the level Holm's step-down tests
+    each contrast (``1 - alpha / (m - i)`` for the ``i``-th smallest p), from the same resamples."""
     pre = prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg)
     pre = at_budget(pre, budget)
     res = evaluate_contrasts(run.df, pre, boot)
@@ -92,10 +84,8 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
 
 
 def same_model_paper(paper, run: Optional[Run] = None):
-    """The paper values (model -> value) to set beside ``run``: every model's for the reference decider
-    or no run given; only the run's own paper model's (:func:`crossprofile_lib.book.models.run_paper_model`,
-    plus the values the paper gives without separating its models) for a model run; none for a model
-    that is not one of the paper's."""
+    """The paper values beside ``run``: every model's (reference or no run), the run's own paper model's
+    plus the values not separated by model (a model run), none (a model not in the paper)."""
     if not isinstance(paper, dict) or run is None or run.is_reference:
         return paper
     pm = run_paper_model(run)
@@ -105,8 +95,7 @@ def same_model_paper(paper, run: Optional[Run] = None):
 
 
 def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame:
-    """A display table of :func:`contrasts_with_holm` (paper values in columns labelled 'paper'); with
-    ``run``, only the paper values of the same model (:func:`same_model_paper`)."""
+    """A display table of :func:`contrasts_with_holm`, paper values (:func:`same_model_paper`) in 'paper' columns."""
     res = res.assign(paper=[same_model_paper(p, run) for p in res["paper"]])
     out = pd.DataFrame({
         "contrast": res["title"].to_numpy(),
@@ -122,18 +111,14 @@ def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame
     return out
 
 
-
-#: How the cells are labelled in the book's tables: the paper's single-variant cells first, the
-#: pooled cells as secondary rows (SPEC section 3, revised).
+#: How the cells are labelled: single-variant cells, pooled cells as secondary rows (SPEC section 3, revised).
 CELL_LABELS = {"classic": f"classic ({CLASSIC})", "mirror": f"mirror ({MIRROR})"}
 POOLED_LABELS = {"classic": "pooled classic (PS*)", "mirror": "pooled mirror (SP*)"}
 
 
 def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> pd.DataFrame:
-    """Per policy x budget x cell: the paper's classic cell (``PSP``) and mirror cell (``SPS``,
-    this suite's reading of the mirror), then, with ``pooled``, the pooled ``PS*`` / ``SP*``
-    cells as secondary rows whose ``cell`` says "pooled". Long format (``outcome``,
-    ``estimate``, ``lo``, ``hi``), cell labels as in :data:`CELL_LABELS` / :data:`POOLED_LABELS`."""
+    """Per policy x budget x cell, long format: the classic (``PSP``) and mirror (``SPS``) cells, then with ``pooled``
+    the pooled ``PS*`` / ``SP*`` cells as secondary rows (:data:`CELL_LABELS`, :data:`POOLED_LABELS`)."""
     df = run.df
     parts = []
     d = df[df["cell"].isin(["classic", "mirror"])]
@@ -151,8 +136,7 @@ def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bo
 
 def select(t: pd.DataFrame, policies: Optional[Sequence[str]] = None, outcome: Optional[str] = None,
            cell: Optional[str] = None, budgets: Optional[Sequence[str]] = None) -> pd.DataFrame:
-    """Rows of a long table ``t`` for ``policies`` (in any order), one ``outcome``, one ``cell``
-    (``classic``/``mirror`` or a cell label) and ``budgets`` (``budget_label``); None: any."""
+    """Rows of a long table for ``policies``, ``outcome``, ``cell`` (name or label) and ``budgets``; None: any."""
     keep = pd.Series(True, index=t.index)
     if policies is not None:
         keep &= t["policy"].isin(list(policies))
@@ -171,15 +155,13 @@ def cells_by_run(runs, outcomes: Sequence[str] = ("correct",), pooled: bool = Tr
 
 
 def holm_by_run(ch, runs=None, families: Sequence[str] = ("confirmatory",)) -> dict:
-    """Run label -> :func:`contrasts_with_holm` of ``families`` at the budget chapter ``ch`` shows
-    that run at (default: the runs the chapter shows)."""
+    """Run label -> :func:`contrasts_with_holm` at the budget chapter ``ch`` shows that run at."""
     return {r.label: contrasts_with_holm(r, r.boot, families=families, budget=ch.budget(r))
             for r in (ch.shown if runs is None else runs)}
 
 
 def contrast_row(res: pd.DataFrame, cid: str):
-    """The row of contrast ``cid`` in a :func:`contrasts_with_holm` table, or None when it is absent or
-    not estimable."""
+    """The row of contrast ``cid``, or None when it is absent or not estimable."""
     t = res.set_index("id")
     if cid not in t.index or not t.loc[cid].estimable:
         return None
@@ -187,8 +169,7 @@ def contrast_row(res: pd.DataFrame, cid: str):
 
 
 def paper_by_title(res: pd.DataFrame, run: Optional[Run] = None) -> dict:
-    """Contrast title -> its paper values (for :func:`crossprofile_lib.book.figures.forest`); with ``run``,
-    only the same model's (:func:`same_model_paper`)."""
+    """Contrast title -> its paper values (:func:`same_model_paper`), for the forest plot."""
     return {row.title: same_model_paper(row.paper, run) for row in res.itertuples()}
 
 
@@ -198,9 +179,7 @@ def not_estimable_reason(res: pd.DataFrame) -> str:
 
 
 def cell_entry(t: pd.DataFrame, policy: str, cell: str, outcome: str = "correct"):
-    """The row of a :func:`cell_rows` table ``t`` for ``policy`` in ``cell`` (``classic``, ``mirror``,
-    or a label of :data:`CELL_LABELS` / :data:`POOLED_LABELS`) and ``outcome``, or None when the run
-    has none (a table without an ``outcome`` column is one outcome's)."""
+    """The row of ``policy`` in ``cell`` (name or label) and ``outcome`` of a :func:`cell_rows` table, or None."""
     v = t[(t["policy"] == policy) & (t["cell"] == CELL_LABELS.get(cell, cell))]
     if "outcome" in v.columns:
         v = v[v["outcome"] == outcome]
@@ -216,14 +195,11 @@ def cell_value(t: pd.DataFrame, policy: str, cell: str, outcome: str = "correct"
 def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence[str], policies: Sequence[str],
                variants: Optional[Sequence[str]] = None, n_agents: int = 4, sample: int = 400,
                seed: int = 0) -> dict:
-    """How many model calls a grid makes, and how many prompt tokens its decision calls carry.
+    """How many model calls a grid makes and the mean prompt tokens of its decision calls.
 
-    Decision requests are built exactly as the runner builds them (with the reference decider as
-    a stand-in, so nothing is called); relevance-filter calls are one per task when a model
-    ``R1-rel`` policy runs, stance calls one per task for ``BAL``, B3 summaries one per task and
-    budget. Prompt tokens are the offline tokenizer's count over a seeded sample of rendered
-    decision prompts (a model's own tokenizer differs by a few percent).
-    """
+    Decision requests are built as the runner builds them (the reference decider standing in); relevance calls:
+    one per task for ``R1-rel``, stance calls one per task for ``BAL``, B3 summaries one per task and budget.
+    Tokens: the offline tokenizer over a seeded sample of rendered prompts."""
     specs = [parse_policy(p) for p in policies]
     copy = [s.name for s in specs if s.selection != "generated"]
     cfg = RunConfig(backend="ledger", templates=list(templates), seeds=list(seeds), budgets=list(budgets),
@@ -244,8 +220,7 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
 
 
 def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
-    """Per policy: classic-cell minus mirror-cell accuracy and the mean over all variants, in
-    points, with 95% intervals (contrasts in the language of ``prereg.yaml``)."""
+    """Per policy: classic minus mirror accuracy and the mean over variants (points, 95% intervals)."""
     present = [p for p in policies if p in set(run.df["policy"])]
     cs = []
     for p in present:
@@ -265,9 +240,8 @@ def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUD
 
 
 def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
-    """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a
-    run's decisions (:mod:`crossprofile_lib.stats.socialproof`), memories rebuilt from its config
-    (:mod:`crossprofile_lib.run.rebuild`)."""
+    """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a run's
+    decisions, memories rebuilt from its config."""
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
     data, info = rebuild_choice_data(run.df, cfg, templates=paths)
@@ -278,9 +252,7 @@ def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
 
 
 def label_effect_rows(run: Run, boot, pooled: bool = True) -> pd.DataFrame:
-    """:func:`crossprofile_lib.stats.tables.label_effects` in the classic (``PSP``) and mirror
-    (``SPS``) cells and over all variants, then (with ``pooled``) the pooled ``PS*`` / ``SP*``
-    cells as secondary rows; cells labelled as in :func:`cell_rows`."""
+    """:func:`~crossprofile_lib.stats.tables.label_effects` per cell (as :func:`cell_rows`) and over all variants."""
     labels = {**CELL_LABELS, "all": "all variants"}
     t = label_effects(run.df, boot)
     if t.empty:

@@ -193,8 +193,7 @@ def run(args) -> int:
     except FileNotFoundError as e:
         print(f"crossprofile book: {e}", file=sys.stderr)
         return 2
-    from crossprofile_lib.book.build import BookConfigError, build, check_only
-    from crossprofile_lib.book.launch_buttons import LaunchConfigError, check_url
+    from crossprofile_lib.book.build import BookConfigError, LaunchConfigError, build, check_only, check_url
     try:  # every Make variable is checked before anything runs
         params = book_params(args.quick)
         n_jobs = args.jobs if args.jobs is not None else jobs()
