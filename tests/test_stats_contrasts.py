@@ -4,6 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from statsmodels.stats.multitest import multipletests
 
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.contrasts import (
@@ -55,7 +58,6 @@ def test_filters_merge_and_null_removes_a_default():
 
 
 def test_holm_equals_statsmodels():
-    from statsmodels.stats.multitest import multipletests
     rng = np.random.default_rng(3)
     n = 40
     df = pd.DataFrame(dict(template_id=np.repeat([f"t{i}" for i in range(n)], 4),
@@ -141,3 +143,28 @@ def test_unknown_column_and_bad_yaml_are_errors(tmp_path):
         load_prereg(f)
     with pytest.raises(PreregError, match="no such file"):
         load_prereg(tmp_path / "missing.yaml")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([0.0, 0.01, 0.0125, 0.025, 0.05, 1 / 60, 0.5, 1.0]),
+                          st.floats(0, 1, allow_nan=False)), min_size=0, max_size=12),
+       st.sampled_from([0.05, 0.1, 0.01]))
+def test_holm_equals_statsmodels_also_at_the_boundaries(pvals, alpha):
+    """Our Holm (no garbage collection per call) gives statsmodels' rejections and adjusted p-values exactly,
+    also for ties and p-values sitting on alpha / k (0.0125 = 0.05 / 4, 1/60 = 0.05 / 3)."""
+    rej, padj = holm(pvals, alpha)
+    if not pvals:
+        assert rej.size == padj.size == 0
+        return
+    want_rej, want_padj, _, _ = multipletests(np.asarray(pvals, dtype=float), alpha=alpha, method="holm")
+    assert rej.tolist() == want_rej.tolist()
+    assert padj.tolist() == want_padj.tolist()
+
+
+def test_holm_by_hand_and_its_near_misses():
+    """p = (0.01, 0.04, 0.03), m = 3: sorted 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> running max
+    0.03, 0.06, 0.06. Bonferroni (x3: 0.03, 0.12, 0.09) or no running max (0.04 for the largest) differ."""
+    rej, padj = holm([0.01, 0.04, 0.03])
+    assert padj.tolist() == pytest.approx([0.03, 0.06, 0.06]) and rej.tolist() == [True, False, False]
+    rej, padj = holm([0.6, 0.9])                       # 1.2 is clipped to 1
+    assert padj.tolist() == [1.0, 1.0] and not rej.any()
