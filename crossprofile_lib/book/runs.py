@@ -37,6 +37,7 @@ from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.task.provenance import FORMATS  # noqa: F401
+from crossprofile_lib.task.templates import template_paths
 from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
 from crossprofile_lib.task.variants import VARIANT_NAMES, Variant
 from crossprofile_lib.task.vocabs import VocabUnavailable
@@ -234,15 +235,19 @@ def own_folder(path: Path, want: dict, header: str = "run.json") -> Path:
     return path if have is None or have == want else path.with_name(f"{path.name}-{config_digest(want)}")
 
 
+def _stamp(cfg) -> tuple:
+    """The template files ``cfg.templates`` names with their modification times (a cache key)."""
+    paths = tuple(str(resolve(t)) for t in cfg.templates)
+    return paths, tuple(sorted((str(f), f.stat().st_mtime_ns) for t in paths for f in
+                               (Path(t).rglob("*.yaml") if Path(t).is_dir() else [Path(t)])))
+
+
 def _hashes(cfg) -> dict:
     """Template id -> sha256 of the files ``cfg.templates`` names now (cached while no file changes)."""
-    paths = tuple(str(resolve(t)) for t in cfg.templates)
     try:
-        stamp = tuple(sorted((str(f), f.stat().st_mtime_ns) for t in paths for f in
-                             (Path(t).rglob("*.yaml") if Path(t).is_dir() else [Path(t)])))
+        return dict(_hashes_at(*_stamp(cfg)))
     except OSError:
         return {}
-    return dict(_hashes_at(paths, stamp))
 
 
 @lru_cache(maxsize=64)
@@ -253,10 +258,25 @@ def _hashes_at(paths: tuple, stamp: tuple) -> tuple:
         return ()
 
 
+@lru_cache(maxsize=64)
+def _file_hashes_at(paths: tuple, stamp: tuple) -> frozenset:
+    try:
+        return frozenset(hashlib.sha256(p.read_bytes()).hexdigest() for p in template_paths(list(paths)))
+    except (OSError, ValueError):
+        return frozenset()
+
+
 def _same_templates(folder: Path, cfg) -> bool:
-    """Whether the run in ``folder`` answered the template files as they are now (unrecorded: yes)."""
+    """Whether the run in ``folder`` answered the template files as they are now (unrecorded: yes). A template's id
+    is read from its bytes, so the recorded id -> sha256 map equals today's exactly when the two sets of file hashes
+    are equal: compared without parsing a template (60 parses cost every chapter seconds)."""
     stored = (_stored(folder) or {}).get("templates_sha256")
-    return not isinstance(stored, dict) or stored == _hashes(cfg)
+    if not isinstance(stored, dict):
+        return True
+    try:
+        return set(stored.values()) == _file_hashes_at(*_stamp(cfg))
+    except OSError:
+        return stored == {}
 
 
 def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = False) -> Run:
