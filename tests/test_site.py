@@ -282,6 +282,15 @@ def test_pages_workflow_steps_run_on_a_fresh_clone(tmp_path):
     uses anyway: no embedded engine to install). The folder the workflow uploads must pass the check and
     carry the cite block and the repository link on every page."""
     clone = fresh_clone(tmp_path / "clone")
+    # the checkout's installed .venv, linked, with the clone's install inputs dated before it: the workflow's
+    # `make` finds it up to date (a second install of the same pinned set would only cost minutes; CI's own
+    # `make install` and tests/test_wheel.py install from scratch)
+    if not (ROOT / ".venv" / ".installed").exists():
+        pytest.skip("this checkout has no installed .venv (run make install)")
+    (clone / ".venv").symlink_to(ROOT / ".venv")
+    before = (ROOT / ".venv" / ".installed").stat().st_mtime - 60
+    for f in ("pyproject.toml", "constraints.txt"):
+        os.utime(clone / f, (before, before))
     doc = yaml.safe_load(WORKFLOW.read_text())
     job = doc["jobs"]["build"]
     env = _make_env(**{k: _expand(v, clone) for k, v in job.get("env", {}).items()})
@@ -297,6 +306,7 @@ def test_pages_workflow_steps_run_on_a_fresh_clone(tmp_path):
         assert r.returncode == 0, f"step {step.get('name')!r} failed (exit {r.returncode}):\n{logs[-1][1][-6000:]}"
     site_step = next(out for name, out in logs if "make site" in name or "site folder" in name)
     assert "reusing the finished build" in site_step and "executed " not in site_step, site_step[-3000:]
+    assert "pip install" not in logs[0][1], "make reinstalled: the clone's install stamp was not current"
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-pages-artifact"))
     site = clone / upload["with"]["path"]
     assert (site / ".nojekyll").is_file() and make_site.check(site) == []
