@@ -8,7 +8,10 @@ file, how many floats differ at all, and whether the test's rule passes. A kerne
 change of the floating-point code path (another summation order), the nearest thing to another CPU
 that one machine has; it is recorded as such, never as a second machine.
 
-    python benchmarks/golden_across_blas.py [--out benchmarks/results/golden_across_blas.json]
+    python benchmarks/golden_across_blas.py [--out benchmarks/results/golden_across_blas.json] [--configs default,...]
+
+Each results file records the CPU (its model name and whether it has AVX-512, from /proc/cpuinfo), so files
+taken on two machines can be told apart: ``--configs default --out benchmarks/results/golden_<machine>.json``.
 """
 
 from __future__ import annotations
@@ -43,10 +46,25 @@ def floats(a, b, out):
         out.append((abs(a - b) / max(abs(a), abs(b)), abs(a - b)))
 
 
+def cpu() -> dict:
+    """This machine's CPU as /proc/cpuinfo names it (empty where there is none)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    field = lambda k: next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith(k)), "")  # noqa: E731
+    return {"model_name": field("model name"), "vendor": field("vendor_id"), "family": field("cpu family"),
+            "model": field("model\t"), "avx512f": "avx512f" in field("flags").split(), "avx2": "avx2" in field("flags").split()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "golden_across_blas.json"))
+    ap.add_argument("--configs", default=",".join(n.split(",")[0] for n, _ in CONFIGS),
+                    help="which configurations, by the first word of their names (default: all)")
     a = ap.parse_args(argv)
+    want = [c.strip() for c in a.configs.split(",") if c.strip()]
+    configs = [(n, e) for n, e in CONFIGS if n.split(",")[0].split(" ")[0] in {w.split(" ")[0] for w in want}]
     rec = Recorder(argv=[Path(__file__).relative_to(ROOT).as_posix(), *(argv or sys.argv[1:])])
     golden_json = json.loads((GOLDEN / "report.json").read_text(encoding="utf-8"))
     golden_txt = (GOLDEN / "report.txt").read_text(encoding="utf-8")
@@ -55,7 +73,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         subprocess.run(cli + RUN + ["--out", str(run_dir)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        for name, env in CONFIGS:
+        for name, env in configs:
             e = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")} | env
 
             def stats(extra, e=e):
@@ -76,9 +94,10 @@ def main(argv=None) -> int:
                          "json_rule_passes": same_json(golden_json, now_json) == [],
                          "text_rule_passes": same_text(golden_txt, now_txt) == []})
             print(rows[-1])
-    rec.write(a.out, {"float_rel_tolerance": FLOAT_REL, "float_abs_tolerance": FLOAT_ABS,
-                      "what": "the golden grid's stats report on ONE machine under several OpenBLAS kernels and "
-                      "thread counts (not a second machine)", "runs": rows,
+    rec.write(a.out, {"cpu": cpu(), "float_rel_tolerance": FLOAT_REL, "float_abs_tolerance": FLOAT_ABS,
+                      "what": "the golden grid's stats report on ONE machine (its CPU above) under "
+                      + ("several OpenBLAS kernels and thread counts" if len(rows) > 1 else "its default OpenBLAS kernel"),
+                      "runs": rows,
                       "reported_elsewhere": "issue 34: a fresh machine's CI at 4bed23c saw 30 floats of the "
                       "variational mixed fit differ by about 2.5e-9 relative (e.g. 1.3046957173 vs 1.3046957163)"})
     return 0 if all(r["json_rule_passes"] and r["text_rule_passes"] for r in rows) else 1
