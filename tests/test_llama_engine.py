@@ -85,6 +85,7 @@ def test_backend_records_its_engine_and_refuses_an_unknown_one(tmp_path):
     from crossprofile_lib.backends import get_backend
     b = get_backend("llamacpp/smollm2-135m", engine="cyllama", cache=tmp_path / "c")
     assert b.record()["engine"].startswith("cyllama ") and b.identity()["engine"] == "cyllama"
+    assert b.record()["n_threads"] == b.n_threads >= 1
     with pytest.raises(ValueError, match="option llama.cpp engine 'vulkan': unknown"):
         get_backend("llamacpp/smollm2-135m", engine="vulkan", cache=tmp_path / "c")
 

@@ -5,7 +5,7 @@ The default alias ``smollm2-135m`` is the Apache-2.0 ``SmolLM2-135M-Instruct.Q4_
 file is named by its path. The model's own (GGUF) tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
 
 Speed (issue 17; ``benchmarks/bench_llamacpp.py``, ``benchmarks/results/llamacpp*.json``): threads default to every
-core unless the load average is at least twice the core count (:func:`auto_threads`: llama.cpp's threads wait for
+core unless at least twice the core count of other tasks are runnable (:func:`auto_threads`: llama.cpp's threads wait for
 each other at every layer; on 2 cores at a load of about 8, 2 threads ran 1.2x slower than 1); score mode reads only
 the last position's logits, a letter counting only if its token ranks among the top ``TOP_LOGPROBS`` (the
 OpenAI-compatible path's rule); the context is sized to a batch's longest prompt (rounded up to 256 tokens, plus the
@@ -83,11 +83,28 @@ def model_path(model: str) -> Path:
     return p
 
 
+def busy_now(samples: int = 5, pause: float = 0.02) -> float:
+    """How many other tasks are runnable right now: the median of a few reads of ``/proc/loadavg``'s runnable count,
+    less this process. Not the 1-minute load average, which lags: right after other work ends it still reads high (in
+    a fresh ``make book`` the model then ran on one thread on an idle machine, 1.4-1.7x slower). Where there is no
+    ``/proc/loadavg``: the 1-minute load average."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open("/proc/loadavg") as fh:
+                counts.append(int(fh.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return os.getloadavg()[0]
+        if i + 1 < samples:
+            time.sleep(pause)
+    return float(np.median(counts))
+
+
 def auto_threads() -> int:
-    """Every core, unless the 1-minute load average is at least twice the core count (then 1):
-    the crossover measured on this 2-core machine (see the module doc)."""
+    """Every core, unless at least twice the core count of other tasks are runnable now (then 1): the crossover
+    measured on this 2-core machine (see the module doc)."""
     n = os.cpu_count() or 1
-    return n if os.getloadavg()[0] < 2 * n else 1
+    return n if busy_now() < 2 * n else 1
 
 
 #: the paper's greedy settings, passed explicitly (llama-cpp-python's own defaults; the OpenAI-compatible
@@ -150,9 +167,10 @@ class LlamaCppBackend(LLMBackend):
         self.engine.resize(min(-(-need // 256) * 256, self.engine.n_ctx_train()))
 
     def record(self) -> dict:
-        """What ``run.json`` records of the generation settings (greedy: temperature 0, no penalties)."""
+        """What ``run.json`` records of the generation settings (greedy: temperature 0, no penalties), the engine and
+        its threads (a speed figure depends on them, a decision does not)."""
         return {"sampling": {"mode": "paper", "fields": {"temperature": 0.0, **SAMPLING}},
-                "engine": f"{self.engine.name} {self.engine.version}"}
+                "engine": f"{self.engine.name} {self.engine.version}", "n_threads": self.n_threads}
 
     def identity(self) -> dict:
         return {"provider": self.provider, "model": self.model, "file": self.path.name,
