@@ -34,13 +34,13 @@ def test_concurrent_runs_make_the_same_tables_as_sequential_ones(tmp_path):
                                           check_exact=True, obj=name)
 
 
-def test_model_steps_form_one_task_submitted_first():
+def test_model_steps_form_one_task_run_after_the_reference_runs():
     br = BookRuns(dict(book.QUICK, backend="llamacpp/smollm2-135m"))
     steps = br.steps()
     groups = tasks(steps)
     model = [name for name, _, key in steps if key not in REFERENCE_KEYS]
-    assert len(model) == 3 and groups[0] == model  # sample, labels prompt, HiddenBench: one worker, in order
-    assert all(len(g) == 1 for g in groups[1:])
+    assert len(model) == 3 and groups[-1] == model  # sample, labels prompt, HiddenBench: one worker, in order, last
+    assert all(len(g) == 1 for g in groups[:-1])
     assert sorted(n for g in groups for n in g) == sorted(n for n, _, _ in steps)
     assert tasks(BookRuns(dict(book.QUICK)).steps())[0] == ["ledger"]  # no model: every step on its own
 

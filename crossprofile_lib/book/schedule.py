@@ -1,6 +1,8 @@
-"""The book's experiments on every core: each reference-decider run is one task, the language-model runs ONE task
-(shared call cache and threads), submitted first. A worker rebuilds :class:`BookRuns` from the same parameters, so
-every run is made by the sequential path's code; reasons a run is missing come back into ``skipped``."""
+"""The book's experiments on every core: each reference-decider run is one task, run on every core first; the
+language-model runs are ONE task (shared call cache and threads), run after them in a worker of its own with every core
+to itself (llama.cpp's threads wait for each other at every layer: beside the reference runs on 2 cores the model's
+first run took 221 s, alone about 105 s). A worker rebuilds :class:`BookRuns` from the same parameters, so every run is
+made by the sequential path's code; reasons a run is missing come back into ``skipped``."""
 
 from __future__ import annotations
 
@@ -24,10 +26,10 @@ def cores() -> int:
 
 
 def tasks(steps: list[tuple[str, Callable, str]]) -> list[list[str]]:
-    """Group step names into tasks: the model steps together (first), each reference step alone."""
+    """Group step names into tasks: each reference step alone, then the model steps together (last)."""
     model = [name for name, _, key in steps if key not in REFERENCE_KEYS]
     ref = [[name] for name, _, key in steps if key in REFERENCE_KEYS]
-    return ([model] if model else []) + ref
+    return ref + ([model] if model else [])
 
 
 def _make(runs_class, params, names: list[str]) -> list[tuple[str, object, float, dict]]:
@@ -63,11 +65,15 @@ def run_steps(br, workers: int | None = None, log=print) -> dict:
             report(name, run, time.perf_counter() - t0, {})
     else:
         ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as ex:
-            pending = {ex.submit(_make, type(br), br.params, g) for g in groups}
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    for name, run, seconds, skipped in f.result():
-                        report(name, run, seconds, skipped)
+        ref = [g for g in groups if keys[g[0]] in REFERENCE_KEYS]
+        for batch, size in ((ref, min(workers, len(ref))), ([g for g in groups if g not in ref], 1)):
+            if not batch:
+                continue
+            with ProcessPoolExecutor(max_workers=size, mp_context=ctx) as ex:
+                pending = {ex.submit(_make, type(br), br.params, g) for g in batch}
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        for name, run, seconds, skipped in f.result():
+                            report(name, run, seconds, skipped)
     return {name: done[name] for name, _, _ in steps}

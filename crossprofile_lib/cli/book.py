@@ -183,10 +183,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     """Check everything (Make variables, options, the checkout), then build; exit 2 before any work on a
     bad one."""
-    # llama.cpp's OpenMP threads spin while they wait by default; on a shared or small CPU that costs the
-    # embedded model about 4x (measured on 2 cores: 111 s -> 28 s for one task's 9 calls). Passive waiting
-    # is set before any model library loads; export OMP_WAIT_POLICY=ACTIVE to override.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # llama.cpp's OpenMP threads spin while they wait by default. On a CPU other work already fills that costs the
+    # embedded model up to 4x (measured on 2 cores: 111 s -> 28 s for one task's 9 calls with passive waiting);
+    # alone it is the faster way (the book's first model run on an idle 2-core machine: 105 s spinning, 146 s
+    # passive), and the book runs the model alone (book/schedule.py). So passive waiting only where at least one
+    # other task per core is runnable when the build starts; OMP_WAIT_POLICY, when exported, decides.
+    from crossprofile_lib.backends.llamacpp import busy_now
+    if busy_now() >= (os.cpu_count() or 1):
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from crossprofile_lib.paths import book_root
     try:
         root = book_root()
