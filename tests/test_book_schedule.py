@@ -54,3 +54,10 @@ def test_a_missing_model_comes_back_as_a_reason_from_the_worker(tmp_path):
     from crossprofile_lib.book.runs import slug
     assert out[slug(br.backend)] is None and out[f"hiddenbench-{slug(br.backend)}"] is None
     assert "none.gguf" in br.skipped[br.backend]
+
+
+def test_the_longest_chapters_named_first_exist():
+    """build.LONGEST (executed first) names chapters that exist: a renamed chapter would quietly lose its place."""
+    from crossprofile_lib.book.build import LONGEST, notebooks
+    root = Path(__file__).resolve().parents[1]
+    assert set(LONGEST) <= {m.stem for m in notebooks(root)}

@@ -152,6 +152,9 @@ def build_id(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+#: The chapters that take longest (the net-lead fits, the fit to the paper's figures): executed first.
+LONGEST = ("07-net-evidence", "13-what-social-proof-explains")
+
 #: Where each executed chapter records the build it belongs to (notebook metadata).
 STAMP_KEY = "crossprofile_build"
 
@@ -240,7 +243,9 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
     t_runs = time.perf_counter() - t
 
     # (2) notebooks
-    mds = [m for m in notebooks(root) if selected(m.stem, only)]
+    # the chapters that fit models go first, so that on two cores the two longest notebooks do not end the build
+    # alone (a fresh build at 61f8c37: 42 s and 52 s of 159 s)
+    mds = sorted((m for m in notebooks(root) if selected(m.stem, only)), key=lambda m: m.stem not in LONGEST)
     t = time.perf_counter()
     failed = []
 
