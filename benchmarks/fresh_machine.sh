@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-WORK="${KEEP:-$(mktemp -d /tmp/fresh_machine.XXXXXX)}"
+WORK="${KEEP:-$(mktemp -d -t fresh_machine.XXXXXX)}"  # $TMPDIR, else /tmp
 mkdir -p "$WORK"
 export PIP_CACHE_DIR="$WORK/pip-cache"   # empty: nothing comes from an earlier build
 export CROSSPROFILE_CACHE="$WORK/call-cache"   # an empty call cache too: every model call is made
