@@ -1,27 +1,15 @@
 """``openai/<model>`` (any OpenAI-compatible server: vLLM, llama.cpp's, DeepSeek) and the ``deepseek/<model>`` preset.
 
-The options' rules for users are in ``book/reference-cli.md`` (budgets over HTTP, refusals, sampling, concurrency).
-
-* Base URL and key: the ``base_url`` / ``api_key`` options, else ``CROSSPROFILE_BASE_URL`` / ``CROSSPROFILE_API_KEY``,
-  else ``<SERVICE>_BASE_URL`` / ``<SERVICE>_API_KEY``. Several comma-separated URLs spread one run over servers of
-  the same model. The key is held by the client only: in no cache key, entry, row, header or log (errors are
-  scrubbed of it); base URLs are shown and stored only redacted (:func:`crossprofile_lib.safety.redact.redact_url`).
-* Concurrency: ``auto`` (AIMD per base URL, :mod:`.concurrency`) or a fixed total. Retries (tenacity, exponential
-  backoff with full jitter, up to ``max_retries``) on 429, 5xx, timeouts, dropped connections, malformed or blank
-  answers (never cached); ``Retry-After`` is honoured up to :data:`RETRY_AFTER_MAX` s; other errors fail at once. A
-  call that still fails comes back with ``error`` set (:mod:`.http_faults`).
-* Decision modes: ``generate`` (chat completions); ``grammar`` (``grammar_style=gbnf``: a llama.cpp grammar, ``vllm``:
-  structured outputs); ``score`` (text completions of the prompt rendered by ``chat_template``, prefilled with
-  ``Decision:``, reading the option letters' ``logprobs``).
-* Sampling is pinned (``sampling="paper"``: :meth:`OpenAICompatBackend.sampling_fields`, recorded in ``run.json``);
-  ``sampling="server"`` sends temperature only, as earlier versions did.
-* Cache identity: provider, model, the served model as ``GET /v1/models`` reports it (:func:`probe_models`), sampling and
-  output-changing options -- never the base URLs; entries keyed by base URL (earlier versions) are found under
-  ``sampling="server"`` and copied under the new key.
-* A wrong key or model stops the run (:class:`ServerRefused`); a server that takes no connection trips the circuit
-  breaker (:class:`ServerUnreachable`, ``circuit_breaker`` attempts, 0 = off); finished calls are already cached.
-* Budgets' tokenizer: by default the served model's own through its tokenize endpoint, counts kept in the call cache;
-  never another silently (:func:`.http_faults.server_tokenizer`).
+The options' rules for users are in ``book/reference-cli.md``. Base URL and key: the ``base_url`` / ``api_key``
+options, else ``CROSSPROFILE_BASE_URL`` / ``CROSSPROFILE_API_KEY``, else ``<SERVICE>_BASE_URL`` / ``<SERVICE>_API_KEY``;
+several comma-separated URLs spread one run over servers of one model. The key is held by the client only (in no cache
+key, entry, row, header or log; errors are scrubbed of it); base URLs are shown and stored only redacted. Concurrency:
+``auto`` (:mod:`.concurrency`) or a fixed total. Retries, refusals, the circuit breaker, the served model and the
+budgets' tokenizer: :mod:`.http_faults`. Decision modes: ``generate`` (chat completions); ``grammar`` (a llama.cpp
+grammar, ``grammar_style=gbnf``, or vLLM structured outputs, ``vllm``); ``score`` (text completions of the prompt
+rendered by ``chat_template``, prefilled with ``Decision:``, reading the letters' ``logprobs``). Sampling is pinned
+(``sampling="paper"``: :meth:`OpenAICompatBackend.sampling_fields`); ``sampling="server"`` sends temperature only and
+finds entries earlier versions keyed by base URL (copied under the new key).
 """
 
 from __future__ import annotations
@@ -38,10 +26,8 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.cache import is_blank
-from crossprofile_lib.backends.concurrency import Pool, parse_concurrency
+from crossprofile_lib.backends.concurrency import Pool
 from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported: the failures' names)
-    KEY_REFUSALS,
-    REFUSAL_STATUSES,
     RETRY_AFTER_MAX,
     MalformedResponse,
     Refusals,
@@ -142,7 +128,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self._secrets = [k for k in (self._api_key,) if k != "EMPTY"] + url_secrets(self.base_urls)
         self.shown_urls = ", ".join(redact_url(self.base_urls))
         self.circuit_breaker = int(circuit_breaker)
-        self.concurrency, self.max_retries = parse_concurrency(concurrency), int(max_retries)
+        self.concurrency, self.max_retries = concurrency, int(max_retries)
         self.max_concurrency, self.stop_on_refusal = int(max_concurrency), int(stop_on_refusal)
         if sampling not in SAMPLINGS:
             raise ValueError(f"backend {self.name}: sampling '{sampling}' is not one of {', '.join(SAMPLINGS)}")
