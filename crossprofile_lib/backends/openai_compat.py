@@ -91,22 +91,23 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         owner = f"backend {self.provider}/{model}"  # strict option values, checked before anything is sent
-        timeout = option_number(owner, "timeout", timeout, low=0, above=True, high=86_400)
-        if isinstance(concurrency, str) and concurrency.strip().lower() == "auto":
-            concurrency = "auto"  # the AIMD rule (backends/concurrency.py); any other value is a strict integer
-        elif isinstance(concurrency, str):
-            raise ValueError(f"{owner}: option concurrency={concurrency!r}: must be 'auto' or an integer")
+        self.timeout = option_number(owner, "timeout", timeout, low=0, above=True, high=86_400)
+        if isinstance(concurrency, str):  # "auto": the AIMD rule (backends/concurrency.py); else a strict integer
+            if concurrency.strip().lower() != "auto":
+                raise ValueError(f"{owner}: option concurrency={concurrency!r}: must be 'auto' or an integer")
+            self.concurrency = "auto"
         else:
-            concurrency = option_number(owner, "concurrency", concurrency, low=1, high=1024, integer=True)
-        max_concurrency = option_number(owner, "max_concurrency", max_concurrency, low=1, high=1024, integer=True)
-        stop_on_refusal = option_number(owner, "stop_on_refusal", stop_on_refusal, low=0, high=1_000_000,
-                                        integer=True)
-        tokenize_timeout = option_number(owner, "tokenize_timeout", tokenize_timeout, low=0, above=True,
-                                         high=86_400)
-        max_retries = option_number(owner, "max_retries", max_retries, low=0, high=100, integer=True)
-        retry_wait = option_number(owner, "retry_wait", retry_wait, low=0, high=3600)
-        retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
-        circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000, integer=True)
+            self.concurrency = option_number(owner, "concurrency", concurrency, low=1, high=1024, integer=True)
+        self.max_concurrency = option_number(owner, "max_concurrency", max_concurrency, low=1, high=1024, integer=True)
+        self.stop_on_refusal = option_number(owner, "stop_on_refusal", stop_on_refusal, low=0, high=1_000_000,
+                                             integer=True)
+        self.tokenize_timeout = option_number(owner, "tokenize_timeout", tokenize_timeout, low=0, above=True,
+                                              high=86_400)
+        self.max_retries = option_number(owner, "max_retries", max_retries, low=0, high=100, integer=True)
+        self.retry_wait = option_number(owner, "retry_wait", retry_wait, low=0, high=3600)
+        self.retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
+        self.circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000,
+                                             integer=True)
         probe = tokenizer in (None, "", "auto", "server")
         tok = None if probe else given_tokenizer(tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
@@ -127,18 +128,13 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self._api_key = api_key or _env(["CROSSPROFILE_API_KEY", f"{self.service}_API_KEY"]) or "EMPTY"
         self._secrets = [k for k in (self._api_key,) if k != "EMPTY"] + url_secrets(self.base_urls)
         self.shown_urls = ", ".join(redact_url(self.base_urls))
-        self.circuit_breaker = int(circuit_breaker)
-        self.concurrency, self.max_retries = concurrency, int(max_retries)
-        self.max_concurrency, self.stop_on_refusal = int(max_concurrency), int(stop_on_refusal)
         if sampling not in SAMPLINGS:
             raise ValueError(f"backend {self.name}: sampling '{sampling}' is not one of {', '.join(SAMPLINGS)}")
         if tokenizer_fallback not in TOKENIZER_FALLBACKS:
             raise ValueError(f"backend {self.name}: tokenizer_fallback '{tokenizer_fallback}' is not one of "
                              f"{', '.join(TOKENIZER_FALLBACKS)}")
         self.sampling, self.tokenizer_fallback = sampling, tokenizer_fallback
-        self.tokenize_timeout = float(tokenize_timeout)
         self._served, self._served_lock, self._pool = None, threading.Lock(), None
-        self.timeout, self.retry_wait, self.retry_wait_max = float(timeout), float(retry_wait), float(retry_wait_max)
         self.grammar_style = grammar_style
         if grammar_style not in ("gbnf", "vllm"):
             raise ValueError(f"backend {self.name}: grammar_style '{grammar_style}' is not gbnf or vllm")
@@ -179,12 +175,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             return []
         urls = redact_url(self.base_urls)
         cands = [urls[0] if len(urls) == 1 else sorted(urls)] + self.cache.base_urls(self.provider, self.model)
-        out = []
-        for u in cands:
-            ident = {"provider": self.provider, "model": self.model, "base_url": u, **self._options_identity()}
-            if ident not in out:
-                out.append(ident)
-        return out
+        idents = [{"provider": self.provider, "model": self.model, "base_url": u, **self._options_identity()} for u in cands]
+        return [d for i, d in enumerate(idents) if d not in idents[:i]]
 
     def legacy_notice(self, n_missing: int) -> Optional[str]:
         if self.sampling == "server" or not n_missing or not self.cache.base_urls(self.provider, self.model):
