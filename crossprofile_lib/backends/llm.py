@@ -243,9 +243,9 @@ class LLMBackend(ChatBackend):
     def cache_key(self, request: ChatRequest) -> str:
         return call_key(self.identity(), request, self.decision_mode)
 
-    def _legacy_hits(self, requests: list, keys: list, found: dict) -> None:
-        """Misses found under a legacy identity: copied under the new key and added to ``found``."""
-        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    def _legacy_hits(self, requests: list, first: dict, found: dict) -> None:
+        """Misses (``first``: key -> index of its first request) found under a legacy identity: copied under the new
+        key and added to ``found``."""
         missing = [k for k in first if k not in found]
         for ident in self.legacy_identities() if missing else ():
             old = {k: call_key(ident, requests[first[k]], self.decision_mode) for k in missing}
@@ -270,9 +270,9 @@ class LLMBackend(ChatBackend):
         requests = list(requests)
         keys = [self.cache_key(r) for r in requests]
         found = self.cache.get_many(keys)
-        self._legacy_hits(requests, keys, found)
-        todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        self._legacy_hits(requests, first, found)
+        todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
         todo = [requests[first[k]] for k in todo_keys]
         # answered from the cache; the same call twice
         self._count(cached=sum(k in found for k in keys), deduplicated=sum(k not in found for k in keys) - len(todo))
