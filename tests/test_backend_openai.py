@@ -515,3 +515,25 @@ def test_deepseek_default_model_and_retired_ids():
     for old in ("deepseek-chat", "deepseek-reasoner"):
         with pytest.warns(RetiredModelWarning, match=f"retired the model id '{old}' after 2026-07-24"):
             get_backend(f"deepseek/{old}", cache=":memory:", tokenizer="offline")
+
+
+def test_run_coroutine_also_inside_a_running_event_loop():
+    """A notebook cell runs inside an event loop: the batch then runs in a thread of its own, its result or
+    exception handed back."""
+    import asyncio
+
+    from crossprofile_lib.backends.http_faults import run_coroutine
+
+    async def value():
+        return 7
+
+    async def fails():
+        raise KeyError("lost")
+
+    async def cell():
+        assert run_coroutine(value()) == 7
+        with pytest.raises(KeyError, match="lost"):
+            run_coroutine(fails())
+        return "done"
+    assert run_coroutine(value()) == 7
+    assert asyncio.run(cell()) == "done"

@@ -334,12 +334,17 @@ def test_a_failed_relevance_call_is_an_error_not_an_unusable_answer(unit):
     assert rel2.invalid and not rel2.error and b2.stats["relevance_invalid"] == 1
 
 
-@pytest.mark.parametrize("v,want", [("auto", "auto"), (" AUTO ", "auto"), (1, 1), ("3", 3), (4.0, 4),
-                                    (0, None), ("0", None), (-1, None), (2.5, None), (True, None), ("many", None)])
-def test_concurrency_is_auto_or_a_positive_integer(v, want):
-    from crossprofile_lib.backends.concurrency import parse_concurrency
-    if want is None:
-        with pytest.raises(ValueError, match="not 'auto' or a positive integer"):
-            parse_concurrency(v)
+@pytest.mark.parametrize("v,want", [("auto", "auto"), (" AUTO ", "auto"), (1, 1), (1024, 1024), (4.0, 4),
+                                    (0, "at least 1"), ("3", "'auto' or an integer"), (-1, "at least 1"),
+                                    (2.5, "an integer"), (True, "an integer"), ("many", "'auto' or an integer")])
+def test_concurrency_is_auto_or_a_positive_integer(v, want, tmp_path):
+    from crossprofile_lib.backends import get_backend
+
+    def make():
+        return get_backend("openai/m", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", tokenizer="offline",
+                           concurrency=v)
+    if want in ("auto", 1, 1024, 4):
+        assert make().concurrency == want
     else:
-        assert parse_concurrency(v) == want
+        with pytest.raises(ValueError, match=f"option concurrency=.*must be {want}"):
+            make()

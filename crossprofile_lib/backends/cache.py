@@ -1,28 +1,20 @@
 """The call cache: SQLite, entries never expire (STYLE convention 3).
 
-Location: the folder ``CROSSPROFILE_CACHE`` (default ``./.crossprofile_cache``, never inside the installed package),
-file ``calls.sqlite``; ``":memory:"`` gives a throw-away cache (benchmarks).
-
-Key = SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served model and the sampling
-sent -- never where the server is), the rendered messages and every setting that changes the output (max tokens,
-temperature, stop strings, choices, JSON schema, decision mode, provider extras such as the chat template). API keys,
-base URLs, retries, timeouts and concurrency are in no key and no stored field but ``base_url`` (redacted, for the
-record). Entries keyed by base URL (earlier versions) are found by :meth:`LLMBackend.chat`'s legacy look-up and copied
-under the new key (:meth:`CallCache.copy`). Side tables: ``token_counts`` (:class:`TokenCountStore`, a server
-tokenizer's counts) and ``served_models`` (the served-model identity last reported, so a machine without the server
-keys alike).
+Location: :func:`cache_folder`, file ``calls.sqlite``; ``":memory:"`` gives a throw-away cache. Key (:func:`call_key`) =
+SHA-256 of the backend's identity (provider, model and, for HTTP backends, the served model and the sampling sent --
+never where the server is), the rendered messages and every setting that changes the output (max tokens, temperature,
+stop strings, choices, JSON schema, decision mode, provider extras such as the chat template). API keys, base URLs,
+retries, timeouts and concurrency are in no key and no stored field but ``base_url`` (redacted, for the record);
+entries keyed by base URL (earlier versions) are found by :meth:`LLMBackend.chat`'s legacy look-up and copied under the
+new key (:meth:`CallCache.copy`). Side tables: ``token_counts`` (:class:`TokenCountStore`, a server tokenizer's counts)
+and ``served_models`` (the served model last reported, so a machine without the server keys alike).
 
 Every finished call is committed at once (WAL), so an interrupted run loses none. Failed calls and blank answers
-(:func:`blank_answer`) are never stored, and a stored blank is no hit. A full disk or read-only folder is named as
-such (:func:`environment_problem`), never as damage: moving a healthy cache aside would re-buy every call.
-
-**Integrity.** A file is opened only after :func:`open_problem` (a regular, writable SQLite file no shorter than its
-header says, passing ``PRAGMA quick_check``, with the ``calls`` table and its columns); a row that does not decode is
-named when read. Failures raise :class:`CacheError` naming the file, the rule and the recovery -- never a silent fresh
-cache. New files are built under a temporary name and linked into place (:mod:`.cache_file`). Maintenance
-(``crossprofile cache check|vacuum|export``): :func:`check_cache` decodes every row of a file opened read-only,
-:func:`vacuum_cache` compacts a healthy one, :func:`export_cache` writes every readable entry as a JSON line (base URLs
-redacted), also from a damaged file.
+(:func:`blank_answer`) are never stored, and a stored blank is no hit. A file is opened only after
+:func:`~.cache_file.open_problem`; a failure raises :class:`CacheError` naming file, rule and recovery (never a silent
+fresh cache), a full disk or read-only folder :class:`CacheStorageError` (never named as damage: moving a healthy cache
+aside would re-buy every call). ``crossprofile cache check|vacuum|export``: :func:`check_cache` (decodes every row,
+read-only), :func:`vacuum_cache`, :func:`export_cache` (every readable row as JSON lines, base URLs redacted).
 """
 
 from __future__ import annotations

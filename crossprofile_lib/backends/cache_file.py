@@ -84,12 +84,10 @@ def _env_err(path, what: str, e: BaseException, problem: str) -> CacheError:
                       f"not damaged and every call stored so far is kept: fix this and rerun the same command")
 
 
-#: Cache files this process holds open: ``(pid, resolved path) -> open CallCache objects``. POSIX
-#: record locks belong to a process, and closing ANY descriptor of a file drops all of them. Reading
-#: the header with plain file I/O while a connection of this process holds the file would let another
-#: process take itself for the file's last user on closing and delete its ``-wal``/``-shm`` under this
-#: process's open connection (SQLite then reports "disk I/O error", or calls go missing). So a file
-#: already open in this process is not read again by hand: it was checked when it was first opened.
+#: Cache files this process holds open: ``(pid, resolved path) -> open CallCache objects``. Closing ANY descriptor
+#: of a file drops the process's POSIX record locks on it, so reading the header by hand while a connection holds
+#: the file could let another process delete its ``-wal``/``-shm`` under that connection ("disk I/O error", lost
+#: calls): a file already open in this process is not read again (it was checked when first opened).
 _OPEN: dict[tuple[int, str], int] = {}
 _OPEN_LOCK = threading.Lock()
 

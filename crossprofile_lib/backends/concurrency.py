@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 START = 4
@@ -32,19 +32,6 @@ CUT = 2.0
 SMOOTHING = 0.2   # weight of a new latency sample in the smoothed latency (about a 5-sample window at the start)
 
 OK, OVERLOAD, NEUTRAL = "ok", "overload", "neutral"
-
-
-def parse_concurrency(v) -> "int | str":
-    """``auto`` or a positive integer (an ``int``, or a string of one)."""
-    if isinstance(v, str) and v.strip().lower() == "auto":
-        return "auto"
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        n = 0
-    if isinstance(v, bool) or n < 1 or (isinstance(v, float) and v != n):
-        raise ValueError(f"concurrency '{v}' is not 'auto' or a positive integer")
-    return n
 
 
 @dataclass
@@ -63,7 +50,6 @@ class URLLimit:
     overloads: int = 0
     queueing: int = 0
     peak: float = START
-    history: list = field(default_factory=list)   # (answers, limit) at each change
 
     @property
     def room(self) -> int:
@@ -73,7 +59,6 @@ class URLLimit:
         self.limit = float(min(self.ceiling, max(1.0, value)))
         self.peak = max(self.peak, self.limit)
         self.window_done = 0
-        self.history.append((self.answers, round(self.limit, 2)))
 
     def _may_cut(self) -> bool:
         return self.answers - self.last_cut >= max(1, int(self.limit)) or self.last_cut < 0

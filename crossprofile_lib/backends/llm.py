@@ -1,20 +1,17 @@
 """What every language-model backend shares: the cached ``chat()`` and the paper's calls built on it.
 
-A provider subclass of :class:`LLMBackend` implements :meth:`LLMBackend.identity` (what the cache key names: provider,
-model, served model, output-changing settings; never an API key nor a base URL --
-:meth:`LLMBackend.legacy_identities` names what earlier versions keyed on, looked up on a miss and copied forward)
-and :meth:`LLMBackend._complete` (send uncached requests, report each as it finishes). Everything else lives here:
-``chat`` (cache look-up, identical requests sent once, one entry committed per finished call, progress bar);
-``decide`` (the decision prompt, parsed as ``Decision: <letter>``; an unparsable answer is retried once with the
-format reminder, then counts as wrong and ``invalid``); ``relevance`` (one call per task, JSON
-``{"relevant": [numbers]}``); ``summarise`` (B3, :mod:`crossprofile_lib.policies.b3`); ``stances`` (BAL,
-:func:`stance_request`).
+A provider subclass of :class:`LLMBackend` implements :meth:`LLMBackend.identity` (what the cache key names: never an
+API key nor a base URL; :meth:`LLMBackend.legacy_identities`: what earlier versions keyed on, looked up on a miss and
+copied forward) and :meth:`LLMBackend._complete` (send uncached requests, report each as it finishes). Here: ``chat``
+(cache look-up, identical requests sent once, one entry committed per finished call, progress bar); ``decide``
+(parsed as ``Decision: <letter>``; an unparsable answer is retried once with the format reminder, then counts as
+wrong and ``invalid``); ``relevance`` (JSON ``{"relevant": [numbers]}``); ``summarise`` (B3); ``stances`` (BAL).
 
 Decision modes (recorded in every row): ``generate`` (the paper's: free generation at temperature 0, reasoning then
-``Decision: X``); ``grammar`` (generation constrained to one paragraph of reasoning and a valid ``Decision: X``;
-JSON-schema requests constrained to the schema); ``score`` (no generation: the reply is prefilled with ``Decision:``
-and the option letters' next-token log-probabilities compared; letters missing from the top log-probabilities count
-as ``-inf``, none present is invalid; JSON-schema requests as in ``grammar``).
+``Decision: X``); ``grammar`` (constrained to one paragraph of reasoning and a valid ``Decision: X``; JSON-schema
+requests to the schema); ``score`` (the reply prefilled with ``Decision:``, the letters' next-token log-probabilities
+compared; a letter missing from the top log-probabilities counts as ``-inf``, none present is invalid; JSON-schema
+requests as in ``grammar``).
 """
 
 from __future__ import annotations
@@ -246,9 +243,9 @@ class LLMBackend(ChatBackend):
     def cache_key(self, request: ChatRequest) -> str:
         return call_key(self.identity(), request, self.decision_mode)
 
-    def _legacy_hits(self, requests: list, keys: list, found: dict) -> None:
-        """Misses found under a legacy identity: copied under the new key and added to ``found``."""
-        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    def _legacy_hits(self, requests: list, first: dict, found: dict) -> None:
+        """Misses (``first``: key -> index of its first request) found under a legacy identity: copied under the new
+        key and added to ``found``."""
         missing = [k for k in first if k not in found]
         for ident in self.legacy_identities() if missing else ():
             old = {k: call_key(ident, requests[first[k]], self.decision_mode) for k in missing}
@@ -273,9 +270,9 @@ class LLMBackend(ChatBackend):
         requests = list(requests)
         keys = [self.cache_key(r) for r in requests]
         found = self.cache.get_many(keys)
-        self._legacy_hits(requests, keys, found)
-        todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
         first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        self._legacy_hits(requests, first, found)
+        todo_keys = [k for k in dict.fromkeys(keys) if k not in found]
         todo = [requests[first[k]] for k in todo_keys]
         # answered from the cache; the same call twice
         self._count(cached=sum(k in found for k in keys), deduplicated=sum(k not in found for k in keys) - len(todo))

@@ -1,27 +1,15 @@
 """``openai/<model>`` (any OpenAI-compatible server: vLLM, llama.cpp's, DeepSeek) and the ``deepseek/<model>`` preset.
 
-The options' rules for users are in ``book/reference-cli.md`` (budgets over HTTP, refusals, sampling, concurrency).
-
-* Base URL and key: the ``base_url`` / ``api_key`` options, else ``CROSSPROFILE_BASE_URL`` / ``CROSSPROFILE_API_KEY``,
-  else ``<SERVICE>_BASE_URL`` / ``<SERVICE>_API_KEY``. Several comma-separated URLs spread one run over servers of
-  the same model. The key is held by the client only: in no cache key, entry, row, header or log (errors are
-  scrubbed of it); base URLs are shown and stored only redacted (:func:`crossprofile_lib.safety.redact.redact_url`).
-* Concurrency: ``auto`` (AIMD per base URL, :mod:`.concurrency`) or a fixed total. Retries (tenacity, exponential
-  backoff with full jitter, up to ``max_retries``) on 429, 5xx, timeouts, dropped connections, malformed or blank
-  answers (never cached); ``Retry-After`` is honoured up to :data:`RETRY_AFTER_MAX` s; other errors fail at once. A
-  call that still fails comes back with ``error`` set (:mod:`.http_faults`).
-* Decision modes: ``generate`` (chat completions); ``grammar`` (``grammar_style=gbnf``: a llama.cpp grammar, ``vllm``:
-  structured outputs); ``score`` (text completions of the prompt rendered by ``chat_template``, prefilled with
-  ``Decision:``, reading the option letters' ``logprobs``).
-* Sampling is pinned (``sampling="paper"``: :meth:`OpenAICompatBackend.sampling_fields`, recorded in ``run.json``);
-  ``sampling="server"`` sends temperature only, as earlier versions did.
-* Cache identity: provider, model, the served model as ``GET /v1/models`` reports it (:func:`probe_models`), sampling and
-  output-changing options -- never the base URLs; entries keyed by base URL (earlier versions) are found under
-  ``sampling="server"`` and copied under the new key.
-* A wrong key or model stops the run (:class:`ServerRefused`); a server that takes no connection trips the circuit
-  breaker (:class:`ServerUnreachable`, ``circuit_breaker`` attempts, 0 = off); finished calls are already cached.
-* Budgets' tokenizer: by default the served model's own through its tokenize endpoint, counts kept in the call cache;
-  never another silently (:func:`.http_faults.server_tokenizer`).
+The options' rules for users are in ``book/reference-cli.md``. Base URL and key: the ``base_url`` / ``api_key``
+options, else ``CROSSPROFILE_BASE_URL`` / ``CROSSPROFILE_API_KEY``, else ``<SERVICE>_BASE_URL`` / ``<SERVICE>_API_KEY``;
+several comma-separated URLs spread one run over servers of one model. The key is held by the client only (in no cache
+key, entry, row, header or log; errors are scrubbed of it); base URLs are shown and stored only redacted. Concurrency:
+``auto`` (:mod:`.concurrency`) or a fixed total. Retries, refusals, the circuit breaker, the served model and the
+budgets' tokenizer: :mod:`.http_faults`. Decision modes: ``generate`` (chat completions); ``grammar`` (a llama.cpp
+grammar, ``grammar_style=gbnf``, or vLLM structured outputs, ``vllm``); ``score`` (text completions of the prompt
+rendered by ``chat_template``, prefilled with ``Decision:``, reading the letters' ``logprobs``). Sampling is pinned
+(``sampling="paper"``: :meth:`OpenAICompatBackend.sampling_fields`); ``sampling="server"`` sends temperature only and
+finds entries earlier versions keyed by base URL (copied under the new key).
 """
 
 from __future__ import annotations
@@ -38,10 +26,8 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
 from crossprofile_lib.backends.cache import is_blank
-from crossprofile_lib.backends.concurrency import Pool, parse_concurrency
+from crossprofile_lib.backends.concurrency import Pool
 from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported: the failures' names)
-    KEY_REFUSALS,
-    REFUSAL_STATUSES,
     RETRY_AFTER_MAX,
     MalformedResponse,
     Refusals,
@@ -105,22 +91,23 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         owner = f"backend {self.provider}/{model}"  # strict option values, checked before anything is sent
-        timeout = option_number(owner, "timeout", timeout, low=0, above=True, high=86_400)
-        if isinstance(concurrency, str) and concurrency.strip().lower() == "auto":
-            concurrency = "auto"  # the AIMD rule (backends/concurrency.py); any other value is a strict integer
-        elif isinstance(concurrency, str):
-            raise ValueError(f"{owner}: option concurrency={concurrency!r}: must be 'auto' or an integer")
+        self.timeout = option_number(owner, "timeout", timeout, low=0, above=True, high=86_400)
+        if isinstance(concurrency, str):  # "auto": the AIMD rule (backends/concurrency.py); else a strict integer
+            if concurrency.strip().lower() != "auto":
+                raise ValueError(f"{owner}: option concurrency={concurrency!r}: must be 'auto' or an integer")
+            self.concurrency = "auto"
         else:
-            concurrency = option_number(owner, "concurrency", concurrency, low=1, high=1024, integer=True)
-        max_concurrency = option_number(owner, "max_concurrency", max_concurrency, low=1, high=1024, integer=True)
-        stop_on_refusal = option_number(owner, "stop_on_refusal", stop_on_refusal, low=0, high=1_000_000,
-                                        integer=True)
-        tokenize_timeout = option_number(owner, "tokenize_timeout", tokenize_timeout, low=0, above=True,
-                                         high=86_400)
-        max_retries = option_number(owner, "max_retries", max_retries, low=0, high=100, integer=True)
-        retry_wait = option_number(owner, "retry_wait", retry_wait, low=0, high=3600)
-        retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
-        circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000, integer=True)
+            self.concurrency = option_number(owner, "concurrency", concurrency, low=1, high=1024, integer=True)
+        self.max_concurrency = option_number(owner, "max_concurrency", max_concurrency, low=1, high=1024, integer=True)
+        self.stop_on_refusal = option_number(owner, "stop_on_refusal", stop_on_refusal, low=0, high=1_000_000,
+                                             integer=True)
+        self.tokenize_timeout = option_number(owner, "tokenize_timeout", tokenize_timeout, low=0, above=True,
+                                              high=86_400)
+        self.max_retries = option_number(owner, "max_retries", max_retries, low=0, high=100, integer=True)
+        self.retry_wait = option_number(owner, "retry_wait", retry_wait, low=0, high=3600)
+        self.retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
+        self.circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000,
+                                             integer=True)
         probe = tokenizer in (None, "", "auto", "server")
         tok = None if probe else given_tokenizer(tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
@@ -141,18 +128,13 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self._api_key = api_key or _env(["CROSSPROFILE_API_KEY", f"{self.service}_API_KEY"]) or "EMPTY"
         self._secrets = [k for k in (self._api_key,) if k != "EMPTY"] + url_secrets(self.base_urls)
         self.shown_urls = ", ".join(redact_url(self.base_urls))
-        self.circuit_breaker = int(circuit_breaker)
-        self.concurrency, self.max_retries = parse_concurrency(concurrency), int(max_retries)
-        self.max_concurrency, self.stop_on_refusal = int(max_concurrency), int(stop_on_refusal)
         if sampling not in SAMPLINGS:
             raise ValueError(f"backend {self.name}: sampling '{sampling}' is not one of {', '.join(SAMPLINGS)}")
         if tokenizer_fallback not in TOKENIZER_FALLBACKS:
             raise ValueError(f"backend {self.name}: tokenizer_fallback '{tokenizer_fallback}' is not one of "
                              f"{', '.join(TOKENIZER_FALLBACKS)}")
         self.sampling, self.tokenizer_fallback = sampling, tokenizer_fallback
-        self.tokenize_timeout = float(tokenize_timeout)
         self._served, self._served_lock, self._pool = None, threading.Lock(), None
-        self.timeout, self.retry_wait, self.retry_wait_max = float(timeout), float(retry_wait), float(retry_wait_max)
         self.grammar_style = grammar_style
         if grammar_style not in ("gbnf", "vllm"):
             raise ValueError(f"backend {self.name}: grammar_style '{grammar_style}' is not gbnf or vllm")
@@ -193,12 +175,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             return []
         urls = redact_url(self.base_urls)
         cands = [urls[0] if len(urls) == 1 else sorted(urls)] + self.cache.base_urls(self.provider, self.model)
-        out = []
-        for u in cands:
-            ident = {"provider": self.provider, "model": self.model, "base_url": u, **self._options_identity()}
-            if ident not in out:
-                out.append(ident)
-        return out
+        idents = [{"provider": self.provider, "model": self.model, "base_url": u, **self._options_identity()} for u in cands]
+        return [d for i, d in enumerate(idents) if d not in idents[:i]]
 
     def legacy_notice(self, n_missing: int) -> Optional[str]:
         if self.sampling == "server" or not n_missing or not self.cache.base_urls(self.provider, self.model):

@@ -177,14 +177,10 @@ def read_template_text(path: Path | str) -> str:
     return read_text(path, MAX_BYTES, TemplateError, "template file")
 
 
-def _is_hidden(p: Path, root: Path) -> bool:
-    return any(part.startswith(".") for part in p.relative_to(root).parts)
-
-
 def _walk(folder: Path) -> list[Path]:
-    try:
-        return sorted(p for p in folder.rglob("*")
-                      if p.suffix.lower() in _CANDIDATE_SUFFIXES and not _is_hidden(p, folder) and not p.is_dir())
+    try:  # hidden files and folders are skipped
+        return sorted(p for p in folder.rglob("*") if p.suffix.lower() in _CANDIDATE_SUFFIXES
+                      and not any(part.startswith(".") for part in p.relative_to(folder).parts) and not p.is_dir())
     except OSError as e:  # a symlink loop, a folder that cannot be listed
         raise FileNotFoundError(f"folder '{folder}' cannot be walked ({e.strerror or e})") from None
 
@@ -218,13 +214,10 @@ def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
                 raise FileNotFoundError(f"no template file matches '{p}'")
             for m in matches:
                 out.extend(_walk(m) if m.is_dir() else [m])
-    seen, unique = set(), []
+    unique: dict[str, Path] = {}  # each file once, by its real path
     for p in out:
-        key = os.path.realpath(p)
-        if key not in seen:
-            seen.add(key)
-            unique.append(p)
-    return unique
+        unique.setdefault(os.path.realpath(p), p)
+    return list(unique.values())
 
 
 # --- option values -----------------------------------------------------------------------------

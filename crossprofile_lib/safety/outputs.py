@@ -1,15 +1,12 @@
 """One writer per output folder, and writes that never leave a half-written file.
 
-* :func:`locked_dir` -- holds ``PATH/.crossprofile.lock`` (JSON: pid, host, start time, command line through
-  :func:`~crossprofile_lib.safety.redact.redact_argv`) for a block, created with ``O_CREAT | O_EXCL``: of two
-  runs on one ``--out`` one gets it, the other raises :class:`FolderLocked` naming the holder. A lock left by a
-  dead process on this host is taken over with a notice; one held by another host never is.
-* :func:`atomic_write` / :func:`write_text_atomic` -- write a temporary file beside ``dest`` (mode ``0666``
-  less the umask) and ``os.replace`` it on success; a failed write (full disk, ``EFBIG``, read-only) raises
-  :class:`WriteError` naming the file and the cause, the old file unchanged.
-* :func:`check_output_folder` / :func:`check_output_file` -- the one "would this destroy existing work" check:
-  an output that is (or lies in) an input is refused, a folder of another kind of output is refused, and
-  finished work of the same kind is replaced only with ``--overwrite`` (:class:`WouldDestroy`, exit 2).
+* :func:`locked_dir` -- holds ``PATH/.crossprofile.lock`` (JSON: pid, host, start time, redacted command line),
+  created with ``O_CREAT | O_EXCL``: of two runs on one ``--out`` one gets it, the other raises :class:`FolderLocked`
+  naming the holder. A lock left by a dead process on this host is taken over with a notice; another host's never is.
+* :func:`atomic_write` / :func:`write_text_atomic` -- a temporary file beside ``dest``, renamed over it on success; a
+  failed write raises :class:`WriteError` naming the file and the cause, the old file unchanged.
+* :func:`check_output_folder` / :func:`check_output_file` -- the one "would this destroy existing work" check
+  (:class:`WouldDestroy`, exit 2).
 """
 
 from __future__ import annotations

@@ -86,19 +86,10 @@ def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "
             raise error(path, "<file>", "file (size limit)",
                         f"{st.st_size} bytes; a {what} holds at most {max_bytes} bytes")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        try:
+        with open(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
                 raise error(path, "<file>", "file (not a regular file)", f"a {what} must be a regular file")
-            chunks, n = [], 0
-            while n <= max_bytes:
-                b = os.read(fd, min(1 << 20, max_bytes + 1 - n))
-                if not b:
-                    break
-                chunks.append(b)
-                n += len(b)
-            data = b"".join(chunks)
-        finally:
-            os.close(fd)
+            data = fh.read(max_bytes + 1)
     except (InputError, error):
         raise
     except (OSError, ValueError) as e:  # ValueError: an embedded NUL in the name
