@@ -99,8 +99,7 @@ def _exec_file(path: Path, label: str):
         raise PolicyFileError(label, "exists", "no such file")
     if path.is_dir() or path.suffix != ".py":
         raise PolicyFileError(label, "type", "a policy file is one Python file (*.py)")
-    digest = hashlib.sha256(path.resolve().read_bytes()).hexdigest()[:12]
-    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
+    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{sha256_of(path.resolve())[:12]}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look their module up
