@@ -76,8 +76,4 @@ def facts_restated(facts: Sequence[str], lines: Sequence[str],
                    threshold: float = DISCLOSURE_THRESHOLD) -> list[bool]:
     """For each fact: is it restated in full by at least one of ``lines``?"""
     line_tokens = [tokens(ln) for ln in lines]
-    out = []
-    for fact in facts:
-        f = tokens(fact)
-        out.append(bool(f) and any(lcs_length(f, lt) / len(f) >= threshold for lt in line_tokens))
-    return out
+    return [bool(f) and any(lcs_length(f, lt) / len(f) >= threshold for lt in line_tokens) for f in map(tokens, facts)]

@@ -30,6 +30,7 @@ from crossprofile_lib.hiddenbench.common import (
     build_memories,
     decide,
     decision_columns,
+    fact_ids,
     json_sha,
     option_id,
     protocol_unsupported,
@@ -188,7 +189,6 @@ class Session:
         return ChatRequest((self._system(agent), p.message()), max_tokens=VOTE_MAX_TOKENS,
                            purpose=f"hb-vote-{phase}", prompt_file=name,
                            json_schema=vote_schema(self.letters) if self.constrained_votes else None)
-
 
     def vote_reminder(self, agent: str) -> str:
         v = self.votes.get((agent, "initial"))
@@ -385,12 +385,10 @@ def _record(s: Session, raw, mg, pairs, decisions, base: dict) -> dict:
         for r in vote_rows:
             r["correct"] = None
         session_row.update(group_correct=None, initial_accuracy=float("nan"), final_accuracy=float("nan"))
-    claims = []
-    for c in mg.claim_list.claims:
-        hid = [f"H{i + 1}" for i, ok in enumerate(facts_restated(task.hidden, [c.text])) if ok]
-        sh = [f"S{i + 1}" for i, ok in enumerate(facts_restated(task.shared, [c.text])) if ok]
-        claims.append(dict(text=c.text, speakers=list(c.speakers), first_mention=c.first_mention,
-                           restates=hid + sh))
+    sids, hids = fact_ids(task)
+    claims = [dict(text=c.text, speakers=list(c.speakers), first_mention=c.first_mention,
+                   restates=[i for i, ok in zip(hids + sids, facts_restated((*task.hidden, *task.shared), [c.text])) if ok])
+              for c in mg.claim_list.claims]
     art = dict(
         speaking_order=list(s.speaking_order), options=dict(zip(s.letters, s.answers)), correct_letter=correct,
         facts={a: s.facts[a] for a in s.agents},

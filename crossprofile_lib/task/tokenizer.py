@@ -7,8 +7,8 @@ string once and that offset subtracted).
 * named vocabularies (``qwen2.5``, ``llama-3.1``, ``names.yaml``; :mod:`.vocabs`), :class:`GGUFTokenizer`
   (:mod:`.llama_engine`, else :mod:`.gguf_bpe`) and :class:`HFTokenizer` (a local ``tokenizer.json``).
 * :class:`ServerTokenizer` (``server:<kind>:<model>``): the server's tokenize endpoint (vLLM, llama.cpp,
-  llama-cpp-python), found by :func:`probe_servers`; counts go to the call cache,
-  and there is no fallback to another tokenizer unless asked (``tokenizer_fallback``).
+  llama-cpp-python), found by :func:`probe_servers`; counts go to the call cache, and there is no fallback to
+  another tokenizer unless asked (``tokenizer_fallback``).
 """
 
 from __future__ import annotations
@@ -40,12 +40,9 @@ class Tokenizer(Protocol):
 
 
 class OfflineTokenizer:
-    """File-free approximation of a byte-level BPE (SmolLM2 / Qwen style).
-
-    A word of up to 8 letters is one token, longer words cost one token per further 6
-    letters (rare long words split in a BPE). Digits cost one token each; punctuation one
-    token each (a leading space merges into it); whitespace runs one token.
-    """
+    """File-free approximation of a byte-level BPE (SmolLM2 / Qwen style): a word of up to 8 letters is one token,
+    longer words cost one token per further 6 letters (rare long words split in a BPE); a digit one token; a
+    punctuation character one token (a leading space merges into it); a whitespace run one token."""
 
     name = "offline-bpe-approx-v1"
 

@@ -274,9 +274,6 @@ class VocabTokenizer:
     def count(self, text: str) -> int:
         return self._count(text)
 
-    def ids(self, text: str) -> list[int]:
-        return self._tok.encode(text, add_special_tokens=False).ids
-
 
 def _auto_fetch() -> bool:
     return os.environ.get(FETCH_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
