@@ -263,12 +263,8 @@ def load_installed() -> list[PolicySource]:
 def sources(policy_names=None) -> list[dict]:
     """What was loaded (each :class:`PolicySource` as a dict), only those behind ``policy_names`` (bases or
     specs) when given; empty when no plug-in is involved."""
-    if policy_names is None:
-        wanted = list(dict.fromkeys(PLUGINS.values()))
-    else:
-        bases = {base(n) for n in policy_names}
-        wanted = list(dict.fromkeys(s for n, s in PLUGINS.items() if n in bases))
-    return [s.as_dict() for s in wanted]
+    bases = None if policy_names is None else {base(n) for n in policy_names}
+    return [s.as_dict() for s in dict.fromkeys(s for n, s in PLUGINS.items() if bases is None or n in bases)]
 
 
 def base(spec: str) -> str:
