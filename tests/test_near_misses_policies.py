@@ -188,7 +188,7 @@ def test_the_named_vocab_tokenizer_does_not_price_a_post_processor(bos_tokenizer
 
     from crossprofile_lib.task.vocabs import VocabTokenizer
     v = VocabTokenizer("bos-test", Tokenizer.from_file(str(bos_tokenizer / "tokenizer.json")), {})
-    assert v.count("the clinic opened") == 3 and v.ids("the clinic") == [9, 10]
+    assert v.count("the clinic opened") == 3 and v.count("the clinic") == 2
 
 
 # --- label controls: which agent a label names -----------------------------------------------------

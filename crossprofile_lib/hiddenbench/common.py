@@ -11,6 +11,7 @@ reports what each memory kept; ``R1-rel-oracle`` treats every fact as relevant (
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
@@ -175,11 +176,16 @@ def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript,
         yield DecisionRequest(view, mem, order, m.key), row
 
 
-def decide(backend, requests: list) -> Optional[list]:
-    """The backend's decisions, or ``None`` for the ledger (see :mod:`controlled`)."""
+def decide(backend, requests: list) -> list:
+    """The backend's decisions; ``None`` for each request under the ledger (it decides nothing)."""
     if backend.decision_mode == "ledger" or not requests:
-        return None
+        return [None] * len(requests)
     return backend.decide(requests)
+
+
+def json_sha(obj) -> str:
+    """The first 16 hex digits of the SHA-256 of ``obj`` as JSON with sorted keys."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def decision_columns(task: HiddenBenchTask, req: DecisionRequest, d, error: str = "") -> dict:
@@ -232,13 +238,11 @@ def run_controlled_chunk(units: Sequence[tuple[HiddenBenchTask, int]], plan: Pol
         cl = claim_list_from_utterances(tr.utterances, tr.speaker_order, agent_names(task.n_agents))
         pairs = list(build_memories(view, cl, tr, plan, budgets, backend, view.task_id, by_ids=True))
         staged.append((task, seed, tr, cl, pairs))
-    flat = [req for *_, pairs in staged for req, _ in pairs]
-    decisions = decide(backend, flat)
-    it = iter(decisions) if decisions is not None else None
+    decisions = iter(decide(backend, [req for *_, pairs in staged for req, _ in pairs]))
     for task, seed, tr, cl, pairs in staged:
         rows, memories = [], []
         for req, row in pairs:
-            d = next(it) if it is not None else None
+            d = next(decisions)
             text = row.pop("memory_text")
             dc = decision_columns(task, req, d, row.pop("error"))
             memories.append(dict(policy=row["policy"], budget=row["budget_label"], text=text,

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from rapidfuzz.distance import LCSseq
+
 DISCLOSURE_THRESHOLD = 0.8
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -19,19 +21,8 @@ def tokens(text: str) -> list[str]:
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence of two token sequences, bit-parallel (Allison-Dix): one pass over
-    ``b``, one bit per token of ``a``."""
-    if not a or not b:
-        return 0
-    masks: dict[str, int] = {}
-    for i, x in enumerate(a):
-        masks[x] = masks.get(x, 0) | (1 << i)
-    full = (1 << len(a)) - 1
-    v = full
-    for y in b:
-        u = v & masks.get(y, 0)
-        v = ((v + u) | (v - u)) & full
-    return len(a) - bin(v).count("1")
+    """Length of the longest common subsequence of two token sequences (rapidfuzz's ``LCSseq``)."""
+    return LCSseq.similarity(a, b)
 
 
 def coverage(fact: str, text: str) -> float:
@@ -85,8 +76,4 @@ def facts_restated(facts: Sequence[str], lines: Sequence[str],
                    threshold: float = DISCLOSURE_THRESHOLD) -> list[bool]:
     """For each fact: is it restated in full by at least one of ``lines``?"""
     line_tokens = [tokens(ln) for ln in lines]
-    out = []
-    for fact in facts:
-        f = tokens(fact)
-        out.append(bool(f) and any(lcs_length(f, lt) / len(f) >= threshold for lt in line_tokens))
-    return out
+    return [bool(f) and any(lcs_length(f, lt) / len(f) >= threshold for lt in line_tokens) for f in map(tokens, facts)]

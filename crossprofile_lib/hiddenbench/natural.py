@@ -10,8 +10,6 @@ adds a JSON schema. Sessions run in lockstep, one ``backend.chat`` batch per ste
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
@@ -32,6 +30,8 @@ from crossprofile_lib.hiddenbench.common import (
     build_memories,
     decide,
     decision_columns,
+    fact_ids,
+    json_sha,
     option_id,
     protocol_unsupported,
     task_view,
@@ -105,10 +105,6 @@ def _retry_request(req: ChatRequest, reply: str, prompt: str, **values) -> ChatR
     return ChatRequest(req.messages + ({"role": "assistant", "content": reply or ""}, p.message()),
                        max_tokens=req.max_tokens, purpose=req.purpose + "-retry", prompt_file=PROMPT_FILES[prompt],
                        json_schema=req.json_schema)
-
-
-def _sha(messages) -> str:
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -194,7 +190,6 @@ class Session:
                            purpose=f"hb-vote-{phase}", prompt_file=name,
                            json_schema=vote_schema(self.letters) if self.constrained_votes else None)
 
-
     def vote_reminder(self, agent: str) -> str:
         v = self.votes.get((agent, "initial"))
         if v is None or v.invalid:
@@ -221,7 +216,7 @@ class Session:
 
     def log(self, req: ChatRequest, res: ChatResult, agent: str = "") -> None:
         self.calls.append(dict(purpose=req.purpose, agent=agent, prompt_file=req.prompt_file,
-                               rendered_sha=_sha(req.messages), cached=bool(res.cached), error=res.error,
+                               rendered_sha=json_sha(list(req.messages)), cached=bool(res.cached), error=res.error,
                                retries=res.retries, completion_tokens=res.completion_tokens))
 
 
@@ -335,13 +330,12 @@ def run_natural_chunk(units: Sequence[tuple[HiddenBenchTask, int, Ablation]], pl
         tr = Transcript(s.speaking_order, tuple(Utterance(m.index, m.speaker, m.text) for m in s.messages))
         pairs = list(build_memories(s.view, mg.claim_list, tr, plan, budgets, backend, s.key, by_ids=False))
         staged.append((s, raw, mg, pairs))
-    decisions = decide(backend, [req for *_, pairs in staged for req, _ in pairs])
-    it = iter(decisions) if decisions is not None else None
+    decisions = iter(decide(backend, [req for *_, pairs in staged for req, _ in pairs]))
     for s, raw, mg, pairs in staged:
-        yield _record(s, raw, mg, pairs, it, base_columns)
+        yield _record(s, raw, mg, pairs, decisions, base_columns)
 
 
-def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
+def _record(s: Session, raw, mg, pairs, decisions, base: dict) -> dict:
     task = s.task
     common = dict(base, protocol="natural", task_id=task.id, task_name=task.name, n_agents=task.n_agents,
                   n_options=task.n_options, seed=s.seed, ablation=s.ablation.name)
@@ -360,7 +354,7 @@ def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
     disc = disclosure(task.hidden, s.agents, [(m.speaker, m.text) for m in s.messages])
     rows, memories = [], []
     for req, row in pairs:
-        d = next(it) if it is not None else None
+        d = next(decisions)
         text = row.pop("memory_text")
         dc = decision_columns(task, req, d, "; ".join(e for e in (session_error, row.pop("error")) if e))
         memories.append(dict(policy=row["policy"], budget=row["budget_label"], text=text,
@@ -391,12 +385,10 @@ def _record(s: Session, raw, mg, pairs, it, base: dict) -> dict:
         for r in vote_rows:
             r["correct"] = None
         session_row.update(group_correct=None, initial_accuracy=float("nan"), final_accuracy=float("nan"))
-    claims = []
-    for c in mg.claim_list.claims:
-        hid = [f"H{i + 1}" for i, ok in enumerate(facts_restated(task.hidden, [c.text])) if ok]
-        sh = [f"S{i + 1}" for i, ok in enumerate(facts_restated(task.shared, [c.text])) if ok]
-        claims.append(dict(text=c.text, speakers=list(c.speakers), first_mention=c.first_mention,
-                           restates=hid + sh))
+    sids, hids = fact_ids(task)
+    claims = [dict(text=c.text, speakers=list(c.speakers), first_mention=c.first_mention,
+                   restates=[i for i, ok in zip(hids + sids, facts_restated((*task.hidden, *task.shared), [c.text])) if ok])
+              for c in mg.claim_list.claims]
     art = dict(
         speaking_order=list(s.speaking_order), options=dict(zip(s.letters, s.answers)), correct_letter=correct,
         facts={a: s.facts[a] for a in s.agents},

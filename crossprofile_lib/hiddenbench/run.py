@@ -25,7 +25,7 @@ import pandas as pd
 
 from crossprofile_lib.backends import backend_for
 from crossprofile_lib.hiddenbench.ablations import parse_ablations, prompt_files
-from crossprofile_lib.hiddenbench.common import PolicyPlan, record_errors, run_controlled_chunk
+from crossprofile_lib.hiddenbench.common import PolicyPlan, json_sha, record_errors, run_controlled_chunk
 from crossprofile_lib.hiddenbench.config import PROTOCOLS, HBConfig  # noqa: F401  (re-exported)
 from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
 from crossprofile_lib.hiddenbench.measures import headroom
@@ -57,7 +57,7 @@ def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, pr
         d.update(max_words=cfg.max_words, confirm=cfg.confirm_duplicates, prompts=prompts)
         if cfg.constrained_votes:  # only when on, so earlier runs' hashes stay valid
             d["constrained_votes"] = True
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    return json_sha(d)
 
 
 def _session_key(rec: dict) -> str:

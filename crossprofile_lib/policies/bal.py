@@ -19,7 +19,7 @@ from crossprofile_lib.task.discussion import ClaimList
 from crossprofile_lib.task.evidence import Stance, oracle_stances  # noqa: F401  (oracle_stances: BAL-oracle's input)
 
 
-def _buckets(cl: ClaimList, stances, tier: bool, by_first) -> dict[tuple, list[int]]:
+def _buckets(stances, tier: bool, by_first) -> dict[tuple, list[int]]:
     out: dict[tuple, list[int]] = {}
     for i in by_first:
         s = stances[i]
@@ -62,7 +62,7 @@ def _check(cl: ClaimList, stances) -> list[int]:
 def balanced_order(cl: ClaimList, stances: Sequence[Optional[Stance]]) -> list[int]:
     """Priority order of claim indices for ``BAL`` (see the module docstring)."""
     by_first = _check(cl, stances)
-    order = [i for tier in (True, False) for i in _walk(cl, _buckets(cl, stances, tier, by_first))[0]]
+    order = [i for tier in (True, False) for i in _walk(cl, _buckets(stances, tier, by_first))[0]]
     taken = set(order)
     return order + [i for i in by_first if i not in taken]
 
@@ -77,7 +77,7 @@ def pack_balanced(cl: ClaimList, stances: Sequence[Optional[Stance]], budget: in
     kept: list[int] = []
     used = 0
     for tier in (True, False):
-        picks, u = _walk(cl, _buckets(cl, stances, tier, by_first), budget - used, cost)
+        picks, u = _walk(cl, _buckets(stances, tier, by_first), budget - used, cost)
         kept += picks
         used += u
     for i in by_first:

@@ -1,10 +1,5 @@
-"""The rules a policy of your own must keep (:mod:`.plugins` lists them) and the guard around its code.
-
-:func:`select_memory` checks every order and memory of a plug-in policy (:data:`PLUGINS`) with :func:`check_order` /
-:func:`check_memory`; every call into its code runs under :func:`time_limit`, a ``SIGALRM`` timer on the main thread
-(:class:`_Overtime` is a ``BaseException``, so the user's ``except Exception`` cannot keep it); its exceptions and a
-``build``'s memory are refused as :class:`PolicyFileError` naming the file and the rule (``trial`` while loading,
-``memory`` during a run).
+"""The rules a policy of your own must keep and the guard around its code (both described in :mod:`.plugins`):
+:func:`check_order` / :func:`check_memory` on what it returns, :class:`Guard` around every call into it.
 """
 
 from __future__ import annotations
@@ -78,8 +73,6 @@ def check_order(name: str, order, n: int) -> list[int]:
 def check_memory(spec, memory, cl, budget: Optional[int]) -> None:
     """The memory a plug-in policy built keeps claims of ``cl`` only, each once, and a budgeted one stays
     within ``budget`` tokens. Raises :class:`PolicyFileError` naming the policy's file."""
-    src = PLUGINS.get(spec.base)
-    label = src.spec if src else spec.base
     claims = set(cl.claims)
     try:
         for c in memory.kept:
@@ -91,7 +84,14 @@ def check_memory(spec, memory, cl, budget: Optional[int]) -> None:
             raise ValueError(f"policy '{spec.name}' built a memory of {memory.tokens} tokens, over its budget of "
                              f"{budget} tokens")
     except ValueError as e:
-        raise PolicyFileError(label, "trial" if TRIAL[0] else "memory", str(e)) from None
+        raise refusal(spec, str(e)) from None
+
+
+def refusal(spec, problem: str) -> PolicyFileError:
+    """``problem`` of the plug-in policy ``spec`` as a :class:`PolicyFileError` naming its source; rule ``trial``
+    while loading, ``memory`` in a run."""
+    src = PLUGINS.get(spec.base)
+    return PolicyFileError(src.spec if src else spec.base, "trial" if TRIAL[0] else "memory", problem)
 
 
 #: Seconds one call into a policy file's code may take (its import, ``order``, ``packer``, ``build``).

@@ -99,8 +99,7 @@ def _exec_file(path: Path, label: str):
         raise PolicyFileError(label, "exists", "no such file")
     if path.is_dir() or path.suffix != ".py":
         raise PolicyFileError(label, "type", "a policy file is one Python file (*.py)")
-    digest = hashlib.sha256(path.resolve().read_bytes()).hexdigest()[:12]
-    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
+    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{sha256_of(path.resolve())[:12]}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look their module up
@@ -264,12 +263,8 @@ def load_installed() -> list[PolicySource]:
 def sources(policy_names=None) -> list[dict]:
     """What was loaded (each :class:`PolicySource` as a dict), only those behind ``policy_names`` (bases or
     specs) when given; empty when no plug-in is involved."""
-    if policy_names is None:
-        wanted = list(dict.fromkeys(PLUGINS.values()))
-    else:
-        bases = {base(n) for n in policy_names}
-        wanted = list(dict.fromkeys(s for n, s in PLUGINS.items() if n in bases))
-    return [s.as_dict() for s in wanted]
+    bases = None if policy_names is None else {base(n) for n in policy_names}
+    return [s.as_dict() for s in dict.fromkeys(s for n, s in PLUGINS.items() if bases is None or n in bases)]
 
 
 def base(spec: str) -> str:

@@ -83,7 +83,6 @@ def bases() -> tuple[str, ...]:
 UNKNOWN_BASE_HOOKS: list[Callable[[str], bool]] = []
 
 
-
 # --- specs -------------------------------------------------------------------------------------
 
 _SPEC = re.compile(r"^(?P<base>.+?)(?:-k(?P<k>\d+))?(?::(?P<fmt>[a-z-]+))?$")
@@ -121,10 +120,8 @@ class PolicySpec:
     @property
     def selection(self) -> str:
         kind = self._pol().kind
-        if kind == "generated":
-            return "generated"
-        if kind == "unbudgeted":
-            return "unbudgeted"
+        if kind != "copy":
+            return kind  # generated, unbudgeted
         return "fixed-k" if self.fixed_k is not None else "budget"
 
 

@@ -73,5 +73,4 @@ def _checked(spec: PolicySpec, check):
     try:
         return check()
     except ValueError as e:
-        src = guard.PLUGINS[spec.base]
-        raise guard.PolicyFileError(src.spec, "trial" if guard.TRIAL[0] else "memory", str(e)) from None
+        raise guard.refusal(spec, str(e)) from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -104,13 +104,17 @@ def claim_list_from_utterances(utterances: Sequence[Utterance], speaker_order: S
                            first_speaker=fs)
                      for t, s, p, fid, fs in by_key.values()), key=lambda c: c.first_mention)
     index = {key(c): i for i, c in enumerate(claims)}
-    said: dict[str, list[int]] = {}
-    for u in utterances:
-        i = index[key(u)]
-        if i not in said.setdefault(u.speaker, []):
-            said[u.speaker].append(i)
-    by_speaker = tuple((s, tuple(said.get(s, ()))) for s in speaker_order)
-    return ClaimList(tuple(claims), tuple(speaker_order), tuple(agents), by_speaker)
+    said = speaker_claims(((u.speaker, index[key(u)]) for u in utterances), speaker_order)
+    return ClaimList(tuple(claims), tuple(speaker_order), tuple(agents), said)
+
+
+def speaker_claims(said: Iterable[tuple[str, Optional[int]]], speaker_order: Sequence[str]):
+    """:attr:`ClaimList.by_speaker` from ``(speaker, claim index or None)`` pairs in transcript order."""
+    out: dict[str, list[int]] = {}
+    for s, i in said:
+        if i is not None and i not in out.setdefault(s, []):
+            out[s].append(i)
+    return tuple((s, tuple(out.get(s, ()))) for s in speaker_order)
 
 
 @dataclass(frozen=True)

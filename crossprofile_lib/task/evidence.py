@@ -34,14 +34,8 @@ def oracle_relevance(cl: ClaimList, task: Task) -> frozenset[int]:
 
 def oracle_stances(cl: ClaimList, task: Task) -> tuple[Optional[Stance], ...]:
     """Stances read from the template's roles (the oracle-stance control; BAL-oracle)."""
-    out = []
-    for c in cl.claims:
-        if c.fact_id is None:
-            out.append(None)
-            continue
-        f = task.template.fact(c.fact_id)
-        out.append(Stance(f.about, f.polarity, f.relevant))
-    return tuple(out)
+    facts = [None if c.fact_id is None else task.template.fact(c.fact_id) for c in cl.claims]
+    return tuple(None if f is None else Stance(f.about, f.polarity, f.relevant) for f in facts)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
-from crossprofile_lib.task.discussion import Claim, ClaimList, Utterance, agent_key, claim_list_from_utterances
+from crossprofile_lib.task.discussion import Claim, ClaimList, Utterance, agent_key, claim_list_from_utterances, speaker_claims
 from crossprofile_lib.task.messy import MessyTranscript
 
 LEVELS = ("oracle", "exact", "fuzzy", "model")
@@ -53,13 +53,8 @@ def _claims_from_groups(mt: MessyTranscript, groups: Sequence[Sequence[int]], ag
         claims.append(Claim(text=first.text, speakers=sp, first_mention=first.position, fact_id=mt.truth[g[0]],
                             first_speaker=first.speaker))
     where = {i: c for c, g in enumerate(groups) for i in g}
-    said: dict[str, list[int]] = {}
-    for u in utt:
-        c = where.get(u.position)
-        if c is not None and c not in said.setdefault(u.speaker, []):
-            said[u.speaker].append(c)
-    by_speaker = tuple((s, tuple(said.get(s, ()))) for s in mt.speaker_order)
-    return ClaimList(tuple(claims), tuple(mt.speaker_order), tuple(agents), by_speaker)
+    said = speaker_claims(((u.speaker, where.get(u.position)) for u in utt), mt.speaker_order)
+    return ClaimList(tuple(claims), tuple(mt.speaker_order), tuple(agents), said)
 
 
 def _groups_exact(utt: Sequence[Utterance]) -> list[list[int]]:

@@ -100,19 +100,11 @@ def reference_vectors(gguf_path: str | Path) -> list[tuple[str, list[int]]]:
     ``test-tokenizer-0`` reads them (inputs separated by ``\\n__ggml_vocab_test__\\n``, one line
     of ids per input)."""
     p = Path(gguf_path)
-    raw = Path(f"{p}.inp").read_bytes().decode("utf-8")
-    sep = "\n__ggml_vocab_test__\n"
-    inputs, pos = [], 0
-    while pos < len(raw):
-        nxt = raw.find(sep, pos)
-        if nxt < 0:
-            inputs.append(raw[pos:])
-            break
-        inputs.append(raw[pos:nxt])
-        pos = nxt + len(sep)
+    inputs = Path(f"{p}.inp").read_bytes().decode("utf-8").split("\n__ggml_vocab_test__\n")
     outs = Path(f"{p}.out").read_bytes().decode("utf-8").split("\n")
-    if outs and outs[-1] == "":
-        outs.pop()
+    for parts in (inputs, outs):  # a trailing separator ends the last entry
+        if parts[-1] == "":
+            parts.pop()
     if len(inputs) != len(outs):
         raise VocabError(f"{p}: {len(inputs)} test inputs but {len(outs)} lines of token ids")
     return [(s, [int(x) for x in o.split()]) for s, o in zip(inputs, outs)]
@@ -120,9 +112,5 @@ def reference_vectors(gguf_path: str | Path) -> list[tuple[str, list[int]]]:
 
 def mismatches(tok, vectors) -> list[tuple[str, list[int], list[int]]]:
     """``(text, expected, got)`` for every vector the tokenizer does not reproduce exactly."""
-    out = []
-    for text, want in vectors:
-        got = tok.encode(text, add_special_tokens=False).ids
-        if got != want:
-            out.append((text, want, got))
-    return out
+    got = [(text, want, tok.encode(text, add_special_tokens=False).ids) for text, want in vectors]
+    return [g for g in got if g[1] != g[2]]

@@ -52,13 +52,9 @@ def _confusables() -> dict[str, str]:
     """Non-ASCII character -> the ASCII letters it looks like (Unicode TR39 confusables)."""
     out = {}
     for ch, glyphs in confusables.confusables_data.items():
-        if ch.isascii():
-            continue
-        for g in glyphs:
-            c = g["c"]
-            if c.isascii() and c.isalpha():
-                out[ch] = c
-                break
+        letter = next((g["c"] for g in glyphs if g["c"].isascii() and g["c"].isalpha()), None)
+        if letter and not ch.isascii():
+            out[ch] = letter
     return out
 
 
@@ -73,10 +69,7 @@ def fold(text: str) -> str:
 
 
 def _words(folded: str) -> list[str]:
-    out = []
-    for chunk in re.findall(r"[A-Za-z]+", folded):
-        out.extend(w.lower() for w in _CAMEL.findall(chunk))
-    return out
+    return [w.lower() for chunk in re.findall(r"[A-Za-z]+", folded) for w in _CAMEL.findall(chunk)]
 
 
 def _stem(word: str) -> str:

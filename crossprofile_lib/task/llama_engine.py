@@ -102,15 +102,9 @@ def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte-level alphabet (the text of a BPE token) -> the byte it stands for."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+    bs = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]  # printable: themselves
+    rest = [b for b in range(256) if b not in bs]  # the others: 256, 257, ... in byte order
+    return {chr(c): b for b, c in zip(bs + rest, bs + [256 + n for n in range(len(rest))])}
 
 
 class LlamaCppPythonEngine:
@@ -269,12 +263,8 @@ class CyllamaEngine:
         self.live = bool(toks) or self.live
 
     def _prefix(self, toks: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self.cached, toks):
-            if a != b:
-                break
-            n += 1
-        return n
+        """The length of the common prefix of the cached tokens and ``toks``."""
+        return next((n for n, (a, b) in enumerate(zip(self.cached, toks)) if a != b), min(len(self.cached), len(toks)))
 
     def last_logits(self, toks: Sequence[int]) -> np.ndarray:
         keep = min(self._prefix(toks), len(toks) - 1)  # evaluate >= 1 token: fresh logits

@@ -7,8 +7,8 @@ string once and that offset subtracted).
 * named vocabularies (``qwen2.5``, ``llama-3.1``, ``names.yaml``; :mod:`.vocabs`), :class:`GGUFTokenizer`
   (:mod:`.llama_engine`, else :mod:`.gguf_bpe`) and :class:`HFTokenizer` (a local ``tokenizer.json``).
 * :class:`ServerTokenizer` (``server:<kind>:<model>``): the server's tokenize endpoint (vLLM, llama.cpp,
-  llama-cpp-python), found by :func:`probe_server` / :func:`probe_servers`; counts go to the call cache,
-  and there is no fallback to another tokenizer unless asked (``tokenizer_fallback``).
+  llama-cpp-python), found by :func:`probe_servers`; counts go to the call cache, and there is no fallback to
+  another tokenizer unless asked (``tokenizer_fallback``).
 """
 
 from __future__ import annotations
@@ -40,12 +40,9 @@ class Tokenizer(Protocol):
 
 
 class OfflineTokenizer:
-    """File-free approximation of a byte-level BPE (SmolLM2 / Qwen style).
-
-    A word of up to 8 letters is one token, longer words cost one token per further 6
-    letters (rare long words split in a BPE). Digits cost one token each; punctuation one
-    token each (a leading space merges into it); whitespace runs one token.
-    """
+    """File-free approximation of a byte-level BPE (SmolLM2 / Qwen style): a word of up to 8 letters is one token,
+    longer words cost one token per further 6 letters (rare long words split in a BPE); a digit one token; a
+    punctuation character one token (a leading space merges into it); a whitespace run one token."""
 
     name = "offline-bpe-approx-v1"
 
@@ -163,7 +160,7 @@ class ServerTokenizer:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self.name = f"server:{kind}:{model}"
-        self.offset = 0  # special tokens the endpoint adds to every text (set by probe_server)
+        self.offset = 0  # special tokens the endpoint adds to every text (set by the probe)
         self.store, self.retries, self.retry_wait = store, int(retries), float(retry_wait)
         self.sources: dict[str, int] = {"store": 0, "server": 0}
 
@@ -249,25 +246,13 @@ class ServerTokenizer:
         return n
 
 
-#: what :func:`probe_servers` found: an endpoint answered; servers answered without one; none reachable (or all
-#: busy); 401/403 (a wrong key)
-PROBE_STATES = ("found", "no-endpoint", "unreachable", "refused")
-
 _PROBED: dict[tuple, tuple] = {}
 _PROBE_LOCK = threading.Lock()
 
 
-def probe_server(base_url: str, model: str, api_key: str | None = None,
-                 timeout: float = 10.0) -> "tuple[ServerTokenizer | None, str]":
-    """Find the server's tokenize endpoint (once per base URL and model in a process). Returns
-    ``(tokenizer, why)``; the tokenizer is None when no endpoint answered (``why`` says what
-    was tried)."""
-    tok, why, _ = _probe_one(base_url, model, api_key, timeout)
-    return tok, why
-
-
 def _probe_one(base_url: str, model: str, api_key, timeout: float):
-    """``(tokenizer or None, why, state)`` for one base URL (state: :data:`PROBE_STATES`)."""
+    """``(tokenizer or None, why, state)`` for one base URL (once per base URL and model in a process); state:
+    ``found`` (an endpoint answered), ``no-endpoint``, ``unreachable`` (or all busy), ``refused`` (401/403)."""
     key = (base_url, model)
     with _PROBE_LOCK:
         if key in _PROBED:
@@ -309,7 +294,7 @@ def _probe_one(base_url: str, model: str, api_key, timeout: float):
 
 
 def probe_servers(base_urls, model: str, api_key: str | None = None, timeout: float = 10.0, store=None):
-    """Probe **every** base URL (:func:`probe_server`); ``(tokenizer or None, why, state)``.
+    """Probe **every** base URL (:func:`_probe_one`); ``(tokenizer or None, why, state)``.
 
     The tokenizer (when found) asks every URL whose endpoint is of the kind found first, and keeps
     its counts in ``store``. ``state``: ``found``; ``refused`` when any server refused the key;

@@ -36,12 +36,10 @@ class Verdict:
 
 def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list[Verdict]:
     """One :class:`Verdict` per template file under ``paths``, in order; a bad file never stops the others.
-
     ``design``: tokenizers for the design check (:mod:`.design_check`) on 3-option templates, on the facts and on
     each complete paraphrase set (field ``facts[i].paraphrases[k]``). An id used by an earlier valid file fails
     the later one (rule ``unique template id``); an unforeseen error is a failed verdict (rule ``internal error``).
-    ``paths`` matching no file raise :class:`FileNotFoundError`.
-    """
+    ``paths`` matching no file raise :class:`FileNotFoundError`."""
     out: list[Verdict] = []
     seen: dict[str, Path] = {}
     for p in template_paths(paths):

