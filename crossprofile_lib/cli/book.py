@@ -152,7 +152,7 @@ def book_params(quick: bool = False, env: dict | None = None):
             given[MAKE_VARIABLES[var]] = _check(var, env[var], parse)
     if env.get("HIDDENBENCH", "").strip():
         h = env["HIDDENBENCH"].strip()
-        _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.existing_file)
+        _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.input_file)
         given["hiddenbench_path"] = h
     try:
         return (BookParams.quick if quick else BookParams.resolve)(given, widgets=False)

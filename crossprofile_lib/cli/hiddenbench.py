@@ -42,7 +42,7 @@ def _cmd_run(args) -> int:
     why = next((w for p in protocols if cls is not None and (w := protocol_unsupported(p, cls, args.backend))), None)
     if why:
         args.parser.error(f"argument --protocol: {why}")
-    opts = A.backend_options(args.backend_option)
+    opts = dict(args.backend_option or [])  # repeated --backend-option: the last one wins
     A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags=M.collect(args, opts))
     cfg = A.build_config(args.parser, HBConfig, {"protocols": "--protocol", "backend_options": "--backend-option",
                                                  "resume": "--fresh"},
@@ -109,7 +109,7 @@ def register(sub) -> None:
     r = hsub.add_parser("run", help="run HiddenBench and write the tables and artefacts to --out")
     r.add_argument("--backend", type=A.backend, default="ledger", help="ledger (composition only) or provider/model")
     r.add_argument("--out", type=A.out_dir, required=True, help="output folder (checked for writing first)")
-    r.add_argument("--hiddenbench", type=A.existing_file, default=None, metavar="PATH",
+    r.add_argument("--hiddenbench", type=A.input_file, default=None, metavar="PATH",
                    help="HiddenBench file (default: $HIDDENBENCH_PATH, else the project's FIXTURE)")
     r.add_argument("--protocol", choices=["controlled", "natural", "both"], default="controlled")
     r.add_argument("--ablations", type=A.ablations, default=",".join(DEFAULT_ABLATIONS), help="natural prompt ablations")

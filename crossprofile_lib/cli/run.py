@@ -79,7 +79,7 @@ def _cmd_run(args) -> int:
     if cannot:
         args.parser.error(f"argument --policies: backend '{args.backend}' cannot run {', '.join(cannot)}: "
                           + "; ".join(cannot.values()))
-    opts = A.backend_options(args.backend_option)
+    opts = dict(args.backend_option or [])  # repeated --backend-option: the last one wins
     # model-backend options, recorded in run.json like --backend-option; before the output folder's
     # lock is taken: a refused command line writes nothing
     flags = M.collect(args, opts)
