@@ -1,10 +1,5 @@
 """``crossprofile cache check|vacuum|export PATH``: look after a call-cache file (or the folder holding
-``calls.sqlite``); the library functions are in :mod:`crossprofile_lib.backends.cache`.
-
-* ``check`` -- a full check, exit 1 naming the problem; no cache there yet is said, exit 0;
-* ``vacuum`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
-* ``export PATH OUT.jsonl`` -- every readable entry as a JSON line (also from a damaged file, the rest counted).
-"""
+``calls.sqlite``); the library functions are in :mod:`crossprofile_lib.backends.cache`."""
 
 from __future__ import annotations
 

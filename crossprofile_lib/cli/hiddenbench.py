@@ -65,9 +65,7 @@ def _cmd_run(args) -> int:
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         return A.fail(e, 2)
     except WriteError as e:  # a full disk: named; finished sessions are in artefacts/, calls in the cache
-        print(f"error: {e}; finished sessions are kept in {args.out}/artefacts and the same command resumes "
-              f"from them", file=sys.stderr)
-        return 1
+        return A.fail(f"{e}; finished sessions are kept in {args.out}/artefacts and the same command resumes from them", 1)
     for n in header["data_notes"]:
         print(f"note: {n}", file=sys.stderr)
     skipped = header.get("malformed_records") or []
@@ -87,10 +85,9 @@ def _cmd_run(args) -> int:
                   f"extraction fallbacks {info['extraction_fallbacks']}, chat errors {info['chat_errors']}")
     print(f"-> {args.out}/hiddenbench_run.json")
     if header.get("errors"):
-        print(f"error: {header['errors']} rows are failed model calls (column 'error' set; "
-              f"{header.get('failed_sessions', 0)} sessions); every table refuses them. Rerun the same command: "
-              f"failed sessions are run again (finished calls come from the cache)", file=sys.stderr)
-        return 1
+        return A.fail(f"{header['errors']} rows are failed model calls (column 'error' set; "
+                      f"{header.get('failed_sessions', 0)} sessions); every table refuses them. Rerun the same command: "
+                      f"failed sessions are run again (finished calls come from the cache)", 1)
     return 0
 
 

@@ -131,15 +131,13 @@ def _cmd_run(args) -> int:
     except (TemplateError, ValueError, FileNotFoundError) as e:
         return A.fail(e, 2)
     except WriteError as e:  # a full disk, a file-size limit: named; the model calls are in the cache
-        print(f"error: {e}; model calls already made are in the call cache, so the same command reruns "
-              f"without making them again", file=sys.stderr)
-        return 1
+        return A.fail(f"{e}; model calls already made are in the call cache, so the same command reruns without making "
+                      f"them again", 1)
     print(f"{header['rows']} decisions by {header['backend']} ({header['model']}) in {header['seconds']} s "
           f"-> {args.out}/results.parquet")
     if header.get("errors"):
-        print(f"error: {header['errors']} decisions failed after their retries (rows with 'error' set); "
-              f"rerun the same command to retry only those", file=sys.stderr)
-        return 1
+        return A.fail(f"{header['errors']} decisions failed after their retries (rows with 'error' set); rerun the same "
+                      f"command to retry only those", 1)
     return 0
 
 

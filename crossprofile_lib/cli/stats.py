@@ -22,13 +22,10 @@ def _cmd_stats(args) -> int:
     try:
         header = read_header(args.dir)
     except ResultsError as e:
-        if (run_folder(args.dir) / "run.json").exists():  # there but damaged: what it records (policy files,
-            print(f"error: {e}; restore the run's run.json (or rerun the grid) before its statistics",  # templates)
-                  file=sys.stderr)                                                                 # is unknown
-            return 2
+        if (run_folder(args.dir) / "run.json").exists():  # there but damaged: what it records is unknown
+            return A.fail(f"{e}; restore the run's run.json (or rerun the grid) before its statistics", 2)
         print(f"notice: {e}; the social-proof fit rebuilds nothing without it", file=sys.stderr)
         header = {}
-    header = header if isinstance(header, dict) else {}
     config = header.get("config")
     config = config if isinstance(config, dict) else None
     args.dir = str(run_folder(args.dir))  # a results.parquet named directly: its folder
@@ -45,8 +42,7 @@ def _cmd_stats(args) -> int:
     if prepared["failed_calls"]:
         print(f"notice: {prepared['failed_calls']}", file=sys.stderr)
     if rows.empty:
-        print(f"error: {args.dir}/results.parquet: no decisions left to analyse", file=sys.stderr)
-        return 1
+        return A.fail(f"{args.dir}/results.parquet: no decisions left to analyse", 1)
     try:
         from crossprofile_lib.run.rebuild import choice_data_rebuilder, rebuild_inputs_key
         from crossprofile_lib.stats.cache import FitCache
