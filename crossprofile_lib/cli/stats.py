@@ -78,6 +78,7 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     import pandas as pd
 
     from crossprofile_lib.stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
+    from crossprofile_lib.stats.netlead import FITS
     out = out or sys.stdout
     w = lambda s="": print(s, file=out)  # noqa: E731
     head = f"== {res['backend']} / {res['model']}"
@@ -155,17 +156,16 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
       f"never falls as net lead rises: {'yes' if nl['nondecreasing'] else 'NO'}")
     t = nl["by_net_lead"]
     w(t.assign(accuracy=ci_column(t))[["net_lead", "n", "accuracy"]].to_string(index=False))
-    roles = {"fixed": "primary", "lr": "robustness", "mixed": "robustness", "gee": "robustness"}
     fam = nl.get("families", {})
     if fam.get("primary"):
         f0 = fam["primary"]
         w(f"   Regressions, primary family: {f0['family']} ({f0['n']} decisions; reference policy {f0['reference']})"
           + (f"; {f0['note']}" if f0.get("note") else ""))
-    for key in ("fixed", "lr", "mixed", "gee"):
+    for key, role in FITS:
         if key not in nl:
             continue
         m = nl[key]
-        w(f"   [{roles[key]}] {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
+        w(f"   [{role}] {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
         if isinstance(m["terms"], pd.DataFrame) and not m["terms"].empty:
             cols = [c for c in ("term", "coef", "sd", "z", "p", "p_holm") if c in m["terms"].columns]
             w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
