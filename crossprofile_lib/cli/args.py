@@ -64,7 +64,6 @@ def int_at_least(low: int):
         if v < low:
             raise ArgError(f"{v} is below the minimum {low}")
         return v
-    parse.__name__ = f"integer >= {low}"
     return parse
 
 
@@ -86,7 +85,6 @@ def int_between(low: int, high: int):
         if v > high:
             raise ArgError(f"{v} is above the maximum {high}")
         return v
-    parse.__name__ = f"integer in {low}..{high}"
     return parse
 
 
