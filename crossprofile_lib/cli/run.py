@@ -248,11 +248,10 @@ def register(sub) -> None:
 
 
 def _rate(text: str) -> float:
-    import argparse
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        raise A.ArgError(f"'{text}' is not a number") from None
     if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+        raise A.ArgError(f"{text} is not in [0, 1]")
     return v

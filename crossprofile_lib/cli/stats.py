@@ -81,10 +81,7 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     from crossprofile_lib.stats.netlead import FITS
     out = out or sys.stdout
     w = lambda s="": print(s, file=out)  # noqa: E731
-    head = f"== {res['backend']} / {res['model']}"
-    if res.get("note"):
-        head += f"  ({res['note']})"
-    w(head)
+    w(f"== {res['backend']} / {res['model']}" + (f"  ({res['note']})" if res.get("note") else ""))
     w(f"   {res['n_templates']} templates, {res['n_decisions']} decisions, tokenizer {res['tokenizer']}; "
       f"template bootstrap, {res['resamples']} resamples, seed {res['seed']}, "
       f"{round(100 * res['level'])}% percentile intervals")
