@@ -70,12 +70,7 @@ def _cmd_run(args) -> int:
     if args.out is None and not args.dry_run:
         args.parser.error("the following arguments are required: --out")
     _grid_args(args)
-    args.opinion_rate_given = args.opinion_rate is not None
-    if args.opinion_rate is None:
-        from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
-        args.opinion_rate = DEFAULT_OPINION_RATE
-    policies = args.policies
-    cannot = A.unsupported_policies(args.backend, policies)
+    cannot = A.unsupported_policies(args.backend, args.policies)
     if cannot:
         args.parser.error(f"argument --policies: backend '{args.backend}' cannot run {', '.join(cannot)}: "
                           + "; ".join(cannot.values()))
@@ -84,12 +79,12 @@ def _cmd_run(args) -> int:
     # lock is taken: a refused command line writes nothing
     flags = M.collect(args, opts)
     cfg = A.build_config(args.parser, RunConfig, _FLAGS, backend=args.backend, templates=args.templates,
-                         seeds=args.seeds, budgets=args.budgets, policies=policies,
+                         seeds=args.seeds, budgets=args.budgets, policies=args.policies,
                          variants=args.variants, n_agents=args.agents,
                          n_options=args.options, tokenizer=args.tokenizer, backend_options=opts,
                          protocol=args.protocol, extraction=args.extraction or "oracle",
-                         opinion_rate=args.opinion_rate)
-    if args.protocol == "scripted" and (args.extraction not in (None, "oracle") or args.opinion_rate_given):
+                         opinion_rate=RunConfig.opinion_rate if args.opinion_rate is None else args.opinion_rate)
+    if args.protocol == "scripted" and (args.extraction not in (None, "oracle") or args.opinion_rate is not None):
         args.parser.error("argument --extraction/--opinion-rate: needs --protocol messy (the scripted discussion "
                           "says every fact verbatim; its claims are the facts)")
     if args.extraction == "model" and args.backend == "ledger":
