@@ -10,11 +10,10 @@ from crossprofile_lib.cli import model_options as M
 
 def _grid_args(args) -> None:
     """Fill the grid options not given from ``--preset`` (else the command's defaults)."""
-    from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
-    from crossprofile_lib.design import PRESETS
+    from crossprofile_lib.design import BUDGET_GRID, PRESETS
     from crossprofile_lib.run.runner import RunConfig
     preset = PRESETS[args.preset] if args.preset else {}
-    defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(DEFAULT_BUDGETS),
+    defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(BUDGET_GRID),
                     policies=list(RunConfig.policies), variants=list(RunConfig.variants))
     from_preset = args.policies is None and "policies" in preset
     for name, default in defaults.items():
@@ -198,8 +197,7 @@ HELP = "run a grid and write DIR/results.parquet and DIR/run.json"
 
 
 def register(sub) -> None:
-    from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
-    from crossprofile_lib.design import DEFAULT_POLICIES, PRESETS
+    from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, PRESETS
     r = sub.add_parser(COMMAND, help=HELP)
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")
@@ -216,7 +214,7 @@ def register(sub) -> None:
                    help="template files, folders or globs (default: templates, all 70)")
     r.add_argument("--seeds", type=A.seeds, default=None, help="distinct seeds in 0..2^32-1 (default 0,1,2)")
     r.add_argument("--budgets", type=A.budgets, default=None,
-                   help="ratios in (0, 1] and fixed budgets (128t) (default " + ",".join(DEFAULT_BUDGETS) + ")")
+                   help="ratios in (0, 1] and fixed budgets (128t) (default " + ",".join(BUDGET_GRID) + ")")
     r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
                    + ",".join(DEFAULT_POLICIES) + ")")
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
