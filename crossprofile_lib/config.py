@@ -1,9 +1,8 @@
 """The shared pieces of every validated configuration (the ground floor: imports nothing of the suite).
 
-Each configuration (``RunConfig``, ``HBConfig``, ``prereg.yaml``, ``data/paper_figures.yaml``) is a pydantic model with
-a docstring per field, built from :class:`ConfigModel` (unknown keys refused), :class:`Budget`, :func:`check_seed`,
-:func:`check_variants`, :func:`distinct` and the types on them; :func:`rule_errors` turns a ``ValidationError`` into
-``(field, rule, message)`` (field ``contrasts[0].terms[1].weight``); a validator states a rule by raising :func:`rule`.
+Each configuration (``RunConfig``, ``HBConfig``, ``prereg.yaml``, ``data/paper_figures.yaml``) is a pydantic model
+built from these types with a docstring per field; a validator states a rule by raising :func:`rule`, and
+:func:`rule_errors` names the field and the rule of each error.
 """
 
 from __future__ import annotations

@@ -30,10 +30,8 @@ LETTERS = "ABCDEFGHIJ"
 # --- budgets (SPEC section 5) ----------------------------------------------------------------------
 
 PRIMARY_BUDGET = "0.6"
-BUDGET_RATIOS = ("0.4", "0.6", "0.8")
-FIXED_BUDGET = "128t"
 #: The paper's budget grid: the ratios and the fixed control.
-BUDGET_GRID = BUDGET_RATIOS + (FIXED_BUDGET,)
+BUDGET_GRID = ("0.4", "0.6", "0.8", "128t")
 #: Label of rows with no budget (unbudgeted and fixed-k policies).
 NO_BUDGET = "none"
 

@@ -1,8 +1,5 @@
 """Where every resource is: bundled data (``crossprofile_lib/resources/`` via :mod:`importlib.resources`, so a wheel
-works anywhere), the user's folders, the checkout. :func:`cache_dir`: ``$CROSSPROFILE_CACHE``, else an existing
-``./.crossprofile_cache``, else the user cache folder; :func:`tokenizers_dir`: ``$CROSSPROFILE_TOKENIZERS``, else
-the user data folder; :func:`checkout_root`: the repository a book is built from, or None. A missing
-``templates/...`` path means the bundled one (:func:`resolve_template_path`).
+works anywhere), the user's folders (:func:`cache_dir`, :func:`tokenizers_dir`), the checkout (:func:`checkout_root`).
 """
 
 from __future__ import annotations

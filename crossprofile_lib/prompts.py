@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from crossprofile_lib.design import LETTERS
 from crossprofile_lib.paths import prompts_dir
 
 DECISION = "decision_v1.txt"
@@ -28,9 +29,8 @@ FORMAT_REMINDER = "format_reminder_v1.txt"
 RELEVANCE = "relevance_v1.txt"
 B3_SUMMARY = "b3_summary_v1.txt"
 
-from crossprofile_lib.design import LETTERS  # noqa: E402,F401
-
 EMPTY_MEMORY = "(no notes)"
+prompt_dir = prompts_dir   # the prompt folder ($CROSSPROFILE_PROMPTS, else the bundled prompts/)
 _FORBIDDEN = re.compile(r"\bdecoys?\b", re.IGNORECASE)
 
 
@@ -46,10 +46,6 @@ class Prompt:
 
     def message(self) -> dict:
         return {"role": "user", "content": self.text}
-
-
-def prompt_dir() -> Path:
-    return prompts_dir()
 
 
 @lru_cache(maxsize=64)

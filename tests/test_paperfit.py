@@ -9,12 +9,18 @@ import pytest
 
 from crossprofile_lib.paperfit import NOT_A_MODEL_RUN, fit_paper
 from crossprofile_lib.paperfit.figures import model_columns, needed_policies, select_figures
-from crossprofile_lib.paperfit.fit import Fitter, evaluate_figures, expected_outcomes, figure_matrix, recovery
+from crossprofile_lib.paperfit.fit import Fitter, evaluate_figures, figure_matrix, recovery
 from crossprofile_lib.paperfit.ledger import load_or_build, target_probability
 from crossprofile_lib.policies import DEFAULT_POLICIES
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 
 DEV = ["templates/dev"]
+
+
+def expected_outcomes(design, theta):
+    """The design rows with ``correct`` / ``chose_decoy`` set to the ledger's choice probability at ``theta``."""
+    p = design.probability(np.asarray(theta, dtype=float))
+    return design.rows.assign(**{k: p[design.pattern[k]] for k in design.pattern})
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,7 @@
 """The ``crossprofile`` command line.
 
-Each command lives in the module named after it, which names it (``COMMAND``, its ``--help`` line ``HELP``)
-and adds it with ``register(sub)``; :data:`COMMANDS` lists them, in the order ``crossprofile --help`` shows them. Shared argument
-types (seeds, budgets, policies, ``--backend-option``, ``--out``) are in :mod:`.args`.
+Each command lives in the module named after it, which names it (``COMMAND``, its ``--help`` line ``HELP``) and
+adds it with ``register(sub)``; :data:`COMMANDS` lists them in ``--help`` order. Shared argument types: :mod:`.args`.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ def main(argv=None) -> int:
 
     from crossprofile_lib.safety.redact import redact_text
     argv = sys.argv[1:] if argv is None else list(argv)
-    from crossprofile_lib.cli.args import ArgError, policy_file_values, preload_policy_files
+    from crossprofile_lib.cli.args import ArgError, fail, policy_file_values, preload_policy_files
     if policy_file_values(argv):  # your own policies are registered before --policies is parsed
         from crossprofile_lib.policies.plugins import PolicyFileError
         try:
@@ -63,15 +62,12 @@ def main(argv=None) -> int:
             raise
         msg = redact_text(" ".join(str(e).split()))[:2000]
         if isinstance(e, MemoryError):
-            print(f"error: out of memory ({msg or 'MemoryError'}); use smaller options", file=sys.stderr)
-            return 1
+            return fail(f"out of memory ({msg or 'MemoryError'}); use smaller options", 1)
         if isinstance(e, OSError):
             where = f"{e.filename}: " if getattr(e, "filename", None) and str(e.filename) not in msg else ""
-            print(f"error: {where}{msg}", file=sys.stderr)
-            return 1
+            return fail(f"{where}{msg}", 1)
         if isinstance(e, ValueError):
-            print(f"error: {msg}", file=sys.stderr)
-            return 2
+            return fail(msg, 2)
         print(f"internal error (a bug: please report it with the command line): {type(e).__name__}: {msg}",
               file=sys.stderr)
         return 1

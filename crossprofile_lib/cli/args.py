@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from crossprofile_lib.config import MAX_SEED, Budget, check_seed, check_variants, distinct, rule_errors  # noqa: F401
+from crossprofile_lib.config import Budget, check_seed, check_variants, distinct, rule_errors
 from crossprofile_lib.design import DEFAULT_POLICIES
 from crossprofile_lib.safety.redact import is_secret_name
 
@@ -39,10 +39,7 @@ def _items(s: str, what: str, example: str) -> list[str]:
     items = csv(s)
     if not items:
         raise ArgError(f"empty list: give at least one {what}, comma-separated (e.g. {example})")
-    try:
-        return distinct(items, what)
-    except ValueError as e:
-        raise ArgError(str(e)) from None
+    return _checked(distinct, items, what)
 
 
 def _checked(check, *args):
@@ -67,7 +64,6 @@ def int_at_least(low: int):
         if v < low:
             raise ArgError(f"{v} is below the minimum {low}")
         return v
-    parse.__name__ = f"integer >= {low}"
     return parse
 
 
@@ -89,7 +85,6 @@ def int_between(low: int, high: int):
         if v > high:
             raise ArgError(f"{v} is above the maximum {high}")
         return v
-    parse.__name__ = f"integer in {low}..{high}"
     return parse
 
 
@@ -265,11 +260,6 @@ def backend_option(s: str) -> tuple[str, object]:
     return k.replace("-", "_"), (v if is_secret_name(k) else option_value(v))
 
 
-def backend_options(pairs) -> dict:
-    """The ``(key, value)`` pairs of repeated ``--backend-option`` as a dict (last one wins)."""
-    return dict(pairs or [])
-
-
 # --- paths -----------------------------------------------------------------------------------
 
 def _path_arg(s: str, problem) -> str:
@@ -300,9 +290,7 @@ def out_dir(s: str) -> str:
     if p.exists() and not p.is_dir():
         raise ArgError(f"'{s}' is a file, not a folder")
     probe = p
-    while not probe.exists():
-        if probe.parent == probe:
-            break
+    while not probe.exists() and probe.parent != probe:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise ArgError(f"'{s}' cannot be created: '{probe}' is a file, not a folder")
@@ -326,9 +314,6 @@ def template_path(s: str) -> str:
     if not found:
         raise ArgError(f"folder '{s}' holds no template files (*.yaml)")
     return s
-
-
-existing_file = input_file
 
 
 # --- options given twice ---------------------------------------------------------------------
@@ -404,11 +389,6 @@ def _argv_values(argv, flag: str) -> list[str]:
     return out
 
 
-def policy_timeout_value(argv):
-    """The last ``--policy-timeout`` value of ``argv`` (unchecked), else None."""
-    return (_argv_values(argv, "--policy-timeout") or [None])[-1]
-
-
 def policy_file_values(argv) -> list[str]:
     """The values of every ``--policy-file`` in ``argv``, in order."""
     return [v for v in _argv_values(argv, "--policy-file") if v is not None]
@@ -418,7 +398,7 @@ def preload_policy_files(argv) -> list:
     """Load (and check) the policy files named in ``argv``: ``ArgError`` for a bad ``--policy-timeout``,
     ``PolicyFileError`` naming the file and the rule."""
     from crossprofile_lib.policies.plugins import TIMEOUT, load_all
-    t = policy_timeout_value(argv)
+    t = (_argv_values(argv, "--policy-timeout") or [None])[-1]   # the last one given, unchecked
     if t is not None:
         TIMEOUT[0] = policy_timeout(t)
     return load_all(policy_file_values(argv))

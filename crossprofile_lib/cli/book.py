@@ -152,7 +152,7 @@ def book_params(quick: bool = False, env: dict | None = None):
             given[MAKE_VARIABLES[var]] = _check(var, env[var], parse)
     if env.get("HIDDENBENCH", "").strip():
         h = env["HIDDENBENCH"].strip()
-        _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.existing_file)
+        _check("HIDDENBENCH", h if Path(h).is_absolute() else str(_root() / h), A.input_file)
         given["hiddenbench_path"] = h
     try:
         return (BookParams.quick if quick else BookParams.resolve)(given, widgets=False)
@@ -183,11 +183,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     """Check everything (Make variables, options, the checkout), then build; exit 2 before any work on a
     bad one."""
-    # llama.cpp's OpenMP threads spin while they wait by default. On a CPU other work already fills that costs the
-    # embedded model up to 4x (measured on 2 cores: 111 s -> 28 s for one task's 9 calls with passive waiting);
-    # alone it is the faster way (the book's first model run on an idle 2-core machine: 105 s spinning, 146 s
-    # passive), and the book runs the model alone (book/schedule.py). So passive waiting only where at least one
-    # other task per core is runnable when the build starts; OMP_WAIT_POLICY, when exported, decides.
+    # llama.cpp's OpenMP threads spin while they wait: up to 4x slower for the embedded model on a CPU other work
+    # fills, faster alone (as the book runs it). So passive waiting only where at least one other task per core is
+    # runnable when the build starts; OMP_WAIT_POLICY, when exported, decides.
     from crossprofile_lib.backends.llamacpp import busy_now
     if busy_now() >= (os.cpu_count() or 1):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -1,10 +1,5 @@
 """``crossprofile cache check|vacuum|export PATH``: look after a call-cache file (or the folder holding
-``calls.sqlite``); the library functions are in :mod:`crossprofile_lib.backends.cache`.
-
-* ``check`` -- a full check, exit 1 naming the problem; no cache there yet is said, exit 0;
-* ``vacuum`` -- checkpoint the journal and compact a healthy cache (sizes before/after);
-* ``export PATH OUT.jsonl`` -- every readable entry as a JSON line (also from a damaged file, the rest counted).
-"""
+``calls.sqlite``); the library functions are in :mod:`crossprofile_lib.backends.cache`."""
 
 from __future__ import annotations
 
@@ -87,17 +82,16 @@ HELP = "check, vacuum or export a call-cache file"
 def register(sub) -> None:
     c = sub.add_parser(COMMAND, help=HELP)
     csub = c.add_subparsers(dest="cache_cmd", required=True)
-    from crossprofile_lib.cli.args import path_name
     k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem (exit 0 when there is "
                                       "no cache yet)")
-    k.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
+    k.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
     k.set_defaults(func=_cmd_check, parser=k)
     v = csub.add_parser("vacuum", help="checkpoint and compact a healthy cache")
-    v.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
+    v.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
     v.set_defaults(func=_cmd_vacuum, parser=v)
     e = csub.add_parser("export", help="write every readable entry as JSON lines")
-    e.add_argument("path", type=path_name, help="cache file, or the folder holding calls.sqlite")
-    e.add_argument("out", type=path_name, help="output .jsonl file (never the cache itself; an existing file only "
-                                               "with --overwrite)")
+    e.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
+    e.add_argument("out", type=A.path_name, help="output .jsonl file (never the cache itself; an existing file only "
+                                                 "with --overwrite)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing OUT file")
     e.set_defaults(func=_cmd_export, parser=e)

@@ -35,8 +35,7 @@ HELP = "kept support/decoy/irrelevant per policy x variant"
 def register(sub) -> None:
     from crossprofile_lib.design import PRIMARY_BUDGET
     c = sub.add_parser(COMMAND, help=HELP)
-    from crossprofile_lib.cli.args import path_name
-    c.add_argument("dir", type=path_name, help="a run folder (results.parquet) or a parquet file")
+    c.add_argument("dir", type=A.path_name, help="a run folder (results.parquet) or a parquet file")
     c.add_argument("--budget", default=PRIMARY_BUDGET,
                    help=f"budget label (default {PRIMARY_BUDGET}; 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")

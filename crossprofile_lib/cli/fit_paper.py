@@ -1,7 +1,5 @@
-"""``crossprofile fit-paper``: the reference decider fitted to the paper's published figures (not a model run):
-per paper model the fitted parameters with parametric-bootstrap and profile intervals, the fit's chi-squared,
-and per figure the paper's value, n, sampling SD, prediction, residual, z and leave-one-out prediction
-(:mod:`crossprofile_lib.paperfit`)."""
+"""``crossprofile fit-paper``: the reference decider fitted to the paper's published figures (not a model run), every
+table of :mod:`crossprofile_lib.paperfit` as text or JSON."""
 
 from __future__ import annotations
 
@@ -125,8 +123,7 @@ def _cmd_fit_paper(args) -> int:
     try:
         get_tokenizer(args.tokenizer)      # a bad spec or a missing file: a clear error before any work
     except (ValueError, OSError, ImportError) as e:
-        print(f"error: --tokenizer {args.tokenizer}: {e}", file=sys.stderr)
-        return 2
+        return A.fail(f"--tokenizer {args.tokenizer}: {e}", 2)
     try:
         res = fit_paper(templates=args.templates, seeds=args.seeds, resamples=args.resamples, boot_seed=args.boot_seed,
                         cache_dir=args.cache, use_cache=not args.no_cache, tokenizer=args.tokenizer,
@@ -134,9 +131,7 @@ def _cmd_fit_paper(args) -> int:
     except (TemplateError, FileNotFoundError) as e:  # a broken template in the folder: named, exit 2
         return A.fail(e, 2)
     except (WriteError, OSError) as e:  # the cache folder cannot be written (full disk, read-only)
-        print(f"error: the fit cache {args.cache or 'folder'} cannot be written ({e}); use --no-cache or another "
-              f"--cache", file=sys.stderr)
-        return 1
+        return A.fail(f"the fit cache {args.cache or 'folder'} cannot be written ({e}); use --no-cache or another --cache", 1)
     if args.json:
         doc = dict(title=res.title, info=res.info,
                    **{k: getattr(res, k).to_dict(orient="records")

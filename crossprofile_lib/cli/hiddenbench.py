@@ -42,7 +42,7 @@ def _cmd_run(args) -> int:
     why = next((w for p in protocols if cls is not None and (w := protocol_unsupported(p, cls, args.backend))), None)
     if why:
         args.parser.error(f"argument --protocol: {why}")
-    opts = A.backend_options(args.backend_option)
+    opts = dict(args.backend_option or [])  # repeated --backend-option: the last one wins
     A.refuse_unknown_backend_options(args.parser, args.backend, opts, flags=M.collect(args, opts))
     cfg = A.build_config(args.parser, HBConfig, {"protocols": "--protocol", "backend_options": "--backend-option",
                                                  "resume": "--fresh"},
@@ -65,9 +65,7 @@ def _cmd_run(args) -> int:
     except (HiddenBenchError, PromptError, ValueError, FileNotFoundError) as e:
         return A.fail(e, 2)
     except WriteError as e:  # a full disk: named; finished sessions are in artefacts/, calls in the cache
-        print(f"error: {e}; finished sessions are kept in {args.out}/artefacts and the same command resumes "
-              f"from them", file=sys.stderr)
-        return 1
+        return A.fail(f"{e}; finished sessions are kept in {args.out}/artefacts and the same command resumes from them", 1)
     for n in header["data_notes"]:
         print(f"note: {n}", file=sys.stderr)
     skipped = header.get("malformed_records") or []
@@ -87,10 +85,9 @@ def _cmd_run(args) -> int:
                   f"extraction fallbacks {info['extraction_fallbacks']}, chat errors {info['chat_errors']}")
     print(f"-> {args.out}/hiddenbench_run.json")
     if header.get("errors"):
-        print(f"error: {header['errors']} rows are failed model calls (column 'error' set; "
-              f"{header.get('failed_sessions', 0)} sessions); every table refuses them. Rerun the same command: "
-              f"failed sessions are run again (finished calls come from the cache)", file=sys.stderr)
-        return 1
+        return A.fail(f"{header['errors']} rows are failed model calls (column 'error' set; "
+                      f"{header.get('failed_sessions', 0)} sessions); every table refuses them. Rerun the same command: "
+                      f"failed sessions are run again (finished calls come from the cache)", 1)
     return 0
 
 
@@ -109,7 +106,7 @@ def register(sub) -> None:
     r = hsub.add_parser("run", help="run HiddenBench and write the tables and artefacts to --out")
     r.add_argument("--backend", type=A.backend, default="ledger", help="ledger (composition only) or provider/model")
     r.add_argument("--out", type=A.out_dir, required=True, help="output folder (checked for writing first)")
-    r.add_argument("--hiddenbench", type=A.existing_file, default=None, metavar="PATH",
+    r.add_argument("--hiddenbench", type=A.input_file, default=None, metavar="PATH",
                    help="HiddenBench file (default: $HIDDENBENCH_PATH, else the project's FIXTURE)")
     r.add_argument("--protocol", choices=["controlled", "natural", "both"], default="controlled")
     r.add_argument("--ablations", type=A.ablations, default=",".join(DEFAULT_ABLATIONS), help="natural prompt ablations")

@@ -10,11 +10,10 @@ from crossprofile_lib.cli import model_options as M
 
 def _grid_args(args) -> None:
     """Fill the grid options not given from ``--preset`` (else the command's defaults)."""
-    from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
-    from crossprofile_lib.design import PRESETS
+    from crossprofile_lib.design import BUDGET_GRID, PRESETS
     from crossprofile_lib.run.runner import RunConfig
     preset = PRESETS[args.preset] if args.preset else {}
-    defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(DEFAULT_BUDGETS),
+    defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(BUDGET_GRID),
                     policies=list(RunConfig.policies), variants=list(RunConfig.variants))
     from_preset = args.policies is None and "policies" in preset
     for name, default in defaults.items():
@@ -70,26 +69,21 @@ def _cmd_run(args) -> int:
     if args.out is None and not args.dry_run:
         args.parser.error("the following arguments are required: --out")
     _grid_args(args)
-    args.opinion_rate_given = args.opinion_rate is not None
-    if args.opinion_rate is None:
-        from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
-        args.opinion_rate = DEFAULT_OPINION_RATE
-    policies = args.policies
-    cannot = A.unsupported_policies(args.backend, policies)
+    cannot = A.unsupported_policies(args.backend, args.policies)
     if cannot:
         args.parser.error(f"argument --policies: backend '{args.backend}' cannot run {', '.join(cannot)}: "
                           + "; ".join(cannot.values()))
-    opts = A.backend_options(args.backend_option)
+    opts = dict(args.backend_option or [])  # repeated --backend-option: the last one wins
     # model-backend options, recorded in run.json like --backend-option; before the output folder's
     # lock is taken: a refused command line writes nothing
     flags = M.collect(args, opts)
     cfg = A.build_config(args.parser, RunConfig, _FLAGS, backend=args.backend, templates=args.templates,
-                         seeds=args.seeds, budgets=args.budgets, policies=policies,
+                         seeds=args.seeds, budgets=args.budgets, policies=args.policies,
                          variants=args.variants, n_agents=args.agents,
                          n_options=args.options, tokenizer=args.tokenizer, backend_options=opts,
                          protocol=args.protocol, extraction=args.extraction or "oracle",
-                         opinion_rate=args.opinion_rate)
-    if args.protocol == "scripted" and (args.extraction not in (None, "oracle") or args.opinion_rate_given):
+                         opinion_rate=RunConfig.opinion_rate if args.opinion_rate is None else args.opinion_rate)
+    if args.protocol == "scripted" and (args.extraction not in (None, "oracle") or args.opinion_rate is not None):
         args.parser.error("argument --extraction/--opinion-rate: needs --protocol messy (the scripted discussion "
                           "says every fact verbatim; its claims are the facts)")
     if args.extraction == "model" and args.backend == "ledger":
@@ -131,15 +125,13 @@ def _cmd_run(args) -> int:
     except (TemplateError, ValueError, FileNotFoundError) as e:
         return A.fail(e, 2)
     except WriteError as e:  # a full disk, a file-size limit: named; the model calls are in the cache
-        print(f"error: {e}; model calls already made are in the call cache, so the same command reruns "
-              f"without making them again", file=sys.stderr)
-        return 1
+        return A.fail(f"{e}; model calls already made are in the call cache, so the same command reruns without making "
+                      f"them again", 1)
     print(f"{header['rows']} decisions by {header['backend']} ({header['model']}) in {header['seconds']} s "
           f"-> {args.out}/results.parquet")
     if header.get("errors"):
-        print(f"error: {header['errors']} decisions failed after their retries (rows with 'error' set); "
-              f"rerun the same command to retry only those", file=sys.stderr)
-        return 1
+        return A.fail(f"{header['errors']} decisions failed after their retries (rows with 'error' set); rerun the same "
+                      f"command to retry only those", 1)
     return 0
 
 
@@ -205,8 +197,7 @@ HELP = "run a grid and write DIR/results.parquet and DIR/run.json"
 
 
 def register(sub) -> None:
-    from crossprofile_lib.design import BUDGET_GRID as DEFAULT_BUDGETS
-    from crossprofile_lib.design import DEFAULT_POLICIES, PRESETS
+    from crossprofile_lib.design import BUDGET_GRID, DEFAULT_POLICIES, PRESETS
     r = sub.add_parser(COMMAND, help=HELP)
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")
@@ -223,7 +214,7 @@ def register(sub) -> None:
                    help="template files, folders or globs (default: templates, all 70)")
     r.add_argument("--seeds", type=A.seeds, default=None, help="distinct seeds in 0..2^32-1 (default 0,1,2)")
     r.add_argument("--budgets", type=A.budgets, default=None,
-                   help="ratios in (0, 1] and fixed budgets (128t) (default " + ",".join(DEFAULT_BUDGETS) + ")")
+                   help="ratios in (0, 1] and fixed budgets (128t) (default " + ",".join(BUDGET_GRID) + ")")
     r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
                    + ",".join(DEFAULT_POLICIES) + ")")
     r.add_argument("--variants", type=A.variants, default=None, help="comma-separated variants (default: all 8)")
@@ -250,11 +241,10 @@ def register(sub) -> None:
 
 
 def _rate(text: str) -> float:
-    import argparse
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        raise A.ArgError(f"'{text}' is not a number") from None
     if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+        raise A.ArgError(f"{text} is not in [0, 1]")
     return v

@@ -22,13 +22,10 @@ def _cmd_stats(args) -> int:
     try:
         header = read_header(args.dir)
     except ResultsError as e:
-        if (run_folder(args.dir) / "run.json").exists():  # there but damaged: what it records (policy files,
-            print(f"error: {e}; restore the run's run.json (or rerun the grid) before its statistics",  # templates)
-                  file=sys.stderr)                                                                 # is unknown
-            return 2
+        if (run_folder(args.dir) / "run.json").exists():  # there but damaged: what it records is unknown
+            return A.fail(f"{e}; restore the run's run.json (or rerun the grid) before its statistics", 2)
         print(f"notice: {e}; the social-proof fit rebuilds nothing without it", file=sys.stderr)
         header = {}
-    header = header if isinstance(header, dict) else {}
     config = header.get("config")
     config = config if isinstance(config, dict) else None
     args.dir = str(run_folder(args.dir))  # a results.parquet named directly: its folder
@@ -45,8 +42,7 @@ def _cmd_stats(args) -> int:
     if prepared["failed_calls"]:
         print(f"notice: {prepared['failed_calls']}", file=sys.stderr)
     if rows.empty:
-        print(f"error: {args.dir}/results.parquet: no decisions left to analyse", file=sys.stderr)
-        return 1
+        return A.fail(f"{args.dir}/results.parquet: no decisions left to analyse", 1)
     try:
         from crossprofile_lib.run.rebuild import choice_data_rebuilder, rebuild_inputs_key
         from crossprofile_lib.stats.cache import FitCache
@@ -82,12 +78,10 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     import pandas as pd
 
     from crossprofile_lib.stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
+    from crossprofile_lib.stats.netlead import FITS
     out = out or sys.stdout
     w = lambda s="": print(s, file=out)  # noqa: E731
-    head = f"== {res['backend']} / {res['model']}"
-    if res.get("note"):
-        head += f"  ({res['note']})"
-    w(head)
+    w(f"== {res['backend']} / {res['model']}" + (f"  ({res['note']})" if res.get("note") else ""))
     w(f"   {res['n_templates']} templates, {res['n_decisions']} decisions, tokenizer {res['tokenizer']}; "
       f"template bootstrap, {res['resamples']} resamples, seed {res['seed']}, "
       f"{round(100 * res['level'])}% percentile intervals")
@@ -159,17 +153,16 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
       f"never falls as net lead rises: {'yes' if nl['nondecreasing'] else 'NO'}")
     t = nl["by_net_lead"]
     w(t.assign(accuracy=ci_column(t))[["net_lead", "n", "accuracy"]].to_string(index=False))
-    roles = {"fixed": "primary", "lr": "robustness", "mixed": "robustness", "gee": "robustness"}
     fam = nl.get("families", {})
     if fam.get("primary"):
         f0 = fam["primary"]
         w(f"   Regressions, primary family: {f0['family']} ({f0['n']} decisions; reference policy {f0['reference']})"
           + (f"; {f0['note']}" if f0.get("note") else ""))
-    for key in ("fixed", "lr", "mixed", "gee"):
+    for key, role in FITS:
         if key not in nl:
             continue
         m = nl[key]
-        w(f"   [{roles[key]}] {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
+        w(f"   [{role}] {m['method']}: {m['formula']} (reference policy {m['reference_policy']})")
         if isinstance(m["terms"], pd.DataFrame) and not m["terms"].empty:
             cols = [c for c in ("term", "coef", "sd", "z", "p", "p_holm") if c in m["terms"].columns]
             w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))

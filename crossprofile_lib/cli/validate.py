@@ -24,8 +24,7 @@ def _cmd_validate(args) -> int:
         design, missing = design_tokenizers(names, fetch=bool(args.tokenizer))
         for n, why in missing.items():
             if args.tokenizer:  # asked for by name: a usage error
-                print(f"error: argument --tokenizer: {n}: {why}", file=sys.stderr)
-                return 2
+                return A.fail(f"argument --tokenizer: {n}: {why}", 2)
             print(f"note: design check without {n}: {why}", file=sys.stderr)
         print(f"design check (classic cell, R1 in PSP at r = 0.6 keeps 5 / 0 / 4) priced with: "
               f"{', '.join(t.name for t in design)}", file=sys.stderr)

@@ -89,12 +89,6 @@ def figure_matrix(design: LedgerDesign, figures: Sequence[Figure]) -> FigureMatr
     return FigureMatrix(tuple(f.ref for f in figures), units, A, N, C, tuple(reasons))
 
 
-def expected_outcomes(design: LedgerDesign, theta) -> pd.DataFrame:
-    """The design rows with ``correct`` / ``chose_decoy`` set to the ledger's choice probability at ``theta``."""
-    p = design.probability(np.asarray(theta, dtype=float))
-    return design.rows.assign(**{k: p[design.pattern[k]] for k in design.pattern})
-
-
 def evaluate_figures(df: pd.DataFrame, figures: Sequence[Figure], boot) -> pd.DataFrame:
     """Each figure's measure on a results-like table with its template-bootstrap interval."""
     pr = Prereg(tuple(f.contrast for f in figures), {}, source="data/paper_figures.yaml")

@@ -189,9 +189,8 @@ def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np
     return full, S.covariance(pc, pd_, kappa), steps
 
 
-def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery,
-         with_profiles, t0, tokenizer=None, template_resamples=0, recovery_draws=RECOVERY_DRAWS,
-         samp=None) -> PaperFit:
+def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery, with_profiles,
+         t0, tokenizer, template_resamples, recovery_draws, samp) -> PaperFit:
     dec = [f for f in figs if f.kind == "decision"]
     mem = [f for f in figs if f.kind == "memory"]
     design = load_or_build(templates, seeds, pols, buds, cache_dir, tokenizer=tokenizer)
@@ -199,7 +198,6 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
     fm = figure_matrix(design, dec)
     F = Fitter(design, fm)
     S = build_sampling(design, dec)
-    samp = samp if samp is not None else paper_sampling()
     tboot = (TemplateBootstrap.draw(design.units, template_resamples, stream(boot_seed, "paperfit", "templates"))
              if template_resamples else None)
     models = list(models) if models is not None else model_columns(figs)

@@ -1,12 +1,6 @@
 """The one function chain: task -> scripted (or messy) discussion -> claim list -> memories, used by the runner,
 HiddenBench, the walkthrough and the rebuild for the social-proof fit; and which backend can run which policy.
 
-:func:`build_task` builds one :class:`TaskUnit` (task, discussion, claim list, option order, ``T_all``) and
-:func:`task_units` the grid's, once; :class:`TaskInputs` supplies what the policies need (relevance tiers and
-stances from the backend, asked at most once per unit, or from the roles; the transcript; the summariser);
-:func:`memories` yields one :class:`MemoryItem` per policy x budget; :func:`prefetch` sends a grid's relevance, stance
-and B3 calls as one batch.
-
 **Capabilities.** A policy declares what it needs (``Policy.needs``) and where a needed input comes from (``source``:
 ``model`` or ``oracle``); a backend declares its ``capabilities`` (:data:`crossprofile_lib.backends.base.CAPABILITIES`).
 :data:`NEED_CAPABILITY` maps one onto the other and :func:`unsupported` answers "can this backend run these policies"
@@ -141,10 +135,9 @@ def asks(spec: PolicySpec, capability: str, backend) -> bool:
 
 
 def unsupported(policy_specs: Iterable[str | PolicySpec], backend, model_inputs: bool = False) -> dict[str, str]:
-    """Policy name -> why ``backend`` cannot run it; empty when it can run them all.
-
-    ``backend``: an instance, its class or its capabilities. ``model_inputs``: the caller has no roles to
-    fall back on (HiddenBench), so a model-sourced relevance or stance need requires the capability."""
+    """Policy name -> why ``backend`` (an instance, its class or its capabilities) cannot run it; empty when it can
+    run them all. ``model_inputs``: the caller has no roles to fall back on (HiddenBench), so a model-sourced
+    relevance or stance need requires the capability."""
     caps = capabilities_of(backend)
     out = {}
     for s in specs_of(policy_specs):
@@ -216,10 +209,8 @@ class MemoryItem:
 
 def memories(unit: TaskUnit, specs: Sequence[PolicySpec], budgets: Sequence[Budget], backend, key_prefix: str,
              rng_for: Callable, inputs: Optional[TaskInputs] = None) -> Iterator[MemoryItem]:
-    """Every policy x budget memory of ``unit`` (unbudgeted policies once, budget ``None``).
-
-    ``rng_for(spec, key)`` gives the policy's generator (or None); ``key`` is
-    ``{key_prefix}/{policy}/{budget label or -}``."""
+    """Every policy x budget memory of ``unit`` (unbudgeted policies once, budget ``None``). ``rng_for(spec, key)``
+    gives the policy's generator (or None); ``key`` is ``{key_prefix}/{policy}/{budget label or -}``."""
     x = inputs or TaskInputs(unit, backend)
     for spec in specs:
         summarise = backend.summarise if asks(spec, SUMMARISE, backend) else None

@@ -1,10 +1,5 @@
-"""The tidy results table (``DIR/results.parquet``, one row per decision) and the run header (``DIR/run.json``).
-
-:func:`read_results` checks the columns and types, naming the file and the column when something is wrong.
-:func:`run_header` builds what ``run.json`` and ``hiddenbench_run.json`` share (the configuration with backend options
-redacted, backend, model, decision mode, tokenizer, package version, git commit, the policy files used); :func:`stamp`
-adds the seconds and the time written; each writer adds its own fields.
-"""
+"""The tidy results table (``DIR/results.parquet``, one row per decision, its schema checked on reading) and the run
+header (``DIR/run.json``)."""
 
 from __future__ import annotations
 
@@ -127,7 +122,8 @@ def config_record(cfg) -> dict:
 
 
 def run_header(cfg, backend) -> dict:
-    """The fields every run header has (see the module doc)."""
+    """What ``run.json`` and ``hiddenbench_run.json`` share: the configuration with backend options redacted, backend,
+    model, decision mode, tokenizer, package version, git commit, the policy files used (each writer adds its own)."""
     header = {
         "config": config_record(cfg),
         "backend": backend.name,

@@ -1,8 +1,5 @@
-"""Run a grid: templates x variants x seeds x policies x budgets -> one row per decision.
-
-Every task unit and its memories are built once (:mod:`crossprofile_lib.run.pipeline`), all decision requests go to the
-backend in one batch, and the tidy table and ``run.json`` are written.
-"""
+"""Run a grid: templates x variants x seeds x policies x budgets -> one row per decision; every task unit and its
+memories built once (:mod:`crossprofile_lib.run.pipeline`), all decision requests sent to the backend in one batch."""
 
 from __future__ import annotations
 
@@ -64,9 +61,8 @@ def _units(templates, cfg: RunConfig, backend, extractor=None) -> list[TaskUnit]
 
 
 def build_requests(templates, cfg: RunConfig, backend, units: Optional[Sequence[TaskUnit]] = None):
-    """Yield ``(request, row)`` pairs: the decision request and the row's known columns.
-
-    ``units``: the grid's task units when already built (:func:`crossprofile_lib.run.pipeline.task_units`)."""
+    """Yield ``(request, row)`` pairs: the decision request and the row's known columns (``units``: the grid's task
+    units when already built)."""
     budgets = list(cfg.budgets)
     specs = specs_of(cfg.policies)
     if units is None:
@@ -150,8 +146,8 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
 
 
 def headroom_check(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> Headroom:
-    """SPEC section 8: ALL - EMPTY accuracy (points) with a template-bootstrap interval; a lower
-    bound of ``HEADROOM_MIN_POINTS`` (prereg.yaml) or less marks the model's results exploratory."""
+    """SPEC section 8: ALL - EMPTY accuracy (points) with a template-bootstrap interval; a lower bound of
+    ``HEADROOM_MIN_POINTS`` (prereg.yaml) or less marks the model's results exploratory."""
     d = df[df["policy"].isin(["ALL", "EMPTY"])]
     boot = TemplateBootstrap.draw(d["template_id"].unique() if len(d) else ["-"], n_resamples,
                                   stream(seed, "headroom"))
@@ -182,10 +178,9 @@ def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
 
 def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool = False, extractor=None
                ) -> tuple[pd.DataFrame, dict]:
-    """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls,
-    cache hits, invalid answers and errors (``header['errors']``; rows with ``error`` set) and
-    print the headroom check. The output folder is locked for the whole run
-    (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run on it refuses at once)."""
+    """Run the grid, write ``results.parquet`` and ``run.json``. Model runs also count calls, cache hits, invalid
+    answers and errors (``header['errors']``; rows with ``error`` set) and print the headroom check. The output folder
+    is locked for the whole run (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run refuses at once)."""
     with locked_dir(out_dir):
         t0 = time.perf_counter()
         backend = backend or backend_for(cfg)

@@ -103,17 +103,13 @@ def analyse(df: pd.DataFrame, prereg: Optional[Prereg] = None, n_resamples: int 
     if rows is None:
         df, rows = prepare(df, allow_errors, analysis_set)
     load_blas_libraries()
-    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
-        return _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamples, rows, cache, choice_key)
-
-
-def _analyse(df, prereg, n_resamples, seed, choice_data, regressions, fit_resamples, rows, cache, choice_key):
     out = []
-    for (backend, model), d in df.groupby(["backend", "model"], sort=True):
-        key = (str(backend), str(model))
-        cd = functools.partial(choice_data, *key) if callable(choice_data) else (choice_data or {}).get(key)
-        out.append(dict(analyse_model(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,
-                                      cache, choice_key), seed=seed))
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        for (backend, model), d in df.groupby(["backend", "model"], sort=True):
+            key = (str(backend), str(model))
+            cd = functools.partial(choice_data, *key) if callable(choice_data) else (choice_data or {}).get(key)
+            out.append(dict(analyse_model(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,
+                                          cache, choice_key), seed=seed))
     return out
 
 

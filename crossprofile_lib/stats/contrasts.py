@@ -15,11 +15,8 @@ from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.prereg import (  # noqa: F401  (the file's model and compiled form; re-exported)
     DEFAULT_PREREG_PATH,
     Contrast,
-    Family,
     Prereg,
     PreregError,
-    PreregFile,
-    Term,
     load_prereg,
     parse_prereg,
 )

@@ -1,8 +1,8 @@
 """The net-lead mixed fit's model: statsmodels' ``BinomialBayesMixedGLM`` with the ELBO gradient's per-template sums
 by ``numpy.bincount`` instead of scipy.sparse: with one 0/1 random-intercept column per row it adds the same terms in
-the same order, so every digit is the same (:func:`same_gradient`); any other design uses statsmodels' gradient.
-:func:`_grad_base` follows statsmodels 0.15's ``vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers) line for
-line; only the two sparse products differ.
+the same order, so every digit is the same (tests/test_stats_fast_paths.py); any other design uses statsmodels'
+gradient. :func:`_grad_base` follows statsmodels 0.15's ``vb_elbo_grad_base`` (BSD-3-Clause, statsmodels developers)
+line for line; only the two sparse products differ.
 """
 
 from __future__ import annotations
@@ -87,19 +87,3 @@ def _grad_base(self, glw, h, tm, tv, fep_mean, vcp_mean, vc_mean, fep_sd, vcp_sd
 
     return (np.concatenate((fep_mean_grad, vcp_mean_grad, vc_mean_grad)),
             np.concatenate((fep_sd_grad, vcp_sd_grad, vc_sd_grad)))
-
-
-def same_gradient(model, rng: np.random.Generator, points: int = 5) -> bool:
-    """Whether ``model``'s gradient equals statsmodels' bit for bit at ``points`` random parameter vectors."""
-    n = model.k_fep + model.k_vcp + model.k_vc
-    for _ in range(points):
-        mean, sd = rng.normal(size=n), np.exp(-0.5 + 0.1 * rng.normal(size=n))
-        ours = model.vb_elbo_grad(mean, sd)
-        groups, model._groups = model._groups, None
-        try:
-            theirs = model.vb_elbo_grad(mean, sd)
-        finally:
-            model._groups = groups
-        if not all(np.array_equal(a, b) for a, b in zip(ours, theirs)):
-            return False
-    return True

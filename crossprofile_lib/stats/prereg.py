@@ -163,15 +163,9 @@ class Contrast:
 
 
 @dataclass(frozen=True)
-class Family:
-    correction: str = "holm"
-    alpha: float = 0.05
-
-
-@dataclass(frozen=True)
 class Prereg:
     contrasts: tuple[Contrast, ...]
-    families: dict = field(default_factory=dict)
+    families: dict = field(default_factory=dict)   # name -> FamilySpec (correction, alpha)
     settings: dict = field(default_factory=lambda: Settings().model_dump())
     source: str = "<built-in>"
 
@@ -192,7 +186,7 @@ def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
     except ValidationError as e:
         raise _first_error(e, path) from None
     d = f.defaults or Defaults()
-    families = {str(k): Family(**(v or FamilySpec()).model_dump()) for k, v in (f.families or {}).items()}
+    families = {str(k): v or FamilySpec() for k, v in (f.families or {}).items()}
     settings = Settings().model_dump()
     settings.update((f.settings.model_dump(exclude_unset=True) if f.settings else {}))
     out, seen = [], set()

@@ -71,8 +71,7 @@ def prepare_family(df: pd.DataFrame, family: str, reference: str = "R1") -> dict
     levels out), ``duplicates``, ``separated``, ``reference`` (else the first level left), ``policies``, ``note``."""
     d, dups = drop_duplicates(df[df["policy"].astype(str).isin(COPY_FAMILY)] if family == "copy" else df)
     sep = separated_levels(d)
-    out_levels = set(sep["policy"]) if len(sep) else set()
-    rows = d[~d["policy"].astype(str).isin(out_levels)]
+    rows = d[~d["policy"].astype(str).isin(set(sep["policy"]))]
     pols = sorted(rows["policy"].astype(str).unique(), key=policy_rank)
     ref: Optional[str] = reference if reference in pols else (pols[0] if pols else None)
     notes = []

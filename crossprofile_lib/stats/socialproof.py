@@ -215,31 +215,26 @@ def fit_social_proof(data: ChoiceData, boot: TemplateBootstrap, n_resamples: Opt
     Xp, C = patterns(data, boot.units)
     full = fit(Xp, C.sum(axis=0))
     det = bool(full["theta"][2] >= DETERMINISTIC_BETA)
-    if det:   # the likelihood is flat towards beta -> inf: no interval would mean anything
-        table = pd.DataFrame(dict(parameter=PARAMS, estimate=full["theta"], lo=math.nan, hi=math.nan, p=math.nan,
-                                  at_bound=full["at_bound"], resamples_at_bound=0))
-        return dict(table=table, n_decisions=int(round(full["n"])), n_patterns=int(Xp.shape[0]), resamples=0,
-                    refit_resamples=0, log_likelihood=full["log_likelihood"], converged=full["converged"],
-                    deterministic=True,
-                    note=(f"inverse temperature >= {DETERMINISTIC_BETA:g}: the decisions are (almost) deterministic "
-                          "in the features; s and w are only bounded by them, not point-identified, so no "
-                          "bootstrap intervals are given"))
-    B = boot.n_resamples if n_resamples is None else max(1, min(int(n_resamples), boot.n_resamples))
-    draws = np.empty((B, 3))
-    refit = 0
-    for c0 in range(0, B, _CHUNK):
-        Wp = boot.weights[c0:min(c0 + _CHUNK, B)] @ C          # (b, P)
-        th, ok = batched_newton(Xp, Wp, full["theta"])
-        for i in np.flatnonzero(~ok):                          # the rare row Newton did not settle
-            th[i] = fit(Xp, Wp[i], starts=(full["theta"],))["theta"]
-            refit += 1
-        draws[c0:c0 + _CHUNK] = th
-    hits = (np.isclose(draws, _LO) | np.isclose(draws, _HI)).sum(axis=0)
-    sub = TemplateBootstrap(boot.units, boot.idx[:B], boot.level)
-    s = sub.summarize(full["theta"], draws, np.zeros(3))
-    table = pd.DataFrame(dict(parameter=PARAMS, estimate=full["theta"], lo=s["lo"], hi=s["hi"],
-                              p=[s["p"][0], s["p"][1], math.nan], at_bound=full["at_bound"],
+    B = refit = hits = 0
+    lo = hi = p = math.nan
+    if not det:   # deterministic: the likelihood is flat towards beta -> inf, no interval would mean anything
+        B = boot.n_resamples if n_resamples is None else max(1, min(int(n_resamples), boot.n_resamples))
+        draws = np.empty((B, 3))
+        for c0 in range(0, B, _CHUNK):
+            Wp = boot.weights[c0:min(c0 + _CHUNK, B)] @ C          # (b, P)
+            th, ok = batched_newton(Xp, Wp, full["theta"])
+            for i in np.flatnonzero(~ok):                          # the rare row Newton did not settle
+                th[i] = fit(Xp, Wp[i], starts=(full["theta"],))["theta"]
+                refit += 1
+            draws[c0:c0 + _CHUNK] = th
+        hits = (np.isclose(draws, _LO) | np.isclose(draws, _HI)).sum(axis=0)
+        s = TemplateBootstrap(boot.units, boot.idx[:B], boot.level).summarize(full["theta"], draws, np.zeros(3))
+        lo, hi, p = s["lo"], s["hi"], [s["p"][0], s["p"][1], math.nan]
+    table = pd.DataFrame(dict(parameter=PARAMS, estimate=full["theta"], lo=lo, hi=hi, p=p, at_bound=full["at_bound"],
                               resamples_at_bound=hits))
     return dict(table=table, n_decisions=int(round(full["n"])), n_patterns=int(Xp.shape[0]), resamples=B,
                 refit_resamples=refit, log_likelihood=full["log_likelihood"], converged=full["converged"],
-                deterministic=False, note="")
+                deterministic=det,
+                note=(f"inverse temperature >= {DETERMINISTIC_BETA:g}: the decisions are (almost) deterministic in the "
+                      "features; s and w are only bounded by them, not point-identified, so no bootstrap intervals are "
+                      "given" if det else ""))

@@ -10,8 +10,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.design import BUDGET_ORDER as _BUDGET_ORDER
-from crossprofile_lib.design import POLICY_ORDER as _POLICY_ORDER
+from crossprofile_lib.design import BUDGET_ORDER, POLICY_ORDER
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import headroom  # noqa: F401  (the headroom check; re-exported)
 
@@ -25,7 +24,7 @@ def _scale(df: pd.DataFrame, outcome: str) -> float:
 def _order_key(col: str):
     def key(s: pd.Series):
         if col in ("policy", "budget_label"):
-            rank = {p: i for i, p in enumerate(_POLICY_ORDER if col == "policy" else _BUDGET_ORDER)}
+            rank = {p: i for i, p in enumerate(POLICY_ORDER if col == "policy" else BUDGET_ORDER)}
             return s.map(lambda x: (rank.get(x, len(rank)), x))
         if col in ("variant", "cell"):
             return s.map(lambda x: (x == "all", str(x)))
