@@ -4,7 +4,7 @@ A chapter imports only ``from crossprofile_lib import book`` (and, for its figur
 import figures``); its ``parameters`` cell names fields of :class:`~.params.BookParams`, each ``= None`` (the book's
 default), and ``book.setup`` resolves them. :data:`_NAMESPACE` says which module defines each name: the plumbing
 (:mod:`.params`, :mod:`.runs`, :mod:`.hbruns`, :mod:`.experiments`, :mod:`.chapter`, :mod:`.display`,
-:mod:`.provenance`, :mod:`.tables`, :mod:`.paper`, :mod:`.figures`, :mod:`.style`, :mod:`.explorer`, :mod:`.build`) and
+:mod:`.provenance`, :mod:`.tables`, :mod:`.paper`, :mod:`.figures`, :mod:`.explorer`, :mod:`.build`) and
 one module per chapter's findings."""
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from crossprofile_lib.stats.format import ci_pivot, fmt_ci, fmt_p
 #: Every name a chapter calls, by the module that defines it (imported here, eagerly, into ``book``).
 _NAMESPACE = {
     "chapter": "EXTRA_RUNS Chapter setup",
-    "compare": "FINDINGS Finding comparison_page_runs coverage_note finding_table findings net_lead_message "
-               "net_lead_tables summary",
     "display": "HTML MIN_TEMPLATES_FOR_INTERVALS SILENT_CHOICES Captions Markdown admonition data_source_box details "
                "display docstring_html esc num one_decimal show_figure NEAR_CHANCE_FLAG name_html name_text near_chance "
                "near_chance_name UNINFORMATIVE_WIDTH uninformative uninformative_cell",
@@ -39,7 +37,8 @@ _NAMESPACE = {
                "role_blindness role_blindness_note role_blindness_table template_html templates_in validator_margins",
     "models": "ModelSpec ModelSpecError RunImportError gaps headroom_verdict import_run paper_model_for run_paper_model "
               "split_backends status_line",
-    "paper": "CHAPTER_PAGES LONG_TABLE_STYLES PaperFiguresError PaperItem chapter_link chapter_links comparison "
+    "paper": "FINDINGS comparison_page_runs coverage_note finding_table findings net_lead_message net_lead_tables summary "
+             "CHAPTER_PAGES LONG_TABLE_STYLES PaperFiguresError PaperItem chapter_link chapter_links comparison "
              "comparison_runs left_out_line load_paper_figures long_comparison long_takeaways main_rows model_summary "
              "paper_text paper_values paper_vs_suite reference_rows reproduced share_within suite_values",
     "paperfit": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
@@ -55,12 +54,12 @@ _NAMESPACE = {
     "socialproof": "LABEL_ITEMS SHARED_ITEM deciders label_controls label_effects_by_run label_gap label_takeaways "
                    "missing_shared same_model_paper_column support_shared_by_run support_shared_wide sweep_runs "
                    "sweep_table sweep_who verdict_word versus_policies by_net_lead_table net_lead_analyses "
-                   "net_lead_takeaways net_lead_where paper_by_lead regression_outputs social_proof_fits ties_note "
+                   "net_lead_takeaways paper_by_lead regression_outputs social_proof_fits ties_note "
                    "where_text",
-    "style": "Signal model_signal no_signal_note",
+    "figures": "Signal model_signal no_signal_note",
     "tables": "CELL_LABELS HEATMAP_POLICIES KEPT POOLED_LABELS accuracy_matrix at_budget cell_entry cell_gaps cell_rows "
               "cell_value cells_by_run contrast_row contrast_table contrasts_with_holm grid_calls holm_by_run "
-              "label_effect_rows not_estimable_reason paper_by_title select social_proof_fit",
+              "label_effect_rows net_lead_where not_estimable_reason paper_by_title select social_proof_fit",
 }
 for _module, _names in _NAMESPACE.items():
     _m = import_module(f"{__name__}.{_module}")

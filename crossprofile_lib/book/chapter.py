@@ -12,12 +12,12 @@ import numpy as np
 
 from crossprofile_lib.book.display import Captions, data_source_box, display
 from crossprofile_lib.book.experiments import BookRuns
+from crossprofile_lib.book.figures import model_signal, no_signal_note
 from crossprofile_lib.book.hbruns import HBRun
 from crossprofile_lib.book.models import gaps, headroom_verdict, run_paper_model
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.provenance import Notice, built_with_text, defer, provenance_box, run_notices
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, primary_budget
-from crossprofile_lib.book.style import model_signal, no_signal_note
 from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.measures import headroom as hb_headroom
 
@@ -65,7 +65,7 @@ class Chapter:
         return primary_budget(run)[0]
 
     def with_signal(self, runs: Optional[Sequence[Run]] = None, what: str = "The model's panel") -> list[Run]:
-        """The runs worth a figure panel (:func:`~.style.model_signal`), and a line per other run saying why not."""
+        """The runs worth a figure panel (:func:`~.figures.model_signal`), and a line per other run saying why not."""
         out = []
         for r in (self.shown if runs is None else runs):
             sig = model_signal(r, r.boot)
