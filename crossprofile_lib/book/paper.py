@@ -111,28 +111,6 @@ def comparison_runs(ch) -> dict:
             "natural": [r for r in (hb_natural_as_run(h) for h in ch.all_hb_models) if r is not None]}
 
 
-def comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int, seed: int) -> pd.DataFrame:
-    """:func:`paper_vs_suite` with at most :data:`MAX_COMPARISON_RESAMPLES` resamples."""
-    return paper_vs_suite(items, runs, n_resamples=min(n_resamples, MAX_COMPARISON_RESAMPLES), seed=seed)
-
-
-def share_within(tab: pd.DataFrame, items: Sequence[PaperItem], col) -> tuple[int, int]:
-    """``(inside, total)``: paper values inside column ``col``'s 95% intervals (uninformative intervals left out)."""
-    inside = total = 0
-    for k, it in enumerate(items):
-        cell = str(tab[col].iloc[k])
-        if "[" not in cell:
-            continue
-        lo, hi = (float(x) for x in cell.split("[", 1)[1].rstrip("]").split(","))
-        if uninformative(lo, hi):  # an interval spanning about 0-100 holds anything: never agreement
-            continue
-        for v in it.paper.values():
-            if isinstance(v, (int, float)):
-                total += 1
-                inside += lo <= v <= hi
-    return inside, total
-
-
 #: The answers of the "reproduced?" column (the first two are the only scored ones).
 YES, NO = "yes", "no"
 #: Column names of the long comparison.

@@ -18,17 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-# The book's policy grids are defined once, in design.py (re-exported here for the chapters).
-from crossprofile_lib.design import (  # noqa: F401
-    FIT_POLICIES,
-    GROUP_SIZE_POLICIES,
-    LABELS_POLICIES,
-    MODEL_POLICIES,
-    PRIMARY_BUDGET,
-    REFERENCE_POLICIES,
-    SOCIAL_PROOF_POLICIES,
-    SWEEP_POLICIES,
-)
+from crossprofile_lib.design import GROUP_SIZE_POLICIES, MODEL_POLICIES, PRIMARY_BUDGET, REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES
 from crossprofile_lib.paths import checkout_root
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
@@ -36,7 +26,6 @@ from crossprofile_lib.run.results import read_header, read_results, template_has
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.task.provenance import FORMATS  # noqa: F401
 from crossprofile_lib.task.templates import template_paths
 from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
 from crossprofile_lib.task.variants import VARIANT_NAMES, Variant
