@@ -15,11 +15,11 @@ from typing import Optional, Sequence
 import numpy as np
 
 from crossprofile_lib.book.display import (
+    HTML,
     MIN_TEMPLATES_FOR_INTERVALS,
     NEAR_CHANCE_FLAG,
     Captions,
     _count,
-    _html,
     admonition,
     data_source_box,
     display,
@@ -124,7 +124,7 @@ def built_with_text(params: dict) -> str:
 
 def built_with(params: dict):
     """The page's "built with" line (HTML)."""
-    return _html(f'<p class="cp-built-with"><small>{html.escape(built_with_text(params))}</small></p>')
+    return HTML(f'<p class="cp-built-with"><small>{html.escape(built_with_text(params))}</small></p>')
 
 
 def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Sequence[Notice] = (),
@@ -153,7 +153,7 @@ def provenance_box(runs: Sequence[tuple[str, Optional[Run], list]], extra: Seque
             f"{head} <small>(details: build parameters, commit, backends, models, run folders, "
             f"{_count(len(boxes), 'notice')})</small></summary>{built_html}{table}" + "".join(n.data for n in boxes)
             + "</details>")
-    return _html(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
+    return HTML(f'<div class="admonition {kind} cp-provenance">{body}{warn_html}</div>')
 
 
 def _short(p) -> str:
@@ -191,7 +191,7 @@ class _Boxes:
 def takeaways(lines: Sequence[str], title: str = "What this build shows"):
     """The box of statements computed from the runs (``lines`` are HTML); the page's first carries the badge."""
     items = "".join(f"<li>{line}</li>" for line in lines if line)
-    box = _html(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
+    box = HTML(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
                 f"<ul>{items}</ul></div>")
     badge = pending()
     return box if badge is None else _Boxes(box, badge)

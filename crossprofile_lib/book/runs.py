@@ -102,7 +102,7 @@ class Run:
         out = []
         if cfg.get("n_agents", 4) != 4:
             out.append(f"{cfg['n_agents']} agents")
-        if cfg.get("protocol", "scripted") != "scripted":  # issue 27: the messy protocol and its extraction level
+        if cfg.get("protocol", "scripted") != "scripted":  # the messy protocol and its extraction level
             out.append(f"messy protocol, {cfg.get('extraction', '?')} extraction, opinion rate "
                        f"{float(cfg.get('opinion_rate', 0)):g}")
         dp = (cfg.get("backend_options") or {}).get("decision_prompt")
@@ -276,14 +276,16 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
     if mine and not rerun and _stored_policy_files(p) not in (None, mine):
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'policy_files': mine})}")
-    if not rerun and _stored_config(p) == want and (p / "results.parquet").exists() \
-            and (not mine or _stored_policy_files(p) == mine):
+
+    def holds(folder: Path) -> bool:
+        return (_stored_config(folder) == want and (folder / "results.parquet").exists()
+                and (not mine or _stored_policy_files(folder) == mine))
+    if not rerun and holds(p):
         if _same_templates(p, cfg):
             return load_run(p)
         # a template file changed since: neither read nor overwrite the old answers (a folder of its own)
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'templates_sha256': _hashes(cfg)})}")
-        if _stored_config(p) == want and (p / "results.parquet").exists() and _same_templates(p, cfg) \
-                and (not mine or _stored_policy_files(p) == mine):
+        if holds(p) and _same_templates(p, cfg):
             return load_run(p)
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})
