@@ -35,7 +35,6 @@ from crossprofile_lib.paper_figures import (  # noqa: F401
     PaperItem,
     load_paper_figures,
     paper_item,
-    paper_values,
 )
 from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
 from crossprofile_lib.stats.format import fmt_ci
