@@ -185,8 +185,8 @@ def test_chapter_8_shows_every_models_hiddenbench_run_and_names_one_without(ledg
     imported = as_model(ledger, "openai/elsewhere", "elsewhere", path=tmp_path / "copied-run")
     ch = chapter(8, BookParams.quick(), ledger, [cp_a, imported])
     ch.hb_models, ch.hb_model = [a, b], a
-    assert [h.backend for h in book.hb_model_runs(ch)] == ["openai/a", "openai/b"]
-    missing = book.hb_missing(ch, book.hb_model_runs(ch))
+    assert [h.backend for h in ch.all_hb_models] == ["openai/a", "openai/b"]
+    missing = book.hb_missing(ch, ch.all_hb_models)
     assert len(missing) == 1 and imported.label in missing[0] and "copied-run" in missing[0]
 
 

@@ -288,14 +288,13 @@ def test_make_lab_prints_a_link_to_chapter_10_without_news():
 
 
 def test_an_interval_spanning_0_to_100_never_counts_as_agreement():
-    from crossprofile_lib.book.paper import share_within
-
-    class Item:
-        def __init__(self, paper):
-            self.paper = paper
-    items = [Item({"Qwen": 64.0}), Item({"Qwen": 96.7}), Item({"Qwen": 22.2})]
-    tab = pd.DataFrame({("this suite", "m"): ["50.0 [0.0, 100.0]", "90.0 [85.0, 99.0]", "30.0 [25.0, 35.0]"]})
-    assert share_within(tab, items, ("this suite", "m")) == (1, 2)      # the 0-100 interval is left out
+    from crossprofile_lib.book.models import ModelVerdict
+    from crossprofile_lib.book.paper import reproduced
+    ok = ModelVerdict("confirmatory")
+    assert reproduced(64.0, 50.0, 0.0, 100.0, "%", ok) == "not counted: interval spans 0 to 100, says nothing"
+    assert reproduced(96.7, 90.0, 85.0, 99.0, "%", ok) == "yes"
+    assert reproduced(22.2, 30.0, 25.0, 35.0, "%", ok) == "no"
+    assert reproduced(0.5, 1.0, 0.0, 100.0, "facts", ok) == "yes"         # facts: no 0-100 scale, never "uninformative"
 
 
 def test_spec_references_point_to_the_books_own_specification():

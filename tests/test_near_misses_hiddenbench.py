@@ -51,7 +51,7 @@ class _Run:
 
 
 def test_the_comparison_page_flags_a_near_chance_model_by_its_measured_accuracy():
-    from crossprofile_lib.book.compare import run_name
+    from crossprofile_lib.book.paper import run_name
     assert run_name(_Run(9, 18, "smol")) == "smol · near chance"     # 50% of 18: Wilson bound 0.29
     assert run_name(_Run(16, 18, "good")) == "good"
 
@@ -65,7 +65,7 @@ def test_objects_that_are_not_runs_are_never_near_chance():
 
 
 def test_paper_differences_in_points_keep_their_sign():
-    from crossprofile_lib.book.compare import _paper_cell
+    from crossprofile_lib.book.paper import _paper_cell
     ref = SimpleNamespace(is_reference=True)
     pts = SimpleNamespace(unit="points", paper={"Qwen": 5.0, "Llama": -2.25})
     pct = SimpleNamespace(unit="%", paper={"Qwen": 55.0})

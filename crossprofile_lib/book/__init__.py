@@ -3,45 +3,40 @@
 A chapter imports only ``from crossprofile_lib import book`` (and, for its figures, ``from crossprofile_lib.book
 import figures``); its ``parameters`` cell names fields of :class:`~.params.BookParams`, each ``= None`` (the book's
 default), and ``book.setup`` resolves them. :data:`_NAMESPACE` says which module defines each name: the plumbing
-(:mod:`.params`, :mod:`.runs`, :mod:`.hbruns`, :mod:`.experiments`, :mod:`.chapter`, :mod:`.display`,
-:mod:`.provenance`, :mod:`.tables`, :mod:`.paper`, :mod:`.figures`, :mod:`.style`, :mod:`.explorer`, :mod:`.build`) and
+(:mod:`.params`, :mod:`.runs`, :mod:`.hbruns`, :mod:`.experiments`, :mod:`.chapter`, :mod:`.display`, :mod:`.tables`,
+:mod:`.paper` with the comparison page and chapter 8's tables, :mod:`.figures`, :mod:`.explorer`, :mod:`.build`) and
 one module per chapter's findings."""
 
 from __future__ import annotations
 
 from importlib import import_module
 
-from crossprofile_lib.design import CLASSIC, HEADROOM_MIN_POINTS, MIRROR, PRIMARY_BUDGET
-from crossprofile_lib.stats.format import ci_pivot, fmt_ci, fmt_p
+from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
+from crossprofile_lib.stats.format import ci_pivot
 
 #: Every name a chapter calls, by the module that defines it (imported here, eagerly, into ``book``).
 _NAMESPACE = {
-    "chapter": "EXTRA_RUNS Chapter setup",
-    "compare": "FINDINGS Finding comparison_page_runs coverage_note finding_table findings net_lead_message "
-               "net_lead_tables summary",
-    "display": "HTML MIN_TEMPLATES_FOR_INTERVALS SILENT_CHOICES Captions Markdown admonition data_source_box details "
-               "display docstring_html esc num one_decimal show_figure NEAR_CHANCE_FLAG name_html name_text near_chance "
-               "near_chance_name UNINFORMATIVE_WIDTH uninformative uninformative_cell",
-    "provenance": "BUILT_WITH Notice built_with built_with_text provenance_box run_notices takeaways",
-    "experiments": "BookRuns prepare",
-    "explorer": "Exploration Verdict Walkthrough concept_takeaways controls exercises explore find_template kept_counts "
-                "outcome policy_choices static_note templates_by_id variant_views variant_walkthroughs verdict walkthrough",
-    "hbruns": "GROUP_VOTE HBRun hb_as_run hb_natural_as_run hiddenbench_run",
-    "hbtables": "hb_missing hb_model_runs hb_status hb_takeaways headroom_warning kept_table model_controlled_table "
-                "natural_paper_table natural_table one_session r1_b3_table",
-    "headline": "COPY CORE HEADLINE rarest_takeaways central_cells central_contrast headline_items headline_takeaways "
+    "chapter": "built_with built_with_text provenance_box run_notices setup takeaways",
+    "display": "HTML SILENT_CHOICES Captions Markdown admonition data_source_box details display docstring_html esc num "
+               "one_decimal show_figure NEAR_CHANCE_FLAG name_html near_chance uninformative_cell",
+    "experiments": "BookRuns",
+    "explorer": "concept_takeaways controls exercises explore find_template policy_choices static_note templates_by_id "
+                "variant_views variant_walkthroughs walkthrough",
+    "hbruns": "HBRun hb_as_run hb_natural_as_run",
+    "headline": "COPY CORE rarest_takeaways central_cells central_contrast headline_items headline_takeaways "
                 "paper_beside_run thresholds_note FIXED_K ORACLE_NOTE REL REL_AND_BAL accuracy_by_variant by_decider "
                 "classic_composition composition_paper_text fixed_k noisy_filter_grid noisy_filter_table "
                 "noisy_filter_takeaways relevance_filter_table relevance_takeaways",
     "methods": "cost_takeaways grid_costs measured_note budget_sizes budget_takeaways classic_side_composition "
-               "decision_prompt_html default_tokenizer label_costs of_180 paper_cell_values prereg_table RoleBlindness "
-               "catalogue catalogue_takeaways count domain_table first_per_domain per_role_recall rejections "
-               "role_blindness role_blindness_note role_blindness_table template_html templates_in validator_margins",
-    "models": "ModelSpec ModelSpecError RunImportError gaps headroom_verdict import_run paper_model_for run_paper_model "
-              "split_backends status_line",
-    "paper": "CHAPTER_PAGES LONG_TABLE_STYLES PaperFiguresError PaperItem chapter_link chapter_links comparison "
-             "comparison_runs left_out_line load_paper_figures long_comparison long_takeaways main_rows model_summary "
-             "paper_text paper_values paper_vs_suite reference_rows reproduced share_within suite_values",
+               "decision_prompt_html default_tokenizer label_costs paper_cell_values prereg_table catalogue "
+               "catalogue_takeaways count domain_table first_per_domain per_role_recall rejections role_blindness "
+               "role_blindness_note role_blindness_table template_html templates_in validator_margins",
+    "models": "status_line",
+    "paper": "hb_missing hb_status hb_takeaways headroom_warning kept_table model_controlled_table natural_paper_table "
+             "natural_table one_session r1_b3_table comparison_page_runs coverage_note findings net_lead_message "
+             "net_lead_tables summary LONG_TABLE_STYLES PaperFiguresError chapter_links comparison_runs left_out_line "
+             "load_paper_figures long_comparison long_takeaways main_rows model_summary paper_text paper_vs_suite "
+             "reference_rows",
     "paperfit": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
                 "fit_takeaways fit_to_paper fit_who label_removal_note memory_table outside_table worst_misses",
     "params": "DEFAULTS QUICK BookParams BookParamsError",
@@ -49,18 +44,15 @@ _NAMESPACE = {
                "policy_files_note GROUP_POLICIES POL count_free_versus format_by_cell format_rows gaps_by_run "
                "group_size_cell group_size_composition group_size_rows group_size_runs labels_prompt_pairs "
                "labels_prompt_table no_labels_prompt_note repair_takeaways with_mine",
-    "runs": "FIT_POLICIES FORMATS GROUP_SIZE_POLICIES LABELS_POLICIES LABELS_PROMPT MODEL_POLICIES REFERENCE "
-            "REFERENCE_POLICIES ROOT SOCIAL_PROOF_POLICIES SWEEP_POLICIES Run bootstrap config_digest ensure_run load_run "
-            "model_run primary_budget reference_run reference_who resolve slug unit_column with_cells",
+    "runs": "LABELS_PROMPT Run bootstrap config_digest primary_budget reference_run reference_who resolve "
+            "with_cells",
     "socialproof": "LABEL_ITEMS SHARED_ITEM deciders label_controls label_effects_by_run label_gap label_takeaways "
                    "missing_shared same_model_paper_column support_shared_by_run support_shared_wide sweep_runs "
-                   "sweep_table sweep_who verdict_word versus_policies by_net_lead_table net_lead_analyses "
-                   "net_lead_takeaways net_lead_where paper_by_lead regression_outputs social_proof_fits ties_note "
-                   "where_text",
-    "style": "Signal model_signal no_signal_note",
-    "tables": "CELL_LABELS HEATMAP_POLICIES KEPT POOLED_LABELS accuracy_matrix at_budget cell_entry cell_gaps cell_rows "
-              "cell_value cells_by_run contrast_row contrast_table contrasts_with_holm grid_calls holm_by_run "
-              "label_effect_rows not_estimable_reason paper_by_title select social_proof_fit",
+                   "sweep_table sweep_who verdict_word by_net_lead_table net_lead_analyses net_lead_takeaways "
+                   "paper_by_lead regression_outputs social_proof_fits ties_note where_text",
+    "figures": "Signal no_signal_note",
+    "tables": "KEPT accuracy_matrix at_budget cell_rows cells_by_run contrast_table contrasts_with_holm holm_by_run "
+              "label_effect_rows net_lead_where not_estimable_reason paper_by_title select",
 }
 for _module, _names in _NAMESPACE.items():
     _m = import_module(f"{__name__}.{_module}")

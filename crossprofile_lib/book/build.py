@@ -242,9 +242,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         log(f"  {name}: {'skipped' if run is None else f'{n_rows(run)} rows, {run.label}'}")
     t_runs = time.perf_counter() - t
 
-    # (2) notebooks
-    # the chapters that fit models go first, so that on two cores the two longest notebooks do not end the build
-    # alone (a fresh build at 61f8c37: 42 s and 52 s of 159 s)
+    # (2) notebooks; the chapters that fit models go first, so that the two longest do not end the build alone
     mds = sorted((m for m in notebooks(root) if selected(m.stem, only)), key=lambda m: m.stem not in LONGEST)
     t = time.perf_counter()
     failed = []

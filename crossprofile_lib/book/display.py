@@ -15,8 +15,8 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from crossprofile_lib.book.figures import model_signal
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
-from crossprofile_lib.book.style import model_signal
 
 #: Fewer templates than this and a run's intervals get a warning (k templates: at most C(2k-1, k) distinct resamples).
 MIN_TEMPLATES_FOR_INTERVALS = 10
@@ -80,11 +80,6 @@ def uninformative_cell(value) -> bool:
     return bool(m) and uninformative(m.group(1), m.group(2))
 
 
-def _html(s: str):
-    from IPython.display import HTML
-    return HTML(s)
-
-
 def display(*objs, **kwargs) -> None:
     """IPython's ``display`` (a chapter imports only ``crossprofile_lib.book``)."""
     from IPython.display import display as show
@@ -93,7 +88,8 @@ def display(*objs, **kwargs) -> None:
 
 def HTML(data: str):
     """IPython's ``HTML`` object."""
-    return _html(data)
+    from IPython.display import HTML as html_object
+    return html_object(data)
 
 
 def Markdown(data: str):
@@ -109,13 +105,13 @@ def esc(s) -> str:
 
 def admonition(kind: str, title: str, body: str):
     """A visible box (``note``, ``warning``, ``important``, ``tip``) for Jupyter and the book; ``body`` is HTML."""
-    return _html(f'<div class="admonition {kind}"><p class="admonition-title">{html.escape(title)}</p>'
+    return HTML(f'<div class="admonition {kind}"><p class="admonition-title">{html.escape(title)}</p>'
                  f"<p>{body}</p></div>")
 
 
 def details(summary: str, body_html: str, open_: bool = False):
     """A collapsible HTML block (no JavaScript)."""
-    return _html(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>{body_html}</details>")
+    return HTML(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>{body_html}</details>")
 
 
 def num(x, digits: int = 1, sign: bool = False, suffix: str = "") -> str:
@@ -189,7 +185,7 @@ class Captions:
         """The next figure's caption: number, text, backend-and-model line, source link, label and number for ``{numref}``."""
         num = self._next("Figure")
         label = self.label(name)
-        return _html(f'<p class="caption cp-caption" data-cp-figure="{html.escape(label)}" '
+        return HTML(f'<p class="caption cp-caption" data-cp-figure="{html.escape(label)}" '
                      f'data-cp-number="{num.split()[1]}"><strong>{num}.</strong> '
                      f"{html.escape((text + ' ' + _labels(runs)).strip())}{self.source_link()}</p>")
 

@@ -8,27 +8,20 @@ from typing import Callable, Optional
 from crossprofile_lib.book.hbruns import HBRun, hiddenbench_run
 from crossprofile_lib.book.models import ModelSpec, import_run, parse_specs, unique_labels
 from crossprofile_lib.book.params import BookParams
-from crossprofile_lib.book.runs import (
-    FIT_POLICIES,
-    LABELS_POLICIES,
-    LABELS_PROMPT,
-    SWEEP_POLICIES,
-    Run,
-    config_digest,
-    model_run,
-    reference_run,
-    slug,
-)
+from crossprofile_lib.book.runs import LABELS_PROMPT, Run, config_digest, model_run, reference_run, slug
 from crossprofile_lib.book.schedule import run_steps
 from crossprofile_lib.design import (
+    FIT_POLICIES,
     FIXED_K_DEFAULT,
     GROUP_SIZE_POLICIES,
     HB_POLICIES,
     LABEL_FORMATS,
+    LABELS_POLICIES,
     MODEL_POLICIES,
     PRIMARY_BUDGET,
     REFERENCE_POLICIES,
     SOCIAL_PROOF_POLICIES,
+    SWEEP_POLICIES,
 )
 from crossprofile_lib.policies import REGISTRY
 
@@ -234,8 +227,3 @@ class BookRuns:
         for r in self.imported():  # read in place: no step, no model call
             out[f"imported {r.path}"] = r
         return out
-
-
-def prepare(params: dict, log=print, workers: int | None = None) -> dict:
-    """Run (or find) every experiment the chapters read, with the book's parameters."""
-    return BookRuns(params).prepare(log, workers)

@@ -82,10 +82,10 @@ def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUD
 
 
 def find_template(template_id: str, paths: Sequence[str] = ("templates",)):
-    for t in load_templates([str(resolve(p)) for p in paths]):
-        if t.id == template_id:
-            return t
-    raise KeyError(f"template '{template_id}' not found under {', '.join(map(str, paths))}")
+    t = templates_by_id(paths).get(template_id)
+    if t is None:
+        raise KeyError(f"template '{template_id}' not found under {', '.join(map(str, paths))}")
+    return t
 
 
 #: The budgets the live controls offer.
@@ -282,8 +282,8 @@ def policy_choices(views: Sequence[Walkthrough]):
         for p in dict.fromkeys(v.policies):  # the policy in focus may also be one of the defaults
             c = v.composition(p)
             rows.append({"variant": v.task.variant.name, "cell": v.task.variant.cell, "policy": p,
-                         "kept support/decoy/irrelevant": f"{c.kept_support}/{c.kept_decoy}/{c.kept_irrelevant}",
-                         "net lead": c.net_lead, "choice": outcome(v, p)})
+                         "kept support/decoy/irrelevant": kept_counts(v, p), "net lead": c.net_lead,
+                         "choice": outcome(v, p)})
     return pd.DataFrame(rows).pivot(index=["variant", "cell"], columns="policy",
                                     values=["kept support/decoy/irrelevant", "choice"])
 

@@ -139,22 +139,17 @@ def _cell_contrasts(run: Run, budget: str) -> pd.DataFrame:
     return evaluate_contrasts(run.df, parse_prereg(doc, "<messy cells>"), run.boot, template_col=unit_column(run.df))
 
 
-def _all_findings(run: Run, budget: str) -> pd.DataFrame:
+def _finding_rows(run: Run, budget: str) -> list[dict]:
+    """The :data:`FINDINGS` of ``run`` at ``budget`` (points, 95% interval), those it can estimate."""
     res = contrasts_with_holm(run, run.boot, families=("confirmatory", "exploratory"), budget=budget)
-    return pd.concat([res, _cell_contrasts(run, budget)], ignore_index=True).set_index("id")
+    res = pd.concat([res, _cell_contrasts(run, budget)], ignore_index=True).set_index("id")
+    return [{"finding": title, "id": fid, "estimate": res.loc[fid, "estimate"], "lo": res.loc[fid, "lo"],
+             "hi": res.loc[fid, "hi"]} for fid, title in FINDINGS if fid in res.index]
 
 
 def findings(st: MessyStudy) -> pd.DataFrame:
     """H1-H3 and the R1 - B4 gaps per protocol (points, 95% interval), and each one's :func:`_verdict`."""
-    rows = []
-    for name, run in st.variants.items():
-        res = _all_findings(run, st.budget)
-        for fid, title in FINDINGS:
-            if fid in res.index:
-                r = res.loc[fid]
-                rows.append({"protocol": name, "finding": title, "id": fid, "estimate": r["estimate"],
-                             "lo": r["lo"], "hi": r["hi"]})
-    t = pd.DataFrame(rows)
+    t = pd.DataFrame([{"protocol": name, **r} for name, run in st.variants.items() for r in _finding_rows(run, st.budget)])
     if t.empty:
         return t
     base = t[t["protocol"] == "scripted"].set_index("id")
@@ -204,15 +199,9 @@ def sweep_table(st: MessyStudy) -> pd.DataFrame:
 
 
 def sweep_findings(st: MessyStudy) -> pd.DataFrame:
-    """H1 and the classic R1 - B4 gap (points) per opinion rate at :data:`SWEEP_LEVEL`."""
-    rows = []
-    for rate, run in sorted(st.sweep.items()):
-        res = _all_findings(run, st.budget)
-        for fid, title in FINDINGS:
-            if fid in res.index:
-                rows.append({"opinion_rate": rate, "finding": title, "estimate": res.loc[fid, "estimate"],
-                             "lo": res.loc[fid, "lo"], "hi": res.loc[fid, "hi"]})
-    return pd.DataFrame(rows)
+    """The findings (points) per opinion rate at :data:`SWEEP_LEVEL`."""
+    return pd.DataFrame([{"opinion_rate": rate, **r} for rate, run in sorted(st.sweep.items())
+                         for r in _finding_rows(run, st.budget)])
 
 
 def _pts(x: float) -> str:

@@ -140,12 +140,19 @@ def _check_option(key: str, items: list[str]) -> list:
     if key == "variants":
         check_variants(items)
         return items
-    for t in items:  # templates
+    return check_templates(items)
+
+
+def check_templates(v) -> list[str]:
+    """``v``, when each template file or folder exists; else :class:`ValueError` naming the path and the rule."""
+    for t in v:
+        if not str(t).strip():
+            raise ValueError("empty path: give a template file or folder")
         try:
             template_paths([str(resolve(t))])
         except FileNotFoundError as e:
             raise ValueError(str(e)) from None
-    return items
+    return list(v)
 
 
 def split_backends(value: str) -> list[str]:

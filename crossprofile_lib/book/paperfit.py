@@ -59,8 +59,7 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
             if e.empty:
                 continue
             ax.errorbar(e.paper, e.fit, yerr=[(e.fit - e.lo).clip(lower=0), (e.hi - e.fit).clip(lower=0)],
-                        fmt=marker, mfc=face, mec=c, ecolor=c, ms=5, elinewidth=1, capsize=0, linestyle="none",
-                        label="fitted" if role == "fitted" else "held out (paper names no model)")
+                        fmt=marker, mfc=face, mec=c, ecolor=c, ms=5, elinewidth=1, capsize=0, linestyle="none", label=role)
         f = d[d.role == "fitted"]
         near, total = near + int((f.residual.abs() <= NEAR).sum()), total + len(f)
         for _, r in d.reindex(d.residual.abs().sort_values(ascending=False).index).head(3).iterrows():
@@ -74,12 +73,8 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
         ax.set_xlabel("paper (% or points)")
     for row in grid:
         row[0].set_ylabel("reference decider, fitted (% or points)")
-    handles = {}
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
     message = message or f"{near} of {total} fitted figures within {NEAR:g} points of the paper"
-    F.finish(fig, message, title, [footer(res)], (list(handles.values()), list(handles)), ncol=2)
+    F.finish(fig, message, title, [footer(res)], F.legend_handles(axes[0]), ncol=2)
     return fig
 
 
@@ -105,16 +100,12 @@ def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
         ax.set_ylim(0, 50)
         ax.set_xlabel(name.replace("_", " "))
     axes[0, 0].set_ylabel(r"$\Delta$ loss / $\hat\sigma^2$")
-    handles = {}
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
     if message is None:
         widths = res.params.assign(w=res.params.profile_hi - res.params.profile_lo)
         flat = widths.loc[widths.w.idxmax()] if len(widths) else None
         message = ("Each parameter's loss profile" if flat is None else
                    f"Widest profile interval: {flat.model}'s {flat.parameter.replace('_', ' ')}")
-    F.finish(fig, message, title, [footer(res)], (list(handles.values()), list(handles)), ncol=4)
+    F.finish(fig, message, title, [footer(res)], F.legend_handles(axes[0]), ncol=4)
     return fig
 
 

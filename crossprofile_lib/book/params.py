@@ -9,13 +9,12 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from crossprofile_lib.book.models import ModelSpecError, parse_specs
+from crossprofile_lib.book.models import ModelSpecError, check_templates, parse_specs
 from crossprofile_lib.book.runs import REFERENCE_TOKENIZER, resolve
 from crossprofile_lib.config import Budget, Seed, check_variants, checked, distinct, distinct_list
 from crossprofile_lib.design import CLASSIC, PRIMARY_BUDGET, VARIANT_NAMES
 from crossprofile_lib.hiddenbench.ablations import get_ablation
 from crossprofile_lib.policies.plugins import load as _load_policy
-from crossprofile_lib.task.templates import template_paths
 
 #: Make variable -> the field it sets (MODEL is joined to BACKEND; JOBS is the build's, not a notebook's).
 MAKE_VARIABLES = {"BACKEND": "backend", "TEMPLATES": "model_templates", "SEEDS": "model_seeds",
@@ -50,17 +49,6 @@ def load_policy_file(f: str):
 
 class BookParamsError(ValueError):
     """A book parameter that cannot be used; the message names it, its value and the rule."""
-
-
-def _templates(v) -> list[str]:
-    for t in v:
-        if not str(t).strip():
-            raise ValueError("empty path: give a template file or folder")
-        try:
-            template_paths([str(resolve(t))])
-        except FileNotFoundError as e:  # names the path and the rule
-            raise ValueError(str(e)) from None
-    return list(v)
 
 
 class BookParams(BaseModel):
@@ -194,7 +182,7 @@ class BookParams(BaseModel):
     @field_validator("templates", "model_templates", "catalogue", "paper_templates")
     @classmethod
     def _template_paths(cls, v):
-        return _templates(v)
+        return check_templates(v)
 
     @field_validator("tokenizer", mode="before")
     @classmethod

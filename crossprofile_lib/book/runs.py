@@ -18,17 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-# The book's policy grids are defined once, in design.py (re-exported here for the chapters).
-from crossprofile_lib.design import (  # noqa: F401
-    FIT_POLICIES,
-    GROUP_SIZE_POLICIES,
-    LABELS_POLICIES,
-    MODEL_POLICIES,
-    PRIMARY_BUDGET,
-    REFERENCE_POLICIES,
-    SOCIAL_PROOF_POLICIES,
-    SWEEP_POLICIES,
-)
+from crossprofile_lib.design import GROUP_SIZE_POLICIES, MODEL_POLICIES, PRIMARY_BUDGET, REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES
 from crossprofile_lib.paths import checkout_root
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
@@ -36,7 +26,6 @@ from crossprofile_lib.run.results import read_header, read_results, template_has
 from crossprofile_lib.run.runner import RunConfig, run_to_dir
 from crossprofile_lib.safety.outputs import locked_dir, write_text_atomic
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
-from crossprofile_lib.task.provenance import FORMATS  # noqa: F401
 from crossprofile_lib.task.templates import template_paths
 from crossprofile_lib.task.tokenizer import OfflineTokenizer, get_tokenizer
 from crossprofile_lib.task.variants import VARIANT_NAMES, Variant
@@ -113,7 +102,7 @@ class Run:
         out = []
         if cfg.get("n_agents", 4) != 4:
             out.append(f"{cfg['n_agents']} agents")
-        if cfg.get("protocol", "scripted") != "scripted":  # issue 27: the messy protocol and its extraction level
+        if cfg.get("protocol", "scripted") != "scripted":  # the messy protocol and its extraction level
             out.append(f"messy protocol, {cfg.get('extraction', '?')} extraction, opinion rate "
                        f"{float(cfg.get('opinion_rate', 0)):g}")
         dp = (cfg.get("backend_options") or {}).get("decision_prompt")
@@ -287,14 +276,16 @@ def ensure_run(path: str | Path, cfg, rerun: bool = False, progress: bool = Fals
     mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
     if mine and not rerun and _stored_policy_files(p) not in (None, mine):
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'policy_files': mine})}")
-    if not rerun and _stored_config(p) == want and (p / "results.parquet").exists() \
-            and (not mine or _stored_policy_files(p) == mine):
+
+    def holds(folder: Path) -> bool:
+        return (_stored_config(folder) == want and (folder / "results.parquet").exists()
+                and (not mine or _stored_policy_files(folder) == mine))
+    if not rerun and holds(p):
         if _same_templates(p, cfg):
             return load_run(p)
         # a template file changed since: neither read nor overwrite the old answers (a folder of its own)
         p = p.with_name(f"{p.name}-{config_digest({'config': want, 'templates_sha256': _hashes(cfg)})}")
-        if _stored_config(p) == want and (p / "results.parquet").exists() and _same_templates(p, cfg) \
-                and (not mine or _stored_policy_files(p) == mine):
+        if holds(p) and _same_templates(p, cfg):
             return load_run(p)
     cfg = RunConfig(**{**asdict(cfg), "templates": [str(resolve(t)) if not Path(t).is_absolute() and
                                                     resolve(t).exists() else t for t in cfg.templates]})

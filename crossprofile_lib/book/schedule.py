@@ -1,8 +1,7 @@
 """The book's experiments on every core: each reference-decider run is one task, run on every core first; the
-language-model runs are ONE task (shared call cache and threads), run after them in a worker of its own with every core
-to itself (llama.cpp's threads wait for each other at every layer: beside the reference runs on 2 cores the model's
-first run took 221 s, alone about 105 s). A worker rebuilds :class:`BookRuns` from the same parameters, so every run is
-made by the sequential path's code; reasons a run is missing come back into ``skipped``."""
+language-model runs are ONE task (shared call cache and threads), run after them in a worker with every core to itself
+(llama.cpp's threads wait for each other at every layer). A worker rebuilds :class:`BookRuns` from the same parameters,
+so every run is made by the sequential path's code; reasons a run is missing come back into ``skipped``."""
 
 from __future__ import annotations
 

@@ -14,11 +14,10 @@ from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.models import headroom_verdict, run_paper_model
 from crossprofile_lib.book.paper import paper_item, paper_text
 from crossprofile_lib.book.runs import REFERENCE, Run, reference_who
-from crossprofile_lib.book.tables import CELL_LABELS, label_effect_rows, social_proof_fit
+from crossprofile_lib.book.tables import CELL_LABELS, label_effect_rows, net_lead_where, social_proof_fit
 from crossprofile_lib.design import CLASSIC
 from crossprofile_lib.paper_figures import paper_values
 from crossprofile_lib.stats import tables as st
-from crossprofile_lib.stats.contrasts import load_prereg
 from crossprofile_lib.stats.format import ci_column, ci_pivot
 from crossprofile_lib.stats.netlead import net_lead_analysis, verdict_display
 
@@ -184,14 +183,6 @@ def sweep_who(weights: Sequence[float]) -> str:
 FITS = {"fixed": "fixed effects (primary)", "mixed": "Bayesian mixed model", "gee": "GEE"}
 #: The paper's accuracy at three net leads (data/paper_figures.yaml items).
 PAPER_LEADS = (("net-lead/net lead -2", -2), ("net-lead/net lead +2", 2), ("net-lead/net lead >= +4", 4))
-
-
-def net_lead_where(ch, r: Run) -> dict:
-    """prereg.yaml's net-lead rows (``settings.net_lead_where``), at the budget ``r`` is shown at."""
-    w = dict(load_prereg().settings["net_lead_where"])
-    if "budget_label" in w:
-        w["budget_label"] = ch.budget(r)
-    return w
 
 
 def net_lead_analyses(ch) -> dict:

@@ -55,9 +55,7 @@ class FigureOutputs(Transform):
             parent.replace(bundle, fig)
             self.document.note_explicit_target(fig, fig)
             if env is not None:
-                numbers = getattr(env, "cp_figure_numbers", None)
-                if numbers is None:
-                    numbers = env.cp_figure_numbers = {}
+                numbers = env.__dict__.setdefault("cp_figure_numbers", {})
                 numbers.setdefault(env.docname, {})[fig["ids"][0]] = tuple(int(x) for x in number.split("."))
 
 

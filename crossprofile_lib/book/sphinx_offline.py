@@ -13,14 +13,10 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     files = context.get("script_files")
     if not files:
         return
-    seen, keep = set(), []
+    keep: dict = {}
     for js in files:
-        k = _key(js)
-        if k in seen:
-            continue
-        seen.add(k)
-        keep.append(js)
-    files[:] = keep
+        keep.setdefault(_key(js), js)
+    files[:] = keep.values()
 
 
 def setup(app):

@@ -160,6 +160,14 @@ def holm_by_run(ch, runs=None, families: Sequence[str] = ("confirmatory",)) -> d
             for r in (ch.shown if runs is None else runs)}
 
 
+def net_lead_where(ch, r: Run) -> dict:
+    """prereg.yaml's net-lead rows (``settings.net_lead_where``), at the budget ``r`` is shown at."""
+    w = dict(load_prereg().settings["net_lead_where"])
+    if "budget_label" in w:
+        w["budget_label"] = ch.budget(r)
+    return w
+
+
 def contrast_row(res: pd.DataFrame, cid: str):
     """The row of contrast ``cid``, or None when it is absent or not estimable."""
     t = res.set_index("id")
