@@ -148,7 +148,7 @@ INSPECT = r"""(() => {
 def min_scale(width: int) -> float:
     """How far a figure may be scaled down at a viewport ``width``: on a desktop to 90% (a figure drawn
     wider than the column shrinks its labels); on a phone to 75%, where its smallest text (8 pt, 10.7 px;
-    crossprofile_lib/book/figures.py FONT) is still 8 px: figures scroll sideways there instead."""
+    crossprofile_lib/book/style.py FONT) is still 8 px: figures scroll sideways there instead."""
     return 0.9 if width >= 600 else 0.75
 
 

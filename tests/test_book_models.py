@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crossprofile_lib.book import models, paper
+from crossprofile_lib.book import compare, models, paper
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.models import (
     ModelSpec,
@@ -211,7 +211,7 @@ def test_a_run_failing_headroom_is_never_counted_as_agreement(ledger_dir):
     assert models.headroom_verdict(flips).status == "exploratory"
     t = long_comparison(load_paper_figures(), {"crossprofile": [flips]}, n_resamples=200)
     assert not (t["reproduced?"] == "yes").any() and t["reproduced?"].str.startswith("not counted").any()
-    tab = paper.finding_table(paper.FINDINGS[1], [flips], 200)
+    tab = compare.finding_table(compare.FINDINGS[1], [flips], 200)
     assert tab["finding holds?"].str.startswith("not judged").all()
 
 
@@ -219,7 +219,7 @@ def test_findings_hold_by_their_rule_for_a_run_with_headroom(ledger_dir):
     ref = load_run(ledger_dir)
     ref.boot = bootstrap(ref, 200, 0)
     qwen = as_model(ref, "vllm/Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct")
-    by = {f.key: paper.finding_table(f, [ref, qwen], 200) for f in paper.FINDINGS if f.data == "crossprofile"}
+    by = {f.key: compare.finding_table(f, [ref, qwen], 200) for f in compare.FINDINGS if f.data == "crossprofile"}
     h1 = by["h1"]
     assert list(h1["finding holds?"]) == ["holds", "holds"]  # the evidence counter: R1 - B4 far larger, decoy shared
     assert h1["paper (same model)"].iloc[1] == "+64.6 (Qwen2.5-7B-Instruct)"
@@ -227,7 +227,7 @@ def test_findings_hold_by_their_rule_for_a_run_with_headroom(ledger_dir):
     swing = by["swing"]
     assert list(swing["finding holds?"]) == ["holds"] * 4  # classic +, mirror -
     assert list(by["net-lead"]["finding holds?"])[-1] == "holds"  # saturated at 100, 100 still rises
-    s = paper.summary([(f, by[f.key]) for f in paper.FINDINGS if f.key in by])
+    s = compare.summary([(f, by[f.key]) for f in compare.FINDINGS if f.key in by])
     assert list(s.columns) == ["reference decider (not a model)", qwen.label]
 
 
@@ -344,7 +344,7 @@ def test_a_stored_run_is_not_read_as_this_books_once_a_template_file_changed(tmp
 def test_the_every_run_net_lead_title_names_every_run_not_the_first_only():
     a = pd.DataFrame({"net_lead": [-2, 0, 3], "n": [5, 5, 5], "estimate": [10.0, 50.0, 95.0], "lo": 0.0, "hi": 100.0})
     b = pd.DataFrame({"net_lead": [-1, 4, 5], "n": [3, 3, 0], "estimate": [30.0, 40.0, 99.0], "lo": 0.0, "hi": 100.0})
-    msg = paper.net_lead_message({"reference decider (not a model)": a, "smol · near chance": b})
+    msg = compare.net_lead_message({"reference decider (not a model)": a, "smol · near chance": b})
     assert "reference decider (not a model) 10% at -2 to 95% at +3" in msg
     assert "smol · near chance 30% at -1 to 40% at +4" in msg  # a lead with no decisions is not drawn
-    assert paper.net_lead_message({}) == "No decisions to draw"
+    assert compare.net_lead_message({}) == "No decisions to draw"

@@ -65,7 +65,7 @@ def test_objects_that_are_not_runs_are_never_near_chance():
 
 
 def test_paper_differences_in_points_keep_their_sign():
-    from crossprofile_lib.book.paper import _paper_cell
+    from crossprofile_lib.book.compare import _paper_cell
     ref = SimpleNamespace(is_reference=True)
     pts = SimpleNamespace(unit="points", paper={"Qwen": 5.0, "Llama": -2.25})
     pct = SimpleNamespace(unit="%", paper={"Qwen": 55.0})

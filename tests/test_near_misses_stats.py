@@ -4,7 +4,7 @@
   ``defaults.scale``), ``defaults.outcome``, a term's ``weight``, a family's ``alpha`` and ``correction``:
   each parameter changes the estimate, the p-value or the verdict by a number worked out by hand, so a
   parameter that is parsed but dropped (or read from the wrong place) fails here.
-* **The near-chance rule without ALL/EMPTY rows** (:func:`crossprofile_lib.book.figures.model_signal`): the
+* **The near-chance rule without ALL/EMPTY rows** (:func:`crossprofile_lib.book.style.model_signal`): the
   95% *Wilson* lower bound must *exceed* chance (1/3); cases where the point estimate, a Wald bound, a
   90% bound or ``>=`` would say otherwise.
 * **Error rows in the relevance-filter fallback rate** (:func:`crossprofile_lib.stats.relevance_fallback`):
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossprofile_lib.book.figures import model_signal
+from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.stats.analysis_set import WARN_RATE, relevance_fallback
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap, bootstrap_pvalue
 from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg

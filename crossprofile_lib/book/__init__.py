@@ -4,7 +4,7 @@ A chapter imports only ``from crossprofile_lib import book`` (and, for its figur
 import figures``); its ``parameters`` cell names fields of :class:`~.params.BookParams`, each ``= None`` (the book's
 default), and ``book.setup`` resolves them. :data:`_NAMESPACE` says which module defines each name: the plumbing
 (:mod:`.params`, :mod:`.runs`, :mod:`.hbruns`, :mod:`.experiments`, :mod:`.chapter`, :mod:`.display`, :mod:`.tables`,
-:mod:`.paper` with the comparison page and chapter 8's tables, :mod:`.figures`, :mod:`.explorer`, :mod:`.build`) and
+:mod:`.paper`, :mod:`.figures`, :mod:`.explorer`, :mod:`.build`) and
 one module per chapter's findings."""
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ _NAMESPACE = {
                "catalogue_takeaways count domain_table first_per_domain per_role_recall rejections role_blindness "
                "role_blindness_note role_blindness_table template_html templates_in validator_margins",
     "models": "status_line",
-    "paper": "hb_missing hb_status hb_takeaways headroom_warning kept_table model_controlled_table natural_paper_table "
-             "natural_table one_session r1_b3_table comparison_page_runs coverage_note findings net_lead_message "
-             "net_lead_tables summary LONG_TABLE_STYLES PaperFiguresError chapter_links comparison_runs left_out_line "
-             "load_paper_figures long_comparison long_takeaways main_rows model_summary paper_text paper_vs_suite "
-             "reference_rows",
+    "compare": "comparison_page_runs coverage_note findings net_lead_message net_lead_tables summary",
+    "hbtables": "hb_missing hb_status hb_takeaways headroom_warning kept_table model_controlled_table "
+                "natural_paper_table natural_table one_session r1_b3_table",
+    "paper": "LONG_TABLE_STYLES PaperFiguresError chapter_links comparison_runs left_out_line load_paper_figures "
+             "long_comparison long_takeaways main_rows model_summary paper_text paper_vs_suite reference_rows",
     "paperfit": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
                 "fit_takeaways fit_to_paper fit_who label_removal_note memory_table outside_table worst_misses",
     "params": "DEFAULTS QUICK BookParams BookParamsError",

@@ -28,11 +28,11 @@ from crossprofile_lib.book.display import (
     near_chance_name,
 )
 from crossprofile_lib.book.experiments import BookRuns
-from crossprofile_lib.book.figures import model_signal, no_signal_note
 from crossprofile_lib.book.hbruns import HBRun
 from crossprofile_lib.book.models import gaps, headroom_verdict, run_paper_model
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, bootstrap, n_rows, primary_budget
+from crossprofile_lib.book.style import model_signal, no_signal_note
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.measures import headroom as hb_headroom
 from crossprofile_lib.run.results import git_commit

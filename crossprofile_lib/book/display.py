@@ -15,8 +15,8 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.figures import model_signal
 from crossprofile_lib.book.runs import REFERENCE, ROOT, Run, reference_who  # noqa: F401  (reference_who re-exported)
+from crossprofile_lib.book.style import model_signal
 
 #: Fewer templates than this and a run's intervals get a warning (k templates: at most C(2k-1, k) distinct resamples).
 MIN_TEMPLATES_FOR_INTERVALS = 10

@@ -12,10 +12,10 @@ import pandas as pd
 
 from crossprofile_lib.book.display import admonition, name_html, num
 from crossprofile_lib.book.experiments import user_copy
-from crossprofile_lib.book.figures import model_signal
 from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run
+from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_entry, cell_rows, cell_value, contrast_row
 from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT, HEADROOM_MIN_POINTS, MIRROR
 from crossprofile_lib.paper_figures import paper_item

@@ -1,34 +1,20 @@
 """The paper beside this suite: every number of ``data/paper_figures.yaml`` set beside this suite's estimate of the
 same quantity; paper values only in columns labelled ``paper``, this suite's in columns naming the run's model.
-
-The comparison page (``notebooks/14-models.md``): every finding of the paper, one table each, every model side by side.
-A :class:`Finding` names the paper quantities it reads (``<figure id>/<item label>``) and the rule that says whether
-it *holds* for a run: ``+`` / ``-``: the 95% interval lies above / below 0; ``0``: it covers 0; ``rises``: the first
-interval lies wholly below the last and no estimate falls below the one before it (100 then 100 does not break it).
-Never "holds" for an uninformative interval or an exploratory run (failed headroom). Each row carries the paper's
-value for the SAME model only; the reference decider is one row, labelled as such.
-
-Chapter 8's tables: controlled HiddenBench, the natural discussion per prompt ablation and one session's artefacts;
-one block per model beside the SAME model's paper value, with its headroom verdict."""
+The comparison page's findings are in :mod:`.compare`, chapter 8's HiddenBench tables in :mod:`.hbtables`."""
 
 from __future__ import annotations
 
 import html
-import json
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import MIN_TEMPLATES_FOR_INTERVALS, admonition, details, name_html, near_chance, uninformative
-from crossprofile_lib.book.hbruns import HBRun, hb_as_run, hb_natural_as_run
+from crossprofile_lib.book.display import near_chance, uninformative
+from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, unit_column
-from crossprofile_lib.book.tables import net_lead_where
-from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from crossprofile_lib.hiddenbench import iter_artefacts
-from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom, natural_summary, paper_table
+from crossprofile_lib.design import PRIMARY_BUDGET
 from crossprofile_lib.paper_figures import (  # noqa: F401
     PAPER_FIGURES_PATH,
     PaperFiguresError,
@@ -38,7 +24,6 @@ from crossprofile_lib.paper_figures import (  # noqa: F401
 )
 from crossprofile_lib.stats.contrasts import PreregError, evaluate_contrasts, parse_prereg
 from crossprofile_lib.stats.format import fmt_ci
-from crossprofile_lib.stats.netlead import accuracy_by_net_lead, subset
 
 #: Paper values not tied to one model ("models not separated", "range over models"): shown beside every run.
 SHARED_PAPER_VALUES = ("models not separated", "range over models")
@@ -139,6 +124,14 @@ def reproduced(paper_value, est: float, lo: float, hi: float, unit: str, v: Mode
     if not v.counts:
         return "not counted: exploratory (" + (v.reason or "headroom failed") + ")"
     return YES if lo <= paper_value <= hi else NO
+
+
+def run_name(run: Run) -> str:
+    """The row label: the reference decider as such; a near-chance model (SmolLM2-135M) says so."""
+    if run.is_reference:
+        return f"{REFERENCE} (not a model)"
+    return run.label + (" · near chance" if near_chance(run) else "")
+
 
 
 def _run_name(run: Run, data: str) -> str:
@@ -329,301 +322,3 @@ LONG_TABLE_STYLES = [
               "min-width: 11em; max-width: 18em; white-space: normal;"},
     {"selector": "td", "props": "white-space: normal; min-width: 6em;"},
 ]
-
-HOLDS, FAILS = "holds", "does not hold"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding of the paper: a title, what the paper found, the quantities and the rule."""
-
-    key: str
-    title: str
-    claim: str
-    refs: tuple[str, ...]
-    rule: tuple[str, ...]   # one of + - 0 per ref, or ("rises",)
-    data: str = "crossprofile"
-    names: tuple[str, ...] = ()  # how each quantity is named in the table (default: its paper label)
-
-
-#: The paper's findings, in the order of the page.
-FINDINGS: tuple[Finding, ...] = (
-    Finding("r1-random", "R1 vs Random", "Rarest-first (R1) is no better than a random memory, over the 8 variants.",
-            ("cp-mean/H2: R1 - Random",), ("0",)),
-    Finding("h1", "H1: where the decoy is shared", "R1 - B4 is far larger when the decoy is shared than when it is "
-            "private.", ("h1/H1",), ("+",)),
-    Finding("swing", "The classic / mirror swing", "In the classic cell R1 beats B4; in the mirror cell B4 beats R1.",
-            ("classic-r1-b4/R1 - B4", "mirror-r1-b4/R1 - B4"), ("+", "-"),
-            names=("classic cell (PSP): R1 - B4", "mirror cell (SPS): R1 - B4")),
-    Finding("relevance", "H3 and R1-rel - R1 in the classic cell", "Relevance filtering helps over all variants "
-            "(H3) but hurts in the classic cell.", ("h3/H3: R1-rel - R1", "classic-rel/R1-rel - R1"), ("+", "-"),
-            names=("H3: R1-rel - R1, 8 variants", "classic cell (PSP): R1-rel - R1")),
-    Finding("labels", "Label removal and shuffling", "In the classic cell the ALL memory decides better without "
-            "speaker labels, and with shuffled ones.",
-            ("classic-labels/ALL unlabeled - ALL", "classic-labels/ALL shuffled - ALL"), ("+", "+")),
-    Finding("support-shared", "Support shared - private, ALL memory", "With everything kept, accuracy is higher when "
-            "the support is shared.", ("all-support-shared/ALL: support shared - private",), ("+",)),
-    Finding("net-lead", "Accuracy by net lead", "Accuracy rises with the net evidence lead of the kept facts.",
-            ("net-lead/net lead -2", "net-lead/net lead +2", "net-lead/net lead >= +4"), ("rises",)),
-    Finding("hb-r1-b3", "HiddenBench: R1 vs B3", "On controlled HiddenBench, R1 beats B3 (mean over budgets).",
-            ("hb-r1-b3/R1 - B3, mean over budgets",), ("+",), "hiddenbench"),
-    Finding("hb-reference", "HiddenBench reference memories", "shared-only < EMPTY < private-only.",
-            ("hb-reference/shared-only", "hb-reference/EMPTY", "hb-reference/private-only"), ("rises",),
-            "hiddenbench"),
-)
-
-#: Columns of a finding's table.
-COLUMNS = ["run", "quantity", "this run", "paper (same model)", "finding holds?"]
-
-
-def comparison_page_runs(ch) -> dict:
-    """Data kind -> runs: the reference decider and every model; every model's controlled HiddenBench run."""
-    return {"crossprofile": [r for r in (ch.ref, *ch.all_models) if r is not None],
-            "hiddenbench": [r for r in (hb_as_run(h, "controlled") for h in ch.all_hb_models) if r is not None]}
-
-
-def run_name(run: Run) -> str:
-    """The row label: the reference decider as such; a near-chance model (SmolLM2-135M) says so."""
-    if run.is_reference:
-        return f"{REFERENCE} (not a model)"
-    return run.label + (" · near chance" if near_chance(run) else "")
-
-
-def _paper_cell(item, run: Run) -> str:
-    if run.is_reference:
-        return _every_model(item, 1)
-    pm = run_paper_model(run)
-    if pm is None:
-        return "– (not one of the paper's models)"
-    if pm in item.paper:
-        return f"{_paper_number(item.paper[pm], item.unit, 1)} ({pm})"
-    return f"– (not reported for {pm})"
-
-
-def _judge_sign(sign: str, est: float, lo: float, hi: float) -> bool:
-    return {"+": lo > 0, "-": hi < 0, "0": lo <= 0 <= hi}[sign]
-
-
-def _gate(est, lo, hi, unit, v: ModelVerdict) -> Optional[str]:
-    if est is None or np.isnan(est):
-        return "not in this run"
-    if uninformative_interval(lo, hi, unit):
-        return f"not judged: interval spans {lo:.0f} to {hi:.0f}"
-    if not v.counts:
-        return "not judged: exploratory (" + v.reason + ")"
-    return None
-
-
-def finding_table(f: Finding, runs: Sequence[Run], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """One row per (run, quantity) of ``f`` (:data:`COLUMNS`); a ``rises`` verdict sits on the last row."""
-    items = [paper_item(r) for r in f.refs]
-    rows = []
-    for run in runs:
-        boot = bootstrap(run, min(n_resamples, MAX_COMPARISON_RESAMPLES), seed)
-        v = headroom_verdict(run, run.boot if run.boot is not None else boot)
-        vals = suite_values(items, run, boot, f.data)
-        got = [(np.nan, np.nan, np.nan) if x is None else (x["estimate"], x["lo"], x["hi"]) for x in vals]
-        verdicts = []
-        if f.rule == ("rises",):
-            gates = [_gate(*g, it.unit, v) for g, it in zip(got, items)]
-            bad = next((g for g in gates if g), None)
-            ok = (got[0][2] < got[-1][1] and all(got[i + 1][0] >= got[i][0] for i in range(len(got) - 1))
-                  if bad is None else None)
-            verdicts = ["(see below)"] * (len(items) - 1) + [bad or (HOLDS if ok else FAILS)]
-        else:
-            for g, it, sign in zip(got, items, f.rule):
-                gate = _gate(*g, it.unit, v)
-                verdicts.append(gate or (HOLDS if _judge_sign(sign, *g) else FAILS))
-        names = f.names or tuple(it.label for it in items)
-        for it, name, g, verdict in zip(items, names, got, verdicts):
-            shown = "not in this run" if np.isnan(g[0]) else fmt_ci(*g, 1)
-            rows.append({"run": run_name(run), "quantity": name, "this run": shown,
-                         "paper (same model)": _paper_cell(it, run), "finding holds?": verdict})
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def findings(runs: dict, n_resamples: int = 2000, seed: int = 0) -> list[tuple[Finding, pd.DataFrame]]:
-    """Every finding with its table; a finding whose data kind has no run gets an empty table."""
-    return [(f, finding_table(f, runs.get(f.data, []), n_resamples, seed)) for f in FINDINGS]
-
-
-def summary(tables: list[tuple[Finding, pd.DataFrame]]) -> pd.DataFrame:
-    """Finding x run: the verdicts of that finding's rows (one cell per run, verdicts joined)."""
-    out = {}
-    for f, t in tables:
-        for run, part in t.groupby("run", sort=False):
-            vs = [x.split(" (", 1)[0] for x in part["finding holds?"] if x != "(see below)"]
-            out.setdefault(run, {})[f.title] = "; ".join(dict.fromkeys(vs))
-    return pd.DataFrame(out).reindex([f.title for f, _ in tables]).fillna("no run of this kind")
-
-
-def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
-    """Run label -> accuracy by net lead over prereg.yaml's ``net_lead_where`` rows at the run's shown budget
-    (exploratory runs marked in their key)."""
-    out = {}
-    for r in runs:
-        v = headroom_verdict(r)
-        d = subset(r.df, net_lead_where(ch, r) if ch is not None else None)
-        if d.empty:
-            continue
-        key = run_name(r) + ("" if v.counts else " (exploratory: no headroom)")
-        out[key] = accuracy_by_net_lead(d, r.boot if r.boot is not None else bootstrap(r, 200, 0))
-    return out
-
-
-def net_lead_message(tables: dict) -> str:
-    """The every-run net-lead figure's title: each run's accuracy at its lowest and highest net lead."""
-    parts = []
-    for lab, t in tables.items():
-        t = t[t["n"] > 0].sort_values("net_lead")
-        if len(t):
-            parts.append(f"{lab} {t['estimate'].iloc[0]:.0f}% at {int(t['net_lead'].iloc[0]):+d} to "
-                         f"{t['estimate'].iloc[-1]:.0f}% at {int(t['net_lead'].iloc[-1]):+d}")
-    return ("Accuracy by net lead, lowest to highest: " + "; ".join(parts)) if parts else "No decisions to draw"
-
-
-def coverage_note(runs: Sequence[Run]) -> str:
-    """One sentence (HTML) on which of the paper's models this build has (none: what the rows show instead)."""
-    mapped = {r.label: run_paper_model(r) for r in runs if not r.is_reference}
-    have = sorted({m for m in mapped.values() if m})
-    models = [r for r in runs if not r.is_reference]
-    if not models:
-        return (f"This build ran no language model: every table shows the {REFERENCE} only (a normative evidence "
-                "counter, not a model) beside the paper's values for each of the paper's models.")
-    if not have:
-        return ("<b>No GPU model ran for this build, and none of its runs is one of the paper's models</b> ("
-                + ", ".join(html.escape(k) for k in mapped) + "): no paper value is set beside them, and their rows "
-                "show the pipeline running, not the paper's effects. Rerun with BACKENDS= on a GPU machine or import "
-                "its run folders with RUNS= to fill the paper's columns.")
-    return ("This build's runs of the paper's models: " + ", ".join(
-        f"{html.escape(k)} = {html.escape(m)}" for k, m in mapped.items() if m) + ". Each is set beside its own "
-            "paper values only.")
-
-#: At most this many resamples for HiddenBench's task-bootstrap intervals.
-MAX_HB_RESAMPLES = 2000
-#: The paper's controlled-HiddenBench figure (R1 vs B3).
-R1_B3 = "hb-r1-b3"
-
-
-def r1_b3_items() -> list:
-    return [it for it in load_paper_figures() if it.figure_id == R1_B3]
-
-
-def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
-    """One sentence per model run of the book with no HiddenBench run here, naming it."""
-    have = {h.backend for h in hbs}
-    out = []  # chapter 8 reads no CrossProfile run itself: the book's model runs come from its BookRuns
-    for r in ch.all_models or ch.runs.models():
-        if r.backend in have:
-            continue
-        why = ch.runs.skipped.get(f"hiddenbench:{r.backend}", "")
-        out.append(f"{r.label} (run folder {r.path}) has no HiddenBench run in this book: "
-                   + (f"it could not run here ({why})." if why else
-                      "it is an imported CrossProfile run folder; import its HiddenBench folder too (RUNS=...) to "
-                      "show it here."))
-    return out
-
-
-def hb_takeaways(ledger_hb: Optional[HBRun], hb_run, n_resamples: int, boot_seed: int) -> list[str]:
-    """What the reference decider's memories keep, each model's R1 / B3 accuracy beside its paper value."""
-    runs = [r for r in (hb_run if isinstance(hb_run, (list, tuple)) else [hb_run]) if r is not None]
-    lines = []
-    if ledger_hb is not None:
-        t = controlled_summary(ledger_hb.decisions("controlled"), PRIMARY_BUDGET)
-        if {"R1", "B4"} <= set(t.index):
-            lines.append(f"What the memories keep ({REFERENCE}, r = {PRIMARY_BUDGET}): R1 holds the complete hidden "
-                         f"profile in <b>{t.loc['R1', 'profile_complete']:.0f}%</b> of memories, B4 (first mention) in "
-                         f"{t.loc['B4', 'profile_complete']:.0f}%.")
-    for hb_run in runs:
-        items = r1_b3_items()
-        v = suite_values(items, hb_run, bootstrap(hb_run, min(n_resamples, MAX_HB_RESAMPLES), boot_seed), "hiddenbench")
-        for it, x in zip(items, v):
-            if x is not None and not np.isnan(x["estimate"]):
-                lines.append(f"{name_html(hb_run)}: {it.label} = <b>{x['estimate']:.1f}</b> "
-                             f"[{x['lo']:.1f}, {x['hi']:.1f}] (paper, same model: "
-                             f"{html.escape(paper_text(it.ref, run=hb_run))}).")
-    if not runs:
-        lines.append("No model decided HiddenBench tasks on this page (the reference decider reports what the memories "
-                     "keep only); accuracy needs a model backend (parameter <code>backend</code>).")
-    return lines
-
-
-def kept_table(ledger_hb: HBRun) -> pd.DataFrame:
-    """Controlled HiddenBench, reference decider: mean kept hidden and shared facts per policy (no accuracy)."""
-    t = controlled_summary(ledger_hb.decisions("controlled"), PRIMARY_BUDGET)
-    return t.drop(columns=[c for c in ("accuracy", "invalid", "decisions") if c in t.columns])
-
-
-def headroom_warning(model_hb: HBRun, boot_seed: int):
-    """The warning box when the model's HiddenBench headroom check fails, else None."""
-    h = headroom(model_hb.decisions("controlled"), np.random.default_rng(boot_seed))
-    if h is None or h.passes:
-        return None
-    return admonition("warning", "Headroom check failed: exploratory results",
-                      f"ALL - EMPTY = {h.difference:.1f} points [{h.low:.1f}, {h.high:.1f}] over {h.n_tasks} "
-                      f"tasks for {html.escape(model_hb.label)}; the lower bound must exceed "
-                      f"{HEADROOM_MIN_POINTS:g} points.")
-
-
-def _same_model(paper_models: Sequence[str], run) -> list[str]:
-    """The paper models whose values may stand beside ``run`` (every model for the reference decider)."""
-    if run is None or run.is_reference:
-        return list(paper_models)
-    pm = run_paper_model(run)
-    return [m for m in paper_models if (pm is not None and m == pm) or m in SHARED_PAPER_VALUES]
-
-
-def hb_status(model_hb: HBRun, boot_seed: int) -> str:
-    """Whether a model's HiddenBench numbers are confirmatory or exploratory, one sentence naming the run."""
-    h = headroom(model_hb.decisions("controlled"), np.random.default_rng(boot_seed))
-    if h is None:
-        return f"{model_hb.label}: exploratory (headroom not measured: no ALL and EMPTY decisions)."
-    few = h.n_tasks < MIN_TEMPLATES_FOR_INTERVALS
-    run = hb_as_run(model_hb, "controlled")
-    flagged = run is not None and near_chance(run)  # as its label is flagged in the takeaways and captions
-    ok = h.passes and not few and not flagged
-    why = (f"; only {h.n_tasks} tasks, too few for the check to mean much" if few else
-           "; its accuracies are not above chance" if flagged and h.passes else "")
-    return (f"{model_hb.label}: " + ("confirmatory" if ok else "exploratory") + f" (headroom ALL - EMPTY = "
-            f"{h.difference:.1f} points [{h.low:.1f}, {h.high:.1f}] over {h.n_tasks} tasks; the lower bound must "
-            f"exceed {HEADROOM_MIN_POINTS:g}{why}).")
-
-
-def model_controlled_table(model_hb: HBRun) -> pd.DataFrame:
-    """A model's accuracy and kept facts per policy beside its own paper column (``paper <model>``)."""
-    paper = paper_table("controlled")
-    keep = _same_model([c.removeprefix("paper ") for c in paper.columns], model_hb)
-    t = controlled_summary(model_hb.decisions("controlled"), PRIMARY_BUDGET)
-    return t.join(paper[[f"paper {m}" for m in keep]], how="outer") if keep else t
-
-
-def r1_b3_table(hb_run: Run, n_resamples: int, boot_seed: int) -> pd.DataFrame:
-    """R1, B3 and R1 - B3 (mean over the budgets) of a model run beside the paper's values for the same model."""
-    t = paper_vs_suite(r1_b3_items(), {"hiddenbench": [hb_run]}, n_resamples=min(n_resamples, MAX_HB_RESAMPLES),
-                       seed=boot_seed)
-    keep = set(_same_model([m for top, m in t.columns if top == "paper"], hb_run))
-    t = t[[c for c in t.columns if c[0] != "paper" or c[1] in keep]]
-    return t.set_index([("quantity", "")]).drop(columns=[("result", "")])
-
-
-def natural_table(model_hb: HBRun) -> pd.DataFrame:
-    """The natural discussion per prompt ablation (votes, disclosure, each memory policy's accuracy)."""
-    tb = model_hb.tables["natural"]
-    return natural_summary(tb["sessions"], tb["votes"], tb["decisions"], PRIMARY_BUDGET)
-
-
-def natural_paper_table() -> pd.DataFrame:
-    """The paper's natural-discussion figures (ranges over its models and runs)."""
-    return paper_table("natural")
-
-
-def one_session(model_hb: HBRun):
-    """One natural discussion's artefacts (votes, messages, claims, memories, decisions), collapsed; or None."""
-    rec = next(iter_artefacts(model_hb.path, "natural"), None)
-    if rec is None:
-        return None
-    body = "<pre style='white-space: pre-wrap'>" + html.escape(
-        json.dumps({k: v for k, v in rec.items() if k != "rows"}, indent=1, default=str)[:20000]) + "</pre>"
-    return details(f"Session {rec.get('task_id', '?')} / seed {rec.get('seed', '?')} / "
-                   f"{rec.get('ablation', '?')}: votes, messages, claims, memories, decisions "
-                   f"({model_hb.label}, data {model_hb.header.get('data_source')})", body)
