@@ -223,9 +223,10 @@ def test_imports_sit_at_module_tops_outside_the_command_line_and_the_book():
 
 
 #: What the book's functions may still import on first use: the notebook machinery (IPython, widgets,
-#: matplotlib's inline backend, jupytext, papermill, nbformat) besides the optional SDKs above.
+#: matplotlib's inline backend, jupytext, papermill, nbformat, traitlets: the kernels' configuration) besides the
+#: optional SDKs above.
 BOOK_LAZY = LAZY_THIRD_PARTY + ("IPython", "ipywidgets", "matplotlib", "matplotlib_inline", "jupytext", "papermill",
-                                "nbformat")
+                                "nbformat", "traitlets")
 
 
 def test_the_book_imports_the_package_at_module_tops():

@@ -134,8 +134,8 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
     and those of :data:`EVERY_CHAPTER`."""
     import jupytext
     import papermill as pm
-    t0 = time.perf_counter()
     from traitlets.config import Config
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / (md.stem + ".ipynb")
         jupytext.write(jupytext.read(md), src)
