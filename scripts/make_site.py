@@ -47,6 +47,8 @@ import urllib.parse
 from pathlib import Path
 
 MARKER = ".crossprofile-site"
+#: Sphinx's build records in ``_build/html``: not part of the site, never copied.
+BUILD_RECORDS = (".buildinfo", ".doctrees")
 SKIP_DIRS = ("_sources", "_static", "_images", "_panels_static")  # theme templates, not pages
 REFRESH = re.compile(r"""<meta[^>]+http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.IGNORECASE)
 REMOTE = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
@@ -134,7 +136,7 @@ def make_site(html_dir: Path, site: Path) -> None:
                   f"remove it or choose another folder. Nothing was changed.", file=sys.stderr)
             raise SystemExit(2)
         shutil.rmtree(site)
-    shutil.copytree(html_dir, site, ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
+    shutil.copytree(html_dir, site, ignore=shutil.ignore_patterns(*BUILD_RECORDS))
     (site / ".nojekyll").write_text("")
     (site / MARKER).write_text(f"copied from {html_dir}\n")
 

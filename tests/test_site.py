@@ -273,11 +273,16 @@ def fresh_clone(dest: Path) -> Path:
     return dest
 
 
-def _step_command(run: str, make_args: str) -> str:
-    """The one command of a ``run:`` step that starts with ``make book``, as a dry run (``make -n``)."""
+def _dry_run(cmd: str) -> str:
+    """A ``make book ...`` command as a dry run (``make -n``): what it would run, printed."""
+    return cmd.replace("make book", "make -n --no-print-directory book", 1)
+
+
+def _step_command(run: str) -> str:
+    """The one command of a ``run:`` step that starts with ``make book``."""
     cmds = [c for c in run.splitlines() if c.strip().startswith("make book")]
     assert len(cmds) == 1, f"the build step should be one `make book` command: {run!r}"
-    return cmds[0].replace("make book", f"make -n --no-print-directory book {make_args}".rstrip(), 1)
+    return cmds[0]
 
 
 @pytest.mark.slow
@@ -334,8 +339,8 @@ def test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone(tmp_path,
     build_step = next(s for s in runs if "make book" in s["run"])
     dry = lambda cmd, e: subprocess.run(["bash", "-e", "-c", cmd], cwd=clone, env=e, capture_output=True,  # noqa: E731
                                         text=True, timeout=300)
-    step_dry = dry(_step_command(build_step["run"], ""), env)
-    recipe_dry = dry(QUICK.replace("make book", "make -n --no-print-directory book", 1), _make_env(HOME=str(home)))
+    step_dry = dry(_dry_run(_step_command(build_step["run"])), env)
+    recipe_dry = dry(_dry_run(QUICK), _make_env(HOME=str(home)))
     book_cmd = lambda out: [line for line in out.splitlines() if "crossprofile book" in line]  # noqa: E731
     assert step_dry.returncode == 0 and recipe_dry.returncode == 0, step_dry.stderr + recipe_dry.stderr
     assert book_cmd(step_dry.stdout) == book_cmd(recipe_dry.stdout) != [], (step_dry.stdout, recipe_dry.stdout)
@@ -371,9 +376,8 @@ def test_site_folder_is_the_built_html_the_browser_reads(tmp_path, quick_book):
     html = quick_book / "_build" / "html"
     site = tmp_path / "_site"
     assert make_site.main([str(html), str(site)]) == 0, "the link check failed on the built book"
-    left = (".buildinfo", ".doctrees")   # Sphinx's build records, not part of the site (make_site.py leaves them)
     built = sorted(p.relative_to(html).as_posix() for p in html.rglob("*")
-                   if p.is_file() and not set(p.relative_to(html).parts) & set(left))
+                   if p.is_file() and not set(p.relative_to(html).parts) & set(make_site.BUILD_RECORDS))
     copied = sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file())
     want = sorted([*built, ".nojekyll", make_site.MARKER])
     assert copied == want, set(copied) ^ set(want)

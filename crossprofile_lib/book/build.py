@@ -247,7 +247,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         log(f"  {name}: {'skipped' if run is None else f'{n_rows(run)} rows, {run.label}'}")
     t_runs = time.perf_counter() - t
 
-    # (2) notebooks; the chapters that fit models go first, so that the two longest do not end the build alone
+    # (2) notebooks; the LONGEST go first, so that none of them ends the build alone
     mds = sorted((m for m in notebooks(root) if selected(m.stem, only)), key=lambda m: m.stem not in LONGEST)
     t = time.perf_counter()
     failed = []
