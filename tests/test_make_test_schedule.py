@@ -22,6 +22,9 @@ def test_a_test_goes_with_its_module_unless_it_reads_the_quick_book():
         == conftest.QUICK_BOOK_GROUP
     assert unit("tests/test_notebooks.py::test_notebook_runs_under_nbval[intro]") == "tests/test_notebooks.py"
     assert unit("tests/test_site.py::test_pages_workflow_is_valid") == "tests/test_site.py"
+    # the README recipe's build IS the quick book: its test goes with the book's readers
+    assert unit("tests/test_site.py::test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone") \
+        == conftest.QUICK_BOOK_GROUP
 
 
 def test_the_long_units_name_existing_modules():

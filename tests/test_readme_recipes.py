@@ -5,7 +5,7 @@ virtualenv activated, no variable of this session, an empty user cache and so an
 :data:`RUN` names, or listed in :data:`LEFT_OUT` with the reason; a command in neither fails the test, so a new
 recipe cannot go unchecked.
 
-Where they run: a fresh clone of this checkout (tests/test_site.py ``fresh_clone``) whose ``.venv`` is this
+Where they run: a fresh clone of this checkout (tests/conftest.py ``quick_clone``) whose ``.venv`` is this
 checkout's, already installed, as a user's is after the README's first ``make``; the clone's ``pyproject.toml``
 and ``constraints.txt`` are dated before that install, so ``make`` finds it up to date (nothing is downloaded; the
 tests run offline). The named tokenizers the quick book prices with are linked into the fresh home (a new
@@ -23,8 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The README's quick recipe, run as written in a fresh shell on a fresh clone by
+#: tests/conftest.py ``quick_clone``, checked by
 #: tests/test_site.py::test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone (whose Pages steps then
-#: reuse its build: one quick build for both checks).
+#: reuse its build, which the browser tests read: one quick build for all of them).
 QUICK = 'make book BACKEND=none BOOK_ARGS="--quick --out _build/quick"'
 #: README commands not run here, and why (each is run as written elsewhere, named in the reason).
 LEFT_OUT = {

