@@ -25,7 +25,8 @@ import tracemalloc
 from pathlib import Path
 
 from crossprofile_lib.backends.base import CHAT, MODEL_RELEVANCE, ChatBackend, ChatResult
-from crossprofile_lib.hiddenbench import FIXTURE_PATH, HBConfig, run_hiddenbench
+from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH
+from crossprofile_lib.hiddenbench.run import HBConfig, run_hiddenbench
 from crossprofile_lib.task.decision import Decision
 from crossprofile_lib.task.tokenizer import default_tokenizer
 

@@ -485,8 +485,8 @@ def _hb(args, tmp_path):
 @pytest.mark.parametrize("protocol", ["controlled", "natural"])
 def test_hiddenbench_failed_calls_are_error_rows_refused_by_every_table_and_rerun(tmp_path, protocol, capsys):
     from crossprofile_lib.book.hbruns import HBRun, hb_as_run, hb_natural_as_run
-    from crossprofile_lib.hiddenbench import read_tables
     from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom, natural_summary
+    from crossprofile_lib.hiddenbench.run import read_tables
     from crossprofile_lib.stats.analysis_set import FailedCallsError
     port = _closed_port()
     url = f"http://127.0.0.1:{port}/v1"

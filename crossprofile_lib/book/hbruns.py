@@ -24,8 +24,8 @@ from crossprofile_lib.book.runs import (
     slug,
     tokenizer_note,
 )
-from crossprofile_lib.hiddenbench import DEFAULT_ABLATIONS, HBConfig, read_tables, run_hiddenbench
-from crossprofile_lib.hiddenbench.run import HEADER
+from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
+from crossprofile_lib.hiddenbench.run import HEADER, HBConfig, read_tables, run_hiddenbench
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.results import config_record
 from crossprofile_lib.safety.outputs import locked_dir

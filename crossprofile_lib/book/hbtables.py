@@ -16,8 +16,8 @@ from crossprofile_lib.book.models import run_paper_model
 from crossprofile_lib.book.paper import SHARED_PAPER_VALUES, paper_text, paper_vs_suite, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
-from crossprofile_lib.hiddenbench import iter_artefacts
 from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom, natural_summary, paper_table
+from crossprofile_lib.hiddenbench.run import iter_artefacts
 from crossprofile_lib.paper_figures import (
     load_paper_figures,
 )
