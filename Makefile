@@ -50,15 +50,14 @@ install-llm: $(LLM_STAMP)
 # process; the tests that read the one quick book share a worker: --dist loadgroup; at normal priority: a
 # run with them under `nice 10` had two early failures while the compile ran, cause not yet looked into); the
 # `llm`-marked ones start as soon as the engine is in, beside them (their own temporary folder; output:
-# .venv/test-llm.log, printed at the end; the embedded model on one thread, CROSSPROFILE_LLAMA_THREADS=1, and
-# OpenMP's threads waiting passively, not spinning on cores the other workers need: two passive threads took
-# 71 ms a generated token against 26 ms for one). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
+# .venv/test-llm.log, printed at the end; OpenMP's threads wait passively, not spinning on cores the other
+# workers need). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
 # that mark, so none is silently never run.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
 	@rm -f $(VENV)/install-llm.rc $(VENV)/test-llm.rc; \
 	( $(SUBMAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; rc=$$?; echo $$rc > $(VENV)/install-llm.rc; \
-	  if [ $$rc = 0 ]; then OMP_WAIT_POLICY=PASSIVE CROSSPROFILE_LLAMA_THREADS=1 $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --durations=15 --basetemp=$(VENV)/pytest-llm tests \
+	  if [ $$rc = 0 ]; then OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --durations=15 --basetemp=$(VENV)/pytest-llm tests \
 	    > $(VENV)/test-llm.log 2>&1; echo $$? > $(VENV)/test-llm.rc; fi ) & \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not llm" --durations=30 tests; rc=$$?; wait; \
 	if [ "$$(cat $(VENV)/install-llm.rc)" != 0 ]; then cat $(VENV)/install-llm.log; echo "make install-llm failed"; exit 1; fi; \

@@ -31,7 +31,7 @@ from crossprofile_lib.task.templates import load_templates  # noqa: E402
 
 ONE = "templates/dev/dev-hospital-01.yaml"
 GRID = dict(templates=[ONE], seeds=[0], budgets=["0.6"], policies=["R1", "ALL", "EMPTY"], variants=["PSP", "SPS"])
-THREADS = int(os.environ.get("CROSSPROFILE_LLAMA_THREADS") or os.cpu_count() or 1)
+THREADS = os.cpu_count() or 1
 
 
 @pytest.fixture(scope="module")

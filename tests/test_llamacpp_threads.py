@@ -4,25 +4,10 @@ from crossprofile_lib.backends import llamacpp
 
 
 def test_all_cores_when_idle_one_when_heavily_loaded(monkeypatch):
-    monkeypatch.delenv(llamacpp.THREADS_ENV, raising=False)
     monkeypatch.setattr(llamacpp.os, "cpu_count", lambda: 2)
     for busy, threads in ((0.0, 2), (3.0, 2), (3.9, 2), (4.0, 1), (9.0, 1)):
         monkeypatch.setattr(llamacpp, "busy_now", lambda busy=busy: busy)
         assert llamacpp.auto_threads() == threads, busy
-
-
-def test_the_environment_sets_the_default_and_a_bad_value_is_named(monkeypatch):
-    import pytest
-    monkeypatch.setattr(llamacpp, "busy_now", lambda: 9.0)
-    for given, threads in (("1", 1), (" 3 ", 3)):
-        monkeypatch.setenv(llamacpp.THREADS_ENV, given)
-        assert llamacpp.auto_threads() == threads
-    for bad in ("0", "-1", "two", "1.5", "2000"):
-        monkeypatch.setenv(llamacpp.THREADS_ENV, bad)
-        with pytest.raises(ValueError, match=f"CROSSPROFILE_LLAMA_THREADS={bad!r}: must be a whole number"):
-            llamacpp.auto_threads()
-    monkeypatch.setenv(llamacpp.THREADS_ENV, "")
-    assert llamacpp.auto_threads() == 1  # unset (empty): the load rule (busy)
 
 
 def _loadavg(monkeypatch, texts):

@@ -99,19 +99,9 @@ def busy_now(samples: int = 5, pause: float = 0.02) -> float:
     return float(np.median(counts))
 
 
-#: the default thread count where set, e.g. 1 beside other busy work (``make test`` runs the llm tests so: two
-#: threads waiting passively, ``OMP_WAIT_POLICY=PASSIVE``, took 71 ms a generated token against 26 ms for one)
-THREADS_ENV = "CROSSPROFILE_LLAMA_THREADS"
-
-
 def auto_threads() -> int:
-    """``$CROSSPROFILE_LLAMA_THREADS`` where set; else every core, unless at least twice the core count of other
-    tasks are runnable now (then 1): the crossover measured on this 2-core machine (see the module doc)."""
-    given = os.environ.get(THREADS_ENV, "").strip()
-    if given:
-        if not (given.isdigit() and 1 <= int(given) <= 1024):
-            raise ValueError(f"${THREADS_ENV}={given!r}: must be a whole number of threads from 1 to 1024")
-        return int(given)
+    """Every core, unless at least twice the core count of other tasks are runnable now (then 1): the crossover
+    measured on this 2-core machine (see the module doc)."""
     n = os.cpu_count() or 1
     return n if busy_now() < 2 * n else 1
 
