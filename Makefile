@@ -105,7 +105,7 @@ chapter: install
 	@out="$(or $(OUT),_build/chapters/$(basename $(notdir $(CHAPTER_SRC))).ipynb)"; \
 	src="_build/chapters/.$(basename $(notdir $(CHAPTER_SRC))).source.ipynb"; \
 	$(BIN)/jupytext --quiet --to ipynb "$(CHAPTER_SRC)" -o "$$src" && \
-	$(BIN)/papermill "$$src" "$$out" --cwd "$(CURDIR)" --no-progress-bar --no-log-output $(PARAMS) && \
+	$(BIN)/papermill "$$src" "$$out" --engine crossprofile --cwd "$(CURDIR)" --no-progress-bar --no-log-output $(PARAMS) && \
 	rm -f "$$src" && echo "make chapter: wrote $$out"
 
 # The self-contained site folder: the built book copied into SITE (default _site/) with .nojekyll, then

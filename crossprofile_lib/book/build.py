@@ -134,7 +134,6 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
     and those of :data:`EVERY_CHAPTER`."""
     import jupytext
     import papermill as pm
-    from traitlets.config import Config
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / (md.stem + ".ipynb")
@@ -142,10 +141,8 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
         declared = pm.inspect_notebook(str(src))
         use = {k: v for k, v in params.items() if (k in declared or k in EVERY_CHAPTER) and v is not None and v != []}
         dst = out_dir / src.name
-        # the kernel talks over local sockets in this temporary folder, not over TCP (where ipykernel warns on every
-        # chapter that the traffic is unencrypted)
-        local = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(tmp) / "kernel")}})
-        pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd), config=local,
+        # the kernel on local sockets, not TCP (crossprofile_lib/book/kernel.py)
+        pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd), engine_name="crossprofile",
                             kernel_name="python3", progress_bar=False, request_save_on_cell_execute=False)
         tidy(dst, params)
     return time.perf_counter() - t0
