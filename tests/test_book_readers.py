@@ -346,3 +346,16 @@ def test_a_partial_book_in_its_own_folder_builds_with_links_to_left_out_chapters
     r = subprocess.run([str(jb), "build", str(out), "-W", "-n", "--keep-going", "--all"], cwd=out,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode != 0
+
+
+def test_chapters_run_on_the_local_socket_engine_and_an_older_install_falls_back(monkeypatch):
+    """The book's chapters run through papermill's engine ``crossprofile`` (pyproject.toml registers it: the kernel
+    on local sockets, crossprofile_lib/book/kernel.py); an editable install made before that registration has no such
+    engine, and the build then runs on papermill's default instead of stopping."""
+    from papermill.engines import papermill_engines
+
+    from crossprofile_lib.book.build import chapter_engine
+    from crossprofile_lib.book.kernel import LocalSocketEngine
+    assert chapter_engine() == "crossprofile" and papermill_engines.get_engine("crossprofile") is LocalSocketEngine
+    monkeypatch.delitem(papermill_engines._engines, "crossprofile")
+    assert chapter_engine() is None

@@ -129,6 +129,18 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
 EVERY_CHAPTER = ("policy_files",)
 
 
+def chapter_engine() -> Optional[str]:
+    """papermill's engine ``crossprofile`` (the kernel on local sockets, not TCP: crossprofile_lib/book/kernel.py), or
+    papermill's default where this install predates its registration in pyproject.toml (``make install`` adds it)."""
+    from papermill.engines import papermill_engines
+    from papermill.exceptions import PapermillException
+    try:
+        papermill_engines.get_engine("crossprofile")
+        return "crossprofile"
+    except PapermillException:
+        return None
+
+
 def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
     """Execute ``md`` with papermill into ``out_dir/<name>.ipynb`` with the parameters it declares (``None`` left out)
     and those of :data:`EVERY_CHAPTER`."""
@@ -141,8 +153,7 @@ def execute(md: Path, out_dir: Path, params: dict, cwd: Path) -> float:
         declared = pm.inspect_notebook(str(src))
         use = {k: v for k, v in params.items() if (k in declared or k in EVERY_CHAPTER) and v is not None and v != []}
         dst = out_dir / src.name
-        # the kernel on local sockets, not TCP (crossprofile_lib/book/kernel.py)
-        pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd), engine_name="crossprofile",
+        pm.execute_notebook(str(src), str(dst), parameters=use, cwd=str(cwd), engine_name=chapter_engine(),
                             kernel_name="python3", progress_bar=False, request_save_on_cell_execute=False)
         tidy(dst, params)
     return time.perf_counter() - t0
