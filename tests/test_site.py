@@ -31,9 +31,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_site  # noqa: E402
+from conftest import PAGES_WORKFLOW as WORKFLOW  # noqa: E402
 
 
 def _schema_check(path: Path) -> subprocess.CompletedProcess:
@@ -276,7 +276,7 @@ def test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone(quick_clo
         assert (html / f"{page}.html").is_file(), (f"{QUICK} built no {page}.html in {html}: "
                                                    f"{sorted(p.name for p in html.rglob('*.html'))[:40]}\n{r.stdout[-2000:]}")
     assert not (home / ".cache" / "pip").exists(), "make reinstalled: the clone's install stamp was not current"
-    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["build"]
+    job = quick_clone.job
 
     # 2. the workflow's steps, the quick book's variables in the environment
     env = _make_env(**job_env)
