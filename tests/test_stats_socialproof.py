@@ -128,3 +128,23 @@ def test_recorded_option_features_equal_the_rebuilt_ones():
     assert len(a) == len(b) == ia["used"] == ib["used"] > 0
     assert np.array_equal(a.X, b.X) and np.array_equal(a.choice, b.choice) and np.array_equal(a.template, b.template)
     assert recorded_choice_data(df.drop(columns=["option_features"])) is None
+
+
+def test_book_fit_reads_recorded_features_and_rebuilds_without_them():
+    """The book's fit (book.tables.social_proof_fit) reads the recorded option features (no rebuild); a run
+    written before they were recorded is rebuilt from its config instead, to the same estimates."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from crossprofile_lib.book import tables
+    from crossprofile_lib.book.runs import Run
+    cfg = RunConfig(templates=["templates/dev"], seeds=[0], budgets=["0.6"],
+                    backend_options={"social_proof": 0.5, "inverse_temperature": 2.0})
+    df = run_grid(cfg)
+    header = {"config": asdict(cfg)}
+    new = tables.social_proof_fit(Run(Path("new"), df, header), fit_resamples=100)
+    old = tables.social_proof_fit(Run(Path("old"), df.drop(columns=["option_features"]), header), fit_resamples=100)
+    assert new["rebuild"]["source"] == "option_features recorded at run time" and "source" not in old["rebuild"]
+    assert new["rebuild"]["used"] == old["rebuild"]["used"] > 0
+    pd_cols = ["parameter", "estimate"]
+    assert new["table"][pd_cols].equals(old["table"][pd_cols])

@@ -149,6 +149,21 @@ def test_duplicate_template_ids_rejected(tmp_path):
         load_templates(tmp_path)
 
 
+def test_a_changed_file_is_read_again(tmp_path):
+    """Templates are parsed once per process per TEXT (a grid reloads the same files): an edited file is the new
+    text, so an edit is seen at once, a broken edit is still refused, and a reload of the same text is the same object."""
+    src = (ROOT / "templates/dev/dev-hospital-01.yaml").read_text()
+    f = tmp_path / "t.yaml"
+    f.write_text(src)
+    first = load_templates(tmp_path)[0]
+    assert parse_template(f) is first
+    f.write_text(src.replace("title:", "title: Edited", 1))
+    assert load_templates(tmp_path)[0].title.startswith("Edited") and not first.title.startswith("Edited")
+    f.write_text(src.replace("correct_option:", "correct_optio:", 1))
+    with pytest.raises(TemplateError):
+        load_templates(tmp_path)
+
+
 def _with_fact_text(t, fid, text):
     facts = tuple(f.model_copy(update={"text": text}) if f.id == fid else f for f in t.facts)
     return t.model_copy(update={"facts": facts})

@@ -21,7 +21,7 @@ from crossprofile_lib.policies import (
 from crossprofile_lib.policies.plugins import PLUGINS
 from crossprofile_lib.policies.plugins import base as plugin_base
 from crossprofile_lib.prompts import decision_prompt
-from crossprofile_lib.run.rebuild import rebuild_choice_data
+from crossprofile_lib.run.rebuild import rebuild_choice_data, recorded_choice_data
 from crossprofile_lib.run.runner import RunConfig, build_requests
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.contrasts import evaluate_contrasts, load_prereg, parse_prereg
@@ -249,10 +249,10 @@ def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUD
 
 def social_proof_fit(run: Run, fit_resamples: Optional[int] = 1000) -> dict:
     """Fit the reference decider's (social proof, irrelevant weight, inverse temperature) to a run's
-    decisions, memories rebuilt from its config."""
+    decisions: the option features the run recorded, else from its memories rebuilt from its config."""
     cfg = run.header.get("config", {})
     paths = [str(resolve(t)) for t in cfg.get("templates", ["templates"])]
-    data, info = rebuild_choice_data(run.df, cfg, templates=paths)
+    data, info = recorded_choice_data(run.df) or rebuild_choice_data(run.df, cfg, templates=paths)
     out = fit_social_proof(data, run.boot if run.boot is not None else bootstrap(run, fit_resamples or 1000),
                            fit_resamples)
     out["rebuild"] = info

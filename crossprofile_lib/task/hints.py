@@ -72,6 +72,7 @@ def _words(folded: str) -> list[str]:
     return [w.lower() for chunk in re.findall(r"[A-Za-z]+", folded) for w in _CAMEL.findall(chunk)]
 
 
+@lru_cache(maxsize=1 << 16)  # every template's words, stemmed once per process (the stemmer is pure Python)
 def _stem(word: str) -> str:
     word = IRREGULAR.get(word, word)
     return _stemmer().stemWord(word)
@@ -92,6 +93,7 @@ class Hint:
     disguised: bool  # the raw text differs from its fold (homoglyphs, format characters)
 
 
+@lru_cache(maxsize=1 << 14)
 def find_hint(text: str) -> Optional[Hint]:
     """The first hint word in ``text`` (any inflection or look-alike spelling), or None."""
     folded = fold(text)
