@@ -4,6 +4,7 @@ worker, and brings back the reasons a run is missing."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -61,3 +62,27 @@ def test_the_longest_chapters_named_first_exist():
     from crossprofile_lib.book.build import LONGEST, notebooks
     root = Path(__file__).resolve().parents[1]
     assert set(LONGEST) <= {m.stem for m in notebooks(root)}
+
+
+def test_notebook_kernels_get_their_share_of_the_cores_for_blas(monkeypatch):
+    """With two notebooks at once each kernel's BLAS gets cores // 2 threads (measured: two kernels with a BLAS
+    thread per core made chapter 7 five times slower); a value the user set is kept; afterwards nothing is left set."""
+    import subprocess
+    import sys
+
+    from crossprofile_lib.book.schedule import BLAS_THREADS_ENV, blas_share, cores
+    for k in BLAS_THREADS_ENV:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")
+    probe = ("import numpy, threadpoolctl; print(sorted({i['num_threads'] for i in threadpoolctl.threadpool_info() "
+             "if i['user_api'] == 'blas'}))")
+    with blas_share(2):
+        share = max(1, cores() // 2)
+        assert os.environ["OPENBLAS_NUM_THREADS"] == os.environ["OMP_NUM_THREADS"] == str(share)
+        assert os.environ["MKL_NUM_THREADS"] == "7"
+        seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == f"[{share}]"
+    assert "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ
+    assert os.environ["MKL_NUM_THREADS"] == "7"
+    with blas_share(1):  # one notebook at a time: BLAS as the machine sizes it
+        assert "OPENBLAS_NUM_THREADS" not in os.environ

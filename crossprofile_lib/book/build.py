@@ -24,6 +24,7 @@ import yaml
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import n_rows
+from crossprofile_lib.book.schedule import blas_share
 
 #: A tag that loads something (src, href, data, poster, srcset) from another host; plain ``<a href>`` loads nothing.
 EXTERNAL = re.compile(r"""<(?:script|link|img|iframe|frame|source|video|audio|track|embed|object|input|image)\b"""
@@ -268,7 +269,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
             failed.append(md.stem)
             log(f"  FAILED {md.stem}: {type(e).__name__}: {str(e)[-2000:]}")
 
-    with ThreadPoolExecutor(max(1, jobs)) as ex:
+    with blas_share(jobs), ThreadPoolExecutor(max(1, jobs)) as ex:
         list(ex.map(one, mds))
     t_nb = time.perf_counter() - t
     if failed:
