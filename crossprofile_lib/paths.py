@@ -5,6 +5,7 @@ works anywhere), the user's folders (:func:`cache_dir`, :func:`tokenizers_dir`),
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -23,9 +24,15 @@ def package_dir() -> Path:
     return Path(str(resources.files(PACKAGE)))
 
 
+@lru_cache(maxsize=1)
+def _resources() -> Path:
+    return Path(str(resources.files(PACKAGE).joinpath("resources")))
+
+
 def resource(*parts: str) -> Path:
-    """A file or folder bundled under ``crossprofile_lib/resources/``."""
-    return Path(str(resources.files(PACKAGE).joinpath("resources", *parts)))
+    """A file or folder bundled under ``crossprofile_lib/resources/`` (located once per process: every prompt
+    rendered asks for it)."""
+    return _resources().joinpath(*parts)
 
 
 def templates_dir() -> Path:
