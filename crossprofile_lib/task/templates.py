@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional
 
@@ -372,21 +373,14 @@ def _hint_fields(t: Template) -> list[tuple[str, str]]:
     return out + [(f"facts[{i}].text", f.text) for i, f in enumerate(t.facts)]
 
 
-#: text -> its Template (frozen): a grid loads the same 60 files once per run; parsed once per process
-_PARSED: dict[str, Template] = {}
-
-
 def parse_template(path: Path | str, text: Optional[str] = None) -> Template:
     """Parse one file (or ``text`` said to come from it) into a :class:`Template` (types only), after the
-    file guards and the strict YAML loader; a text parsed before in this process is not parsed again."""
-    text = read_template_text(path) if text is None else text
-    if text not in _PARSED:
-        if len(_PARSED) >= 4096:
-            _PARSED.clear()
-        _PARSED[text] = _parse(path, text)
-    return _PARSED[text]
+    file guards and the strict YAML loader; the same file text is parsed once per process (a grid reloads
+    the same 60 files on every run; an edited file is a new text; a Template is frozen)."""
+    return _parse(path, read_template_text(path) if text is None else text)
 
 
+@lru_cache(maxsize=4096)
 def _parse(path: Path | str, text: str) -> Template:
     raw = parse_yaml(path, text)
     if not isinstance(raw, dict):
