@@ -23,7 +23,7 @@ import yaml
 
 from crossprofile_lib.book.experiments import BookRuns
 from crossprofile_lib.book.params import BookParams
-from crossprofile_lib.book.runs import n_rows
+from crossprofile_lib.book.runs import _jsonable, n_rows
 from crossprofile_lib.book.schedule import blas_share
 
 #: A tag that loads something (src, href, data, poster, srcset) from another host; plain ``<a href>`` loads nothing.
@@ -113,12 +113,8 @@ def stage(root: Path, out: Path, only: Sequence[str] = ()) -> None:
         sphinx_cfg = cfg.setdefault("sphinx", {}).setdefault("config", {})
         sphinx_cfg["suppress_warnings"] = sorted({*sphinx_cfg.get("suppress_warnings", []), *PARTIAL_BOOK_QUIET})
         (out / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-        parts = []
-        for part in toc.get("parts", []):
-            ch = [c for c in part["chapters"] if selected(Path(c["file"]).name, only)]
-            if ch:
-                parts.append(dict(part, chapters=ch))
-        toc["parts"] = parts
+        toc["parts"] = [dict(part, chapters=ch) for part in toc.get("parts", [])
+                        if (ch := [c for c in part["chapters"] if selected(Path(c["file"]).name, only)])]
     (out / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     (out / "book").mkdir(exist_ok=True)
     for f in (root / "book").glob("*.md"):
@@ -210,7 +206,7 @@ def tidy(path: Path, params: Optional[dict] = None) -> None:
     import nbformat
     nb = nbformat.read(path, as_version=4)
     if params is not None:
-        nb.metadata[STAMP_KEY] = {"id": build_id(params), "params": json.loads(json.dumps(params, default=str))}
+        nb.metadata[STAMP_KEY] = {"id": build_id(params), "params": _jsonable(params)}
     for c in nb.cells:
         tags = c.metadata.setdefault("tags", [])
         if ("injected-parameters" in tags or "parameters" in tags) and "remove-cell" not in tags:
@@ -279,7 +275,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
     # (3) HTML: a book is one build; a page executed with other parameters stops it
     t_html = 0.0
     if html:
-        mixed = mixed_pages(target, json.loads(json.dumps(values, default=str)))
+        mixed = mixed_pages(target, _jsonable(values))
         if mixed:
             print("refusing to build a mixed book: these pages come from another build:\n  " + "\n  ".join(mixed)
                   + "\nRebuild every chapter (no --only), or build a partial book in its own folder "

@@ -169,8 +169,7 @@ _PENDING: list = []
 
 def defer(obj) -> None:
     """Show ``obj`` (the page's provenance badge) right after the page's first takeaways box."""
-    _PENDING.clear()
-    _PENDING.append(obj)
+    _PENDING[:] = [obj]
 
 
 def pending():
@@ -286,10 +285,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
     rows = []
     if reference:
         ch.ref = _attach(br.reference(), br.params)
-        _, why = primary_budget(ch.ref)
-        budget_note = [Notice("warning", f"No r = {PRIMARY_BUDGET} in the reference grid", html.escape(why) + ".")] \
-            if why else []
-        rows.append(("reference grid", ch.ref, budget_note + run_notices(ch.ref, ch.ref.boot)))
+        rows.append(("reference grid", ch.ref, _budget_notice(ch.ref, "the reference grid") + run_notices(ch.ref, ch.ref.boot)))
     if model:
         ch.models = [_attach(r, br.params) for r in br.models()]
         primary = br.model()
@@ -330,10 +326,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
             if f"hiddenbench:{b}" in br.skipped and not any(h.backend == b for h in ch.hb_models):
                 hb_notices.append(Notice("warning", f"{b}: no HiddenBench run",
                                          html.escape(br.skipped.get(f"hiddenbench:{b}", "unknown reason"))))
-    hb_rows = [("HiddenBench, reference", ch.hb)] + [("HiddenBench, model", h) for h in ch.hb_models]
-    if ch.hb_model is not None and not ch.hb_models:
-        hb_rows.append(("HiddenBench, model", ch.hb_model))
-    for role, h in hb_rows:
+    for role, h in [("HiddenBench, reference", ch.hb)] + [("HiddenBench, model", h) for h in ch.all_hb_models]:
         if h is not None:
             rows.append((role, h, _hb_notices(h, p.boot_seed)))
     src = next((h for h in (ch.hb, ch.hb_model, *ch.hb_models) if h is not None), None)
@@ -402,10 +395,7 @@ def _other_model_notices(br: BookRuns, run: Run) -> list[Notice]:
                           "Make variable RUNS): made elsewhere, no model call on this machine."))
     for g in gaps(run):
         out.append(Notice("warning", f"{run.label}: what this page cannot show", html.escape(g) + "."))
-    _, why = primary_budget(run)
-    if why:
-        out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in {run.label}", html.escape(why) + "."))
-    return out + run_notices(run, run.boot)
+    return out + _budget_notice(run, run.label) + run_notices(run, run.boot)
 
 
 def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:
@@ -421,7 +411,10 @@ def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:
     out = []
     if b in br.skipped:
         out.append(Notice("warning", f"{b}: stored run shown", html.escape(br.skipped[b])))
-    _, why = primary_budget(run)
-    if why:
-        out.append(Notice("warning", f"No r = {PRIMARY_BUDGET} in the model run", html.escape(why) + "."))
-    return out + run_notices(run, run.boot)
+    return out + _budget_notice(run, "the model run") + run_notices(run, run.boot)
+
+
+def _budget_notice(run: Run, where: str) -> list[Notice]:
+    """The warning that ``run`` (in ``where``) lacks the primary budget; none when it has it."""
+    why = primary_budget(run)[1]
+    return [Notice("warning", f"No r = {PRIMARY_BUDGET} in {where}", html.escape(why) + ".")] if why else []

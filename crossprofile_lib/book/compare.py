@@ -26,9 +26,7 @@ from crossprofile_lib.book.paper import (
 )
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
 from crossprofile_lib.book.tables import net_lead_where
-from crossprofile_lib.paper_figures import (
-    paper_item,
-)
+from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.stats.format import fmt_ci
 from crossprofile_lib.stats.netlead import accuracy_by_net_lead, subset
 
@@ -118,17 +116,14 @@ def finding_table(f: Finding, runs: Sequence[Run], n_resamples: int = 2000, seed
         v = headroom_verdict(run, run.boot if run.boot is not None else boot)
         vals = suite_values(items, run, boot, f.data)
         got = [(np.nan, np.nan, np.nan) if x is None else (x["estimate"], x["lo"], x["hi"]) for x in vals]
-        verdicts = []
         if f.rule == ("rises",):
             gates = [_gate(*g, it.unit, v) for g, it in zip(got, items)]
             bad = next((g for g in gates if g), None)
-            ok = (got[0][2] < got[-1][1] and all(got[i + 1][0] >= got[i][0] for i in range(len(got) - 1))
-                  if bad is None else None)
-            verdicts = ["(see below)"] * (len(items) - 1) + [bad or (HOLDS if ok else FAILS)]
+            rises = got[0][2] < got[-1][1] and all(b[0] >= a[0] for a, b in zip(got, got[1:]))
+            verdicts = ["(see below)"] * (len(items) - 1) + [bad or (HOLDS if rises else FAILS)]
         else:
-            for g, it, sign in zip(got, items, f.rule):
-                gate = _gate(*g, it.unit, v)
-                verdicts.append(gate or (HOLDS if _judge_sign(sign, *g) else FAILS))
+            verdicts = [_gate(*g, it.unit, v) or (HOLDS if _judge_sign(sign, *g) else FAILS)
+                        for g, it, sign in zip(got, items, f.rule)]
         names = f.names or tuple(it.label for it in items)
         for it, name, g, verdict in zip(items, names, got, verdicts):
             shown = "not in this run" if np.isnan(g[0]) else fmt_ci(*g, 1)
@@ -157,11 +152,10 @@ def net_lead_tables(runs: Sequence[Run], ch=None) -> dict:
     (exploratory runs marked in their key)."""
     out = {}
     for r in runs:
-        v = headroom_verdict(r)
         d = subset(r.df, net_lead_where(ch, r) if ch is not None else None)
         if d.empty:
             continue
-        key = run_name(r) + ("" if v.counts else " (exploratory: no headroom)")
+        key = run_name(r) + ("" if headroom_verdict(r).counts else " (exploratory: no headroom)")
         out[key] = accuracy_by_net_lead(d, r.boot if r.boot is not None else bootstrap(r, 200, 0))
     return out
 
@@ -180,12 +174,10 @@ def net_lead_message(tables: dict) -> str:
 def coverage_note(runs: Sequence[Run]) -> str:
     """One sentence (HTML) on which of the paper's models this build has (none: what the rows show instead)."""
     mapped = {r.label: run_paper_model(r) for r in runs if not r.is_reference}
-    have = sorted({m for m in mapped.values() if m})
-    models = [r for r in runs if not r.is_reference]
-    if not models:
+    if not mapped:
         return (f"This build ran no language model: every table shows the {REFERENCE} only (a normative evidence "
                 "counter, not a model) beside the paper's values for each of the paper's models.")
-    if not have:
+    if not any(mapped.values()):
         return ("<b>No GPU model ran for this build, and none of its runs is one of the paper's models</b> ("
                 + ", ".join(html.escape(k) for k in mapped) + "): no paper value is set beside them, and their rows "
                 "show the pipeline running, not the paper's effects. Rerun with BACKENDS= on a GPU machine or import "

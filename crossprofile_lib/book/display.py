@@ -11,6 +11,7 @@ import html
 import importlib
 import inspect
 import re
+from contextlib import suppress
 from typing import Optional, Sequence
 
 import pandas as pd
@@ -37,10 +38,8 @@ def near_chance(run, boot=None) -> bool:
     cached = getattr(run, "_cp_near_chance", None)
     if cached is None or cached[0] is not boot:
         cached = (boot, not model_signal(run, boot).ok)
-        try:
+        with suppress(AttributeError):  # a frozen run: recompute next time
             run._cp_near_chance = cached
-        except AttributeError:  # a frozen run: recompute next time
-            pass
     return cached[1]
 
 
@@ -119,10 +118,8 @@ def num(x, digits: int = 1, sign: bool = False, suffix: str = "") -> str:
     try:
         v = float(x)
     except (TypeError, ValueError):
-        return "n/a (not in this run)"
-    if v != v:
-        return "n/a (not in this run)"
-    return f"{v:{'+' if sign else ''}.{digits}f}{suffix}"
+        v = float("nan")
+    return "n/a (not in this run)" if v != v else f"{v:{'+' if sign else ''}.{digits}f}{suffix}"
 
 
 def one_decimal(t: pd.DataFrame, names: Sequence[str]) -> dict:
@@ -137,13 +134,11 @@ def _count(n: int, noun: str) -> str:
 def _labels(runs) -> str:
     """The caption line for ``runs``: Run objects (their short label) or strings used as they are."""
     runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
-    labels = list(dict.fromkeys(r if isinstance(r, str) else r.label for r in runs))
-    if not labels:
+    if not runs:
         return ""
     if all(isinstance(r, str) for r in runs):
-        return " ".join(labels)
-    named = list(dict.fromkeys(name_text(r) for r in runs))
-    return "Backend and model: " + "; ".join(named) + "."
+        return " ".join(dict.fromkeys(runs))
+    return "Backend and model: " + "; ".join(dict.fromkeys(name_text(r) for r in runs)) + "."
 
 
 def notebook_name(chapter) -> str:
@@ -221,8 +216,7 @@ class Captions:
             text = (f"{text} Greyed cells marked † ({n_bad}): the 95% interval spans {UNINFORMATIVE_WIDTH:g} points or "
                     "more (about 0-100), so the estimate says nothing; never read one as agreeing with the paper.")
         st = df.style.set_caption(html.escape(self.text("Table", text, runs)))
-        st = st.format(fmt, precision=precision, na_rep="–", escape="html") if fmt is not None else st.format(
-            precision=precision, na_rep="–", escape="html")
+        st = st.format(fmt, precision=precision, na_rep="–", escape="html")
         st = st.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
         if gradient is not None:
             st = st.background_gradient(cmap="RdYlGn", subset=list(gradient), vmin=0, vmax=100)
@@ -287,10 +281,7 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
                                                 names=[_label(n) if n else n for n in cols.names])
     else:
         out.columns = pd.Index([_label(c) for c in cols], name=_label(cols.name) if cols.name else cols.name)
-    if isinstance(out.index, pd.MultiIndex):
-        out.index = out.index.set_names([_label(n) if n else n for n in out.index.names])
-    elif out.index.name:
-        out.index = out.index.rename(_label(out.index.name))
+    out.index = out.index.set_names([_label(n) if n else n for n in out.index.names])
     for c in out.columns:
         col = out[c]
         if pd.api.types.is_bool_dtype(col) or (col.dtype == object and len(col.dropna())
@@ -325,7 +316,7 @@ def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
 
 def _mark_uninformative(st, df: pd.DataFrame, runs):
     """Grey (``cp-uninformative``) and mark with † every cell whose interval spans about 0-100."""
-    bad = df.map(uninformative_cell) if hasattr(df, "map") else df.applymap(uninformative_cell)
+    bad = df.map(uninformative_cell)
     if not bad.to_numpy().any():
         return st
     st = st.set_td_classes(bad.replace({True: "cp-uninformative", False: ""}))

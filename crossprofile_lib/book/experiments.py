@@ -44,12 +44,8 @@ def user_formats(names) -> list[str]:
 
 def user_grid(names) -> list[str]:
     """The reference grid's specs of your policies: each, and for a copy policy its ``-k7`` and ``:unlabeled`` controls."""
-    out = []
-    for n in names:
-        out.append(n)
-        if REGISTRY[n].kind == "copy":
-            out += [f"{n}-k{FIXED_K_DEFAULT}", f"{n}:unlabeled"]
-    return out
+    copy = set(user_copy(names))
+    return [s for n in names for s in ([n, f"{n}-k{FIXED_K_DEFAULT}", f"{n}:unlabeled"] if n in copy else [n])]
 
 
 @dataclass
@@ -168,16 +164,11 @@ class BookRuns:
             return self._once("hb-ledger", lambda: hiddenbench_run(
                 p.runs_root, "ledger", p.hiddenbench_path, ["controlled"], p.hb_seeds,
                 budgets=p.hb_budgets, skipped=self.skipped, policies=self.hb_policies()))
-        if not self.backend:
-            return None
-        return self.hiddenbench_for(self.specs()[0].backend)
-
-    def _options_of(self, backend: str) -> dict:
-        return dict(next((sp.backend_options for sp in self.specs() if sp.backend == backend), ()))
+        return self.hiddenbench_for(self.backend) if self.backend else None
 
     def hiddenbench_for(self, backend: str) -> Optional[HBRun]:
         """One model backend's HiddenBench protocols (``runs/hiddenbench-<backend>``)."""
-        p, opts = self.params, self._options_of(backend)
+        p, opts = self.params, dict(next((sp.backend_options for sp in self.specs() if sp.backend == backend), ()))
         return self._once(f"hb-model:{backend}", lambda: hiddenbench_run(
             p.runs_root, backend, p.hiddenbench_path, p.hb_model_protocols, p.hb_model_seeds,
             p.hb_ablations, p.hb_model_limit or None, budgets=p.hb_budgets, skipped=self.skipped,
@@ -211,8 +202,8 @@ class BookRuns:
         for sp in self.specs()[1:]:  # the other models: their sample and their HiddenBench run
             name = slug(sp.backend) + (f"@{config_digest(sp.text)}" if sp.text != sp.backend else "")
             if name not in names:
-                out.append((name, lambda sp=sp: self.model_for(sp), sp.backend))
-                out.append((f"{name}-{LABELS_PROMPT}", lambda sp=sp: self.labels_prompt_for(sp), sp.backend))
+                out += [(name, lambda sp=sp: self.model_for(sp), sp.backend),
+                        (f"{name}-{LABELS_PROMPT}", lambda sp=sp: self.labels_prompt_for(sp), sp.backend)]
                 names.add(name)
             hb = f"hiddenbench-{slug(sp.backend)}"
             if hb not in names:

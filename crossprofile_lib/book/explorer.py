@@ -60,8 +60,7 @@ class Walkthrough:
         """A static view: the first policy in focus, the others, the discussion and claim list (ties shown)."""
         return Exploration(self, self.policies[0], self.social_proof).html()
 
-    def _repr_html_(self) -> str:  # renders itself in Jupyter
-        return self.html()
+    _repr_html_ = html  # renders itself in Jupyter
 
 
 def walkthrough(template, variant: str, seed: int = 0, budget: str = PRIMARY_BUDGET,
@@ -88,10 +87,6 @@ def find_template(template_id: str, paths: Sequence[str] = ("templates",)):
     return t
 
 
-#: The budgets the live controls offer.
-BUDGETS = BUDGET_GRID
-
-
 @dataclass(frozen=True)
 class Verdict:
     """The option the reference decider chose and ``tied`` (the options sharing the top score; a seeded draw)."""
@@ -101,13 +96,11 @@ class Verdict:
     scores: Mapping[str, float]
 
     def word(self, template) -> str:
-        kind = ("correct" if self.option == template.correct_option else
-                "decoy" if self.option == template.decoy_option else "third option")
         if len(self.tied) > 1:
             n = [template.option(o).name for o in self.tied]
-            names = ", ".join(n[:-1]) + " and " + n[-1]
-            return f"tie between {names}, drawn by a seeded coin: not a win"
-        return kind
+            return f"tie between {', '.join(n[:-1])} and {n[-1]}, drawn by a seeded coin: not a win"
+        return ("correct" if self.option == template.correct_option else
+                "decoy" if self.option == template.decoy_option else "third option")
 
 
 def outcome(view, policy: str) -> str:
@@ -180,8 +173,7 @@ class Exploration:
                 f"<tr><th>first</th><th>speakers</th><th>n</th><th>text</th><th>role</th></tr>{cl}</table></div>"
                 "</details></div>")
 
-    def _repr_html_(self) -> str:
-        return self.html()
+    _repr_html_ = html
 
 
 def explore(template, variant: str = CLASSIC, policy: str = "R1", budget: str = PRIMARY_BUDGET,
@@ -208,7 +200,7 @@ def controls(templates: Mapping[str, object], template_id: str, variant: str = C
                      style=style)
     pol = w.Dropdown(options=list(dict.fromkeys((policy, *WALK_POLICIES, *PLUGINS))), value=policy, description="policy",
                      style=style)
-    bud = w.Dropdown(options=list(dict.fromkeys((*BUDGETS, budget))), value=budget, description="budget r",
+    bud = w.Dropdown(options=list(dict.fromkeys((*BUDGET_GRID, budget))), value=budget, description="budget r",
                      style=style)
     sp = w.FloatSlider(value=social_proof, min=0.0, max=2.0, step=0.25, description="social proof", style=style)
     sd = w.IntSlider(value=seed, min=0, max=9, description="seed", style=style)
@@ -234,11 +226,9 @@ def exercises(template, budget: str = PRIMARY_BUDGET, seed: int = 0) -> str:
     for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
         e = explore(template, v, "R1", budget, 0.0, seed, policies=("R1", "B4", "Random"))
         vs = e.verdicts()
-        facts = []
-        for p in ("R1", "B4"):
-            c = e.view.composition(p)
-            facts.append(f"{p} keeps {c.kept_support} support, {c.kept_decoy} decoy and {c.kept_irrelevant} "
-                         f"irrelevant facts and the {REFERENCE} ends at <b>{esc(vs[p].word(e.template))}</b>")
+        kept = {p: e.view.composition(p) for p in ("R1", "B4")}
+        facts = [f"{p} keeps {c.kept_support} support, {c.kept_decoy} decoy and {c.kept_irrelevant} irrelevant facts "
+                 f"and the {REFERENCE} ends at <b>{esc(vs[p].word(e.template))}</b>" for p, c in kept.items()]
         sp = explore(template, v, "ALL", budget, 1.0, seed, policies=("ALL",))
         items.append(
             f"<li><b>The {name} cell, {v}.</b> <i>Predict</i>: at r = {budget}, "
@@ -280,9 +270,8 @@ def policy_choices(views: Sequence[Walkthrough]):
     rows = []
     for v in views:
         for p in dict.fromkeys(v.policies):  # the policy in focus may also be one of the defaults
-            c = v.composition(p)
             rows.append({"variant": v.task.variant.name, "cell": v.task.variant.cell, "policy": p,
-                         "kept support/decoy/irrelevant": kept_counts(v, p), "net lead": c.net_lead,
+                         "kept support/decoy/irrelevant": kept_counts(v, p), "net lead": v.composition(p).net_lead,
                          "choice": outcome(v, p)})
     return pd.DataFrame(rows).pivot(index=["variant", "cell"], columns="policy",
                                     values=["kept support/decoy/irrelevant", "choice"])

@@ -4,6 +4,7 @@ that turn its decided rows into a :class:`~crossprofile_lib.book.runs.Run` for t
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -18,11 +19,11 @@ from crossprofile_lib.book.runs import (
     _stored_config,
     _stored_policy_files,
     config_digest,
+    model_who,
     own_folder,
     reference_who,
     resolve,
     slug,
-    tokenizer_note,
 )
 from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS
 from crossprofile_lib.hiddenbench.run import HEADER, HBConfig, read_tables, run_hiddenbench
@@ -59,11 +60,8 @@ class HBRun:
 
     @property
     def who(self) -> str:
-        src = self.header.get("data_source", "?")
-        base = reference_who(self.model) if self.is_reference else (
-            f"Backend: {self.backend}; model: {self.model}; decision mode: {self.header.get('decision_mode', '?')}; "
-            f"tokenizer: {self.header.get('tokenizer', '?')}{tokenizer_note(self.header)}.")
-        return f"{base} Data: {src}."
+        base = reference_who(self.model) if self.is_reference else model_who(self.backend, self.model, self.header)
+        return f"{base} Data: {self.header.get('data_source', '?')}."
 
     def decisions(self, protocol: str = "controlled") -> pd.DataFrame:
         return self.tables.get(protocol, {}).get("decisions", pd.DataFrame())
@@ -77,18 +75,13 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
     configuration); None when ``backend`` cannot run here (reason in ``skipped``). ``path`` = "": $HIDDENBENCH_PATH
     or the fixture, read in place, never copied."""
     skipped = {} if skipped is None else skipped
-    key = f"hiddenbench:{backend or 'ledger'}"
-    kw = dict(backend=backend or "ledger", hiddenbench=path or None, protocols=tuple(protocols), seeds=tuple(seeds),
-              ablations=tuple(ablations or DEFAULT_ABLATIONS), limit=limit)
-    if policies:
-        kw["policies"] = tuple(policies)
-    if budgets:
-        kw["budgets"] = tuple(budgets)
-    if backend_options:
-        kw["backend_options"] = dict(backend_options)
-    cfg = HBConfig(**kw)
+    backend = backend or "ledger"
+    key = f"hiddenbench:{backend}"
+    given = {"policies": tuple(policies or ()), "budgets": tuple(budgets or ()), "backend_options": dict(backend_options or {})}
+    cfg = HBConfig(backend=backend, hiddenbench=path or None, protocols=tuple(protocols), seeds=tuple(seeds),
+                   ablations=tuple(ablations or DEFAULT_ABLATIONS), limit=limit, **{k: v for k, v in given.items() if v})
     want = _jsonable(config_record(cfg))  # as the header records it (backend options redacted)
-    out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend or 'ledger')}"), want, HEADER)
+    out = own_folder(resolve(Path(runs_root) / f"hiddenbench-{slug(backend)}"), want, HEADER)
     mine = plugin_sources(cfg.policies)  # policies of your own: a stored run counts only with the same file hashes
     if mine and _stored_policy_files(out, HEADER) not in (None, mine):
         out = out.with_name(f"{out.name}-{config_digest({'config': want, 'policy_files': mine})}")
@@ -110,10 +103,8 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         return None
     tables = {}
     for p in protocols:
-        try:
+        with suppress(FileNotFoundError):
             tables[p] = read_tables(out, p)
-        except FileNotFoundError:
-            pass
     return HBRun(out, header, tables)
 
 

@@ -18,9 +18,7 @@ from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, PRIMARY_BUDGET
 from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom, natural_summary, paper_table
 from crossprofile_lib.hiddenbench.run import iter_artefacts
-from crossprofile_lib.paper_figures import (
-    load_paper_figures,
-)
+from crossprofile_lib.paper_figures import load_paper_figures
 
 #: At most this many resamples for HiddenBench's task-bootstrap intervals.
 MAX_HB_RESAMPLES = 2000
@@ -50,7 +48,7 @@ def hb_missing(ch, hbs: Sequence[HBRun]) -> list[str]:
 def hb_takeaways(ledger_hb: Optional[HBRun], hb_run, n_resamples: int, boot_seed: int) -> list[str]:
     """What the reference decider's memories keep, each model's R1 / B3 accuracy beside its paper value."""
     runs = [r for r in (hb_run if isinstance(hb_run, (list, tuple)) else [hb_run]) if r is not None]
-    lines = []
+    lines, items = [], r1_b3_items()
     if ledger_hb is not None:
         t = controlled_summary(ledger_hb.decisions("controlled"), PRIMARY_BUDGET)
         if {"R1", "B4"} <= set(t.index):
@@ -58,7 +56,6 @@ def hb_takeaways(ledger_hb: Optional[HBRun], hb_run, n_resamples: int, boot_seed
                          f"profile in <b>{t.loc['R1', 'profile_complete']:.0f}%</b> of memories, B4 (first mention) in "
                          f"{t.loc['B4', 'profile_complete']:.0f}%.")
     for hb_run in runs:
-        items = r1_b3_items()
         v = suite_values(items, hb_run, bootstrap(hb_run, min(n_resamples, MAX_HB_RESAMPLES), boot_seed), "hiddenbench")
         for it, x in zip(items, v):
             if x is not None and not np.isnan(x["estimate"]):

@@ -54,12 +54,9 @@ def headline_line(ch, r, t: pd.DataFrame) -> str:
 
 def headline_takeaways(ch, cells: dict) -> list[str]:
     """One :func:`headline_line` per run, then why a run without signal is not interpreted."""
-    lines = [headline_line(ch, r, cells[r.label]) for r in ch.shown]
-    for r in ch.shown:
-        sig = model_signal(r, r.boot)
-        if not sig.ok:
-            lines.append(html.escape(sig.reason) + " Its numbers above are shown, not interpreted.")
-    return lines
+    sigs = [model_signal(r, r.boot) for r in ch.shown]
+    return [headline_line(ch, r, cells[r.label]) for r in ch.shown] + [
+        html.escape(sig.reason) + " Its numbers above are shown, not interpreted." for sig in sigs if not sig.ok]
 
 
 def central_contrast(t: pd.DataFrame) -> pd.DataFrame:
@@ -105,13 +102,6 @@ STATED = (("H1", "how much R1's lead over B4 depends on who holds the decoys", "
           ("H2", "R1 - Random over all eight variants", "cp-mean/H2: R1 - Random"))
 
 
-def signal_line(run) -> str:
-    """Whether a model run's results have signal (its headroom check), in one takeaway line."""
-    sig = model_signal(run, run.boot)
-    return f"{html.escape(run.label)}: " + ("its results have signal (headroom check passed)." if sig.ok else
-                                            "no signal to read (" + html.escape(sig.reason.split(': ', 1)[-1]) + ")")
-
-
 def rarest_takeaways(ch, cells: dict, holm: dict) -> list[str]:
     """R1 and B4 in the classic and mirror cells, H1 and H2 beside the paper, and the model sample's signal."""
     ref = ch.ref
@@ -128,8 +118,11 @@ def rarest_takeaways(ch, cells: dict, holm: dict) -> list[str]:
             lines.append(f"{cid} ({what}) = <b>{fmt_ci(h.estimate, h.lo, h.hi)}</b> points (paper: {paper_text(paper)}).")
         else:
             lines.append(f"{cid} ({what}) is not estimable from this run (it lacks the variants or policies it needs).")
-    if ch.model is not None:
-        lines.append(signal_line(ch.model))
+    m = ch.model
+    if m is not None:  # whether the model run's results have signal (its headroom check)
+        sig = model_signal(m, m.boot)
+        lines.append(f"{html.escape(m.label)}: " + ("its results have signal (headroom check passed)." if sig.ok else
+                                                  "no signal to read (" + html.escape(sig.reason.split(': ', 1)[-1]) + ")"))
     return lines
 
 

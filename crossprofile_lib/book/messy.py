@@ -153,14 +153,9 @@ def findings(st: MessyStudy) -> pd.DataFrame:
     if t.empty:
         return t
     base = t[t["protocol"] == "scripted"].set_index("id")
-    verdicts = []
-    for _, r in t.iterrows():
-        if r["protocol"] == "scripted" or r["id"] not in base.index:
-            verdicts.append("reference")
-            continue
-        b = base.loc[r["id"]]
-        verdicts.append(_verdict(b["estimate"], b["lo"], b["hi"], r["estimate"], r["lo"], r["hi"]))
-    return t.assign(verdict=verdicts)
+    return t.assign(verdict=["reference" if r["protocol"] == "scripted" or r["id"] not in base.index else
+                             _verdict(*base.loc[r["id"], ["estimate", "lo", "hi"]], r["estimate"], r["lo"], r["hi"])
+                             for _, r in t.iterrows()])
 
 
 def _clear(lo: float, hi: float) -> bool:
@@ -232,9 +227,7 @@ def messy_takeaways(st: MessyStudy, f: pd.DataFrame, m: pd.DataFrame, comp: pd.D
     if not comp.empty:
         c = comp[comp["policy"] == "R1"].set_index("protocol")
         if "scripted" in c.index:
-            for name in c.index:
-                if name == "scripted":
-                    continue
+            for name in c.index.drop("scripted"):
                 out.append(f"R1 in the classic cell ({CLASSIC}) keeps {c.loc[name, 'support']:.2f} / "
                            f"{c.loc[name, 'decoy']:.2f} / {c.loc[name, 'irrelevant']:.2f} support / decoy / irrelevant "
                            f"facts under {name} (scripted: {c.loc['scripted', 'support']:.2f} / "

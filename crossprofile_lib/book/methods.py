@@ -89,16 +89,14 @@ def validator_margins(tpl) -> pd.DataFrame:
 
 def rejections(broken_dir: str | Path) -> pd.DataFrame:
     """What the validator says about each file of the rejection corpus (``expected.yaml`` left out)."""
-    rej = []
-    for f in sorted(resolve(broken_dir).glob("*.yaml")):
-        if f.name == "expected.yaml":
-            continue
+    def error(f: Path) -> str:
         try:
             load_template(f)
-            rej.append({"file": f.name, "error": "(accepted!)"})
+            return "(accepted!)"
         except TemplateError as e:
-            rej.append({"file": f.name, "error": f"field '{e.field}': {e.rule}: {e.detail}"})
-    return pd.DataFrame(rej).set_index("file")
+            return f"field '{e.field}': {e.rule}: {e.detail}"
+    return pd.DataFrame([{"file": f.name, "error": error(f)} for f in sorted(resolve(broken_dir).glob("*.yaml"))
+                         if f.name != "expected.yaml"]).set_index("file")
 
 
 def role_blindness_table(rb: RoleBlindness) -> pd.DataFrame:
@@ -194,7 +192,7 @@ def classic_side_composition(ref: Run, budget: str, model: str = "Qwen2.5-7B-Ins
 def label_costs(tok) -> pd.DataFrame:
     """Tokens of a four-label prefix, a one-label prefix, a newline and a number."""
     texts = ["[A1,A2,A3,A4] ", "[A2] ", "\n", "2024"]
-    return pd.DataFrame({"text": ["[A1,A2,A3,A4] ", "[A2] ", "\\n", "2024"],
+    return pd.DataFrame({"text": [t.replace("\n", "\\n") for t in texts],
                          "tokens": [tok.count(t) for t in texts]}).set_index("text")
 
 
@@ -242,12 +240,11 @@ def grid_costs(p: BookParams) -> pd.DataFrame:
     for name, g in grids.items():
         c = grid_calls(g["templates"], g["seeds"], g["budgets"], g["policies"], g["variants"])
         calls = c["decisions"] + c["relevance_calls"] + c["stance_calls"]
-        rows[name] = {**c, "model calls": calls,
-                      "prompt tokens (millions, decisions)": c["decisions"] * c["mean_prompt_tokens"] / 1e6,
+        tokens = c["decisions"] * c["mean_prompt_tokens"] / 1e6
+        rows[name] = {**c, "model calls": calls, "prompt tokens (millions, decisions)": tokens,
                       hours: calls * p.api_seconds_per_call / p.api_concurrency / 3600}
         if p.price_per_million_prompt_tokens:
-            rows[name]["prompt cost at the given price"] = (rows[name]["prompt tokens (millions, decisions)"]
-                                                            * p.price_per_million_prompt_tokens)
+            rows[name]["prompt cost at the given price"] = tokens * p.price_per_million_prompt_tokens
     return pd.DataFrame(rows).T
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -122,10 +123,8 @@ class ModelSpec:
 
 def _typed(v: str):
     for cast in (int, float):
-        try:
+        with suppress(ValueError):
             return cast(v)
-        except ValueError:
-            pass
     return v
 
 
@@ -169,12 +168,11 @@ def split_backends(value: str) -> list[str]:
 
 def parse_specs(values) -> list[ModelSpec]:
     """Each spec parsed, none twice (:class:`ModelSpecError` names the repeated one)."""
-    specs, seen = [], set()
+    specs: list[ModelSpec] = []
     for v in values:
         sp = ModelSpec.parse(v)
-        if sp.text in seen:
+        if any(s.text == sp.text for s in specs):
             raise ModelSpecError(f"'{v}': this model spec is given twice")
-        seen.add(sp.text)
         specs.append(sp)
     return specs
 
@@ -208,13 +206,10 @@ def paper_model_rules(path: str = str(PAPER_MODELS_PATH)) -> tuple[tuple[re.Patt
 
 def paper_model_for(backend: str, model: str = "", path: str = str(PAPER_MODELS_PATH)) -> Optional[str]:
     """The paper's model key this run is (first rule matching ``backend/model``), or None (no paper column)."""
-    if backend in ("ledger", "") or backend.startswith("ledger"):
+    if not backend or backend.startswith("ledger"):
         return None
     name = f"{backend}/{model}" if model and model not in backend else backend
-    for rx, paper in paper_model_rules(path):
-        if rx.search(name):
-            return paper
-    return None
+    return next((paper for rx, paper in paper_model_rules(path) if rx.search(name)), None)
 
 
 def run_paper_model(run) -> Optional[str]:

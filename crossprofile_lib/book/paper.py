@@ -31,13 +31,12 @@ SHARED_PAPER_VALUES = ("models not separated", "range over models")
 
 def suite_values(items: Sequence[PaperItem], run: Run, boot, data: str = "crossprofile") -> list[Optional[dict]]:
     """This suite's estimate and interval for each item whose ``data`` matches (else None)."""
-    idx = [k for k, it in enumerate(items) if it.data == data and it.measure]
     out: list[Optional[dict]] = [None] * len(items)
-    contrasts = []
-    for k in idx:
-        m = dict(items[k].measure)
-        contrasts.append({"id": f"item{k}", **{key: m[key] for key in ("outcome", "scale", "where", "terms") if key in m}})
-    for k, c in zip(idx, contrasts):  # one by one: a column missing for one item must not sink the rest
+    for k, it in enumerate(items):  # one by one: a column missing for one item must not sink the rest
+        if it.data != data or not it.measure:
+            continue
+        m = dict(it.measure)
+        c = {"id": f"item{k}", **{key: m[key] for key in ("outcome", "scale", "where", "terms") if key in m}}
         doc = {"defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": PRIMARY_BUDGET}},
                "contrasts": [c]}
         try:
@@ -60,9 +59,7 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
     for m in models:
         rows[("paper", m)] = [it.paper.get(m, "") for it in items]
     for data, rs in runs.items():
-        for run in rs:
-            if run is None:
-                continue
+        for run in [r for r in rs if r is not None]:
             vals = suite_values(items, run, bootstrap(run, n_resamples, seed), data)
             col = ("this suite", run.label + ("" if data == "crossprofile" else f" · {data}"))
             rows[col] = [("–" if v is None else "not in this run" if np.isnan(v["estimate"]) else
@@ -133,7 +130,6 @@ def run_name(run: Run) -> str:
     return run.label + (" · near chance" if near_chance(run) else "")
 
 
-
 def _run_name(run: Run, data: str) -> str:
     name = f"{run.label}, not a model" if run.is_reference else run_name(run)
     return name + ("" if data == "crossprofile" else f" · {data}")
@@ -169,9 +165,7 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
     n_resamples = min(n_resamples, MAX_COMPARISON_RESAMPLES)
     rows = []
     for data, rs in runs.items():
-        for run in rs:
-            if run is None:
-                continue
+        for run in [r for r in rs if r is not None]:
             boot = bootstrap(run, n_resamples, seed)
             v = headroom_verdict(run, boot)
             vals = suite_values(items, run, boot, data)
@@ -181,12 +175,9 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
                 if it.data != data:
                     continue
                 digits = 2 if it.unit == "facts" else 1
-                if val is None:
-                    est = lo = hi = np.nan
-                    shown = "no comparable measure"
-                else:
-                    est, lo, hi = val["estimate"], val["lo"], val["hi"]
-                    shown = "not in this run" if np.isnan(est) else fmt_ci(est, lo, hi, digits)
+                est, lo, hi = (np.nan,) * 3 if val is None else (val["estimate"], val["lo"], val["hi"])
+                shown = ("no comparable measure" if val is None else
+                         "not in this run" if np.isnan(est) else fmt_ci(est, lo, hi, digits))
                 base = {"chapter": it.chapter, "quantity": f"{it.result}: {it.label}", "unit": it.unit, "run": name,
                         "this run": shown, "model": model, "reference": run.is_reference,
                         "page": CHAPTER_PAGES.get(it.chapter, "")}
@@ -194,22 +185,18 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
                     rows.append({**base, "paper model": AS_REFERENCE, "paper": _every_model(it, digits),
                                  "reproduced?": REFERENCE_VERDICT, "scored": False})
                     continue
-                if pm is None:
-                    pairs = [("(none)", None)]
-                else:
-                    shared = [(m, x) for m, x in it.paper.items() if m in SHARED_PAPER_VALUES]
-                    pairs = [(pm, it.paper[pm])] if pm in it.paper else shared or [(pm, None)]
+                shared = [(m, x) for m, x in it.paper.items() if m in SHARED_PAPER_VALUES]
+                pairs = ([("(none)", None)] if pm is None else
+                         [(pm, it.paper[pm])] if pm in it.paper else shared or [(pm, None)])
                 for m, pv in pairs:
                     if pv is None:
                         verdict_text = ("no paper value: not one of the paper's models" if m == "(none)"
                                         else f"the paper reports no {it.label} for {m}")
-                        paper_cell = NO_VALUE
                     else:
-                        verdict_text = reproduced(pv, est, lo, hi, it.unit, v) if val is not None else \
-                            "no comparable measure in this suite"
-                        paper_cell = _paper_number(pv, it.unit, digits)
-                    rows.append({**base, "paper model": m, "paper": paper_cell, "reproduced?": verdict_text,
-                                 "scored": verdict_text in (YES, NO)})
+                        verdict_text = (reproduced(pv, est, lo, hi, it.unit, v) if val is not None
+                                        else "no comparable measure in this suite")
+                    rows.append({**base, "paper model": m, "reproduced?": verdict_text, "scored": verdict_text in (YES, NO),
+                                 "paper": NO_VALUE if pv is None else _paper_number(pv, it.unit, digits)})
     return pd.DataFrame(rows, columns=["chapter", *LONG_COLUMNS, "unit", "scored", "model", "reference", "page"])
 
 

@@ -24,16 +24,8 @@ from crossprofile_lib.stats.format import fmt_ci
 
 MODEL_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
 NEAR = 3.0   # points: a figure the fit reproduces "within 3 points"
-
-
-def footer(res) -> str:
-    """The stamp: backend and what the numbers are (the fitted deciders are in the caption)."""
-    return f"Backend ledger (the reference decider, not a language model):\n{NOT_A_MODEL_RUN}."
-
-
-def fitted_models(res) -> str:
-    """``Qwen2.5-7B-Instruct: reference-decider(sp=...,irr=...,beta=...); ...``: each column's model."""
-    return "; ".join(f"{m}: {f['model']}" for m, f in res.info.get("fits", {}).items())
+#: The figures' stamp: backend and what the numbers are (the fitted deciders are in the caption).
+FOOTER = f"Backend ledger (the reference decider, not a language model):\n{NOT_A_MODEL_RUN}."
 
 
 def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
@@ -47,11 +39,11 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
     fig, grid = F.new_figure(F.WIDTH, 3.6 * nrows + 0.6, nrows=nrows, ncols=ncols, squeeze=False, sharey=True)
     for ax in grid.flat[len(models):]:
         ax.set_visible(False)
-    axes = np.array([list(grid.flat[:max(1, len(models))])])
+    axes = grid.flat[:max(1, len(models))]
     lo_all = float(np.nanmin([t.paper.min(), t.lo.min(), t.fit.min()])) - 5
     hi_all = float(np.nanmax([t.paper.max(), t.hi.max(), t.fit.max()])) + 5
     near = total = 0
-    for ax, m, c in zip(axes[0], models, MODEL_COLORS * 3):
+    for ax, m, c in zip(axes, models, MODEL_COLORS * 3):
         d = t[t.model == m]
         ax.plot([lo_all, hi_all], [lo_all, hi_all], color="#777777", linewidth=0.8, zorder=0)
         for role, marker, face in (("fitted", "o", c), ("held out (paper names no model)", "s", "none")):
@@ -74,7 +66,7 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
     for row in grid:
         row[0].set_ylabel("reference decider, fitted (% or points)")
     message = message or f"{near} of {total} fitted figures within {NEAR:g} points of the paper"
-    F.finish(fig, message, title, [footer(res)], F.legend_handles(axes[0]), ncol=2)
+    F.finish(fig, message, title, [FOOTER], F.legend_handles(axes), ncol=2)
     return fig
 
 
@@ -105,7 +97,7 @@ def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
         flat = widths.loc[widths.w.idxmax()] if len(widths) else None
         message = ("Each parameter's loss profile" if flat is None else
                    f"Widest profile interval: {flat.model}'s {flat.parameter.replace('_', ' ')}")
-    F.finish(fig, message, title, [footer(res)], F.legend_handles(axes[0]), ncol=4)
+    F.finish(fig, message, title, [FOOTER], F.legend_handles(axes[0]), ncol=4)
     return fig
 
 
@@ -115,8 +107,7 @@ def figure_table(res) -> pd.DataFrame:
     t["fit [95%]"] = [fmt_ci(v, a, b, digits=1) if np.isfinite(v) else "" for v, a, b in zip(t.fit, t.lo, t.hi)]
     out = t.pivot_table(index="figure", columns="model", values=["paper", "fit [95%]", "residual", "loo"],
                         aggfunc="first", sort=False)
-    models = list(dict.fromkeys(t.model))
-    cols = [(k, m) for m in models for k in ("paper", "fit [95%]", "residual", "loo") if (k, m) in out.columns]
+    cols = [(k, m) for m in dict.fromkeys(t.model) for k in ("paper", "fit [95%]", "residual", "loo") if (k, m) in out.columns]
     out = out[cols].swaplevel(axis=1)
     return out.reindex(list(dict.fromkeys(t.figure)))
 
@@ -145,8 +136,9 @@ def fit_built_with(p: BookParams) -> dict:
 
 def fit_who(res) -> str:
     """The caption line of every table and figure: the reference decider at each paper model's fit."""
+    fitted = "; ".join(f"{m}: {f['model']}" for m, f in res.info.get("fits", {}).items())
     return (f"Backend ledger (the {REFERENCE}, not a language model) at each paper model's fitted parameters: "
-            f"{fitted_models(res)}. {NOT_A_MODEL_RUN[0].upper() + NOT_A_MODEL_RUN[1:]}.")
+            f"{fitted}. {NOT_A_MODEL_RUN[0].upper() + NOT_A_MODEL_RUN[1:]}.")
 
 
 def fit_box(res, p: BookParams):

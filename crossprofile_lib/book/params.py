@@ -35,6 +35,8 @@ Variant = Literal[VARIANT_NAMES]  # type: ignore[valid-type]
 #: What one item of a list parameter is called in an error message.
 _ITEM = {"hb_model_protocols": "protocol", "hb_ablations": "ablation", "paper_policies": "policy",
          "social_proof_sweep": "weight", "group_sizes": "group size"}
+#: The least item of a list of numbers, and the rule an item below it breaks.
+_LEAST = {"social_proof_sweep": (0, "a social-proof weight is at least 0"), "group_sizes": (2, "a group has at least 2 agents")}
 
 
 def _blank_is_none(v):
@@ -174,10 +176,17 @@ class BookParams(BaseModel):
     """Price per million prompt tokens (0: no cost column)."""
 
     # --- rules beyond the types ------------------------------------------------------------------------
-    @field_validator("hb_model_protocols", "hb_ablations", "paper_policies")
+    @field_validator(*_ITEM)
     @classmethod
-    def _names(cls, v, info):
-        return distinct(v, _ITEM[info.field_name])
+    def _items(cls, v, info):
+        least, why = _LEAST.get(info.field_name, (None, ""))
+        if least is not None and any(x < least for x in v):
+            raise ValueError(why)
+        v = distinct(v, _ITEM[info.field_name])
+        if info.field_name == "hb_ablations":
+            for a in v:
+                get_ablation(a)
+        return v
 
     @field_validator("templates", "model_templates", "catalogue", "paper_templates")
     @classmethod
@@ -234,27 +243,6 @@ class BookParams(BaseModel):
     def user_policies(self) -> list[str]:
         """The policy names the policy files register, in file order."""
         return [n for f in self.policy_files for n in load_policy_file(f).policies]
-
-    @field_validator("hb_ablations")
-    @classmethod
-    def _ablations(cls, v):
-        for a in v:
-            get_ablation(a)
-        return v
-
-    @field_validator("social_proof_sweep")
-    @classmethod
-    def _weights(cls, v):
-        if any(s < 0 for s in v):
-            raise ValueError("a social-proof weight is at least 0")
-        return distinct(v, "weight")
-
-    @field_validator("group_sizes")
-    @classmethod
-    def _sizes(cls, v):
-        if any(n < 2 for n in v):
-            raise ValueError("a group has at least 2 agents")
-        return distinct(v, "group size")
 
     # --- constructors --------------------------------------------------------------------------------
     @classmethod

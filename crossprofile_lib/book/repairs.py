@@ -158,14 +158,14 @@ def policies_in(run: Optional[Run], names: Sequence[str]) -> list[str]:
     return [p for p in dict.fromkeys(run.df["policy"].astype(str)) if base(p) in bases]
 
 
-def _shown(df: pd.DataFrame, budget: str) -> pd.DataFrame:
-    return df[df["budget_label"].astype(str).isin([str(budget), "none"])]
+def _shown(df: pd.DataFrame, budget: str, policies: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``policies`` at ``budget`` (and the unbudgeted ones)."""
+    return df[df["budget_label"].astype(str).isin([str(budget), "none"]) & df["policy"].isin(list(policies))]
 
 
 def composition_by_variant(run: Run, policies: Sequence[str], budget: str) -> pd.DataFrame:
     """Policy x variant: ``support / decoy / irrelevant`` mean kept counts, the paper's variant order."""
-    d = _shown(run.df, budget)
-    d = d[d["policy"].isin([*policies, *COMPARED])]
+    d = _shown(run.df, budget, [*policies, *COMPARED])
     g = d.groupby(["policy", "variant"])[["kept_support", "kept_decoy", "kept_irrelevant"]].mean()
     cell = g.apply(lambda r: f"{r['kept_support']:.1f} / {r['kept_decoy']:.1f} / {r['kept_irrelevant']:.1f}", axis=1)
     t = cell.unstack("variant")
@@ -175,19 +175,14 @@ def composition_by_variant(run: Run, policies: Sequence[str], budget: str) -> pd
 
 def accuracy_by_cell(run: Run, policies: Sequence[str], budget: str) -> pd.DataFrame:
     """Long table (policy, cell, estimate, lo, hi) of accuracy in the classic / mirror (and pooled) cells."""
-    t = cell_rows(run, run.boot)
-    t = t[t["policy"].isin([*policies, *COMPARED]) & t["budget_label"].astype(str).isin([str(budget), "none"])]
+    t = _shown(cell_rows(run, run.boot), budget, [*policies, *COMPARED])
     order = {p: i for i, p in enumerate([*policies, *COMPARED])}
     return t.sort_values("policy", key=lambda s: s.map(order), kind="stable")
 
 
 def failures_by_net_lead(run: Run, policy: str, budget: str) -> pd.DataFrame:
     """Per net lead of what ``policy`` kept: decisions, share, accuracy, wrong ones, decoy share, whose failure."""
-    d = _shown(run.df, budget)
-    d = d[d["policy"] == policy]
-    if d.empty:
-        return pd.DataFrame(columns=["net lead", "decisions", "share (%)", "accuracy (%)", "wrong",
-                                     "wrong: chose the decoy (%)", "a wrong decision here is"])
+    d = _shown(run.df, budget, [policy])
     rows = []
     for lead, g in d.groupby("net_lead", sort=True):
         wrong = g[~g["correct"].astype(bool)]
@@ -196,13 +191,13 @@ def failures_by_net_lead(run: Run, policy: str, budget: str) -> pd.DataFrame:
                      "wrong: chose the decoy (%)": 100 * wrong["chose_decoy"].astype(float).mean() if len(wrong)
                      else float("nan"),
                      "a wrong decision here is": "the memory's failure" if lead <= 0 else "the decider's failure"})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["net lead", "decisions", "share (%)", "accuracy (%)", "wrong",
+                                       "wrong: chose the decoy (%)", "a wrong decision here is"])
 
 
 def failure_summary(run: Run, policy: str, budget: str) -> str:
     """One sentence: how many of ``policy``'s wrong decisions come from memories with net lead <= 0."""
-    d = _shown(run.df, budget)
-    d = d[d["policy"] == policy]
+    d = _shown(run.df, budget, [policy])
     wrong = d[~d["correct"].astype(bool)]
     if d.empty:
         return f"{policy} has no decisions at r = {budget} in this run."
@@ -226,9 +221,6 @@ def no_policy_note():
 
 def policy_files_note(params) -> str:
     """HTML: the files behind the page's policies, with their SHA-256 (the run header records the same)."""
-    items = []
-    for f in params.policy_files:
-        src = load_policy_file(f)
-        items.append(f"<li><code>{esc(f)}</code>: {esc(', '.join(src.policies))} (SHA-256 "
-                     f"<code>{esc(src.sha256[:12])}</code>)</li>")
-    return "<ul>" + "".join(items) + "</ul>"
+    srcs = [(f, load_policy_file(f)) for f in params.policy_files]
+    return "<ul>" + "".join(f"<li><code>{esc(f)}</code>: {esc(', '.join(src.policies))} (SHA-256 "
+                            f"<code>{esc(src.sha256[:12])}</code>)</li>" for f, src in srcs) + "</ul>"

@@ -55,16 +55,13 @@ def reference_who(model: str) -> str:
             f"model: {model}.")
 
 
-def tokenizer_note(header: dict) -> str:
-    """`` (budgets priced with ...)`` when a run's budgets were not priced with the model's own tokenizer, else empty."""
+def model_who(backend: str, model: str, header: dict, extra: str = "") -> str:
+    """The sentence naming a language model's backend, model, decision mode and tokenizer, with `` (budgets priced
+    with ...)`` when its budgets were not priced with the model's own tokenizer."""
     src = str(header.get("tokenizer_source") or "")
-    return f" (budgets priced with the {src})" if src.startswith("offline approximation") else ""
-
-
-def _budget_labels(df: pd.DataFrame) -> list[str]:
-    if "budget_label" not in df.columns:
-        return []
-    return sorted(b for b in df["budget_label"].astype(str).unique() if b != "none")
+    note = f" (budgets priced with the {src})" if src.startswith("offline approximation") else ""
+    return (f"Backend: {backend}; model: {model}; decision mode: {header.get('decision_mode', '?')}; "
+            f"tokenizer: {header.get('tokenizer', '?')}{note}{extra}.")
 
 
 @dataclass
@@ -135,9 +132,7 @@ class Run:
             priced = (f" Budgets priced with the offline approximation ({tok}): {self.pricing_note}."
                       if self.pricing_note else f" Budgets priced with tokenizer {tok}.")
             return reference_who(self.model + extra) + priced
-        return (f"Backend: {self.backend}; model: {self.model}; decision mode: "
-                f"{self.header.get('decision_mode', '?')}; tokenizer: {self.header.get('tokenizer', '?')}"
-                f"{tokenizer_note(self.header)}{extra}.")
+        return model_who(self.backend, self.model, self.header, extra)
 
     @property
     def n_templates(self) -> int:
@@ -146,7 +141,9 @@ class Run:
     @property
     def budgets(self) -> list[str]:
         """The run's budget labels (``none`` left out)."""
-        return _budget_labels(self.df)
+        if "budget_label" not in self.df.columns:
+            return []
+        return sorted(b for b in self.df["budget_label"].astype(str).unique() if b != "none")
 
     @property
     def variants(self) -> list[str]:

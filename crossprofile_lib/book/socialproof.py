@@ -85,16 +85,13 @@ def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
             if not r.is_reference:
                 lines.append(html.escape(label_gap(r, effects) or f"{r.label}: no ALL:unlabeled in the classic cell."))
             continue
-        if e.lo > 0:
-            way = "the paper's direction (its interval lies above 0)"
-        elif e.hi < 0:
-            way = "against the paper's direction (its interval lies below 0)"
-        else:
-            way = "no direction (its interval includes 0)"
-        extra = ""
-        if not r.is_reference:  # a model: its own paper value only, and whether its numbers count
-            extra = (f" Paper, same model: {html.escape(paper_text(LABEL_ITEMS['unlabeled'], run=r))}; this run's "
-                     f"numbers are <i>{verdict_word(r)}</i> (headroom verdict).")
+        way = ("the paper's direction (its interval lies above 0)" if e.lo > 0 else
+               "against the paper's direction (its interval lies below 0)" if e.hi < 0 else
+               "no direction (its interval includes 0)")
+        # a model: its own paper value only, and whether its numbers count
+        extra = "" if r.is_reference else (
+            f" Paper, same model: {html.escape(paper_text(LABEL_ITEMS['unlabeled'], run=r))}; this run's "
+            f"numbers are <i>{verdict_word(r)}</i> (headroom verdict).")
         lines.append(f"{name_html(r)}: removing the labels from the ALL memory changes classic-cell ({CLASSIC}) "
                      f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}]: {way}.{extra}")
     lines.append(f"Paper (ALL unlabeled - ALL, classic cell, every model; beside the reference decider): "
@@ -112,7 +109,7 @@ def label_controls(ch, r: Run, t: pd.DataFrame, versus: Optional[Sequence[str]] 
     return t[t.budget_label.isin([ch.budget(r), "none"])]
 
 
-def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict, cell: str = CELL_LABELS["classic"]) -> pd.DataFrame:
+def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict) -> pd.DataFrame:
     """``wide`` with a ``paper: <model>`` column: the SAME model's value at the rows ``items`` names;
     unchanged for the reference decider and for a model not in the paper."""
     pm = run_paper_model(run)
@@ -137,8 +134,7 @@ def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
         t = shared[r.label]
         if t.empty:
             continue
-        ci = pd.Series(ci_column(t).to_numpy(), index=t["policy"].astype(str).to_numpy())
-        cols[(r.label, "this run")] = ci
+        cols[(r.label, "this run")] = pd.Series(ci_column(t).to_numpy(), index=t["policy"].astype(str).to_numpy())
         pm = None if r.is_reference else run_paper_model(r)
         v = paper_item(SHARED_ITEM).paper.get(pm) if pm else None
         if v is not None:
@@ -232,11 +228,6 @@ def where_text(where: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in where.items())
 
 
-def regression_fits(a: dict) -> list[tuple[str, dict]]:
-    """The regressions of one analysis that were run, as (kind, fit), in :data:`FITS` order."""
-    return [(k, a[k]) for k in FITS if k in a]
-
-
 def policy_test(fit: dict) -> str:
     """How a fit tests the policy terms: the joint Wald test's p, or Holm over the terms."""
     if fit.get("wald"):
@@ -248,8 +239,8 @@ def policy_test(fit: dict) -> str:
 def regression_outputs(r: Run, a: dict, cap) -> list:
     """Per regression of ``r``: terms table (or why none), fit warnings, verdicts, separated policies."""
     out = []
-    for kind, fit in regression_fits(a):
-        if "terms" not in fit or not _has_terms(fit):
+    for kind, fit in [(k, a[k]) for k in FITS if k in a]:  # the regressions that were run, in FITS order
+        if not _has_terms(fit):
             out.append(Markdown(f"**{r.label}, {kind}:** {fit.get('error', 'not estimable')}"))
             continue
         out.append(cap.table(fit["terms"].set_index("term"), f"{fit['method']}: {fit['formula']} (n = {fit['n']}). "
@@ -297,5 +288,4 @@ def social_proof_fits(runs: Sequence[Run], fit_resamples: int) -> tuple[list, pd
             notes.append(admonition("note", f"{r.label}", html.escape(f["note"])))
     if not rows:
         return notes, pd.DataFrame()
-    t = pd.concat(rows)
-    return notes, ci_pivot(t.rename(columns={"parameter": "param"}), "run", "param", digits=2)
+    return notes, ci_pivot(pd.concat(rows).rename(columns={"parameter": "param"}), "run", "param", digits=2)

@@ -27,11 +27,9 @@ def citation_file(srcdir: Path) -> Path:
 
 
 def _names(people) -> str:
-    out = []
-    for p in people or ():
-        if isinstance(p, dict):
-            out.append(p.get("name") or " ".join(x for x in (p.get("given-names"), p.get("family-names")) if x))
-    return ", ".join(x for x in out if x)
+    names = (p.get("name") or " ".join(x for x in (p.get("given-names"), p.get("family-names")) if x)
+             for p in people or () if isinstance(p, dict))
+    return ", ".join(x for x in names if x)
 
 
 def _year(doc: dict) -> Optional[str]:

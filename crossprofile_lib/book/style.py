@@ -70,15 +70,11 @@ def policy_color(policy: str) -> str:
     return matplotlib.colors.to_hex(colorsys.hls_to_rgb(h, min(l, 0.92), s))
 
 
-def palette(policies: Sequence[str]) -> dict:
-    return {p: policy_color(p) for p in policies}
-
-
 def _hue_colors(values) -> dict:
     """Policy colours for policies; a colour-blind-safe palette for anything else (runs, cells)."""
     vals = [str(v) for v in values]
     if all(_split(v)[0] in BASE_COLORS for v in vals):
-        return palette(vals)
+        return {v: policy_color(v) for v in vals}
     return dict(zip(vals, sns.color_palette("colorblind", max(len(vals), 1)).as_hex()))
 
 
@@ -128,8 +124,7 @@ def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = Non
         cols = _legend_columns(legend[1], w, ncol)
         rows = int(np.ceil(len(legend[0]) / cols))
         bottom += 0.26 * rows + 0.08
-    extra = max(0.0, top + bottom - 1.1)  # beyond what the figure's height already allowed for
-    h = h + extra
+    h += max(0.0, top + bottom - 1.1)  # beyond what the figure's height already allowed for
     fig.set_size_inches(w, h)
     if rows:
         fig.legend(*legend, loc="lower center", bbox_to_anchor=(0.5, (0.06 + n_stamp * line(FONT["note"])) / h),

@@ -14,10 +14,7 @@ from crossprofile_lib.backends.ledger import ReferenceDecider
 from crossprofile_lib.book.models import run_paper_model
 from crossprofile_lib.book.runs import Run, bootstrap, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
-from crossprofile_lib.policies import (
-    HEATMAP_POLICIES,  # noqa: E402  (defined once, in the policy registry)
-    parse_policy,
-)
+from crossprofile_lib.policies import HEATMAP_POLICIES, parse_policy
 from crossprofile_lib.policies.plugins import PLUGINS
 from crossprofile_lib.policies.plugins import base as plugin_base
 from crossprofile_lib.prompts import decision_prompt
@@ -63,8 +60,7 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
     """The preregistered contrasts of ``families`` (at ``budget``, :func:`at_budget`) with 95% intervals,
     Holm p-values and **Holm-adjusted intervals**: the percentile interval at the level Holm's step-down tests
     each contrast (``1 - alpha / (m - i)`` for the ``i``-th smallest p), from the same resamples."""
-    pre = prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg)
-    pre = at_budget(pre, budget)
+    pre = at_budget(prereg if prereg is not None and not isinstance(prereg, (str, Path)) else load_prereg(prereg), budget)
     res = evaluate_contrasts(run.df, pre, boot)
     res = res[res["family"].isin(families)].reset_index(drop=True)
     res["holm_level"], res["lo_holm"], res["hi_holm"] = np.nan, np.nan, np.nan
@@ -105,8 +101,7 @@ def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame
                                    for l, h, v in zip(res["lo_holm"], res["hi_holm"], res["holm_level"])],
         "p": [fmt_p(p) for p in res["p"]], "Holm p": [fmt_p(p) for p in res["p_adjusted"]],
         "reject at 0.05": res["reject"].to_numpy()}, index=res["id"].to_numpy())
-    models = list(dict.fromkeys(m for p in res["paper"] if isinstance(p, dict) for m in p))
-    for m in models:
+    for m in dict.fromkeys(m for p in res["paper"] if isinstance(p, dict) for m in p):
         out[("paper: " + m)] = [p.get(m, "") if isinstance(p, dict) else "" for p in res["paper"]]
     return out
 
@@ -119,17 +114,13 @@ POOLED_LABELS = {"classic": "pooled classic (PS*)", "mirror": "pooled mirror (SP
 def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> pd.DataFrame:
     """Per policy x budget x cell, long format: the classic (``PSP``) and mirror (``SPS``) cells, then with ``pooled``
     the pooled ``PS*`` / ``SP*`` cells as secondary rows (:data:`CELL_LABELS`, :data:`POOLED_LABELS`)."""
-    df = run.df
-    parts = []
-    d = df[df["cell"].isin(["classic", "mirror"])]
-    if len(d):
-        parts.append(means_table(d, ["policy", "budget_label", "cell"], list(outcomes), boot)
-                     .assign(cell=lambda x: x["cell"].map(CELL_LABELS)))
-    if pooled and "pooled_cell" in df.columns:
-        d = df[df["pooled_cell"].isin(["classic", "mirror"])]
+    df, parts = run.df, []
+    cells = {"cell": CELL_LABELS, **({"pooled_cell": POOLED_LABELS} if pooled and "pooled_cell" in df.columns else {})}
+    for col, labels in cells.items():
+        d = df[df[col].isin(["classic", "mirror"])]
         if len(d):
-            parts.append(means_table(d, ["policy", "budget_label", "pooled_cell"], list(outcomes), boot)
-                         .rename(columns={"pooled_cell": "cell"}).assign(cell=lambda x: x["cell"].map(POOLED_LABELS)))
+            parts.append(means_table(d, ["policy", "budget_label", col], list(outcomes), boot)
+                         .rename(columns={col: "cell"}).assign(cell=lambda x: x["cell"].map(labels)))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["policy", "budget_label", "cell", "outcome", "estimate", "lo", "hi"])
 
@@ -137,16 +128,15 @@ def cell_rows(run: Run, boot, outcomes: Sequence[str] = ("correct",), pooled: bo
 def select(t: pd.DataFrame, policies: Optional[Sequence[str]] = None, outcome: Optional[str] = None,
            cell: Optional[str] = None, budgets: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """Rows of a long table for ``policies``, ``outcome``, ``cell`` (name or label) and ``budgets``; None: any."""
-    keep = pd.Series(True, index=t.index)
     if policies is not None:
-        keep &= t["policy"].isin(list(policies))
+        t = t[t["policy"].isin(list(policies))]
     if outcome is not None:
-        keep &= t["outcome"] == outcome
+        t = t[t["outcome"] == outcome]
     if cell is not None:
-        keep &= t["cell"] == CELL_LABELS.get(cell, cell)
+        t = t[t["cell"] == CELL_LABELS.get(cell, cell)]
     if budgets is not None:
-        keep &= t["budget_label"].astype(str).isin([str(b) for b in budgets])
-    return t[keep]
+        t = t[t["budget_label"].astype(str).isin([str(b) for b in budgets])]
+    return t
 
 
 def cells_by_run(runs, outcomes: Sequence[str] = ("correct",), pooled: bool = True) -> dict:
@@ -171,9 +161,7 @@ def net_lead_where(ch, r: Run) -> dict:
 def contrast_row(res: pd.DataFrame, cid: str):
     """The row of contrast ``cid``, or None when it is absent or not estimable."""
     t = res.set_index("id")
-    if cid not in t.index or not t.loc[cid].estimable:
-        return None
-    return t.loc[cid]
+    return t.loc[cid] if cid in t.index and t.loc[cid].estimable else None
 
 
 def paper_by_title(res: pd.DataFrame, run: Optional[Run] = None) -> dict:
@@ -216,8 +204,7 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
     stub = ReferenceDecider()
     reqs = [r for r, _ in build_requests(tpl, cfg, stub)]
     tasks = len(tpl) * len(cfg.variants) * len(cfg.seeds)
-    rng = np.random.default_rng(seed)
-    pick = rng.choice(len(reqs), size=min(sample, len(reqs)), replace=False) if reqs else []
+    pick = np.random.default_rng(seed).choice(len(reqs), size=min(sample, len(reqs)), replace=False) if reqs else []
     toks = [stub.tokenizer.count(decision_prompt(reqs[i].task, reqs[i].memory, reqs[i].option_order).text)
             for i in pick]
     n_b3 = sum(s.selection == "generated" for s in specs) * len(budgets) * tasks
@@ -229,13 +216,11 @@ def grid_calls(templates: Sequence[str], seeds: Sequence[int], budgets: Sequence
 
 def cell_gaps(run: Run, boot, policies: Sequence[str], budget: str = PRIMARY_BUDGET) -> pd.DataFrame:
     """Per policy: classic minus mirror accuracy and the mean over variants (points, 95% intervals)."""
-    present = [p for p in policies if p in set(run.df["policy"])]
-    cs = []
-    for p in present:
-        cs.append({"id": f"{p}|gap", "title": f"{p}: classic - mirror", "where": {"policy": p},
-                   "terms": [{"weight": 1, "where": {"cell": "classic"}}, {"weight": -1, "where": {"cell": "mirror"}}]})
-        cs.append({"id": f"{p}|mean", "title": f"{p}: mean over variants", "where": {"policy": p},
-                   "terms": [{"weight": 1, "where": {}}]})
+    have = set(run.df["policy"])
+    cs = [c for p in policies if p in have for c in (
+        {"id": f"{p}|gap", "title": f"{p}: classic - mirror", "where": {"policy": p},
+         "terms": [{"weight": 1, "where": {"cell": "classic"}}, {"weight": -1, "where": {"cell": "mirror"}}]},
+        {"id": f"{p}|mean", "title": f"{p}: mean over variants", "where": {"policy": p}, "terms": [{"weight": 1, "where": {}}]})]
     if not cs:
         return pd.DataFrame()
     doc = {"defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": [budget, "none"]}},
