@@ -26,6 +26,7 @@ import sqlite3
 import threading
 import time
 import unicodedata
+from contextlib import closing
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -51,6 +52,9 @@ from crossprofile_lib.backends.cache_file import (  # noqa: F401  (CacheStorageE
 from crossprofile_lib.paths import cache_dir
 from crossprofile_lib.safety.outputs import atomic_write
 from crossprofile_lib.safety.redact import redact_url
+
+#: the columns :func:`~.cache_file._decode` reads, in its order
+_DECODED = "key, text, retries, prompt_tokens, completion_tokens, latency_s, choice_logprobs, meta, parsed"
 
 
 def cache_folder(folder: Optional[str | os.PathLike] = None) -> Path:
@@ -113,15 +117,12 @@ class CallCache:
         if str(folder) == ":memory:":
             self.path = ":memory:"
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute(_CREATE)
-            for t in _SIDE_TABLES:
+            for t in (_CREATE, *_SIDE_TABLES):
                 self._db.execute(t)
             return
         f = cache_folder(folder)
-        if f.is_file() and f.name.endswith((".sqlite", ".db")):  # the file itself was named
-            f, name = f.parent, f.name
-        else:
-            name = FILE_NAME
+        # the file itself was named, or its folder
+        f, name = (f.parent, f.name) if f.is_file() and f.name.endswith((".sqlite", ".db")) else (f, FILE_NAME)
         try:
             f.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -145,7 +146,7 @@ class CallCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as e:
-            raise _env_err(path, "opening", e, environment_problem(e) or "SQLite refused it") from None
+            raise _env_err(path, "opening", e, "SQLite refused it") from None
         _hold(path, +1)
         self._held = True
         self._run("adding the token-count tables", lambda: [self._db.execute(t) for t in _SIDE_TABLES])
@@ -157,9 +158,8 @@ class CallCache:
             try:
                 return fn()
             except sqlite3.Error as e:
-                env = environment_problem(e)
-                if env:
-                    raise _env_err(self.path, what, e, env) from None
+                if environment_problem(e):
+                    raise _env_err(self.path, what, e) from None
                 raise _err(self.path, f"{what} failed ({type(e).__name__}: {e})") from None
 
     def __len__(self) -> int:
@@ -172,8 +172,7 @@ class CallCache:
         def read():
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
-                q = ("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, choice_logprobs, "
-                     f"meta, parsed FROM calls WHERE key IN ({','.join('?' * len(chunk))})")
+                q = f"SELECT {_DECODED} FROM calls WHERE key IN ({','.join('?' * len(chunk))})"
                 for row in self._db.execute(q, chunk):
                     res = _decode(self.path, row)
                     if not blank_answer(res):  # a blank answer is never a cache hit (see blank_answer)
@@ -339,19 +338,15 @@ def check_cache(path: str | os.PathLike) -> dict:
     rep = {"file": str(f), "ok": problem is None, "problem": problem, "entries": None, "bad_rows": []}
     if problem:
         return rep
-    db = _connect(f, 5.0, readonly=True)
-    try:
+    with closing(_connect(f, 5.0, readonly=True)) as db:
         n = 0
-        for row in db.execute("SELECT key, text, retries, prompt_tokens, completion_tokens, latency_s, "
-                              "choice_logprobs, meta, parsed FROM calls"):
+        for row in db.execute(f"SELECT {_DECODED} FROM calls"):
             n += 1
             try:
                 _decode(f, row)
             except CacheError:
                 rep["bad_rows"].append(str(row[0]))
         rep["entries"] = n
-    finally:
-        db.close()
     if rep["bad_rows"]:
         rep["ok"] = False
         rep["problem"] = f"{len(rep['bad_rows'])} entr{'y' if len(rep['bad_rows']) == 1 else 'ies'} do not decode"
@@ -361,19 +356,15 @@ def check_cache(path: str | os.PathLike) -> dict:
 def vacuum_cache(path: str | os.PathLike) -> tuple[int, int]:
     """Checkpoint the WAL and ``VACUUM`` a healthy cache file; returns its size before and after."""
     f = resolve_cache_file(path)
-    problem = open_problem(f, timeout=5.0)
-    if problem:
+    if problem := open_problem(f, timeout=5.0):
         raise _err(f, problem)
     before = f.stat().st_size + (Path(f"{f}-wal").stat().st_size if Path(f"{f}-wal").exists() else 0)
     try:
-        db = _connect(f, 60.0)
-        try:
+        with closing(_connect(f, 60.0)) as db:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.execute("VACUUM")
-        finally:
-            db.close()
     except sqlite3.Error as e:  # VACUUM needs free space of about the file's size
-        raise _env_err(f, "vacuum", e, environment_problem(e) or "SQLite stopped") from None
+        raise _env_err(f, "vacuum", e, "SQLite stopped") from None
     return before, f.stat().st_size
 
 
@@ -383,7 +374,7 @@ def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, 
     f = resolve_cache_file(path)
     if not f.is_file() or f.stat().st_size == 0:
         raise _err(f, open_problem(f, writable=False) or "not a readable file")
-    written = bad = 0
+    bad = 0
     try:
         db = _connect(f, 5.0, readonly=True)
         keys = [r[0] for r in db.execute("SELECT key FROM calls")]
@@ -399,6 +390,5 @@ def export_cache(path: str | os.PathLike, out: str | os.PathLike) -> tuple[int, 
             entry = dict(zip(_COLUMNS, row))
             entry["base_url"] = _redacted_field(entry.get("base_url"))  # entries of older versions too
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            written += 1
     db.close()
-    return written, bad
+    return len(keys) - bad, bad

@@ -12,6 +12,7 @@ import sqlite3
 import stat
 import tempfile
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -79,32 +80,31 @@ class CacheStorageError(CacheError):
     failure (exit 1), never reported as damage."""
 
 
-def _env_err(path, what: str, e: BaseException, problem: str) -> CacheError:
-    return CacheStorageError(f"call cache {path}: {what} failed: {problem} ({type(e).__name__}: {e}); the file itself is "
-                      f"not damaged and every call stored so far is kept: fix this and rerun the same command")
+def _env_err(path, what: str, e: BaseException, fallback: str = "") -> CacheError:
+    return CacheStorageError(f"call cache {path}: {what} failed: {environment_problem(e) or fallback} ({type(e).__name__}: "
+                             f"{e}); the file itself is not damaged and every call stored so far is kept: fix this and "
+                             f"rerun the same command")
 
 
 #: Cache files this process holds open: ``(pid, resolved path) -> open CallCache objects``. Closing ANY descriptor
 #: of a file drops the process's POSIX record locks on it, so reading the header by hand while a connection holds
 #: the file could let another process delete its ``-wal``/``-shm`` under that connection ("disk I/O error", lost
 #: calls): a file already open in this process is not read again (it was checked when first opened).
-_OPEN: dict[tuple[int, str], int] = {}
+_OPEN: Counter = Counter()
 _OPEN_LOCK = threading.Lock()
 
 
 def _held_here(path) -> bool:
     """Whether this process (not a parent it was forked from) holds ``path`` open in a CallCache."""
-    return _OPEN.get((os.getpid(), str(Path(path).resolve())), 0) > 0
+    return _OPEN[(os.getpid(), str(Path(path).resolve()))] > 0
 
 
 def _hold(path, step: int) -> None:
     key = (os.getpid(), str(Path(path).resolve()))
     with _OPEN_LOCK:
-        n = _OPEN.get(key, 0) + step
-        if n > 0:
-            _OPEN[key] = n
-        else:
-            _OPEN.pop(key, None)
+        _OPEN[key] += step
+        if _OPEN[key] <= 0:
+            del _OPEN[key]
 
 
 def _header_problem(path: Path, size: int) -> Optional[str]:
@@ -129,8 +129,7 @@ def _schema_problem(db: sqlite3.Connection) -> Optional[str]:
     if not cols:
         tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         return f"no 'calls' table (tables: {', '.join(tables) or 'none'}); not a call cache, or its table was dropped"
-    missing = [c for c in _COLUMNS if c not in cols]
-    if missing:
+    if missing := [c for c in _COLUMNS if c not in cols]:
         return f"wrong schema: table 'calls' lacks column(s) {', '.join(missing)}"
     return None
 
@@ -160,20 +159,18 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
         return (f"read-only (mode {stat.filemode(st.st_mode)}): finished calls could not be stored; make it "
                 f"writable (chmod u+w) or point --cache at a copy")
     try:
-        p = None if _held_here(path) else _header_problem(path, st.st_size)
-        if p:
+        if not _held_here(path) and (p := _header_problem(path, st.st_size)):
             return p
         db = _connect(path, timeout, readonly=not writable)
     except (OSError, sqlite3.Error) as e:
         if environment_problem(e):
-            raise _env_err(path, "opening", e, environment_problem(e)) from None
+            raise _env_err(path, "opening", e) from None
         return f"cannot be opened ({type(e).__name__}: {e})"
     try:
         rows = [r[0] for r in db.execute("PRAGMA integrity_check" if full else "PRAGMA quick_check")]
         if rows != ["ok"]:
             return f"damaged (SQLite {'integrity' if full else 'quick'}_check: {'; '.join(map(str, rows[:3]))})"
-        p = _schema_problem(db)
-        if p:
+        if p := _schema_problem(db):
             return p
         if writable:  # a writer holding the database past the timeout
             db.execute("BEGIN IMMEDIATE")
@@ -183,7 +180,7 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
             return (f"locked by another process for more than {timeout:g} s (another run may be writing it: "
                     f"wait for it, or give this run its own --cache)")
         if environment_problem(e):
-            raise _env_err(path, "opening", e, environment_problem(e)) from None
+            raise _env_err(path, "opening", e) from None
         return f"damaged ({type(e).__name__}: {e})"
     except sqlite3.DatabaseError as e:
         return f"damaged ({type(e).__name__}: {e})"

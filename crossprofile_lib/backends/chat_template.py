@@ -32,7 +32,6 @@ class ChatTemplate:
 
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "", name: str = ""):
         # optional: jinja2 comes with the llm / book extras, needed only for a chat template over HTTP
-        import jinja2
         import jinja2.ext
         from jinja2.sandbox import ImmutableSandboxedEnvironment
         self.source, self.bos_token, self.eos_token = source, bos_token, eos_token
@@ -73,8 +72,7 @@ class ChatTemplate:
         kind, _, arg = spec.partition(":")
         try:
             if kind == "gguf":
-                problem = input_file_problem(arg)
-                if problem:
+                if problem := input_file_problem(arg):
                     raise ValueError(f"chat_template '{spec}': the GGUF file {problem}")
                 with open(arg, "rb") as fh:
                     if fh.read(4) != b"GGUF":

@@ -60,17 +60,17 @@ class URLLimit:
         self.peak = max(self.peak, self.limit)
         self.window_done = 0
 
-    def _may_cut(self) -> bool:
-        return self.answers - self.last_cut >= max(1, int(self.limit)) or self.last_cut < 0
+    def _cut(self, value: float) -> None:  # at most once per window
+        if self.answers - self.last_cut >= max(1, int(self.limit)) or self.last_cut < 0:
+            self.last_cut = self.answers
+            self._set(value)
 
     def observe(self, outcome: str, latency: float) -> None:
         self.answers += 1
         if outcome == OVERLOAD:
             self.overloads += 1
             self.slow_start = False
-            if self._may_cut():
-                self.last_cut = self.answers
-                self._set(math.floor(self.limit / 2))
+            self._cut(math.floor(self.limit / 2))
             return
         if outcome != OK:
             return
@@ -80,9 +80,8 @@ class URLLimit:
         if self.smoothed > RISE * self.baseline:
             self.queueing += 1
             self.slow_start = False
-            if self.smoothed > CUT * self.baseline and self._may_cut():
-                self.last_cut = self.answers
-                self._set(min(self.limit - 1, self.limit * 0.9))
+            if self.smoothed > CUT * self.baseline:
+                self._cut(min(self.limit - 1, self.limit * 0.9))
             return
         if self.window_done >= int(self.limit) and self.limit < self.ceiling:
             self._set(self.limit * 2 if self.slow_start else self.limit + 1)
@@ -118,7 +117,7 @@ class Pool:
         order = [(preferred + i) % self.n for i in range(self.n)]
         if avoid is not None and self.n > 1:  # a retry waits for another URL rather than repeat a failed one
             order = [k for k in order if k != avoid]
-        best = max(order, key=lambda k: (self.urls[k].room, -order.index(k)))
+        best = max(order, key=lambda k: self.urls[k].room)  # the first of equals
         return best if self.urls[best].room > 0 else None
 
     async def acquire(self, preferred: int, avoid: Optional[int] = None) -> int:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
-from typing import Optional, Sequence
+from typing import Optional
 from urllib.parse import urlsplit
 
 from crossprofile_lib.backends.concurrency import NEUTRAL, OVERLOAD
@@ -85,8 +84,7 @@ RETRY_AFTER_MAX = 600.0
 def retry_after(e: BaseException) -> Optional[float]:
     """Seconds a 429/503 answer asks the client to wait (``Retry-After`` in seconds or as an HTTP
     date, or ``retry-after-ms``), else None."""
-    resp = getattr(e, "response", None)
-    headers = getattr(resp, "headers", None)
+    headers = getattr(getattr(e, "response", None), "headers", None)
     if headers is None:
         return None
     try:
@@ -104,19 +102,12 @@ def retry_after(e: BaseException) -> Optional[float]:
         return None
 
 
-def _env(names: Sequence[str]) -> Optional[str]:
-    """The first of the environment variables ``names`` that is set and not empty."""
-    return next((os.environ[n] for n in names if os.environ.get(n)), None)
-
-
 def _retryable(e: BaseException) -> bool:
     import openai
     if isinstance(e, (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
                       MalformedResponse, json.JSONDecodeError, asyncio.TimeoutError)):
         return True
-    if isinstance(e, openai.APIStatusError):
-        return e.status_code == 429 or e.status_code == 408 or e.status_code >= 500
-    return False
+    return isinstance(e, openai.APIStatusError) and (e.status_code in (408, 429) or e.status_code >= 500)
 
 
 def _outcome(e: BaseException) -> str:
@@ -178,7 +169,7 @@ class Refusals:
         # a refused key (401/403) is refused for every call: the first one stops the run, before any
         # result is written as an answer; a 404 may be one endpoint's, so it takes stop_on_refusal in a row
         if (status in KEY_REFUSALS or self._refusals >= self.stop_on_refusal) and self._tripped is None:
-            shown = redact_url(self.base_urls)[k if k is not None else 0]
+            shown = redact_url(self.base_urls)[k or 0]
             self._tripped = ServerRefused(
                 f"backend {self.name}: the server at {shown} answered HTTP {status} ({REFUSAL_STATUSES[status]}) "
                 f"to {self._refusals} calls in a row for model '{self.model}' ({self._scrub(str(e))[:200]}); "
@@ -205,8 +196,7 @@ def probe_models(self, memo: dict) -> Optional[dict]:
         client = openai.OpenAI(base_url=u, api_key=self._api_key, max_retries=0, timeout=self.tokenize_timeout)
         try:
             if data is None:
-                data = list(client.models.list().data)
-                memo[key] = data
+                data = memo[key] = list(client.models.list().data)
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
             raise ServerRefused(f"backend {self.name}: the server at {shown} answered HTTP {e.status_code} "
                                 f"({REFUSAL_STATUSES[e.status_code]}) for model '{self.model}'; check "
@@ -232,8 +222,7 @@ def probe_models(self, memo: dict) -> Optional[dict]:
         if extra.get("root"):
             served["root"] = _basename(extra["root"])
         seen[shown] = served
-    distinct = {json.dumps(v, sort_keys=True) for v in seen.values()}
-    if len(distinct) > 1:
+    if len({json.dumps(v, sort_keys=True) for v in seen.values()}) > 1:
         raise ValueError(f"backend {self.name}: the base URLs serve different models "
                          f"({'; '.join(f'{k}: {v}' for k, v in seen.items())}); one run needs one model")
     if seen:

@@ -35,7 +35,7 @@ from crossprofile_lib.task.tokenizer import default_tokenizer
 class ReferenceDecider:
     """The evidence ledger (see module doc). Backend name ``ledger``."""
 
-    provider = "ledger"
+    provider = name = "ledger"
     decision_mode = "ledger"
     relevance_kind = "oracle"
     capabilities: frozenset = frozenset()
@@ -58,10 +58,6 @@ class ReferenceDecider:
     def model(self) -> str:
         return (f"reference-decider(sp={self.social_proof:g},irr={self.irrelevant_weight:g},"
                 f"beta={self.inverse_temperature:g})")
-
-    @property
-    def name(self) -> str:
-        return "ledger"
 
     def relevance(self, task: Task, cl: ClaimList) -> Relevance:
         """The ledger has no model: its relevance filter is the oracle's."""

@@ -60,6 +60,17 @@ def parse_decision(text: str, letters: Sequence[str]) -> Optional[str]:
     return found[-1] if found and found[-1] in letters else None
 
 
+def _json_list(text: str, field: str) -> Optional[list]:
+    """The list ``field`` of the JSON object spanning the first ``{`` to the last ``}`` of ``text``, else None."""
+    m = re.search(r"\{.*\}", text or "", re.DOTALL)
+    try:
+        obj = json.loads(m.group(0)) if m else None
+    except json.JSONDecodeError:
+        return None
+    items = obj.get(field) if isinstance(obj, dict) else None
+    return items if isinstance(items, list) else None
+
+
 def relevance_schema(n: int) -> dict:
     return {"type": "object", "additionalProperties": False, "required": ["relevant"],
             "properties": {"relevant": {"type": "array", "maxItems": n,
@@ -69,21 +80,13 @@ def relevance_schema(n: int) -> dict:
 def parse_relevance(text: str, n: int) -> Optional[list[int]]:
     """0-based indices from ``{"relevant": [1, 4]}`` (or a bare list of numbers after
     ``relevant``); numbers outside 1..n are dropped; None when nothing parses."""
-    text = text or ""
-    m = re.search(r"\{.*\}", text, re.DOTALL)
-    nums = None
-    if m:
-        try:
-            obj = json.loads(m.group(0))
-            if isinstance(obj, dict) and isinstance(obj.get("relevant"), list):
-                nums = [x for x in obj["relevant"] if isinstance(x, int) and not isinstance(x, bool)]
-        except json.JSONDecodeError:
-            pass
+    nums = _json_list(text, "relevant")
     if nums is None:
-        m = re.search(r"relevant\W*\[?([\d,\s]+)", text, re.IGNORECASE)
+        m = re.search(r"relevant\W*\[?([\d,\s]+)", text or "", re.IGNORECASE)
         if not m:
             return None
         nums = [int(x) for x in re.findall(r"\d+", m.group(1))]
+    nums = [x for x in nums if isinstance(x, int) and not isinstance(x, bool)]
     return sorted({x - 1 for x in nums if 1 <= x <= n})
 
 
@@ -100,9 +103,7 @@ def choice_logprobs(top: dict, choices: Sequence[str]) -> dict:
 
 def best_choice(lps: Optional[dict], choices: Sequence[str]) -> Optional[str]:
     """Arg-max over ``choices`` (ties: earlier choice); None when no choice has a log-probability."""
-    if not lps:
-        return None
-    return max((c for c in choices if c in lps), key=lambda c: (lps[c], -choices.index(c)), default=None)
+    return max((c for c in choices if c in (lps or {})), key=lambda c: lps[c], default=None)  # max: the first of equals
 
 
 def decision_gbnf(letters: Sequence[str], reason_chars: int = GRAMMAR_REASON_CHARS) -> str:
@@ -149,15 +150,8 @@ def parse_stances(text: str, n: int, order: Sequence[str]) -> Optional[tuple[Opt
 
     Entries with an unknown letter, direction or number are dropped; a number given twice
     keeps its first entry."""
-    m = re.search(r"\{.*\}", text or "", re.DOTALL)
-    if not m:
-        return None
-    try:
-        obj = json.loads(m.group(0))
-    except json.JSONDecodeError:
-        return None
-    items = obj.get("stances") if isinstance(obj, dict) else None
-    if not isinstance(items, list):
+    items = _json_list(text, "stances")
+    if items is None:
         return None
     letters = P.letters_for(order)
     out: list[Optional[Stance]] = [None] * n
@@ -171,6 +165,13 @@ def parse_stances(text: str, n: int, order: Sequence[str]) -> Optional[tuple[Opt
             continue
         out[k - 1] = Stance(order[letters.index(opt)], 1 if d == "for" else -1, crit)
     return tuple(out)
+
+
+def one_of(owner: str, option: str, value, allowed: Sequence[str]):
+    """``value`` when it is one of ``allowed``, else a ``ValueError`` naming ``owner``'s option and the allowed values."""
+    if value not in allowed:
+        raise ValueError(f"{owner}: {option} '{value}' is not one of {', '.join(allowed)}")
+    return value
 
 
 def given_tokenizer(tokenizer):
@@ -191,22 +192,15 @@ class LLMBackend(ChatBackend):
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default"):
         owner = f"backend {self.provider}/{model}"
-        max_tokens = option_number(owner, "max_tokens", max_tokens, low=1, high=1_000_000, integer=True)
-        reason_chars = option_number(owner, "reason_chars", reason_chars, low=1, high=100_000, integer=True)
-        if decision_prompt not in P.DECISION_PROMPTS:
-            raise ValueError(f"backend {self.provider}/{model}: decision_prompt '{decision_prompt}' is not one of "
-                             f"{', '.join(P.DECISION_PROMPTS)}")
-        self.decision_prompt = decision_prompt
-        if decision_mode not in self.supported_modes:
-            raise ValueError(f"backend {self.provider}/{model}: decision_mode '{decision_mode}' is not one of "
-                             f"{', '.join(self.supported_modes)}")
+        self.max_tokens = option_number(owner, "max_tokens", max_tokens, low=1, high=1_000_000, integer=True)
+        # grammar mode: longest reasoning paragraph
+        self.reason_chars = option_number(owner, "reason_chars", reason_chars, low=1, high=100_000, integer=True)
+        self.decision_prompt = one_of(owner, "decision_prompt", decision_prompt, P.DECISION_PROMPTS)
+        self.decision_mode = one_of(owner, "decision_mode", decision_mode, self.supported_modes)
         self.model = model
-        self.decision_mode = decision_mode
         self.tokenizer = tokenizer or default_tokenizer()
         self.cache = cache if isinstance(cache, CallCache) else CallCache(cache)
         self.progress = progress
-        self.max_tokens = int(max_tokens)
-        self.reason_chars = int(reason_chars)  # grammar mode: longest reasoning paragraph
         self.stats: Counter = Counter()
         self._lock = threading.Lock()
         self._legacy_noted = False
@@ -250,13 +244,12 @@ class LLMBackend(ChatBackend):
         for ident in self.legacy_identities() if missing else ():
             old = {k: call_key(ident, requests[first[k]], self.decision_mode) for k in missing}
             hits = self.cache.get_many(old.values())
-            for k, o in old.items():
-                if o in hits:
-                    self.cache.copy(o, k)
-                    found[k] = hits[o]
-            n = sum(o in hits for o in old.values())
-            if n:
-                self._count(legacy=n)  # answered from entries made by an earlier version
+            copied = {k: hits[o] for k, o in old.items() if o in hits}
+            for k in copied:
+                self.cache.copy(old[k], k)
+            found.update(copied)
+            if copied:
+                self._count(legacy=len(copied))  # answered from entries made by an earlier version
             missing = [k for k in missing if k not in found]
             if not missing:
                 break
@@ -296,14 +289,10 @@ class LLMBackend(ChatBackend):
                 self._complete(todo, on_done)
             finally:
                 bar.close()
-        out = []
-        for k in keys:
-            r = found.get(k)
-            if r is None:  # a provider that failed to report a call: never drop it silently
-                r = ChatResult(text="", error="no result reported by the backend")
-                self._count(errors=1)
-            out.append(r)
-        return out
+        lost = sum(k not in found for k in keys)  # a provider that failed to report a call: never drop it silently
+        if lost:
+            self._count(errors=lost)
+        return [found.get(k) or ChatResult(text="", error="no result reported by the backend") for k in keys]
 
     # -- decisions --
     def _decision_request(self, req: DecisionRequest) -> ChatRequest:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import threading
 import time
 import warnings
@@ -35,7 +36,6 @@ from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported:
     ServerRefused,
     ServerUnreachable,
     _connect_failure,
-    _env,
     _outcome,
     _retryable,
     base_url_problem,
@@ -54,6 +54,7 @@ from crossprofile_lib.backends.llm import (
     decision_gbnf,
     decision_regex,
     given_tokenizer,
+    one_of,
     score_text,
 )
 from crossprofile_lib.safety.inputs import option_number
@@ -70,6 +71,11 @@ TOKENIZER_FALLBACKS = ("error", "offline")
 
 #: ``GET /v1/models`` answers seen in this process, per (base URL, key hash)
 _MODELS_SEEN: dict = {}
+
+
+def _env(names: Sequence[str]) -> Optional[str]:
+    """The first of the environment variables ``names`` that is set and not empty."""
+    return next((os.environ[n] for n in names if os.environ.get(n)), None)
 
 
 class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
@@ -122,18 +128,13 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             raise ValueError(f"backend {self.name}: --base-url names no URL (give http://HOST:PORT/v1, comma-separated "
                              f"for several servers)")
         for u in self.base_urls:
-            why = base_url_problem(u)
-            if why:
+            if why := base_url_problem(u):
                 raise ValueError(f"backend {self.name}: base URL {redact_url(u)}: {why}")
         self._api_key = api_key or _env(["CROSSPROFILE_API_KEY", f"{self.service}_API_KEY"]) or "EMPTY"
         self._secrets = [k for k in (self._api_key,) if k != "EMPTY"] + url_secrets(self.base_urls)
         self.shown_urls = ", ".join(redact_url(self.base_urls))
-        if sampling not in SAMPLINGS:
-            raise ValueError(f"backend {self.name}: sampling '{sampling}' is not one of {', '.join(SAMPLINGS)}")
-        if tokenizer_fallback not in TOKENIZER_FALLBACKS:
-            raise ValueError(f"backend {self.name}: tokenizer_fallback '{tokenizer_fallback}' is not one of "
-                             f"{', '.join(TOKENIZER_FALLBACKS)}")
-        self.sampling, self.tokenizer_fallback = sampling, tokenizer_fallback
+        self.sampling = one_of(owner, "sampling", sampling, SAMPLINGS)
+        self.tokenizer_fallback = one_of(owner, "tokenizer_fallback", tokenizer_fallback, TOKENIZER_FALLBACKS)
         self._served, self._served_lock, self._pool = None, threading.Lock(), None
         self.grammar_style = grammar_style
         if grammar_style not in ("gbnf", "vllm"):
@@ -261,7 +262,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                 text = resp.choices[0].message.content
             except (AttributeError, IndexError, TypeError) as e:
                 raise MalformedResponse(f"chat completion without choices ({type(e).__name__})") from None
-            if text is None or is_blank(text):  # a transient server fault, never an answer to cache
+            if is_blank(text):  # a transient server fault, never an answer to cache
                 raise MalformedResponse("chat completion with empty content")
             lps = None
         u = getattr(resp, "usage", None)
@@ -284,7 +285,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                     if self._tripped is not None:
                         raise self._tripped
                     attempts += 1
-                    k = await self._pool.acquire(j + attempts - 1, avoid=k if attempts > 1 else None)
+                    k = await self._pool.acquire(j + attempts - 1, avoid=k)
                     try:
                         res = await self._attempt(clients[k], k, r)
                     except BaseException as e:

@@ -119,13 +119,11 @@ class VLLMBackend(LLMBackend):
         per_call = (time.perf_counter() - t0) / max(1, len(requests))
         for j, (r, o) in enumerate(zip(requests, outs)):
             c = o.outputs[0]
-            lps = None
+            text, lps = c.text, None
             if self.decision_mode == "score" and r.choices and r.json_schema is None:
                 top = {lp.decoded_token: lp.logprob for lp in (c.logprobs[0] if c.logprobs else {}).values()}
                 lps = choice_logprobs(top, r.choices)
                 text = score_text(r, best_choice(lps, list(r.choices)))
-            else:
-                text = c.text
             on_done(j, ChatResult(text=text, prompt_tokens=len(o.prompt_token_ids or ()),
                                   completion_tokens=len(c.token_ids or ()), latency_s=per_call,
                                   choice_logprobs=lps))
