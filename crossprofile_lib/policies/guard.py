@@ -58,7 +58,7 @@ def check_order(name: str, order, n: int) -> list[int]:
         raise ValueError(f"policy '{name}' returned {type(order).__name__}, not a list of claim indices") from None
     out = []
     for i in idx:
-        if isinstance(i, bool) or not isinstance(i, (int,)) and not hasattr(i, "__index__"):
+        if isinstance(i, bool) or not hasattr(i, "__index__"):  # an int, or an integer type such as numpy's
             raise ValueError(f"policy '{name}' returned {i!r}, not a claim index (an integer 0..{n - 1})")
         i = int(i)
         if not 0 <= i < n:
@@ -190,9 +190,9 @@ class Guard:
         if not isinstance(mem.text, str):
             raise self._refuse("type", f"build() returned a memory whose text is a {type(mem.text).__name__}, "
                                f"not a str")
-        if spec is not None and getattr(inputs, "claims", None) is not None:
-            check_memory(spec, mem, inputs.claims, getattr(inputs, "budget", None))  # kept claims: trial/memory
-        tok, budget = getattr(inputs, "tokenizer", None), getattr(inputs, "budget", None)
+        claims, tok, budget = (getattr(inputs, a, None) for a in ("claims", "tokenizer", "budget"))
+        if spec is not None and claims is not None:
+            check_memory(spec, mem, claims, budget)  # kept claims: trial/memory
         if tok is not None and budget is not None and spec is not None and spec.budgeted:
             n = tok.count(mem.text) if mem.text else 0
             if n > budget:
@@ -200,7 +200,7 @@ class Guard:
                                    f"({getattr(tok, 'name', type(tok).__name__)}), over its budget of {budget} tokens "
                                    f"(it reported {mem.tokens})")
         if self.kind == "unbudgeted" and inputs is not None:
-            line = foreign_line(mem.text, getattr(inputs, "claims", None), getattr(inputs, "transcript", None))
+            line = foreign_line(mem.text, claims, getattr(inputs, "transcript", None))
             if line is not None:
                 raise self._refuse("facts", f"line {line[0]} of its memory text is in neither the discussion nor "
                                    f"the claim list: {line[1]!r:.160} (a memory may only state what was said)")

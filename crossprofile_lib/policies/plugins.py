@@ -33,7 +33,6 @@ file's code (import, ``order``, ``packer``, ``build``) is guarded (:mod:`.guard`
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import re
@@ -68,6 +67,7 @@ from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
 from crossprofile_lib.task.templates import load_template
 from crossprofile_lib.task.tokenizer import default_tokenizer
 from crossprofile_lib.task.variants import agent_names
+from crossprofile_lib.task.vocabs import _sha256 as sha256_of
 
 #: The entry-point group installed packages declare their policies in.
 ENTRY_POINT_GROUP = "crossprofile.policies"
@@ -82,10 +82,6 @@ def builtins() -> frozenset[str]:
 
 _LOADED: dict[str, PolicySource] = {}   # spec -> source (loading twice is a no-op)
 _installed_loaded = False
-
-
-def sha256_of(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _source(origin: str, spec: str, f, pols: list[Policy]) -> PolicySource:
@@ -164,7 +160,7 @@ def _trial(policies: list[Policy], label: str) -> None:
     """Build each policy's memory on a bundled template (see the module doc)."""
     tok = default_tokenizer()
     template = load_template(sorted(dev_templates_dir().glob("*.yaml"))[0])
-    total = t_all(template, tok, 4)
+    budget = Budget("0.6").tokens(t_all(template, tok, 4))
     TRIAL[0] = True
     try:
         for variant in ("PSP", "SPS"):
@@ -175,7 +171,6 @@ def _trial(policies: list[Policy], label: str) -> None:
                 if p.kind == "generated":
                     continue
                 spec = parse_policy(p.name)
-                budget = Budget("0.6").tokens(total)
                 try:
                     select_memory(spec, cl, budget, tok, np.random.default_rng(0), transcript=tr,
                                   relevant=frozenset(oracle_relevance(cl, task)),

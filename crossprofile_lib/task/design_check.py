@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from crossprofile_lib.safety.inputs import TemplateError
 from crossprofile_lib.task import vocabs
-from crossprofile_lib.task.budgets import line_cost
+from crossprofile_lib.task.budgets import line_cost, t_all
 from crossprofile_lib.task.discussion import label
 from crossprofile_lib.task.templates import Template
 from crossprofile_lib.task.tokenizer import get_tokenizer
@@ -98,17 +98,12 @@ def classic_fit(t: Template, tokenizer, n_agents: int = 4) -> ClassicFit:
     """The classic cell's numbers for ``t`` under ``tokenizer`` (any object with ``name`` and
     ``count``)."""
     agents = agent_names(n_agents)
-    full = label(agents)
-    singles = [label([a]) for a in agents]
-    lines, total = [], 0
-    for i, f in enumerate(t.facts):
-        shared_cost = line_cost(f"{full} {f.text}", tokenizer)
-        total += shared_cost
-        if f.role == "decoy":
-            lines.append(Line(f"facts[{i}]", f.id, f.role, shared_cost, shared_cost))
-        else:
-            costs = [line_cost(f"{s} {f.text}", tokenizer) for s in singles]
-            lines.append(Line(f"facts[{i}]", f.id, f.role, max(costs), min(costs)))
+    full, singles = [label(agents)], [label([a]) for a in agents]
+    lines = []
+    for i, f in enumerate(t.facts):  # a decoy line is shared (every label); the others private (one label)
+        costs = [line_cost(f"{s} {f.text}", tokenizer) for s in (full if f.role == "decoy" else singles)]
+        lines.append(Line(f"facts[{i}]", f.id, f.role, max(costs), min(costs)))
+    total = t_all(t, tokenizer, n_agents)
     budget = math.floor(CLASSIC_RATIO * total)
     return ClassicFit(t.id, tokenizer.name, total, budget, tuple(ln for ln in lines if ln.role != "decoy"),
                       tuple(ln for ln in lines if ln.role == "decoy"))
@@ -120,8 +115,7 @@ def check_classic_cell(t: Template, tokenizers: Sequence, path: str = "<template
     out = []
     for tok in tokenizers:
         fit = classic_fit(t, tok)
-        bad = fit.problem()
-        if bad:
+        if bad := fit.problem():
             raise TemplateError(path, f"{bad[0]}.text", RULE, f"template {t.id}: {bad[1]}")
         out.append(fit)
     return out

@@ -57,9 +57,7 @@ class Claim:
 
     def line(self, speakers: Optional[Sequence[str]] = None) -> str:
         """The memory line ``[A1,A3] text`` (``speakers`` overrides the label, e.g. shuffled)."""
-        if speakers is None:
-            return self._line
-        return f"{label(speakers)} {self.text}"
+        return self._line if speakers is None else f"{label(speakers)} {self.text}"
 
     @cached_property
     def _line(self) -> str:

@@ -44,8 +44,8 @@ def _norm(text: str) -> str:
 
 
 def _claims_from_groups(mt: MessyTranscript, groups: Sequence[Sequence[int]], agents: Sequence[str]) -> ClaimList:
+    """One claim per group (each sorted, the groups by their first position)."""
     utt = mt.utterances
-    groups = sorted((sorted(g) for g in groups if g), key=lambda g: g[0])
     claims = []
     for g in groups:
         first = utt[g[0]]
@@ -107,9 +107,8 @@ def extract(mt: MessyTranscript, level: str, template, agents: Sequence[str], th
         groups = [list(g) for g in extractor(utt)]
     else:
         raise ValueError(f"extraction level '{level}' is not one of {', '.join(LEVELS)}")
-    cl = _claims_from_groups(mt, groups, agents)
-    members = tuple(tuple(sorted(g)) for g in sorted((g for g in groups if g), key=lambda g: min(g)))
-    return Extraction(cl, members, level)
+    groups = sorted((sorted(g) for g in groups if g), key=lambda g: g[0])
+    return Extraction(_claims_from_groups(mt, groups, agents), tuple(tuple(g) for g in groups), level)
 
 
 @dataclass(frozen=True)

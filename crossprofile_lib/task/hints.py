@@ -50,12 +50,9 @@ def _stemmer():
 @lru_cache(maxsize=1)
 def _confusables() -> dict[str, str]:
     """Non-ASCII character -> the ASCII letters it looks like (Unicode TR39 confusables)."""
-    out = {}
-    for ch, glyphs in confusables.confusables_data.items():
-        letter = next((g["c"] for g in glyphs if g["c"].isascii() and g["c"].isalpha()), None)
-        if letter and not ch.isascii():
-            out[ch] = letter
-    return out
+    letters = {ch: next((g["c"] for g in glyphs if g["c"].isascii() and g["c"].isalpha()), None)
+               for ch, glyphs in confusables.confusables_data.items() if not ch.isascii()}
+    return {ch: letter for ch, letter in letters.items() if letter}
 
 
 def fold(text: str) -> str:
@@ -74,8 +71,7 @@ def _words(folded: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 16)  # every template's words, stemmed once per process (the stemmer is pure Python)
 def _stem(word: str) -> str:
-    word = IRREGULAR.get(word, word)
-    return _stemmer().stemWord(word)
+    return _stemmer().stemWord(IRREGULAR.get(word, word))
 
 
 @lru_cache(maxsize=1)
@@ -106,8 +102,7 @@ def find_hint(text: str) -> Optional[Hint]:
             key = tuple(stems[i:i + n])
             if len(key) == n and key in table:
                 written = " ".join(words[i:i + n])
-                raw_words = _words(text)
-                return Hint(written, table[key], disguised=written not in " ".join(raw_words))
+                return Hint(written, table[key], disguised=written not in " ".join(_words(text)))
     return None
 
 
@@ -186,21 +181,18 @@ def find_comparison(text: str, n_options: int = 3) -> Optional[Comparison]:
     named or not; None for comparisons with anything else ("lower than last year's price",
     "the busiest junction in town")."""
     low = fold(text).lower()
-    m = _AGAINST_THE_OTHERS.search(low)
-    if m:
+    if m := _AGAINST_THE_OTHERS.search(low):
         return Comparison(m.group(0), "comparison with the other options")
     marker = _set_marker(n_options)
     for s in _SUPERLATIVE.finditer(low):
-        word = s.group(1) or s.group(2)
-        if s.group(2) and word in NOT_SUPERLATIVE:
+        if s.group(2) in NOT_SUPERLATIVE:  # an -est word that is no superlative
             continue
         kind = "ranking over the option set" if s.group("rank") else "superlative over the option set"
         window = low[s.end():]
         words = list(_WORD_RE.finditer(window))
         end = words[min(len(words), 8) - 1].end() if words else 0
         clause = re.split(r"[,;:.!?()]", window[:end], maxsplit=1)[0]
-        mk = marker.search(clause)
-        if mk:
+        if mk := marker.search(clause):
             return Comparison(low[s.start():s.end() + mk.end()], kind)
     return None
 

@@ -119,16 +119,13 @@ class LlamaCppPythonEngine:
         if n_ctx == 0:
             self.llama = Llama(model_path=path, vocab_only=True, verbose=False)
         else:
-            self.llama = self._load(n_ctx)
-
-    def _load(self, n_ctx: int):
-        from llama_cpp import Llama
-        self.n_ctx = int(n_ctx)
-        return Llama(model_path=self.path, n_ctx=self.n_ctx, n_batch=min(self.n_batch, self.n_ctx),
-                     n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False, seed=0, verbose=False)
+            self.resize(n_ctx)
 
     def resize(self, n_ctx: int) -> None:
-        self.llama = self._load(n_ctx)
+        from llama_cpp import Llama
+        self.n_ctx = int(n_ctx)
+        self.llama = Llama(model_path=self.path, n_ctx=self.n_ctx, n_batch=min(self.n_batch, self.n_ctx),
+                           n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False, seed=0, verbose=False)
 
     def n_ctx_train(self) -> int:
         return self.llama._model.n_ctx_train()
@@ -298,9 +295,8 @@ class CyllamaEngine:
         toks = self.tokenize(prompt)
         if len(toks) >= self.n_ctx:
             raise ValueError(f"Requested tokens ({len(toks)}) exceed context window of {self.n_ctx}")
-        if max_tokens is None or max_tokens <= 0:
-            max_tokens = self.n_ctx - len(toks)
-        max_tokens = max_tokens if max_tokens + len(toks) < self.n_ctx else self.n_ctx - len(toks)
+        room = self.n_ctx - len(toks)
+        max_tokens = room if max_tokens is None or max_tokens <= 0 else min(max_tokens, room)
         stops = [s.encode("utf-8") for s in stop]
         sp = self._sampler(grammar, temperature, sampling)
         # the prompt, reusing the cached prefix (llama-cpp-python's Llama.generate)

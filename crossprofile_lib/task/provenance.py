@@ -49,7 +49,4 @@ def render_lines(claims: Sequence[Claim], fmt: str, rng: np.random.Generator) ->
     """``[(line text, speakers revealed)]`` for ``claims`` in the given format."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown provenance format '{fmt}' (known: {', '.join(FORMATS)})")
-    out = []
-    for c, (prefix, n) in zip(claims, FORMATS[fmt](claims, rng)):
-        out.append((f"{prefix} {c.text}" if prefix else c.text, n))
-    return out
+    return [(f"{prefix} {c.text}" if prefix else c.text, n) for c, (prefix, n) in zip(claims, FORMATS[fmt](claims, rng))]

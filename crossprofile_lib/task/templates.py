@@ -60,8 +60,7 @@ TOKEN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 def _nonblank(v: str) -> str:
     if not v.strip():
         raise ValueError("must not be empty")
-    m = MARKUP_RE.search(v)
-    if m:
+    if m := MARKUP_RE.search(v):
         raise PydanticCustomError("markup", f"markup is not allowed in template text (found "
                                             f"{v[m.start():m.start() + 12]!r}): write plain text, as it reaches "
                                             f"prompts and the book's pages")
@@ -164,16 +163,10 @@ class Template(_Model):
 
     # -- convenience -------------------------------------------------------------------
     def option(self, option_id: str) -> Option:
-        for o in self.options:
-            if o.id == option_id:
-                return o
-        raise KeyError(option_id)
+        return {o.id: o for o in self.options}[option_id]
 
     def fact(self, fact_id: str) -> Fact:
-        for f in self.facts:
-            if f.id == fact_id:
-                return f
-        raise KeyError(fact_id)
+        return {f.id: f for f in self.facts}[fact_id]
 
     def facts_by_role(self, role: str) -> tuple[Fact, ...]:
         return tuple(f for f in self.facts if f.role == role)
@@ -213,10 +206,9 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     ids = [o.id for o in t.options]
     if len(set(ids)) != len(ids):
         raise TemplateError(path, "options", R4, f"option ids are not distinct: {ids}")
-    if t.correct_option not in ids:
-        raise TemplateError(path, "correct_option", R4, f"'{t.correct_option}' is not an option id")
-    if t.decoy_option not in ids:
-        raise TemplateError(path, "decoy_option", R4, f"'{t.decoy_option}' is not an option id")
+    for fld in ("correct_option", "decoy_option"):
+        if getattr(t, fld) not in ids:
+            raise TemplateError(path, fld, R4, f"'{getattr(t, fld)}' is not an option id")
     if t.decoy_option == t.correct_option:
         raise TemplateError(path, "decoy_option", R4, "decoy option equals the correct option")
     if not 2 <= len(t.criteria) <= 6:
@@ -260,15 +252,11 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
     # --- role counts and polarities --------------------------------------------------
     found: Counter = Counter()
     for i, f in enumerate(t.facts):
-        if f.role == "irrelevant":
-            key = ("irrelevant", "any", f.polarity)
-        elif f.about == t.correct_option:
-            key = (f.role, "correct", f.polarity)
-        elif f.about == t.decoy_option:
-            key = (f.role, "decoy", f.polarity)
-        else:
+        about = "any" if f.role == "irrelevant" else {t.correct_option: "correct", t.decoy_option: "decoy"}.get(f.about)
+        if about is None:
             raise TemplateError(path, f"facts[{i}].about", R4,
                                 f"a {f.role} fact must be about the correct or the decoy option")
+        key = (f.role, about, f.polarity)
         if key not in ROLE_STRUCTURE:
             raise TemplateError(path, f"facts[{i}].polarity", R4,
                                 f"no {f.role} fact may have polarity {f.polarity:+d} about the {key[1]} option")
@@ -281,11 +269,9 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
                                 + ("" if about == "any" else f" about the {about} option") + f", found {found[key]}")
     # --- rule 5: hints ---------------------------------------------------------------
     for fld, text in _hint_fields(t):
-        h = hints.find_hint(text)
-        if h:
+        if h := hints.find_hint(text):
             raise TemplateError(path, fld, R5, hints.describe(h))
-        c = hints.find_address(text) or (hints.find_comparison(text, n_options) if fld.startswith("facts[") else None)
-        if c:
+        if c := hints.find_address(text) or (hints.find_comparison(text, n_options) if fld.startswith("facts[") else None):
             raise TemplateError(path, fld, R5, hints.describe_comparison(c))
     for i, f in enumerate(t.facts):
         named = [o.id for o in t.options if any(_mentions(f.text, n) for n in o.names())]
@@ -297,15 +283,12 @@ def validate_template(t: Template, path: str = "<template>", n_options: int = 3,
                                 f"the fact names several options {named}: facts must not compare options")
     check_paraphrases(t, path, n_options)
     # --- warnings: fact length -------------------------------------------------------
-    msgs = []
     if tokenizer is None:
-        return msgs
+        return []
     lo, hi = FACT_TOKENS_WARN
-    for i, f in enumerate(t.facts):
-        n = tokenizer.count(f.text)
-        if not lo <= n <= hi:
-            msgs.append(f"{path}: field 'facts[{i}].text': fact length {n} tokens ({tokenizer.name}) is outside "
-                        f"{lo}-{hi}; the paper's R1 composition in PSP at r=.6 may not hold")
+    msgs = [f"{path}: field 'facts[{i}].text': fact length {n} tokens ({tokenizer.name}) is outside {lo}-{hi}; "
+            f"the paper's R1 composition in PSP at r=.6 may not hold"
+            for i, n in enumerate(tokenizer.count(f.text) for f in t.facts) if not lo <= n <= hi]
     for m in msgs:
         warnings.warn(m, TemplateWarning, stacklevel=2)
     return msgs
@@ -321,9 +304,11 @@ def paraphrase_count(t: Template) -> int:
 
 
 def paraphrase_set(t: Template, k: int) -> Template:
-    """``t`` with every fact's text replaced by its paraphrase ``k`` (0-based) and no paraphrases:
-    the template the answer-key, hint and design rules are computed on for that set."""
-    facts = tuple(f.model_copy(update=dict(text=f.paraphrases[k], paraphrases=())) for f in t.facts)
+    """``t`` with every fact's text replaced by its paraphrase ``k`` (0-based; where the set is incomplete, a fact
+    without paraphrase ``k`` keeps its text) and no paraphrases: the template the answer-key, hint and design rules
+    are computed on for that set."""
+    facts = tuple(f.model_copy(update=dict(text=f.paraphrases[k] if len(f.paraphrases) > k else f.text, paraphrases=()))
+                  for f in t.facts)
     return t.model_copy(update=dict(facts=facts))
 
 
@@ -346,12 +331,8 @@ def check_paraphrases(t: Template, path: str = "<template>", n_options: int = 3)
                                     f"fact {f.id}: paraphrase {k} repeats {seen[p.lower()]}")
             seen[p.lower()] = f"paraphrase {k}"
     for k in range(max(len(f.paraphrases) for f in t.facts)):
-        # set k (:func:`paraphrase_set`); where incomplete, a fact without paraphrase k keeps its text
-        sub = t.model_copy(update=dict(facts=tuple(
-            f.model_copy(update=dict(text=f.paraphrases[k] if len(f.paraphrases) > k else f.text, paraphrases=()))
-            for f in t.facts)))
         try:
-            validate_template(sub, path, n_options=n_options)
+            validate_template(paraphrase_set(t, k), path, n_options=n_options)
         except TemplateError as e:
             fld = e.field
             if fld.startswith("facts[") and fld.endswith(".text"):

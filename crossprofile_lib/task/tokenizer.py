@@ -49,15 +49,8 @@ class OfflineTokenizer:
     @staticmethod
     @lru_cache(maxsize=65536)
     def _count(text: str) -> int:
-        n = 0
-        for m in _PRETOKEN.finditer(text):
-            s = m.group(0)
-            w = s.lstrip(" ")
-            if w.isalpha():
-                n += 1 + max(0, math.ceil((len(w) - 8) / 6))
-            else:
-                n += 1
-        return n
+        words = (m.group(0).lstrip(" ") for m in _PRETOKEN.finditer(text))
+        return sum(1 + max(0, math.ceil((len(w) - 8) / 6)) if w.isalpha() else 1 for w in words)
 
     def count(self, text: str) -> int:
         return self._count(text)
@@ -186,7 +179,6 @@ class ServerTokenizer:
             if resp.status != 200:
                 raise HTTPStatusError(resp.status)
             return json.loads(data)
-        raise OSError("no answer")
 
     def close(self) -> None:
         for c in self._conns.values():
@@ -314,9 +306,7 @@ def probe_servers(base_urls, model: str, api_key: str | None = None, timeout: fl
         if store is not None:
             store.offset = first.offset
         return tok, f"{first.kind} endpoint {tok.shown_url}", "found"
-    if all(st == "unreachable" for *_, st in outcomes):
-        return None, why, "unreachable"
-    return None, why, "no-endpoint"
+    return None, why, "unreachable" if all(st == "unreachable" for *_, st in outcomes) else "no-endpoint"
 
 
 _DEFAULT = OfflineTokenizer()
@@ -347,8 +337,7 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
         p = Path(arg if kind in ("gguf", "hf") else spec).expanduser()
         f = p / "tokenizer.json" if kind != "gguf" and p.is_dir() else p
         if kind in ("gguf", "hf") or p.exists():
-            problem = input_file_problem(f)
-            if problem:
+            if problem := input_file_problem(f):
                 raise ValueError(f"tokenizer '{spec}': {f} {problem}")
     try:
         return _get_tokenizer(spec)

@@ -72,8 +72,7 @@ def assign_holders(template: Template, variant: Variant, n_agents: int,
     for role in GROUP_ORDER:
         facts = template.facts_by_role(role)
         if variant.attr(role) == "shared":
-            for f in facts:
-                holders[f.id] = agents
+            holders |= {f.id: agents for f in facts}
         else:
             for j in rng.permutation(len(facts)):
                 holders[facts[j].id] = (rotation[cursor % n_agents],)

