@@ -6,6 +6,7 @@ that model; "models not separated" values are predicted, never fitted.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -44,9 +45,8 @@ class Figure:
 
 
 def _parse(item: PaperItem) -> Contrast:
-    m = dict(item.measure)
     doc = {"defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": PRIMARY_BUDGET}},
-           "contrasts": [{"id": item.ref, **m}]}
+           "contrasts": [{"id": item.ref, **item.measure}]}
     return parse_prereg(doc, f"{PAPER_FIGURES_PATH} ({item.ref}: measure)").contrasts[0]
 
 
@@ -70,13 +70,7 @@ def select_figures(items: Optional[Sequence[PaperItem]] = None) -> list[Figure]:
 
 def model_columns(figures: Sequence[Figure], min_figures: int = MIN_FIGURES) -> list[str]:
     """Paper models with at least ``min_figures`` predictable figures (file order of first use)."""
-    count: dict[str, int] = {}
-    for f in figures:
-        if f.kind != "decision":
-            continue
-        for m in f.paper:
-            if m not in NOT_SEPARATED:
-                count[m] = count.get(m, 0) + 1
+    count = Counter(m for f in figures if f.kind == "decision" for m in f.paper if m not in NOT_SEPARATED)
     return [m for m, n in count.items() if n >= min_figures]
 
 

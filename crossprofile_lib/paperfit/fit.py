@@ -44,10 +44,7 @@ class FigureMatrix:
 
     def sums(self, p: np.ndarray) -> np.ndarray:
         """``(T, J)`` for ``p`` ``(P,)``; ``(T, J, G)`` for ``p`` ``(G, P)``."""
-        T, J = self.N.shape
-        if p.ndim == 1:
-            return (self.A @ p).reshape(T, J)
-        return (self.A @ p.T).reshape(T, J, len(p))
+        return (self.A @ p.T).reshape(*self.N.shape, *p.shape[:-1])
 
     def predict(self, p: np.ndarray) -> np.ndarray:
         """Figures ``(I,)`` for pattern probabilities ``p`` ``(P,)``."""
@@ -63,29 +60,24 @@ def figure_matrix(design: LedgerDesign, figures: Sequence[Figure]) -> FigureMatr
     pos = {u: i for i, u in enumerate(units)}
     unit = rows["template_id"].astype(str).map(pos).to_numpy()
     T, P = len(units), design.Xp.shape[0]
-    cols, cj, reasons = [], [], []
+    J = sum(len(f.contrast.terms) for f in figures)       # one column per term
+    N, C = np.zeros((T, J)), np.zeros((J, len(figures)))
+    ri, ci, reasons, j = [], [], [], 0
     for i, f in enumerate(figures):
         why = []
         for k, t in enumerate(f.contrast.terms):
             m, r = row_mask(rows, t.where, f.ref, f"measure.terms[{k}].where")
             if r:
                 why.append(f"term {k}: {r}")
-            cols.append((m, design.pattern[f.outcome]))
-            cj.append((i, f.contrast.scale * t.weight))
+            idx = np.flatnonzero(m)
+            ri.append(unit[idx] * J + j)
+            ci.append(design.pattern[f.outcome][idx])
+            np.add.at(N[:, j], unit[idx], 1.0)
+            C[j, i] = f.contrast.scale * t.weight
+            j += 1
         reasons.append("; ".join(why))
-    J = len(cols)
-    ri, ci = [], []
-    N = np.zeros((T, J))
-    for j, (m, pat) in enumerate(cols):
-        idx = np.flatnonzero(m)
-        ri.append(unit[idx] * J + j)
-        ci.append(pat[idx])
-        np.add.at(N[:, j], unit[idx], 1.0)
     ri, ci = np.concatenate(ri), np.concatenate(ci)
     A = sparse.csr_matrix((np.ones(len(ri)), (ri, ci)), shape=(T * J, P))
-    C = np.zeros((J, len(figures)))
-    for j, (i, c) in enumerate(cj):
-        C[j, i] = c
     return FigureMatrix(tuple(f.ref for f in figures), units, A, N, C, tuple(reasons))
 
 
@@ -135,14 +127,14 @@ class Fitter:
 
     def fit(self, y: np.ndarray, used: np.ndarray, W: Optional[np.ndarray] = None,
             start: Optional[Sequence[float]] = None, fixed: Optional[tuple[int, float]] = None,
-            grid_pred: Optional[np.ndarray] = None, H: Optional[np.ndarray] = None) -> dict:
+            H: Optional[np.ndarray] = None) -> dict:
         """Least-squares ``theta`` for paper values ``y`` on the ``used`` figures, residuals whitened by ``H`` (None:
         unweighted); ``fixed=(k, value)`` holds parameter k; ``start`` skips the grid search."""
         used = np.asarray(used, dtype=bool)
         yu = np.asarray(y, dtype=float)[used]
         Hm = np.eye(int(used.sum())) if H is None else np.asarray(H, dtype=float)
         if start is None:
-            gp = self.pred_grid if W is None else (grid_pred if grid_pred is not None else self.grid_predictions(W[None])[0])
+            gp = self.pred_grid if W is None else self.grid_predictions(W[None])[0]
             loss = np.sum((np.nan_to_num(gp[:, used] - yu, nan=1e3) @ Hm.T) ** 2, axis=1)
             if fixed is not None:   # grid points nearest the fixed value
                 d = np.abs(self.grid[:, fixed[0]] - fixed[1])
@@ -241,14 +233,13 @@ class Fitter:
             u[i] = False
             if u.sum() < 1:
                 continue
-            H = None if V is None else whitener(V[np.ix_(u, u)])
-            Hm = np.eye(int(u.sum())) if H is None else H
-            gl = np.sum((np.nan_to_num(self.pred_grid[:, u] - np.asarray(y)[u], nan=1e3) @ Hm.T) ** 2, axis=1)
-            cands = [self.grid[int(np.argmin(gl))], full["theta"]]
-            fits = [self.fit(y, u, start=c, H=H) for c in cands]
-            best = min(fits, key=lambda f: f["loss"])
+            best = self.refine(y, u, full["theta"], None if V is None else whitener(V[np.ix_(u, u)]))
             out[i] = self.predict(best["theta"])[i]
         return out
+
+    def refine(self, y, used, start, H=None) -> dict:
+        """The better (lower loss; the first on a tie) of the fits from the best grid point and from ``start``."""
+        return min((self.fit(y, used, H=H), self.fit(y, used, start=start, H=H)), key=lambda f: f["loss"])
 
     def profile(self, y, used, full: dict, k: int, values: Sequence[float], H=None) -> np.ndarray:
         """Minimum loss with parameter ``k`` held at each of ``values``, swept outwards from the estimate, each point
@@ -288,6 +279,5 @@ def recovery(fitter: Fitter, used: np.ndarray, truths: Sequence[Sequence[float]]
         fits = [fitter.fit(Y[b], used, H=H) for b in range(draws)]
         est = np.array([f["theta"] for f in fits])
         out.append(dict(truth=t, estimates=est, estimate=np.median(est, axis=0),
-                        rmse=float(np.median([f["rmse"] for f in fits])),
-                        at_bound=[bool(np.mean([f["at_bound"][k] for f in fits]) > 0.5) for k in range(3)]))
+                        rmse=float(np.median([f["rmse"] for f in fits]))))
     return out

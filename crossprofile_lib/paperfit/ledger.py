@@ -106,8 +106,7 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
     if not recs:
         raise ValueError("the grid has no decisions (no templates, seeds or policies)")
     X = np.stack(X)
-    canon = {k: canonical(X, np.asarray(v)) for k, v in tgt.items()}
-    both = np.concatenate([canon[k] for k in TARGETS])
+    both = np.concatenate([canonical(X, np.asarray(tgt[k])) for k in TARGETS])
     uniq, inv = np.unique(both, axis=0, return_inverse=True)
     inv = inv.ravel()
     n = len(X)
@@ -117,13 +116,10 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
     return rows, uniq.reshape(-1, X.shape[1], X.shape[2]), pattern
 
 
-def _template_digest(paths) -> list:
-    return sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in template_paths(paths))
-
-
 def cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid) -> tuple[str, dict]:
-    cfg = dict(templates=_template_digest(templates), seeds=[int(s) for s in seeds], policies=list(policies),
-               budgets=[str(b) for b in budgets], n_agents=int(n_agents), tokenizer=tokenizer or "default",
+    cfg = dict(templates=sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in template_paths(templates)),
+               seeds=[int(s) for s in seeds], policies=list(policies), budgets=[str(b) for b in budgets],
+               n_agents=int(n_agents), tokenizer=tokenizer or "default",
                grid={k: [float(v) for v in grid[k]] for k in sorted(grid)}, version=__version__, formula=FORMULA)
     return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:20], cfg
 

@@ -78,10 +78,8 @@ def _profile_values(k: int, est: float) -> np.ndarray:
     """:data:`PROFILE_POINTS` values across parameter k's bounds plus 21 in a fine window around the estimate."""
     lo, hi = BOUNDS[k]
     off = np.linspace(-_FINE[k], _FINE[k], 21)
-    if k == 2:
-        v = np.concatenate([np.geomspace(lo, hi, PROFILE_POINTS), est * np.exp(off)])
-    else:
-        v = np.concatenate([np.linspace(lo, hi, PROFILE_POINTS), est + off])
+    v = np.concatenate([np.geomspace(lo, hi, PROFILE_POINTS), est * np.exp(off)] if k == 2
+                       else [np.linspace(lo, hi, PROFILE_POINTS), est + off])
     return np.unique(np.clip(np.round(v, 10), lo, hi))
 
 
@@ -163,23 +161,13 @@ def _tokenizer_label(spec: Optional[str]) -> Optional[str]:
     return None if isinstance(tok, OfflineTokenizer) and spec in (None, "", "offline", OfflineTokenizer.name) else spec
 
 
-def _kappa(model: str, design, seeds, samp: dict) -> float:
-    """The paper's decisions per design row for ``model``: its templates x seeds over the design's."""
-    s = samp.get(model, {"templates": SAMPLE_TEMPLATES, "seeds": 3})
-    return s["templates"] * s["seeds"] / (len(design.units) * len(seeds))
-
-
 def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np.ndarray, int]:
     """Fit with the sampling weights re-estimated at the current fit: the fit, the covariance ``V`` at it, steps."""
     full = F.fit(y, used)
-    V = None
     steps = 0
     for steps in range(1, REWEIGHT_STEPS + 1):
         pc, pd_ = S.proportions(design.probability(full["theta"]))
-        V = S.covariance(pc, pd_, kappa)
-        H = whitener(V[np.ix_(used, used)])
-        cands = [F.fit(y, used, H=H), F.fit(y, used, H=H, start=full["theta"])]
-        new = min(cands, key=lambda f: f["loss"])
+        new = F.refine(y, used, full["theta"], whitener(S.covariance(pc, pd_, kappa)[np.ix_(used, used)]))
         moved = np.max(np.abs(np.array([new["theta"][0] - full["theta"][0], new["theta"][1] - full["theta"][1],
                                         math.log(new["theta"][2] / full["theta"][2])])))
         full = new
@@ -207,7 +195,8 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
         used = ~np.isnan(y) & fm.estimable
         if used.sum() < 3:
             continue
-        kappa = _kappa(m, design, seeds, samp)
+        ps = samp.get(m, {"templates": SAMPLE_TEMPLATES, "seeds": 3})
+        kappa = ps["templates"] * ps["seeds"] / (len(design.units) * len(seeds))   # paper decisions per design row
         full, V, steps = _weighted_fit(F, S, design, y, used, kappa)
         H = whitener(V[np.ix_(used, used)])
         link = S.linkage(used)
@@ -259,7 +248,6 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             pv = y[i] if not math.isnan(y[i]) else other
             lo, hi = ((float(v) for v in percentile_interval(pr_b[:, i]))
                       if pr_b is not None and np.isfinite(pr_b[:, i]).any() else (math.nan, math.nan))
-            ps = samp.get(m, {"templates": SAMPLE_TEMPLATES, "seeds": 3})
             item_n = f.n * ps["templates"] / SAMPLE_TEMPLATES * ps["seeds"] / 3 if f.n is not None else None
             n_src = "paper" if item_n is not None else "this suite's design"
             n_val = item_n if item_n is not None else kappa * S.n_term[i]

@@ -126,10 +126,7 @@ class TemplateBootstrap:
     def means(self, S: np.ndarray, N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Point estimates ``(J,)`` and resampled means ``(B, J)`` from ``S``, ``N`` ``(T, J)``."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            point = S.sum(axis=0) / N.sum(axis=0)
-            W = self.weights
-            draws = (W @ S) / (W @ N)
-        return point, draws
+            return S.sum(axis=0) / N.sum(axis=0), (self.weights @ S) / (self.weights @ N)
 
     def summarize(self, point: np.ndarray, draws: np.ndarray, null: float | np.ndarray = 0.0) -> dict:
         """Estimate, interval, p-value and undefined-resample count for each column of ``draws``."""

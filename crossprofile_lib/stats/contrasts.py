@@ -68,8 +68,7 @@ def evaluate_contrasts(df: pd.DataFrame, prereg: Prereg, boot: TemplateBootstrap
             cols_S.append(S[:, 0])
             cols_N.append(N[:, 0])
             ns.append(int(N.sum()))
-        weights = np.array([t.weight for t in c.terms])
-        C.append((start, weights, c))
+        C.append((start, np.array([t.weight for t in c.terms]), c))
         rows.append(dict(id=c.id, title=c.title, family=c.family or "", outcome=c.outcome,
                          n_rows=min(ns), estimable=not reasons, reason="; ".join(reasons),
                          paper=c.paper))
@@ -77,14 +76,12 @@ def evaluate_contrasts(df: pd.DataFrame, prereg: Prereg, boot: TemplateBootstrap
     point, draws = boot.means(S, N)
     K = len(C)
     est_p, est_d = np.full(K, np.nan), np.full((boot.n_resamples, K), np.nan)
-    nulls = np.zeros(K)
     for k, (start, w, c) in enumerate(C):
-        nulls[k] = c.null
         if rows[k]["estimable"]:
             sl = slice(start, start + len(w))
             est_p[k] = c.scale * point[sl] @ w
             est_d[:, k] = c.scale * draws[:, sl] @ w
-    summ = boot.summarize(est_p, est_d, nulls)
+    summ = boot.summarize(est_p, est_d, np.array([c.null for c in prereg.contrasts], dtype=float))
     out = pd.DataFrame(rows)
     for key in ("estimate", "lo", "hi", "p", "n_undefined"):
         out[key] = summ[key]
@@ -95,11 +92,8 @@ def evaluate_contrasts(df: pd.DataFrame, prereg: Prereg, boot: TemplateBootstrap
         sel = (out.family == name) & out.estimable & out.p.notna()
         if not sel.any():
             continue
-        if fam.correction == "holm":
-            rej, padj = holm(out.loc[sel, "p"].to_numpy(), fam.alpha)
-        else:
-            padj = out.loc[sel, "p"].to_numpy()
-            rej = padj < fam.alpha
+        p = out.loc[sel, "p"].to_numpy()
+        rej, padj = holm(p, fam.alpha) if fam.correction == "holm" else (p < fam.alpha, p)
         out.loc[sel, "p_adjusted"], out.loc[sel, "reject"] = padj, rej
         out.loc[sel, "correction"] = fam.correction
         out.loc[sel, "alpha"] = fam.alpha

@@ -62,18 +62,14 @@ class Headroom(Mapping):
         """The fields plus ``passed`` and ``status``: what ``run.json`` and ``hiddenbench_run.json`` record."""
         return dict(asdict(self), passed=self.passed, status=self.status)
 
-    _KEYS = ("estimate", "lo", "hi", "min_points", "n_units", "reason", "passed", "status")
-
     def __getitem__(self, key: str):
-        if key not in self._KEYS:
-            raise KeyError(key)
-        return getattr(self, key)
+        return self.as_dict()[key]
 
     def __iter__(self):
-        return iter(self._KEYS)
+        return iter(self.as_dict())
 
     def __len__(self) -> int:
-        return len(self._KEYS)
+        return len(self.as_dict())
 
 
 def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = HEADROOM_MIN_POINTS) -> Headroom:

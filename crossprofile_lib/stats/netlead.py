@@ -79,13 +79,20 @@ def _is_policy_term(name: str) -> bool:
     return name.startswith("C(policy")
 
 
-def _policy_label(name: str) -> str:
-    return name.split("[T.", 1)[1].rstrip("]") if "[T." in name else name
+def _terms(res, drop: str = "") -> pd.DataFrame:
+    """A fit's coefficients, terms starting with ``drop`` left out, policy terms renamed ``policy[B4]``."""
+    t = pd.DataFrame(dict(term=list(res.params.index), coef=res.params.to_numpy(), sd=res.bse.to_numpy(),
+                          z=res.tvalues.to_numpy(), p=res.pvalues.to_numpy()))
+    if drop:
+        t = t[~t["term"].str.startswith(drop)].reset_index(drop=True)
+    _rename(t)
+    return t
 
 
 def _rename(terms: pd.DataFrame) -> None:
     """Policy terms renamed ``policy[B4]``."""
-    terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
+    terms["term"] = terms["term"].map(lambda n: f"policy[{n.split('[T.', 1)[1].rstrip(']') if '[T.' in n else n}]"
+                                      if _is_policy_term(n) else n)
 
 
 def _significant(test: Optional[dict]) -> Optional[bool]:
@@ -199,16 +206,11 @@ def fixed_effects_logit(df: pd.DataFrame, reference: str = "R1", shared: Optiona
             f = full._results
             res = GLMResultsWrapper(GLMResults(model, f.params, f.normalized_cov_params, f.scale, cov_type="cluster",
                                                cov_kwds={"groups": groups}))
-            names = list(res.params.index)
-            keep = [i for i, n in enumerate(names) if not n.startswith("C(template_id)")]
-            terms = pd.DataFrame(dict(term=[names[i] for i in keep], coef=res.params.to_numpy()[keep],
-                                      sd=res.bse.to_numpy()[keep], z=res.tvalues.to_numpy()[keep],
-                                      p=res.pvalues.to_numpy()[keep]))
-            wald = _wald(res, names)
+            terms = _terms(res, drop="C(template_id)")
+            wald = _wald(res, list(res.params.index))
         except (np.linalg.LinAlgError, ValueError) as e:
             return dict(method=f"{method} (failed)", formula=fe_formula, reference_policy=ref, terms=pd.DataFrame(),
                         policy_significant=None, wald=None, warnings=[str(e)], error=f"fit failed: {e}")
-    _rename(terms)
     return dict(method=method, formula=fe_formula, reference_policy=ref, n=len(d),
                 n_templates=int(d["template_id"].nunique()), terms=terms, wald=wald, flat_templates=flat,
                 policy_significant=_significant(wald),
@@ -277,11 +279,8 @@ def gee_logit(df: pd.DataFrame, reference: str = "R1") -> dict:
     if res is None:
         return dict(method="GEE (failed)", formula=formula, reference_policy=ref, terms=pd.DataFrame(),
                     policy_significant=None, wald=None, warnings=sorted(set(caught_all)))
-    names = list(res.params.index)
-    terms = pd.DataFrame(dict(term=names, coef=res.params.to_numpy(), sd=res.bse.to_numpy(),
-                              z=res.tvalues.to_numpy(), p=res.pvalues.to_numpy()))
-    wald = _wald(res, names)
-    _rename(terms)
+    terms = _terms(res)
+    wald = _wald(res, list(res.params.index))
     return dict(method=f"GEE logit, template clusters, {used} working correlation, robust covariance",
                 formula=formula, reference_policy=ref, n=len(d), terms=terms, wald=wald,
                 policy_significant=_significant(wald), warnings=sorted(set(caught_all + _separation(terms))))

@@ -170,25 +170,18 @@ class Prereg:
     source: str = "<built-in>"
 
 
-def _first_error(e: ValidationError, path: str) -> PreregError:
-    """An unknown key first (a misspelt key is also a missing one), else the first error."""
-    errs = sorted(rule_errors(e, PreregFile), key=lambda x: x[1] != "unknown key")
-    fld, name, msg = errs[0]
-    return PreregError(path, fld or "<top>", name, msg)
-
-
 def parse_prereg(doc: Any, path: str = "<prereg>") -> Prereg:
     """Validate a parsed YAML document (:class:`PreregFile`) and compile it into a :class:`Prereg`."""
     if not isinstance(doc, dict):
         raise PreregError(path, "<top>", "type", "the file must be a mapping with a 'contrasts' list")
     try:
         f = PreregFile.model_validate(doc)
-    except ValidationError as e:
-        raise _first_error(e, path) from None
+    except ValidationError as e:   # an unknown key first (a misspelt key is also a missing one), else the first error
+        fld, name, msg = sorted(rule_errors(e, PreregFile), key=lambda x: x[1] != "unknown key")[0]
+        raise PreregError(path, fld or "<top>", name, msg) from None
     d = f.defaults or Defaults()
     families = {str(k): v or FamilySpec() for k, v in (f.families or {}).items()}
-    settings = Settings().model_dump()
-    settings.update((f.settings.model_dump(exclude_unset=True) if f.settings else {}))
+    settings = {**Settings().model_dump(), **(f.settings.model_dump(exclude_unset=True) if f.settings else {})}
     out, seen = [], set()
     for i, c in enumerate(f.contrasts):
         fld = f"contrasts[{i}]"

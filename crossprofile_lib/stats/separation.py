@@ -7,6 +7,7 @@ order is kept (a table without ``memory_sha`` drops nothing and says so). **Sepa
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 import pandas as pd
@@ -46,9 +47,8 @@ def drop_duplicates(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     kept_as: dict = {}
     if len(gone):
         origin = first.reindex(pd.MultiIndex.from_frame(gone[key])).to_numpy()
-        for p, o in zip(gone["policy"].astype(str), origin):
-            kept_as.setdefault(p, {}).setdefault(str(o), 0)
-            kept_as[p][str(o)] += 1
+        for (p, o), n in Counter(zip(gone["policy"].astype(str), map(str, origin))).items():
+            kept_as.setdefault(p, {})[o] = n
     out = df.loc[sorted(d.index[~dup])]
     return out, dict(rule=rule, dropped=int(dup.sum()), by_policy={p: sum(v.values()) for p, v in kept_as.items()},
                      kept_as=kept_as, note="")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import reduce
 from typing import Optional, Sequence
 
 import numpy as np
@@ -113,11 +114,8 @@ def fit(Xp: np.ndarray, weight: np.ndarray, starts: Sequence[Sequence[float]] = 
         ll, g = log_likelihood(th, Xp, weight)
         return -ll, -g
 
-    best = None
-    for st in starts:
-        r = minimize(nll, np.asarray(st, dtype=float), jac=True, method="L-BFGS-B", bounds=BOUNDS)
-        if best is None or r.fun < best.fun:
-            best = r
+    best = min((minimize(nll, np.asarray(st, dtype=float), jac=True, method="L-BFGS-B", bounds=BOUNDS) for st in starts),
+               key=lambda r: r.fun)
     th = best.x
     at = [bool(min(abs(th[i] - BOUNDS[i][0]), abs(th[i] - BOUNDS[i][1])) < 1e-6 * max(1, abs(th[i])))
           for i in range(3)]
@@ -135,13 +133,9 @@ def _derivs(th: np.ndarray, Xp: np.ndarray, Wp: np.ndarray, hess: bool = True):
     # operations (numpy's axis reductions over a length-3 axis cost several times more)
     Xk = [np.ascontiguousarray(Xp[:, k, :]) for k in range(K)]                # K x (P, F)
     u = [phi @ x.T for x in Xk]                                               # K x (b, P)
-    m = u[0].copy()
-    for k in range(1, K):
-        np.maximum(m, u[k], out=m)
+    m = reduce(np.maximum, u)
     e = [np.exp(uk - m) for uk in u]
-    Z = e[0].copy()
-    for k in range(1, K):
-        Z += e[k]
+    Z = reduce(np.add, e)
     ll = np.einsum("bp,bp->b", Wp, u[0] - m - np.log(Z))
     if not hess:
         return ll, None, None

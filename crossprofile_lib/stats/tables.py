@@ -17,19 +17,13 @@ from crossprofile_lib.stats.headroom import headroom  # noqa: F401  (the headroo
 CELLS = ("classic", "mirror", "other")
 
 
-def _scale(df: pd.DataFrame, outcome: str) -> float:
-    return 100.0 if pd.api.types.is_bool_dtype(df[outcome]) else 1.0
-
-
-def _order_key(col: str):
-    def key(s: pd.Series):
-        if col in ("policy", "budget_label"):
-            rank = {p: i for i, p in enumerate(POLICY_ORDER if col == "policy" else BUDGET_ORDER)}
-            return s.map(lambda x: (rank.get(x, len(rank)), x))
-        if col in ("variant", "cell"):
-            return s.map(lambda x: (x == "all", str(x)))
-        return s
-    return key
+def _order_key(s: pd.Series) -> pd.Series:
+    if s.name in ("policy", "budget_label"):
+        rank = {p: i for i, p in enumerate(POLICY_ORDER if s.name == "policy" else BUDGET_ORDER)}
+        return s.map(lambda x: (rank.get(x, len(rank)), x))
+    if s.name in ("variant", "cell"):
+        return s.map(lambda x: (x == "all", str(x)))
+    return s
 
 
 def group_draws(df: pd.DataFrame, by: Sequence[str], outcomes: Sequence[str], boot: TemplateBootstrap,
@@ -52,13 +46,9 @@ def group_draws(df: pd.DataFrame, by: Sequence[str], outcomes: Sequence[str], bo
                 keys[c] = "all"
         for o in outcomes:
             S, N = boot.sums(unit, codes, df[o].astype(float).to_numpy(), len(keys))
-            sc = _scale(df, o)
-            S_cols.append(S * sc)
+            S_cols.append(S * (100.0 if pd.api.types.is_bool_dtype(df[o]) else 1.0))   # rates in percent
             N_cols.append(N)
-            k = keys[by].copy()
-            k["outcome"] = o
-            k["n"] = N.sum(axis=0).astype(int)
-            key_frames.append(k)
+            key_frames.append(keys[by].assign(outcome=o, n=N.sum(axis=0).astype(int)))
     if not key_frames:
         return pd.DataFrame(columns=by + ["outcome", "n"]), np.zeros(0), np.zeros((boot.n_resamples, 0))
     point, draws = boot.means(np.hstack(S_cols), np.hstack(N_cols))
@@ -77,7 +67,7 @@ def summarize(keys: pd.DataFrame, point: np.ndarray, draws: np.ndarray, boot: Te
     if sort_cols:
         first = {o: i for i, o in enumerate(pd.unique(out["outcome"]))} if "outcome" in out.columns else {}
         out = out.sort_values(sort_cols, kind="stable",
-                              key=lambda s: s.map(first) if s.name == "outcome" else _order_key(s.name)(s))
+                              key=lambda s: s.map(first) if s.name == "outcome" else _order_key(s))
     return out.reset_index(drop=True)
 
 
