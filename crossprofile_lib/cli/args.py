@@ -42,6 +42,15 @@ def _items(s: str, what: str, example: str) -> list[str]:
     return _checked(distinct, items, what)
 
 
+def _distinct_values(s: str, parse, what: str, example: str) -> list:
+    """``parse`` of each item of a non-empty list, refused when two items give the same value (``1,01``;
+    ``0.6,0.60`` or ``128t,t128``: one budget label)."""
+    out = [parse(x) for x in _items(s, what, example)]
+    if len(set(out)) < len(out):
+        raise ArgError(f"'{s}' names the same {what} twice: each {what} may appear once")
+    return out
+
+
 def _checked(check, *args):
     """``check(*args)``, its ``ValueError`` an argparse error (exit 2, naming the option)."""
     try:
@@ -55,18 +64,22 @@ _INT = re.compile(r"^[+-]?[0-9]+$")  # ASCII digits only (int() would also read 
 
 # --- numbers --------------------------------------------------------------------------------
 
-def int_at_least(low: int):
-    """argparse type: an integer >= ``low``."""
+def int_between(low: int, high: int | None = None):
+    """argparse type: an integer in ``[low, high]`` (``high`` None: no maximum)."""
     def parse(s: str) -> int:
         if not _INT.match(s.strip()):
             raise ArgError(f"'{s}' is not an integer")
         v = int(s)
         if v < low:
             raise ArgError(f"{v} is below the minimum {low}")
+        if high is not None and v > high:
+            raise ArgError(f"{v} is above the maximum {high}")
         return v
     return parse
 
 
+#: argparse type: an integer >= ``low``.
+int_at_least = int_between
 positive_int = int_at_least(1)
 
 
@@ -74,18 +87,6 @@ positive_int = int_at_least(1)
 #: instead of a MemoryError or a run that never ends).
 MAX_RESAMPLES = 1_000_000
 MAX_FIT_RESAMPLES = 100_000
-
-
-def int_between(low: int, high: int):
-    """argparse type: an integer in ``[low, high]``."""
-    at_least = int_at_least(low)
-
-    def parse(s: str) -> int:
-        v = at_least(s)
-        if v > high:
-            raise ArgError(f"{v} is above the maximum {high}")
-        return v
-    return parse
 
 
 def positive_float(s: str) -> float:
@@ -119,10 +120,7 @@ def seed(s: str) -> int:
 
 def seeds(s: str) -> list[int]:
     """argparse type: comma-separated distinct seeds (``0,1,2``)."""
-    out = [seed(x) for x in _items(s, "seed", "0,1,2")]
-    if len(set(out)) < len(out):  # e.g. 1,01
-        raise ArgError(f"'{s}' names the same seed twice: each seed may appear once")
-    return out
+    return _distinct_values(s, seed, "seed", "0,1,2")
 
 
 # --- budgets, policies, variants -------------------------------------------------------------
@@ -138,10 +136,7 @@ def budget(s: str) -> Budget:
 
 def budgets(s: str) -> list[str]:
     """argparse type: comma-separated distinct budgets (``0.4,0.6,128t``)."""
-    out = [budget(x) for x in _items(s, "budget", "0.6,128t")]
-    if len(set(out)) < len(out):  # e.g. 0.6,0.60 or 128t,t128: one label
-        raise ArgError(f"'{s}' names the same budget twice: each budget may appear once")
-    return out
+    return _distinct_values(s, budget, "budget", "0.6,128t")
 
 
 def policies(s: str) -> list[str]:
@@ -242,10 +237,7 @@ def option_value(v: str):
     try:
         return float(s)
     except ValueError:
-        pass
-    if s.lower() in ("true", "false"):
-        return s.lower() == "true"
-    return v
+        return s.lower() == "true" if s.lower() in ("true", "false") else v
 
 
 def backend_option(s: str) -> tuple[str, object]:
@@ -323,10 +315,11 @@ class _StoreOnce(argparse._StoreAction):
 
     def __call__(self, parser, namespace, values, option_string=None):
         given = namespace.__dict__.setdefault("_options_given", {})
+        this = f"{option_string or self.option_strings[0]} {_shown(values)}"
         if self.dest in given:
-            parser.error(f"argument {'/'.join(self.option_strings)}: given twice ({given[self.dest]} and "
-                         f"{option_string or self.option_strings[0]} {_shown(values)}); give it once")
-        given[self.dest] = f"{option_string or self.option_strings[0]} {_shown(values)}"
+            parser.error(f"argument {'/'.join(self.option_strings)}: given twice ({given[self.dest]} and {this}); "
+                         "give it once")
+        given[self.dest] = this
         super().__call__(parser, namespace, values, option_string)
 
 
@@ -360,7 +353,7 @@ def add_policy_file_option(p) -> None:
     """``--policy-file FILE`` (repeatable) and ``--policy-timeout SECONDS``."""
     p.add_argument("--policy-file", dest="policy_files", action="append", default=[], metavar="FILE",
                    help=POLICY_FILE_HELP)
-    p.add_argument("--policy-timeout", dest="policy_timeout", type=policy_timeout, default=None, metavar="SECONDS",
+    p.add_argument("--policy-timeout", type=policy_timeout, default=None, metavar="SECONDS",
                    help="time limit of each call into a policy file's code (its import, order, packer, build); "
                         "default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none")
 

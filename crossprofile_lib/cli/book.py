@@ -65,25 +65,22 @@ def _root() -> Path:
 
 
 def _templates(value: str) -> list[str]:
-    out = []
-    for t in A.csv(value) or [""]:
-        if not t:
-            raise A.ArgError("empty list: give at least one template file or folder")
+    out = A.csv(value)
+    if not out:
+        raise A.ArgError("empty list: give at least one template file or folder")
+    for t in out:
         A.template_path(t if Path(t).is_absolute() else str(_root() / t))
-        out.append(t)
     return out
 
 
 def _tokenizer(value: str) -> str:
     """A tokenizer the suite knows (checked without fetching anything): ValueError naming the rule."""
-    from crossprofile_lib.task.tokenizer import OfflineTokenizer
+    from crossprofile_lib.task.tokenizer import TOKENIZER_HELP, OfflineTokenizer
     from crossprofile_lib.task.vocabs import PACKAGED, canonical, user_names
     name = value.split(":", 1)[1] if value.startswith("vocab:") else value
-    if value in ("offline", OfflineTokenizer.name) or canonical(value) or value in PACKAGED or name in user_names():
+    if (value in ("offline", OfflineTokenizer.name) or canonical(value) or value in PACKAGED or name in user_names()
+            or value.split(":", 1)[0] in ("gguf", "hf") or Path(value).expanduser().exists()):
         return value
-    if value.split(":", 1)[0] in ("gguf", "hf") or Path(value).expanduser().exists():
-        return value
-    from crossprofile_lib.task.tokenizer import TOKENIZER_HELP
     raise ValueError(f"unknown tokenizer (use {TOKENIZER_HELP})")
 
 
@@ -104,14 +101,13 @@ def _backends(value: str) -> list[str]:
 def _runs(value: str) -> list[str]:
     """Each folder imported now (cheap: it reads the tables), so a bad one stops the build before any work."""
     from crossprofile_lib.book.models import RunImportError, import_run
-    out = []
-    for r in A.csv(value):
+    out = A.csv(value)
+    for r in out:
         try:
             import_run(r)
         except RunImportError as e:
             msg = str(e)
             raise A.ArgError(f"folder {r}: " + (msg.split(": ", 1)[1] if msg.startswith("RUNS=") else msg)) from None
-        out.append(r)
     return out
 
 

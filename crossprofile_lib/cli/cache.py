@@ -82,16 +82,15 @@ HELP = "check, vacuum or export a call-cache file"
 def register(sub) -> None:
     c = sub.add_parser(COMMAND, help=HELP)
     csub = c.add_subparsers(dest="cache_cmd", required=True)
-    k = csub.add_parser("check", help="full integrity check; exit 1 naming the problem (exit 0 when there is "
-                                      "no cache yet)")
-    k.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
-    k.set_defaults(func=_cmd_check, parser=k)
-    v = csub.add_parser("vacuum", help="checkpoint and compact a healthy cache")
-    v.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
-    v.set_defaults(func=_cmd_vacuum, parser=v)
-    e = csub.add_parser("export", help="write every readable entry as JSON lines")
-    e.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
+    parsers = {}
+    for name, func, what in (
+            ("check", _cmd_check, "full integrity check; exit 1 naming the problem (exit 0 when there is no cache yet)"),
+            ("vacuum", _cmd_vacuum, "checkpoint and compact a healthy cache"),
+            ("export", _cmd_export, "write every readable entry as JSON lines")):
+        parsers[name] = cp = csub.add_parser(name, help=what)
+        cp.add_argument("path", type=A.path_name, help="cache file, or the folder holding calls.sqlite")
+        cp.set_defaults(func=func, parser=cp)
+    e = parsers["export"]
     e.add_argument("out", type=A.path_name, help="output .jsonl file (never the cache itself; an existing file only "
                                                  "with --overwrite)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing OUT file")
-    e.set_defaults(func=_cmd_export, parser=e)

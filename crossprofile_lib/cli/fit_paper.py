@@ -22,14 +22,13 @@ def _p_value(p) -> str:
     return "" if p is None or (isinstance(p, float) and math.isnan(p)) else "p < 0.001" if p < 1e-3 else f"p = {p:.3f}"
 
 
-def print_report(res, out=None, recovery: bool = False) -> None:
-    out = sys.stdout if out is None else out   # looked up at call time (a captured stdout may be swapped)
+def print_report(res, recovery: bool = False) -> None:
     info = res.info
     sec = info.get("seconds", {})
     how = ("read from the cache" if info.get("fit_cache_hit") else
            f"computed in {sec.get('total', float('nan')):.1f} s (ledger grid "
            f"{'from the cache' if info.get('cache_hit') else 'built'})")
-    p = lambda *a: print(*a, file=out)   # noqa: E731
+    p = print
     p(f"crossprofile fit-paper: {res.title}")
     p(f"backend ledger (the reference decider, not a language model) on {info['n_templates']} templates "
       f"({', '.join(info['templates'])}), seeds {','.join(map(str, info['seeds']))}: {info['n_decisions']} "
@@ -156,21 +155,20 @@ def register(sub) -> None:
     f.add_argument("--resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES), default=1000,
                    help="parametric-bootstrap refits per model: the paper's figures redrawn at the paper's sample "
                         "sizes (default 1000; 0: no intervals)")
-    f.add_argument("--template-resamples", dest="template_resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES),
+    f.add_argument("--template-resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES),
                    default=0, help="also template-bootstrap refits per model (the paper's values held fixed: how much "
                                    "the fit depends on this suite's templates; default 0, none)")
-    f.add_argument("--recovery-draws", dest="recovery_draws", type=A.int_between(1, 10_000), default=20,
+    f.add_argument("--recovery-draws", type=A.int_between(1, 10_000), default=20,
                    help="redrawn figure sets per known parameter point in the recovery check (default 20)")
     f.add_argument("--tokenizer", default=None,
                    help="how the design's memories are priced, as for 'crossprofile run': offline (default, the "
                         "file-free approximation), gguf:PATH, hf:FOLDER, PATH/tokenizer.json, or a tokenizer name "
                         "'crossprofile run --tokenizer' accepts (the paper's models price with their own)")
-    f.add_argument("--boot-seed", dest="boot_seed", type=A.seed, default=0, help="bootstrap seed (default 0)")
+    f.add_argument("--boot-seed", type=A.seed, default=0, help="bootstrap seed (default 0)")
     f.add_argument("--cache", type=A.path_name, default=None,
                    help="cache folder (default: paperfit/ in the call-cache folder: $CROSSPROFILE_CACHE, else "
                         "./.crossprofile_cache if it exists, else the user cache folder)")
-    f.add_argument("--no-cache", dest="no_cache", action="store_true", help="recompute the fit (the ledger grid "
-                                                                              "is still read from the cache)")
+    f.add_argument("--no-cache", action="store_true", help="recompute the fit (the ledger grid is still read from the cache)")
     f.add_argument("--recovery", action="store_true", help="also print the recovery check")
     f.add_argument("--json", action="store_true", help="print every table as JSON")
     f.set_defaults(func=_cmd_fit_paper, parser=f)

@@ -33,10 +33,10 @@ def _cmd_run(args) -> int:
     from crossprofile_lib.backends.cache import CacheStorageError
     from crossprofile_lib.backends.openai_compat import ServerUnreachable
     from crossprofile_lib.hiddenbench.common import protocol_unsupported
-    from crossprofile_lib.hiddenbench.importer import HiddenBenchError
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError, resolve_path
     from crossprofile_lib.hiddenbench.run import PROTOCOLS, HBConfig, run_hiddenbench
     from crossprofile_lib.prompts import PromptError
-    from crossprofile_lib.safety.outputs import WriteError
+    from crossprofile_lib.safety.outputs import WriteError, check_output_folder, locked_dir
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
     cls = A.backend_class(args.backend)
     why = next((w for p in protocols if cls is not None and (w := protocol_unsupported(p, cls, args.backend))), None)
@@ -54,8 +54,6 @@ def _cmd_run(args) -> int:
                          constrained_votes=args.constrained_votes, tokenizer=args.tokenizer,
                          backend_options=opts, resume=not args.fresh)
     try:
-        from crossprofile_lib.hiddenbench.importer import resolve_path
-        from crossprofile_lib.safety.outputs import check_output_folder, locked_dir
         with locked_dir(args.out):
             # the destroy check: never into the folder of the HiddenBench file, never into a run folder
             check_output_folder(args.out, "hiddenbench run", inputs=[resolve_path(cfg.hiddenbench)[0]])
@@ -111,8 +109,7 @@ def register(sub) -> None:
     r.add_argument("--protocol", choices=["controlled", "natural", "both"], default="controlled")
     r.add_argument("--ablations", type=A.ablations, default=",".join(DEFAULT_ABLATIONS), help="natural prompt ablations")
     r.add_argument("--seeds", type=A.seeds, default="0,1,2", help="distinct seeds in 0..2^32-1 (default 0,1,2)")
-    r.add_argument("--policies", type=A.policies, default=None, help="comma-separated policy specs (default: "
-                   + ",".join(HB_POLICIES) + ")")
+    r.add_argument("--policies", type=A.policies, help="comma-separated policy specs (default: " + ",".join(HB_POLICIES) + ")")
     r.add_argument("--budgets", type=A.budgets, default=",".join(HB_BUDGETS),
                    help="ratios in (0, 1] and fixed budgets (128t)")
     r.add_argument("--tasks", type=A.names, default=None, help="comma-separated task ids (default: all)")

@@ -19,9 +19,7 @@ TOKENIZER_HELP = ("the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's mod
 
 def concurrency(s: str):
     """argparse type of ``--concurrency``: ``auto`` or an integer in 1..1024."""
-    if s.strip().lower() == "auto":
-        return "auto"
-    return A.int_between(1, 1024)(s)
+    return "auto" if s.strip().lower() == "auto" else A.int_between(1, 1024)(s)
 
 
 def request_field(s: str) -> tuple[str, object]:
@@ -33,43 +31,39 @@ def request_field(s: str) -> tuple[str, object]:
     if k in ("model", "messages", "prompt", "stream"):
         raise A.ArgError(f"'{k}' is set by the suite itself and cannot be a request field")
     try:
-        val = json.loads(v)
+        return k, json.loads(v)
     except ValueError:
-        val = A.option_value(v)
-    return k, val
+        return k, A.option_value(v)
 
 
 def add_model_options(r) -> None:
     g = r.add_argument_group("model backends (llamacpp/..., openai/..., deepseek/..., vllm/...)")
-    g.add_argument("--decision-mode", dest="decision_mode", choices=("generate", "grammar", "score"),
+    g.add_argument("--decision-mode", choices=("generate", "grammar", "score"),
                    help="generate (the paper's), grammar (constrained to end in 'Decision: X') or score "
                         "(log-probabilities of the option letters); default: the backend's")
-    g.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL(s), comma-separated "
+    g.add_argument("--base-url", help="OpenAI-compatible server URL(s), comma-separated "
                    "(default: CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment")
     g.add_argument("--concurrency", type=concurrency, help="requests in flight to OpenAI-compatible servers: auto "
                    "(default: found per base URL from latency, 429s and timeouts) or a fixed number over all URLs "
                    "(at most 1024)")
     g.add_argument("--cache", type=A.path_name, help="call-cache folder (default: $CROSSPROFILE_CACHE, else "
                    "./.crossprofile_cache if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
-    g.add_argument("--max-retries", dest="max_retries", type=A.int_between(0, 100),
-                   help="retries on 429/5xx/timeouts (default 6; at most 100)")
+    g.add_argument("--max-retries", type=A.int_between(0, 100), help="retries on 429/5xx/timeouts (default 6; at most 100)")
     g.add_argument("--timeout", type=A.seconds, help="seconds per request (default 120; at most 86400)")
-    g.add_argument("--chat-template", dest="chat_template",
-                   help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
-    g.add_argument("--max-tokens", dest="max_tokens", type=A.int_between(1, 1_000_000),
-                   help="generation limit per decision (default 512)")
+    g.add_argument("--chat-template", help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
+    g.add_argument("--max-tokens", type=A.int_between(1, 1_000_000), help="generation limit per decision (default 512)")
     g.add_argument("--sampling", choices=("paper", "server"),
                    help="paper (default: temperature 0, top_p 1, no repetition/frequency/presence penalty, sent "
                         "with every request) or server (temperature only: the server's defaults, as earlier versions; "
                         "reuses their cache entries)")
-    g.add_argument("--request-field", dest="request_field", action="append", metavar="KEY=VALUE", type=request_field,
+    g.add_argument("--request-field", action="append", metavar="KEY=VALUE", type=request_field,
                    help="an extra field for every request (JSON or typed value), e.g. top_k=1; recorded in run.json")
-    g.add_argument("--tokenizer-fallback", dest="tokenizer_fallback", choices=("error", "offline"),
+    g.add_argument("--tokenizer-fallback", choices=("error", "offline"),
                    help="when the server's tokenize endpoint cannot be had and no counts are stored: error (default) "
                         "or offline (price budgets with the offline approximation, recorded)")
-    g.add_argument("--tokenize-timeout", dest="tokenize_timeout", type=A.seconds,
+    g.add_argument("--tokenize-timeout", type=A.seconds,
                    help="seconds per tokenize and /v1/models request (default 60; at most 86400)")
-    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+    g.add_argument("--progress", action="store_true", default=None,
                    help="progress bars (default: when stderr is a terminal)")
     g.add_argument("--no-progress", dest="progress", action="store_false")
 

@@ -65,7 +65,7 @@ def _dry_run(args, cfg, opts: dict) -> int:
 def _cmd_run(args) -> int:
     from crossprofile_lib.backends.openai_compat import ServerUnreachable
     from crossprofile_lib.run.runner import RunConfig, run_to_dir
-    from crossprofile_lib.task.templates import TemplateError
+    from crossprofile_lib.task.templates import TemplateError, template_paths
     if args.out is None and not args.dry_run:
         args.parser.error("the following arguments are required: --out")
     _grid_args(args)
@@ -93,11 +93,9 @@ def _cmd_run(args) -> int:
     if args.dry_run:
         return _dry_run(args, cfg, opts)
     from crossprofile_lib.backends.cache import CacheStorageError
-    from crossprofile_lib.safety.outputs import WriteError
+    from crossprofile_lib.safety.outputs import WriteError, check_output_folder, locked_dir
     try:
         from crossprofile_lib.backends import backend_for
-        from crossprofile_lib.safety.outputs import check_output_folder, locked_dir
-        from crossprofile_lib.task.templates import template_paths
         with locked_dir(args.out):  # taken before a backend loads a model or probes a server
             # the destroy check: never into the template folder, never over a HiddenBench run, and a
             # finished run of another grid only with --overwrite
@@ -201,12 +199,11 @@ def register(sub) -> None:
     r = sub.add_parser(COMMAND, help=HELP)
     r.add_argument("--backend", type=A.backend, default="ledger",
                    help="ledger (reference decider) or provider/model")
-    r.add_argument("--out", type=A.out_dir, default=None,
-                   help="output folder (checked for writing first; required unless --dry-run)")
+    r.add_argument("--out", type=A.out_dir, help="output folder (checked for writing first; required unless --dry-run)")
     r.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="paper: the paper's design (60 formal templates, 3 seeds, 8 variants, every policy and "
                         "control including B3, budgets 0.4,0.6,0.8,128t); options given beside it override it")
-    r.add_argument("--dry-run", dest="dry_run", action="store_true",
+    r.add_argument("--dry-run", action="store_true",
                    help="print the calls per policy and an estimate from a measured rate; run nothing")
     r.add_argument("--rate", type=A.positive_float, default=None, metavar="CALLS_PER_S",
                    help="--dry-run: the rate to estimate with (default: measured from the call cache)")
@@ -232,7 +229,7 @@ def register(sub) -> None:
     r.add_argument("--extraction", choices=("oracle", "exact", "fuzzy", "model"), default=None,
                    help="--protocol messy: claim extraction level (default oracle; task/extraction.py); model needs "
                         "a model backend")
-    r.add_argument("--opinion-rate", dest="opinion_rate", type=_rate, default=None, metavar="R",
+    r.add_argument("--opinion-rate", type=_rate, default=None, metavar="R",
                    help="--protocol messy: share of fact lines followed by an opinion, agreement or hedge line, "
                         "in [0, 1] (default 0.25)")
     M.add_model_options(r)

@@ -34,7 +34,7 @@ def _cmd_stats(args) -> int:
         ensure_recorded(header.get("policy_files"), f"{args.dir}/run.json")
     except PolicyFileError as e:
         return A.fail(e, 2)
-    from crossprofile_lib.stats.analysis_set import FailedCallsError, prepare
+    from crossprofile_lib.stats.analysis_set import FailedCallsError, fallback_lines, prepare, relevance_fallback
     try:
         rows, prepared = prepare(df, args.allow_errors, args.analysis_set, source=f"{args.dir}/results.parquet")
     except FailedCallsError as e:
@@ -55,7 +55,6 @@ def _cmd_stats(args) -> int:
         return A.fail(e, 2)
     if cache.write_error:
         print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
-    from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
     fb = relevance_fallback(rows)
     if args.json:
         print(json.dumps(to_jsonable({"run": str(args.dir), "models": res, "relevance_fallback": fb}), indent=1))
@@ -71,7 +70,7 @@ def _budget_rows(t, primary: str):
     return t[t["budget_label"].isin([primary, "none"])] if "budget_label" in t.columns else t
 
 
-def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
+def print_report(res: dict, primary: str = PRIMARY_BUDGET) -> None:
     """Per backend/model: the analysis set, headroom, the preregistered contrasts (Holm), accuracy, the classic
     and mirror cells, composition, relevance filter, label effects, shared minus private support, accuracy by
     net lead with the regressions and their verdict, and the fitted social-proof weight."""
@@ -79,8 +78,7 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
 
     from crossprofile_lib.stats.format import ci_column, ci_pivot, fmt_ci, fmt_p
     from crossprofile_lib.stats.netlead import FITS
-    out = out or sys.stdout
-    w = lambda s="": print(s, file=out)  # noqa: E731
+    w = print
     w(f"== {res['backend']} / {res['model']}" + (f"  ({res['note']})" if res.get("note") else ""))
     w(f"   {res['n_templates']} templates, {res['n_decisions']} decisions, tokenizer {res['tokenizer']}; "
       f"template bootstrap, {res['resamples']} resamples, seed {res['seed']}, "
@@ -97,10 +95,9 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
       f"{h['min_points']:g}): {'passed' if h['passed'] else 'FAILED'}")
     w(f"   results are {res.get('status_label', h['status'])}")
     w()
-    c = res["contrasts"]
     w(f"Preregistered contrasts ({res['prereg']}; p adjusted within family)")
     rows = []
-    for r in c.itertuples():
+    for r in res["contrasts"].itertuples():
         paper = ", ".join(f"{k} {v}" for k, v in (r.paper or {}).items())
         fam = r.family if r.family != "confirmatory" or res.get("status", "confirmatory") == "confirmatory" \
             else "confirmatory (run exploratory)"
@@ -137,11 +134,8 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET, out=None) -> None:
     w()
     le = res["label_effects"]
     w("Label effects: label control minus labelled policy (points)")
-    if le.empty:
-        w("   (no label-control policies in this run)")
-    else:
-        le = le.assign(col=le["cell"])
-        w(ci_pivot(le, ["policy", "budget_label"], "col").to_string())
+    w(ci_pivot(le.assign(col=le["cell"]), ["policy", "budget_label"], "col").to_string() if not le.empty
+      else "   (no label-control policies in this run)")
     w()
     ss = res["support_shared_minus_private"]
     w("ALL memory: accuracy with support shared minus support private (points)")
@@ -234,10 +228,8 @@ def register(sub) -> None:
     s = sub.add_parser(COMMAND, help=HELP)
     s.add_argument("dir", type=A.path_name, help="a run folder (results.parquet + run.json), or its results.parquet")
     s.add_argument("--json", action="store_true", help="print everything as JSON (all budgets)")
-    s.add_argument("--prereg", type=A.input_file, default=None,
-                   help="contrast file (default: the repository's prereg.yaml)")
-    s.add_argument("--prereg-extra", dest="prereg_extra", action="append", default=[], metavar="FILE",
-                   type=A.input_file,
+    s.add_argument("--prereg", type=A.input_file, help="contrast file (default: the repository's prereg.yaml)")
+    s.add_argument("--prereg-extra", action="append", default=[], metavar="FILE", type=A.input_file,
                    help="an extra contrast file merged into --prereg (repeatable): contrasts of your own, e.g. "
                         "'Mine - R1', in a family of either file (Holm-corrected with it)")
     s.add_argument("--resamples", type=A.int_between(1, A.MAX_RESAMPLES), default=10_000,

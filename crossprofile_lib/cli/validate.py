@@ -53,14 +53,11 @@ def _print_table(verdicts, tokenizers) -> None:
     from crossprofile_lib.task.design_check import classic_fit
     print(f"{'template':28s} {'tokenizer':38s} {'T_all':>5s} {'B':>4s} {'nine':>4s} {'left':>4s} "
           f"{'decoy':>5s}  R1 keeps")
-    for v in verdicts:
-        if v.template is None:
-            continue
+    for template in (v.template for v in verdicts if v.template is not None):
         for tok in tokenizers:
-            f = classic_fit(v.template, tok)
-            k = f.kept
+            f = classic_fit(template, tok)
             print(f"{f.template:28s} {f.tokenizer[:38]:38s} {f.t_all:5d} {f.budget:4d} {f.private_cost:4d} {f.left:4d} "
-                  f"{f.cheapest_decoy.cost:5d}  {k[0]}/{k[1]}/{k[2]}{'' if f.holds else '  <- does not hold'}")
+                  f"{f.cheapest_decoy.cost:5d}  {'/'.join(map(str, f.kept))}{'' if f.holds else '  <- does not hold'}")
 
 
 COMMAND = "validate"

@@ -16,12 +16,6 @@ from crossprofile_lib.policies import parse_policy
 from crossprofile_lib.task.messy import DEFAULT_OPINION_RATE
 
 
-def check_policies(specs) -> None:
-    """Every policy spec is one the registry knows (``BASE[-kK][:FORMAT]``, :func:`parse_policy`)."""
-    for p in specs:
-        parse_policy(p)
-
-
 def check_backend_name(spec: str) -> None:
     """``ledger`` or ``provider/model``. Whether the provider is one of the suite's is checked when the backend
     is built from the name (:func:`crossprofile_lib.backends.get_backend`; the command line checks it first):
@@ -32,7 +26,9 @@ def check_backend_name(spec: str) -> None:
 
 
 BackendSpec = Annotated[str, checked(check_backend_name, "backend")]
-Policies = Annotated[tuple[str, ...], checked(check_policies, "policy"), distinct_list("policy")]
+#: Every policy spec is one the registry knows (``BASE[-kK][:FORMAT]``, :func:`parse_policy`).
+Policies = Annotated[tuple[str, ...], checked(lambda specs: [parse_policy(p) for p in specs], "policy"),
+                     distinct_list("policy")]
 
 
 @dataclass(config=MODEL_CONFIG, frozen=True)

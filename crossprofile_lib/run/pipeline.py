@@ -151,13 +151,11 @@ def unsupported(policy_specs: Iterable[str | PolicySpec], backend, model_inputs:
 
 
 class TaskInputs:
-    """What the policies need for one unit, each asked for at most once; ``oracle_rel`` / ``oracle_st`` read the
-    roles (defaults: the template's, :mod:`crossprofile_lib.task.evidence`)."""
+    """What the policies need for one unit, each asked for at most once; the oracle's relevance (``oracle_rel``)
+    and stances read the roles (default: the template's, :mod:`crossprofile_lib.task.evidence`)."""
 
-    def __init__(self, unit: TaskUnit, backend, oracle_rel: Callable = oracle_relevance,
-                 oracle_st: Callable = oracle_stances):
-        self.unit, self.backend = unit, backend
-        self._oracle_rel, self._oracle_st = oracle_rel, oracle_st
+    def __init__(self, unit: TaskUnit, backend, oracle_rel: Callable = oracle_relevance):
+        self.unit, self.backend, self._oracle_rel = unit, backend, oracle_rel
         self._cache: dict = {}
 
     def _once(self, key, fn):
@@ -179,7 +177,7 @@ class TaskInputs:
         return (rel if isinstance(rel, Relevance) else Relevance.of(rel)), self.backend.relevance_kind
 
     def oracle_stances(self) -> tuple:
-        return self._once("st-oracle", lambda: self._oracle_st(self.unit.claims, self.unit.task))
+        return self._once("st-oracle", lambda: oracle_stances(self.unit.claims, self.unit.task))
 
     def stances(self, source: str) -> tuple[tuple, str]:
         if source == "oracle":
@@ -214,12 +212,8 @@ def memories(unit: TaskUnit, specs: Sequence[PolicySpec], budgets: Sequence[Budg
     x = inputs or TaskInputs(unit, backend)
     for spec in specs:
         summarise = backend.summarise if asks(spec, SUMMARISE, backend) else None
-        rel = stances = None
-        rel_kind = st_kind = ""
-        if "relevance" in spec.needs:
-            rel, rel_kind = x.relevance(spec.source)
-        if "stances" in spec.needs:
-            stances, st_kind = x.stances(spec.source)
+        rel, rel_kind = x.relevance(spec.source) if "relevance" in spec.needs else (None, "")
+        stances, st_kind = x.stances(spec.source) if "stances" in spec.needs else (None, "")
         for b in (budgets if spec.selection in ("budget", "generated") else [None]):
             btok = b.tokens(unit.t_all) if b is not None else None
             key = f"{key_prefix}/{spec.name}/{b.label if b else '-'}"

@@ -61,14 +61,12 @@ BURST_GAP_S = 120.0
 MIN_BURST = 20
 
 
-def call_plan(cfg: RunConfig = PAPER_DESIGN, templates=None, decision_mode: str = "generate",
-              tokenizer: Optional[str] = None) -> dict:
+def call_plan(cfg: RunConfig = PAPER_DESIGN, decision_mode: str = "generate", tokenizer: Optional[str] = None) -> dict:
     """The calls a fresh run of ``cfg`` sends to one model: ``calls`` by purpose and in total, ``decisions`` (rows),
-    the grid's size and how long counting took. ``templates``: loaded templates (default: ``cfg.templates``)."""
+    the grid's size and how long counting took."""
     t0 = time.perf_counter()
-    tok = get_tokenizer(tokenizer) if tokenizer else None
-    backend = CountingBackend(decision_mode, tok)
-    templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options)
+    backend = CountingBackend(decision_mode, get_tokenizer(tokenizer) if tokenizer else None)
+    templates = load_templates(cfg.templates, n_options=cfg.n_options)
     df = run_grid(replace(cfg, backend="plan/count"), backend=backend, templates=templates)
     calls = dict(sorted(backend.sent.items()))
     calls["total"] = sum(backend.sent.values())
@@ -119,11 +117,9 @@ def describe(plan: dict, backend: str, grid: str, model_calls: bool = True,
         lines.append(f"total: {plan['decisions']:,} decisions; the reference decider makes no model calls")
         return lines
     lines.append(f"  {'policy':<{width}}  decision calls")
-    for p, n in per.items():
-        lines.append(f"  {p:<{width}}  {n:>10,}")
-    for label, key in (("relevance filter", "relevance"), ("BAL stances", "stance"), ("B3 summaries", "b3")):
-        if calls.get(key):
-            lines.append(f"  {label:<{width}}  {calls[key]:>10,}")
+    lines += [f"  {p:<{width}}  {n:>10,}" for p, n in per.items()]
+    lines += [f"  {label:<{width}}  {calls[key]:>10,}" for label, key in
+              (("relevance filter", "relevance"), ("BAL stances", "stance"), ("B3 summaries", "b3")) if calls.get(key)]
     retries = (f" (+ at most {calls.get('decision', 0):,} format-reminder retries in generate mode)"
                if plan["decision_mode"] == "generate" else "")
     lines.append(f"total: {calls['total']:,} model calls{retries}; a fresh cache (calls already cached are not "

@@ -33,6 +33,13 @@ def _info(n: int) -> dict:
             "left_out_by_policy": {}}
 
 
+def _left_out(info: dict, why: str, policy: str) -> None:
+    """Count a row left out for reason ``why``; all but invalid decisions also by policy."""
+    info[why] += 1
+    if why != "invalid":
+        info["left_out_by_policy"][policy] = info["left_out_by_policy"].get(policy, 0) + 1
+
+
 def _choice_data(X: list, ch: list, tid: list) -> ChoiceData:
     """Stack per-decision ``(K, 4)`` features into :class:`ChoiceData` (one option count only)."""
     if not X:
@@ -63,10 +70,7 @@ def choice_data(pairs, df: pd.DataFrame) -> tuple[ChoiceData, dict]:
         else:
             why = None if decision in req.option_order else "not_rebuilt"
         if why:
-            info[why] += 1
-            if why != "invalid":
-                pol = k[KEY.index("policy")]
-                info["left_out_by_policy"][pol] = info["left_out_by_policy"].get(pol, 0) + 1
+            _left_out(info, why, k[KEY.index("policy")])
             continue
         tmpl = req.task.template
         if tmpl.id not in tables:
@@ -86,8 +90,7 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     known = {f.name for f in fields(RunConfig)}
     cfg = {k: v for k, v in cfg.items() if k in known}
     present = {c: set(df[c].unique().tolist()) for c in ("policy", "variant", "seed")}
-    pols = [p for p in cfg.get("policies", ()) if p in present["policy"]]
-    pols = [p for p in pols if parse_policy(p).selection != "generated"]
+    pols = [p for p in cfg.get("policies", ()) if p in present["policy"] and parse_policy(p).selection != "generated"]
     cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in present["variant"]],
                seeds=[s for s in cfg.get("seeds", ()) if s in present["seed"]])
     run_cfg = RunConfig(**cfg)
@@ -125,12 +128,8 @@ def recorded_choice_data(df: pd.DataFrame) -> Optional[tuple[ChoiceData, dict]]:
             feats, df["policy"].tolist(), df["selection"].tolist(), df["option_order"].tolist(),
             df["decision"].tolist(), df["invalid"].tolist(), df["template_id"].tolist()):
         order = order.split(",")
-        if invalid or not decision:
-            info["invalid"] += 1
-            continue
-        if sel == "generated" or decision not in order:
-            info["not_rebuilt"] += 1
-            info["left_out_by_policy"][pol] = info["left_out_by_policy"].get(pol, 0) + 1
+        if invalid or not decision or sel == "generated" or decision not in order:
+            _left_out(info, "invalid" if invalid or not decision else "not_rebuilt", pol)
             continue
         X.append(f)
         ch.append(order.index(decision))
@@ -161,26 +160,22 @@ def _decode_all(feats: list) -> Optional[np.ndarray]:
 _NOT_SEPARATORS = {c: None for c in range(128) if chr(c) not in ",;"}
 
 
-def _rebuild_or_reason(d: pd.DataFrame, config: Optional[dict], templates, where: Optional[dict]):
-    recorded = recorded_choice_data(subset(d, where))
-    if recorded is not None:
-        return recorded
-    if config is None:
-        return "no run header (run.json) to rebuild the memories from"
-    try:
-        return rebuild_choice_data(subset(d, where), config, templates)
-    except (FileNotFoundError, ValueError) as e:
-        return f"cannot rebuild the memories: {e}"
-
-
 def choice_data_rebuilder(df: pd.DataFrame, config: Optional[dict], templates=None, where: Optional[dict] = None):
     """Choice data for one (backend, model) of ``df``, as :func:`crossprofile_lib.stats.analysis.analyse` takes
     it: ``(backend, model) -> (ChoiceData, info)``, or a reason string where the memories cannot be rebuilt
     (no run header, templates not found); rebuilt only when called (``analyse`` calls it only when its cache
     has no fit). ``where``: the rows to use (prereg.yaml's ``settings.social_proof_where``)."""
     def rebuild(backend: str, model: str):
-        d = df[(df["backend"].astype(str) == backend) & (df["model"].astype(str) == model)]
-        return _rebuild_or_reason(d, config, templates, where)
+        d = subset(df[(df["backend"].astype(str) == backend) & (df["model"].astype(str) == model)], where)
+        recorded = recorded_choice_data(d)
+        if recorded is not None:
+            return recorded
+        if config is None:
+            return "no run header (run.json) to rebuild the memories from"
+        try:
+            return rebuild_choice_data(d, config, templates)
+        except (FileNotFoundError, ValueError) as e:
+            return f"cannot rebuild the memories: {e}"
     return rebuild
 
 

@@ -66,12 +66,10 @@ def check_frame(df: pd.DataFrame, where: Path | str = "<results>") -> None:
     if missing:
         raise ResultsError(f"{where}: missing column(s) {missing} (rule: every results table has "
                            f"the columns of crossprofile_lib.run.results.REQUIRED_COLUMNS)")
-    for c in BOOL_COLUMNS:
-        if not pd.api.types.is_bool_dtype(df[c]):
-            raise ResultsError(f"{where}: column '{c}' must be boolean, found {df[c].dtype}")
-    for c in INT_COLUMNS:
-        if not pd.api.types.is_integer_dtype(df[c]):
-            raise ResultsError(f"{where}: column '{c}' must be integer, found {df[c].dtype}")
+    for cols, kind, ok in ((BOOL_COLUMNS, "boolean", pd.api.types.is_bool_dtype),
+                           (INT_COLUMNS, "integer", pd.api.types.is_integer_dtype)):
+        for c in (c for c in cols if not ok(df[c])):
+            raise ResultsError(f"{where}: column '{c}' must be {kind}, found {df[c].dtype}")
 
 
 def read_results(run_dir: Path | str) -> pd.DataFrame:
@@ -103,9 +101,7 @@ def read_header(run_dir: Path | str) -> dict:
     try:
         header = load_json(f, 16 << 20, what="run header")
     except InputError as e:
-        if e.detail == "cannot read: no such file":
-            raise ResultsError(f"{f}: no run header") from None
-        raise ResultsError(str(e)) from None
+        raise ResultsError(f"{f}: no run header" if e.detail == "cannot read: no such file" else str(e)) from None
     if not isinstance(header, dict):
         raise ResultsError(f"{f}: must be a JSON object (the run header), found a {type(header).__name__}")
     return header

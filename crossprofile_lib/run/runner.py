@@ -138,11 +138,9 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
                    format_retry=bool(meta.get("format_retry", False)), prompt_file=meta.get("prompt_file", ""),
                    prompt_sha=meta.get("prompt_sha", ""), letter_logprobs=meta.get("letter_logprobs", ""))
         rows.append(row)
-    df = pd.DataFrame(rows)
-    for c in ("seed", "n_kept", "n_claims", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
-              "budget_tokens", "t_all", "n_agents", "template_version", "irrelevant_tone"):
-        df[c] = df[c].astype("int64")
-    return df
+    return pd.DataFrame(rows).astype({c: "int64" for c in (
+        "seed", "n_kept", "n_claims", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
+        "budget_tokens", "t_all", "n_agents", "template_version", "irrelevant_tone")})
 
 
 def headroom_check(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> Headroom:
