@@ -12,7 +12,7 @@ import os
 import re
 from fractions import Fraction
 from types import UnionType
-from typing import Annotated, Any, Callable, Iterable, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, Iterable, Optional, Sequence, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, Strict, ValidationError
 from pydantic_core import PydanticCustomError, core_schema
@@ -150,13 +150,18 @@ def distinct(items: Iterable, what: str) -> list:
     return items
 
 
+def check_known(names: Iterable[str], known: Sequence[str], what: str) -> list[str]:
+    """``names`` as a list when each is one of ``known``; else :class:`ValueError` naming the unknown ones."""
+    names = list(names)
+    bad = [v for v in names if v not in known]
+    if bad:
+        raise ValueError(f"unknown {what}(s) {', '.join(map(str, bad))} (known: {', '.join(known)})")
+    return names
+
+
 def check_variants(names: Iterable[str]) -> list[str]:
     """Variants are three letters of P/S (:data:`crossprofile_lib.design.VARIANT_NAMES`)."""
-    names = list(names)
-    bad = [v for v in names if v not in VARIANT_NAMES]
-    if bad:
-        raise ValueError(f"unknown variant(s) {', '.join(map(str, bad))} (known: {', '.join(VARIANT_NAMES)})")
-    return names
+    return check_known(names, VARIANT_NAMES, "variant")
 
 
 def checked(check: Callable, name: str) -> AfterValidator:
@@ -232,10 +237,10 @@ def field_info(model, loc: Iterable):
     tp, parent, info = model, {}, None
     for part in loc:
         tp = _unwrap(tp)
-        if isinstance(part, int) or get_origin(tp) in (list, tuple, dict):
-            if get_origin(tp) in (list, tuple, dict):
-                tp, info = get_args(tp)[-1], None
-                continue
+        if get_origin(tp) in (list, tuple, dict):
+            tp, info = get_args(tp)[-1], None
+            continue
+        if isinstance(part, int):
             return {}, None
         parent = _fields(tp)
         if part not in parent:

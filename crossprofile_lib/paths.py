@@ -69,21 +69,16 @@ def hiddenbench_fixture_path() -> Path:
 def resolve_template_path(p: str | os.PathLike) -> Path:
     """``p`` as given when it exists; a ``templates[/...]`` path that does not exist here means the bundled one."""
     path = Path(p).expanduser()
-    if path.exists() or path.is_absolute():
+    if path.exists() or path.is_absolute() or path.parts[:1] != ("templates",):
         return path
-    parts = path.parts
-    if parts and parts[0] == "templates":
-        bundled = templates_dir().joinpath(*parts[1:])
-        if bundled.exists():
-            return bundled
-    return path
+    bundled = templates_dir().joinpath(*path.parts[1:])
+    return bundled if bundled.exists() else path
 
 
 def cache_dir() -> Path:
     """The model-call cache folder: ``$CROSSPROFILE_CACHE``, else ``./.crossprofile_cache`` if it exists
     (where earlier versions kept it), else the user cache folder (platformdirs)."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
+    if env := os.environ.get(CACHE_ENV):
         return Path(env).expanduser()
     legacy = Path.cwd() / LEGACY_CACHE
     if legacy.is_dir():
@@ -93,8 +88,7 @@ def cache_dir() -> Path:
 
 def tokenizers_dir() -> Path:
     """The named tokenizers' files: ``$CROSSPROFILE_TOKENIZERS``, else the user data folder (platformdirs)."""
-    env = os.environ.get(TOKENIZERS_ENV)
-    if env:
+    if env := os.environ.get(TOKENIZERS_ENV):
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("crossprofile", appauthor=False)) / "tokenizers"
 
@@ -102,8 +96,7 @@ def tokenizers_dir() -> Path:
 def checkout_root() -> Path | None:
     """The repository the package runs from (``$CROSSPROFILE_ROOT``, else the folder above the package
     when it holds ``notebooks/`` and ``_config.yml``), or None for an installed package."""
-    env = os.environ.get(ROOT_ENV)
-    if env:
+    if env := os.environ.get(ROOT_ENV):
         return Path(env)
     up = package_dir().resolve().parent
     return up if (up / "notebooks").is_dir() and (up / "_config.yml").is_file() else None

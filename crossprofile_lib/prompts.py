@@ -101,7 +101,7 @@ def letters_for(order: Sequence[str]) -> tuple[str, ...]:
     return tuple(LETTERS[:len(order)])
 
 
-def _letters_text(letters: Sequence[str]) -> str:
+def letters_text(letters: Sequence[str]) -> str:
     return ", ".join(letters[:-1]) + " or " + letters[-1] if len(letters) > 1 else letters[0]
 
 
@@ -110,11 +110,11 @@ def decision_prompt(task, memory, order: Sequence[str], variant: str = "default"
     t = task.template
     return render(DECISION_PROMPTS[variant], description=t.description, options=lettered_options(t, order),
                   memory=memory.text if memory.text.strip() else EMPTY_MEMORY,
-                  letters=_letters_text(letters_for(order)))
+                  letters=letters_text(letters_for(order)))
 
 
 def format_reminder(order: Sequence[str]) -> Prompt:
-    return render(FORMAT_REMINDER, letters=_letters_text(letters_for(order)))
+    return render(FORMAT_REMINDER, letters=letters_text(letters_for(order)))
 
 
 def relevance_prompt(task, claims: Sequence, order: Sequence[str]) -> Prompt:

@@ -10,14 +10,10 @@ import hashlib
 import numpy as np
 
 
-def _key_words(key: str) -> list[int]:
-    d = hashlib.sha256(key.encode("utf-8")).digest()
-    return [int.from_bytes(d[i:i + 4], "little") for i in range(0, 16, 4)]
-
-
 def stream(seed: int, *keys: object) -> np.random.Generator:
     """A generator for ``seed`` and a purpose described by ``keys`` (e.g. template id, variant)."""
     words = [int(seed) & 0xFFFFFFFF]
-    for k in keys:
-        words.extend(_key_words(str(k)))
+    for k in keys:  # four 32-bit words of the key's SHA-256
+        d = hashlib.sha256(str(k).encode("utf-8")).digest()
+        words.extend(int.from_bytes(d[i:i + 4], "little") for i in range(0, 16, 4))
     return np.random.default_rng(np.random.SeedSequence(words))

@@ -57,12 +57,8 @@ def parse_claims(text: str) -> tuple[list[str], bool]:
     raw = next((c for c in candidates if isinstance(c, list) and all(isinstance(s, str) for s in c)), None)
     readable = raw is not None
     if raw is None:
-        raw = []
-        for line in text.splitlines():
-            m = _BULLET.match(line)
-            if m:
-                readable = True
-                raw.append(m.group("text"))
+        raw = [m.group("text") for m in map(_BULLET.match, text.splitlines()) if m]
+        readable = bool(raw)
     out, seen = [], set()
     for r in raw:
         c = _clean(r)
@@ -180,11 +176,9 @@ def model_extractor(backend):
             raw += [RawClaim(u.speaker, u.position, c) for c in claims]
         order = list(dict.fromkeys(u.speaker for u in utt))
         m = merge_claims(raw, order)
-        groups: dict[int, list[int]] = {}
+        groups: dict[int, dict[int, None]] = {}   # cluster -> its utterance positions (an ordered set)
         for r, c in zip(raw, m.cluster):
-            groups.setdefault(c, [])
-            if r.message_index not in groups[c]:
-                groups[c].append(r.message_index)
+            groups.setdefault(c, {})[r.message_index] = None
         # an utterance whose claims fell in several clusters belongs to the first; one with none is its own claim
         seen: set[int] = set()
         out = []

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 from pydantic import Field
 from pydantic.dataclasses import dataclass
 
-from crossprofile_lib.config import MODEL_CONFIG, Budgets, Seeds, checked, distinct_list
+from crossprofile_lib.config import MODEL_CONFIG, Budgets, Seeds, check_known, checked, distinct_list
 from crossprofile_lib.design import HB_POLICIES
 from crossprofile_lib.hiddenbench.ablations import DEFAULT_ABLATIONS, parse_ablations
 from crossprofile_lib.hiddenbench.common import HB_BUDGETS
@@ -17,15 +17,8 @@ from crossprofile_lib.hiddenbench.natural import MAX_WORDS
 from crossprofile_lib.run.config import BackendSpec, Policies
 
 PROTOCOLS = ("controlled", "natural")
-
-
-def check_protocols(names) -> None:
-    bad = [p for p in names if p not in PROTOCOLS]
-    if bad:
-        raise ValueError(f"unknown protocol(s) {', '.join(map(str, bad))} (known: {', '.join(PROTOCOLS)})")
-
-
-Protocols = Annotated[tuple[str, ...], checked(check_protocols, "protocol"), distinct_list("protocol")]
+Protocols = Annotated[tuple[str, ...], checked(lambda names: check_known(names, PROTOCOLS, "protocol"), "protocol"),
+                      distinct_list("protocol")]
 Ablations = Annotated[tuple[str, ...], checked(parse_ablations, "ablation"), distinct_list("ablation")]
 TaskIds = Annotated[tuple[str, ...], distinct_list("task id")]
 

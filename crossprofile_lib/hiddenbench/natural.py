@@ -39,7 +39,7 @@ from crossprofile_lib.hiddenbench.common import (
 from crossprofile_lib.hiddenbench.disclosure import disclosure, facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.hiddenbench.measures import group_vote
-from crossprofile_lib.prompts import LETTERS, render
+from crossprofile_lib.prompts import lettered_options, letters_for, letters_text, render
 from crossprofile_lib.rng import stream
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import Transcript, Utterance
@@ -52,10 +52,6 @@ RATIONALE_CHARS = 80
 MESSAGE_STOP = ("\n\n",)
 _LETTER = re.compile(r"^\(?\s*(?:option\s+)?([A-J])\s*[).:]?\s*$", re.IGNORECASE)
 _TAG = re.compile(r"^[\s*]*(?:A\d{1,2}|Agent\s*\d{1,2}|Message)[\s*]*:[\s*]*", re.IGNORECASE)
-
-
-def _letters_text(letters: Sequence[str]) -> str:
-    return ", ".join(letters[:-1]) + " or " + letters[-1] if len(letters) > 1 else letters[0]
 
 
 def vote_schema(letters: Sequence[str]) -> dict:
@@ -139,8 +135,9 @@ class Session:
         self.constrained_votes = constrained_votes
         self.view = task_view(task, seed)
         self.order_ids = option_order(self.view)
-        self.letters = tuple(LETTERS[:len(self.order_ids)])
+        self.letters = letters_for(self.order_ids)
         self.answers = tuple(self.view.template.option(o).name for o in self.order_ids)
+        self.options_text = lettered_options(self.view.template, self.order_ids)
         self.agents = agent_names(task.n_agents)
         rng = stream(seed, "hb-natural", task.id, "speaking-order")
         self.speaking_order = tuple(self.agents[i] for i in rng.permutation(task.n_agents))
@@ -158,9 +155,6 @@ class Session:
     @property
     def key(self) -> str:
         return f"{self.view.task_id}/{self.ablation.name}"
-
-    def options_text(self) -> str:
-        return "\n".join(f"{l}. {a}" for l, a in zip(self.letters, self.answers))
 
     def facts_text(self, agent: str) -> str:
         return "\n".join(f"{i + 1}. {f}" for i, f in enumerate(self.facts[agent]))
@@ -181,8 +175,8 @@ class Session:
     # -- requests ------------------------------------------------------------------------
     def vote_request(self, agent: str, phase: str) -> ChatRequest:
         name = PROMPT_FILES["vote_initial" if phase == "initial" else "vote_final"]
-        values = dict(description=self.task.description, options=self.options_text(),
-                      facts=self.facts_text(agent), letters=_letters_text(self.letters))
+        values = dict(description=self.task.description, options=self.options_text,
+                      facts=self.facts_text(agent), letters=letters_text(self.letters))
         if phase == "final":
             values["discussion"] = self.transcript_text()
         p = render(name, **values)
@@ -204,7 +198,7 @@ class Session:
             latest = {m.speaker: m for m in self.messages}
             lines = [f"{a}: {latest[a].text}" for a in self.speaking_order if a != agent and a in latest]
             scope = "The latest message of each other member"
-        values = dict(description=self.task.description, options=self.options_text(), facts=self.facts_text(agent),
+        values = dict(description=self.task.description, options=self.options_text, facts=self.facts_text(agent),
                       round=rnd, discussion_scope=scope, discussion="\n".join(lines) or "(no messages yet)",
                       max_words=self.max_words)
         if self.ablation.shows_initial_vote:
@@ -236,11 +230,10 @@ def _votes(backend, sessions: Sequence[Session], phase: str) -> None:
     retry = []
     for (s, req, a), res in zip(items, _chat(backend, items)):
         text = "" if res.error else res.text
-        v = Vote(a, phase, raw=[text])
-        v.letter, v.rationale = parse_vote(text, s.letters, s.answers)
+        v = Vote(a, phase, *parse_vote(text, s.letters, s.answers), raw=[text])
         s.votes[(a, phase)] = v
         if v.invalid:
-            retry.append((s, _retry_request(req, text, "vote_retry", letters=_letters_text(s.letters)), a))
+            retry.append((s, _retry_request(req, text, "vote_retry", letters=letters_text(s.letters)), a))
     for (s, _, a), res in zip(retry, _chat(backend, retry)):
         text = "" if res.error else res.text
         v = s.votes[(a, phase)]
@@ -259,14 +252,10 @@ def _round(backend, sessions: Sequence[Session], rnd: int) -> None:
 
 
 def _extract(backend, sessions: Sequence[Session]) -> None:
-    items, owners = [], []
-    for s in sessions:
-        for m in s.messages:
-            if m.text:
-                items.append((s, extract_request(m.speaker, m.text, "hb-extract"), m.speaker))
-                owners.append(m)
+    owners = [(s, m) for s in sessions for m in s.messages if m.text]
+    items = [(s, extract_request(m.speaker, m.text, "hb-extract"), m.speaker) for s, m in owners]
     retry, state = [], []
-    for (s, req, a), m, res in zip(items, owners, _chat(backend, items)):
+    for (s, req, a), (_, m), res in zip(items, owners, _chat(backend, items)):
         text = "" if res.error else res.text
         claims, ok = parse_claims(text)
         rec = dict(message_index=m.index, speaker=m.speaker, raw=[text], claims=claims, readable=ok,
@@ -282,8 +271,6 @@ def _extract(backend, sessions: Sequence[Session]) -> None:
         rec["raw"].append(text)
         if not ok:
             rec.update(claims=sentence_claims(m.text), fallback=True)
-    for s in sessions:
-        s.extraction.sort(key=lambda r: r["message_index"])
 
 
 def _merge(backend, sessions: Sequence[Session], confirm: bool) -> list:
@@ -302,11 +289,9 @@ def _merge(backend, sessions: Sequence[Session], confirm: bool) -> list:
         for (j, i, rep), res in zip(keys, _chat(backend, items)):
             said = re.findall(r"\b(yes|no)\b", (res.text or "").casefold())
             answers[j][(i, rep)] = bool(said) and said[-1] == "yes"   # the last yes/no (grammar: "Decision: yes")
-    out = []
-    for j, (s, raw) in enumerate(zip(sessions, raws)):
-        fn = (lambda i, rep, a=answers[j]: a.get((i, rep), False)) if confirm else None
-        out.append((raw, merge_claims(raw, s.speaking_order, s.agents, confirm=fn)))
-    return out
+    return [(raw, merge_claims(raw, s.speaking_order, s.agents,
+                               confirm=(lambda i, rep, a=a: a.get((i, rep), False)) if confirm else None))
+            for s, raw, a in zip(sessions, raws, answers)]
 
 
 def run_natural_chunk(units: Sequence[tuple[HiddenBenchTask, int, Ablation]], plan: PolicyPlan,
@@ -340,16 +325,16 @@ def _record(s: Session, raw, mg, pairs, decisions, base: dict) -> dict:
     common = dict(base, protocol="natural", task_id=task.id, task_name=task.name, n_agents=task.n_agents,
                   n_options=task.n_options, seed=s.seed, ablation=s.ablation.name)
     correct = s.correct_letter()
+    failed = [c["error"] for c in s.calls if c["error"]]
+    # a session with a failed call is failed in every row: its votes and discussion are incomplete
+    session_error = (f"{len(failed)} of {len(s.calls)} calls of the session failed: {failed[0]}" if failed else "")
     vote_rows = []
     for phase in ("initial", "final"):
         for pos, a in enumerate(s.speaking_order):
             v = s.votes[(a, phase)]
             vote_rows.append(dict(common, agent=a, speaking_position=pos, phase=phase, vote_letter=v.letter or "",
                                   vote=s.answers[s.letters.index(v.letter)] if v.letter else "",
-                                  correct=v.letter == correct, invalid=v.invalid, retried=v.retried))
-    failed = [c["error"] for c in s.calls if c["error"]]
-    # a session with a failed call is failed in every row: its votes and discussion are incomplete
-    session_error = (f"{len(failed)} of {len(s.calls)} calls of the session failed: {failed[0]}" if failed else "")
+                                  correct=v.letter == correct, invalid=v.invalid, retried=v.retried, error=session_error))
     gv = group_vote([(a, s.option_of(s.votes[(a, "final")].letter)) for a in s.speaking_order], task.n_agents)
     disc = disclosure(task.hidden, s.agents, [(m.speaker, m.text) for m in s.messages])
     rows, memories = [], []
@@ -379,8 +364,6 @@ def _record(s: Session, raw, mg, pairs, decisions, base: dict) -> dict:
         merges_confirmed=sum(1 for *_, y in mg.confirmed_pairs if y),
         chat_calls=len(s.calls), chat_cached=sum(c["cached"] for c in s.calls),
         chat_errors=sum(1 for c in s.calls if c["error"]), error=session_error)
-    for r in vote_rows:
-        r["error"] = session_error
     if session_error:  # not results: what they would have scored is missing, not wrong
         for r in vote_rows:
             r["correct"] = None

@@ -43,10 +43,6 @@ TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},
 HEADER = "hiddenbench_run.json"
 
 
-def _file_sha(name: str) -> str:
-    return hashlib.sha256((prompt_dir() / name).read_bytes()).hexdigest()
-
-
 def _config_sha(cfg: HBConfig, protocol: str, backend, data: HiddenBenchData, prompts: dict) -> str:
     d = dict(protocol=protocol, backend=backend.name, model=backend.model, tokenizer=backend.tokenizer.name,
              decision_mode=backend.decision_mode,
@@ -109,82 +105,78 @@ def _collect(out: Path, protocol: str, sha: str) -> tuple[dict[str, pd.DataFrame
 def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
     """Run the configured protocols into ``out_dir`` (locked meanwhile); return the header (also written)."""
     with locked_dir(out_dir):
-        return _run_locked(cfg, out_dir, backend, progress)
-
-
-def _run_locked(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
-    t0 = time.perf_counter()
-    data = load_hiddenbench(cfg.hiddenbench)
-    tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)
-    if not tasks:
-        first = "; ".join(str(e) for e in data.errors[:3]) + ("; ..." if len(data.errors) > 3 else "")
-        raise ValueError(f"{data.path}: no valid task to run ({len(data.errors)} malformed record(s): {first})")
-    backend = backend or backend_for(cfg)
-    out = Path(out_dir)
-    (out / "artefacts").mkdir(parents=True, exist_ok=True)
-    prompts = {p: _file_sha(p) for p in prompt_files()}
-    base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
-                decision_mode=backend.decision_mode, tokenizer=backend.tokenizer.name)
-    header = run_header(cfg, backend)
-    header.update(data_source=data.data_source, data_path=str(data.path), data_sha256=data.sha256,
-                  data_is_fixture=data.is_fixture, data_notes=list(data.notes),
-                  malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks),
-                  n_tasks_in_file=len(data.tasks), prompts=prompts, protocols={})
-    ablations = parse_ablations(list(cfg.ablations))
-    for protocol in cfg.protocols:
-        plan = PolicyPlan.for_backend(cfg.policies, backend, protocol)
-        sha = _config_sha(cfg, protocol, backend, data, prompts)
-        # a session with a failed call is never resumed as finished: it runs again (its calls come from the cache)
-        done = ({_session_key(r) for r in iter_artefacts(out, protocol, sha) if not record_errors(r)}
-                if cfg.resume else set())
-        n_new = n_skip = 0
-        path = out / "artefacts" / f"{protocol}.jsonl"
-        if not cfg.resume and path.exists():
-            path.unlink()
-        for chunk in (tasks[i:i + cfg.batch_tasks] for i in range(0, len(tasks), cfg.batch_tasks)):
-            if protocol == "controlled":
-                units = [(t, s) for t in chunk for s in cfg.seeds if f"{t.id}/s{s}/scripted" not in done]
-                n_skip += len(chunk) * len(cfg.seeds) - len(units)
-                records = run_controlled_chunk(units, plan, cfg.budgets, backend, base) if units else []
-            else:
-                units = [(t, s, a) for t in chunk for s in cfg.seeds for a in ablations
-                         if f"{t.id}/s{s}/{a.name}" not in done]
-                n_skip += len(chunk) * len(cfg.seeds) * len(ablations) - len(units)
-                records = (run_natural_chunk(units, plan, cfg.budgets, backend, base, cfg.max_words,
-                                             cfg.confirm_duplicates, cfg.constrained_votes) if units else [])
-            try:
-                with path.open("a", encoding="utf-8") as fh:
-                    for rec in records:
-                        rec["config_sha"] = sha
-                        fh.write(json.dumps(rec, default=str) + "\n")
-                        n_new += 1
-            except OSError as e:  # a full disk: named; the sessions already on file are kept (a torn line is skipped)
-                raise write_error(path, e, "cannot append to") from None
-            if progress:
-                print(f"[hiddenbench {protocol}] {chunk[-1].id}: {n_new} new, {n_skip} resumed", flush=True)
-        frames, failed_sessions = _collect(out, protocol, sha)
-        info = dict(config_sha=sha, sessions_run=n_new, sessions_resumed=n_skip,
-                    policies=[s.name for s in plan.specs], skipped_policies=plan.skipped,
-                    rows={k: len(v) for k, v in frames.items()},
-                    errors={k: int(failed_mask(v).sum()) for k, v in frames.items()}, failed_sessions=failed_sessions)
-        d = frames["decisions"]
-        failed = bool(len(d)) and bool(failed_mask(d).any())
-        h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d and not failed else None
-        info["headroom"] = h.as_dict() if h else None
-        if failed:
-            info["headroom_note"] = "not computed: the decisions table holds failed model calls"
-        if protocol == "natural" and len(frames["votes"]):
-            v, s = frames["votes"], frames["sessions"]
-            info.update(invalid_votes=int(v.invalid.sum()), vote_retries=int(v.retried.sum()),
-                        extraction_fallbacks=int(s.extraction_fallbacks.sum()),
-                        chat_errors=int(s.chat_errors.sum()))
-        header["protocols"][protocol] = info
-    header.update(errors=sum(sum(i["errors"].values()) for i in header["protocols"].values()),
-                  failed_sessions=sum(i["failed_sessions"] for i in header["protocols"].values()))
-    header.update(backend.record() if hasattr(backend, "record") else {})  # after the calls: the limits reached
-    stamp(header, t0)
-    write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
-    return header
+        t0 = time.perf_counter()
+        data = load_hiddenbench(cfg.hiddenbench)
+        tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)
+        if not tasks:
+            first = "; ".join(str(e) for e in data.errors[:3]) + ("; ..." if len(data.errors) > 3 else "")
+            raise ValueError(f"{data.path}: no valid task to run ({len(data.errors)} malformed record(s): {first})")
+        backend = backend or backend_for(cfg)
+        out = Path(out_dir)
+        (out / "artefacts").mkdir(parents=True, exist_ok=True)
+        prompts = {p: hashlib.sha256((prompt_dir() / p).read_bytes()).hexdigest() for p in prompt_files()}
+        base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
+                    decision_mode=backend.decision_mode, tokenizer=backend.tokenizer.name)
+        header = run_header(cfg, backend)
+        header.update(data_source=data.data_source, data_path=str(data.path), data_sha256=data.sha256,
+                      data_is_fixture=data.is_fixture, data_notes=list(data.notes),
+                      malformed_records=[str(e) for e in data.errors], n_tasks=len(tasks),
+                      n_tasks_in_file=len(data.tasks), prompts=prompts, protocols={})
+        ablations = parse_ablations(list(cfg.ablations))
+        for protocol in cfg.protocols:
+            plan = PolicyPlan.for_backend(cfg.policies, backend, protocol)
+            sha = _config_sha(cfg, protocol, backend, data, prompts)
+            # a session with a failed call is never resumed as finished: it runs again (its calls come from the cache)
+            done = ({_session_key(r) for r in iter_artefacts(out, protocol, sha) if not record_errors(r)}
+                    if cfg.resume else set())
+            n_new = n_skip = 0
+            path = out / "artefacts" / f"{protocol}.jsonl"
+            if not cfg.resume and path.exists():
+                path.unlink()
+            for chunk in (tasks[i:i + cfg.batch_tasks] for i in range(0, len(tasks), cfg.batch_tasks)):
+                if protocol == "controlled":
+                    units = [(t, s) for t in chunk for s in cfg.seeds if f"{t.id}/s{s}/scripted" not in done]
+                    n_skip += len(chunk) * len(cfg.seeds) - len(units)
+                    records = run_controlled_chunk(units, plan, cfg.budgets, backend, base) if units else []
+                else:
+                    units = [(t, s, a) for t in chunk for s in cfg.seeds for a in ablations
+                             if f"{t.id}/s{s}/{a.name}" not in done]
+                    n_skip += len(chunk) * len(cfg.seeds) * len(ablations) - len(units)
+                    records = (run_natural_chunk(units, plan, cfg.budgets, backend, base, cfg.max_words,
+                                                 cfg.confirm_duplicates, cfg.constrained_votes) if units else [])
+                try:
+                    with path.open("a", encoding="utf-8") as fh:
+                        for rec in records:
+                            rec["config_sha"] = sha
+                            fh.write(json.dumps(rec, default=str) + "\n")
+                            n_new += 1
+                except OSError as e:  # a full disk: named; the sessions already on file are kept (a torn line is skipped)
+                    raise write_error(path, e, "cannot append to") from None
+                if progress:
+                    print(f"[hiddenbench {protocol}] {chunk[-1].id}: {n_new} new, {n_skip} resumed", flush=True)
+            frames, failed_sessions = _collect(out, protocol, sha)
+            info = dict(config_sha=sha, sessions_run=n_new, sessions_resumed=n_skip,
+                        policies=[s.name for s in plan.specs], skipped_policies=plan.skipped,
+                        rows={k: len(v) for k, v in frames.items()},
+                        errors={k: int(failed_mask(v).sum()) for k, v in frames.items()}, failed_sessions=failed_sessions)
+            d = frames["decisions"]
+            failed = bool(len(d)) and bool(failed_mask(d).any())
+            h = headroom(d, np.random.default_rng(0)) if len(d) and "decided" in d and not failed else None
+            info["headroom"] = h.as_dict() if h else None
+            if failed:
+                info["headroom_note"] = "not computed: the decisions table holds failed model calls"
+            if protocol == "natural" and len(frames["votes"]):
+                v, s = frames["votes"], frames["sessions"]
+                info.update(invalid_votes=int(v.invalid.sum()), vote_retries=int(v.retried.sum()),
+                            extraction_fallbacks=int(s.extraction_fallbacks.sum()),
+                            chat_errors=int(s.chat_errors.sum()))
+            header["protocols"][protocol] = info
+        header.update(errors=sum(sum(i["errors"].values()) for i in header["protocols"].values()),
+                      failed_sessions=sum(i["failed_sessions"] for i in header["protocols"].values()))
+        header.update(backend.record() if hasattr(backend, "record") else {})  # after the calls: the limits reached
+        stamp(header, t0)
+        write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
+        return header
 
 
 def read_tables(out_dir: Path | str, protocol: str) -> dict[str, pd.DataFrame]:

@@ -206,8 +206,7 @@ def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
             out.append(p)
         else:
             try:
-                matches = sorted(Path().glob(str(p))) if not p.is_absolute() else sorted(
-                    Path(p.anchor).glob(str(p.relative_to(p.anchor))))
+                matches = sorted(Path(p.anchor).glob(str(p.relative_to(p.anchor))))  # anchor "" of a relative path: "."
             except (ValueError, OSError) as e:  # "**" misused, an unreadable folder
                 raise FileNotFoundError(f"no template file matches '{p}' ({e})") from None
             if not matches:

@@ -65,13 +65,10 @@ def write_error(dest, e: OSError, what: str = "cannot write") -> WriteError:
 
 def current_umask() -> int:
     """The process's umask (read from /proc where possible, so no other thread sees it change)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     m = os.umask(0o022)
     os.umask(m)
     return m
@@ -88,12 +85,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _read_lock(path: Path) -> dict:
-    try:
-        with open(path, "rb") as fh:
-            info = json.loads(fh.read(_LOCK_MAX_BYTES).decode("utf-8"))
+    with contextlib.suppress(OSError, ValueError, RecursionError), open(path, "rb") as fh:
+        info = json.loads(fh.read(_LOCK_MAX_BYTES).decode("utf-8"))
         return info if isinstance(info, dict) else {}
-    except (OSError, ValueError, RecursionError):
-        return {}
+    return {}
 
 
 def _describe(info: dict) -> str:
@@ -208,9 +203,8 @@ def atomic_write(dest: Path | str) -> Iterator[Path]:
     tmp = Path(tmp)
     try:
         yield tmp
-        with contextlib.suppress(OSError):  # durability where the file system allows it
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
+        with contextlib.suppress(OSError), open(tmp, "rb") as fh:  # durability where the file system allows it
+            os.fsync(fh.fileno())
         os.replace(tmp, dest)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
@@ -253,13 +247,6 @@ OUTPUT_KINDS = {"run": ("results.parquet", "run.json"),
                                     "artefacts/natural.jsonl")}
 
 
-def _exists(p: Path) -> bool:
-    try:
-        return p.exists()
-    except OSError:
-        return False
-
-
 def _real(p) -> str:
     return os.path.realpath(os.path.abspath(os.fspath(p)))
 
@@ -280,7 +267,7 @@ def folder_kind(folder: Path | str) -> Optional[str]:
     """``"run"``, ``"hiddenbench run"`` or None: the kind of output ``folder`` already holds."""
     folder = Path(folder)
     for kind, names in OUTPUT_KINDS.items():
-        if any(_exists(folder / n) for n in names):
+        if any(os.path.exists(folder / n) for n in names):
             return kind
     return None
 
@@ -288,15 +275,12 @@ def folder_kind(folder: Path | str) -> Optional[str]:
 def describe_folder(folder: Path | str) -> str:
     """What an output folder holds, in a few words (its files and sizes, the header's run)."""
     folder = Path(folder)
-    found = [f"{n} ({_size(folder / n)})" for names in OUTPUT_KINDS.values() for n in names if _exists(folder / n)]
+    found = [f"{n} ({_size(folder / n)})" for names in OUTPUT_KINDS.values() for n in names if os.path.exists(folder / n)]
     header = {}
-    for name in ("run.json", "hiddenbench_run.json"):
-        try:
-            with open(folder / name, "rb") as fh:
-                header = json.loads(fh.read(4 << 20))
+    for name in ("run.json", "hiddenbench_run.json"):  # the first that reads as JSON
+        with contextlib.suppress(OSError, ValueError, RecursionError), open(folder / name, "rb") as fh:
+            header = json.loads(fh.read(4 << 20))
             break
-        except (OSError, ValueError, RecursionError):
-            continue
     what = ""
     if isinstance(header, dict) and header:
         what = (f": {header.get('rows', '?')} decisions by {header.get('backend', '?')} "

@@ -45,10 +45,6 @@ def looks_like_key(value) -> bool:
     return isinstance(value, str) and bool(_KEY_LIKE.search(value))
 
 
-def _mask_tokens(s: str) -> str:
-    return _KEY_LIKE.sub(MASK, s)
-
-
 def _redact_pairs(q: str) -> str:
     if not q:
         return q
@@ -81,12 +77,12 @@ def redact_url(url):
         scheme, sep, rest = head.partition("://")
         rest = re.sub(r"^[^/]*@", MASK + "@", rest) if sep else re.sub(r"^[^/]*@", MASK + "@", head)
         out = f"{scheme}{sep}{rest}" if sep else rest
-        return _mask_tokens(out + (f"?{MASK}" if "?" in s or "#" in s else ""))
+        return _KEY_LIKE.sub(MASK, out + (f"?{MASK}" if "?" in s or "#" in s else ""))
     netloc = parts.netloc
     if "@" in netloc:
         netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
     frag = _redact_pairs(parts.fragment) if "=" in parts.fragment else (MASK if parts.fragment else "")
-    return urlunsplit((parts.scheme, netloc, _mask_tokens(parts.path), _redact_pairs(parts.query), frag))
+    return urlunsplit((parts.scheme, netloc, _KEY_LIKE.sub(MASK, parts.path), _redact_pairs(parts.query), frag))
 
 
 def redact_text(text: str, secrets=()) -> str:
@@ -98,7 +94,7 @@ def redact_text(text: str, secrets=()) -> str:
     out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
     for s in known:
         out = out.replace(s, MASK)
-    return _mask_tokens(out)
+    return _KEY_LIKE.sub(MASK, out)
 
 
 def redact_value(name: str, value):

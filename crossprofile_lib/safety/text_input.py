@@ -93,13 +93,9 @@ def read_bytes(path: Path | str, max_bytes: int, error=InputError, what: str = "
     except (InputError, error):
         raise
     except (OSError, ValueError) as e:  # ValueError: an embedded NUL in the name
-        if isinstance(e, OSError) and e.errno == errno.ENOENT:
-            msg = "cannot read: no such file"
-        elif isinstance(e, OSError):
-            msg = f"cannot read: {e.strerror or e} ({_errname(e)})"
-        else:
-            msg = f"cannot read: {e}"
-        raise error(path, "<file>", "file (unreadable)", msg) from None
+        why = ("no such file" if isinstance(e, FileNotFoundError)
+               else f"{e.strerror or e} ({_errname(e)})" if isinstance(e, OSError) else str(e))
+        raise error(path, "<file>", "file (unreadable)", f"cannot read: {why}") from None
     if len(data) > max_bytes:
         raise error(path, "<file>", "file (size limit)", f"more than {max_bytes} bytes")
     return data
@@ -202,13 +198,9 @@ class JSONObject(dict):
 
 def _object(pairs) -> JSONObject:
     obj = JSONObject(pairs)
-    if len(obj) != len(pairs):
-        seen, dups = set(), []
-        for k, _ in pairs:
-            if k in seen and k not in dups:
-                dups.append(k)
-            seen.add(k)
-        obj.duplicates = tuple(dups)
+    if len(obj) != len(pairs):  # each repeated key once, in the order of its second mention
+        seen: set = set()
+        obj.duplicates = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))
     return obj
 
 
