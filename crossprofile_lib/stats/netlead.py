@@ -89,10 +89,13 @@ def _terms(res, drop: str = "") -> pd.DataFrame:
     return t
 
 
+def _policy_label(name: str) -> str:
+    return name.split("[T.", 1)[1].rstrip("]") if "[T." in name else name
+
+
 def _rename(terms: pd.DataFrame) -> None:
     """Policy terms renamed ``policy[B4]``."""
-    terms["term"] = terms["term"].map(lambda n: f"policy[{n.split('[T.', 1)[1].rstrip(']') if '[T.' in n else n}]"
-                                      if _is_policy_term(n) else n)
+    terms["term"] = terms["term"].map(lambda n: f"policy[{_policy_label(n)}]" if _is_policy_term(n) else n)
 
 
 def _significant(test: Optional[dict]) -> Optional[bool]:
