@@ -182,10 +182,13 @@ class BookParams(BaseModel):
         least, why = _LEAST.get(info.field_name, (None, ""))
         if least is not None and any(x < least for x in v):
             raise ValueError(why)
-        v = distinct(v, _ITEM[info.field_name])
-        if info.field_name == "hb_ablations":
-            for a in v:
-                get_ablation(a)
+        return distinct(v, _ITEM[info.field_name])
+
+    @field_validator("hb_ablations")
+    @classmethod
+    def _ablations(cls, v):
+        for a in v:
+            get_ablation(a)
         return v
 
     @field_validator("templates", "model_templates", "catalogue", "paper_templates")
