@@ -4,6 +4,7 @@ works anywhere), the user's folders (:func:`cache_dir`, :func:`tokenizers_dir`),
 
 from __future__ import annotations
 
+import hashlib
 import os
 from functools import lru_cache
 from importlib import resources
@@ -17,6 +18,12 @@ PROMPTS_ENV = "CROSSPROFILE_PROMPTS"
 ROOT_ENV = "CROSSPROFILE_ROOT"
 TOKENIZERS_ENV = "CROSSPROFILE_TOKENIZERS"
 LEGACY_CACHE = ".crossprofile_cache"
+
+
+def file_sha256(path: Path | str) -> str:
+    """The SHA-256 (hex) of a file's bytes, read in chunks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def package_dir() -> Path:

@@ -11,7 +11,6 @@ is, and each model's headroom verdict.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -31,7 +30,7 @@ from crossprofile_lib.design import HEADROOM_MIN_POINTS, MODEL_POLICIES, PRIMARY
 from crossprofile_lib.hiddenbench.run import HEADER as HB_HEADER
 from crossprofile_lib.hiddenbench.run import read_tables
 from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH, _file
-from crossprofile_lib.paths import resource, templates_dir
+from crossprofile_lib.paths import file_sha256, resource, templates_dir
 from crossprofile_lib.policies.guard import PolicyFileError
 from crossprofile_lib.policies.plugins import ensure_recorded
 from crossprofile_lib.run.results import ResultsError, read_header, read_results
@@ -266,7 +265,7 @@ def local_template_hashes(root: str = "") -> dict[str, str]:
     out = {}
     for p in template_paths([root or str(templates_dir())]):
         try:
-            out[str(parse_template(p).id)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+            out[str(parse_template(p).id)] = file_sha256(p)
         except Exception:  # a broken file is the validator's business; it matches no run
             continue
     return out

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.design import GROUP_SIZE_POLICIES, MODEL_POLICIES, PRIMARY_BUDGET, REFERENCE_POLICIES, SOCIAL_PROOF_POLICIES
-from crossprofile_lib.paths import checkout_root
+from crossprofile_lib.paths import checkout_root, file_sha256
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.run.results import read_header, read_results, template_hashes
@@ -247,7 +247,7 @@ def _hashes_at(paths: tuple, stamp: tuple) -> tuple:
 @lru_cache(maxsize=64)
 def _file_hashes_at(paths: tuple, stamp: tuple) -> frozenset:
     try:
-        return frozenset(hashlib.sha256(p.read_bytes()).hexdigest() for p in template_paths(list(paths)))
+        return frozenset(file_sha256(p) for p in template_paths(list(paths)))
     except (OSError, ValueError):
         return frozenset()
 

@@ -14,7 +14,6 @@ command exits 1.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from crossprofile_lib.hiddenbench.config import PROTOCOLS, HBConfig  # noqa: F40
 from crossprofile_lib.hiddenbench.importer import HiddenBenchData, load_hiddenbench, select_tasks
 from crossprofile_lib.hiddenbench.measures import headroom
 from crossprofile_lib.hiddenbench.natural import run_natural_chunk
+from crossprofile_lib.paths import file_sha256
 from crossprofile_lib.prompts import prompt_dir
 from crossprofile_lib.run.results import run_header, stamp
 from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_error, write_text_atomic
@@ -114,7 +114,7 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
         backend = backend or backend_for(cfg)
         out = Path(out_dir)
         (out / "artefacts").mkdir(parents=True, exist_ok=True)
-        prompts = {p: hashlib.sha256((prompt_dir() / p).read_bytes()).hexdigest() for p in prompt_files()}
+        prompts = {p: file_sha256(prompt_dir() / p) for p in prompt_files()}
         base = dict(data_source=data.data_source, backend=backend.name, model=backend.model,
                     decision_mode=backend.decision_mode, tokenizer=backend.tokenizer.name)
         header = run_header(cfg, backend)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from crossprofile_lib import __version__
 from crossprofile_lib.backends.ledger import ReferenceDecider
-from crossprofile_lib.paths import cache_dir
+from crossprofile_lib.paths import cache_dir, file_sha256
 from crossprofile_lib.run.rebuild import option_features
 from crossprofile_lib.run.runner import RunConfig, build_requests
 from crossprofile_lib.stats.socialproof import canonical
@@ -117,7 +117,7 @@ def build_design(templates, seeds: Sequence[int], policies: Sequence[str], budge
 
 
 def cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid) -> tuple[str, dict]:
-    cfg = dict(templates=sorted(hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in template_paths(templates)),
+    cfg = dict(templates=sorted(file_sha256(p)[:16] for p in template_paths(templates)),
                seeds=[int(s) for s in seeds], policies=list(policies), budgets=[str(b) for b in budgets],
                n_agents=int(n_agents), tokenizer=tokenizer or "default",
                grid={k: [float(v) for v in grid[k]] for k in sorted(grid)}, version=__version__, formula=FORMULA)

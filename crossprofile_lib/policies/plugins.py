@@ -44,7 +44,7 @@ from typing import Optional
 import numpy as np
 
 from crossprofile_lib.config import Budget
-from crossprofile_lib.paths import dev_templates_dir
+from crossprofile_lib.paths import dev_templates_dir, file_sha256
 from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
     DEFAULT_TIMEOUT,
     PLUGINS,
@@ -67,7 +67,6 @@ from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
 from crossprofile_lib.task.templates import load_template
 from crossprofile_lib.task.tokenizer import default_tokenizer
 from crossprofile_lib.task.variants import agent_names
-from crossprofile_lib.task.vocabs import file_sha256
 
 #: The entry-point group installed packages declare their policies in.
 ENTRY_POINT_GROUP = "crossprofile.policies"

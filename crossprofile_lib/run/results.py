@@ -3,7 +3,6 @@ header (``DIR/run.json``)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from crossprofile_lib import __version__
+from crossprofile_lib.paths import file_sha256
 from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.safety.inputs import InputError, load_json
@@ -141,7 +141,7 @@ def run_header(cfg, backend) -> dict:
 def template_hashes(paths) -> dict[str, str]:
     """Template id -> sha256 of its file's bytes, for every template file under ``paths`` (``run.json``'s
     ``templates_sha256``: the book refuses to import a run whose templates differ from the files here)."""
-    return {str(parse_template(p).id): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in template_paths(paths)}
+    return {str(parse_template(p).id): file_sha256(p) for p in template_paths(paths)}
 
 
 def stamp(header: dict, t0: float) -> dict:

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 
 from filelock import FileLock
 
-from crossprofile_lib.paths import TOKENIZERS_ENV, tokenizers_dir
+from crossprofile_lib.paths import TOKENIZERS_ENV, file_sha256, tokenizers_dir
 from crossprofile_lib.safety.inputs import InputError, load_yaml
 from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
 from crossprofile_lib.task import gguf_bpe
@@ -118,12 +118,6 @@ def user_names(folder: Optional[Path] = None) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------ files
-def file_sha256(path: Path | str) -> str:
-    """The SHA-256 (hex) of a file's bytes, read in chunks."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _paths(v: NamedVocab, folder: Path) -> dict[str, Path]:
     return {"gguf": folder / v.file, "json": folder / f"{v.name}.tokenizer.json", "manifest": folder / f"{v.name}.json"}
 
