@@ -273,3 +273,14 @@ def test_a_command_builds_only_its_own_options():
         return sorted(o for a in sub._actions for o in a.option_strings)
     for cmd in ("run", "stats", "hiddenbench", "fit-paper", "book"):
         assert options(build_parser([cmd, "-h"]), cmd) == options(build_parser(), cmd), cmd
+
+
+def test_help_is_plain_text_not_sphinx_markup(capsys):
+    from crossprofile_lib.cli.args import plain
+    assert plain("see :func:`~crossprofile_lib.book.build.build` and :mod:`.args`") == "see build and args"
+    assert plain(":func:`crossprofile_lib.book.build.build` (``BUDGETS=0.4``)") == \
+        "crossprofile_lib.book.build.build (BUDGETS=0.4)"
+    for argv in (["--help"], ["book", "--help"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "usage: crossprofile" in out and "``" not in out and ":func:" not in out and ":mod:" not in out

@@ -17,7 +17,9 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser of every command; given ``argv``, only the command it names gets its options (the others
     a line in ``--help``), so a command never pays for importing what the others' options need."""
     import importlib
-    p = argparse.ArgumentParser(prog="crossprofile", description=__doc__.splitlines()[0])
+
+    from crossprofile_lib.cli.args import plain, refuse_repeats
+    p = argparse.ArgumentParser(prog="crossprofile", description=plain(__doc__.splitlines()[0]))
     sub = p.add_subparsers(dest="cmd", required=True)
     wanted = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     for name in COMMANDS:
@@ -26,7 +28,6 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
             m.register(sub)
         else:
             sub.add_parser(m.COMMAND, help=m.HELP)
-    from crossprofile_lib.cli.args import refuse_repeats
     refuse_repeats(p)  # an option given twice is refused, never silently the last one
     return p
 

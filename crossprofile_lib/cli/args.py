@@ -23,6 +23,14 @@ from crossprofile_lib.safety.redact import is_secret_name
 ArgError = argparse.ArgumentTypeError
 
 
+def plain(doc: str) -> str:
+    """A docstring as ``--help`` prints it: Sphinx roles (``:func:`~a.b.c```) as their last name (``c``), literals
+    without their double backquotes."""
+    def role(m: re.Match) -> str:
+        return m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2).lstrip(".")
+    return re.sub(r":[a-z]+:`(~?)([^`]+)`", role, doc).replace("``", "")
+
+
 def fail(message, status: int) -> int:
     """Print ``error: MESSAGE`` on stderr and return the exit status."""
     print(f"error: {message}", file=sys.stderr)

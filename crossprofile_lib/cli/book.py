@@ -208,7 +208,7 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     """The command as its own program (``scripts/build_book.py``)."""
-    ap = argparse.ArgumentParser(prog="build_book.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog="build_book.py", description=A.plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     return run(ap.parse_args(argv))
@@ -219,7 +219,7 @@ HELP = "build the Jupyter Book (make book)"
 
 
 def register(sub) -> None:
-    b = sub.add_parser(COMMAND, help=HELP, description=__doc__,
+    b = sub.add_parser(COMMAND, help=HELP, description=A.plain(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(b)
     b.set_defaults(func=run)
