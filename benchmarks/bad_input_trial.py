@@ -648,8 +648,12 @@ def file_cases() -> list[Case]:
         "results-folder": (lambda d: (d / "r2").mkdir() or (d / "r2" / "results.parquet").mkdir(), "{d}/r2", "refuse"),
         "results-fifo": (lambda d: (d / "r3").mkdir() or os.mkfifo(d / "r3" / "results.parquet"), "{d}/r3", "refuse"),
     }
+    # a damaged run.json: stats refuses (what it records -- policy files, templates -- is unknown; issue 37),
+    # composition reads only results.parquet
+    damaged_header = {"run-json-list", "run-json-broken", "run-json-deep"}
     for name, (setup, path, expect) in folders.items():
-        cs.append(Case(f"stats-folder-{name}", "run folders", ["stats", path] + stats, expect=expect, setup=setup,
+        cs.append(Case(f"stats-folder-{name}", "run folders", ["stats", path] + stats,
+                       expect="refuse" if name in damaged_header else expect, setup=setup,
                        may_change=("run/.crossprofile_stats/*",), timeout=180))
         cs.append(Case(f"composition-folder-{name}", "run folders", ["composition", path],
                        expect="ok" if expect == "ok" else "refuse", setup=setup))
