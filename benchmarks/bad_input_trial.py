@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from record import Recorder  # benchmarks/ is the script's folder
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 CLI = [PY, "-m", "crossprofile_lib.cli"]
@@ -886,6 +888,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bad_input_trial.json"))
     ap.add_argument("--keep", action="store_true", help="keep the case folders")
     a = ap.parse_args(argv)
+    rec = Recorder("python benchmarks/bad_input_trial.py" + (f" --only {a.only}" if a.only else "")
+                   + (f" --jobs {a.jobs}" if a.jobs != 3 else ""))
     base = Path(tempfile.mkdtemp(prefix="cp-trial-"))
     mount = can_mount()
     t0 = time.perf_counter()
@@ -918,14 +922,7 @@ def main(argv=None) -> int:
         g = groups.setdefault(r["group"], {"cases": 0, "failed": 0})
         g["cases"] += 1
         g["failed"] += bool(r["problems"])
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
     report = {
-        "commit": commit + ("-dirty" if dirty else ""),
-        "command": "python benchmarks/bad_input_trial.py" + (f" --only {a.only}" if a.only else "")
-                   + (f" --jobs {a.jobs}" if a.jobs != 3 else ""),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "mount_cases": mount,
         "seconds": round(time.perf_counter() - t0, 1),
         "cases": len(results), "failed": len(failed),
@@ -938,8 +935,7 @@ def main(argv=None) -> int:
     }
     report["exit_codes"] = {k: sum(str(r["rc"]) == k for r in results) for k in sorted({str(r["rc"]) for r in results})}
     report["cases_run"] = [{k: r[k] for k in ("id", "group", "rc", "seconds")} for r in results]
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(report, indent=1) + "\n")
+    rec.write(a.out, report)
     print(f"{len(results)} cases, {len(failed)} failed ({report['seconds']} s); groups: "
           + ", ".join(f"{g} {v['cases'] - v['failed']}/{v['cases']}" for g, v in groups.items()) + f" -> {a.out}")
     if not a.keep:
