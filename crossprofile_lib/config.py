@@ -228,7 +228,7 @@ def _unwrap(tp):
 
 
 def _fields(cls) -> dict:
-    return getattr(cls, "model_fields", None) or getattr(cls, "__pydantic_fields__", None) or {}
+    return getattr(cls, "__pydantic_fields__", None) or {}  # a pydantic model's or dataclass's
 
 
 def field_info(model, loc: Iterable):

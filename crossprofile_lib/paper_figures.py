@@ -160,8 +160,7 @@ def _load(path: str) -> tuple[PaperItem, ...]:
     out, seen = [], set()
     for i, fig in enumerate(f.figures):
         for j, it in enumerate(fig.items):
-            item = PaperItem(fig.id, fig.result, fig.source, fig.chapter, fig.data, it.label, it.unit, dict(it.paper),
-                             it.measure, it.note, it.n)
+            item = PaperItem(fig.id, fig.result, fig.source, fig.chapter, fig.data, **it.model_dump())
             if item.ref in seen:
                 raise PaperFiguresError(f"{p}: field 'figures[{i}].items[{j}].label': unique: duplicate reference "
                                         f"'{item.ref}'")

@@ -108,6 +108,17 @@ def call_key(identity: dict, request: ChatRequest, decision_mode: str) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _stored_urls(stored):
+    """A stored ``base_url`` field as what it names: a URL, or the list a JSON list holds (None when it does not
+    decode)."""
+    if isinstance(stored, str) and stored.startswith("["):
+        try:
+            return json.loads(stored)
+        except ValueError:
+            return None
+    return stored
+
+
 class CallCache:
     """A persistent ``key -> ChatResult`` map (see module doc). Thread-safe. ``timeout``: seconds
     to wait for another process's write lock."""
@@ -211,16 +222,7 @@ class CallCache:
         list of several URLs, as the legacy key named them."""
         rows = self._run("listing base URLs", lambda: self._db.execute(
             "SELECT DISTINCT base_url FROM calls WHERE provider = ? AND model = ?", (provider, model)).fetchall())
-        out = []
-        for (v,) in rows:
-            if isinstance(v, str) and v.startswith("["):
-                try:
-                    v = json.loads(v)
-                except ValueError:
-                    continue
-            if v:
-                out.append(v)
-        return out
+        return [u for u in (_stored_urls(v) for (v,) in rows) if u]
 
     def served_model(self, provider: str, model: str) -> Optional[dict]:
         """The served-model identity last recorded for ``provider``/``model`` (None when none)."""
@@ -311,15 +313,9 @@ class TokenCountStore:
 
 def _redacted_field(stored):
     """A stored ``base_url`` field (a URL, or a JSON list of URLs) redacted again."""
-    if not isinstance(stored, str):
-        return stored
-    if stored.startswith("["):
-        try:
-            urls = json.loads(stored)
-            return json.dumps(redact_url([str(u) for u in urls])) if isinstance(urls, list) else redact_url(stored)
-        except ValueError:
-            pass
-    return redact_url(stored)
+    if isinstance(urls := _stored_urls(stored), list):
+        return json.dumps(redact_url([str(u) for u in urls]))
+    return redact_url(stored) if isinstance(stored, str) else stored
 
 
 def resolve_cache_file(path: str | os.PathLike) -> Path:

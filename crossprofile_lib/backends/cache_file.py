@@ -94,11 +94,6 @@ _OPEN: Counter = Counter()
 _OPEN_LOCK = threading.Lock()
 
 
-def _held_here(path) -> bool:
-    """Whether this process (not a parent it was forked from) holds ``path`` open in a CallCache."""
-    return _OPEN[(os.getpid(), str(Path(path).resolve()))] > 0
-
-
 def _hold(path, step: int) -> None:
     key = (os.getpid(), str(Path(path).resolve()))
     with _OPEN_LOCK:
@@ -159,7 +154,8 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
         return (f"read-only (mode {stat.filemode(st.st_mode)}): finished calls could not be stored; make it "
                 f"writable (chmod u+w) or point --cache at a copy")
     try:
-        if not _held_here(path) and (p := _header_problem(path, st.st_size)):
+        # not read by hand while this process (not a parent it was forked from) holds it open (see _OPEN)
+        if not _OPEN[(os.getpid(), str(path.resolve()))] and (p := _header_problem(path, st.st_size)):
             return p
         db = _connect(path, timeout, readonly=not writable)
     except (OSError, sqlite3.Error) as e:

@@ -88,11 +88,9 @@ def retry_after(e: BaseException) -> Optional[float]:
     if headers is None:
         return None
     try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
+        if (ms := headers.get("retry-after-ms")) is not None:
             return max(0.0, float(ms) / 1000)
-        v = headers.get("retry-after")
-        if v is None:
+        if (v := headers.get("retry-after")) is None:
             return None
         try:
             return max(0.0, float(v))

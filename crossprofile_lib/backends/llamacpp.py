@@ -127,7 +127,8 @@ class LlamaCppBackend(LLMBackend):
                  n_ctx: int | str = "auto", n_threads: int | None = None, n_batch: int = 512,
                  progress: bool = False, max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS,
                  decision_prompt: str = "default", engine: str | None = None):
-        owner = f"backend llamacpp/{model or DEFAULT_ALIAS}"
+        model = model or DEFAULT_ALIAS
+        owner = f"backend llamacpp/{model}"
         self.auto_ctx = str(n_ctx) == "auto"
         if not self.auto_ctx:  # checked before the model loads
             n_ctx = option_number(owner, "n_ctx", n_ctx, low=self.MIN_CTX, high=1 << 20, integer=True)
@@ -138,13 +139,12 @@ class LlamaCppBackend(LLMBackend):
             self.engine_name = engine_name(engine)
         except ValueError as e:
             raise ValueError(f"{owner}: option {e}") from None
-        self.path = model_path(model or DEFAULT_ALIAS)
+        self.path = model_path(model)
         self.engine = open_engine(self.path, self.START_CTX if self.auto_ctx else int(n_ctx), self.n_batch,
                                   self.n_threads, self.engine_name)
         own = tokenizer in (None, "", "model")
         tok = GGUFTokenizer(self.path, engine=self.engine) if own else given_tokenizer(tokenizer)
-        super().__init__(model or DEFAULT_ALIAS, decision_mode, tok, cache, progress, max_tokens, reason_chars,
-                         decision_prompt)
+        super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars, decision_prompt)
         self.template = ChatTemplate.from_engine(self.engine, name=f"gguf:{self.path.name}")
         self.tokenizer_source = "the model's own (GGUF)" if own else f"given: {self.tokenizer.name}"
         self._letter_ids: dict[str, np.ndarray] = {}
@@ -159,11 +159,12 @@ class LlamaCppBackend(LLMBackend):
         need = n_prompt + max_new
         if need <= self.n_ctx:
             return
+        size = -(-need // 256) * 256  # rounded up to 256 tokens
         if not self.auto_ctx:  # a setting, not a transient failure: stop the run instead of writing error rows
             raise ContextTooSmall(f"backend {self.name}: option n_ctx={self.n_ctx} is too small: a prompt of "
                                   f"{n_prompt} tokens plus {max_new} to generate needs {need}; use n_ctx=auto "
-                                  f"(sized to the prompts) or n_ctx={-(-need // 256) * 256} or more")
-        self.engine.resize(min(-(-need // 256) * 256, self.engine.n_ctx_train()))
+                                  f"(sized to the prompts) or n_ctx={size} or more")
+        self.engine.resize(min(size, self.engine.n_ctx_train()))
 
     def record(self) -> dict:
         """What ``run.json`` records of the generation settings (greedy: temperature 0, no penalties), the engine and

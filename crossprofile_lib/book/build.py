@@ -172,9 +172,7 @@ STAMP_KEY = "crossprofile_build"
 def toc_pages(root: Path) -> list[str]:
     """The page files (``book/04-rarest-first``) of the table of contents at ``root``."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc.get("root", "")]
-    for part in toc.get("parts", []):
-        files += [c["file"] for c in part.get("chapters", [])]
+    files = [toc.get("root", "")] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
     return [f for f in files if f]
 
 

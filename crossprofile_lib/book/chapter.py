@@ -163,18 +163,8 @@ def _short(p) -> str:
         return str(p)
 
 
-#: The badge ``setup`` leaves for the page's first takeaways box (one kernel runs one chapter).
+#: The badge ``setup`` leaves for the page's first takeaways box, shown once (one kernel runs one chapter).
 _PENDING: list = []
-
-
-def defer(obj) -> None:
-    """Show ``obj`` (the page's provenance badge) right after the page's first takeaways box."""
-    _PENDING[:] = [obj]
-
-
-def pending():
-    """The deferred badge, once (None when there is none or it was shown)."""
-    return _PENDING.pop() if _PENDING else None
 
 
 class _Boxes:
@@ -192,8 +182,7 @@ def takeaways(lines: Sequence[str], title: str = "What this build shows"):
     items = "".join(f"<li>{line}</li>" for line in lines if line)
     box = HTML(f'<div class="admonition tip cp-takeaways"><p class="admonition-title">{html.escape(title)}</p>'
                 f"<ul>{items}</ul></div>")
-    badge = pending()
-    return box if badge is None else _Boxes(box, badge)
+    return _Boxes(box, _PENDING.pop()) if _PENDING else box
 
 
 #: Runs a chapter may ask for besides the reference grid and the model sample.
@@ -255,16 +244,6 @@ class Chapter:
         return t[t[budget_col].astype(str) == self.budget(run)]
 
 
-def declared(given: dict) -> dict:
-    """The book parameters among ``given`` (a chapter's globals): field name -> value (None: default)."""
-    return {k: given[k] for k in BookParams.model_fields if k in given}
-
-
-def shown(given: dict, p: BookParams) -> dict:
-    """The parameters a chapter declares, with their resolved values (what its "built with" line names)."""
-    return {k: getattr(p, k) for k in declared(given)}
-
-
 def _attach(run: Optional[Run], p: BookParams) -> Optional[Run]:
     if run is not None and run.boot is None:
         run.boot = bootstrap(run, p.n_resamples, p.boot_seed)
@@ -279,7 +258,8 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
     bad = [e for e in extra if e not in EXTRA_RUNS]
     if bad:
         raise ValueError(f"setup(): unknown run(s) {bad}; known: {', '.join(EXTRA_RUNS)}")
-    p = BookParams.resolve(declared(params))
+    declared = [k for k in BookParams.model_fields if k in params]  # the book parameters among the globals
+    p = BookParams.resolve({k: params[k] for k in declared})
     br = BookRuns(p)
     ch = Chapter(chapter, p, br, Captions(chapter))
     rows = []
@@ -292,10 +272,10 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
         ch.model = next((r for r in ch.models if primary is not None and r.path == primary.path),
                         ch.models[0] if ch.models else None)
         if not ch.models:
-            rows.append(("language model", None, _model_notices(br, None)))
+            rows.append(("language model", None, _no_model_notices(br)))
         for r in ch.models:
             imported = _imported(br, r)
-            notices = _model_notices(br, r) if r is ch.model and not imported else _other_model_notices(br, r)
+            notices = _model_notices(br, r, r is ch.model and not imported, imported)
             rows.append(("language model" + (", imported" if imported else ""), r, notices + [_paper_notice(r)]))
     if "social_proof" in extra:
         ch.sp = _attach(br.social_proof(), br.params)
@@ -321,7 +301,7 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                      html.escape(br.skipped.get("hiddenbench:ledger", "unknown reason"))))
     if "hiddenbench_model" in extra:
         ch.hb_models = br.hb_models()
-        ch.hb_model = br.hiddenbench(model=True) if br.backend else (ch.hb_models[0] if ch.hb_models else None)
+        ch.hb_model = br.hiddenbench_for(br.backend) if br.backend else (ch.hb_models[0] if ch.hb_models else None)
         for b in dict.fromkeys(sp.backend for sp in br.specs()):
             if f"hiddenbench:{b}" in br.skipped and not any(h.backend == b for h in ch.hb_models):
                 hb_notices.append(Notice("warning", f"{b}: no HiddenBench run",
@@ -342,9 +322,9 @@ def setup(params: dict, chapter: int | str, *extra: str, reference: bool = True,
                                  "<code>variants</code>); tables and contrasts that need another variant are left "
                                  "out or marked not estimable."))
     if show:
-        badge = provenance_box(rows, ch.notices, built_with_text(shown(params, p)))
+        badge = provenance_box(rows, ch.notices, built_with_text({k: getattr(p, k) for k in declared}))
         if results_first:  # shown under the page's first "What this build shows" box
-            defer(badge)
+            _PENDING[:] = [badge]
         else:
             display(badge)
     return ch
@@ -386,32 +366,29 @@ def _imported(br: BookRuns, run: Run) -> bool:
     return any(isinstance(r, Run) and r.path == run.path for r in br.imported())
 
 
-def _other_model_notices(br: BookRuns, run: Run) -> list[Notice]:
-    """Notices of a model besides the primary one: imported (zero calls), what it lacks, its verdict."""
-    out = []
-    if _imported(br, run):
-        out.append(Notice("note", f"{run.label}: imported run folder",
-                          f"Read in place from <code>{html.escape(str(run.path))}</code> (parameter <code>runs</code>, "
-                          "Make variable RUNS): made elsewhere, no model call on this machine."))
-    for g in gaps(run):
-        out.append(Notice("warning", f"{run.label}: what this page cannot show", html.escape(g) + "."))
-    return out + _budget_notice(run, run.label) + run_notices(run, run.boot)
-
-
-def _model_notices(br: BookRuns, run: Optional[Run]) -> list[Notice]:
+def _no_model_notices(br: BookRuns) -> list[Notice]:
     b = br.backend
     if not b:
         return [Notice("note", "No language-model run on this page",
                        f"This page was built with the {REFERENCE} only (parameter <code>backend</code> is empty). "
                        '<a href="09-rerun.html">Chapter 9</a> shows how to rerun it on a model.')]
-    if run is None:
-        return [Notice("warning", f"{b}: no run",
-                       f"The model backend could not run here ({html.escape(br.skipped.get(b, 'unknown'))}); "
-                       f"this page shows the {REFERENCE} only.")]
-    out = []
-    if b in br.skipped:
-        out.append(Notice("warning", f"{b}: stored run shown", html.escape(br.skipped[b])))
-    return out + _budget_notice(run, "the model run") + run_notices(run, run.boot)
+    return [Notice("warning", f"{b}: no run",
+                   f"The model backend could not run here ({html.escape(br.skipped.get(b, 'unknown'))}); "
+                   f"this page shows the {REFERENCE} only.")]
+
+
+def _model_notices(br: BookRuns, run: Run, primary: bool, imported: bool) -> list[Notice]:
+    """The primary model's run: a stored run shown in its place; another model's: imported (zero calls), what it
+    lacks. Then its budget and :func:`run_notices`."""
+    b = br.backend
+    if primary:
+        out = [Notice("warning", f"{b}: stored run shown", html.escape(br.skipped[b]))] if b in br.skipped else []
+    else:
+        out = [Notice("note", f"{run.label}: imported run folder",
+                      f"Read in place from <code>{html.escape(str(run.path))}</code> (parameter <code>runs</code>, "
+                      "Make variable RUNS): made elsewhere, no model call on this machine.")] if imported else []
+        out += [Notice("warning", f"{run.label}: what this page cannot show", html.escape(g) + ".") for g in gaps(run)]
+    return out + _budget_notice(run, "the model run" if primary else run.label) + run_notices(run, run.boot)
 
 
 def _budget_notice(run: Run, where: str) -> list[Notice]:

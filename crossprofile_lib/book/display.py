@@ -134,9 +134,7 @@ def _count(n: int, noun: str) -> str:
 def _labels(runs) -> str:
     """The caption line for ``runs``: Run objects (their short label) or strings used as they are."""
     runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
-    if not runs:
-        return ""
-    if all(isinstance(r, str) for r in runs):
+    if all(isinstance(r, str) for r in runs):  # also no runs: ""
         return " ".join(dict.fromkeys(runs))
     return "Backend and model: " + "; ".join(dict.fromkeys(name_text(r) for r in runs)) + "."
 
@@ -278,10 +276,10 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
         out.columns = pd.Index([_label(c) for c in cols])
     elif isinstance(cols, pd.MultiIndex):
         out.columns = pd.MultiIndex.from_tuples([tuple(_label(v) for v in t) for t in cols],
-                                                names=[_label(n) if n else n for n in cols.names])
+                                                names=[_label(n) for n in cols.names])
     else:
-        out.columns = pd.Index([_label(c) for c in cols], name=_label(cols.name) if cols.name else cols.name)
-    out.index = out.index.set_names([_label(n) if n else n for n in out.index.names])
+        out.columns = pd.Index([_label(c) for c in cols], name=_label(cols.name))
+    out.index = out.index.set_names([_label(n) for n in out.index.names])
     for c in out.columns:
         col = out[c]
         if pd.api.types.is_bool_dtype(col) or (col.dtype == object and len(col.dropna())
@@ -294,24 +292,8 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def _flag_headers(df: pd.DataFrame, runs) -> pd.DataFrame:
     """``df`` with every column or row label that names a near-chance run flagged (:func:`name_text`)."""
-    runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None and near_chance(r)]
-    if not runs:
-        return df
-    names = {r.label: name_text(r) for r in runs}
-
-    def ren(x):
-        if isinstance(x, tuple):
-            return tuple(names.get(v, v) if isinstance(v, str) else v for v in x)
-        return names.get(x, x) if isinstance(x, str) else x
-
-    out = df.copy()
-    for axis in ("columns", "index"):
-        ix = getattr(out, axis)
-        if isinstance(ix, pd.MultiIndex):
-            setattr(out, axis, pd.MultiIndex.from_tuples([ren(t) for t in ix], names=ix.names))
-        else:
-            setattr(out, axis, pd.Index([ren(v) for v in ix], name=ix.name))
-    return out
+    names = {r.label: name_text(r) for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if near_chance(r)}
+    return df.rename(index=names, columns=names) if names else df  # every level of a MultiIndex
 
 
 def _mark_uninformative(st, df: pd.DataFrame, runs):
@@ -327,7 +309,6 @@ def _mark_uninformative(st, df: pd.DataFrame, runs):
 def show_figure(fig, caption) -> None:
     """Display a matplotlib figure, then its caption (with its source link); close the figure."""
     import matplotlib.pyplot as plt
-    from IPython.display import display
     display(fig)
     plt.close(fig)
     display(caption)

@@ -140,14 +140,9 @@ class BookRuns:
             return unique_labels(runs)
         return self._once("models", make)
 
-    def labels_prompt(self) -> Optional[Run]:
-        """The primary model's ALL memories with the 'labels are not evidence' prompt (chapter 12)."""
-        specs = self.specs()
-        return self.labels_prompt_for(specs[0]) if specs else None
-
     def labels_prompt_for(self, spec: ModelSpec) -> Optional[Run]:
-        """One spec's ALL memories with the 'labels are not evidence' prompt
-        (``runs/<backend>-labels-not-evidence``); an imported run has none (it would need model calls)."""
+        """One spec's ALL memories with the 'labels are not evidence' prompt (chapter 12;
+        ``runs/<backend>-labels-not-evidence``); an imported run has none (it would need model calls)."""
         p, s = self.params, spec.sample(self.params)
         primary = self.specs()[0].text == spec.text
         return self._once("labels" if primary else f"labels:{spec.text}", lambda: model_run(
@@ -157,14 +152,12 @@ class BookRuns:
             suffix=LABELS_PROMPT if primary else f"{LABELS_PROMPT}@{config_digest(spec.text)}",
             skipped=self.skipped))
 
-    def hiddenbench(self, model: bool = False) -> Optional[HBRun]:
-        """HiddenBench: the reference decider's controlled run, or with ``model`` the model's protocols."""
+    def hiddenbench(self) -> Optional[HBRun]:
+        """HiddenBench: the reference decider's controlled run (a model's: :meth:`hiddenbench_for`)."""
         p = self.params
-        if not model:
-            return self._once("hb-ledger", lambda: hiddenbench_run(
-                p.runs_root, "ledger", p.hiddenbench_path, ["controlled"], p.hb_seeds,
-                budgets=p.hb_budgets, skipped=self.skipped, policies=self.hb_policies()))
-        return self.hiddenbench_for(self.backend) if self.backend else None
+        return self._once("hb-ledger", lambda: hiddenbench_run(
+            p.runs_root, "ledger", p.hiddenbench_path, ["controlled"], p.hb_seeds,
+            budgets=p.hb_budgets, skipped=self.skipped, policies=self.hb_policies()))
 
     def hiddenbench_for(self, backend: str) -> Optional[HBRun]:
         """One model backend's HiddenBench protocols (``runs/hiddenbench-<backend>``)."""
@@ -187,7 +180,7 @@ class BookRuns:
 
     def steps(self) -> list[tuple[str, Callable, str]]:
         """(folder name, make, key into :attr:`skipped`) for every run, in build order."""
-        p, b = self.params, self.backend
+        p = self.params
         out = [("ledger", self.reference, "ledger"),
                (f"ledger-sp{p.social_proof:g}", self.social_proof, "ledger")]
         out += [(f"ledger-sp{s:g}-all", lambda s=s: self.sweep(s), "ledger") for s in p.social_proof_sweep]
@@ -195,12 +188,9 @@ class BookRuns:
                 for n in p.group_sizes if n != 4]
         out.append((f"ledger-sp{p.social_proof:g}-beta{p.stochastic_beta:g}", self.fit_check, "ledger"))
         out.append(("hiddenbench-ledger", self.hiddenbench, "hiddenbench:ledger"))
-        if b:
-            out += [(slug(b), self.model, b), (f"{slug(b)}-{LABELS_PROMPT}", self.labels_prompt, b),
-                    (f"hiddenbench-{slug(b)}", lambda: self.hiddenbench(model=True), f"hiddenbench:{b}")]
         names = {name for name, _, _ in out}
-        for sp in self.specs()[1:]:  # the other models: their sample and their HiddenBench run
-            name = slug(sp.backend) + (f"@{config_digest(sp.text)}" if sp.text != sp.backend else "")
+        for i, sp in enumerate(self.specs()):  # each model (the primary first): its sample and its HiddenBench run
+            name = slug(sp.backend) + (f"@{config_digest(sp.text)}" if i and sp.text != sp.backend else "")
             if name not in names:
                 out += [(name, lambda sp=sp: self.model_for(sp), sp.backend),
                         (f"{name}-{LABELS_PROMPT}", lambda sp=sp: self.labels_prompt_for(sp), sp.backend)]

@@ -99,10 +99,8 @@ def accuracy_heatmap(acc: pd.DataFrame, run, title: str = "", cmap: str = "RdYlG
         message = "; ".join(f"{name} cell {v}: R1 {acc.at['R1', v]:.0f}% vs B4 {acc.at['B4', v]:.0f}%"
                             for v, name in ((CLASSIC, "Classic"), (MIRROR, "mirror")))
     if message is None:
-        parts = []
-        for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")):
-            if v in acc.columns and acc[v].notna().any():
-                parts.append(f"{top(acc[v])} the {name} cell {v} ({acc[v].max():.0f}%)")
+        parts = [f"{top(acc[v])} the {name} cell {v} ({acc[v].max():.0f}%)"
+                 for v, name in ((CLASSIC, "classic"), (MIRROR, "mirror")) if v in acc.columns and acc[v].notna().any()]
         message = "; ".join(parts) or f"Accuracy ranges {np.nanmin(acc.values):.0f}-{np.nanmax(acc.values):.0f}%"
     finish(fig, message, title, run)
     return fig
@@ -152,13 +150,10 @@ def forest(t: pd.DataFrame, label: str, runs, title: str = "", x_label: str = "p
         ax.hlines(ys, t[extra[0]], t[extra[1]], color="#9ecae1", linewidth=6, label=extra[2])
     ax.hlines(ys, t[lo], t[hi], color="#08519c", linewidth=2, label="95% percentile interval")
     ax.plot(t["estimate"], ys, "o", color="#08519c", label="this suite")
-    if paper:
-        first = True
-        for y, lab in zip(ys, t[label]):
-            for m, v in (paper.get(lab) or {}).items():
-                if isinstance(v, (int, float)):
-                    ax.plot(v, y, "D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper (its models)" if first else None)
-                    first = False
+    pts = [(v, y) for y, lab in zip(ys, t[label]) for v in ((paper or {}).get(lab) or {}).values()
+           if isinstance(v, (int, float))]
+    if pts:
+        ax.plot(*zip(*pts), "D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper (its models)")
     ax.axvline(0, color="#777777", linewidth=0.8)
     ax.set_yticks(ys, list(t[label]))
     ax.set_ylim(-0.6, len(t) - 0.4)

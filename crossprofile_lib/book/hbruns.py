@@ -16,6 +16,7 @@ from crossprofile_lib.book.runs import (
     UNAVAILABLE,
     Run,
     _jsonable,
+    _stored,
     _stored_config,
     _stored_policy_files,
     config_digest,
@@ -87,7 +88,7 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         out = out.with_name(f"{out.name}-{config_digest({'config': want, 'policy_files': mine})}")
     hdr = out / HEADER
     try:
-        if _stored_config(out, HEADER) != want or _stored_errors(hdr) or \
+        if _stored_config(out, HEADER) != want or (_stored(out, HEADER) or {}).get("errors") or \
                 (mine and _stored_policy_files(out, HEADER) != mine):  # failed sessions are run again
             out.mkdir(parents=True, exist_ok=True)
             with locked_dir(out):
@@ -106,13 +107,6 @@ def hiddenbench_run(runs_root: str | Path, backend: str = "ledger", path: str = 
         with suppress(FileNotFoundError):
             tables[p] = read_tables(out, p)
     return HBRun(out, header, tables)
-
-
-def _stored_errors(hdr: Path) -> int:
-    try:
-        return int(json.loads(hdr.read_text()).get("errors") or 0)
-    except (OSError, ValueError, TypeError):
-        return 0
 
 
 #: The pseudo-policy under which :func:`hb_natural_as_run` files each session's group vote.

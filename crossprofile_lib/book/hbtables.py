@@ -71,7 +71,7 @@ def hb_takeaways(ledger_hb: Optional[HBRun], hb_run, n_resamples: int, boot_seed
 def kept_table(ledger_hb: HBRun) -> pd.DataFrame:
     """Controlled HiddenBench, reference decider: mean kept hidden and shared facts per policy (no accuracy)."""
     t = controlled_summary(ledger_hb.decisions("controlled"), PRIMARY_BUDGET)
-    return t.drop(columns=[c for c in ("accuracy", "invalid", "decisions") if c in t.columns])
+    return t.drop(columns=["accuracy", "invalid", "decisions"], errors="ignore")
 
 
 def headroom_warning(model_hb: HBRun, boot_seed: int):

@@ -16,7 +16,7 @@ from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run
 from crossprofile_lib.book.style import model_signal
-from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_entry, cell_rows, cell_value, contrast_row
+from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_entry, cell_rows, cell_value, contrast_row, select
 from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT, HEADROOM_MIN_POINTS, MIRROR
 from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.run.relevance_filter import tiering_compositions, tiering_summary
@@ -54,9 +54,9 @@ def headline_line(ch, r, t: pd.DataFrame) -> str:
 
 def headline_takeaways(ch, cells: dict) -> list[str]:
     """One :func:`headline_line` per run, then why a run without signal is not interpreted."""
-    sigs = [model_signal(r, r.boot) for r in ch.shown]
     return [headline_line(ch, r, cells[r.label]) for r in ch.shown] + [
-        html.escape(sig.reason) + " Its numbers above are shown, not interpreted." for sig in sigs if not sig.ok]
+        html.escape(sig.reason) + " Its numbers above are shown, not interpreted."
+        for sig in (model_signal(r, r.boot) for r in ch.shown) if not sig.ok]
 
 
 def central_contrast(t: pd.DataFrame) -> pd.DataFrame:
@@ -205,8 +205,7 @@ def fixed_k(ch) -> list[str]:
 
 def by_decider(ch, runs: Sequence[Run], cells: dict, policies: Sequence[str], outcome: str = "correct") -> pd.DataFrame:
     """The :func:`cell_rows` tables of ``runs`` at their shown budgets, stacked with a ``run`` column."""
-    t = pd.concat([ch.at(r, cells[r.label]).assign(run=r.label) for r in runs])
-    return t[(t.outcome == outcome) & t.policy.isin(list(policies))]
+    return select(pd.concat([ch.at(r, cells[r.label]).assign(run=r.label) for r in runs]), policies, outcome)
 
 
 def relevance_filter_table(r: Run) -> pd.DataFrame:

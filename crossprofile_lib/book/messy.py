@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.book.runs import Run, bootstrap, ensure_run, reference_tokenizer, unit_column
-from crossprofile_lib.book.tables import contrasts_with_holm
+from crossprofile_lib.book.tables import contrasts_with_holm, select
 from crossprofile_lib.design import CLASSIC, GROUP_SIZE_POLICIES, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.run.runner import RunConfig
 from crossprofile_lib.stats.contrasts import evaluate_contrasts, parse_prereg
@@ -82,8 +82,10 @@ def messy_study(ch, levels: Sequence[str] = MESSY_LEVELS, rates: Sequence[float]
     return st
 
 
-def _at(run: Run, budget: str) -> pd.DataFrame:
-    return run.df[run.df["budget_label"].astype(str) == str(budget)]
+def _at(run: Run, budget: str, policies: Sequence[str], variants: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """``run``'s rows at ``budget`` for ``policies`` (and ``variants``; None: every variant)."""
+    d = select(run.df, policies, budgets=[budget])
+    return d if variants is None else d[d["variant"].isin(list(variants))]
 
 
 def merge_table(st: MessyStudy) -> pd.DataFrame:
@@ -103,27 +105,24 @@ def composition_table(st: MessyStudy, cell: str = CLASSIC) -> pd.DataFrame:
     """Kept facts, claim lines and accuracy (%) per policy in ``cell``, one column block per protocol."""
     rows = []
     for name, run in st.variants.items():
-        d = _at(run, st.budget)
-        d = d[(d["variant"] == cell) & d["policy"].isin(SHOWN)]
+        d = _at(run, st.budget, SHOWN, [cell])
         g = d.groupby("policy", sort=False)
         t = pd.DataFrame({"support": g["kept_support"].mean(), "decoy": g["kept_decoy"].mean(),
                           "irrelevant": g["kept_irrelevant"].mean(), "lines": g["n_kept"].mean(),
                           "accuracy (%)": 100 * g["correct"].mean()}).reindex([p for p in SHOWN if p in set(d["policy"])])
         rows.append(t.assign(protocol=name).reset_index())
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    return pd.concat(rows, ignore_index=True)
 
 
 def accuracy_by_variant(st: MessyStudy) -> pd.DataFrame:
     """Accuracy (%) per policy (rows) and attribution variant (columns), one row block per protocol."""
     out = []
     for name, run in st.variants.items():
-        d = _at(run, st.budget)
-        d = d[d["policy"].isin(SHOWN)]
-        t = (100 * d.pivot_table(index="policy", columns="variant", values="correct", aggfunc="mean"))
+        t = 100 * _at(run, st.budget, SHOWN).pivot_table(index="policy", columns="variant", values="correct", aggfunc="mean")
         t = t.reindex([p for p in SHOWN if p in t.index])
         t.insert(0, "protocol", name)
         out.append(t.reset_index())
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    return pd.concat(out, ignore_index=True)
 
 
 def _cell_contrasts(run: Run, budget: str) -> pd.DataFrame:
@@ -181,8 +180,7 @@ def sweep_table(st: MessyStudy) -> pd.DataFrame:
     """Per opinion rate: classic and mirror accuracy of R1 and B4 (long) for ``figures.line_by``."""
     parts = []
     for rate, run in sorted(st.sweep.items()):
-        d = _at(run, st.budget)
-        d = d[d["policy"].isin(["R1", "B4"]) & d["variant"].isin([CLASSIC, MIRROR])]
+        d = _at(run, st.budget, ["R1", "B4"], [CLASSIC, MIRROR])
         if len(d):
             t = means_table(d.assign(cell=d["variant"]), ["policy", "cell"], ["correct"], run.boot)
             parts.append(t.assign(opinion_rate=rate))
@@ -216,8 +214,7 @@ def messy_takeaways(st: MessyStudy, f: pd.DataFrame, m: pd.DataFrame, comp: pd.D
     if not f.empty:
         for lv in [k for k in st.variants if k != "scripted"]:
             d = f[f["protocol"] == lv]
-            flips = [r["finding"] for _, r in d.iterrows() if r["verdict"] == "flips"]
-            keeps = [r["finding"] for _, r in d.iterrows() if r["verdict"] == "survives"]
+            flips, keeps = (list(d.loc[d["verdict"] == v, "finding"]) for v in ("flips", "survives"))
             other = [f"{r['finding']} {r['verdict']}" for _, r in d.iterrows()
                      if r["verdict"] not in ("flips", "survives")]
             out.append(f"<b>{lv}</b>: " + "; ".join(x for x in (
@@ -262,8 +259,7 @@ def cell_bars(st: MessyStudy, cell: str = CLASSIC, policies: Sequence[str] = SHO
     """Accuracy (%) with 95% intervals per protocol and policy in ``cell``, long, for ``figures.interval_bars``."""
     parts = []
     for name, run in st.variants.items():
-        d = _at(run, st.budget)
-        d = d[(d["variant"] == cell) & d["policy"].isin(policies)]
+        d = _at(run, st.budget, policies, [cell])
         if len(d):
             t = means_table(d, ["policy"], ["correct"], run.boot)
             parts.append(t.assign(protocol=name.replace("messy, ", "")))

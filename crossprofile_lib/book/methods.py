@@ -230,15 +230,11 @@ def hours_column(p: BookParams) -> str:
 
 def grid_costs(p: BookParams) -> pd.DataFrame:
     """One row per grid (the paper's, this book's model sample): calls, prompt tokens, hours (and cost)."""
-    grids = {
-        PAPER_GRID: dict(templates=p.paper_templates, seeds=p.paper_seeds, budgets=p.paper_budgets,
-                         policies=p.paper_policies, variants=None),
-        MODEL_SAMPLE: dict(templates=p.model_templates, seeds=p.model_seeds, budgets=p.model_budgets,
-                           policies=list(MODEL_POLICIES), variants=p.model_variants),
-    }
+    grids = {PAPER_GRID: (p.paper_templates, p.paper_seeds, p.paper_budgets, p.paper_policies, None),
+             MODEL_SAMPLE: (p.model_templates, p.model_seeds, p.model_budgets, list(MODEL_POLICIES), p.model_variants)}
     rows, hours = {}, hours_column(p)
     for name, g in grids.items():
-        c = grid_calls(g["templates"], g["seeds"], g["budgets"], g["policies"], g["variants"])
+        c = grid_calls(*g)  # templates, seeds, budgets, policies, variants
         calls = c["decisions"] + c["relevance_calls"] + c["stance_calls"]
         tokens = c["decisions"] * c["mean_prompt_tokens"] / 1e6
         rows[name] = {**c, "model calls": calls, "prompt tokens (millions, decisions)": tokens,

@@ -79,13 +79,12 @@ class ModelSpec:
         given: dict = {}
         bopts: dict = {}
         for part in filter(None, (p.strip() for p in opts.split(";"))):
-            key, eq, value = part.partition("=")
-            key = key.strip()
+            key, eq, value = (x.strip() for x in part.partition("="))
             if eq and key.startswith("opt.") and len(key) > 4:
                 name = key[4:].replace("-", "_")
                 if name in bopts:
                     raise ModelSpecError(f"'{s}': option '{key}' given twice")
-                bopts[name] = _typed(value.strip())
+                bopts[name] = _typed(value)
                 continue
             if not eq or key not in SPEC_OPTIONS:
                 raise ModelSpecError(f"'{s}': option '{part}' is not key=value with a key of "

@@ -65,8 +65,16 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
             rows[col] = [("–" if v is None else "not in this run" if np.isnan(v["estimate"]) else
                           fmt_ci(v["estimate"], v["lo"], v["hi"], 2 if it.unit == "facts" else 1))
                          for it, v in zip(items, vals)]
-    rows.columns = pd.MultiIndex.from_tuples(rows.columns)
     return rows
+
+
+def same_model_values(paper: dict, run: Optional[Run] = None) -> Optional[dict]:
+    """The paper values that may stand beside ``run``: every model's (the reference decider, or no run); a model
+    run's own paper model's plus :data:`SHARED_PAPER_VALUES`; None for a model not in the paper."""
+    if run is None or run.is_reference:
+        return paper
+    pm = run_paper_model(run)
+    return None if pm is None else {m: v for m, v in paper.items() if m == pm or m in SHARED_PAPER_VALUES}
 
 
 def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
@@ -75,14 +83,11 @@ def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
     With a model ``run``: only its own paper model's value (plus values not separated by model), or
     ``"– (not one of the paper's models)"``; the reference decider (or no run): every model's."""
     item = paper_item(ref)
-    values = item.paper
-    if run is not None and not isinstance(run, str) and not run.is_reference:
-        pm = run_paper_model(run)
-        if pm is None:
-            return "– (not one of the paper's models)"
-        values = {m: v for m, v in values.items() if m == pm or m in SHARED_PAPER_VALUES}
-        if not values:
-            return f"– (not reported for {pm})"
+    values = same_model_values(item.paper, run)
+    if values is None:
+        return "– (not one of the paper's models)"
+    if not values and values is not item.paper:
+        return f"– (not reported for {run_paper_model(run)})"
     d = digits if digits is not None else (2 if item.unit == "facts" else 1)
     return " / ".join(f"{_paper_number(v, item.unit, d)} ({m})" for m, v in values.items())
 

@@ -202,12 +202,10 @@ def contribution_table(res, p: BookParams) -> pd.DataFrame:
     """Each figure from the fitted decider, from the same decider with s = 0, and their difference."""
     tpl, rows = template_paths(p), {}
     for m, f in res.info["fits"].items():
-        th = f["theta"]
-        with_sp = predict_at(th, tpl, p.seeds)
-        without = predict_at([0.0, th[1], th[2]], tpl, p.seeds)
-        rows[(short(m), "fitted")] = with_sp
-        rows[(short(m), "s = 0")] = without
-        rows[(short(m), "contribution of s")] = with_sp - without
+        th, k = f["theta"], short(m)
+        rows[(k, "fitted")] = predict_at(th, tpl, p.seeds)
+        rows[(k, "s = 0")] = predict_at([0.0, th[1], th[2]], tpl, p.seeds)
+        rows[(k, "contribution of s")] = rows[(k, "fitted")] - rows[(k, "s = 0")]
     return pd.DataFrame(rows)
 
 

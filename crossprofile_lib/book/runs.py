@@ -110,18 +110,14 @@ class Run:
     @property
     def label(self) -> str:
         """Short name for legends, table columns and captions (backend and model; ``· tag`` where set)."""
-        return self._label + (f" · {self.tag}" if self.tag else "")
-
-    @property
-    def _label(self) -> str:
-        extra = self._extras
+        extra, tag = self._extras, f" · {self.tag}" if self.tag else ""
         if self.is_reference:
             opts = self.header.get("config", {}).get("backend_options", {}) or {}
             extra = [f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(opts.items()) if isinstance(v, (int, float))] + extra
             if self.pricing_note:
                 extra.append("offline pricing")
-            return f"{REFERENCE} (ledger{', ' + ', '.join(extra) if extra else ''})"
-        return f"{self.backend} ({', '.join([self.header.get('decision_mode', '?') + ' mode'] + extra)})"
+            return f"{REFERENCE} (ledger{', ' + ', '.join(extra) if extra else ''}){tag}"
+        return f"{self.backend} ({', '.join([self.header.get('decision_mode', '?') + ' mode'] + extra)}){tag}"
 
     @property
     def who(self) -> str:

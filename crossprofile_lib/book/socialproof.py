@@ -115,16 +115,12 @@ def same_model_paper_column(wide: pd.DataFrame, run: Run, items: dict) -> pd.Dat
     pm = run_paper_model(run)
     if run.is_reference or pm is None or wide.empty:
         return wide
-    out = wide.copy()
     col = []
-    for key in out.index:
+    for key in wide.index:
         versus, fmt = key if isinstance(key, tuple) else (key, "")
-        it = paper_item(items[fmt]) if versus == "ALL" and fmt in items else None
-        v = it.paper.get(pm) if it is not None else None
+        v = paper_item(items[fmt]).paper.get(pm) if versus == "ALL" and fmt in items else None
         col.append("" if v is None else f"{v:+.1f}")
-    if any(col):
-        out[f"paper: {pm}"] = col
-    return out
+    return wide.assign(**{f"paper: {pm}": col}) if any(col) else wide
 
 
 def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
@@ -139,11 +135,7 @@ def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
         v = paper_item(SHARED_ITEM).paper.get(pm) if pm else None
         if v is not None:
             cols[(r.label, f"paper: {pm}")] = pd.Series({"ALL": f"{v:+.1f}"})
-    if not cols:
-        return pd.DataFrame()
-    out = pd.DataFrame(cols).fillna("")
-    out.columns = pd.MultiIndex.from_tuples(out.columns)
-    return out
+    return pd.DataFrame(cols).fillna("") if cols else pd.DataFrame()  # tuple keys: MultiIndex columns
 
 
 def missing_shared(runs: Sequence[Run], shared: dict) -> list[str]:

@@ -84,15 +84,10 @@ def wrap(text: str, width_in: float, fontsize: float, em: float = 0.58) -> str:
 
 
 def stamp_text(runs) -> str:
+    """The backend and model of ``runs`` (a figure's footer)."""
     runs = [r for r in (runs if isinstance(runs, (list, tuple)) else [runs]) if r is not None]
     return "; ".join(r if isinstance(r, str) else r.label + ("" if r.is_reference else f" - model {r.model}")
                      for r in runs)
-
-
-def stamp(fig, runs, y: float = 0.005) -> None:
-    """Write the backend and model of ``runs`` into the figure's footer (wrapped to its width)."""
-    text = wrap(stamp_text(runs), fig.get_size_inches()[0] - 0.2, FONT["note"])
-    fig.text(0.01, y, text, fontsize=FONT["note"], color="#555555", ha="left", va="bottom")
 
 
 def new_figure(w: float, h: float, **kw):
@@ -115,8 +110,10 @@ def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = Non
     line = lambda pt: pt * 1.3 / 72  # noqa: E731  (inches per line of text)
     message = wrap(message, w - 0.2, FONT["title"], em=0.62)
     subtitle = wrap(subtitle, w - 0.2, FONT["subtitle"]) if subtitle else ""
+    stamp = stamp_text(runs)
+    note = wrap(stamp, w - 0.2, FONT["note"])
     n_msg, n_sub = message.count("\n") + 1, (subtitle.count("\n") + 1 if subtitle else 0)
-    n_stamp = wrap(stamp_text(runs), w - 0.2, FONT["note"]).count("\n") + 1 if stamp_text(runs) else 0
+    n_stamp = note.count("\n") + 1 if stamp else 0
     top = 0.1 + n_msg * line(FONT["title"]) + (0.06 + n_sub * line(FONT["subtitle"]) if n_sub else 0.0) + 0.06
     bottom = 0.06 + n_stamp * line(FONT["note"])
     rows = cols = 0
@@ -134,7 +131,7 @@ def finish(fig, message: str, subtitle: str, runs, legend: Optional[tuple] = Non
     if subtitle:
         fig.text(0.01, 1 - (0.14 + n_msg * line(FONT["title"])) / h, subtitle, fontsize=FONT["subtitle"],
                  color="#444444", ha="left", va="top")
-    stamp(fig, runs)
+    fig.text(0.01, 0.005, note, fontsize=FONT["note"], color="#555555", ha="left", va="bottom")  # the run stamp
 
 
 def legend_of(ax) -> tuple:
@@ -158,7 +155,7 @@ class Signal(NamedTuple):
     reason: str
 
 
-def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
+def model_signal(run, boot=None, min_points: float = HEADROOM_MIN_POINTS) -> Signal:
     """Whether ``run``'s panel would show signal: always for the reference decider; for a model, its headroom
     check passes (ALL - EMPTY lower bound above ``min_points``) or, without ALL and EMPTY, its accuracy's 95% Wilson
     interval lies above chance."""
@@ -166,7 +163,6 @@ def model_signal(run, boot=None, min_points: Optional[float] = None) -> Signal:
         return Signal(False, "no run")
     if run.is_reference:
         return Signal(True, "")
-    min_points = HEADROOM_MIN_POINTS if min_points is None else min_points
     df = run.df
     boot = boot if boot is not None else getattr(run, "boot", None)
     if boot is not None and {"ALL", "EMPTY"} <= set(df["policy"]):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
-from crossprofile_lib.book.models import run_paper_model
+from crossprofile_lib.book.paper import same_model_values
 from crossprofile_lib.book.runs import Run, bootstrap, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
 from crossprofile_lib.policies import HEATMAP_POLICIES, parse_policy
@@ -80,14 +80,9 @@ def contrasts_with_holm(run: Run, boot, families: Sequence[str] = ("confirmatory
 
 
 def same_model_paper(paper, run: Optional[Run] = None):
-    """The paper values beside ``run``: every model's (reference or no run), the run's own paper model's
-    plus the values not separated by model (a model run), none (a model not in the paper)."""
-    if not isinstance(paper, dict) or run is None or run.is_reference:
-        return paper
-    pm = run_paper_model(run)
-    if pm is None:
-        return {}
-    return {m: v for m, v in paper.items() if m == pm or m in ("models not separated", "range over models")}
+    """A contrast's paper values beside ``run`` (:func:`~.paper.same_model_values`; none for a model not in the
+    paper); anything not a dict unchanged."""
+    return (same_model_values(paper, run) or {}) if isinstance(paper, dict) else paper
 
 
 def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame:

@@ -86,9 +86,7 @@ def int_between(low: int, high: int | None = None):
     return parse
 
 
-#: argparse type: an integer >= ``low``.
-int_at_least = int_between
-positive_int = int_at_least(1)
+positive_int = int_between(1)
 
 
 #: Upper bounds of counts whose memory or time grows with them (a larger value stops with exit 2

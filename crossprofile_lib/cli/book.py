@@ -141,7 +141,7 @@ def book_params(quick: bool = False, env: dict | None = None):
     if env.get("BACKEND", "").strip() or env.get("MODEL", "").strip():
         given["backend"] = _backend(env)
     rules = {"TEMPLATES": _templates, "SEEDS": A.seeds, "BUDGETS": A.budgets, "VARIANTS": A.variants,
-             "RESAMPLES": lambda v: A.int_at_least(100)(v.strip()), "BACKENDS": _backends, "RUNS": _runs,
+             "RESAMPLES": lambda v: A.int_between(100)(v.strip()), "BACKENDS": _backends, "RUNS": _runs,
              "TOKENIZER": lambda v: _tokenizer(v.strip()), "POLICY_FILES": _policy_files}
     for var, parse in rules.items():
         if env.get(var, "").strip():

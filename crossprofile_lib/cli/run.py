@@ -9,16 +9,14 @@ from crossprofile_lib.cli import model_options as M
 
 
 def _grid_args(args) -> None:
-    """Fill the grid options not given from ``--preset`` (else the command's defaults)."""
-    from crossprofile_lib.design import BUDGET_GRID, PRESETS
+    """Fill the grid options not given from ``--preset`` (else :class:`RunConfig`'s defaults)."""
+    from crossprofile_lib.design import PRESETS
     from crossprofile_lib.run.runner import RunConfig
     preset = PRESETS[args.preset] if args.preset else {}
-    defaults = dict(templates=["templates"], seeds=[0, 1, 2], budgets=list(BUDGET_GRID),
-                    policies=list(RunConfig.policies), variants=list(RunConfig.variants))
     from_preset = args.policies is None and "policies" in preset
-    for name, default in defaults.items():
+    for name in ("templates", "seeds", "budgets", "policies", "variants"):
         if getattr(args, name) is None:
-            setattr(args, name, list(preset.get(name, default)))
+            setattr(args, name, list(preset.get(name, getattr(RunConfig, name))))
     if from_preset:  # the preset's policies this backend cannot run are left out, with a notice
         cannot = A.unsupported_policies(args.backend, args.policies)
         if cannot:

@@ -68,7 +68,7 @@ def register(sub) -> None:
     v = sub.add_parser(COMMAND, help=HELP)
     v.add_argument("paths", type=A.template_path, nargs="*",
                    help="files, folders or globs (default: the bundled templates, formal and dev)")
-    v.add_argument("--options", type=A.int_at_least(2), default=3, help="option count (default 3)")
+    v.add_argument("--options", type=A.int_between(2), default=3, help="option count (default 3)")
     v.add_argument("-v", "--verbose", action="store_true", help="list domains")
     v.add_argument("--tokenizer", action="append", default=None, metavar="NAME",
                    help="a pricing for the design check (repeatable; default: qwen2.5, llama-3.1, smollm2 and "

@@ -36,9 +36,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def _clean(s: str) -> str:
-    s = _TAG.sub("", s.strip())
-    s = s.strip().strip("\"'\u201c\u201d").strip()
-    return " ".join(s.split())
+    return " ".join(_TAG.sub("", s.strip()).strip("\"'\u201c\u201d").split())
 
 
 def json_values(text: str, starts: str = "[{"):
@@ -59,16 +57,11 @@ def parse_claims(text: str) -> tuple[list[str], bool]:
     if raw is None:
         raw = [m.group("text") for m in map(_BULLET.match, text.splitlines()) if m]
         readable = bool(raw)
-    out, seen = [], set()
-    for r in raw:
-        c = _clean(r)
-        if c.casefold().rstrip(".") in ("none", "no claims", "n/a"):
-            continue
-        if len(tokens(c)) < MIN_CLAIM_TOKENS or c.casefold() in seen:
-            continue
-        seen.add(c.casefold())
-        out.append(c)
-    return out[:MAX_CLAIMS_PER_MESSAGE], readable
+    out: dict[str, str] = {}   # the first spelling of each claim, by its case-folded text
+    for c in map(_clean, raw):
+        if c.casefold().rstrip(".") not in ("none", "no claims", "n/a") and len(tokens(c)) >= MIN_CLAIM_TOKENS:
+            out.setdefault(c.casefold(), c)
+    return list(out.values())[:MAX_CLAIMS_PER_MESSAGE], readable
 
 
 def sentence_claims(message: str) -> list[str]:
@@ -108,28 +101,12 @@ class Merge:
         return len(self.cluster)
 
 
-def grey_pairs(raw: Sequence[RawClaim], threshold: float = MERGE_THRESHOLD,
-               low: float = CONFIRM_LOW) -> list[tuple[int, int]]:
-    """Pairs ``(i, rep)`` of the rule-only clustering with similarity in ``[low, threshold)``: for a model to confirm."""
+def _cluster(raw: Sequence[RawClaim], threshold: float, confirm: Optional[Callable[[int, int], bool]],
+             low: float) -> tuple[list[int], list[int], list[tuple[int, int, bool]]]:
+    """``(reps, cluster, asked)``: each cluster's first raw claim, each raw claim's cluster, the grey-zone pairs
+    put to ``confirm`` with its answers (a claim joins the earliest cluster it matches)."""
     keys = [key(r.text) for r in raw]
     reps: list[int] = []
-    out = []
-    for i, k in enumerate(keys):
-        if any(jaccard(k, keys[r]) >= threshold for r in reps):
-            continue
-        out.extend((i, r) for r in reps if low <= jaccard(k, keys[r]) < threshold)
-        reps.append(i)
-    return out
-
-
-def merge_claims(raw: Sequence[RawClaim], speaker_order: Sequence[str], agents: Sequence[str] = (),
-                 threshold: float = MERGE_THRESHOLD,
-                 confirm: Optional[Callable[[int, int], bool]] = None,
-                 low: float = CONFIRM_LOW) -> Merge:
-    """Merge near-duplicate claims into a :class:`ClaimList`; ``confirm(i, rep)``: whether raw claim ``i`` restates
-    claim ``rep`` (the model's answer; None: the rule only)."""
-    keys = [key(r.text) for r in raw]
-    reps: list[int] = []          # raw index of each cluster's first claim
     cluster: list[int] = []
     asked = []
     for i, k in enumerate(keys):
@@ -147,6 +124,22 @@ def merge_claims(raw: Sequence[RawClaim], speaker_order: Sequence[str], agents: 
             reps.append(i)
             j = len(reps) - 1
         cluster.append(j)
+    return reps, cluster, asked
+
+
+def grey_pairs(raw: Sequence[RawClaim], threshold: float = MERGE_THRESHOLD,
+               low: float = CONFIRM_LOW) -> list[tuple[int, int]]:
+    """Pairs ``(i, rep)`` of the rule-only clustering with similarity in ``[low, threshold)``: for a model to confirm."""
+    return [(i, rep) for i, rep, _ in _cluster(raw, threshold, lambda i, rep: False, low)[2]]
+
+
+def merge_claims(raw: Sequence[RawClaim], speaker_order: Sequence[str], agents: Sequence[str] = (),
+                 threshold: float = MERGE_THRESHOLD,
+                 confirm: Optional[Callable[[int, int], bool]] = None,
+                 low: float = CONFIRM_LOW) -> Merge:
+    """Merge near-duplicate claims into a :class:`ClaimList`; ``confirm(i, rep)``: whether raw claim ``i`` restates
+    claim ``rep`` (the model's answer; None: the rule only)."""
+    reps, cluster, asked = _cluster(raw, threshold, confirm, low)
     utterances = [Utterance(i, r.speaker, raw[reps[cluster[i]]].text) for i, r in enumerate(raw)]
     cl = claim_list_from_utterances(utterances, speaker_order, agents)
     return Merge(cl, tuple(cluster), tuple(asked))
@@ -174,10 +167,8 @@ def model_extractor(backend):
             if not ok:
                 claims = sentence_claims(u.text)
             raw += [RawClaim(u.speaker, u.position, c) for c in claims]
-        order = list(dict.fromkeys(u.speaker for u in utt))
-        m = merge_claims(raw, order)
         groups: dict[int, dict[int, None]] = {}   # cluster -> its utterance positions (an ordered set)
-        for r, c in zip(raw, m.cluster):
+        for r, c in zip(raw, _cluster(raw, MERGE_THRESHOLD, None, CONFIRM_LOW)[1]):
             groups.setdefault(c, {})[r.message_index] = None
         # an utterance whose claims fell in several clusters belongs to the first; one with none is its own claim
         seen: set[int] = set()

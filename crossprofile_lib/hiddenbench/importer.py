@@ -68,10 +68,6 @@ class HiddenBenchTask:
     def correct_index(self) -> int:
         return self.answers.index(self.correct_answer)
 
-    @property
-    def is_fixture(self) -> bool:
-        return self.name.startswith("FIXTURE")
-
 
 @dataclass(frozen=True)
 class HiddenBenchData:
@@ -129,7 +125,7 @@ def _str_list(rec: dict, key: str, tid: str, path: str, min_len: int, max_len: O
 def _shown_id(rec: dict, where: str) -> str:
     rid = rec.get("id")
     ok = isinstance(rid, (int, str)) and not isinstance(rid, bool) and len(str(rid)) <= 80
-    return str(rid).strip() if ok and str(rid).strip() and not isinstance(rid, list) else where
+    return str(rid).strip() if ok and str(rid).strip() else where
 
 
 def parse_record(rec, index: int, path: str = "<hiddenbench>") -> HiddenBenchTask:

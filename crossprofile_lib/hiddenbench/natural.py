@@ -63,9 +63,7 @@ def vote_schema(letters: Sequence[str]) -> dict:
 
 def parse_vote(text: str, letters: Sequence[str], answers: Sequence[str]) -> tuple[Optional[str], str]:
     """``(letter or None, rationale)`` from a vote reply; ``answers`` in letter order."""
-    for obj in json_values(text or "", "{"):
-        if not isinstance(obj, dict):
-            continue
+    for obj in json_values(text or "", "{"):   # each a JSON object
         low = {str(k).strip().casefold(): v for k, v in obj.items()}
         v = low.get("vote")
         if not isinstance(v, str):
@@ -90,8 +88,7 @@ def message_max_tokens(max_words: int) -> int:
 
 def clean_message(text: str, max_words: int) -> str:
     """One line, no leading speaker tag, at most ``2 * max_words`` words."""
-    s = _TAG.sub("", (text or "").strip())
-    words = s.split()
+    words = _TAG.sub("", (text or "").strip()).split()
     return " ".join(words[:2 * max_words])
 
 

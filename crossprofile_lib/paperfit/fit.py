@@ -53,46 +53,42 @@ class FigureMatrix:
             return (((w @ self.sums(p)) / (w @ self.N)) @ self.C)[0]
 
 
+def term_masks(design: LedgerDesign, figures: Sequence[Figure]) -> list[tuple[int, int, np.ndarray, str, float, str]]:
+    """Every term of the ``figures``, in order: ``(figure index, term index, row mask, outcome, coefficient, why it
+    matches no rows or '')``."""
+    out = []
+    for i, f in enumerate(figures):
+        for k, t in enumerate(f.contrast.terms):
+            m, why = row_mask(design.rows, t.where, f.ref, f"measure.terms[{k}].where")
+            out.append((i, k, np.asarray(m, dtype=bool), f.outcome, f.contrast.scale * t.weight, why))
+    return out
+
+
 def figure_matrix(design: LedgerDesign, figures: Sequence[Figure]) -> FigureMatrix:
     """Build the map for decision figures (outcome ``correct`` or ``chose_decoy``)."""
-    rows = design.rows
     units = design.units
-    pos = {u: i for i, u in enumerate(units)}
-    unit = rows["template_id"].astype(str).map(pos).to_numpy()
-    T, P = len(units), design.Xp.shape[0]
-    J = sum(len(f.contrast.terms) for f in figures)       # one column per term
+    unit = design.rows["template_id"].astype(str).map({u: i for i, u in enumerate(units)}).to_numpy()
+    terms = term_masks(design, figures)
+    T, J = len(units), len(terms)                          # one column per term
     N, C = np.zeros((T, J)), np.zeros((J, len(figures)))
-    ri, ci, reasons, j = [], [], [], 0
-    for i, f in enumerate(figures):
-        why = []
-        for k, t in enumerate(f.contrast.terms):
-            m, r = row_mask(rows, t.where, f.ref, f"measure.terms[{k}].where")
-            if r:
-                why.append(f"term {k}: {r}")
-            idx = np.flatnonzero(m)
-            ri.append(unit[idx] * J + j)
-            ci.append(design.pattern[f.outcome][idx])
-            np.add.at(N[:, j], unit[idx], 1.0)
-            C[j, i] = f.contrast.scale * t.weight
-            j += 1
-        reasons.append("; ".join(why))
+    ri, ci, why = [], [], [[] for _ in figures]
+    for j, (i, k, m, outcome, coef, reason) in enumerate(terms):
+        if reason:
+            why[i].append(f"term {k}: {reason}")
+        idx = np.flatnonzero(m)
+        ri.append(unit[idx] * J + j)
+        ci.append(design.pattern[outcome][idx])
+        np.add.at(N[:, j], unit[idx], 1.0)
+        C[j, i] = coef
     ri, ci = np.concatenate(ri), np.concatenate(ci)
-    A = sparse.csr_matrix((np.ones(len(ri)), (ri, ci)), shape=(T * J, P))
-    return FigureMatrix(tuple(f.ref for f in figures), units, A, N, C, tuple(reasons))
+    A = sparse.csr_matrix((np.ones(len(ri)), (ri, ci)), shape=(T * J, design.Xp.shape[0]))
+    return FigureMatrix(tuple(f.ref for f in figures), units, A, N, C, tuple("; ".join(w) for w in why))
 
 
 def evaluate_figures(df: pd.DataFrame, figures: Sequence[Figure], boot) -> pd.DataFrame:
     """Each figure's measure on a results-like table with its template-bootstrap interval."""
     pr = Prereg(tuple(f.contrast for f in figures), {}, source="data/paper_figures.yaml")
     return evaluate_contrasts(df, pr, boot)
-
-
-def _theta(z) -> np.ndarray:
-    return np.array([z[0], z[1], math.exp(z[2])])
-
-
-def _z(theta) -> np.ndarray:
-    return np.clip(np.array([theta[0], theta[1], math.log(theta[2])]), _LO, _HI)
 
 
 class Fitter:
@@ -140,7 +136,7 @@ class Fitter:
                 d = np.abs(self.grid[:, fixed[0]] - fixed[1])
                 loss = np.where(d <= d.min() + 1e-12, loss, np.inf)
             start = self.grid[int(np.argmin(loss))]
-        z0 = _z(start)
+        z0 = np.clip(np.array([start[0], start[1], math.log(start[2])]), _LO, _HI)     # fitted in (s, w, log beta)
         free = [k for k in range(3) if fixed is None or k != fixed[0]]
 
         def full(zf):
@@ -151,16 +147,12 @@ class Fitter:
             return z
 
         w1 = (np.ones(len(self.fm.units)) if W is None else np.asarray(W, dtype=float))[None]
-
-        def resid(zf):
-            pr, jac = self.predict_batch_jac(full(zf)[None], w1)
-            return Hm @ np.nan_to_num(pr[0, used] - yu, nan=1e3), Hm @ np.nan_to_num(jac[0][np.ix_(used, free)])
-
         cache = {}
 
-        def fun(zf):
-            cache["r"], cache["J"] = resid(zf)
-            cache["z"] = np.array(zf)
+        def fun(zf):    # the residuals; their Jacobian comes with them and is kept for jac()
+            pr, dpr = self.predict_batch_jac(full(zf)[None], w1)
+            cache.update(z=np.array(zf), r=Hm @ np.nan_to_num(pr[0, used] - yu, nan=1e3),
+                         J=Hm @ np.nan_to_num(dpr[0][np.ix_(used, free)]))
             return cache["r"]
 
         def jac(zf):
@@ -171,7 +163,7 @@ class Fitter:
         r = least_squares(fun, z0[free], jac=jac, bounds=(_LO[free], _HI[free]), method="trf", x_scale=1.0,
                           xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=400)
         z = full(r.x)
-        th = _theta(z)
+        th = np.array([z[0], z[1], math.exp(z[2])])
         at = [bool(min(abs(z[k] - _LO[k]), abs(z[k] - _HI[k])) < 1e-4) for k in range(3)]
         raw = self.predict(th, W)[used] - yu
         return dict(theta=th, loss=float(2 * r.cost), rmse=float(math.sqrt(np.nanmean(raw ** 2))) if len(raw) else 0.0,

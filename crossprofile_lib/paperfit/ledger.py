@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -80,7 +79,6 @@ class LedgerDesign:
     key: str
     config: dict
     from_cache: bool = False
-    seconds: dict = field(default_factory=dict)
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -131,22 +129,17 @@ def load_or_build(templates: Sequence[str], seeds: Sequence[int], policies: Sequ
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key, cfg = cache_key(templates, seeds, policies, budgets, n_agents, tokenizer, grid)
     npz, pq = cache_dir / f"ledger-{key}.npz", cache_dir / f"ledger-{key}.parquet"
-    t0 = time.perf_counter()
     if npz.exists() and pq.exists():
         z = np.load(npz)
-        rows = pd.read_parquet(pq)
-        return LedgerDesign(rows, z["Xp"], {k: z[f"pattern_{k}"] for k in TARGETS}, grid, z["p_grid"], key,
-                            cfg, True, {"load": time.perf_counter() - t0})
+        return LedgerDesign(pd.read_parquet(pq), z["Xp"], {k: z[f"pattern_{k}"] for k in TARGETS}, grid, z["p_grid"],
+                            key, cfg, True)
     rows, Xp, pattern = build_design(load_templates(list(templates), n_options=3), seeds, policies, budgets,
                                      n_agents, tokenizer)
-    t1 = time.perf_counter()
     p_grid = target_probability(Xp, grid_points(grid))
-    t2 = time.perf_counter()
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / f".ledger-{key}.{os.getpid()}"
     np.savez_compressed(f"{tmp}.npz", Xp=Xp, p_grid=p_grid, **{f"pattern_{k}": v for k, v in pattern.items()})
     rows.to_parquet(f"{tmp}.parquet", index=False)
     os.replace(f"{tmp}.parquet", pq)   # parquet first: the .npz marks a complete entry
     os.replace(f"{tmp}.npz", npz)
-    return LedgerDesign(rows, Xp, pattern, grid, p_grid, key, cfg, False,
-                        {"memories": t1 - t0, "grid": t2 - t1, "write": time.perf_counter() - t2})
+    return LedgerDesign(rows, Xp, pattern, grid, p_grid, key, cfg, False)

@@ -118,7 +118,7 @@ def fit_paper(templates: Sequence[str] = ("templates/formal",), seeds: Sequence[
         sampling=samp, version=FIT_VERSION), sort_keys=True, default=str).encode()).hexdigest()[:20]
     fdir = cache_dir / f"fit-{fkey}"
     if use_cache and (fdir / "info.json").exists():
-        return _read(fdir, t0)
+        return _read(fdir)
     out = _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery,
                with_profiles, t0, tok, int(template_resamples), int(recovery_draws), samp)
     out.info.update(fit_key=fkey, fit_cache_hit=False)
@@ -147,10 +147,8 @@ def _jsonable(x):
     return str(x)
 
 
-def _read(fdir: Path, t0: float) -> PaperFit:
-    info = json.loads((fdir / "info.json").read_text())
-    info.update(fit_cache_hit=True)
-    info["seconds"] = dict(info.get("seconds", {}), this_call=time.perf_counter() - t0)
+def _read(fdir: Path) -> PaperFit:
+    info = dict(json.loads((fdir / "info.json").read_text()), fit_cache_hit=True)
     return PaperFit(*(pd.read_parquet(fdir / f"{n}.parquet") for n in TABLES), info=info)
 
 
@@ -161,8 +159,9 @@ def _tokenizer_label(spec: Optional[str]) -> Optional[str]:
     return None if isinstance(tok, OfflineTokenizer) and spec in (None, "", "offline", OfflineTokenizer.name) else spec
 
 
-def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np.ndarray, int]:
-    """Fit with the sampling weights re-estimated at the current fit: the fit, the covariance ``V`` at it, steps."""
+def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np.ndarray, int, tuple]:
+    """Fit with the sampling weights re-estimated at the current fit: the fit, the covariance ``V`` at it, steps and
+    the atom proportions ``(pc, pd_)`` at it."""
     full = F.fit(y, used)
     steps = 0
     for steps in range(1, REWEIGHT_STEPS + 1):
@@ -174,7 +173,7 @@ def _weighted_fit(F: Fitter, S, design, y, used, kappa: float) -> tuple[dict, np
         if moved < 1e-3:
             break
     pc, pd_ = S.proportions(design.probability(full["theta"]))
-    return full, S.covariance(pc, pd_, kappa), steps
+    return full, S.covariance(pc, pd_, kappa), steps, (pc, pd_)
 
 
 def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, with_recovery, with_profiles,
@@ -197,11 +196,10 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             continue
         ps = samp.get(m, {"templates": SAMPLE_TEMPLATES, "seeds": 3})
         kappa = ps["templates"] * ps["seeds"] / (len(design.units) * len(seeds))   # paper decisions per design row
-        full, V, steps = _weighted_fit(F, S, design, y, used, kappa)
+        full, V, steps, (pc, pd_) = _weighted_fit(F, S, design, y, used, kappa)
         H = whitener(V[np.ix_(used, used)])
         link = S.linkage(used)
         df = link["n_independent"] - 3
-        pc, pd_ = S.proportions(design.probability(full["theta"]))
         th_b = pr_b = None
         n_failed = 0
         if resamples:
@@ -248,9 +246,8 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
             pv = y[i] if not math.isnan(y[i]) else other
             lo, hi = ((float(v) for v in percentile_interval(pr_b[:, i]))
                       if pr_b is not None and np.isfinite(pr_b[:, i]).any() else (math.nan, math.nan))
-            item_n = f.n * ps["templates"] / SAMPLE_TEMPLATES * ps["seeds"] / 3 if f.n is not None else None
-            n_src = "paper" if item_n is not None else "this suite's design"
-            n_val = item_n if item_n is not None else kappa * S.n_term[i]
+            n_src, n_val = (("paper", f.n * ps["templates"] / SAMPLE_TEMPLATES * ps["seeds"] / 3) if f.n is not None
+                            else ("this suite's design", kappa * S.n_term[i]))
             frow.append(dict(model=short(m), figure=f.ref, unit=f.unit, paper=pv, n=n_val, n_source=n_src,
                              sd=sd[i], fit=pred[i], lo=lo, hi=hi, residual=pred[i] - pv,
                              z=(pred[i] - pv) / sd[i] if sd[i] > 0 else math.nan, loo=loo[i],
@@ -274,8 +271,7 @@ def _fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, mo
                 interval="parametric bootstrap (the paper's figures redrawn at the paper's sample sizes)",
                 boot_seed=boot_seed, policies=pols, budgets=buds,
                 cache_key=design.key, cache_hit=design.from_cache, seconds=dict(
-                    design=t_design - t0, fit=time.perf_counter() - t_design, total=time.perf_counter() - t0,
-                    **{f"design_{k}": v for k, v in design.seconds.items()}))
+                    design=t_design - t0, fit=time.perf_counter() - t_design, total=time.perf_counter() - t0))
     return PaperFit(pd.DataFrame(prow), pd.DataFrame(frow), memory, pd.DataFrame(profrows), pd.DataFrame(recrows),
                     info)
 

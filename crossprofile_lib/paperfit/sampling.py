@@ -17,8 +17,8 @@ from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
 from crossprofile_lib.paperfit.figures import Figure
+from crossprofile_lib.paperfit.fit import term_masks
 from crossprofile_lib.paperfit.ledger import LedgerDesign
-from crossprofile_lib.stats.contrasts import row_mask
 
 #: relative tolerance of the rank / pseudo-inverse (exact linear dependence, not near-dependence)
 RANK_TOL = 1e-8
@@ -97,15 +97,6 @@ class Sampling:
         return dict(n_figures=len(used), n_independent=rank, groups=list(groups.values()), null=null)
 
 
-def term_masks(design: LedgerDesign, figures: Sequence[Figure]) -> list[tuple[int, int, np.ndarray, str, float]]:
-    out = []
-    for i, f in enumerate(figures):
-        for k, t in enumerate(f.contrast.terms):
-            m, _ = row_mask(design.rows, t.where, f.ref, f"measure.terms[{k}].where")
-            out.append((i, k, np.asarray(m, dtype=bool), f.outcome, f.contrast.scale * t.weight))
-    return out
-
-
 def _content_key(design: LedgerDesign, unit: np.ndarray, mask: np.ndarray) -> bytes:
     """The term's per-template multiset of (pattern for correct, for decoy): equal keys, equal predictions."""
     idx = np.flatnonzero(mask)
@@ -123,7 +114,7 @@ def build_sampling(design: LedgerDesign, figures: Sequence[Figure]) -> Sampling:
     # aliases: a term whose content equals an earlier term's (but whose rows differ) takes that term's rows
     first: dict = {}
     masks, aliases = [], []
-    for i, k, m, _, _ in terms:
+    for i, k, m, *_ in terms:
         key = _content_key(design, unit, m) if m.any() else b""
         if key in first and not np.array_equal(masks[first[key][0]], m):
             j, ref = first[key]
@@ -154,7 +145,7 @@ def build_sampling(design: LedgerDesign, figures: Sequence[Figure]) -> Sampling:
         member[np.unique(atom[Ma[:, d]]), d] = 1.0
     L = np.zeros((2 * A, len(figures)))
     n_term = np.full(len(figures), np.nan)
-    for (i, k, _, outcome, coef), d in zip(terms, which):
+    for (i, k, _, outcome, coef, _), d in zip(terms, which):
         w = member[:, d] * n
         tot = w.sum()
         if tot == 0:

@@ -11,12 +11,12 @@ the kept set is as for ``full``, only the labels change). Each policy declares w
 
 from __future__ import annotations
 
+from crossprofile_lib.design import DEFAULT_POLICIES, HB_POLICIES, HEATMAP_POLICIES, WALK_POLICIES  # the policy lists
 from crossprofile_lib.policies import plugins  # your own policies (a file, module:object, an entry point)
 from crossprofile_lib.policies.b3 import cut_to_budget, summary_kept, summary_prompt, word_limit  # B3
-from crossprofile_lib.policies.bal import balanced_order, oracle_stances, order_bal, pack_balanced  # BAL, BAL-oracle
+from crossprofile_lib.policies.bal import balanced_order, order_bal, pack_balanced  # BAL, BAL-oracle
 from crossprofile_lib.policies.copy import (  # registers R1 B4 Random M1 R1-rel(-oracle) EMPTY ALL REF private/shared-only
     claims_memory,
-    oracle_relevance,
     order_b4,
     order_m1,
     order_r1,
@@ -26,20 +26,8 @@ from crossprofile_lib.policies.copy import (  # registers R1 B4 Random M1 R1-rel
     relevance_metrics,
 )
 from crossprofile_lib.policies.registry import (
-    DEFAULT_POLICIES,
-    FIT_POLICIES,
-    FIXED_K_DEFAULT,
-    GROUP_SIZE_POLICIES,
-    HB_POLICIES,
-    HEATMAP_POLICIES,
-    LABELS_POLICIES,
-    MODEL_POLICIES,
     NEEDS,
-    REFERENCE_POLICIES,
     REGISTRY,
-    SOCIAL_PROOF_POLICIES,
-    SWEEP_POLICIES,
-    WALK_POLICIES,
     Policy,
     PolicyContext,
     PolicySpec,
@@ -47,5 +35,5 @@ from crossprofile_lib.policies.registry import (
     parse_policy,
     register,
 )
-from crossprofile_lib.policies.select import PolicyInputs, select_memory  # noqa: E402
+from crossprofile_lib.policies.select import PolicyInputs, select_memory
 from crossprofile_lib.task.memory import Memory

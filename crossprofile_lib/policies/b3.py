@@ -77,8 +77,7 @@ def build_b3(spec, x) -> Memory:
             "error": res.error or "", "word_limit": word_limit(x.budget)}
     text = " ".join((res.text or "").split()) if res.error is None else ""
     text, truncated = cut_to_budget(text, int(x.budget), x.tokenizer)
-    idx = summary_kept(text, x.claims.claims)
-    kept = tuple(x.claims.claims[i] for i in idx)
+    kept = tuple(x.claims.claims[i] for i in summary_kept(text, x.claims.claims))
     return Memory(spec.name, "summary" if text else "empty", kept, tuple(1 for _ in kept), text,
                   memory_tokens(text, x.tokenizer), truncated, meta)
 

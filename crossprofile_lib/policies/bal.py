@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 from crossprofile_lib.policies.registry import Policy, PolicyContext, register
 from crossprofile_lib.task.budgets import line_cost
 from crossprofile_lib.task.discussion import ClaimList
-from crossprofile_lib.task.evidence import Stance, oracle_stances  # noqa: F401  (oracle_stances: BAL-oracle's input)
+from crossprofile_lib.task.evidence import Stance
 
 
 def _buckets(stances, tier: bool, by_first) -> dict[tuple, list[int]]:

@@ -14,7 +14,6 @@ import numpy as np
 from crossprofile_lib.policies.registry import Policy, PolicyContext, register
 from crossprofile_lib.task.budgets import line_cost, memory_tokens
 from crossprofile_lib.task.discussion import ClaimList
-from crossprofile_lib.task.evidence import oracle_relevance  # noqa: F401  (R1-rel-oracle's tiers)
 from crossprofile_lib.task.memory import Memory
 from crossprofile_lib.task.provenance import render_lines
 
@@ -38,22 +37,19 @@ def order_m1(cl: ClaimList, ctx: PolicyContext) -> list[int]:
     """Speaker rotation: round-robin over speakers in speaking order, each taking its next
     claim (in the order it stated them) not yet taken; exhausted speakers are skipped."""
     queues = [list(ix) for _, ix in cl.by_speaker]
-    taken: list[int] = []
-    seen: set[int] = set()
+    taken: dict[int, None] = {}   # an ordered set
     while any(queues):
         for q in queues:
-            while q and q[0] in seen:
+            while q and q[0] in taken:
                 q.pop(0)
             if q:
-                i = q.pop(0)
-                seen.add(i)
-                taken.append(i)
-    return taken
+                taken[q.pop(0)] = None
+    return list(taken)
 
 
 def order_r1_rel(cl: ClaimList, ctx: PolicyContext) -> list[int]:
     """Relevance first: the relevant tier (the backend's relevance filter, or the roles:
-    :func:`oracle_relevance`), then the rest; R1 order inside tiers."""
+    :func:`crossprofile_lib.task.evidence.oracle_relevance`), then the rest; R1 order inside tiers."""
     if ctx.relevant is None:
         raise ValueError("R1-rel needs a relevance filter (the backend supplies one)")
     r1 = order_r1(cl, ctx)
@@ -84,9 +80,8 @@ def claims_memory(spec, cl: ClaimList, idx: Sequence[int], tokenizer, rng: np.ra
     kept = tuple(cl.claims[i] for i in sorted(idx, key=lambda i: cl.claims[i].first_mention))
     rendered = render_lines(kept, spec.fmt, rng)
     lines = [t for t, _ in rendered]
-    tokens = sum(line_cost(t, tokenizer) for t in lines)
-    kind = "claims" if kept else "empty"
-    return Memory(spec.name, kind, kept, tuple(n for _, n in rendered), "\n".join(lines), tokens)
+    return Memory(spec.name, "claims" if kept else "empty", kept, tuple(n for _, n in rendered), "\n".join(lines),
+                  sum(line_cost(t, tokenizer) for t in lines))
 
 
 register(Policy("R1", "copy", "rarest first", order=order_r1))
@@ -106,8 +101,7 @@ def _empty(spec, x) -> Memory:
 
 def _keep(pred):
     def build(spec, x) -> Memory:
-        cl = x.claims
-        return claims_memory(spec, cl, [i for i, c in enumerate(cl.claims) if pred(c)], x.tokenizer, x.rng)
+        return claims_memory(spec, x.claims, [i for i, c in enumerate(x.claims.claims) if pred(c)], x.tokenizer, x.rng)
     return build
 
 
@@ -115,8 +109,7 @@ def _ref(spec, x) -> Memory:
     if x.transcript is None:
         raise ValueError("REF needs the transcript")
     text = x.transcript.render()
-    cl = x.claims
-    return Memory(spec.name, "transcript", tuple(cl.claims), tuple(c.count for c in cl.claims), text,
+    return Memory(spec.name, "transcript", tuple(x.claims.claims), tuple(c.count for c in x.claims.claims), text,
                   memory_tokens(text, x.tokenizer))
 
 

@@ -40,8 +40,7 @@ class PolicySource:
     policies: tuple[str, ...]
 
     def as_dict(self) -> dict:
-        return {"origin": self.origin, "spec": self.spec, "path": self.path, "sha256": self.sha256,
-                "policies": list(self.policies)}
+        return dataclasses.asdict(self) | {"policies": list(self.policies)}
 
 
 #: policy name -> its source (plug-ins only)
@@ -113,7 +112,7 @@ def time_limit() -> float:
         t = float(v)
     except ValueError:
         t = math.nan
-    if not math.isfinite(t) or t < 0 or t > 86_400:
+    if not 0 <= t <= 86_400:  # NaN and inf fail too
         raise ValueError(f"{TIMEOUT_ENV}={v}: must be a number of seconds in [0, 86400] (0: no limit)")
     return t
 

@@ -101,11 +101,10 @@ def _exec_file(path: Path, label: str):
     try:
         with limited(label, "importing it"):
             spec.loader.exec_module(mod)
-    except PolicyFileError:
-        sys.modules.pop(name, None)
-        raise
     except BaseException as e:  # noqa: BLE001  (a user's file may raise anything, SystemExit included)
         sys.modules.pop(name, None)
+        if isinstance(e, PolicyFileError):
+            raise
         raise PolicyFileError(label, "import", f"importing it failed: {type(e).__name__}: {e}{_where(e, str(path))}"
                               ) from None
     return mod
@@ -215,8 +214,7 @@ def load(spec: str) -> PolicySource:
         return _LOADED[spec]
     path = Path(spec).expanduser()
     if spec.endswith(".py") or path.exists() or "/" in spec or "\\" in spec:
-        mod = _exec_file(path, spec)
-        pols = _module_policies(mod, spec, None)
+        pols = _module_policies(_exec_file(path, spec), spec, None)
         return _register(pols, _source("file", spec, path, pols), spec)
     modname, _, attr = spec.partition(":")
     try:

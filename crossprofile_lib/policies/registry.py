@@ -1,5 +1,6 @@
 """The policy registry: one :class:`Policy` per base name (kind ``copy``, ``unbudgeted`` or ``generated``, and what it
-**needs** from the caller, :data:`NEEDS`), the spec grammar ``BASE[-kK][:FORMAT]`` and the policy lists.
+**needs** from the caller, :data:`NEEDS`) and the spec grammar ``BASE[-kK][:FORMAT]`` (the policy lists live in
+:mod:`crossprofile_lib.design`).
 """
 
 from __future__ import annotations
@@ -10,20 +11,6 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crossprofile_lib.design import (  # noqa: F401  (the policy lists live in design.py; re-exported)
-    DEFAULT_POLICIES,
-    FIT_POLICIES,
-    FIXED_K_DEFAULT,
-    GROUP_SIZE_POLICIES,
-    HB_POLICIES,
-    HEATMAP_POLICIES,
-    LABELS_POLICIES,
-    MODEL_POLICIES,
-    REFERENCE_POLICIES,
-    SOCIAL_PROOF_POLICIES,
-    SWEEP_POLICIES,
-    WALK_POLICIES,
-)
 from crossprofile_lib.task.provenance import FORMATS
 
 #: What a policy may need from its caller: ``transcript`` (REF), ``relevance`` (R1-rel tiers),

@@ -43,26 +43,23 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
     pol = REGISTRY[spec.base]
     plugin = spec.base in guard.PLUGINS  # a policy of the user's: what it returns is checked
     if pol.kind != "copy":
-        mem = pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task,
-                                           summarise))
-        if plugin:
-            guard.check_memory(spec, mem, cl, budget)
-        return mem
-    ctx = PolicyContext(rng, relevant, stances)
-    order = pol.order(cl, ctx)
-    if plugin:
-        order = _checked(spec, lambda: guard.check_order(spec.name, order, len(cl)))
-    if spec.fixed_k is not None:
-        idx = order[:spec.fixed_k]
-    elif budget is None:
-        raise ValueError(f"policy '{spec.name}' needs a token budget")
-    elif pol.packer is not None:
-        idx = pol.packer(cl, order, budget, tokenizer, ctx)
-        if plugin:
-            idx = _checked(spec, lambda: guard.check_order(spec.name, idx, len(cl)))
+        mem = pol.build(spec, PolicyInputs(cl, tokenizer, rng, budget, transcript, relevant, stances, task, summarise))
     else:
-        idx = pack(cl, order, budget, tokenizer)
-    mem = claims_memory(spec, cl, idx, tokenizer, rng)
+        ctx = PolicyContext(rng, relevant, stances)
+        order = pol.order(cl, ctx)
+        if plugin:
+            order = _checked(spec, lambda: guard.check_order(spec.name, order, len(cl)))
+        if spec.fixed_k is not None:
+            idx = order[:spec.fixed_k]
+        elif budget is None:
+            raise ValueError(f"policy '{spec.name}' needs a token budget")
+        elif pol.packer is not None:
+            idx = pol.packer(cl, order, budget, tokenizer, ctx)
+            if plugin:
+                idx = _checked(spec, lambda: guard.check_order(spec.name, idx, len(cl)))
+        else:
+            idx = pack(cl, order, budget, tokenizer)
+        mem = claims_memory(spec, cl, idx, tokenizer, rng)
     if plugin:
         guard.check_memory(spec, mem, cl, budget)
     return mem

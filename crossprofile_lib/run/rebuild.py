@@ -94,9 +94,9 @@ def rebuild_choice_data(df: pd.DataFrame, config, templates=None) -> tuple[Choic
     cfg.update(policies=pols, variants=[v for v in cfg.get("variants", ()) if v in present["variant"]],
                seeds=[s for s in cfg.get("seeds", ()) if s in present["seed"]])
     run_cfg = RunConfig(**cfg)
-    named = templates is None or isinstance(templates, (str, bytes))
-    paths = run_cfg.templates if templates is None else [templates] if named else list(templates)
-    if named or (paths and isinstance(paths[0], (str, bytes, os.PathLike))):  # paths, not loaded templates
+    paths = (run_cfg.templates if templates is None else [templates] if isinstance(templates, (str, bytes))
+             else list(templates))
+    if paths and isinstance(paths[0], (str, bytes, os.PathLike)):  # paths, not loaded templates
         try:
             templates = load_templates(paths, n_options=run_cfg.n_options)
         except FileNotFoundError as e:

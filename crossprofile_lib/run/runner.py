@@ -114,8 +114,7 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
     if cannot:
         raise ValueError(f"backend '{backend.name}' cannot run {', '.join(cannot)}: " + "; ".join(cannot.values()))
     protocol_of(cfg, backend, extractor)  # a protocol the backend cannot run: refused before any work
-    templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options,
-                                                                       tokenizer=None)
+    templates = templates if templates is not None else load_templates(cfg.templates, n_options=cfg.n_options)
     if progress:
         backend.progress = True
     units = _units(templates, cfg, backend, extractor)  # built once

@@ -256,20 +256,19 @@ def check_json_value(value, path, error=InputError, where: tuple = ()) -> None:
                 raise error(path, _field(at + (dups[0],)), "json (duplicate key)",
                             f"key '{dups[0]}' appears twice in one object; JSON would silently keep the last")
             for k, x in v.items():
-                bad = bad_char(k)
-                if bad:
-                    raise error(path, _field(at), "json (control characters)",
-                                f"{describe_char(bad[1])} in a key: control, invisible and unassigned characters "
-                                "are not allowed")
+                _check_string(k, "a key", path, error, at)
                 stack.append((x, at + (k,)))
         elif isinstance(v, list):
             stack.extend((x, at + (i,)) for i, x in enumerate(v))
         elif isinstance(v, str):
-            bad = bad_char(v)
-            if bad:
-                raise error(path, _field(at), "json (control characters)",
-                            f"{describe_char(bad[1])} in the value: control, invisible and unassigned characters "
-                            "are not allowed")
+            _check_string(v, "the value", path, error, at)
+
+
+def _check_string(s: str, what: str, path, error, at: tuple) -> None:
+    bad = bad_char(s)
+    if bad:
+        raise error(path, _field(at), "json (control characters)",
+                    f"{describe_char(bad[1])} in {what}: control, invisible and unassigned characters are not allowed")
 
 
 def parse_json(path: Path | str, text: str, error=InputError, max_depth: int = JSON_MAX_DEPTH,

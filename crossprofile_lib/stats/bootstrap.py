@@ -30,7 +30,8 @@ that misses it) give NaN and are left out of that statistic's interval and p-val
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -84,7 +85,6 @@ class TemplateBootstrap:
     units: tuple[str, ...]
     idx: np.ndarray
     level: float = DEFAULT_LEVEL
-    _w: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def draw(cls, units: Sequence[str], n_resamples: int, rng: np.random.Generator,
@@ -96,12 +96,10 @@ class TemplateBootstrap:
     def n_resamples(self) -> int:
         return int(self.idx.shape[0])
 
-    @property
+    @cached_property
     def weights(self) -> np.ndarray:
         """``(B, T)`` count matrix ``W``."""
-        if self._w is None:
-            self._w = count_matrix(self.idx, len(self.units))
-        return self._w
+        return count_matrix(self.idx, len(self.units))
 
     def codes(self, labels: Sequence[str]) -> np.ndarray:
         """Unit index of each label ``(n,)``; an unknown template id is an error."""

@@ -82,9 +82,7 @@ def evaluate_contrasts(df: pd.DataFrame, prereg: Prereg, boot: TemplateBootstrap
             est_p[k] = c.scale * point[sl] @ w
             est_d[:, k] = c.scale * draws[:, sl] @ w
     summ = boot.summarize(est_p, est_d, np.array([c.null for c in prereg.contrasts], dtype=float))
-    out = pd.DataFrame(rows)
-    for key in ("estimate", "lo", "hi", "p", "n_undefined"):
-        out[key] = summ[key]
+    out = pd.DataFrame(rows).assign(**{key: summ[key] for key in ("estimate", "lo", "hi", "p", "n_undefined")})
     out.loc[~out.estimable, ["estimate", "lo", "hi", "p"]] = np.nan
     out["p_adjusted"], out["reject"] = np.nan, False
     out["correction"] = "none"

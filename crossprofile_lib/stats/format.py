@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import pandas as pd
@@ -10,28 +9,19 @@ import pandas as pd
 MISSING = "n/a"
 
 
-def _absent(x) -> bool:
-    if x is None or x is pd.NA:
-        return True
-    try:
-        return math.isnan(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
 def fmt_ci(est, lo=None, hi=None, digits: int = 1, missing: str = MISSING) -> str:
     """``"est [lo, hi]"`` with ``digits`` decimals: ``"12.3 [10.1, 14.6]"``, ``"1.0"`` without bounds, ``missing``
     without an estimate."""
-    if _absent(est):
+    if pd.isna(est):
         return missing
-    if _absent(lo) or _absent(hi):
+    if pd.isna(lo) or pd.isna(hi):
         return f"{est:.{digits}f}"
     return f"{est:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 def fmt_p(p) -> str:
     """A p-value as printed: ``"0.0457"``, ``"<1e-4"``, ``""`` when absent."""
-    if _absent(p):
+    if pd.isna(p):
         return ""
     return f"{p:.4f}" if p >= 1e-4 else "<1e-4"
 

@@ -39,10 +39,6 @@ class Headroom(Mapping):
         return cls(float(estimate), float(lo), float(hi), float(min_points), int(n_units),
                    "" if ok else f"ALL - EMPTY lower bound {lo:.1f} <= {min_points:g} points")
 
-    @classmethod
-    def not_run(cls, reason: str, min_points: float) -> "Headroom":
-        return cls(None, None, None, float(min_points), 0, reason)
-
     @property
     def passed(self) -> bool:
         return exceeds(self.lo, self.min_points)
@@ -76,7 +72,7 @@ def headroom(df: pd.DataFrame, boot: TemplateBootstrap, min_points: float = HEAD
     """ALL - EMPTY accuracy over all variants and budgets of one model's rows, templates resampled by ``boot``."""
     d = df[df["policy"].isin(["ALL", "EMPTY"])]
     if set(d["policy"]) != {"ALL", "EMPTY"}:
-        return Headroom.not_run("the run has no ALL and EMPTY rows to check headroom", min_points)
+        return Headroom(None, None, None, float(min_points), 0, "the run has no ALL and EMPTY rows to check headroom")
     cell = (d["policy"] == "EMPTY").to_numpy().astype(np.int64)           # 0: ALL, 1: EMPTY
     S, N = boot.sums(boot.codes(d["template_id"].astype(str).tolist()), cell, d["correct"].astype(float).to_numpy(), 2)
     point, draws = boot.means(S * 100.0, N)                               # accuracy in percent, (2,) and (B, 2)

@@ -35,4 +35,3 @@ class Decision:
     invalid: bool = False
     raw: str = ""
     meta: dict = field(default_factory=dict)
-

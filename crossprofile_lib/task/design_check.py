@@ -74,7 +74,7 @@ class ClassicFit:
 
     @property
     def holds(self) -> bool:
-        return self.private_cost <= self.budget and self.cheapest_decoy.cost > self.left
+        return self.problem() is None
 
     def problem(self) -> Optional[tuple[str, str]]:
         """``(field, message)`` naming the line that does not fit, or None when the cell holds."""

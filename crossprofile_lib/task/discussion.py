@@ -13,7 +13,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from crossprofile_lib.rng import stream
-from crossprofile_lib.task.templates import Template
+from crossprofile_lib.task.templates import Fact, Template
 from crossprofile_lib.task.variants import Variant, agent_names, assign_holders
 
 
@@ -136,19 +136,24 @@ def make_task(template: Template, variant: Variant | str, seed: int, n_agents: i
     return Task(template, variant, seed, n_agents, assign_holders(template, variant, n_agents, rng))
 
 
-def scripted_discussion(task: Task, rng: Optional[np.random.Generator] = None) -> Transcript:
-    """Each speaker, in a seeded order, states each fact it holds, in a seeded order."""
+def turns(task: Task, rng: Optional[np.random.Generator] = None) -> list[tuple[str, list[Fact]]]:
+    """The scripted protocol's draws (the messy one reuses them): the speakers in a seeded order, each with the
+    facts it holds in a seeded order."""
     if rng is None:
         rng = stream(task.seed, task.template.id, "discussion", task.variant.name, task.n_agents)
     agents = agent_names(task.n_agents)
-    order = tuple(agents[i] for i in rng.permutation(len(agents)))
-    utterances = []
-    for speaker in order:
+    out = []
+    for speaker in tuple(agents[i] for i in rng.permutation(len(agents))):
         held = [f for f in task.template.facts if speaker in task.holders[f.id]]
-        for j in rng.permutation(len(held)):
-            f = held[j]
-            utterances.append(Utterance(len(utterances), speaker, f.text, f.id))
-    return Transcript(order, tuple(utterances))
+        out.append((speaker, [held[j] for j in rng.permutation(len(held))]))
+    return out
+
+
+def scripted_discussion(task: Task, rng: Optional[np.random.Generator] = None) -> Transcript:
+    """Each speaker, in a seeded order, states each fact it holds, in a seeded order (:func:`turns`)."""
+    said = turns(task, rng)
+    lines = [(speaker, f) for speaker, held in said for f in held]
+    return Transcript(tuple(s for s, _ in said), tuple(Utterance(i, s, f.text, f.id) for i, (s, f) in enumerate(lines)))
 
 
 def claim_list(transcript: Transcript, agents: Sequence[str] = ()) -> ClaimList:

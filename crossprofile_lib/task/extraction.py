@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
@@ -57,11 +57,14 @@ def _claims_from_groups(mt: MessyTranscript, groups: Sequence[Sequence[int]], ag
     return ClaimList(tuple(claims), tuple(mt.speaker_order), tuple(agents), said)
 
 
-def _groups_exact(utt: Sequence[Utterance]) -> list[list[int]]:
-    by: dict[str, list[int]] = {}
-    for u in utt:
-        by.setdefault(_norm(u.text), []).append(u.position)
-    return list(by.values())
+def _positions(keys: Iterable[Optional[str]]) -> dict[str, list[int]]:
+    """``{key: the positions holding it}`` in first-seen order (``None`` left out): the utterances stating each
+    fact of a ``truth`` list, or sharing a normalised text."""
+    out: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        if k is not None:
+            out.setdefault(k, []).append(i)
+    return out
 
 
 def _groups_fuzzy(utt: Sequence[Utterance], threshold: float) -> list[list[int]]:
@@ -91,14 +94,10 @@ def extract(mt: MessyTranscript, level: str, template, agents: Sequence[str], th
     """Claims of ``mt`` at ``level`` (:data:`LEVELS`); ``extractor`` is required for ``model``."""
     utt = mt.utterances
     if level == "oracle":
-        cl = oracle_claims(mt, template, agents)
-        pos = [u.position for u, fid in zip(utt, mt.truth) if fid is not None]
-        by_fact: dict[str, list[int]] = {}
-        for p in pos:
-            by_fact.setdefault(mt.truth[p], []).append(p)
+        cl, by_fact = oracle_claims(mt, template, agents), _positions(mt.truth)
         return Extraction(cl, tuple(tuple(by_fact[c.fact_id]) for c in cl.claims), level)
     if level == "exact":
-        groups = _groups_exact(utt)
+        groups = list(_positions(_norm(u.text) for u in utt).values())
     elif level == "fuzzy":
         groups = _groups_fuzzy(utt, threshold)
     elif level == "model":
@@ -133,10 +132,7 @@ def merge_quality(mt: MessyTranscript, ex: Extraction) -> MergeQuality:
             pred += 1
             tp += truth[a] is not None and truth[a] == truth[b]
     claim_of = {i: c for c, g in enumerate(ex.members) for i in g}
-    by_fact: dict[str, list[int]] = {}
-    for i, fid in enumerate(truth):
-        if fid is not None:
-            by_fact.setdefault(fid, []).append(i)
+    by_fact = _positions(truth)
     same = sum(len(v) * (len(v) - 1) // 2 for v in by_fact.values())
     hit = sum(1 for v in by_fact.values() for a, b in combinations(v, 2) if claim_of.get(a) == claim_of.get(b))
     shared = [v for v in by_fact.values() if len({speaker[i] for i in v}) >= 2]

@@ -40,19 +40,15 @@ INNOCENT = frozenset({
 IRREGULAR = {"misled": "mislead", "bestow": "bestow"}
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[a-z]+")
+_STEMMER = snowballstemmer.stemmer("english")
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
-    return snowballstemmer.stemmer("english")
-
-
-@lru_cache(maxsize=1)
-def _confusables() -> dict[str, str]:
-    """Non-ASCII character -> the ASCII letters it looks like (Unicode TR39 confusables)."""
+def _confusables() -> dict[int, str]:
+    """Non-ASCII character (code point) -> the ASCII letters it looks like (Unicode TR39 confusables)."""
     letters = {ch: next((g["c"] for g in glyphs if g["c"].isascii() and g["c"].isalpha()), None)
-               for ch, glyphs in confusables.confusables_data.items() if not ch.isascii()}
-    return {ch: letter for ch, letter in letters.items() if letter}
+               for ch, glyphs in confusables.confusables_data.items() if len(ch) == 1 and not ch.isascii()}
+    return {ord(ch): letter for ch, letter in letters.items() if letter}
 
 
 def fold(text: str) -> str:
@@ -60,9 +56,7 @@ def fold(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     text = "".join(ch for ch in unicodedata.normalize("NFD", text)
                    if unicodedata.category(ch) not in ("Cf", "Mn", "Me"))
-    table = _confusables()
-    text = "".join(table.get(ch, ch) for ch in text)
-    return unicodedata.normalize("NFKC", text)
+    return unicodedata.normalize("NFKC", text.translate(_confusables()))
 
 
 def _words(folded: str) -> list[str]:
@@ -71,7 +65,7 @@ def _words(folded: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 16)  # every template's words, stemmed once per process (the stemmer is pure Python)
 def _stem(word: str) -> str:
-    return _stemmer().stemWord(IRREGULAR.get(word, word))
+    return _STEMMER.stemWord(IRREGULAR.get(word, word))
 
 
 @lru_cache(maxsize=1)

@@ -94,7 +94,6 @@ def json_schema_gbnf(schema: dict, engine: Optional[str] = None) -> str:
             from cyllama.utils.json_schema_to_grammar import json_schema_to_grammar
         except ImportError:
             raise ImportError("a JSON-schema grammar needs a llama.cpp engine: run 'make install-llm'") from None
-        # llama-cpp-python's blank rule (at most one space), measured to change the answers otherwise
         return re.sub(r"(?m)^space ::= .*$", 'space ::= " "?', json_schema_to_grammar(schema))
     from llama_cpp.llama_grammar import json_schema_to_gbnf
     return json_schema_to_gbnf(json.dumps(schema))

@@ -15,8 +15,7 @@ from typing import Optional
 import numpy as np
 
 from crossprofile_lib.rng import stream
-from crossprofile_lib.task.discussion import Task, Transcript, Utterance
-from crossprofile_lib.task.variants import agent_names
+from crossprofile_lib.task.discussion import Task, Transcript, Utterance, turns
 
 #: share of fact utterances followed by one fact-less line (the protocol's default)
 DEFAULT_OPINION_RATE = 0.25
@@ -83,20 +82,15 @@ def messy_discussion(task: Task, opinion_rate: float = DEFAULT_OPINION_RATE,
         if len(wordings(f)) < 3:
             raise ValueError(f"template {t.id}: fact {f.id} has {len(wordings(f)) - 1} paraphrase(s); the messy "
                              f"protocol needs at least 2 per fact (template field facts[].paraphrases)")
-    # the scripted protocol's own draws, in its order: same speakers, same fact order
-    order_rng = stream(task.seed, t.id, "discussion", task.variant.name, task.n_agents)
+    said = turns(task)  # the scripted protocol's own draws: same speakers, same fact order
     if rng is None:
         rng = stream(task.seed, t.id, "messy", task.variant.name, task.n_agents)
-    agents = agent_names(task.n_agents)
-    order = tuple(agents[i] for i in order_rng.permutation(len(agents)))
     used: dict[str, list[int]] = {}
     utt: list[Utterance] = []
     truth: list[Optional[str]] = []
     wording: list[int] = []
-    for speaker in order:
-        held = [f for f in t.facts if speaker in task.holders[f.id]]
-        for j in order_rng.permutation(len(held)):
-            f = held[j]
+    for speaker, held in said:
+        for f in held:
             ws = wordings(f)
             before = used.setdefault(f.id, [])
             fresh = [k for k in range(len(ws)) if k not in before]
@@ -109,8 +103,7 @@ def messy_discussion(task: Task, opinion_rate: float = DEFAULT_OPINION_RATE,
             wording.append(k)
             u, which = rng.random(), int(rng.integers(len(FILLERS)))  # drawn at every rate: common numbers
             if u < rate:
-                _, line = FILLERS[which]
-                utt.append(Utterance(len(utt), speaker, line, None))
+                utt.append(Utterance(len(utt), speaker, FILLERS[which][1], None))
                 truth.append(None)
                 wording.append(-1)
-    return MessyTranscript(Transcript(order, tuple(utt)), tuple(truth), tuple(wording), rate)
+    return MessyTranscript(Transcript(tuple(s for s, _ in said), tuple(utt)), tuple(truth), tuple(wording), rate)

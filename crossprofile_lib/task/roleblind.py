@@ -13,7 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from crossprofile_lib.task.templates import ROLES, Template
+from crossprofile_lib.design import ROLES
+from crossprofile_lib.task.templates import Template
 from crossprofile_lib.task.tokenizer import default_tokenizer
 
 POSITIVE = frozenset("""passed praised reliable fast quick faster praised won award awarded zero

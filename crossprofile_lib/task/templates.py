@@ -22,7 +22,7 @@ from typing import Annotated, Iterable, Literal, Optional
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from crossprofile_lib.design import DOMAINS, ROLES  # noqa: F401  (ROLES re-exported: the fact roles)
+from crossprofile_lib.design import DOMAINS
 from crossprofile_lib.safety.inputs import TemplateError, parse_yaml, read_template_text, template_paths
 from crossprofile_lib.task import hints
 

@@ -18,11 +18,13 @@ import json
 import math
 import re
 import threading
-import time
 from functools import lru_cache
+from itertools import cycle
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from crossprofile_lib.safety.inputs import input_file_problem
 from crossprofile_lib.safety.redact import redact_url
@@ -48,12 +50,9 @@ class OfflineTokenizer:
 
     @staticmethod
     @lru_cache(maxsize=65536)
-    def _count(text: str) -> int:
+    def count(text: str) -> int:
         words = (m.group(0).lstrip(" ") for m in _PRETOKEN.finditer(text))
         return sum(1 + max(0, math.ceil((len(w) - 8) / 6)) if w.isalpha() else 1 for w in words)
-
-    def count(self, text: str) -> int:
-        return self._count(text)
 
 
 class GGUFTokenizer:
@@ -110,12 +109,6 @@ SERVER_ENDPOINTS = (
 _PROBE_TEXT = "Budgets are priced in tokens, 12 of them."
 
 
-def server_root(base_url: str) -> str:
-    """The server root of an OpenAI-style base URL (``http://h:8000/v1`` -> ``http://h:8000``)."""
-    u = base_url.rstrip("/")
-    return u[:-3] if u.endswith("/v1") else u
-
-
 class HTTPStatusError(OSError):
     """A tokenize endpoint answered with an HTTP error status (``status``)."""
 
@@ -141,14 +134,12 @@ class ServerTokenizer:
             raise ValueError(f"unknown tokenize endpoint kind '{kind}' (known: {', '.join(spec)})")
         self.kind, self.model, self.timeout = kind, model, float(timeout)
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
-        self.urls = [server_root(u) + spec[kind][0] for u in urls]
+        self.urls = [u.rstrip("/").removesuffix("/v1") + spec[kind][0] for u in urls]  # the server root's endpoint
         self.url = self.urls[0]
         self.shown_url = ", ".join(redact_url(self.urls))
         self._body = spec[kind][1]
-        self._headers = {"Content-Type": "application/json"}
-        if api_key and api_key != "EMPTY":
-            self._headers["Authorization"] = f"Bearer {api_key}"
         self._secrets = [api_key] if api_key and api_key != "EMPTY" else []
+        self._headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {api_key}"} if self._secrets else {})
         self._conns: dict = {}
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -195,21 +186,13 @@ class ServerTokenizer:
         raise ValueError("answer has neither 'tokens' nor 'count'")
 
     def _ask(self, text: str) -> int:
-        """The endpoint's count (offset removed), retried across the URLs (see the class doc)."""
-        last = None
-        for attempt in range(self.retries + 1):
-            url = self.urls[attempt % len(self.urls)]
-            try:
-                return max(0, self._raw(text, url) - self.offset)
-            except HTTPStatusError as e:
-                last = e
-                if e.status not in TRANSIENT_STATUSES:
-                    break
-            except (OSError, ValueError, http.client.HTTPException) as e:
-                last = e
-            if attempt < self.retries:
-                time.sleep(self.retry_wait * 2 ** attempt)
-        raise last
+        """The endpoint's count (offset removed), retried across the URLs after ``retry_wait * 2**i`` s (see the
+        class doc); an HTTP status not in :data:`TRANSIENT_STATUSES` is not retried."""
+        urls = cycle(self.urls)
+        retried = retry_if_exception(lambda e: isinstance(e, (OSError, ValueError, http.client.HTTPException)) and not (
+            isinstance(e, HTTPStatusError) and e.status not in TRANSIENT_STATUSES))
+        return Retrying(stop=stop_after_attempt(self.retries + 1), wait=wait_exponential(self.retry_wait),
+                        retry=retried, reraise=True)(lambda: max(0, self._raw(text, next(urls)) - self.offset))
 
     def count(self, text: str) -> int:
         with self._lock:
@@ -249,9 +232,7 @@ def _probe_one(base_url: str, model: str, api_key, timeout: float):
     with _PROBE_LOCK:
         if key in _PROBED:
             return _PROBED[key]
-        tried = []
-        found = None
-        tok = None
+        tried, tok = [], None
         for kind, path, _ in SERVER_ENDPOINTS:
             if tok is not None:
                 tok.close()  # the previous kind did not answer
@@ -278,11 +259,11 @@ def _probe_one(base_url: str, model: str, api_key, timeout: float):
                 tok.offset = max(0, tok._raw(""))  # e.g. a BOS token added to every text
             except (OSError, ValueError):
                 tok.offset = 0
-            found = (tok, f"{kind} endpoint {tok.shown_url}", "found")
+            _PROBED[key] = (tok, f"{kind} endpoint {tok.shown_url}", "found")
             break
-        result = found or (None, "no tokenize endpoint answered: tried " + "; ".join(tried), "no-endpoint")
-        _PROBED[key] = result
-        return result
+        else:
+            _PROBED[key] = (None, "no tokenize endpoint answered: tried " + "; ".join(tried), "no-endpoint")
+        return _PROBED[key]
 
 
 def probe_servers(base_urls, model: str, api_key: str | None = None, timeout: float = 10.0, store=None):
@@ -336,9 +317,8 @@ def get_tokenizer(spec: str | None) -> Tokenizer:
         kind, _, arg = spec.partition(":")
         p = Path(arg if kind in ("gguf", "hf") else spec).expanduser()
         f = p / "tokenizer.json" if kind != "gguf" and p.is_dir() else p
-        if kind in ("gguf", "hf") or p.exists():
-            if problem := input_file_problem(f):
-                raise ValueError(f"tokenizer '{spec}': {f} {problem}")
+        if (kind in ("gguf", "hf") or p.exists()) and (problem := input_file_problem(f)):
+            raise ValueError(f"tokenizer '{spec}': {f} {problem}")
     try:
         return _get_tokenizer(spec)
     except (ValueError, FileNotFoundError, ImportError):

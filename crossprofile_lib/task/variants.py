@@ -10,10 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crossprofile_lib.design import CELLS, CLASSIC, MIRROR, VARIANT_NAMES  # noqa: E402,F401
-from crossprofile_lib.task.templates import ROLES, Template
-
-GROUP_ORDER = ROLES  # support, decoy, irrelevant
+from crossprofile_lib.design import CELLS, ROLES, VARIANT_NAMES
+from crossprofile_lib.task.templates import Template
 
 
 @dataclass(frozen=True)
@@ -26,19 +24,11 @@ class Variant:
 
     def attr(self, role: str) -> str:
         """'shared' or 'private' for a role."""
-        return "shared" if self.name[GROUP_ORDER.index(role)] == "S" else "private"
+        return "shared" if self.name[ROLES.index(role)] == "S" else "private"
 
-    @property
-    def support_attr(self) -> str:
-        return self.attr("support")
-
-    @property
-    def decoy_attr(self) -> str:
-        return self.attr("decoy")
-
-    @property
-    def irrelevant_attr(self) -> str:
-        return self.attr("irrelevant")
+    support_attr = property(lambda self: self.attr("support"))
+    decoy_attr = property(lambda self: self.attr("decoy"))
+    irrelevant_attr = property(lambda self: self.attr("irrelevant"))
 
     @property
     def cell(self) -> str:
@@ -69,7 +59,7 @@ def assign_holders(template: Template, variant: Variant, n_agents: int,
     holders: dict[str, tuple[str, ...]] = {}
     rotation = [agents[i] for i in rng.permutation(n_agents)]
     cursor = 0
-    for role in GROUP_ORDER:
+    for role in ROLES:  # support, decoy, irrelevant
         facts = template.facts_by_role(role)
         if variant.attr(role) == "shared":
             holders |= {f.id: agents for f in facts}

