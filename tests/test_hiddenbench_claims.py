@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from crossprofile_lib.hiddenbench.claims import (
+    CONFIRM_LOW,
     MAX_CLAIMS_PER_MESSAGE,
     MERGE_THRESHOLD,
     RawClaim,
@@ -67,6 +68,24 @@ def test_grey_zone_confirmed_by_the_model():
     yes = merge_claims(raw, ("A1", "A2"), confirm=lambda i, rep: True)
     assert yes.cluster == (0, 0) and yes.confirmed_pairs == ((1, 0, True),)
     assert merge_claims(raw, ("A1", "A2"), confirm=lambda i, rep: False).cluster == (0, 1)
+
+
+def test_grey_zone_bounds_are_low_inclusive_and_threshold_exclusive():
+    """A pair at exactly CONFIRM_LOW (7 shared of 20 content words = 0.35) is put to the model; one just below
+    (7 of 21) is not; one at exactly MERGE_THRESHOLD (3 of 5 = 0.6) merges by the rule, unasked."""
+    shared = "amber basil cedar delta ember fjord gravel"
+    a = f"{shared} harbor island jasper kettle lantern meadow"               # 7 shared + 6 own
+    b = f"{shared} nectar orchard pepper quartz raven saddle timber"        # 7 shared + 7 own: 7/20
+    c = f"{shared} nectar orchard pepper quartz raven saddle timber umber"  # 7 shared + 8 own: 7/21
+    assert jaccard(key(a), key(b)) == CONFIRM_LOW and jaccard(key(a), key(c)) < CONFIRM_LOW
+    assert grey_pairs([RawClaim("A1", 0, a), RawClaim("A2", 1, b)]) == [(1, 0)]
+    assert grey_pairs([RawClaim("A1", 0, a), RawClaim("A2", 1, c)]) == []
+    d, e = "amber basil cedar delta", "amber basil cedar ember"             # 3 shared of 5 = 0.6
+    assert jaccard(key(d), key(e)) == MERGE_THRESHOLD
+    asked = []
+    m = merge_claims([RawClaim("A1", 0, d), RawClaim("A2", 1, e)], ("A1", "A2"),
+                     confirm=lambda i, rep: asked.append((i, rep)) or False)
+    assert m.cluster == (0, 0) and asked == []
 
 
 def test_every_memory_policy_runs_unchanged_on_extracted_claims():
