@@ -135,11 +135,11 @@ class LlamaCppBackend(LLMBackend):
         self.n_batch = option_number(owner, "n_batch", n_batch, low=1, high=1 << 16, integer=True)
         self.n_threads = (option_number(owner, "n_threads", n_threads, low=1, high=1024, integer=True)
                           if n_threads is not None else auto_threads())
+        self.path = model_path(model)  # a missing model file is named even where no engine is installed
         try:
             self.engine_name = engine_name(engine)
         except ValueError as e:
             raise ValueError(f"{owner}: option {e}") from None
-        self.path = model_path(model)
         self.engine = open_engine(self.path, self.START_CTX if self.auto_ctx else int(n_ctx), self.n_batch,
                                   self.n_threads, self.engine_name)
         own = tokenizer in (None, "", "model")
