@@ -96,16 +96,22 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET) -> None:
     w(f"   results are {res.get('status_label', h['status'])}")
     w()
     w(f"Preregistered contrasts ({res['prereg']}; p adjusted within family)")
-    rows = []
+    rows, why = [], []   # a contrast not estimable gets a note number; its reason is printed under the table
     for r in res["contrasts"].itertuples():
         paper = ", ".join(f"{k} {v}" for k, v in (r.paper or {}).items())
         fam = r.family if r.family != "confirmatory" or res.get("status", "confirmatory") == "confirmatory" \
             else "confirmatory (run exploratory)"
+        if not r.estimable:
+            why.append(f"   [{len(why) + 1}] {r.id}: {r.reason}")
         rows.append(dict(id=r.id, family=fam, estimate=fmt_ci(r.estimate, r.lo, r.hi) if r.estimable else
-                         f"not estimable: {r.reason}", p=fmt_p(r.p), p_adj=fmt_p(r.p_adjusted),
+                         f"not estimable [{len(why)}]", p=fmt_p(r.p), p_adj=fmt_p(r.p_adjusted),
                          reject=("yes" if r.reject else "no") if r.estimable and r.family else "",
                          paper=paper, title=r.title))
     w(pd.DataFrame(rows).to_string(index=False))
+    if why:
+        w("   not estimable:")
+        for line in why:
+            w(line)
     w("   paper = the paper's reported values (SPEC sections 8, 10), not results of this run")
     w()
     w("Accuracy (%) per policy x budget x variant")
