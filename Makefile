@@ -45,14 +45,12 @@ install-engine: $(ENGINE_STAMP)
 
 install-llm: $(LLM_STAMP)
 
-# The tests that need no embedded model run while it installs (a compile where pip's cache lacks its
-# wheel; its log: .venv/install-llm.log), on TEST_JOBS workers (pytest-xdist; default: every core; 0: in one
-# process; the tests that read the one quick book share a worker: --dist loadgroup; at normal priority: a
-# run with them under `nice 10` had two early failures while the compile ran, cause not yet looked into); the
-# `llm`-marked ones start as soon as the engine is in, beside them (their own temporary folder; output:
-# .venv/test-llm.log, printed at the end; OpenMP's threads wait passively, not spinning on cores the other
-# workers need). tests/conftest.py fails a test that skips for a missing llama-cpp-python without
-# that mark, so none is silently never run.
+# The tests that need no embedded model run while it installs (prebuilt wheels; its log: .venv/install-llm.log),
+# on TEST_JOBS workers (pytest-xdist; default: every core; 0: in one process; the tests that read the one quick
+# book share a worker: --dist loadgroup); the `llm`-marked ones start as soon as the engine is in, beside them
+# (their own temporary folder; output: .venv/test-llm.log, printed at the end; OpenMP's threads wait passively,
+# not spinning on cores the other workers need). tests/conftest.py fails a test that skips for a missing engine
+# or model without that mark, so none is silently never run.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
 	@rm -f $(VENV)/install-llm.rc $(VENV)/test-llm.rc; \
