@@ -155,3 +155,38 @@ def test_a_test_skipping_for_the_engine_must_be_marked_llm():
     assert not unmarked_llama_skip(True, True, reason)          # marked: runs after the install
     assert not unmarked_llama_skip(False, False, reason)        # not skipped
     assert not unmarked_llama_skip(True, False, "needs a GPU")  # another reason
+
+
+def python_floor_problems(pins: dict[str, str], requires_python: dict[str, str | None], floor: str) -> list[str]:
+    """Pins whose own ``Requires-Python`` refuses ``floor``, the oldest Python the project accepts."""
+    from packaging.specifiers import SpecifierSet
+    return [f"{name}=={pins[name]} requires Python {spec}, which refuses {floor} (pyproject.toml accepts it)"
+            for name, spec in sorted(requires_python.items())
+            if name in pins and spec and not SpecifierSet(spec).contains(floor, prereleases=True)]
+
+
+def _floor() -> str:
+    """The oldest Python pyproject.toml's requires-python admits (``>=3.11`` -> ``3.11.0``)."""
+    lows = [s.version for s in Requirement("x" + _project()["requires-python"]).specifier if s.operator == ">="]
+    assert len(lows) == 1, "requires-python needs one lower bound (>=)"
+    v = Version(lows[0])
+    return f"{v.major}.{v.minor}.{v.micro}"
+
+
+def test_every_installed_pin_accepts_the_oldest_python_the_project_accepts():
+    """Debian 12's python3.11 is 3.11.2: soupsieve 4.1.3 (Requires-Python >=3.11.5) made `make install` fail there
+    while pyenv's 3.11.7 installed it. Every pinned package installed here must accept requires-python's floor."""
+    from importlib.metadata import distributions
+    pins = _constraints()
+    installed = {_norm(d.metadata["Name"]): d.metadata.get("Requires-Python") for d in distributions()
+                 if _norm(d.metadata["Name"]) in pins and d.version == pins[_norm(d.metadata["Name"])]}
+    assert len(installed) > 100, f"only {len(installed)} pinned packages found installed: is this the project's venv?"
+    assert python_floor_problems(pins, installed, _floor()) == []
+
+
+def test_the_python_floor_check_catches_a_pin_that_needs_a_newer_python():
+    pins = {"soupsieve": "4.1.3", "six": "1.17.0"}
+    assert python_floor_problems(pins, {"soupsieve": ">=3.11.5", "six": ">=2.7"}, "3.11.0") == [
+        "soupsieve==4.1.3 requires Python >=3.11.5, which refuses 3.11.0 (pyproject.toml accepts it)"]
+    assert python_floor_problems(pins, {"soupsieve": ">=3.9", "six": None}, "3.11.0") == []
+    assert _floor() == "3.11.0"
