@@ -132,7 +132,7 @@ site: install
 lab: install
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp scripts/lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$(CURDIR)" \
 		--LabApp.default_url=/lab/tree/notebooks/10-explorer.md \
 		--LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 		$$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)

@@ -247,6 +247,19 @@ def test_make_chapter_names_a_missing_chapter():
     assert r.returncode != 0 and "NAME=99: no such chapter" in r.stdout + r.stderr
 
 
+def unquoted_checkout_paths(makefile: str) -> list[str]:
+    """Recipe lines that pass ``$(CURDIR)`` outside double quotes: in a checkout whose path has a space
+    (``~/My Projects/crossprofile``) the shell splits it (``make lab`` failed there: "No such directory")."""
+    return [line.strip() for line in makefile.splitlines()
+            if line.startswith("\t") and "$(CURDIR)" in line.replace('"$(CURDIR)"', "")]
+
+
+def test_the_makefile_quotes_the_checkout_path():
+    assert unquoted_checkout_paths((ROOT / "Makefile").read_text()) == []
+    assert unquoted_checkout_paths('\tjupyter lab --root_dir=$(CURDIR) \\\n') == ["jupyter lab --root_dir=$(CURDIR) \\"]
+    assert unquoted_checkout_paths('\tpapermill --cwd "$(CURDIR)"\n# $(CURDIR) in a comment\n') == []
+
+
 @pytest.mark.slow
 def test_make_lab_prints_a_link_to_chapter_10_without_news():
     """``make lab LAB_ARGS=--no-browser`` in a fresh shell: the link it prints opens chapter 10, not the
