@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +160,6 @@ def test_a_test_skipping_for_the_engine_must_be_marked_llm():
 
 def python_floor_problems(pins: dict[str, str], requires_python: dict[str, str | None], floor: str) -> list[str]:
     """Pins whose own ``Requires-Python`` refuses ``floor``, the oldest Python the project accepts."""
-    from packaging.specifiers import SpecifierSet
     return [f"{name}=={pins[name]} requires Python {spec}, which refuses {floor} (pyproject.toml accepts it)"
             for name, spec in sorted(requires_python.items())
             if name in pins and spec and not SpecifierSet(spec).contains(floor, prereleases=True)]
@@ -167,7 +167,7 @@ def python_floor_problems(pins: dict[str, str], requires_python: dict[str, str |
 
 def _floor() -> str:
     """The oldest Python pyproject.toml's requires-python admits (``>=3.11`` -> ``3.11.0``)."""
-    lows = [s.version for s in Requirement("x" + _project()["requires-python"]).specifier if s.operator == ">="]
+    lows = [s.version for s in SpecifierSet(_project()["requires-python"]) if s.operator == ">="]
     assert len(lows) == 1, "requires-python needs one lower bound (>=)"
     v = Version(lows[0])
     return f"{v.major}.{v.minor}.{v.micro}"
@@ -178,8 +178,8 @@ def test_every_installed_pin_accepts_the_oldest_python_the_project_accepts():
     while pyenv's 3.11.7 installed it. Every pinned package installed here must accept requires-python's floor."""
     from importlib.metadata import distributions
     pins = _constraints()
-    installed = {_norm(d.metadata["Name"]): d.metadata.get("Requires-Python") for d in distributions()
-                 if _norm(d.metadata["Name"]) in pins and d.version == pins[_norm(d.metadata["Name"])]}
+    installed = {name: d.metadata.get("Requires-Python") for d in distributions()
+                 if pins.get(name := _norm(d.metadata["Name"])) == d.version}
     assert len(installed) > 100, f"only {len(installed)} pinned packages found installed: is this the project's venv?"
     assert python_floor_problems(pins, installed, _floor()) == []
 
