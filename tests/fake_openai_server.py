@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -315,6 +316,8 @@ def main(argv=None) -> None:
     p.add_argument("--models-open", action="store_true")
     p.add_argument("--empty-text", default=" ")
     p.add_argument("--empty-body-first", type=int, default=0)
+    p.add_argument("--listen-when", default=None, help="start, then wait until this file exists before listening "
+                   "(a restart that binds the moment the test says so, however slowly this machine starts a process)")
     a = p.parse_args(argv)
     fake = FakeServer(a.fail_first, a.fail_status, a.burst_500, a.delay_first, a.delay_s, a.malformed_first,
                       a.latency_s, a.api_key, a.log, tokenize=a.tokenize, served_model=a.served_model,
@@ -324,6 +327,10 @@ def main(argv=None) -> None:
                       empty_text=a.empty_text.encode().decode("unicode_escape"), empty_body_first=a.empty_body_first)
 
     async def serve():
+        if a.listen_when:
+            print("fake OpenAI server waiting for " + a.listen_when, flush=True)
+            while not os.path.exists(a.listen_when):
+                await asyncio.sleep(0.01)
         srv = await asyncio.start_server(fake.handle, "127.0.0.1", a.port)
         print(f"fake OpenAI server on http://127.0.0.1:{a.port}/v1", flush=True)
         async with srv:

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -51,28 +50,47 @@ def records():
 
 @FIFO
 def test_no_reader_blocks_on_a_fifo_or_reads_dev_zero(tmp_path):
+    import threading
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
+    opened = []  # a writer waits on the FIFO: it gets through only if some loader opened it for reading
+
+    def writer():
+        with open(fifo, "wb"):
+            opened.append(not checked.is_set())
+    checked = threading.Event()
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
     loaders = [lambda p: load_hiddenbench(p), lambda p: load_prereg(p), lambda p: ChatTemplate.from_spec(str(p)),
                lambda p: get_tokenizer(f"gguf:{p}"), lambda p: read_bytes(p, 1024)]
-    t0 = time.perf_counter()
     for load in loaders:
         for p in (fifo, Path("/dev/zero"), tmp_path):
             with pytest.raises(ValueError, match="regular file|not a folder|is a folder"):
                 load(p)
-    assert time.perf_counter() - t0 < 5  # nothing was read from the FIFO or the device
+    checked.set()
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer go, counted as the test's own open
+    w.join()
+    assert opened == [False], "a loader opened the FIFO for reading (it would have blocked without this writer)"
     assert input_file_problem(fifo).startswith("is not a regular file") and input_file_problem(tmp_path) == \
         "is a folder, not a file"
 
 
-def test_size_cap_is_checked_before_reading(tmp_path):
+def test_size_cap_is_checked_before_reading(tmp_path, monkeypatch):
+    import crossprofile_lib.safety.text_input as text_input
     p = tmp_path / "sparse.json"
     with open(p, "wb") as fh:
         fh.truncate(8 << 30)  # 8 GiB, sparse: reading it would take minutes
-    t0 = time.perf_counter()
-    with pytest.raises(HiddenBenchError, match="size limit"):
+
+    real_open = os.open
+
+    def guarded_open(path, *a, **k):
+        if Path(path) == p:
+            raise AssertionError("the file was opened: its size was not checked first")
+        return real_open(path, *a, **k)
+    monkeypatch.setattr(text_input.os, "open", guarded_open)
+    # the refusal quotes the size stat() reports (a read would stop at the cap and say "more than ...")
+    with pytest.raises(HiddenBenchError, match=f"{8 << 30} bytes.*size limit|size limit.*{8 << 30} bytes"):
         load_hiddenbench(p)
-    assert time.perf_counter() - t0 < 1
     with pytest.raises(InputError, match="size limit"):
         read_bytes(p, 100)
 
