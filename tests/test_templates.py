@@ -209,6 +209,60 @@ def test_comparisons_over_the_option_set_are_rule_5(hospital, fid, text, phrase)
     assert ei.value.field == f"facts[{i}].text"
 
 
+#: Issue 52 item 6: comparisons with the option set that a phrase list let through (an independent re-implementation
+#: found the first two); the rule is a comparison (superlative, comparative, verb or position of comparison) and a
+#: reference to the option set or the other options in one sentence, in either order.
+OPTION_SET_COMPARISONS = [
+    ("F09", "Helix Infusion Systems sells the cheapest pump on the list for five-year ownership.", "on the list"),
+    ("F09", "Helix Infusion Systems undercut every other bid on five-year ownership cost.", "every other bid"),
+    ("F09", "Helix Infusion Systems priced five-year ownership below all other suppliers.", "all other suppliers"),
+    ("F09", "Helix Infusion Systems quoted a five-year ownership cost lower than anyone else.", "anyone else"),
+    ("F09", "Helix Infusion Systems had the lowest five-year ownership price on offer.", "on offer"),
+    ("F06", "Helix Infusion Systems beat its competitors on repair response times last year.", "its competitors"),
+    ("F06", "Of the suppliers bidding, Helix Infusion Systems answered repair calls fastest.", "suppliers bidding"),
+    ("F06", "Helix Infusion Systems outpaced the field on repair response times last year.", "the field"),
+    ("F09", "Helix Infusion Systems topped the shortlist on five-year ownership cost.", "the shortlist"),
+    ("F09", "Helix Infusion Systems' five-year ownership cost undercuts the alternatives by 12 percent.",
+     "the alternatives"),
+    ("F09", "Helix Infusion Systems' five-year ownership cost is as low as any other offer.", "any other offer"),
+    ("F06", "Helix Infusion Systems offered the quickest repair times under consideration.", "under consideration"),
+]
+
+
+@pytest.mark.parametrize("fid,text,phrase", OPTION_SET_COMPARISONS)
+def test_comparisons_with_the_option_set_by_meaning_are_rule_5(hospital, fid, text, phrase):
+    with pytest.raises(TemplateError) as ei:
+        validate_template(_with_fact_text(hospital, fid, text), "x.yaml")
+    assert ei.value.rule.startswith("rule 5") and phrase in str(ei.value), str(ei.value)
+
+
+#: Their near misses: the same comparison words with no option set, or set words that compare nothing.
+OPTION_SET_NEAR_MISSES = [
+    ("F09", "Helix Infusion Systems undercut its own 2019 price for the same pumps by 12 percent."),
+    ("F09", "Helix Infusion Systems services each pump every other month, more often than the maker asks."),
+    ("F06", "Helix Infusion Systems engineers beat the city marathon record in 2019 by four minutes."),
+    ("F09", "Helix Infusion Systems sells the cheapest pump in its own catalogue for 900 pounds."),
+    ("F03", "Medora Devices received the largest arts grant in its history for a sculpture in 2021."),
+    ("F06", "Helix Infusion Systems answers repair calls faster than the regional average of three hours."),
+    ("F03", "Medora Devices sent one of the bids in a blue folder tied with ribbon."),
+    ("F09", "Helix Infusion Systems quoted a list price of 40,000 pounds, below its 2020 list price."),
+    ("F03", "Medora Devices has no other depots in the region besides its Leeds warehouse."),
+]
+
+
+@pytest.mark.parametrize("fid,text", OPTION_SET_NEAR_MISSES)
+def test_comparisons_by_meaning_near_misses_pass(hospital, fid, text):
+    validate_template(_with_fact_text(hospital, fid, text), "x.yaml")
+
+
+def test_every_bundled_fact_and_paraphrase_passes_the_comparison_rule():
+    """The rule by meaning refuses no text of the 70 bundled templates (facts and every paraphrase)."""
+    from crossprofile_lib.task import hints
+    flagged = [(t.id, f.id, x) for t in load_templates(ROOT / "templates") for f in t.facts
+               for x in (f.text, *f.paraphrases) if hints.find_comparison(x)]
+    assert not flagged, flagged
+
+
 def test_option_set_size_is_the_templates(hospital):
     """'of the four' ranks a four-option set, not a three-option one (and 'of five colours' never)."""
     from crossprofile_lib.task import hints

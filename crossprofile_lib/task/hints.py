@@ -110,49 +110,125 @@ def describe(h: Hint) -> str:
     return s + " gives the answer away"
 
 
-# Comparisons over the option set ("the lowest bid received") and text addressed to the decision model ("choose
-# option B") give the answer away as a hint word does (SPEC section 2, rule 5). Matched on the folded, lower-cased text.
+# Comparisons with the option set (SPEC section 2, rule 5) give the answer away as a hint word does. The rule is about
+# meaning, not a phrase list: a sentence compares an option with the option set when it holds a *comparison* (a
+# superlative or ranking, a comparative "than" / "as ... as", a verb of comparison such as undercut, beat, outpace or
+# top, a position such as below, ahead of or the only) and, in the same sentence, a *reference to the option set or
+# to the other options* ("every other bid", "anyone else", "the rest", "its rivals", "the alternatives", "the
+# field", "on the list", "on offer", "under consideration", "of the three"). Either may come first ("of the suppliers
+# bidding, X answered fastest"). A comparison with anything else passes ("lower than last year's price", "the
+# busiest junction in town", "undercut its own 2019 price"); so does a set word with no comparison ("serviced every
+# other month", "one of the bids"). Matched on the folded, lower-cased text.
 
 #: Words ending in -est that are not superlatives.
 NOT_SUPERLATIVE = frozenset("""arrest attest behest bequest chest contest crest digest detest earnest everest
  forest guest harvest honest infest inquest interest invest manifest midwest modest molest nest northwest pest
  priest protest quest request rest southwest suggest tempest test unrest vest west zest conquest divest""".split())
 _NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-#: Nouns for the members of a decision's option set (a fact about "the only bidder to ..." ranks it).
+#: Nouns for the members of a decision's option set (a fact about "the only bidder to ..." ranks it), with the
+#: sellers the domains choose between ("every other supplier"); not the things chosen ("the only route to ...").
 SET_NOUNS = ("options", "candidates", "bidders", "bids", "offers", "tenders", "tenderers", "quotes", "quotations",
              "proposals", "applicants", "finalists", "contenders", "shortlisted", "rivals", "competitors",
-             "alternatives", "entries", "submissions")
-_SET_NOUN = "(?:" + "|".join(n.rstrip("s") + "s?" if n.endswith("s") else n for n in SET_NOUNS) + ")"
+             "alternatives", "entries", "submissions", "suppliers", "vendors", "providers", "contractors", "firms",
+             "companies", "operators", "agencies", "makers", "manufacturers")
+_SET_NOUN = "(?:" + "|".join(n[:-3] + "(?:y|ies)" if n.endswith("ies") else n.rstrip("s") + "s?"
+                             if n.endswith("s") else n for n in SET_NOUNS) + ")"
 _WORD_RE = re.compile(r"[a-z]+")
+#: Nouns after "every other" that make it alternation, not the other options ("serviced every other month").
+_TIME_NOUNS = r"(?:day|night|week|weekend|month|year|season|term|quarter|shift|visit|time|line|row|page|step)s?"
+#: Participles that make a set word the option set ("the bids received", "every quote submitted").
+_CONSIDERED = r"(?:received|submitted|tendered|quoted|offered|proposed|considered|compared|shortlisted|reviewed|evaluated|bidding|competing|tendering)"
 
 
-def _set_marker(n_options: int) -> re.Pattern:
-    """What after a superlative says it ranks the option set (``of the three``, ``received``, ...)."""
+def _set_reference(n_options: int) -> re.Pattern:
+    """A reference to the option set or to the other options, anywhere in a sentence."""
     n = f"(?:{_NUMBER_WORDS.get(n_options, str(n_options))}|{n_options})"
+    quant = r"(?:every|each|all|any|no|the|both|either|neither)"
     return re.compile(
-        rf"\bof (?:the |all |these |those )?{n}\b|\bof (?:them )?all\b|\bof (?:both|either|any|every)\b|\bamong\b"
-        rf"|\b(?:received|submitted|tendered|shortlisted)\b|\bon the shortlist\b|\bin the (?:tender|running|field)\b"
-        rf"|\bof (?:any|every|all|the) (?:other )?(?:\w+ )?{_SET_NOUN}\b" + _EVALUATION)
+        rf"\b{quant} (?:of the )?others?\b(?! {_TIME_NOUNS}\b)(?: (?:\w+ ){{0,2}}?{_SET_NOUN}\b)?"
+        rf"|\b(?:the|its|their) (?:other|remaining) (?!{_TIME_NOUNS}\b)(?:{n}|two|three|four|five|ones?|\w+s)\b"
+        rf"|\b(?:anyone|anybody|anything|anywhere|everyone|everybody|everything|everywhere|whoever|whatever|whichever"
+        rf"|nobody|nothing|nowhere|no one|someone|somebody|something) else\b"
+        rf"|\b(?:the|its|their|all|any|every|each) (?:\w+ )?(?:rival|competitor|competing|alternative)s?\b"
+        rf"|\bthe (?:rest|competition|field|pack|bunch|lot)\b(?!'s)"
+        rf"|\b(?:on|of|from|topped|tops|top|heads?|headed|led|leads?) the (?:short)?list\b(?! (?:price|prices)\b)"
+        rf"|\b(?:on offer|on the table|under consideration|in contention|in the running|being considered)\b"
+        rf"|\b(?:of|among|between|from) (?:the |all |these |those |all the )?{n}\b"
+        rf"(?=\s*(?:$|[,)]|(?:\w+ )?{_SET_NOUN}\b|(?:on|in|for|at|by|with|to|and|but)\b))|\bof (?:them )?all\b"
+        rf"|\bof (?:both|either|any|every|all|each)\b|\bamong (?:the |its |all |all the )?(?:\w+ )?{_SET_NOUN}\b"
+        rf"|\b(?:the|every|each|all|any) (?:\w+ )?{_SET_NOUN} {_CONSIDERED}\b"
+        rf"|\b(?:of|from) (?:the|all the|all|any|every) (?:other )?(?:\w+ )?{_SET_NOUN}\b"
+        rf"|\b{_SET_NOUN} (?:bidding|competing|tendering|in the (?:tender|running))\b"
+        rf"|\bthe only (?:one|{_SET_NOUN})\b")
 
 
-_OTHERS = (rf"(?:the others?|the rest|its (?:rivals?|competitors?)"
-           rf"|(?:any |all |the )?(?:other|rival|competing) (?:\w+ )?{_SET_NOUN})")
-_AGAINST_THE_OTHERS = re.compile(
-    rf"\bthan (?:any|all|every|either|both|each|{_OTHERS}|the (?:two|three|four|five) others?)\b"
-    rf"|\bunlike (?:the|its|both|either|all|any) (?:others?|rivals?|competitors?|(?:other|two|three) \w+)"
-    rf"|\bthe other (?:two|three|four|five)\b|\b(?:neither|either|both|none) of the others\b"
-    rf"|\bahead of (?:all|every|both|{_OTHERS})\b"
-    rf"|\bout(?:ranked|scored|bid|performed|priced|did) (?:all|every|both|each|{_OTHERS})\b"
-    rf"|\bthe only (?:one|{_SET_NOUN})\b")
-#: Rankings: like superlatives, a hint only when what follows says they rank the option set
+#: A reference that counts only after a superlative in its clause ("the lowest bid received", "ranked first in the
+#: committee's scoring"): on its own such a word names no option set ("received a grant").
+_EVALUATION = (r"\bin the (?:\w+'s )?(?:scoring|evaluation|assessment|comparison|tender|procurement|selection|"
+               r"shortlist|ranking|ratings?|scores?)\b|\b(?:received|submitted|tendered|shortlisted)\b"
+               r"|\bin the (?:tender|running|field)\b")
+_EVALUATION_RE = re.compile(_EVALUATION)
+#: Rankings: like superlatives, a hint only with a reference to the option set
 #: ("ranked first in the council's scoring"; not "came last in a magazine's reader poll").
 _RANKING = (r"\b(?:ranked|ranks|rated|came|placed|finished|scored|comes|stands)"
             r" (?:first|second|third|last|top|bottom|highest|lowest)\b|\b(?:first|second|third|last|top) place\b"
             r"|\b(?:top|highest|lowest|first|best)[- ]ranked\b|\bnumber one\b|\brunner[- ]up\b")
-_EVALUATION = (r"|\bin the (?:\w+'s )?(?:scoring|evaluation|assessment|comparison|tender|procurement|selection|"
-               r"shortlist|ranking|ratings?|scores?)\b")
+_SUPERLATIVE = re.compile(r"\b(?:(most|least|fewest|worst)\b|([a-z]{2,}est)\b)|(?P<rank>" + _RANKING + ")")
+#: Comparatives, verbs of comparison and positions relative to others.
+_COMPARATIVE = re.compile(
+    r"(?<!\brather )(?<!\bother )\bthan\b|\bas (?:\w+ )?\w+ as\b|\bthe \w+er of\b"
+    r"|\b(?:undercut|underbid|underprice|outbid|outprice|outrank|outscore|outperform|outdo|outdid|outdone|outlast"
+    r"|outpace|outclass|outshine|outshone|outsell|outsold|outstrip|outmatch|outweigh|outnumber|outrun|outran|outspend"
+    r"|beat|beaten|surpass|exceed|trump|eclipse|top|topp|lead|led|trail|lag|lagg|match|rival|better|worse|edg)"
+    r"(?:s|es|d|ed|ing|ped|ping|ged|ging|ted|ting|led|ling)?\b"
+    r"|\b(?:came|comes|come|coming) (?:close|near)\b|\b(?:ahead of|behind|below|above|under|beneath|in front of)\b"
+    r"|\bthe only\b|\bunlike\b|\balone\b|\bsole\b|\bun(?:matched|rivall?ed|beaten|equall?ed|surpassed)\b"
+    r"|\b(?:cheap|low|high|fast|quick|slow|short|long|small|large|big|few|great|strong|weak|new|old|close)er\b")
 
-_SUPERLATIVE = re.compile(r"\b(?:(most|least|fewest)\b|([a-z]{2,}est)\b)|(?P<rank>" + _RANKING + ")")
+
+@dataclass(frozen=True)
+class Comparison:
+    phrase: str   # the words that compare (folded, lower case)
+    kind: str     # "superlative/ranking over the option set", "comparison with the other options" or "address"
+
+
+def _sentences(low: str) -> list[str]:
+    """``low`` cut into sentences and clauses at ``; : ! ?`` and a full stop that ends a word (not ``2.5``)."""
+    return [s for s in re.split(r"[;:!?]|\.(?!\d)", low) if s.strip()]
+
+
+def find_comparison(text: str, n_options: int = 3) -> Optional[Comparison]:
+    """A comparison with the option set or the other options, named or not (a superlative, ranking, comparative,
+    verb or position of comparison with a reference to the option set in the same sentence); None for comparisons
+    with anything else ("lower than last year's price", "the busiest junction in town") and for set words that
+    compare nothing ("serviced every other month")."""
+    low = fold(text).lower()
+    ref = _set_reference(n_options)
+    for sent in _sentences(low):
+        sets = list(ref.finditer(sent))
+        sup = [s for s in _SUPERLATIVE.finditer(sent) if s.group(2) not in NOT_SUPERLATIVE]
+        cmp_ = list(_COMPARATIVE.finditer(sent))
+        for ops, kind in ((sup, None), (cmp_, "comparison with the other options")):
+            for op in ops:
+                k = kind or ("ranking over the option set" if op.group("rank") else "superlative over the option set")
+                if sets:
+                    near = min(sets, key=lambda m: abs(m.start() - op.start()))
+                    a, b = min(op.start(), near.start()), max(op.end(), near.end())
+                    return Comparison(sent[a:b].strip(), k)
+                if kind is None:  # a superlative with an evaluation word after it in its clause
+                    clause = re.split(r"[,()]", sent[op.end():], maxsplit=1)[0]
+                    words = list(_WORD_RE.finditer(clause))
+                    clause = clause[:words[min(len(words), 8) - 1].end()] if words else ""
+                    if mk := _EVALUATION_RE.search(clause):
+                        return Comparison(sent[op.start():op.end() + mk.end()].strip(), k)
+    return None
+
+
+def find_address(text: str) -> Optional[Comparison]:
+    """Words that address the decision model or tell it what to answer ("you", "choose option B",
+    "ignore the other facts", "Decision: A"), or None."""
+    m = _ADDRESS.search(fold(text).lower())
+    return Comparison(m.group(0), "address") if m else None
 
 
 #: Text that speaks to the decision model or tells it what to answer.
@@ -162,40 +238,6 @@ _ADDRESS = re.compile(
     r"|\binstructions?\b|\bsystem prompt\b|\bthe (?:right |correct )?answer\b"
     r"|\b(?:answer|choose|pick|select|vote|respond|reply|output|go)(?: with| for)?(?: option| letter)? [a-d]\b(?!['\w])"
     r"|\boption [a-d] (?:is|wins)\b")
-
-
-@dataclass(frozen=True)
-class Comparison:
-    phrase: str   # the words that compare (folded, lower case)
-    kind: str     # "superlative/ranking over the option set", "comparison with the other options" or "address"
-
-
-def find_comparison(text: str, n_options: int = 3) -> Optional[Comparison]:
-    """A superlative or ranking over the option set, or a comparison with the other options,
-    named or not; None for comparisons with anything else ("lower than last year's price",
-    "the busiest junction in town")."""
-    low = fold(text).lower()
-    if m := _AGAINST_THE_OTHERS.search(low):
-        return Comparison(m.group(0), "comparison with the other options")
-    marker = _set_marker(n_options)
-    for s in _SUPERLATIVE.finditer(low):
-        if s.group(2) in NOT_SUPERLATIVE:  # an -est word that is no superlative
-            continue
-        kind = "ranking over the option set" if s.group("rank") else "superlative over the option set"
-        window = low[s.end():]
-        words = list(_WORD_RE.finditer(window))
-        end = words[min(len(words), 8) - 1].end() if words else 0
-        clause = re.split(r"[,;:.!?()]", window[:end], maxsplit=1)[0]
-        if mk := marker.search(clause):
-            return Comparison(low[s.start():s.end() + mk.end()], kind)
-    return None
-
-
-def find_address(text: str) -> Optional[Comparison]:
-    """Words that address the decision model or tell it what to answer ("you", "choose option B",
-    "ignore the other facts", "Decision: A"), or None."""
-    m = _ADDRESS.search(fold(text).lower())
-    return Comparison(m.group(0), "address") if m else None
 
 
 def describe_comparison(c: Comparison) -> str:
