@@ -8,6 +8,9 @@ stats``; the bundled file states the values below, and a test keeps them equal.
 from __future__ import annotations
 
 from itertools import product
+from pathlib import Path
+
+import yaml
 
 # --- the task (SPEC sections 2-3) --------------------------------------------------------------------
 
@@ -18,10 +21,12 @@ VARIANT_NAMES = tuple("".join(v) for v in product("PS", repeat=3))
 #: The textbook hidden profile (support private, decoy shared, irrelevant private) and its full swap.
 CLASSIC, MIRROR = "PSP", "SPS"
 CELLS = {CLASSIC: "classic", MIRROR: "mirror"}
-#: The 12 decision domains of the formal templates (SPEC section 2); a template's ``domain`` is one of them.
-DOMAINS = ("ambulance dispatch provider", "bridge contractor", "bus route", "clinical trial site", "community grant",
-           "emergency shelter location", "hospital equipment procurement", "IT vendor", "library renovation bid",
-           "school meal supplier", "software library", "warehouse site")
+#: The file that lists decision domains, the 12 of the formal templates (SPEC section 2) bundled as the default: data,
+#: not code (``resources/templates/domains.yaml``; a user's own ``domains.yaml`` adds to it, :mod:`.task.domains`).
+DOMAINS_FILE = "domains.yaml"
+#: The paper's 12 decision domains, read from the bundled file.
+DOMAINS = tuple(yaml.safe_load((Path(__file__).parent / "resources" / "templates" / DOMAINS_FILE)
+                               .read_text(encoding="utf-8"))["domains"])
 #: Agents per discussion in the formal design.
 N_AGENTS = 4
 #: Option letters of the decision prompt (options rotated by seed, then lettered).

@@ -122,7 +122,7 @@ def test_templates_module_imports_no_tokenizer():
             "('crossprofile_lib.design', 'crossprofile_lib.paths', 'crossprofile_lib.safety', "
             "'crossprofile_lib.safety.inputs', 'crossprofile_lib.safety.text_input', 'crossprofile_lib.safety.json_input', "
             "'crossprofile_lib.task', 'crossprofile_lib.task.templates', "
-            "'crossprofile_lib.task.hints')]; print(bad); assert not bad")
+            "'crossprofile_lib.task.hints', 'crossprofile_lib.task.domains')]; print(bad); assert not bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -30,6 +30,7 @@ from typing import Iterable, Optional
 
 import yaml
 
+from crossprofile_lib.design import DOMAINS_FILE
 from crossprofile_lib.paths import resolve_template_path
 from crossprofile_lib.safety.text_input import (  # noqa: F401  (re-exported: the file, character and JSON rules)
     CHAT_TEMPLATE_MAX_BYTES,
@@ -179,15 +180,15 @@ def read_template_text(path: Path | str) -> str:
 
 def _walk(folder: Path) -> list[Path]:
     try:  # hidden files and folders are skipped
-        return sorted(p for p in folder.rglob("*") if p.suffix.lower() in _CANDIDATE_SUFFIXES
+        return sorted(p for p in folder.rglob("*") if p.suffix.lower() in _CANDIDATE_SUFFIXES and p.name != DOMAINS_FILE
                       and not any(part.startswith(".") for part in p.relative_to(folder).parts) and not p.is_dir())
     except OSError as e:  # a symlink loop, a folder that cannot be listed
         raise FileNotFoundError(f"folder '{folder}' cannot be walked ({e.strerror or e})") from None
 
 
 def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
-    """Files, folders (every ``*.yaml`` and ``*.yml`` under it, hidden ones skipped; ``.yml`` is then
-    refused, never skipped) and globs as template paths, in order, each once. A path matching nothing
+    """Files, folders (every ``*.yaml`` and ``*.yml`` under it, hidden ones and ``domains.yaml`` lists skipped;
+    ``.yml`` is then refused, never skipped) and globs as template paths, in order, each once. A path matching nothing
     raises :class:`FileNotFoundError`; a missing ``templates/...`` means the bundled templates."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -212,7 +213,7 @@ def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
             if not matches:
                 raise FileNotFoundError(f"no template file matches '{p}'")
             for m in matches:
-                out.extend(_walk(m) if m.is_dir() else [m])
+                out.extend(_walk(m) if m.is_dir() else [m] if m.name != DOMAINS_FILE else [])  # a domains list
     unique: dict[str, Path] = {}  # each file once, by its real path
     for p in out:
         unique.setdefault(os.path.realpath(p), p)
@@ -220,6 +221,16 @@ def template_paths(paths: Iterable[Path | str] | Path | str) -> list[Path]:
 
 
 # --- option values -----------------------------------------------------------------------------
+
+def option_bool(owner: str, name: str, value) -> bool:
+    """``value`` of option ``name`` (of ``owner``) as a bool (``True``/``False``, or the strings ``true``/``false`` in
+    any case); else ``ValueError`` naming the option and the rule (``1``, ``yes`` or ``"no"`` are not guessed at)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{owner}: option {name}={value!r}: must be true or false")
+
 
 def option_number(owner: str, name: str, value, *, low: Optional[float] = None, high: Optional[float] = None,
                   integer: bool = False, allow_inf: bool = False, above: bool = False):

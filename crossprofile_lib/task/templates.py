@@ -19,12 +19,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, field_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, ValidationInfo,
+                      field_validator)
 from pydantic_core import PydanticCustomError
 
-from crossprofile_lib.design import DOMAINS
+from crossprofile_lib.design import DOMAINS, DOMAINS_FILE
 from crossprofile_lib.safety.inputs import TemplateError, parse_yaml, read_template_text, template_paths
 from crossprofile_lib.task import hints
+from crossprofile_lib.task.domains import domains_for
 
 #: Exact role structure: (role, about) -> count of facts by polarity.
 #: ``about`` is "correct", "decoy" or "any" (irrelevant facts may be about any option).
@@ -81,10 +83,15 @@ def _token(pattern: re.Pattern, what: str):
     return check
 
 
-def _domain(v: str) -> str:
-    if v not in DOMAINS:
+def _domain(v: str, info: ValidationInfo) -> str:
+    allowed = (info.context or {}).get("domains", DOMAINS)
+    if v not in allowed:
+        extra = sorted(set(allowed) - set(DOMAINS))
         raise PydanticCustomError("domain", f"domain {v[:60]!r} is not one of the {len(DOMAINS)} decision domains "
-                                            f"(templates/SCHEMA.md): {', '.join(DOMAINS)}")
+                                            f"(templates/SCHEMA.md): {', '.join(DOMAINS)}"
+                                            + (f", nor one a {DOMAINS_FILE} adds ({', '.join(extra)})" if extra else "")
+                                            + f"; to add a domain of your own, list it in a file {DOMAINS_FILE} in "
+                                              f"the template's folder or a folder above it")
     return v
 
 
@@ -358,17 +365,17 @@ def parse_template(path: Path | str, text: Optional[str] = None) -> Template:
     """Parse one file (or ``text`` said to come from it) into a :class:`Template` (types only), after the
     file guards and the strict YAML loader; the same file text is parsed once per process (a grid reloads
     the same 60 files on every run; an edited file is a new text; a Template is frozen)."""
-    return _parse(path, read_template_text(path) if text is None else text)
+    return _parse(path, read_template_text(path) if text is None else text, domains_for(path))
 
 
 @lru_cache(maxsize=4096)
-def _parse(path: Path | str, text: str) -> Template:
+def _parse(path: Path | str, text: str, domains: frozenset[str]) -> Template:
     raw = parse_yaml(path, text)
     if not isinstance(raw, dict):
         raise TemplateError(path, "<file>", "schema", "a template file must hold a mapping"
                             f" (found {type(raw).__name__ if raw is not None else 'an empty file'})")
     try:
-        return Template.model_validate(raw)
+        return Template.model_validate(raw, context={"domains": domains})
     except ValidationError as e:
         err = e.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if j else str(p))
