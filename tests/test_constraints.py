@@ -36,8 +36,12 @@ def _constraints(text: str | None = None) -> dict[str, str]:
     return pins
 
 
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
 def _project() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return _pyproject()["project"]
 
 
 def _requirements(project: dict) -> list[Requirement]:
@@ -133,7 +137,9 @@ def test_nothing_compiles_but_the_llm_compiled_extra():
 
 def test_metadata_files_match_pyproject():
     project = _project()
-    assert project["license"] == {"text": "Apache-2.0"}
+    # the SPDX string and the file (PEP 639): the TOML table form made every build warn that setuptools stops
+    # building it after 2027-02-18 (issue 54)
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply the Apache License" in text
@@ -190,3 +196,19 @@ def test_the_python_floor_check_catches_a_pin_that_needs_a_newer_python():
         "soupsieve==4.1.3 requires Python >=3.11.5, which refuses 3.11.0 (pyproject.toml accepts it)"]
     assert python_floor_problems(pins, {"soupsieve": ">=3.9", "six": None}, "3.11.0") == []
     assert _floor() == "3.11.0"
+
+
+def test_the_build_backend_is_bounded_and_is_the_one_the_tests_build_with():
+    """Issue 54: ``setuptools>=68`` in build isolation meant a fresh machine got whatever setuptools was newest, and the
+    one that stops building a deprecated form would have been taken unseen. The backend has a lower and an upper
+    bound, the ``test`` extra asks for the same range (tests/test_wheel.py builds the wheel with it, offline, and
+    fails on a deprecation warning), and constraints.txt pins a version inside it."""
+    build = _pyproject()["build-system"]
+    assert build["build-backend"] == "setuptools.build_meta"
+    backend = [Requirement(r) for r in build["requires"]]
+    assert [_norm(r.name) for r in backend] == ["setuptools"], "setuptools >= 70.1 builds wheels without 'wheel'"
+    test_extra = {_norm(r.name): r for r in map(Requirement, _project()["optional-dependencies"]["test"])}
+    assert test_extra["setuptools"].specifier == backend[0].specifier
+    assert check_pins(backend, _constraints()) == []
+    # setuptools reads the SPDX license string from 77 on
+    assert Version("77") in backend[0].specifier and Version("76.1") not in backend[0].specifier

@@ -10,12 +10,14 @@ download); the editable checkout of the test environment must not shadow the whe
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
-import shutil
+import re
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -35,16 +37,14 @@ def _sh(cmd, cwd, env=None, timeout=1200) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """``(python, crossprofile script, env)`` of a fresh virtualenv holding the wheel."""
+    from conftest import fresh_clone
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"   # a copy: building in the checkout would leave build/ and egg-info there
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (ROOT / name).exists():
-            shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "crossprofile_lib", src / "crossprofile_lib", symlinks=False,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    src = fresh_clone(tmp / "src")   # a clean clone: building in the checkout would leave build/ and egg-info there
     dist = tmp / "dist"
-    _sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src], tmp)
+    # the build backend installed here (the test extra's setuptools, the range of [build-system]); -v: its warnings
+    build = _sh([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "--no-index",
+                 "-w", dist, src], tmp)
+    (tmp / "build.log").write_text(build.stdout + build.stderr)
     wheel = next(dist.glob("crossprofile-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "crossprofile_lib/resources/prereg.yaml" in names and "crossprofile_lib/resources/paper_figures.yaml" in names
@@ -93,3 +93,37 @@ def test_the_installed_wheel_runs_from_an_unrelated_folder(installed):
     assert (tmp / "user-cache" / "crossprofile" / "paperfit").is_dir(), "fit-paper's cache is not in the user cache"
     assert not (here / ".crossprofile_cache").exists()
     assert sorted(p.name for p in here.iterdir()) == ["D"], "a command wrote into the working folder"
+
+
+#: what setuptools prints for a deprecated form (``SetuptoolsDeprecationWarning``, ``BuildBackendWarning: ... is
+#: deprecated``, "By 2027-Feb-18, you need to update your project ... or your builds will no longer be supported")
+DEPRECATED = re.compile(r"DeprecationWarning|BuildBackendWarning|\bdeprecated\b|no longer be supported", re.IGNORECASE)
+
+
+def deprecations(log: str) -> list[str]:
+    return [line.strip() for line in log.splitlines() if DEPRECATED.search(line)]
+
+
+def test_the_build_from_a_clean_clone_warns_of_nothing_deprecated(installed):
+    """Issue 54: every install printed setuptools' warning that ``project.license`` as a TOML table is deprecated and
+    that such builds stop being supported after 2027-02-18. The wheel above was built from a clean clone by the
+    setuptools the ``test`` extra installs, which must lie in [build-system]'s range (what a build in isolation
+    gets), and its backend's output names nothing deprecated."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+    tmp = installed[3]
+    backend = Requirement(tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"][0])
+    built_with = Version(importlib.metadata.version("setuptools"))
+    assert backend.name == "setuptools" and built_with in backend.specifier, (built_with, str(backend))
+    log = (tmp / "build.log").read_text()
+    assert "Successfully built crossprofile" in log or "Saved " in log, log[-2000:]
+    assert deprecations(log) == [], log[-6000:]
+
+
+def test_the_deprecation_scan_catches_setuptools_warnings():
+    old = """  _apply_pyprojecttoml.py:82: BuildBackendWarning: `project.license` as a TOML table is deprecated
+          By 2027-Feb-18, you need to update your project and remove deprecated calls
+          or your builds will no longer be supported.
+  SetuptoolsDeprecationWarning: setup.py install is deprecated."""
+    assert len(deprecations(old)) == 4
+    assert deprecations("  warning: build_py: byte-compiling is disabled, skipping.\n  adding license file 'LICENSE'") == []
