@@ -52,3 +52,27 @@ def test_r1_composition_psp_r06_on_formal_set(formal):
     df = run_grid(RunConfig(seeds=[0, 1, 2], budgets=["0.6"], policies=["R1"], variants=["PSP"]), templates=formal)
     m = df[["kept_support", "kept_decoy", "kept_irrelevant"]].mean()
     assert abs(m.kept_support - 5) <= 0.05 and m.kept_decoy <= 0.05 and abs(m.kept_irrelevant - 4) <= 0.05, m
+
+
+def test_template_tone_hand_checked(formal):
+    """hospital-equipment-01 praises the decoy's head office (+1 about Veltrix) and runs down the correct option's
+    chief executive (-1 about Solanis): -2, leaning toward the decoy; hospital-equipment-05 (after issue 52 item 8)
+    praises the correct option's sponsorship (+1 about Ferrand) and runs down the decoy's founder (-1 about Vectra):
+    +2. Facts about the third option count 0; flipping every irrelevant polarity flips the sign."""
+    from crossprofile_lib.task.evidence import template_tone
+    h1, h5 = (next(t for t in formal if t.id == i) for i in ("hospital-equipment-01", "hospital-equipment-05"))
+    assert (template_tone(h1), template_tone(h5)) == (-2, 2)
+    flipped = h5.model_copy(update={"facts": tuple(f.model_copy(update={"polarity": -f.polarity})
+                                                   if not f.relevant else f for f in h5.facts)})
+    assert template_tone(flipped) == -2
+
+
+def test_irrelevant_tone_is_balanced_overall_and_in_every_domain(formal):
+    """Issue 52 item 8 (SPEC section 2): as many templates lean toward the decoy as toward the correct option (the
+    suite had 41 against 19), and in every domain both ways at least twice."""
+    from crossprofile_lib.task.evidence import template_tone, tone_balance
+    bal = tone_balance(formal)
+    assert bal == {"decoy": 30, "correct": 30, "neither": 0}, bal
+    for d in {t.domain for t in formal}:
+        tones = [template_tone(t) for t in formal if t.domain == d]
+        assert sum(x > 0 for x in tones) >= 2 and sum(x < 0 for x in tones) >= 2, (d, tones)

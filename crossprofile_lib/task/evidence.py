@@ -67,6 +67,22 @@ def composition(task: Task, memory: Memory) -> Composition:
     return Composition(n["support"], n["decoy"], n["irrelevant"], lead, tone)
 
 
+def template_tone(template) -> int:
+    """A template's irrelevant-fact tone: the polarities of its irrelevant facts about the correct option minus
+    those about the decoy (facts about the third option count 0), the :class:`Composition` covariate over all 12
+    facts. Negative: the irrelevant facts lean toward the decoy (praise it or run down the correct option)."""
+    return sum((1 if f.about == template.correct_option else -1 if f.about == template.decoy_option else 0)
+               * f.polarity for f in template.facts if not f.relevant)
+
+
+def tone_balance(templates) -> dict[str, int]:
+    """Templates whose irrelevant facts lean toward the decoy, toward the correct option, or neither
+    (SPEC section 2: about as many each way)."""
+    tones = [template_tone(t) for t in templates]
+    return {"decoy": sum(x < 0 for x in tones), "correct": sum(x > 0 for x in tones),
+            "neither": sum(x == 0 for x in tones)}
+
+
 # --- per-option evidence a memory shows (the social-proof fit's features) ----------------------
 #: columns of :func:`option_features`: relevant polarity, relevant polarity x (speakers - 1),
 #: irrelevant polarity, irrelevant polarity x (speakers - 1)
