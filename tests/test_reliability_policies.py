@@ -117,19 +117,33 @@ def test_a_good_policy_file_passes_the_guard_and_runs(tmp_path):
 
 
 def test_foreign_line_tells_said_from_invented():
-    """Hand-checked: labels, list marks and claim lines pass; a sentence nobody said does not."""
-    cl = ClaimList((Claim("Helix pumps failed twice in 2023.", ("A1",), 0),), ("A1",))
+    """Hand-checked (issue 51): a line must EQUAL a line of the discussion or a claim line, with or without its
+    label (agents of the discussion or a claim id) and a list mark; anything added is refused -- the near misses
+    below each hold the whole claim, which the old substring rule let through."""
+    cl = ClaimList((Claim("Helix pumps failed twice in 2023.", ("A1", "A3"), 0),), ("A1", "A2", "A3"),
+                   ("A1", "A2", "A3"))
 
     class T:
         @staticmethod
         def render():
             return "A1: Helix pumps failed twice in 2023.\nA2: I agree with that."
-    assert plugins.foreign_line("A1: Helix pumps failed twice in 2023.", cl, T) is None
-    assert plugins.foreign_line("- Helix pumps failed twice in 2023. (A1, A3)", cl, T) is None
-    assert plugins.foreign_line("2. I agree with that.\n---", cl, T) is None
+    ok = ["A1: Helix pumps failed twice in 2023.", "Helix pumps failed twice in 2023.",
+          "[A1,A3] Helix pumps failed twice in 2023.", "[A3] Helix pumps failed twice in 2023.",
+          "[C01] Helix pumps failed twice in 2023.", "- [A1,A3] Helix pumps failed twice in 2023.",
+          "2. I agree with that.\n---", "  A2: I agree with that.  "]
+    for text in ok:
+        assert plugins.foreign_line(text, cl, T) is None, text
+    added = ["- Helix pumps failed twice in 2023. (A1, A3)",             # a label of its own invention
+             "Helix pumps failed twice in 2023. answer B",               # claim + an answer
+             "It is false that Helix pumps failed twice in 2023.",       # claim negated
+             "Helix pumps failed twice in 2023. Everyone agreed on this.",  # claim + an invented consensus
+             "[Everyone] Helix pumps failed twice in 2023.",             # a label naming no agent
+             "Consensus: Helix pumps failed twice in 2023.",             # a speaker no one was
+             "A2: I agree with this."]
+    for text in added:
+        assert plugins.foreign_line(text, cl, T) == (1, text.strip()), text
     assert plugins.foreign_line("Helix pumps failed twice in 2023.\nHelix pumps failed once.", cl, T) == (
         2, "Helix pumps failed once.")
-    assert plugins.foreign_line("A2: I agree with this.", cl, T) == (1, "A2: I agree with this.")
 
 
 def test_time_limit_values(monkeypatch):

@@ -10,7 +10,8 @@ import argparse
 import sys
 
 #: Command modules (``crossprofile_lib.cli.<name>``), each with ``register(sub)``.
-COMMANDS = ("validate", "run", "composition", "hiddenbench", "stats", "cache", "fit_paper", "book", "tokenizers")
+COMMANDS = ("validate", "run", "composition", "hiddenbench", "stats", "cache", "fit_paper", "book", "tokenizers",
+            "hf_folder")
 
 
 def build_parser(argv=None) -> argparse.ArgumentParser:
@@ -35,7 +36,37 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run one command; returns its exit status (2: a bad command line, before any work; 1: a run-time
     failure; 130: Ctrl-C). No failure ends in a traceback (``CROSSPROFILE_TRACEBACK=1`` shows one): what a
-    command does not report is reported here, redacted, anything unforeseen as an ``internal error``."""
+    command does not report is reported here, redacted, anything unforeseen as an ``internal error``.
+    As the process's own command (``argv`` None), threads a policy file left running do not keep it alive
+    (:func:`_leave_policy_threads`)."""
+    code = _main(argv)
+    if argv is None:
+        _leave_policy_threads(code)
+    return code
+
+
+def _leave_policy_threads(code: int) -> None:
+    """When policy files of the user's were loaded and threads they started are still running (not daemon
+    threads, so Python would wait for them forever), say so and end the process now with ``code``: the
+    command's work is done and written."""
+    guard = sys.modules.get("crossprofile_lib.policies.guard")
+    if guard is None or not guard.PLUGINS:
+        return
+    import threading
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if not left:
+        return
+    import os
+    files = ", ".join(sorted({s.spec for s in guard.PLUGINS.values()}))
+    print(f"notice: {len(left)} thread(s) started by the policy file(s) {files} still running "
+          f"({', '.join(t.name for t in left[:5])}); the command is done and does not wait for them",
+          file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(argv=None) -> int:
     import os
 
     from crossprofile_lib.safety.redact import redact_text

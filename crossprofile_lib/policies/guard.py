@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
 import os
 import re
 import signal
+import sys
 import threading
 import traceback
 from contextlib import contextmanager
@@ -18,15 +20,17 @@ from pathlib import Path
 from typing import Optional
 
 from crossprofile_lib.policies.registry import Policy
+from crossprofile_lib.safety.redact import redact_text
 from crossprofile_lib.task.memory import Memory
 
 
 class PolicyFileError(ValueError):
-    """A policy file (or module, or entry point) breaks a rule; ``str()`` names it and the rule."""
+    """A policy file (or module, or entry point) breaks a rule; ``str()`` names it and the rule (redacted: a
+    memory line it quotes may hold a key from the environment)."""
 
     def __init__(self, source: str, rule: str, message: str):
         self.source, self.rule = str(source), rule
-        super().__init__(f"{source}: {rule}: {message}")
+        super().__init__(redact_text(f"{source}: {rule}: {message}"))
 
 
 @dataclass(frozen=True)
@@ -155,10 +159,132 @@ def _where(exc: BaseException, path: str) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+@contextmanager
+def contained(label: str, what: str, path: str = "", rule: Optional[str] = None):
+    """Run a block of a policy file's code (its import, a call, what the suite does with its return values) so
+    that nothing it does ends the command in another way than a refusal: every exception, ``SystemExit``,
+    ``GeneratorExit`` and any other ``BaseException`` included, becomes a :class:`PolicyFileError` naming ``label``,
+    ``what`` and the rule (``rule``, else ``trial`` while loading, ``memory`` in a run). A ``KeyboardInterrupt``
+    is the user's Ctrl-C only when SIGINT arrived during the block; one the code raises itself is refused like
+    the rest. The block runs under the time limit (:func:`limited`), and a working folder it changed
+    (``os.chdir``) is changed back, with a notice, so relative paths keep meaning what the user typed."""
+    cwd = _cwd()
+    pressed = [False]
+    prev = None
+    if threading.current_thread() is threading.main_thread():
+        prev = signal.getsignal(signal.SIGINT)
+        if callable(prev):
+            def on_int(signum, frame):
+                pressed[0] = True
+                prev(signum, frame)
+            signal.signal(signal.SIGINT, on_int)
+        else:
+            prev = None
+    try:
+        with limited(label, what):
+            yield
+    except PolicyFileError:
+        raise
+    except BaseException as e:  # noqa: BLE001  (a user's file may raise anything, SystemExit included)
+        if isinstance(e, _Overtime) or (isinstance(e, KeyboardInterrupt) and pressed[0]) or getattr(
+                e, _SUITES, False):
+            raise
+        told = f"{type(e).__name__}" + (f": {e}" if str(e) else "")
+        why = (" (a policy file may not end or interrupt the command)"
+               if isinstance(e, (SystemExit, KeyboardInterrupt, GeneratorExit)) or not isinstance(e, Exception)
+               else "")
+        raise PolicyFileError(label, rule or ("trial" if TRIAL[0] else "memory"),
+                              f"{what} raised {told}{_where(e, path) if path else ''}{why}") from None
+    finally:
+        if prev is not None:
+            signal.signal(signal.SIGINT, prev)
+        if cwd is not None and _cwd() != cwd:
+            try:
+                os.chdir(cwd)
+                print(f"notice: {label}: {what} changed the working folder (os.chdir); changed back to {cwd}, so "
+                      f"relative paths (--out, --templates, ...) mean what you typed", file=sys.stderr)
+            except OSError:
+                pass
+
+
+#: set on an exception the suite's own code raised while a policy called it (a tokenizer's server down, the
+#: backend's circuit breaker in ``summarise``): :func:`contained` lets it through unchanged
+_SUITES = "_crossprofile_suite_error"
+
+
+class _SuiteCall:
+    """A suite callable handed to a policy (``summarise``, a tokenizer's methods): what it raises is the suite's
+    own failure (exit 1 for a server that went away), never blamed on the policy file."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return self._fn(*args, **kwargs)
+        except (TypeError, AttributeError):  # called the wrong way: the policy's mistake
+            raise
+        except BaseException as e:
+            try:
+                setattr(e, _SUITES, True)
+            except AttributeError:
+                pass
+            raise
+
+
+class _ReadOnlyView:
+    """A read-only view of a shared object (the run's tokenizer): attributes read through (methods as
+    :class:`_SuiteCall`), none set."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, obj):
+        object.__setattr__(self, "_read", lambda name: getattr(obj, name))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        v = self._read(name)
+        return _SuiteCall(v) if callable(v) else v
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"the run's {name} is read-only to a policy")
+
+    __delattr__ = __setattr__
+
+
+def private_copies(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """What a policy file's function receives: its own deep copies of the claim list, transcript, task and
+    stances (changing them changes nothing of the run's, nor another policy's row), the run's tokenizer as a
+    read-only view, the policy's own random generator and the ``summarise`` callable as they are (the generator
+    is drawn per policy and memory, so its draws stay the policy's own)."""
+    memo: dict = {}
+    for a in (*args, *kwargs.values()):
+        if dataclasses.is_dataclass(a) and not isinstance(a, type):  # PolicyContext, PolicyInputs
+            for name in ("rng", "tokenizer", "summarise", "policy"):
+                v = getattr(a, name, None)
+                if v is not None and id(v) not in memo:
+                    memo[id(v)] = (_ReadOnlyView(v) if name == "tokenizer" else _SuiteCall(v) if name == "summarise"
+                                   else v)
+        elif hasattr(a, "count") and hasattr(a, "name") and not isinstance(a, (str, list, tuple)):
+            memo[id(a)] = _ReadOnlyView(a)  # a packer's tokenizer argument
+    return copy.deepcopy(tuple(args), memo), copy.deepcopy(dict(kwargs), memo)
+
+
 class Guard:
-    """A policy file's function as the registry calls it: under the time limit, its exceptions refused as
-    :class:`PolicyFileError` (rule ``trial``/``memory``), a ``build``'s memory recounted and checked against
-    the discussion (see the module doc). Picklable when the function is."""
+    """A policy file's function as the registry calls it: on private copies of its inputs
+    (:func:`private_copies`), under :func:`contained` (the time limit; any exception or exit refused as
+    :class:`PolicyFileError`, rule ``trial``/``memory``), a ``build``'s memory recounted and checked against the
+    discussion (see the module doc). Picklable when the function is."""
 
     def __init__(self, fn, label: str, path: str, policy: str, what: str, kind: str):
         self.fn, self.label, self.path, self.policy, self.what, self.kind = fn, label, path, policy, what, kind
@@ -166,32 +292,30 @@ class Guard:
 
     def __call__(self, *args, **kwargs):
         what = f"policy '{self.policy}': {self.what}()"
-        with limited(self.label, what):
-            try:
-                out = self.fn(*args, **kwargs)
-            except (PolicyFileError, _Overtime):
-                raise
-            except Exception as e:  # noqa: BLE001  (the user's code)
-                raise PolicyFileError(self.label, "trial" if TRIAL[0] else "memory",
-                                      f"{what} raised {type(e).__name__}: {e}{_where(e, self.path)}") from None
-        if self.what == "build":
-            self._check_built(args[0] if args else kwargs.get("spec"), args[1] if len(args) > 1 else
-                              kwargs.get("inputs"), out)
+        with contained(self.label, what, self.path):
+            own_args, own_kwargs = private_copies(args, kwargs)
+            out = self.fn(*own_args, **own_kwargs)
+            if self.what == "build":
+                out = self._check_built(args[0] if args else kwargs.get("spec"), args[1] if len(args) > 1 else
+                                        kwargs.get("inputs"), out)
+            elif self.what in ("order", "packer"):
+                out = list(out) if not isinstance(out, (str, bytes)) and hasattr(out, "__iter__") else out
         return out
 
     def _refuse(self, rule: str, message: str):
         return PolicyFileError(self.label, rule, f"policy '{self.policy}': {message}")
 
-    def _check_built(self, spec, inputs, mem) -> None:
+    def _check_built(self, spec, inputs, mem) -> Memory:
         if not isinstance(mem, Memory):
             raise self._refuse("type", f"build() returned a {type(mem).__name__}, not a "
                                f"crossprofile_lib.task.memory.Memory")
-        if not isinstance(mem.text, str):
+        if type(mem.text) is not str:
             raise self._refuse("type", f"build() returned a memory whose text is a {type(mem.text).__name__}, "
                                f"not a str")
         claims, tok, budget = (getattr(inputs, a, None) for a in ("claims", "tokenizer", "budget"))
         if spec is not None and claims is not None:
             check_memory(spec, mem, claims, budget)  # kept claims: trial/memory
+            mem = own_memory(mem, claims)
         if tok is not None and budget is not None and spec is not None and spec.budgeted:
             n = tok.count(mem.text) if mem.text else 0
             if n > budget:
@@ -201,24 +325,70 @@ class Guard:
         if self.kind == "unbudgeted" and inputs is not None:
             line = foreign_line(mem.text, claims, getattr(inputs, "transcript", None))
             if line is not None:
-                raise self._refuse("facts", f"line {line[0]} of its memory text is in neither the discussion nor "
-                                   f"the claim list: {line[1]!r:.160} (a memory may only state what was said)")
+                raise self._refuse("facts", f"line {line[0]} of its memory text is in neither the discussion nor the "
+                                   f"claim list: {line[1]!r:.160} (a memory may only state what was said: each line "
+                                   f"must equal a line of the discussion or a claim line, with or without its "
+                                   f"label, nothing added)")
+        return mem
 
 
-_MARKS = re.compile(r"^[\s\-*\u2022>#\d.)]*(?:[A-Za-z][\w-]{0,15}\s*:\s*)?")
+def own_memory(mem: Memory, cl) -> Memory:
+    """``mem`` (checked by :func:`check_memory`) rebuilt of plain values: its kept claims are the run's own claim
+    objects (not the policy's copies), its fields plain ``str``/``int``/``bool``/``tuple``/``dict``."""
+    canon = {c: c for c in cl.claims}
+    try:
+        return Memory(str.__str__(str(mem.policy)), str.__str__(str(mem.kind)), tuple(canon[c] for c in mem.kept),
+                      tuple(int(n) for n in mem.revealed), str.__str__(mem.text), int(mem.tokens),
+                      bool(mem.truncated), dict(mem.meta or {}))
+    except (TypeError, ValueError, KeyError) as e:
+        raise refusal_for(mem.policy, f"its memory cannot be read as plain values ({type(e).__name__}: {e})") \
+            from None
+
+
+def refusal_for(policy: str, problem: str) -> PolicyFileError:
+    src = PLUGINS.get(str(policy))
+    return PolicyFileError(src.spec if src else str(policy), "trial" if TRIAL[0] else "memory", problem)
+
+
+#: A list mark before a memory line (``-``, ``*``, ``•``, ``1.``, ``2)``): layout, not content.
+_LIST_MARK = re.compile(r"^(?:[-*\u2022]|\d{1,3}[.)])\s+")
+#: A claim's label as a provenance format writes it: ``[A1,A3]``, ``[A3]``, ``[C07]`` (agents or a claim id).
+_LABEL = re.compile(r"^\[([^\[\]]{1,200})\]\s+")
+#: A transcript line's speaker label (``A3: ``).
+_SPEAKER = re.compile(r"^[^\s:]{1,40}:\s+(.*)$")
 
 
 def foreign_line(text: str, cl, transcript) -> Optional[tuple[int, str]]:
-    """The first line of ``text`` (its number, itself) that comes from neither the discussion nor the
-    claim list (see the module doc, rule ``facts``); None when every line does."""
-    said = transcript.render() if transcript is not None else ""
-    claims = [c.text for c in (cl.claims if cl is not None else ())]
+    """The first line of ``text`` (its number, itself) that is neither a line of the discussion nor a claim line
+    (see the module doc, rule ``facts``); None when every line is one. A line must *equal* one of them, after an
+    optional list mark: a transcript line (``A3: text``) or an utterance's text; a claim's text, with or without
+    a label naming agents of the discussion or a claim id (``[A1,A3] text``, ``[C07] text``). Nothing may be added
+    (``claim, answer B``, ``It is false that claim`` are refused); lines without a letter or digit (``---``) are
+    layout and pass."""
+    said: set[str] = set()
+    if transcript is not None:
+        for ln in transcript.render().splitlines():
+            said.add(ln.strip())
+            m = _SPEAKER.match(ln.strip())
+            if m:  # the line without its speaker label
+                said.add(m.group(1).strip())
+        for u in getattr(transcript, "utterances", ()):
+            said.update(ln.strip() for ln in str(u.text).splitlines())
+    claims = {c.text.strip() for c in (cl.claims if cl is not None else ())}
+    agents = set(getattr(cl, "agents", ()) or ()) | set(getattr(cl, "speaker_order", ()) or ())
+    for c in (cl.claims if cl is not None else ()):
+        agents.update(c.speakers)
+    said.discard("")
     for i, line in enumerate(str(text).splitlines(), 1):
         s = line.strip()
         if not any(ch.isalnum() for ch in s):
             continue
-        body = _MARKS.sub("", s).strip()
-        if s in said or (body and body in said) or any(c and c in s for c in claims):
+        body = _LIST_MARK.sub("", s, count=1)
+        if s in said or body in said or body in claims:
+            continue
+        m = _LABEL.match(body)
+        if m and body[m.end():] in claims and all(
+                a.strip() in agents or re.fullmatch(r"C\d{1,4}", a.strip()) for a in m.group(1).split(",")):
             continue
         return i, s
     return None

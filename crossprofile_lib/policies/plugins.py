@@ -17,22 +17,36 @@ a ``generated`` policy needs a model and gets no trial.
 The same checks run on every memory a plug-in builds in a run (:func:`.guard.check_memory`), and every call into the
 file's code (import, ``order``, ``packer``, ``build``) is guarded (:mod:`.guard`):
 
-* ``raises``: an exception is refused naming the file, policy, function and line (rule ``trial`` while
-  loading, ``memory`` in a run), never a traceback;
+* ``file``: the file is read through the safe-input layer first (a regular file of at most
+  :data:`POLICY_FILE_MAX_BYTES`): a FIFO, a device or a socket is refused before it is opened;
+* ``raises``: anything the code raises -- an exception, ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``,
+  any ``BaseException`` -- is refused naming the file, policy, function and line (rule ``import`` at import,
+  ``trial`` while loading, ``memory`` in a run), exit 2, never a traceback, never a silent exit; only a SIGINT
+  that really arrived during the call is the user's Ctrl-C (:func:`.guard.contained`);
+* ``copies``: each call gets its own deep copies of the claim list, transcript, task and stances and a read-only
+  view of the run's tokenizer (:func:`.guard.private_copies`); a memory it returns is rebuilt on the run's own
+  claim objects, so changing what it was handed changes no other policy's row;
 * ``time``: a call running past the limit (:func:`time_limit`: ``--policy-timeout``, else
   ``$CROSSPROFILE_POLICY_TIMEOUT``, else :data:`DEFAULT_TIMEOUT` seconds; 0 turns it off) is stopped and
   refused. The limit is a ``SIGALRM`` timer on the main thread: code called from another thread, or a C
   extension that never returns to the interpreter, runs without a limit;
 * ``budget``: a ``build`` policy's text is recounted with the run's tokenizer; over budget is refused;
-* ``facts``: every line of an ``unbudgeted`` policy's text must appear in the transcript or hold the text of
-  a claim (labels and list marks around it are fine); any other line is refused, quoted. A ``generated``
-  policy's text is the model's own words and is not checked line by line.
+* ``facts``: every line of an ``unbudgeted`` policy's text must EQUAL a line of the discussion (``A3: text``, with
+  or without the speaker) or a claim line (the claim's text, with or without a label naming agents of the
+  discussion or a claim id), after an optional list mark; nothing added (:func:`.guard.foreign_line`). A
+  ``generated`` policy's text is the model's own words and is not checked line by line;
+* the working folder: an ``os.chdir`` in the file is undone after the call, with a notice; threads the file
+  leaves running do not keep the command alive (``crossprofile_lib.cli.main``).
+
+The file runs with the user's own rights in the suite's process: the guard contains mistakes and misbehaviour
+of the kinds above, it is no sandbox against code written to do harm (``os._exit``, writing files).
 
 :func:`sources` lists what was loaded (path, SHA-256, policies); ``run.json`` records it as ``policy_files``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import re
@@ -55,12 +69,14 @@ from crossprofile_lib.policies.guard import (  # noqa: F401  (re-exported)
     PolicySource,
     _guarded,
     _where,
+    contained,
     foreign_line,
     limited,
     time_limit,
 )
 from crossprofile_lib.policies.registry import _SPEC, REGISTRY, UNKNOWN_BASE_HOOKS, Policy, parse_policy
 from crossprofile_lib.policies.select import select_memory
+from crossprofile_lib.safety.inputs import InputError, read_bytes
 from crossprofile_lib.task.budgets import t_all
 from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion
 from crossprofile_lib.task.evidence import oracle_relevance, oracle_stances
@@ -83,31 +99,40 @@ _LOADED: dict[str, PolicySource] = {}   # spec -> source (loading twice is a no-
 _installed_loaded = False
 
 
-def _source(origin: str, spec: str, f, pols: list[Policy]) -> PolicySource:
-    """The record of where ``pols`` came from: the resolved file ``f`` (if any) and its SHA-256."""
-    return PolicySource(origin, spec, str(Path(f).resolve()) if f else "", file_sha256(f) if f else "",
+def _source(origin: str, spec: str, f, pols: list[Policy], sha: str = "") -> PolicySource:
+    """The record of where ``pols`` came from: the resolved file ``f`` (if any) and its SHA-256 (``sha``: of the
+    bytes already read)."""
+    return PolicySource(origin, spec, str(Path(f).resolve()) if f else "", sha or (file_sha256(f) if f else ""),
                         tuple(p.name for p in pols))
 
 
+#: The largest policy file read (a policy is a page of Python; the cap keeps /dev/zero-like files out).
+POLICY_FILE_MAX_BYTES = 4 << 20
+
+
 def _exec_file(path: Path, label: str):
-    if not path.exists():
+    """``(module, sha256)``: the file read through the safe-input layer (a regular file, so a FIFO, a device or a
+    socket is refused before it is opened; at most :data:`POLICY_FILE_MAX_BYTES`), then executed contained."""
+    if not path.exists() and not path.is_symlink():
         raise PolicyFileError(label, "exists", "no such file")
     if path.is_dir() or path.suffix != ".py":
         raise PolicyFileError(label, "type", "a policy file is one Python file (*.py)")
-    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{file_sha256(path.resolve())[:12]}"
+    try:
+        data = read_bytes(path, POLICY_FILE_MAX_BYTES, what="policy file")
+    except InputError as e:
+        raise PolicyFileError(label, "file", f"{e.rule}: {e.detail}") from None
+    sha = hashlib.sha256(data).hexdigest()
+    name = f"crossprofile_user_policy_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{sha[:12]}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look their module up
     try:
-        with limited(label, "importing it"):
-            spec.loader.exec_module(mod)
-    except BaseException as e:  # noqa: BLE001  (a user's file may raise anything, SystemExit included)
+        with contained(label, "importing it", str(path), rule="import"):
+            exec(compile(data, str(path), "exec"), mod.__dict__)  # noqa: S102  (the user's own policy file)
+    except PolicyFileError:
         sys.modules.pop(name, None)
-        if isinstance(e, PolicyFileError):
-            raise
-        raise PolicyFileError(label, "import", f"importing it failed: {type(e).__name__}: {e}{_where(e, str(path))}"
-                              ) from None
-    return mod
+        raise
+    return mod, sha
 
 
 def _policies_of(obj, label: str, what: str) -> list[Policy]:
@@ -214,14 +239,15 @@ def load(spec: str) -> PolicySource:
         return _LOADED[spec]
     path = Path(spec).expanduser()
     if spec.endswith(".py") or path.exists() or "/" in spec or "\\" in spec:
-        pols = _module_policies(_exec_file(path, spec), spec, None)
-        return _register(pols, _source("file", spec, path, pols), spec)
+        mod, sha = _exec_file(path, spec)
+        with contained(spec, "reading POLICY/POLICIES", str(path), rule="attribute"):
+            pols = _module_policies(mod, spec, None)
+        return _register(pols, _source("file", spec, path, pols, sha), spec)
     modname, _, attr = spec.partition(":")
-    try:
+    with contained(spec, f"importing module '{modname}'", rule="import"):
         mod = importlib.import_module(modname)
-    except BaseException as e:  # noqa: BLE001
-        raise PolicyFileError(spec, "import", f"importing module '{modname}' failed: {type(e).__name__}: {e}") from None
-    pols = _module_policies(mod, spec, attr or None)
+    with contained(spec, "reading its policies", rule="attribute"):
+        pols = _module_policies(mod, spec, attr or None)
     return _register(pols, _source("module", spec, getattr(mod, "__file__", None), pols), spec)
 
 
@@ -242,10 +268,8 @@ def load_installed() -> list[PolicySource]:
         label = f"entry point '{ep.name} = {ep.value}' ({ENTRY_POINT_GROUP}, package {dist})"
         if any(s.spec == label for s in _LOADED.values()):
             continue
-        try:
+        with contained(label, "loading it", rule="import"):
             obj = ep.load()
-        except BaseException as e:  # noqa: BLE001
-            raise PolicyFileError(label, "import", f"loading it failed: {type(e).__name__}: {e}") from None
         pols = _policies_of(obj, label, ep.value)
         f = getattr(sys.modules.get(ep.module), "__file__", None)
         out.append(_register(pols, _source("entry point", label, f, pols), label))

@@ -61,13 +61,18 @@ def select_memory(spec: PolicySpec | str, cl: ClaimList, budget: Optional[int], 
             idx = pack(cl, order, budget, tokenizer)
         mem = claims_memory(spec, cl, idx, tokenizer, rng)
     if plugin:
-        guard.check_memory(spec, mem, cl, budget)
+        mem = _checked(spec, lambda: guard.check_memory(spec, mem, cl, budget) or guard.own_memory(mem, cl))
     return mem
 
 
 def _checked(spec: PolicySpec, check):
-    """``check()``, its ValueError re-raised as the plug-in's :class:`~.guard.PolicyFileError`."""
-    try:
-        return check()
-    except ValueError as e:
-        raise guard.refusal(spec, str(e)) from None
+    """``check()`` of what a plug-in returned, contained (:func:`~.guard.contained`: whatever its objects raise
+    while read is a refusal), its ValueError re-raised as the plug-in's :class:`~.guard.PolicyFileError`."""
+    src = guard.PLUGINS[spec.base]
+    with guard.contained(src.spec, f"policy '{spec.name}': what it returned", src.path):
+        try:
+            return check()
+        except guard.PolicyFileError:
+            raise
+        except ValueError as e:
+            raise guard.refusal(spec, str(e)) from None
