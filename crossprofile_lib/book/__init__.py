@@ -20,8 +20,8 @@ _NAMESPACE = {
     "display": "HTML SILENT_CHOICES Captions Markdown admonition data_source_box details display docstring_html esc num "
                "one_decimal show_figure NEAR_CHANCE_FLAG name_html near_chance uninformative_cell",
     "experiments": "BookRuns",
-    "explorer": "concept_takeaways controls exercises explore find_template policy_choices static_note templates_by_id "
-                "variant_views variant_walkthroughs walkthrough",
+    "explorer": "concept_takeaways controls exercises explore find_template live_exercises live_explorer policy_choices "
+                "static_note templates_by_id variant_views variant_walkthroughs walkthrough",
     "hbruns": "HBRun hb_as_run hb_natural_as_run",
     "headline": "COPY CORE rarest_takeaways central_cells central_contrast headline_items headline_takeaways "
                 "paper_beside_run thresholds_note FIXED_K ORACLE_NOTE REL REL_AND_BAL accuracy_by_variant by_decider "

@@ -285,6 +285,8 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         t_html = time.perf_counter() - t
         if rc:
             return rc
+        from crossprofile_lib.book.explorer_export import export_site  # chapter 10's live explorer reads it
+        export_site(params, target / "_build" / "html", jobs=jobs, log=log)
         bad = check_offline(target / "_build" / "html")
         if bad:
             print("pages load scripts, stylesheets, fonts or images from the network:\n  " + "\n  ".join(bad[:20]),
