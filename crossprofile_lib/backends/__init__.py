@@ -45,7 +45,13 @@ def provider_class(provider: str):
 
 
 def get_backend(spec: str, tokenizer=None, **opts):
-    """Build a backend from ``provider/model`` (``ledger`` needs no model)."""
+    """Build a backend from ``provider/model`` (``ledger`` needs no model). The key and the secret parts of the
+    base URLs it is given are registered first (:func:`crossprofile_lib.safety.redact.register_secret`): no
+    message or file of this process shows them, whatever their shape."""
+    from crossprofile_lib.safety.redact import register_secret, url_secrets
+    urls = opts.get("base_url")
+    urls = urls.split(",") if isinstance(urls, str) else list(urls or [])
+    register_secret(opts.get("api_key"), *url_secrets([u.strip() for u in urls]))
     provider, _, model = spec.partition("/")
     if provider not in PROVIDERS:
         raise ValueError(f"unknown backend '{spec}' (known providers: {', '.join(sorted(PROVIDERS))})")

@@ -51,7 +51,7 @@ from crossprofile_lib.backends.cache_file import (  # noqa: F401  (CacheStorageE
 )
 from crossprofile_lib.paths import cache_dir
 from crossprofile_lib.safety.outputs import atomic_write
-from crossprofile_lib.safety.redact import redact_url
+from crossprofile_lib.safety.redact import holds_secret, redact_url
 
 #: the columns :func:`~.cache_file._decode` reads, in its order
 _DECODED = "key, text, retries, prompt_tokens, completion_tokens, latency_s, choice_logprobs, meta, parsed"
@@ -192,8 +192,9 @@ class CallCache:
         return out
 
     def put(self, key: str, request: ChatRequest, result: ChatResult, identity: dict, decision_mode: str) -> None:
-        """Store a finished call (failed calls, ``result.error`` set, and blank answers are not stored)."""
-        if result.error is not None or blank_answer(result):
+        """Store a finished call (failed calls, ``result.error`` set, blank answers and answers holding a known
+        secret, e.g. a server echoing the key, are not stored: :func:`~crossprofile_lib.safety.redact.holds_secret`)."""
+        if result.error is not None or blank_answer(result) or holds_secret(result.text):
             return
         base_url = redact_url(identity.get("base_url"))
         row = (key, time.time(), identity.get("provider", ""), identity.get("model", ""),

@@ -67,11 +67,27 @@ def _leave_policy_threads(code: int) -> None:
 
 
 def _main(argv=None) -> int:
+    """:func:`main`'s work, its console redacted: every secret the command line hands over (a key in an option, a
+    mistyped ``--api-key=KEY``, a base URL's userinfo) and every key in the environment is masked in everything
+    printed (:class:`~crossprofile_lib.safety.redact.RedactingStream`)."""
+    from crossprofile_lib.safety.redact import RedactingStream, argv_secrets, known_secrets, register_secret
+    argv = sys.argv[1:] if argv is None else list(argv)
+    register_secret(*argv_secrets(argv))
+    if not known_secrets():
+        return _command(argv)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        return _command(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _command(argv) -> int:
     import os
 
-    from crossprofile_lib.safety.redact import redact_text
-    argv = sys.argv[1:] if argv is None else list(argv)
     from crossprofile_lib.cli.args import ArgError, fail, policy_file_values, preload_policy_files
+    from crossprofile_lib.safety.redact import redact_text
     if policy_file_values(argv):  # your own policies are registered before --policies is parsed
         from crossprofile_lib.policies.plugins import PolicyFileError
         try:

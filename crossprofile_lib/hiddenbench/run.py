@@ -33,7 +33,7 @@ from crossprofile_lib.paths import file_sha256
 from crossprofile_lib.prompts import prompt_dir
 from crossprofile_lib.run.results import run_header, stamp
 from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_error, write_text_atomic
-from crossprofile_lib.safety.redact import redact_options
+from crossprofile_lib.safety.redact import mask_known, redact_options, redact_value
 from crossprofile_lib.stats.analysis_set import failed_mask
 
 TABLES = {"controlled": {"decisions": "hiddenbench_controlled.parquet"},
@@ -148,7 +148,7 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
                     with path.open("a", encoding="utf-8") as fh:
                         for rec in records:
                             rec["config_sha"] = sha
-                            fh.write(json.dumps(rec, default=str) + "\n")
+                            fh.write(mask_known(json.dumps(rec, default=str)) + "\n")  # an echoed key: masked
                             n_new += 1
                 except OSError as e:  # a full disk: named; the sessions already on file are kept (a torn line is skipped)
                     raise write_error(path, e, "cannot append to") from None
@@ -173,7 +173,8 @@ def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: 
             header["protocols"][protocol] = info
         header.update(errors=sum(sum(i["errors"].values()) for i in header["protocols"].values()),
                       failed_sessions=sum(i["failed_sessions"] for i in header["protocols"].values()))
-        header.update(backend.record() if hasattr(backend, "record") else {})  # after the calls: the limits reached
+        # after the calls: the limits reached; request fields and headers redacted (one rule: safety.redact)
+        header.update(redact_value("", backend.record()) if hasattr(backend, "record") else {})
         stamp(header, t0)
         write_text_atomic(out / HEADER, json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
         return header

@@ -17,7 +17,7 @@ from crossprofile_lib.policies.plugins import sources as plugin_sources
 from crossprofile_lib.run.config import protocol_free
 from crossprofile_lib.safety.inputs import InputError, load_json
 from crossprofile_lib.safety.outputs import atomic_write, write_text_atomic
-from crossprofile_lib.safety.redact import redact_options
+from crossprofile_lib.safety.redact import known_secrets, mask_known, redact_options, redact_value
 from crossprofile_lib.task.templates import parse_template, template_paths
 
 #: Columns every results table has (later modules may add more; none may be renamed).
@@ -55,10 +55,28 @@ def write_results(df: pd.DataFrame, out_dir: Path | str, header: dict) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_frame(df, out / "results.parquet")
+    df = mask_frame(df)
     with atomic_write(out / "results.parquet") as tmp:
         df.reset_index(drop=True).to_parquet(tmp, index=False)
     write_text_atomic(out / "run.json", json.dumps(header, indent=2, sort_keys=True, default=str) + "\n")
     return out / "results.parquet"
+
+
+def mask_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every known secret masked in its text columns (``safety.redact.mask_known``; the one rule for
+    every writer: an error message or a memory that quotes a key); unchanged, not copied, when none holds one."""
+    secrets = known_secrets()
+    if not secrets:
+        return df
+    out = df
+    for c in df.columns:
+        if df[c].dtype != object:
+            continue
+        text = df[c].astype(str)
+        if any(text.str.contains(s, regex=False).any() for s in secrets):
+            out = out.copy() if out is df else out
+            out[c] = [mask_known(v) if isinstance(v, str) else v for v in df[c]]
+    return out
 
 
 def check_frame(df: pd.DataFrame, where: Path | str = "<results>") -> None:
@@ -129,8 +147,9 @@ def run_header(cfg, backend) -> dict:
         "tokenizer_source": backend.tokenizer_source,
         "package_version": __version__,
         "git_commit": git_commit(Path(__file__).resolve().parent),
-        # model backends: the request fields sent (sampling), the served model, the concurrency reached
-        **(backend.record() if hasattr(backend, "record") else {}),
+        # model backends: the request fields sent (sampling), the served model, the concurrency reached; redacted
+        # (a key in a request field or a header: safety.redact, the one rule)
+        **(redact_value("", backend.record()) if hasattr(backend, "record") else {}),
     }
     used = plugin_sources(getattr(cfg, "policies", ()) or ())
     if used:  # the policy files of your own behind this run: path and SHA-256 (crossprofile_lib.policies.plugins)

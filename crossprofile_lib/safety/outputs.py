@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
 from crossprofile_lib.safety.inputs import path_problem
-from crossprofile_lib.safety.redact import redact_argv
+from crossprofile_lib.safety.redact import mask_known, redact_argv
 
 LOCK_NAME = ".crossprofile.lock"
 _LOCK_MAX_BYTES = 64 * 1024
@@ -214,8 +214,10 @@ def atomic_write(dest: Path | str) -> Iterator[Path]:
 
 
 def write_text_atomic(dest: Path | str, text: str) -> None:
+    """``text`` written atomically, every known secret masked (:func:`~crossprofile_lib.safety.redact.mask_known`:
+    no key reaches a file the suite writes)."""
     with atomic_write(dest) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(mask_known(text), encoding="utf-8")
 
 
 def _probe(folder) -> None:

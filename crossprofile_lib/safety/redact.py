@@ -7,12 +7,24 @@ cache, results rows, logs, messages, the progress bar); deterministic, so a reda
 * :func:`redact_value` / :func:`redact_options` -- an option's value: ``***`` when its name looks secret
   (:func:`is_secret_name`) or it looks like a key (``sk-...``, ``hf_...``, ``Bearer ...``); URLs redacted;
 * :func:`redact_argv` -- a command line: secret-named ``--opt VALUE`` / ``--opt=VALUE``, ``KEY=VALUE`` words, URLs;
-* :func:`redact_text` -- free text: every URL and key-looking token, and the given secret strings.
+* :func:`redact_text` -- free text: every URL and key-looking token, every ``secret_name=VALUE`` /
+  ``--secret-name=VALUE`` word, every known secret (:func:`known_secrets`) and the given secret strings.
+
+**Known secrets** (:func:`known_secrets`): the values of the environment's key variables (a name with a word such as
+``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``: ``CROSSPROFILE_API_KEY``, ``OPENAI_API_KEY``, ``HF_TOKEN``; values of 8+
+characters), the secret parts of its ``*_BASE_URL`` variables, and every secret the suite was handed
+(:func:`register_secret`: ``--backend-option api_key=...``, a base URL's userinfo and query values, the value of a
+secret-named option on the command line). They are masked wherever they appear, whatever their shape: in URL paths
+(``http://host/KEY/v1``), request fields, headers, a server's answer (:func:`holds_secret`: never cached), messages
+(:class:`RedactingStream` on the console) and every file the suite writes. A URL path segment that looks random
+(20+ letters and digits, both) is masked too.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 MASK = "***"
@@ -31,6 +43,80 @@ _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr
                        r"|(?<=Bearer )[^\s'\"]+", re.IGNORECASE)
 _WORD_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
 _NAME_VALUE = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
+
+
+#: Words that mark an environment variable as holding a key (narrower than :data:`SECRET_WORDS`: ``SSH_AUTH_SOCK``
+#: and ``XDG_SESSION_ID`` hold no key).
+ENV_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "passphrase",
+                              "credential", "credentials"})
+#: An environment key shorter than this is not masked in free text (it would mask ordinary words).
+ENV_SECRET_MIN = 8
+#: A random-looking run in a URL path: 20+ letters and digits with at least one of each.
+_RANDOM_RUN = re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}(?![A-Za-z0-9])")
+_SECRET_WORD_VALUE = re.compile(r"(?<![\w-])(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=([^\s'\",;)\]}&#]+)")
+_REGISTERED: set[str] = set()
+
+
+def register_secret(*values) -> None:
+    """Add ``values`` (strings of 4+ characters; others ignored) to the secrets masked everywhere in this process."""
+    for v in values:
+        if isinstance(v, str) and len(v.strip()) >= 4 and v.strip() != "EMPTY":
+            _REGISTERED.add(v.strip())
+
+
+@lru_cache(maxsize=512)
+def _env_words(name: str) -> frozenset:
+    return frozenset(w.lower() for w in _WORD_SPLIT.split(name) if w)
+
+
+def _env_secrets() -> set[str]:
+    out = set()
+    for name, value in os.environ.items():
+        words = _env_words(name)
+        if words & ENV_SECRET_WORDS and len(value.strip()) >= ENV_SECRET_MIN:
+            out.add(value.strip())
+        elif "url" in words and "://" in value:
+            out.update(s for s in url_secrets(value) if len(s) >= 4)
+    return out
+
+
+def known_secrets() -> list[str]:
+    """Every secret this process knows of (module doc), longest first."""
+    return sorted(_REGISTERED | _env_secrets(), key=len, reverse=True)
+
+
+def holds_secret(text, extra=()) -> bool:
+    """Whether ``text`` holds a known secret (or one of ``extra``): e.g. a server's answer echoing the key."""
+    if not isinstance(text, str) or not text:
+        return False
+    return any(s in text for s in [*known_secrets(), *(e for e in extra if e and len(e) >= 4)])
+
+
+def mask_known(text: str, extra=()) -> str:
+    """``text`` with every known secret (and each of ``extra``) masked, nothing else changed."""
+    out = str(text)
+    for s in sorted({*known_secrets(), *(e for e in extra if e and len(e) >= 4)}, key=len, reverse=True):
+        if s in out:
+            out = out.replace(s, MASK)
+    return out
+
+
+class RedactingStream:
+    """A text stream (the console) that masks every known secret in what is written to it; everything else
+    is the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, s):
+        return self._stream.write(mask_known(s) if isinstance(s, str) else s)
+
+    def writelines(self, lines):
+        for ln in lines:
+            self.write(ln)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def is_secret_name(name: str) -> bool:
@@ -82,18 +168,22 @@ def redact_url(url):
     if "@" in netloc:
         netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
     frag = _redact_pairs(parts.fragment) if "=" in parts.fragment else (MASK if parts.fragment else "")
-    return urlunsplit((parts.scheme, netloc, _KEY_LIKE.sub(MASK, parts.path), _redact_pairs(parts.query), frag))
+    path = _RANDOM_RUN.sub(MASK, mask_known(_KEY_LIKE.sub(MASK, parts.path)))
+    return urlunsplit((parts.scheme, netloc, path, _redact_pairs(parts.query), frag))
 
 
 def redact_text(text: str, secrets=()) -> str:
-    """``text`` with URLs and key-looking tokens redacted and each of ``secrets`` (4+ characters) masked."""
-    known = sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True)
+    """``text`` with URLs, key-looking tokens and ``secret_name=VALUE`` words redacted and every known secret
+    (:func:`known_secrets`) and each of ``secrets`` (4+ characters) masked."""
+    known = sorted({*(s for s in secrets if s and len(s) >= 4), *known_secrets()}, key=len, reverse=True)
     out = str(text)
     for s in known:  # first: a secret holding a quote (RFC 3986 allows ' in userinfo) ends the URL match early
         out = out.replace(s, MASK)
     out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
     for s in known:
         out = out.replace(s, MASK)
+    out = _SECRET_WORD_VALUE.sub(lambda m: f"{m.group(1)}={MASK}" if is_secret_name(m.group(1))
+                                 and not m.group(2).startswith(MASK) else m.group(0), out)
     return _KEY_LIKE.sub(MASK, out)
 
 
@@ -164,3 +254,50 @@ def url_secrets(url) -> list[str]:
     if parts.fragment and "=" not in parts.fragment:
         out.append(parts.fragment)
     return out
+
+
+def _secret_values(name: str, value) -> list[str]:
+    """The secrets in ``value`` of an option or field called ``name``: all of it when the name is secret, else
+    the secret-named entries of a JSON object, the secret parts of URLs and ``Bearer`` tokens."""
+    if is_secret_name(name):
+        return [str(value)] if isinstance(value, (str, int)) else [s for v in (value.values() if isinstance(
+            value, dict) else value if isinstance(value, (list, tuple)) else []) for s in _secret_values(name, v)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _secret_values(str(k), v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _secret_values(name, v)]
+    if not isinstance(value, str):
+        return []
+    out = url_secrets([u for u in value.split(",") if "://" in u])
+    out += [m.group(0) for m in _KEY_LIKE.finditer(value)]
+    inner = _NAME_VALUE.match(value)
+    if inner:
+        out += _secret_values(inner.group(1), inner.group(2))
+    elif value[:1] in "{[":
+        try:
+            import json
+            out += _secret_values(name, json.loads(value))
+        except ValueError:
+            pass
+    return out
+
+
+def argv_secrets(argv) -> list[str]:
+    """The secrets a command line hands the suite (to :func:`register_secret`): the value of every secret-named
+    ``--opt VALUE`` / ``--opt=VALUE`` (a mistyped ``--api-key=KEY`` too), secret-named ``KEY=VALUE`` words
+    (``--backend-option api_key=...``, ``--request-field token=...``, JSON objects), URLs' secret parts."""
+    out: list[str] = []
+    take_next = False
+    for a in map(str, argv):
+        if take_next:
+            out.append(a)
+            take_next = False
+            continue
+        m = _NAME_VALUE.match(a)
+        if m:
+            out += _secret_values(*m.groups())
+        elif a.startswith("-") and "://" not in a and is_secret_name(a):
+            take_next = True
+        else:
+            out += _secret_values("", a)
+    return [s for s in out if s and len(s) >= 4]
