@@ -77,7 +77,7 @@ def test_rerun_reads_the_cache_and_prints_the_same(run_dir, capsys, monkeypatch)
 def test_library_call_without_cache_computes(run_dir):
     df = pd.read_parquet(run_dir / "results.parquet")
     (m,) = analyse(df, n_resamples=100, fit_resamples=0)
-    assert m["net_lead"]["verdict"]["fit"].tolist()[:4] == ["fixed", "lr", "mixed", "gee"]
+    assert m["net_lead"]["verdict"]["fit"].tolist()[:5] == ["fixed", "lr", "ml", "mixed", "gee"]
 
 
 def test_unwritable_run_folder_still_reports(run_dir, tmp_path, capsys):

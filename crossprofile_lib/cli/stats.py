@@ -168,6 +168,13 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET) -> None:
             w(m["terms"][cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         if m.get("error"):
             w(f"   {m['error']}")
+        elif key == "ml":
+            lr, wt = m.get("lr"), m.get("wald_test")
+            w(f"   template random-intercept SD {m['template_sd']:.3f}; log-likelihood {m['llf']:.2f}"
+              + (f"; likelihood-ratio test of the policy block: chi2 = {lr['chi2']:.1f}, df = {lr['df']}, "
+                 f"p = {fmt_p(lr['p'])}" if lr else "")
+              + (f" (joint Wald: chi2 = {wt['chi2']:.1f}, p = {fmt_p(wt['p'])})" if wt else "")
+              + f"; significant: {m['policy_significant']}")
         elif key == "mixed":
             w(f"   template random-intercept SD {m['template_sd']:.3f}; policy terms significant after Holm: "
               f"{m['policy_significant']}")
@@ -194,8 +201,10 @@ def print_report(res: dict, primary: str = PRIMARY_BUDGET) -> None:
         name = fam.get("primary", {}).get("family", "")
         w("   Verdict: policy terms " + ("stay significant" if sig else "are not significant" if sig is False
                                          else "could not be tested")
-          + " once net lead and irrelevant tone are controlled (primary: template fixed effects"
-          + (f", family {name}" if name else "") + ")")
+          + " once net lead and irrelevant tone are controlled (the headline is the primary fit, template fixed "
+            "effects" + (f", family {name}" if name else "") + ")"
+          + (f"; the paper's model (ML random intercept) says: {'significant' if ml_sig else 'not significant'}"
+             if (ml_sig := nl.get("ml", {}).get("policy_significant")) is not None else ""))
         cols = [c for c in ("family", "fit", "role", "test", "statistic", "df", "p", "policy_significant",
                             "agrees_with_primary") if c in v.columns]
         vv = v[cols].copy()
@@ -243,7 +252,7 @@ def register(sub) -> None:
     s.add_argument("--seed", type=A.seed, default=0, help="seed of the resample index matrix (default 0)")
     s.add_argument("--fit-resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES), default=1000,
                    help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
-    s.add_argument("--no-regressions", action="store_true", help="skip the net-lead regressions (fixed effects, mixed, GEE)")
+    s.add_argument("--no-regressions", action="store_true", help="skip the net-lead regressions (fixed effects, ML and Bayesian random intercept, GEE)")
     s.add_argument("--allow-errors", action="store_true",
                    help="drop rows whose model call failed (column 'error' set) instead of refusing the run")
     s.add_argument("--analysis-set", choices=ANALYSIS_SETS, default=ANALYSIS_SETS[0],
