@@ -17,7 +17,9 @@ Faults (per distinct request body, counted by attempts):
   llama.cpp's server does: the probe passes and only the completions are refused);
 * ``served_model=NAME[,NAME2]`` -- ``/v1/models`` lists these (else ``fake``) and a completion for
   another model gets 404 ``model ... does not exist`` (as vLLM answers); ``root=PATH`` adds vLLM's
-  ``root`` to the listed model;
+  ``root`` to the listed model; ``aliases=A,B`` lists other names of it as llama.cpp does (``aliases``);
+  ``owned_by=KIND`` is what ``/v1/models`` says owns it (``vllm``, ``llamacpp``; default ``fake``); ``any_model``
+  answers a completion for any model name, as llama.cpp's server does;
 * ``capacity=K`` -- at most K requests are worked on at once (each for ``latency_s``), the others
   wait in a queue, as a busy model server does; ``queue_limit=Q`` answers 429 beyond Q waiting.
 * ``empty_first=N`` -- the first N attempts of every request get 200 with empty content (``empty_text``,
@@ -75,7 +77,8 @@ class FakeTokenizer:
 class FakeServer:
     def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
                  malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None,
-                 served_model=None, root=None, capacity=0, queue_limit=0,
+                 served_model=None, root=None, capacity=0, queue_limit=0, aliases=None, owned_by="fake",
+                 any_model=False,
                  empty_first=0, reset_first=0, retry_after=None, attempt_log=None, key_status=401,
                  models_open=False, empty_text=" ", empty_body_first=0):
         self.empty_first, self.reset_first, self.retry_after = empty_first, reset_first, retry_after
@@ -98,6 +101,8 @@ class FakeServer:
         self.answered = 0
         self.served = [m.strip() for m in served_model.split(",")] if served_model else None
         self.root, self.capacity, self.queue_limit = root, int(capacity or 0), int(queue_limit or 0)
+        self.aliases = [a.strip() for a in aliases.split(",")] if aliases else None
+        self.owned_by, self.any_model = owned_by, any_model
         self._slots = None
         self.waiting = self.max_inflight = self._inflight = 0
 
@@ -132,7 +137,8 @@ class FakeServer:
             msg = "invalid api key" if self.key_status == 401 else "this key may not use this model"
             return self.key_status, json.dumps({"error": {"message": msg}}).encode(), 0.0
         if path.endswith("/models"):
-            data = [dict({"id": m, "object": "model", "owned_by": "fake"}, **({"root": self.root} if self.root else {}))
+            data = [dict({"id": m, "object": "model", "owned_by": self.owned_by}, **({"root": self.root} if self.root else {}),
+                         **({"aliases": [m] + self.aliases} if self.aliases else {}))
                     for m in (self.served or ["fake"])]
             return 200, json.dumps({"object": "list", "data": data}).encode(), 0.0
         if path.endswith("/tokenize"):
@@ -161,7 +167,7 @@ class FakeServer:
         if self.bodies is not None:
             self.bodies.append((path, headers.get("authorization", ""), body))
         model = body.get("model", "fake")
-        if self.served is not None and model not in self.served:
+        if self.served is not None and model not in self.served and not self.any_model:
             msg = {"object": "error", "message": f"The model `{model}` does not exist.", "type": "NotFoundError",
                    "code": 404}
             return 404, json.dumps(msg).encode(), 0.0

@@ -26,12 +26,16 @@ TOKENIZE_KIND = {"xllamacpp": "llama.cpp", "llama-cpp-python": "llama-cpp-python
 MISSING = "no real llama.cpp server is installed (xllamacpp: make install-llm; or llama-cpp-python[server])"
 
 
-def command(gguf: str, port: int, n_ctx: int = 4096, n_threads: int | None = None, api_key: str | None = None) -> list[str]:
+def command(gguf: str, port: int, n_ctx: int = 4096, n_threads: int | None = None, api_key: str | None = None,
+            alias: str = "smollm2-135m") -> list[str]:
+    """The server's command line; ``alias``: the name the tests' backend uses (``openai/smollm2-135m``), served
+    beside the file name (the suite refuses a name the server does not serve)."""
     if KIND == "xllamacpp":
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--model", gguf, "--port", str(port), "--n_ctx", str(n_ctx)]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--model", gguf, "--port", str(port), "--n_ctx", str(n_ctx),
+               "--alias", alias]
     else:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
-               "--n_ctx", str(n_ctx), "--n_batch", "512", "--verbose", "False"]
+               "--n_ctx", str(n_ctx), "--n_batch", "512", "--verbose", "False", "--model_alias", alias]
     if n_threads:
         cmd += ["--n_threads", str(n_threads)] + (["--n_threads_batch", str(n_threads)] if KIND != "xllamacpp" else [])
     return cmd + (["--api_key", api_key] if api_key else [])
@@ -45,10 +49,11 @@ def serve() -> None:
     ap.add_argument("--n_ctx", type=int, default=4096)
     ap.add_argument("--n_threads", type=int, default=None)
     ap.add_argument("--api_key", default=None)
+    ap.add_argument("--alias", default=None, help="another name the model is served under (GET /v1/models)")
     a = ap.parse_args()
     p = x.CommonParams()
     p.model.path = a.model
-    p.model_alias = {Path(a.model).name}
+    p.model_alias = {Path(a.model).name} | ({a.alias} if a.alias else set())
     p.hostnames, p.port = ["127.0.0.1"], a.port
     p.n_ctx, p.n_batch, p.n_ubatch, p.n_parallel = a.n_ctx, 512, 512, 1
     if a.n_threads:

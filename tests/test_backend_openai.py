@@ -135,10 +135,10 @@ def test_persistent_failure_is_an_error_the_run_finishes_and_exits_nonzero(tmp_p
 
 
 def test_client_errors_are_not_retried(server, tmp_path):
-    # a model the server does not serve (a one-model server lists another name): 404 on every call;
-    # with the early stop turned off every call is an error row, none retried
+    # a model the server does not serve (a one-model server lists another name, accepted by the option): 404 on every
+    # call; with the early stop turned off every call is an error row, none retried
     fake, url = server(served_model="other-model")
-    b = _backend(url, tmp_path, api_key="some-key", stop_on_refusal=0)
+    b = _backend(url, tmp_path, api_key="some-key", stop_on_refusal=0, accept_served_model=True)
     d = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
     assert d.error.str.contains("NotFoundError").all() and (d.call_retries == 0).all()
     assert "some-key" not in " ".join(d.error)
@@ -261,7 +261,7 @@ def test_a_canary_key_appears_in_no_file_the_run_writes(tmp_path):
 
 
 def test_deepseek_preset_sends_temperature_zero_and_thinking_off(server, tmp_path, monkeypatch):
-    fake, url = server(keep_bodies=True, api_key="ds-key")
+    fake, url = server(keep_bodies=True, api_key="ds-key", served_model="deepseek-flash")
     monkeypatch.setenv("DEEPSEEK_BASE_URL", url)
     monkeypatch.setenv("DEEPSEEK_API_KEY", "ds-key")
     monkeypatch.delenv("CROSSPROFILE_BASE_URL", raising=False)

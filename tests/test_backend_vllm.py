@@ -1,8 +1,8 @@
-"""The in-process vLLM adapter against a fake ``vllm`` module with the same interface.
-
-vLLM cannot be installed on CPU machines; ``scripts/gpu_smoke.sh`` checks the real engine.
+"""The in-process vLLM adapter against a fake ``vllm`` module with the same interface (the real engine, the CPU build:
+``tests/test_vllm_real.py``; a GPU: ``scripts/gpu_smoke.sh``).
 """
 
+import re
 import sys
 import types
 from dataclasses import dataclass, field
@@ -17,11 +17,27 @@ GRID = dict(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets
 
 
 class FakeTokenizer:
-    def encode(self, text, add_special_tokens=True):
-        return text.split()
+    """Pieces (a special token, a word with its leading space, a space) numbered as first seen; ``encode`` adds a BOS
+    (id 0) unless told not to, as Llama-3's tokenizer does."""
 
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
-        body = "".join(f"<|{m['role']}|>{m['content']}<|end|>" for m in messages)
+    PIECE = re.compile(r"<\|\w+\|>| ?[^\s<]+|\s")
+
+    def __init__(self):
+        self.vocab = {"<|bos|>": 0}
+
+    def encode(self, text, add_special_tokens=True):
+        ids = [self.vocab.setdefault(p, len(self.vocab)) for p in self.PIECE.findall(text)]
+        return ([0] if add_special_tokens else []) + ids
+
+    def decode(self, ids):
+        back = {i: p for p, i in self.vocab.items()}
+        return "".join(back[i] for i in ids)
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True, continue_final_message=False):
+        last = messages[-1] if continue_final_message else None
+        body = "".join(f"<|{m['role']}|>{m['content']}<|end|>" for m in (messages[:-1] if last else messages))
+        if last:
+            return body + f"<|{last['role']}|>{last['content']}"
         return body + ("<|assistant|>" if add_generation_prompt else "")
 
 
@@ -62,25 +78,27 @@ def make_fake_vllm():
         instances = []
 
         def __init__(self, **kw):
-            self.kw, self.calls = kw, []
+            self.kw, self.calls, self.tok = kw, [], FakeTokenizer()
             LLM.instances.append(self)
 
         def get_tokenizer(self):
-            return FakeTokenizer()
+            return self.tok
 
         def generate(self, prompts, sampling_params, use_tqdm=True):
-            self.calls.append((list(prompts), list(sampling_params)))
+            texts = [self.tok.decode(p["prompt_token_ids"]) for p in prompts]
+            self.calls.append((texts, list(sampling_params), [list(p["prompt_token_ids"]) for p in prompts]))
             outs = []
-            for p, sp in zip(prompts, sampling_params):
-                if getattr(sp, "logprobs", None):
-                    lps = {1: Logprob(-0.3, 1, " B"), 2: Logprob(-1.5, 2, " A"), 3: Logprob(-2.0, 3, " C"),
-                           4: Logprob(-2.5, 4, " The")}
-                    c = Completion(" B", [1], [lps])
-                elif '"relevant"' in p:
+            for p, t, sp in zip(prompts, texts, sampling_params):
+                if getattr(sp, "logprob_token_ids", None):  # every named token's log-probability: B first
+                    lp = {" B": -0.3, " A": -1.5, " C": -2.0, "A": -4.0, "B": -5.0, "C": -6.0}
+                    back = {i: w for w, i in self.tok.vocab.items()}
+                    lps = {i: Logprob(lp[back[i]], 0, back[i]) for i in sp.logprob_token_ids}
+                    c = Completion(" B", [self.tok.vocab[" B"]], [lps])
+                elif '"relevant"' in t:
                     c = Completion('{"relevant": [1, 2, 3]}', [5, 6])
                 else:
                     c = Completion("Because of the notes.\nDecision: C", [7, 8, 9])
-                outs.append(RequestOutput(p, p.split(), [c]))
+                outs.append(RequestOutput(t, list(p["prompt_token_ids"]), [c]))
             return outs
 
     mod.LLM, mod.SamplingParams, mod.sampling_params = LLM, SamplingParams, sp_mod
@@ -108,9 +126,11 @@ def test_one_batched_generate_call_with_prefix_caching_and_parallelism(fake_vllm
     assert (df.error == "").all() and (df.decision_letter == "C").all() and (df.backend.str.startswith("vllm/")).all()
     # relevance calls were prefetched in one batch, then every decision went out in one call
     assert len(eng.calls) == 2
-    prompts, params = eng.calls[1]
+    prompts, params, ids = eng.calls[1]
     assert len(prompts) == len(set(df.prompt_sha)) and all(p.endswith("<|assistant|>") for p in prompts)
     assert all(sp.temperature == 0.0 and sp.max_tokens == 512 for sp in params)
+    # token ids, the template's own special tokens and no BOS added (a text prompt would get one: Llama-3 doubled it)
+    assert all(i[0] != 0 and i == eng.tok.encode(p, add_special_tokens=False) for p, i in zip(prompts, ids))
     rerun = get_backend("vllm//models/qwen2.5-7b-instruct", cache=tmp_path)
     run_grid(RunConfig(**GRID), rerun)
     assert fake_vllm.LLM.instances[-1].calls == [] and rerun.stats["calls"] == 0
@@ -120,9 +140,13 @@ def test_score_mode_reads_letter_logprobs_after_the_prefill(fake_vllm, tmp_path)
     b = get_backend("vllm//models/m", decision_mode="score", cache=tmp_path)
     df = run_grid(RunConfig(**{**GRID, "policies": ["ALL"]}), b)
     assert (df.decision_letter == "B").all() and not df.invalid.any()
-    prompts, params = fake_vllm.LLM.instances[-1].calls[-1]
-    assert all(p.endswith("<|assistant|>Decision:") for p in prompts)
-    assert all(sp.max_tokens == 1 and sp.logprobs == 20 for sp in params)
+    eng = fake_vllm.LLM.instances[-1]
+    prompts, params, _ = eng.calls[-1]
+    assert all(p.endswith("<|assistant|>Decision:") for p in prompts)  # the prefill continued, no end-of-turn
+    # every letter's own log-probability, bare and after a space (the larger counts), none left to a top-k
+    want = sorted(eng.tok.vocab[w] for w in ("A", " A", "B", " B", "C", " C"))
+    assert all(sp.max_tokens == 1 and sorted(sp.logprob_token_ids) == want and sp.logprobs == len(want) for sp in params)
+    assert (df.letter_logprobs == '{"A": -1.5, "B": -0.3, "C": -2.0}').all() and (df.letters_missing == "").all()
 
 
 def test_grammar_mode_uses_structured_outputs(fake_vllm, tmp_path):

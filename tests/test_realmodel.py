@@ -101,22 +101,46 @@ def test_a_wrong_key_stops_the_run_within_seconds_naming_url_model_and_status(se
 def test_a_model_the_server_does_not_list_stops_before_any_call(server, tmp_path):
     fake, url = server(served_model="qwen2.5-7b,llama-3.1-8b")
     b = _backend(url, tmp_path, tokenizer="offline")
-    with pytest.raises(ServerRefused, match=r"does not serve model 'fake' \(HTTP 404 model not found; it serves: "
-                                            r"qwen2.5-7b, llama-3.1-8b\)"):
+    with pytest.raises(ServerRefused, match=r"does not serve model 'fake' \(it serves: qwen2.5-7b, llama-3.1-8b\)"):
         run_grid(RunConfig(**GRID), b)
     assert fake.answered == 0 and fake.received == 1
+
+
+def test_a_one_model_server_under_another_name_is_refused_unless_accepted(server, tmp_path):
+    # a server with one model answers any name (llama.cpp does): a run named qwen2.5-7b-instruct on it would store
+    # SmolLM2's answers as Qwen's rows, and the book pairs paper columns by that name
+    fake, url = server(served_model="smollm2-135m", any_model=True, owned_by="llamacpp")
+    out = tmp_path / "out"
+    r = _cli(["run", "--backend", "openai/qwen2.5-7b-instruct", "--base-url", url, "--out", str(out), "--no-progress",
+              "--tokenizer", "offline"] + CLI_ONE, tmp_path)
+    assert r.returncode == 1 and fake.answered == 0 and not out.exists(), r.stderr
+    assert ("does not serve model 'qwen2.5-7b-instruct' (it serves: smollm2-135m)" in r.stderr
+            and "--backend openai/smollm2-135m" in r.stderr and "accept_served_model=true" in r.stderr), r.stderr
+    assert "Traceback" not in r.stderr
+    # the option runs it, and the served model is recorded with the rows' name
+    r = _cli(["run", "--backend", "openai/qwen2.5-7b-instruct", "--base-url", url, "--out", str(out), "--no-progress",
+              "--tokenizer", "offline", "--backend-option", "accept_served_model=true"] + CLI_ONE, tmp_path)
+    assert r.returncode == 0 and fake.answered > 0, r.stderr
+    assert json.loads((out / "run.json").read_text())["served_model"] == {"id": "smollm2-135m"}
+    # a listed alias is a name the server serves (llama.cpp lists its --alias names under "aliases"); the served id
+    # stays the model's own
+    fake, url = server(served_model="SmolLM2-135M-Instruct.Q4_1.gguf", aliases="smollm2-135m")
+    b = get_backend("openai/smollm2-135m", base_url=url, cache=tmp_path / "c2", tokenizer="offline", **FAST)
+    assert b.served_model() == {"id": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+    with pytest.raises(ServerRefused, match="does not serve model 'smollm2'"):
+        get_backend("openai/smollm2", base_url=url, cache=tmp_path / "c3", tokenizer="offline", **FAST).served_model()
 
 
 def test_404_answers_stop_after_the_first_few_calls(server, tmp_path):
     # a one-model server lists another name (as llama.cpp servers do): no refusal up front, but
     # every call answers 404 model-not-found; the run stops after stop_on_refusal of them
     fake, url = server(served_model="other-model")
-    b = _backend(url, tmp_path, tokenizer="offline", concurrency=2)
+    b = _backend(url, tmp_path, tokenizer="offline", concurrency=2, accept_served_model=True)
     with pytest.raises(ServerRefused, match=r"answered HTTP 404 .* to 3 calls in a row for model 'fake'"):
         run_grid(RunConfig(**GRID), b)
     n = len(GRID["budgets"]) * 2 * 2 * 2 + 2 * 2  # the grid's decisions (R1, B4 budgeted; ALL, EMPTY once)
     assert fake.received - 1 <= 3 + 2 < n  # the /models probe, then at most the refusals and those in flight
-    off = _backend(url, tmp_path, tokenizer="offline", stop_on_refusal=0)  # 0 turns it off: every call fails
+    off = _backend(url, tmp_path, tokenizer="offline", stop_on_refusal=0, accept_served_model=True)  # 0: every call fails
     df = run_grid(RunConfig(**GRID), off)
     assert df.error.str.contains("NotFoundError").all()
 
@@ -590,7 +614,7 @@ def test_the_in_process_vllm_engine_gets_the_papers_sampling_explicitly(monkeypa
     monkeypatch.setitem(sys.modules, "vllm.sampling_params", mod.sampling_params)
     b = get_backend("vllm//models/m", cache=tmp_path)
     run_grid(RunConfig(**{**GRID, "policies": ["ALL"]}), b)
-    _, params = mod.LLM.instances[-1].calls[-1]
+    _, params, _ = mod.LLM.instances[-1].calls[-1]
     want = {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0,
             "repetition_penalty": 1.0}
     assert params and all({k: getattr(sp, k) for k in want} == want for sp in params)

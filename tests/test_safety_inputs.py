@@ -240,7 +240,7 @@ def test_chat_template_folders_and_configs(tmp_path):
     with pytest.raises(ValueError, match="not a folder"):
         ChatTemplate.from_spec(f"hf:{tmp_path / 'none'}")
     (tmp_path / "tokenizer_config.json").write_text('{"bos_token": "<s>"}')
-    with pytest.raises(ValueError, match="no chat_template"):
+    with pytest.raises(ValueError, match="has no chat template"):
         ChatTemplate.from_spec(f"hf:{tmp_path}")
     (tmp_path / "tokenizer_config.json").write_text('{"chat_template": "a", "chat_template": "b"}')
     with pytest.raises(ValueError, match="duplicate key"):
@@ -248,6 +248,18 @@ def test_chat_template_folders_and_configs(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": [
         {"name": "tool_use", "template": "x"}, {"name": "default", "template": "{{ messages[0]['content'] }}"}]}))
     assert ChatTemplate.from_spec(f"hf:{tmp_path}").render([{"role": "user", "content": "hi"}]) == "hi"
+    # a folder as transformers 5 saves it: the template in chat_template.jinja, "no limit" as int(1e30), 31 digits
+    tf5 = tmp_path / "tf5"
+    tf5.mkdir()
+    (tf5 / "tokenizer_config.json").write_text('{"bos_token": "<|begin_of_text|>", "model_max_length": '
+                                               '1000000000000000019884624838656}')
+    (tf5 / "chat_template.jinja").write_text("{{ bos_token }}{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    t = ChatTemplate.from_spec(f"hf:{tf5}")
+    assert t.render([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Decision:"}]) == \
+        "<|begin_of_text|>[hi]Decision:"
+    (tf5 / "tokenizer_config.json").write_text('{"model_max_length": 1' + "0" * 40 + '}')  # 41 digits: refused
+    with pytest.raises(ValueError, match="an integer of 41 digits"):
+        ChatTemplate.from_spec(f"hf:{tf5}")
     (tmp_path / "m.gguf").write_text("not a model")
     with pytest.raises(ValueError, match="not a GGUF file"):
         ChatTemplate.from_spec(f"gguf:{tmp_path / 'm.gguf'}")

@@ -53,7 +53,8 @@ class ChatTemplate:
 
     @classmethod
     def from_spec(cls, spec: str) -> "ChatTemplate":
-        """``chatml``, ``gguf:PATH`` (a GGUF file's template), ``hf:FOLDER`` (its ``tokenizer_config.json``) or a
+        """``chatml``, ``gguf:PATH`` (a GGUF file's template), ``hf:FOLDER`` (its ``tokenizer_config.json``, or
+        ``chat_template.jinja`` beside it as transformers 5 saves it) or a
         Jinja file, read through :mod:`crossprofile_lib.safety.inputs`; a template that does not compile or render
         is refused here (a ``ValueError`` naming the source), never later as one error row per call."""
         import jinja2
@@ -94,9 +95,12 @@ class ChatTemplate:
                 if isinstance(src, list):  # named templates: the default one
                     src = next((d.get("template") for d in src if isinstance(d, dict) and d.get("name") == "default"),
                                None)
+                jinja = Path(arg) / "chat_template.jinja"  # transformers 5 keeps the template in its own file
+                if (not isinstance(src, str) or not src.strip()) and jinja.exists():
+                    src = read_text(jinja, CHAT_TEMPLATE_MAX_BYTES, what="chat template", check_chars=False)
                 if not isinstance(src, str) or not src.strip():
-                    raise ValueError(f"chat_template '{spec}': {arg}/tokenizer_config.json has no chat_template "
-                                     f"string")
+                    raise ValueError(f"chat_template '{spec}': {arg} has no chat template (neither a chat_template "
+                                     f"string in tokenizer_config.json nor chat_template.jinja)")
                 tok = {k: (v.get("content", "") if isinstance(v, dict) else (v or "")) for k, v in cfg.items()
                        if k in ("bos_token", "eos_token")}
                 return cls(src, str(tok.get("bos_token", "")), str(tok.get("eos_token", "")), name=spec)

@@ -40,6 +40,15 @@ class ServerRefused(ServerUnreachable):
     :class:`ServerUnreachable`, so every caller that stops on a dead server stops on it too."""
 
 
+class ConstraintBroken(Exception):
+    """A constrained answer (grammar mode, a JSON-schema call) that breaks its constraint: an error row, never an
+    ordinary invalid answer, never retried (the same fields get the same answer)."""
+
+
+class ConstraintNotHonoured(ServerRefused):
+    """``constraint_failures`` answers broke their constraint: the server does not understand the fields sent."""
+
+
 #: the statuses that stop a run early (see the module doc)
 REFUSAL_STATUSES = {401: "unauthorized: a wrong or missing API key", 403: "forbidden: the key may not use this model",
                     404: "not found: a wrong model name, or no such endpoint on this server"}
@@ -178,6 +187,10 @@ class Refusals:
 
 # --- what the server says about its model ------------------------------------------------------------------
 
+#: ``owned_by`` of ``GET /v1/models`` -> the server's kind (what the constraint fields and score mode follow)
+SERVER_OWNERS = {"vllm": "vllm", "llamacpp": "llama.cpp"}
+
+
 def _basename(x) -> Optional[str]:
     """The last path part of a model id or path (``/models/Qwen2.5-7B`` -> ``Qwen2.5-7B``)."""
     return str(x).rstrip("/").rsplit("/", 1)[-1] if x else None
@@ -207,14 +220,25 @@ def probe_models(self, memo: dict) -> Optional[dict]:
         finally:
             client.close()
         ids = [str(getattr(m, "id", "")) for m in data]
-        match = [m for m, i in zip(data, ids) if i == self.model or _basename(i) == self.model]
-        if not match and len(data) > 1:
-            raise ServerRefused(f"backend {self.name}: the server at {shown} does not serve model '{self.model}' "
-                                f"(HTTP 404 model not found; it serves: {', '.join(ids[:10])}). Stopped before "
-                                f"any call")
+        aliases = [(getattr(m, "model_extra", None) or {}).get("aliases") for m in data]
+        names = [{i, _basename(i), *(map(str, a) if isinstance(a, list) else ())}  # llama.cpp: a model's other names
+                 for i, a in zip(ids, aliases)]
+        match = [m for m, n in zip(data, names) if self.model in n]
+        if not match and data and not getattr(self, "accept_served_model", False):
+            one = len(data) == 1
+            raise ServerRefused(
+                f"backend {self.name}: the server at {shown} does not serve model '{self.model}' (it serves: "
+                f"{', '.join(ids[:10])}). Stopped before any call: rows and the book's paper columns are keyed by "
+                f"the backend's name, so a run under another model's name would pass its answers off as that "
+                f"model's. Name the served model (--backend {self.provider}/{_basename(ids[0]) if one else '<id>'}), "
+                f"start the server under this name (vLLM: --served-model-name {self.model}; llama.cpp: --alias "
+                f"{self.model})" + (", or pass --backend-option accept_served_model=true to run this name on the one "
+                                    "model it serves" if one else ""))
         if not match and not data:
             continue
         m = (match or data)[0]
+        owner = str(getattr(m, "owned_by", "") or "")
+        self._server_kind = SERVER_OWNERS.get(owner, self._server_kind)
         extra = getattr(m, "model_extra", None) or {}
         served = {"id": _basename(getattr(m, "id", None))}
         if extra.get("root"):

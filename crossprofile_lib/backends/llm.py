@@ -10,8 +10,9 @@ wrong and ``invalid``); ``relevance`` (JSON ``{"relevant": [numbers]}``); ``summ
 Decision modes (recorded in every row): ``generate`` (the paper's: free generation at temperature 0, reasoning then
 ``Decision: X``); ``grammar`` (constrained to one paragraph of reasoning and a valid ``Decision: X``; JSON-schema
 requests to the schema); ``score`` (the reply prefilled with ``Decision:``, the letters' next-token log-probabilities
-compared; a letter missing from the top log-probabilities counts as ``-inf``, none present is invalid; JSON-schema
-requests as in ``grammar``).
+compared; where a server returns only its top log-probabilities, a letter missing from them counts as ``-inf`` and is
+named in the row's ``letters_missing`` and counted in the run's summary; none present is invalid; JSON-schema requests
+as in ``grammar``).
 """
 
 from __future__ import annotations
@@ -226,7 +227,8 @@ class LLMBackend(ChatBackend):
         """Identities earlier versions keyed the same calls on (looked up when a key misses)."""
         return []
 
-    def legacy_notice(self, n_missing: int) -> Optional[str]:
+    def legacy_notice(self, n_missing: int, requests=()) -> Optional[str]:
+        """A line said once when ``requests`` (the calls not in the cache) were made by an earlier version."""
         return None
 
     def record(self) -> dict:
@@ -253,7 +255,8 @@ class LLMBackend(ChatBackend):
             missing = [k for k in missing if k not in found]
             if not missing:
                 break
-        note = self.legacy_notice(len(missing)) if missing and not self._legacy_noted else None
+        note = self.legacy_notice(len(missing), [requests[first[k]] for k in missing]) if (
+            missing and not self._legacy_noted) else None
         if note:
             self._legacy_noted = True
             print(note, file=sys.stderr)
@@ -338,11 +341,16 @@ class LLMBackend(ChatBackend):
             if i in retried and final.error is None and not final.cached:
                 self.cache.set_parsed(self.cache_key(retry_reqs[i]), letter)
             option = req.option_order[P.LETTERS.index(letter)] if letter else None
+            missing = "".join(c for c in letters[i] if c not in (res.choice_logprobs or {})) if (
+                self.decision_mode == "score" and res.error is None) else ""
+            if missing:  # outside the log-probabilities the server returned: counted as -inf, said so
+                self._count(letters_missing=1)
             both = (res, final) if i in retried else (res,)
             meta = {"prompt_file": creqs[i].prompt_file, "prompt_sha": messages_sha(creqs[i].messages),
                     "cached": all(r.cached for r in both), "retries": sum(r.retries for r in both),
                     "format_retry": i in retried, "error": error,
                     "letter_logprobs": json.dumps(res.choice_logprobs, sort_keys=True) if res.choice_logprobs else "",
+                    "letters_missing": missing,
                     "latency_s": sum(r.latency_s for r in both)}
             out.append(Decision(option, letter, invalid, raw=final.text, meta=meta))
         return out

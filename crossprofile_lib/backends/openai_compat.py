@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import threading
 import time
 import warnings
@@ -26,10 +27,12 @@ from typing import Callable, Optional, Sequence
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from crossprofile_lib.backends.base import ChatRequest, ChatResult
-from crossprofile_lib.backends.cache import is_blank
+from crossprofile_lib.backends.cache import call_key, is_blank
 from crossprofile_lib.backends.concurrency import Pool
 from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported: the failures' names)
     RETRY_AFTER_MAX,
+    ConstraintBroken,
+    ConstraintNotHonoured,
     MalformedResponse,
     Refusals,
     RetryWaves,
@@ -57,15 +60,18 @@ from crossprofile_lib.backends.llm import (
     one_of,
     score_text,
 )
-from crossprofile_lib.safety.inputs import option_number
+from crossprofile_lib.design import LETTERS
+from crossprofile_lib.safety.inputs import option_bool, option_number
 from crossprofile_lib.safety.redact import redact_text, redact_url, url_secrets
 from crossprofile_lib.task.llama_engine import json_schema_gbnf
+from crossprofile_lib.task.tokenizer import ServerTokenizer
 
 #: the paper's greedy settings sent with every request (``sampling="paper"``), as OpenAI fields
 PAPER_SAMPLING = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 #: ... and as llama.cpp (``repeat_penalty``) and vLLM (``repetition_penalty``) extra fields
 PAPER_PENALTIES = {"repeat_penalty": 1.0, "repetition_penalty": 1.0}
 SAMPLINGS = ("paper", "server")
+GRAMMAR_STYLES = ("auto", "gbnf", "vllm", "both")
 TOKENIZER_FALLBACKS = ("error", "offline")
 
 
@@ -90,10 +96,11 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                  base_url: str | Sequence[str] | None = None, api_key: Optional[str] = None,
                  concurrency: "int | str" = "auto", max_retries: int = 6, timeout: float = 120.0,
                  retry_wait: float = 1.0, retry_wait_max: float = 60.0, chat_template: Optional[str] = None,
-                 grammar_style: str = "gbnf", extra_body: Optional[dict] = None, progress: bool = False,
+                 grammar_style: str = "auto", extra_body: Optional[dict] = None, progress: bool = False,
                  max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default",
                  circuit_breaker: int = 8, sampling: str = "paper", tokenizer_fallback: str = "error",
-                 tokenize_timeout: float = 60.0, max_concurrency: int = 128, stop_on_refusal: int = 3):
+                 tokenize_timeout: float = 60.0, max_concurrency: int = 128, stop_on_refusal: int = 3,
+                 accept_served_model: bool = False, constraint_failures: int = 3, named_logprobs: bool = True):
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         owner = f"backend {self.provider}/{model}"  # strict option values, checked before anything is sent
@@ -114,6 +121,10 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self.retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
         self.circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000,
                                              integer=True)
+        self.constraint_failures = option_number(owner, "constraint_failures", constraint_failures, low=1,
+                                                 high=1_000_000, integer=True)
+        self.accept_served_model = option_bool(owner, "accept_served_model", accept_served_model)
+        self.named_logprobs = option_bool(owner, "named_logprobs", named_logprobs)
         probe = tokenizer in (None, "", "auto", "server")
         tok = None if probe else given_tokenizer(tokenizer)
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars,
@@ -136,27 +147,50 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self.sampling = one_of(owner, "sampling", sampling, SAMPLINGS)
         self.tokenizer_fallback = one_of(owner, "tokenizer_fallback", tokenizer_fallback, TOKENIZER_FALLBACKS)
         self._served, self._served_lock, self._pool = None, threading.Lock(), None
-        self.grammar_style = grammar_style
-        if grammar_style not in ("gbnf", "vllm"):
-            raise ValueError(f"backend {self.name}: grammar_style '{grammar_style}' is not gbnf or vllm")
+        self._server_kind, self._letter_ids, self._broken = None, None, 0
+        self.grammar_style = one_of(f"backend {self.name}", "grammar_style", grammar_style, GRAMMAR_STYLES)
         self.extra_body = {**self.preset_extra_body, **(extra_body or {})}
         self.template = ChatTemplate.from_spec(chat_template) if chat_template else None
-        if decision_mode == "score" and self.template is None:
-            raise ValueError(f"backend {self.name}: decision_mode 'score' renders the prompt itself; pass "
-                             f"chat_template=chatml, gguf:PATH, hf:FOLDER or a .jinja file")
         if probe:  # last: every other option is checked before the network is touched
             self.tokenizer, self.tokenizer_source = server_tokenizer(self, tokenizer == "server")
         else:
             self.tokenizer_source = f"given: {self.tokenizer.name}"
+        if decision_mode == "score" and self.template is None and self.server_kind() != "vllm":
+            seen = (f"the server at {self.shown_urls} is {self.server_kind()}" if self.server_kind()
+                    else f"no server at {self.shown_urls} said it is vLLM (GET /v1/models)")
+            raise ValueError(f"backend {self.name}: decision_mode 'score' prefills the reply with 'Decision:': a vLLM "
+                             f"server renders that with the model's own chat template, but {seen}; pass "
+                             f"chat_template=chatml, gguf:PATH, hf:FOLDER or a .jinja file (--chat-template)")
 
     def __repr__(self) -> str:  # never shows the key
         return f"<{type(self).__name__} {self.name} {self.shown_urls} mode={self.decision_mode}>"
 
     def _options_identity(self) -> dict:
-        return {"chat_template": self.template.sha if self.template else None,
-                "grammar_style": self.grammar_style if self.decision_mode != "generate" else None,
-                "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None,
-                "extra_body": self.extra_body or None}
+        out = {"chat_template": self.template.sha if self.template else None,
+               "grammar_style": self.style() if self.decision_mode != "generate" else None,
+               "reason_chars": self.reason_chars if self.decision_mode == "grammar" else None,
+               "extra_body": self.extra_body or None}
+        if self.decision_mode == "score" and self._named_route():
+            out["letter_logprobs"] = "named"  # every letter's own log-probability, not the top 20 (other answers)
+        return out
+
+    # -- what the server is, and what it therefore understands --
+    def server_kind(self) -> Optional[str]:
+        """``vllm``, ``llama.cpp``, or None (unknown), from the ``owned_by`` of ``GET /v1/models`` (:data:`OWNERS`)."""
+        self.served_model()
+        return self._server_kind
+
+    def style(self) -> str:
+        """The constraint fields sent (grammar mode; JSON-schema calls in grammar and score modes): ``gbnf``
+        (llama.cpp's ``grammar``), ``vllm`` (``structured_outputs``) or ``both`` where the server's kind is unknown;
+        ``grammar_style=auto`` (the default) picks by :meth:`server_kind`."""
+        if self.grammar_style != "auto":
+            return self.grammar_style
+        return {"vllm": "vllm", "llama.cpp": "gbnf"}.get(self.server_kind(), "both")
+
+    def _named_route(self) -> bool:
+        """Score mode asks a vLLM server for every letter's log-probability (``logprob_token_ids``)."""
+        return self.named_logprobs and self.server_kind() == "vllm"
 
     def identity(self) -> dict:
         """The cache identity: provider, model, served model, sampling, options; never a base URL."""
@@ -168,23 +202,31 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         urls = redact_url(self.base_urls)
         return {**self.identity(), "base_url": urls[0] if len(urls) == 1 else sorted(urls)}
 
-    def legacy_identities(self) -> list:
-        """The identities earlier versions keyed on (the base URL list; see the module doc): the
-        current URLs and every one stored for this model. Only under ``sampling="server"``, whose
-        requests are theirs."""
-        if self.sampling != "server":
-            return []
+    def _server_era_identities(self) -> list:
+        """The identities earlier versions keyed on (the base URL list, sampling left to the server): the current
+        URLs and every one stored for this model."""
         urls = redact_url(self.base_urls)
         cands = [urls[0] if len(urls) == 1 else sorted(urls)] + self.cache.base_urls(self.provider, self.model)
         idents = [{"provider": self.provider, "model": self.model, "base_url": u, **self._options_identity()} for u in cands]
         return [d for i, d in enumerate(idents) if d not in idents[:i]]
 
-    def legacy_notice(self, n_missing: int) -> Optional[str]:
-        if self.sampling == "server" or not n_missing or not self.cache.base_urls(self.provider, self.model):
+    def legacy_identities(self) -> list:
+        """Looked up on a miss, only under ``sampling="server"``, whose requests are those earlier versions sent."""
+        return self._server_era_identities() if self.sampling == "server" else []
+
+    def legacy_notice(self, n_missing: int, requests=()) -> Optional[str]:
+        """Said once when calls this run makes are in the cache under an earlier version's key (found there, not
+        guessed from the base URLs stored: a cache this version made holds those too)."""
+        if self.sampling == "server" or not requests:
             return None
-        return (f"notice: {self.name}: the call cache {self.cache.path} holds calls made by earlier versions (keyed "
-                f"by base URL, sampling left to the server); they are not reused with sampling pinned "
-                f"(--sampling paper); pass --sampling server to reuse them")
+        keys = [call_key(ident, r, self.decision_mode) for ident in self._server_era_identities()
+                for r in list(requests)[:500]]
+        found = len(self.cache.get_many(keys)) if keys else 0
+        if not found:
+            return None
+        return (f"notice: {self.name}: the call cache {self.cache.path} holds {found} of this run's calls made by "
+                f"earlier versions (keyed by base URL, sampling left to the server); they are not reused with "
+                f"sampling pinned (--sampling paper); pass --sampling server to reuse them")
 
     def sampling_fields(self) -> dict:
         """Every request field besides the messages and limits (``sampling="paper"``: the paper's)."""
@@ -206,7 +248,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         return out
 
     def served_model(self) -> Optional[dict]:
-        """The served model as ``GET /v1/models`` reports it (once; see the module doc)."""
+        """The served model as ``GET /v1/models`` reports it (once; see the module doc); also sets the server's kind."""
         with self._served_lock:
             if self._served is None:
                 self._served = probe_models(self, _MODELS_SEEN) or False
@@ -218,30 +260,140 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
 
     # -- one call --
     def _constraint(self, r: ChatRequest) -> dict:
-        """extra_body entries that constrain the output (grammar / score modes)."""
+        """extra_body entries that constrain the output (grammar mode; JSON-schema calls in grammar and score modes),
+        in the server's own fields (:meth:`style`)."""
         if self.decision_mode not in ("grammar", "score"):
             return {}
+        style, out = self.style(), {}
         if r.json_schema is not None:
-            if self.grammar_style == "gbnf":
-                return {"grammar": json_schema_gbnf(r.json_schema)}
-            return {"structured_outputs": {"json": r.json_schema}, "guided_json": r.json_schema}
-        if self.decision_mode == "grammar" and r.choices:
-            if self.grammar_style == "gbnf":
-                return {"grammar": decision_gbnf(r.choices, self.reason_chars)}
-            rx = decision_regex(r.choices, self.reason_chars)
-            return {"structured_outputs": {"regex": rx}, "guided_regex": rx}
-        return {}
+            if style in ("gbnf", "both"):
+                out["grammar"] = json_schema_gbnf(r.json_schema)
+            if style in ("vllm", "both"):
+                out.update(structured_outputs={"json": r.json_schema}, guided_json=r.json_schema)
+        elif self.decision_mode == "grammar" and r.choices:
+            if style in ("gbnf", "both"):
+                out["grammar"] = decision_gbnf(r.choices, self.reason_chars)
+            if style in ("vllm", "both"):
+                rx = decision_regex(r.choices, self.reason_chars)
+                out.update(structured_outputs={"regex": rx}, guided_regex=rx)
+        return out
 
     def _body_fields(self) -> dict:
         """The request fields sent besides model, messages, limits and temperature (:meth:`sampling_fields`)."""
         return {k: v for k, v in self.sampling_fields().items() if k != "temperature"}
 
+    def _scored(self, r: ChatRequest) -> bool:
+        return self.decision_mode == "score" and bool(r.choices) and r.json_schema is None
+
+    def _letter_token_ids(self) -> dict:
+        """``{token id: letter}`` of every option letter, bare and after a space (``A``, `` A``), each a single token of
+        the served model (vLLM's ``/tokenize``); looked up once."""
+        if self._letter_ids is None:
+            tok = ServerTokenizer(self.base_urls[0], self.model, "vllm", self._api_key, self.tokenize_timeout)
+            ids = {}
+            try:
+                for letter in LETTERS:
+                    for text in (letter, " " + letter):
+                        got = tok._post({"model": self.model, "prompt": text, "add_special_tokens": False})
+                        toks = got.get("tokens") if isinstance(got, dict) else None
+                        if isinstance(toks, list) and len(toks) == 1 and isinstance(toks[0], int):
+                            ids[toks[0]] = letter
+            except (OSError, ValueError) as e:
+                raise ServerUnreachable(f"backend {self.name}: score mode asks vLLM's /tokenize for the option letters' "
+                                        f"token ids, but it failed ({self._scrub(f'{type(e).__name__}: {e}')[:200]}); "
+                                        f"pass --backend-option named_logprobs=false to read the top "
+                                        f"{TOP_LOGPROBS} log-probabilities instead") from None
+            finally:
+                tok.close()
+            self._letter_ids = ids
+        return self._letter_ids
+
+    def _adds_bos_again(self, prompt: str) -> bool:
+        """Whether llama.cpp's server would put a second BOS before ``prompt`` (it adds the BOS its GGUF asks for to
+        a text prompt): asked of its ``/tokenize`` once per backend, with and without the special tokens it adds.
+        Only then is the template's leading BOS text left out."""
+        if getattr(self, "_bos_again", None) is None:
+            bos = self.template.bos_token if self.template else ""
+            again = False
+            if bos and prompt.startswith(bos):
+                tok = ServerTokenizer(self.base_urls[0], self.model, "llama.cpp", self._api_key, self.tokenize_timeout)
+                try:
+                    plain = tok._post({"content": prompt, "add_special": False, "parse_special": True}).get("tokens")
+                    added = tok._post({"content": prompt, "add_special": True, "parse_special": True}).get("tokens")
+                    again = (isinstance(plain, list) and isinstance(added, list) and len(added) == len(plain) + 1
+                             and len(plain) > 0 and added[1:] == plain and added[0] == plain[0])
+                except (OSError, ValueError, AttributeError):
+                    again = False  # no usable /tokenize: the prompt is sent as rendered
+                finally:
+                    tok.close()
+            self._bos_again = again
+        return self._bos_again
+
+    def request_fields(self, r: ChatRequest) -> tuple[str, dict]:
+        """``(endpoint, fields)`` of one call, ``chat`` or ``completions``, as sent (also by :meth:`prompt_token_ids`).
+
+        Score mode: with ``chat_template`` the suite renders the prompt and prefill and sends text completions (to a
+        vLLM server with ``add_special_tokens=false``; to llama.cpp without the template's leading BOS text where its
+        ``/tokenize`` shows it would add one again: :meth:`_adds_bos_again`); without one, a vLLM server continues the prefilled reply with the model's own
+        template (``continue_final_message``). A vLLM server returns every letter's log-probability
+        (``logprob_token_ids``); other servers their top :data:`TOP_LOGPROBS`."""
+        extra = self._body_fields()
+        if self._scored(r):
+            if self._named_route():
+                extra["logprob_token_ids"] = sorted(i for i, c in self._letter_token_ids().items() if c in r.choices)
+            if self.template is not None:
+                prompt = self.template.render(r.messages)
+                if self.server_kind() == "vllm":
+                    extra["add_special_tokens"] = False
+                elif self.server_kind() == "llama.cpp" and self._adds_bos_again(prompt):
+                    prompt = prompt[len(self.template.bos_token):]
+                return "completions", dict(model=self.model, prompt=prompt, max_tokens=1, temperature=0.0,
+                                           logprobs=TOP_LOGPROBS, extra_body=extra or None)
+            extra.update(continue_final_message=True, add_generation_prompt=False)
+            return "chat", dict(model=self.model, messages=[dict(m) for m in r.messages], max_tokens=1,
+                                temperature=0.0, logprobs=True, top_logprobs=TOP_LOGPROBS, extra_body=extra)
+        kw = {"stop": list(r.stop)} if r.stop else {}
+        return "chat", dict(model=self.model, messages=[dict(m) for m in r.messages], max_tokens=r.max_tokens,
+                            temperature=r.temperature, extra_body={**extra, **self._constraint(r)} or None, **kw)
+
+    def prompt_token_ids(self, r: ChatRequest) -> list[int]:
+        """The prompt token ids a vLLM server builds from call ``r`` exactly as a run sends it (one token generated,
+        ``return_token_ids``): what the model reads, checked against the in-process backend and for a doubled BOS."""
+        import openai
+        endpoint, fields = self.request_fields(r)
+        fields = {**fields, "max_tokens": 1, "extra_body": {**(fields.get("extra_body") or {}), "return_token_ids": True}}
+        client = openai.OpenAI(base_url=self.base_urls[0], api_key=self._api_key, max_retries=0, timeout=self.timeout)
+        try:
+            api = client.chat.completions if endpoint == "chat" else client.completions
+            resp = api.create(**fields)
+        finally:
+            client.close()
+        ids = (resp.model_extra or {}).get("prompt_token_ids") if endpoint == "chat" else \
+            (resp.choices[0].model_extra or {}).get("prompt_token_ids")
+        if not isinstance(ids, list):
+            raise ValueError(f"backend {self.name}: the server returned no prompt_token_ids (a vLLM server does)")
+        return ids
+
+    def _honoured(self, r: ChatRequest, text: str, finish: Optional[str]) -> bool:
+        """Whether a constrained answer keeps to its constraint (a cut-off answer, ``finish_reason`` length, is not
+        counted against the server)."""
+        if finish == "length" or not self._constraint(r):
+            return True
+        if r.json_schema is not None:
+            import jsonschema
+            try:
+                jsonschema.validate(json.loads(text), r.json_schema)
+            except (ValueError, jsonschema.ValidationError):
+                return False
+            return True
+        return re.fullmatch(decision_regex(r.choices, self.reason_chars), text.rstrip()) is not None
+
     async def _send(self, client, r: ChatRequest) -> ChatResult:
         t0 = time.perf_counter()
-        if self.decision_mode == "score" and r.choices and r.json_schema is None:
-            resp = await client.completions.create(model=self.model, prompt=self.template.render(r.messages),
-                                                   max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS,
-                                                   extra_body=self._body_fields() or None)
+        endpoint, fields = self.request_fields(r)
+        lps, finish = None, None
+        if endpoint == "completions":
+            resp = await client.completions.create(**fields)
             try:
                 top = resp.choices[0].logprobs.top_logprobs[0]
             except (AttributeError, IndexError, TypeError) as e:
@@ -249,22 +401,28 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                     top = {d["token"]: d["logprob"] for d in resp.choices[0].logprobs.content[0]["top_logprobs"]}
                 except (AttributeError, IndexError, TypeError, KeyError):
                     raise MalformedResponse(f"completion without top_logprobs ({type(e).__name__})") from None
+        else:
+            resp = await client.chat.completions.create(**fields)
+            try:
+                text = resp.choices[0].message.content
+                finish = resp.choices[0].finish_reason
+            except (AttributeError, IndexError, TypeError) as e:
+                raise MalformedResponse(f"chat completion without choices ({type(e).__name__})") from None
+            if self._scored(r):
+                try:
+                    top = {d.token: d.logprob for d in resp.choices[0].logprobs.content[0].top_logprobs}
+                except (AttributeError, IndexError, TypeError) as e:
+                    raise MalformedResponse(f"chat completion without top_logprobs ({type(e).__name__})") from None
+            elif is_blank(text):  # a transient server fault, never an answer to cache
+                raise MalformedResponse("chat completion with empty content")
+        if self._scored(r):
             if not top:  # no token at all: a transient server fault, never an answer to cache
                 raise MalformedResponse("completion with empty top_logprobs")
             lps = choice_logprobs(dict(top), r.choices)
             text = score_text(r, best_choice(lps, list(r.choices)))
-        else:
-            kw = {"stop": list(r.stop)} if r.stop else {}
-            resp = await client.chat.completions.create(
-                model=self.model, messages=[dict(m) for m in r.messages], max_tokens=r.max_tokens,
-                temperature=r.temperature, extra_body={**self._body_fields(), **self._constraint(r)} or None, **kw)
-            try:
-                text = resp.choices[0].message.content
-            except (AttributeError, IndexError, TypeError) as e:
-                raise MalformedResponse(f"chat completion without choices ({type(e).__name__})") from None
-            if is_blank(text):  # a transient server fault, never an answer to cache
-                raise MalformedResponse("chat completion with empty content")
-            lps = None
+        elif not self._honoured(r, text, finish):
+            raise ConstraintBroken(f"the answer breaks the {r.purpose} call's constraint (grammar_style="
+                                   f"{self.style()}): {text[:120]!r}")
         u = getattr(resp, "usage", None)
         return ChatResult(text=text, prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(u, "completion_tokens", 0) or 0,
@@ -274,6 +432,23 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         """The call's latency as rows and the concurrency rule see it: the client's wall time ``elapsed``. (The
         concurrency tests replace it with a fake server's modelled time, so no test depends on this machine's speed.)"""
         return elapsed
+
+    def _constraint_broken(self, e: BaseException) -> None:
+        """Count answers that broke their constraint; after ``constraint_failures`` stop the run
+        (:class:`ConstraintNotHonoured`): the server does not understand the constraint fields sent."""
+        if not isinstance(e, ConstraintBroken):
+            return
+        self._broken += 1
+        if self._broken >= self.constraint_failures and self._tripped is None:
+            kind = self.server_kind() or "of unknown kind (GET /v1/models names no vLLM or llama.cpp)"
+            self._tripped = ConstraintNotHonoured(
+                f"backend {self.name}: the server at {self.shown_urls} did not honour the output constraint: "
+                f"{self._broken} answers broke it ({self._scrub(str(e))[:200]}); none was recorded as an answer. "
+                f"The server is {kind} and was sent grammar_style={self.style()} (grammar_style="
+                f"{self.grammar_style}); vLLM understands grammar_style=vllm (structured_outputs), llama.cpp "
+                f"grammar_style=gbnf: pass --backend-option grammar_style=... (constraint_failures="
+                f"{self.constraint_failures}); no finished call is lost (they are in the call cache {self.cache.path})")
+            raise self._tripped from None
 
     async def _call(self, clients, j: int, r: ChatRequest) -> ChatResult:
         attempts, k = 0, None
@@ -303,6 +478,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
             raise
         except Exception as e:  # recorded, never raised: the run goes on
             self._refused(e, k)
+            self._constraint_broken(e)
             return ChatResult(text="", error=self._scrub(f"{type(e).__name__}: {e}")[:500], retries=attempts - 1)
         finally:
             self._retry_done(j)
@@ -323,7 +499,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                         f"running and the base URL right? Stopped early (circuit_breaker={self.circuit_breaker}); "
                         f"no finished call is lost (they are in the call cache {self.cache.path})")
                     raise self._tripped from None
-            elif not isinstance(e, (asyncio.TimeoutError, MalformedResponse, json.JSONDecodeError)):
+            elif not isinstance(e, (asyncio.TimeoutError, MalformedResponse, json.JSONDecodeError, ConstraintBroken)):
                 self._reached[k] = True  # an HTTP answer, even an error status, means the server is up
             raise
         self._reached[k] = True
@@ -337,6 +513,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self._tripped, self._waves, self._wave_shown, self._last_error = None, {}, 0, ""
         self._connect_failures, self._reached = [0] * len(clients), [False] * len(clients)
         self._refusals = 0
+        if self._named_route() and any(self._scored(r) for r in requests):
+            await asyncio.to_thread(self._letter_token_ids)
         if self._pool is None:  # one per backend: a later batch starts from the limits found so far
             self._pool = Pool(len(clients), self.concurrency, self.max_concurrency)
         self._pool.new_loop()

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from crossprofile_lib.backends import backend_for
+from crossprofile_lib.backends.llm import TOP_LOGPROBS
 from crossprofile_lib.design import HEADROOM_MIN_POINTS, NO_BUDGET
 from crossprofile_lib.policies import relevance_metrics
 from crossprofile_lib.rng import stream
@@ -135,7 +136,8 @@ def run_grid(cfg: RunConfig, backend=None, templates=None, progress: bool = Fals
                    error="; ".join(e for e in (row.get("error", ""), meta.get("error", "")) if e),
                    cached=bool(meta.get("cached", False)), call_retries=int(meta.get("retries", 0)),
                    format_retry=bool(meta.get("format_retry", False)), prompt_file=meta.get("prompt_file", ""),
-                   prompt_sha=meta.get("prompt_sha", ""), letter_logprobs=meta.get("letter_logprobs", ""))
+                   prompt_sha=meta.get("prompt_sha", ""), letter_logprobs=meta.get("letter_logprobs", ""),
+                   letters_missing=meta.get("letters_missing", ""))
         rows.append(row)
     return pd.DataFrame(rows).astype({c: "int64" for c in (
         "seed", "n_kept", "n_claims", "kept_support", "kept_decoy", "kept_irrelevant", "net_lead", "memory_tokens",
@@ -158,6 +160,9 @@ def _report_model_run(df: pd.DataFrame, backend, header: dict) -> None:
     print(f"{backend.name} [{backend.decision_mode}]: {st.get('calls', 0)} model calls, "
           f"{st.get('cached', 0)} cache hits, {int(df['invalid'].sum())} invalid answers, "
           f"{header['errors']} errors")
+    if st.get("letters_missing"):
+        print(f"score mode: {st['letters_missing']} decisions had option letters outside the log-probabilities the "
+              f"server returned (top {TOP_LOGPROBS}); they count as -inf (column letters_missing)")
     fb = relevance_fallback(df)
     if fb:
         header["relevance_fallback"] = fb

@@ -14,7 +14,7 @@ Templates, HiddenBench JSON, ``--prereg``, chat-template and tokenizer files are
   (merge key)``, ``yaml (tag)`` (core tags only), ``yaml (nesting depth)``, ``yaml (duplicate key)``,
   ``yaml (key type)``, ``schema (YAML value)``;
 * JSON (:func:`load_json`): ``json (syntax)``, ``json (nesting depth)`` (on the text, before parsing),
-  ``json (duplicate key)``, ``json (number)`` (no NaN/Infinity, no integer over 30 digits, no float overflow).
+  ``json (duplicate key)``, ``json (number)`` (no NaN/Infinity, no integer over 40 digits, no float overflow).
 
 Template files also need the extension ``.yaml`` (``file (extension)``). The file, character and JSON rules
 live in :mod:`.text_input`.

@@ -19,7 +19,7 @@ PREREG_MAX_BYTES = 1024 * 1024             # the bundled prereg.yaml is 5 KB
 CHAT_TEMPLATE_MAX_BYTES = 1024 * 1024      # a Jinja chat template: a few KB
 TOKENIZER_CONFIG_MAX_BYTES = 16 * 1024 * 1024   # tokenizer_config.json (may embed an added-token table)
 JSON_MAX_DEPTH = 32
-MAX_INT_DIGITS = 30
+MAX_INT_DIGITS = 40  # transformers writes int(1e30), 31 digits, as "no limit" in tokenizer_config.json
 _ALLOWED_CONTROLS = frozenset("\t\n\r")
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs"})
 
