@@ -22,6 +22,7 @@ from typing import Callable, Optional, Sequence
 import yaml
 
 from crossprofile_lib.book.experiments import BookRuns
+from crossprofile_lib.book.explorer_export import export_site
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import _jsonable, n_rows
 from crossprofile_lib.book.schedule import blas_share
@@ -285,8 +286,7 @@ def build(params: BookParams, root: Path, out: Optional[Path] = None, only: Sequ
         t_html = time.perf_counter() - t
         if rc:
             return rc
-        from crossprofile_lib.book.explorer_export import export_site  # chapter 10's live explorer reads it
-        export_site(params, target / "_build" / "html", jobs=jobs, log=log)
+        export_site(params, target / "_build" / "html", jobs=jobs, log=log)  # the data chapter 10's live explorer reads
         bad = check_offline(target / "_build" / "html")
         if bad:
             print("pages load scripts, stylesheets, fonts or images from the network:\n  " + "\n  ".join(bad[:20]),

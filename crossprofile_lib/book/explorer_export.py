@@ -26,8 +26,9 @@ import base64
 import gzip
 import hashlib
 import json
-import os
+import multiprocessing
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -252,8 +253,6 @@ def export(params, out: Path, jobs: int = 1, log: Callable[[str], None] = lambda
     (out / "t").mkdir(parents=True)
     work = [(t, grid) for t in grid.templates]
     if jobs > 1 and len(work) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(jobs, len(work)), mp_context=multiprocessing.get_context("fork")) as ex:
             done = list(ex.map(_one, work))
     else:
@@ -278,22 +277,3 @@ def export_site(params, html_dir: Path, jobs: int = 1, log: Callable[[str], None
     if not (html_dir / "book" / "10-explorer.html").is_file():
         return None
     return export(params, html_dir.joinpath(*SITE_DIR), jobs=jobs, log=log)
-
-
-def main(argv=None) -> int:
-    """``python -m crossprofile_lib.book.explorer_export OUT [--quick]``: the data of the book's parameters (the
-    Make variables read as ``crossprofile book`` reads them) into OUT."""
-    import argparse
-
-    from crossprofile_lib.cli.book import book_params
-    ap = argparse.ArgumentParser(prog="python -m crossprofile_lib.book.explorer_export", description=main.__doc__)
-    ap.add_argument("out")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    a = ap.parse_args(argv)
-    print(json.dumps(export(book_params(a.quick), Path(a.out), a.jobs, print)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
