@@ -18,12 +18,15 @@ from crossprofile_lib.stats.format import ci_pivot
 _NAMESPACE = {
     "chapter": "built_with built_with_text provenance_box run_notices setup takeaways",
     "display": "HTML SILENT_CHOICES Captions Markdown admonition data_source_box details display docstring_html esc num "
-               "one_decimal show_figure NEAR_CHANCE_FLAG name_html near_chance uninformative_cell",
+               "one_decimal show_figure NEAR_CHANCE_FLAG name_html near_chance uninformative_cell MARKS mark mark_text "
+               "run_mark",
+    "explain": "mechanism why why_table",
     "experiments": "BookRuns",
     "explorer": "concept_takeaways controls exercises explore find_template live_exercises live_explorer policy_choices "
                 "static_note templates_by_id variant_views variant_walkthroughs walkthrough",
     "hbruns": "HBRun hb_as_run hb_natural_as_run",
-    "headline": "COPY CORE rarest_takeaways central_cells central_contrast headline_items headline_takeaways "
+    "headline": "COPY CORE rarest_takeaways central_cells central_contrast exact_composition first_finding "
+                "headline_items headline_takeaways random_line "
                 "paper_beside_run thresholds_note FIXED_K ORACLE_NOTE REL REL_AND_BAL accuracy_by_variant by_decider "
                 "classic_composition composition_paper_text fixed_k noisy_filter_grid noisy_filter_table "
                 "noisy_filter_takeaways relevance_filter_table relevance_takeaways",

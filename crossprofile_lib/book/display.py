@@ -62,6 +62,48 @@ def name_text(run) -> str:
     return f"{label} ({NEAR_CHANCE_FLAG})" if near_chance(run) else str(label)
 
 
+# --- the three marks (issue 52 item 1; glossary "The three marks") ------------------------------------------------
+#: Every number this build sets beside a paper value carries one mark at the number: what produced it.
+#: kind -> (the mark's words, the glossary term it links to, what it means)
+MARKS = {
+    "exact": ("exact", "term-exact", "no decider involved: what the memory keeps, the same for every decider"),
+    "reference": ("ref. decider", "term-reference-decider-mark",
+                  "the reference decider, a normative evidence counter: a mechanism, not a language model"),
+    "model": ("LM", "term-language-model-mark", "a language model's decisions"),
+}
+
+
+def mark_kind(run) -> str:
+    """``reference`` for the reference decider's run, ``model`` for a language model's."""
+    return "reference" if getattr(run, "is_reference", False) else "model"
+
+
+def _mark_words(kind: str, run=None) -> str:
+    words = MARKS[kind][0]
+    if kind == "model" and run is not None and not isinstance(run, str):
+        words += f": {getattr(run, 'model', '?')}" + (", near chance" if near_chance(run) else "")
+    return words
+
+
+def mark(kind: str, run=None) -> str:
+    """The mark (HTML) set right after a number: ``exact``, ``ref. decider`` or ``LM: <model>`` (``, near chance`` when
+    the run is near chance), linked to its glossary entry."""
+    words, anchor, meaning = MARKS[kind][0], MARKS[kind][1], MARKS[kind][2]
+    words = _mark_words(kind, run)
+    return (f'<a class="cp-mark cp-mark-{kind}" href="glossary.html#{anchor}" title="{html.escape(meaning)}">'
+            f"{html.escape(words)}</a>")
+
+
+def mark_text(kind: str, run=None) -> str:
+    """The mark as plain text for a table cell: `` ‹exact›``, `` ‹ref. decider›``, `` ‹LM: <model>›``."""
+    return f" ‹{_mark_words(kind, run)}›"
+
+
+def run_mark(run) -> str:
+    """The mark (HTML) of a number from ``run``."""
+    return mark(mark_kind(run), run)
+
+
 def uninformative(lo, hi, width: float = UNINFORMATIVE_WIDTH) -> bool:
     """Whether the interval [lo, hi] (points) spans about 0-100: it says nothing about the estimate."""
     try:

@@ -269,7 +269,9 @@ def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] 
         ys = {q: i for i, q in enumerate(qs[u][::-1])}
         est = d.drop_duplicates("quantity")
         ax.hlines([ys[q] for q in est["quantity"]], est["lo"], est["hi"], color="#0072B2", linewidth=2)
-        ax.plot(est["estimate"], [ys[q] for q in est["quantity"]], "o", color="#0072B2", label="this run [95% interval]")
+        who = ("reference decider" if getattr(runs, "is_reference", False) else "language model")
+        ax.plot(est["estimate"], [ys[q] for q in est["quantity"]], "o", color="#0072B2",
+                label=f"this run, {who} [95% interval]")
         for m in models:
             p = d[(d["paper_model"] == m) & d["paper"].notna()]
             ax.plot(p["paper"], [ys[q] for q in p["quantity"]], "D", mfc="none", mec=mcol[m], ms=7, mew=1.5,
@@ -281,6 +283,9 @@ def paper_vs_run(t: pd.DataFrame, runs, title: str = "", message: Optional[str] 
         ax.set_xlabel("accuracy (%)" if u == "%" else "difference (points)")
         if u == "points":
             ax.axvline(0, color="#777777", linewidth=0.8)
+    if message is None and getattr(runs, "is_reference", False):  # a mechanism is never scored against the paper
+        message = (f"{total} paper values beside the reference decider, a mechanism, not scored: where they differ, "
+                   "the text says why (computed)")
     message = message or f"{within} of {total} paper values fall inside this run's 95% interval"
     finish(fig, message, title, runs, legend_handles(axes[:, 0]), ncol=3)
     return fig

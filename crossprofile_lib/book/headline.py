@@ -5,21 +5,25 @@ tier keeps, and why a near-perfect filter cannot give the paper's composition (a
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import admonition, name_html, num
+from crossprofile_lib.book.display import HTML, admonition, mark, name_html, num, run_mark
 from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.models import run_paper_model, status_line
-from crossprofile_lib.book.paper import load_paper_figures, paper_text, suite_values
+from crossprofile_lib.book.paper import load_paper_figures, paper_text, same_model_values, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run
 from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_entry, cell_rows, cell_value, contrast_row, select
 from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT, HEADROOM_MIN_POINTS, MIRROR
 from crossprofile_lib.paper_figures import paper_item
+from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.run.relevance_filter import tiering_compositions, tiering_summary
+from crossprofile_lib.task.design_check import classic_fit
+from crossprofile_lib.task.templates import load_templates
+from crossprofile_lib.task.tokenizer import get_tokenizer
 from crossprofile_lib.stats import tables as st
 from crossprofile_lib.stats.format import fmt_ci, fmt_p
 
@@ -35,26 +39,101 @@ def central_cells(ch) -> dict:
     return {r.label: ch.at(r, cell_rows(r, r.boot, ["correct"], pooled=False)) for r in ch.shown}
 
 
+#: The pricings the landing page counts R1's exact classic composition under: the paper's two local models'.
+FIRST_PRICINGS = (("qwen2.5", "Qwen2.5"), ("llama-3.1", "Llama-3.1"))
+#: The classic composition R1 keeps by design (support, decoy, irrelevant), and the paper figure it reproduces.
+R1_CLASSIC = (5, 0, 4)
+R1_KEPT = tuple(f"classic-kept/R1 {k}" for k in ("support", "decoy", "irrelevant"))
+
+
+def exact_composition(ch) -> dict:
+    """R1's classic-cell composition, which no decider enters: the mean over this build's reference memories (R1,
+    PSP, the primary budget) and, per pricing of :data:`FIRST_PRICINGS`, how many of the run's templates keep exactly
+    5 / 0 / 4 (:func:`crossprofile_lib.task.design_check.classic_fit`: R1's walk over the classic cell's lines)."""
+    ref = ch.ref
+    d = ref.df[(ref.df.policy == "R1") & (ref.df.variant == CLASSIC) & (ref.df.budget_label == ch.budget(ref))]
+    tpl = [t for t in load_templates([str(x) for x in ch.params.templates]) if t.id in set(d.template_id)]
+    counts, missing = {}, {}
+    for name, shown in FIRST_PRICINGS:
+        try:
+            tok = get_tokenizer(name)
+        except Exception as e:  # noqa: BLE001 - a pricing that cannot be had here is named, never guessed
+            missing[shown] = f"{type(e).__name__}"
+            continue
+        counts[shown] = sum(classic_fit(t, tok).kept == R1_CLASSIC for t in tpl)
+    return dict(mean=tuple(float(d[k].mean()) for k in KEPT), n=len(d), exact=int((d[list(KEPT)].to_numpy()
+                == np.array(R1_CLASSIC)).all(axis=1).sum()), templates=len(tpl), counts=counts, missing=missing,
+                pricing=ref.header.get("tokenizer", "?"), budget=ch.budget(ref))
+
+
+def first_finding(ch):
+    """The landing page's first screen: ONE finding of the paper, its paper value and this build's beside it, each
+    number marked (the composition is exact: no decider enters it; the accuracy it leads to is the decider's)."""
+    ref = ch.ref
+    if ref is None:
+        return admonition("warning", "No reference run", "This build has no reference run to set beside the paper.")
+    c = exact_composition(ch)
+    paper = " / ".join(f"{paper_item(k).paper[QWEN]:.2f}" for k in R1_KEPT)
+    mean = " / ".join(f"{v:.2f}" for v in c["mean"])
+    per = "; ".join(f"{k} pricing: {v} of {c['templates']}" for k, v in c["counts"].items())
+    miss = "".join(f" ({html.escape(k)}'s tokenizer is not available here: not counted)" for k in c["missing"])
+    t = ch.at(ref, cell_rows(ref, ref.boot, ["correct"], pooled=False))
+    acc = cell_value(t, "R1", "classic")
+    return HTML(
+        '<div class="admonition important cp-first-finding"><p class="admonition-title">A finding of the paper, '
+        "and this build</p>"
+        f"<p><b>The paper:</b> in the classic cell (support private, decoys shared) rarest-first (R1) keeps the "
+        f"private support and drops the shared decoys: <b>{paper}</b> support / decoy / irrelevant facts per memory "
+        f"(paper, {QWEN}).</p>"
+        f"<p><b>This build:</b> <b>{mean}</b> {mark('exact')} over its {c['n']} R1 memories of that cell at r = "
+        f"{html.escape(str(c['budget']))} ({html.escape(str(c['pricing']))} pricing), exactly "
+        f"{'/'.join(map(str, R1_CLASSIC))} in {c['exact']} of {c['n']}; templates keeping exactly that: {per} "
+        f"{mark('exact')}{miss}.</p>"
+        f"<p>Which option such a memory leads to is the decider's part: R1 then decides <b>{num(acc, suffix='%')}</b> "
+        f"{run_mark(ref)} correctly (paper: {html.escape(paper_text('classic-r1-b4/R1'))}). "
+        '<a href="04-rarest-first.html">Chapter 4</a> has every variant.</p></div>')
+
+
 def headline_line(ch, r, t: pd.DataFrame) -> str:
     """One takeaway line: R1's classic-minus-mirror swing and B4 / Random beside it (HTML)."""
     a = {(p, c): cell_entry(t, p, c) for p in HEAD for c in ("classic", "mirror")}
     if a[("R1", "classic")] is None or a[("R1", "mirror")] is None:
         return f"{name_html(r)}: no classic/mirror decisions at r = {ch.budget(r)}."
 
+    m = run_mark(r)
+
     def v(p, c):
         x = a[(p, c)]
-        return "–" if x is None else f"{x.estimate:.1f}%"
+        return "–" if x is None else f"{x.estimate:.1f}% {m}"
     swing = a[("R1", "classic")].estimate - a[("R1", "mirror")].estimate
     return (f"<b>{name_html(r)}</b>, r = {ch.budget(r)}: rarest-first (R1) "
-            f"decides {v('R1', 'classic')} correctly in the classic cell {CLASSIC} and {v('R1', 'mirror')} in the "
-            f"mirror cell {MIRROR}, a swing of <b>{swing:+.1f} points</b> from who holds the decoys alone; "
-            f"first-mention (B4) {v('B4', 'classic')} / {v('B4', 'mirror')}, Random {v('Random', 'classic')} / "
-            f"{v('Random', 'mirror')}.")
+            f"decides {v('R1', 'classic')} correctly in the classic cell {CLASSIC} (paper: "
+            f"{html.escape(paper_text('classic-r1-b4/R1', run=r))}) and {v('R1', 'mirror')} in the "
+            f"mirror cell {MIRROR} (paper: {html.escape(paper_text('mirror-r1-b4/R1', run=r))}), a swing of "
+            f"<b>{swing:+.1f} points</b> {m} from who holds the decoys alone; first-mention (B4) {v('B4', 'classic')} / "
+            f"{v('B4', 'mirror')}, Random {v('Random', 'classic')} / {v('Random', 'mirror')}.")
 
 
-def headline_takeaways(ch, cells: dict) -> list[str]:
-    """One :func:`headline_line` per run, then why a run without signal is not interpreted."""
-    return [headline_line(ch, r, cells[r.label]) for r in ch.shown] + [
+def random_line(ch, holm: dict) -> list[str]:
+    """R1 - Random over the eight variants (H2) per run beside the paper's "no better than random", and for the
+    reference decider why it differs (:func:`crossprofile_lib.book.explain.why`, computed)."""
+    lines = []
+    for r in ch.shown:
+        h = contrast_row(holm[r.label], "H2") if r.label in holm else None
+        if h is None:
+            continue
+        lines.append(f"{name_html(r)}: over all eight variants R1 - Random = <b>{fmt_ci(h.estimate, h.lo, h.hi)}"
+                     f"</b> points {run_mark(r)}; the paper finds R1 no better than random "
+                     f"({html.escape(paper_text('cp-mean/H2: R1 - Random', run=r))}).")
+        if r.is_reference:
+            lines.append(why(mechanism(ch.params), "cp-mean/H2: R1 - Random", float(h.estimate)))
+    return lines
+
+
+def headline_takeaways(ch, cells: dict, holm: Optional[dict] = None) -> list[str]:
+    """One :func:`headline_line` per run, R1 - Random (:func:`random_line`) where ``holm`` is given, then why a run
+    without signal is not interpreted."""
+    return [headline_line(ch, r, cells[r.label]) for r in ch.shown] + (random_line(ch, holm) if holm else []) + [
         html.escape(sig.reason) + " Its numbers above are shown, not interpreted."
         for sig in (model_signal(r, r.boot) for r in ch.shown) if not sig.ok]
 
@@ -79,7 +158,7 @@ def paper_beside_run(items, r) -> pd.DataFrame:
         if v is None or np.isnan(v["estimate"]):
             continue
         q = f"{it.label}, {HEADLINE[it.figure_id]}" if HEADLINE[it.figure_id] else it.label
-        for m, pv in it.paper.items():
+        for m, pv in (same_model_values(it.paper, r) or {}).items():  # a model beside its own paper model only
             if isinstance(pv, (int, float)):
                 rows.append(dict(quantity=q, unit=it.unit, estimate=v["estimate"], lo=v["lo"], hi=v["hi"],
                                  paper_model=m, paper=float(pv)))
@@ -107,15 +186,22 @@ def rarest_takeaways(ch, cells: dict, holm: dict) -> list[str]:
     ref = ch.ref
     t = ch.at(ref, cells[ref.label])
 
+    m = run_mark(ref)
+
     def pct(policy, cell):
-        return num(cell_value(t, policy, cell), suffix="%")
+        return num(cell_value(t, policy, cell), suffix="%") + f" {m}"
     lines = [f"With the {REFERENCE} at r = {ch.budget(ref)}, R1 decides <b>{pct('R1', 'classic')}</b> correctly in the "
              f"classic cell ({CLASSIC}) and <b>{pct('R1', 'mirror')}</b> in the mirror cell ({MIRROR}); B4 "
-             f"(first mention) {pct('B4', 'classic')} and {pct('B4', 'mirror')}."]
+             f"(first mention) {pct('B4', 'classic')} and {pct('B4', 'mirror')} (paper: R1 "
+             f"{html.escape(paper_text('classic-r1-b4/R1'))} and {html.escape(paper_text('mirror-r1-b4/R1'))}; B4 "
+             f"{html.escape(paper_text('classic-r1-b4/B4'))} and {html.escape(paper_text('mirror-r1-b4/B4'))})."]
     for cid, what, paper in STATED:
         h = contrast_row(holm[ref.label], cid)
         if h is not None:
-            lines.append(f"{cid} ({what}) = <b>{fmt_ci(h.estimate, h.lo, h.hi)}</b> points (paper: {paper_text(paper)}).")
+            lines.append(f"{cid} ({what}) = <b>{fmt_ci(h.estimate, h.lo, h.hi)}</b> points {m} (paper: "
+                         f"{paper_text(paper)}).")
+            if cid == "H2":
+                lines.append(why(mechanism(ch.params), "cp-mean/H2: R1 - Random", float(h.estimate)))
         else:
             lines.append(f"{cid} ({what}) is not estimable from this run (it lacks the variants or policies it needs).")
     m = ch.model
@@ -151,12 +237,17 @@ def relevance_takeaways(ch, cells: dict, holm: dict) -> list[str]:
         same = "" if r.is_reference else (
             f" Paper, same model: H3 {paper_text('h3/H3: R1-rel - R1', run=r)}; classic cell R1-rel - R1 "
             f"{paper_text('classic-rel/R1-rel - R1', run=r)}; {html.escape(status_line(r))}")
+        m = run_mark(r)
         if h3 is not None:
+            gap = classic(r, 'R1-rel') - classic(r, 'R1')
             lines.append(f"{name_html(r)}: over all eight variants H3 = R1-rel - R1 = <b>{h3.estimate:+.1f}</b> points "
-                         f"[{h3.lo:.1f}, {h3.hi:.1f}] (Holm p = {fmt_p(h3.p_adjusted)}); in the classic cell ({CLASSIC}) "
-                         f"R1-rel - R1 = <b>{num(classic(r, 'R1-rel') - classic(r, 'R1'), sign=True)}</b> points and "
+                         f"[{h3.lo:.1f}, {h3.hi:.1f}] {m} (Holm p = {fmt_p(h3.p_adjusted)}); in the classic cell "
+                         f"({CLASSIC}) R1-rel - R1 = <b>{num(gap, sign=True)}</b> points {m} and "
                          f"R1-rel-oracle - R1 = {num(classic(r, 'R1-rel-oracle') - classic(r, 'R1'), sign=True)} points "
-                         f"at r = {ch.budget(r)}.{same}")
+                         f"{m} at r = {ch.budget(r)}.{same}")
+            if r.is_reference:
+                lines.append(why(mechanism(ch.params), "classic-rel/R1-rel - R1", gap))
+                lines.append(why(mechanism(ch.params), "h3/H3: R1-rel - R1", float(h3.estimate)))
     lines.append(f"Paper (every model; beside the reference decider): H3 {paper_text('h3/H3: R1-rel - R1')}; "
                  "classic cell R1-rel - R1 "
                  f"{paper_text('classic-rel/R1-rel - R1')}, oracle {paper_text('classic-rel/oracle relevance - R1')}.")
@@ -169,9 +260,10 @@ def relevance_takeaways(ch, cells: dict, holm: dict) -> list[str]:
                        if g1 < 0 <= g0 else
                        "so in this build R1-rel loses to R1 there with and without the weight" if g1 < 0 and g0 < 0 else
                        "so in this build the weight does not make R1-rel lose to R1 there")
+            m = run_mark(ref)
             lines.append(f"With a social-proof weight of {ch.params.social_proof:g} the {REFERENCE}'s classic-cell "
-                         f"R1-rel - R1 is <b>{num(g1, sign=True)}</b> points ({num(classic(sp, 'R1-rel'), suffix='%')} "
-                         f"against {num(classic(sp, 'R1'), suffix='%')}); without it, {num(g0, sign=True)} points: "
+                         f"R1-rel - R1 is <b>{num(g1, sign=True)}</b> points {m} ({num(classic(sp, 'R1-rel'), suffix='%')} "
+                         f"against {num(classic(sp, 'R1'), suffix='%')}); without it, {num(g0, sign=True)} points {m}: "
                          f"{verdict}.")
     return lines
 

@@ -9,8 +9,9 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import Markdown, admonition, name_html
+from crossprofile_lib.book.display import Markdown, admonition, name_html, run_mark
 from crossprofile_lib.book.experiments import user_copy
+from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.book.models import headroom_verdict, run_paper_model
 from crossprofile_lib.book.paper import paper_item, paper_text
 from crossprofile_lib.book.runs import REFERENCE, Run, reference_who
@@ -76,8 +77,9 @@ def effect(t: pd.DataFrame, versus: str, fmt: str, cell: str):
     return t.iloc[0] if len(t) else None
 
 
-def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
-    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, with its direction."""
+def label_takeaways(runs: Sequence[Run], effects: dict, params=None) -> list[str]:
+    """Removing the ALL memory's labels in the classic cell, per decider, beside the paper, with its direction; with
+    the book's ``params``, why the reference decider's effect differs from the paper's (computed)."""
     lines = []
     for r in runs:
         e = effect(effects[r.label], "ALL", "unlabeled", "classic")
@@ -93,7 +95,12 @@ def label_takeaways(runs: Sequence[Run], effects: dict) -> list[str]:
             f" Paper, same model: {html.escape(paper_text(LABEL_ITEMS['unlabeled'], run=r))}; this run's "
             f"numbers are <i>{verdict_word(r)}</i> (headroom verdict).")
         lines.append(f"{name_html(r)}: removing the labels from the ALL memory changes classic-cell ({CLASSIC}) "
-                     f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}]: {way}.{extra}")
+                     f"accuracy by <b>{e.estimate:+.1f}</b> points [{e.lo:.1f}, {e.hi:.1f}] {run_mark(r)}: {way}.{extra}")
+        if r.is_reference and params is not None and not r.header.get("config", {}).get("backend_options"):
+            lines.append(why(mechanism(params), LABEL_ITEMS["unlabeled"], float(e.estimate)))
+            s_ = effect(effects[r.label], "ALL", "shuffled", "classic")
+            if s_ is not None:
+                lines.append(why(mechanism(params), LABEL_ITEMS["shuffled"], float(s_.estimate)))
     lines.append(f"Paper (ALL unlabeled - ALL, classic cell, every model; beside the reference decider): "
                  f"{paper_text(LABEL_ITEMS['unlabeled'])}.")
     return lines
@@ -194,11 +201,27 @@ def _has_terms(fit: dict) -> bool:
     return fit.get("terms") is not None and len(fit["terms"]) > 0
 
 
-def net_lead_takeaways(runs: Sequence[Run], an: dict) -> list[str]:
-    """Whether accuracy never falls as the net lead rises, and whether policy terms stay significant."""
+#: The net leads of the paper's graded curve and its figures.
+GRADED = ((-2, "net-lead/net lead -2"), (2, "net-lead/net lead +2"))
+
+
+def net_lead_takeaways(runs: Sequence[Run], an: dict, params=None) -> list[str]:
+    """Whether accuracy never falls as the net lead rises, and whether policy terms stay significant; with the book's
+    ``params``, the reference decider's accuracy at net leads -2 and +2 beside the paper's graded curve and why they
+    differ (computed)."""
     by = {r.label: r for r in runs}
     lines = [f"{name_html(by.get(k, k))}: accuracy never falls as the net lead rises: "
              f"<b>{'yes' if a['nondecreasing'] else 'no'}</b>." for k, a in an.items()]
+    for r in runs:
+        if not (r.is_reference and params is not None and r.label in an
+                and not r.header.get("config", {}).get("backend_options")):  # the face-value counter only
+            continue
+        t = an[r.label]["by_net_lead"].set_index("net_lead")
+        for lead, ref in GRADED:
+            v = float(t.loc[lead, "estimate"]) if lead in t.index and t.loc[lead, "n"] > 0 else float("nan")
+            lines.append(f"{name_html(r)}: accuracy at net lead {lead:+d} is <b>{v:.1f}%</b> {run_mark(r)} (paper: "
+                         f"{html.escape(paper_text(ref))}).")
+            lines.append(why(mechanism(params), ref, v))
     for r in runs:
         v = {k: an[r.label][k].get("policy_significant") for k in FITS if k in an[r.label] and _has_terms(an[r.label][k])}
         if v:

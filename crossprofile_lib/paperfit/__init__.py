@@ -4,4 +4,4 @@ table is "the reference decider fitted to the paper's published numbers; not a m
 """
 
 from crossprofile_lib.paperfit.figures import NOT_A_MODEL_RUN, select_figures
-from crossprofile_lib.paperfit.report import PaperFit, fit_paper, predict_at
+from crossprofile_lib.paperfit.report import PaperFit, fit_paper, predict_at, predict_grid

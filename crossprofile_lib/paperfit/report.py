@@ -300,3 +300,17 @@ def predict_at(theta, templates: Sequence[str] = ("templates/formal",), seeds: S
     fm = figure_matrix(design, dec)
     p = design.probability(np.asarray(theta, dtype=float))
     return pd.Series(fm.predict(p), index=[f.ref for f in dec], name=ledger_model(theta))
+
+
+def predict_grid(thetas, templates: Sequence[str] = ("templates/formal",), seeds: Sequence[int] = (0, 1, 2),
+                 cache_dir=None, items=None, tokenizer: Optional[str] = None) -> pd.DataFrame:
+    """Every predictable figure (rows) at each ``theta`` = (s, w, beta) of ``thetas`` (columns, in order): one design
+    loaded once for a sweep (:func:`predict_at` for one point)."""
+    figs = select_figures(items)
+    dec = [f for f in figs if f.kind == "decision"]
+    pols, buds = needed_policies(figs, DEFAULT_POLICIES)
+    design = load_or_build(templates, seeds, pols, buds, cache_dir, tokenizer=_tokenizer_label(tokenizer))
+    fm = figure_matrix(design, dec)
+    th = np.atleast_2d(np.asarray(thetas, dtype=float))
+    P = design.probability(th)
+    return pd.DataFrame({i: fm.predict(P[i]) for i in range(len(th))}, index=[f.ref for f in dec])
