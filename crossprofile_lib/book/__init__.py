@@ -20,7 +20,7 @@ _NAMESPACE = {
     "display": "HTML SILENT_CHOICES Captions Markdown admonition data_source_box details display docstring_html esc num "
                "one_decimal show_figure NEAR_CHANCE_FLAG name_html near_chance uninformative_cell MARKS mark mark_text "
                "run_mark",
-    "explain": "mechanism why why_table",
+    "explain": "mechanism reference_why_table why why_table",
     "experiments": "BookRuns",
     "explorer": "concept_takeaways controls exercises explore find_template live_exercises live_explorer policy_choices "
                 "static_note templates_by_id variant_views variant_walkthroughs walkthrough",
@@ -35,12 +35,12 @@ _NAMESPACE = {
                "catalogue_takeaways count domain_table first_per_domain per_role_recall rejections role_blindness "
                "role_blindness_note role_blindness_table template_html templates_in validator_margins",
     "models": "status_line",
-    "compare": "comparison_page_runs coverage_note findings net_lead_message net_lead_tables summary",
+    "compare": "comparison_page_runs coverage_note finding_why findings net_lead_message net_lead_tables summary",
     "hbtables": "hb_missing hb_status hb_takeaways headroom_warning kept_table model_controlled_table "
                 "natural_paper_table natural_table one_session r1_b3_table",
     "paper": "LONG_TABLE_STYLES PaperFiguresError chapter_links comparison_runs left_out_line load_paper_figures "
              "long_comparison long_takeaways main_rows model_summary paper_text paper_vs_suite reference_rows",
-    "paperfit": "composition_note contribution_table fit_box fit_built_with fit_implications fit_params_table "
+    "paperfit": "composition_note contribution_display contribution_table fit_box fit_tokenizer fit_built_with fit_implications fit_params_table "
                 "fit_takeaways fit_to_paper fit_who label_removal_note memory_table outside_table worst_misses",
     "params": "DEFAULTS QUICK BookParams BookParamsError",
     "repairs": "accuracy_by_cell composition_by_variant failure_summary failures_by_net_lead no_policy_note policies_in "

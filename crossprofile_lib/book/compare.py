@@ -14,6 +14,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from crossprofile_lib.book.display import HTML, mark_kind, mark_text
+from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.book.hbruns import hb_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.paper import (
@@ -31,6 +33,9 @@ from crossprofile_lib.stats.format import fmt_ci
 from crossprofile_lib.stats.netlead import accuracy_by_net_lead, subset
 
 HOLDS, FAILS = "holds", "does not hold"
+#: The reference decider's verdict everywhere: a mechanism is never scored against the paper (issue 52 item 3);
+#: what it gives and why it differs from the paper is stated under each finding (:func:`finding_why`).
+NOT_SCORED = "not scored: a mechanism (why: below)"
 
 
 @dataclass(frozen=True)
@@ -110,13 +115,15 @@ def _gate(est, lo, hi, unit, v: ModelVerdict) -> Optional[str]:
 def finding_table(f: Finding, runs: Sequence[Run], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """One row per (run, quantity) of ``f`` (:data:`COLUMNS`); a ``rises`` verdict sits on the last row."""
     items = [paper_item(r) for r in f.refs]
-    rows = []
+    rows, estimates = [], {}
     for run in runs:
         boot = bootstrap(run, min(n_resamples, MAX_COMPARISON_RESAMPLES), seed)
         v = headroom_verdict(run, run.boot if run.boot is not None else boot)
         vals = suite_values(items, run, boot, f.data)
         got = [(np.nan, np.nan, np.nan) if x is None else (x["estimate"], x["lo"], x["hi"]) for x in vals]
-        if f.rule == ("rises",):
+        if run.is_reference:
+            verdicts = [NOT_SCORED] * len(items)
+        elif f.rule == ("rises",):
             gates = [_gate(*g, it.unit, v) for g, it in zip(got, items)]
             bad = next((g for g in gates if g), None)
             rises = got[0][2] < got[-1][1] and all(b[0] >= a[0] for a, b in zip(got, got[1:]))
@@ -126,10 +133,23 @@ def finding_table(f: Finding, runs: Sequence[Run], n_resamples: int = 2000, seed
                         for g, it, sign in zip(got, items, f.rule)]
         names = f.names or tuple(it.label for it in items)
         for it, name, g, verdict in zip(items, names, got, verdicts):
-            shown = "not in this run" if np.isnan(g[0]) else fmt_ci(*g, 1)
+            shown = "not in this run" if np.isnan(g[0]) else fmt_ci(*g, 1) + mark_text(mark_kind(run), run)
+            estimates[(run_name(run), it.ref)] = g[0]
             rows.append({"run": run_name(run), "quantity": name, "this run": shown,
                          "paper (same model)": _paper_cell(it, run), "finding holds?": verdict})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out.attrs["estimates"] = estimates
+    return out
+
+
+def finding_why(f: Finding, t: pd.DataFrame, runs: Sequence[Run], params) -> Optional[object]:
+    """Under a finding's table: for the reference decider (the face-value counter), what it gives and why that
+    differs from the paper's value (:func:`crossprofile_lib.book.explain.why`, computed); None without one."""
+    est = t.attrs.get("estimates", {})
+    lines = [why(mechanism(params), ref, est.get((run_name(r), ref)))
+             for r in runs if r.is_reference and not r.header.get("config", {}).get("backend_options")
+             for ref in f.refs if (run_name(r), ref) in est and f.data == "crossprofile"]
+    return HTML("<ul class='cp-why'>" + "".join(f"<li>{x}</li>" for x in lines) + "</ul>") if lines else None
 
 
 def findings(runs: dict, n_resamples: int = 2000, seed: int = 0) -> list[tuple[Finding, pd.DataFrame]]:

@@ -99,6 +99,13 @@ def mark_text(kind: str, run=None) -> str:
     return f" ‹{_mark_words(kind, run)}›"
 
 
+def quantity_mark_kind(unit: str, label: str, run) -> str:
+    """The mark of a quantity: ``exact`` for what a memory keeps (facts) under a policy that makes no model call, else
+    the run's (:func:`mark_kind`)."""
+    model_call = any(k in label for k in ("R1-rel", "B3", "BAL", "REF")) and not getattr(run, "is_reference", False)
+    return "exact" if unit == "facts" and not model_call else mark_kind(run)
+
+
 def run_mark(run) -> str:
     """The mark (HTML) of a number from ``run``."""
     return mark(mark_kind(run), run)

@@ -28,7 +28,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.paper import paper_text
+from crossprofile_lib.book.display import mark, mark_text
+from crossprofile_lib.book.paper import figure_name, paper_text
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import REFERENCE, reference_tokenizer, resolve
 from crossprofile_lib.paper_figures import paper_item
@@ -97,7 +98,8 @@ def why(m: Mechanism, ref: str, run_value: Optional[float] = None) -> str:
     would give the paper's value, every number and verdict computed from ``m``; ``run_value``: this build's
     reference run's value (shown as the face value; else the counter's expectation over its tie draws)."""
     if not m.ok or ref not in m.sweep.index:
-        return f"No mechanism computed for {html.escape(ref)}" + (f" ({html.escape(m.error)})." if m.error else ".")
+        return (f"No mechanism computed for {html.escape(figure_name(ref))}"
+                + (f" ({html.escape(m.error)})." if m.error else "."))
     it = paper_item(ref)
     unit, paper = it.unit, _paper_values(ref)
     if not paper:
@@ -106,9 +108,10 @@ def why(m: Mechanism, ref: str, run_value: Optional[float] = None) -> str:
     face = float(sweep.loc[0.0]) if run_value is None or not math.isfinite(run_value) else float(run_value)
     target = float(np.mean(list(paper.values())))
     reach = [s for s in S_SWEEP[1:] if abs(sweep.loc[s] - target) <= NEAR]
-    steps = ", ".join(f"s = {s:g}: {_num(sweep.loc[s], unit)}" for s in S_SWEEP[1:])
-    out = [f"<b>Why</b> (computed, {REFERENCE} on this build's memories, {html.escape(m.tokenizer)} pricing): at face "
-           f"value it gives {_num(face, unit)} against the paper's {html.escape(paper_text(ref))}."]
+    steps = ", ".join(f"s = {s:g}: {_num(sweep.loc[s], unit)}" for s in S_SWEEP[1:]) + " " + mark("reference")
+    out = [f"<b>Why, {html.escape(figure_name(ref))}</b> (computed: the {REFERENCE} on this build's memories, "
+           f"{html.escape(m.tokenizer)} pricing): at face value it gives {_num(face, unit)} {mark('reference')} against "
+           f"the paper's {html.escape(paper_text(ref))}."]
     if abs(face - target) <= NEAR:
         out.append(f"That is within {NEAR:g} of the paper: what the memory keeps is enough to give it.")
         return " ".join(out)
@@ -129,7 +132,7 @@ def why(m: Mechanism, ref: str, run_value: Optional[float] = None) -> str:
             fitted.append((model, th, v, paper[model]))
     if fitted:
         parts = [f"{html.escape(short(model))} (s = {th[0]:.2f}, w = {th[1]:.2f}, beta = {th[2]:.2f}): "
-                 f"{_num(v, unit)} against {_num(pv, unit)}" for model, th, v, pv in fitted]
+                 f"{_num(v, unit)} {mark('reference')} against {_num(pv, unit)}" for model, th, v, pv in fitted]
         out.append("With decision noise, at the (s, w, beta) chapter 13 fits to each paper model's figures: "
                    + "; ".join(parts) + ".")
         worst = max(abs(v - pv) for _, _, v, pv in fitted)
@@ -154,10 +157,20 @@ def why_table(m: Mechanism, refs) -> pd.DataFrame:
         if not m.ok or ref not in m.sweep.index:
             continue
         it = paper_item(ref)
-        row = {"figure": ref, "paper": paper_text(ref), "face value (s = 0)": _num(m.sweep.loc[ref, 0.0], it.unit)}
-        row.update({f"s = {s:g}": _num(m.sweep.loc[ref, s], it.unit) for s in S_SWEEP[1:]})
+        mk = mark_text("reference")
+        row = {"paper figure": figure_name(ref), "paper": paper_text(ref),
+               "face value (s = 0)": _num(m.sweep.loc[ref, 0.0], it.unit) + mk}
+        row.update({f"s = {s:g}": _num(m.sweep.loc[ref, s], it.unit) + mk for s in S_SWEEP[1:]})
         for model in m.theta:
             if model in m.fit.columns and ref in m.fit.index:
-                row[f"fitted to {short(model)}"] = _num(m.fit.loc[ref, model], it.unit)
+                row[f"fitted to {short(model)}"] = _num(m.fit.loc[ref, model], it.unit) + mk
         rows.append(row)
-    return pd.DataFrame(rows).set_index("figure") if rows else pd.DataFrame()
+    return pd.DataFrame(rows).set_index("paper figure") if rows else pd.DataFrame()
+
+
+def reference_why_table(m: Mechanism, long: pd.DataFrame, items) -> pd.DataFrame:
+    """:func:`why_table` for the quantities chapter 11 sets beside the reference decider (``long``: its long
+    comparison; ``items``: the paper items), in the table's order."""
+    ref_q = set(long.loc[long["reference"].astype(bool), "quantity"]) if len(long) else set()
+    refs = [it.ref for it in items if f"{it.result}: {it.label}" in ref_q]
+    return why_table(m, refs)

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import near_chance, uninformative
+from crossprofile_lib.book.display import mark_text, near_chance, quantity_mark_kind, uninformative
 from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, unit_column
@@ -90,6 +90,24 @@ def paper_text(ref: str, digits: Optional[int] = None, run=None) -> str:
         return f"– (not reported for {run_paper_model(run)})"
     d = digits if digits is not None else (2 if item.unit == "facts" else 1)
     return " / ".join(f"{_paper_number(v, item.unit, d)} ({m})" for m, v in values.items())
+
+
+#: Figure id -> the words that place an item's label (:func:`figure_name`; the reader never sees an internal id).
+FIGURE_PLACES = {"cp-mean": "mean of the 8 variants", "h3": "mean of the 8 variants", "classic-r1-b4": "classic cell",
+                 "mirror-r1-b4": "mirror cell", "classic-rel": "classic cell", "classic-kept": "kept in the classic cell",
+                 "classic-labels": "classic cell", "classic-b4-decoy": "classic cell",
+                 "relevance-filter": "relevance filter", "hb-r1-b3": "controlled HiddenBench",
+                 "hb-reference": "HiddenBench memory"}
+
+
+def figure_name(ref: str) -> str:
+    """A paper figure as a reader names it: ``"cp-mean/H2: R1 - Random"`` -> ``"H2: R1 - Random (mean of the 8
+    variants)"``, ``"net-lead/net lead -2"`` -> ``"accuracy at net lead -2"``."""
+    fid, _, label = ref.partition("/")
+    if fid == "net-lead":
+        return f"accuracy at {label}"
+    place = FIGURE_PLACES.get(fid)
+    return f"{label} ({place})" if place else label
 
 
 #: At most this many resamples for the comparison's intervals.
@@ -182,7 +200,8 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
                 digits = 2 if it.unit == "facts" else 1
                 est, lo, hi = (np.nan,) * 3 if val is None else (val["estimate"], val["lo"], val["hi"])
                 shown = ("no comparable measure" if val is None else
-                         "not in this run" if np.isnan(est) else fmt_ci(est, lo, hi, digits))
+                         "not in this run" if np.isnan(est) else
+                         fmt_ci(est, lo, hi, digits) + mark_text(quantity_mark_kind(it.unit, it.label, run), run))
                 base = {"chapter": it.chapter, "quantity": f"{it.result}: {it.label}", "unit": it.unit, "run": name,
                         "this run": shown, "model": model, "reference": run.is_reference,
                         "page": CHAPTER_PAGES.get(it.chapter, "")}
@@ -299,9 +318,9 @@ def long_takeaways(long: pd.DataFrame) -> list[str]:
                      "(<code>make book BACKENDS=...</code>, or <code>RUNS=</code> with run folders from a GPU machine).")
     if long["reference"].astype(bool).any():
         lines.append("The reference decider (a normative evidence counter, not a language model) is compared as a "
-                     "reference, never scored: the last table sets it beside every paper model's value. A paper value "
-                     "near it says the effect follows from what the memory keeps; one far from it, that the paper's "
-                     'models add something of their own (<a href="06-social-proof.html">chapter 6</a>).')
+                     "reference, never scored, here as on every page: the last tables set it beside every paper model's "
+                     "value and compute, for each, what would give the paper's value (a label weight, decision noise, "
+                     'or neither: <a href="13-what-social-proof-explains.html">chapter 13</a>).')
     lines.append("A model is set beside its own paper values only (crossprofile_lib/resources/paper_models.yaml).")
     return lines
 

@@ -14,16 +14,16 @@ import pandas as pd
 from scipy.stats import chi2
 
 import crossprofile_lib.book.figures as F
-from crossprofile_lib.book.display import Markdown, admonition
-from crossprofile_lib.book.paper import load_paper_figures, paper_text
+from crossprofile_lib.book.display import Markdown, admonition, mark_text
+from crossprofile_lib.book.paper import figure_name, load_paper_figures, paper_text
 from crossprofile_lib.book.params import BookParams
-from crossprofile_lib.book.runs import REFERENCE, resolve
+from crossprofile_lib.book.runs import REFERENCE, reference_tokenizer, resolve
 from crossprofile_lib.paperfit import NOT_A_MODEL_RUN, fit_paper, predict_at
 from crossprofile_lib.paperfit.figures import short
 from crossprofile_lib.stats.format import fmt_ci
 
 MODEL_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
-NEAR = 3.0   # points: a figure the fit reproduces "within 3 points"
+NEAR = 3.0   # points: a figure the fit comes "within 3 points" of (a fit, not a reproduction)
 #: The figures' stamp: backend and what the numbers are (the fitted deciders are in the caption).
 FOOTER = f"Backend ledger (the reference decider, not a language model):\n{NOT_A_MODEL_RUN}."
 
@@ -56,7 +56,7 @@ def paper_vs_fit(res, title: str = "", message: Optional[str] = None) -> plt.Fig
         near, total = near + int((f.residual.abs() <= NEAR).sum()), total + len(f)
         for _, r in d.reindex(d.residual.abs().sort_values(ascending=False).index).head(3).iterrows():
             right = r.paper > (lo_all + hi_all) / 2   # label toward the panel's inside, never past its edge
-            ax.annotate(textwrap.fill(str(r.figure), 26), (r.paper, r.fit), fontsize=F.FONT["note"], color="#333333",
+            ax.annotate(textwrap.fill(figure_name(str(r.figure)), 26), (r.paper, r.fit), fontsize=F.FONT["note"], color="#333333",
                         xytext=(-4 if right else 4, -6), textcoords="offset points", va="top",
                         ha="right" if right else "left")
         ax.set_xlim(lo_all, hi_all)
@@ -104,7 +104,9 @@ def profiles(res, title: str = "", message: Optional[str] = None) -> plt.Figure:
 def figure_table(res) -> pd.DataFrame:
     """Wide table: one row per figure, per model paper / fit [interval] / residual / leave-one-out."""
     t = res.figures.copy()
-    t["fit [95%]"] = [fmt_ci(v, a, b, digits=1) if np.isfinite(v) else "" for v, a, b in zip(t.fit, t.lo, t.hi)]
+    t["fit [95%]"] = [fmt_ci(v, a, b, digits=1) + mark_text("reference") if np.isfinite(v) else ""
+                      for v, a, b in zip(t.fit, t.lo, t.hi)]
+    t["figure"] = t["figure"].map(figure_name)
     out = t.pivot_table(index="figure", columns="model", values=["paper", "fit [95%]", "residual", "loo"],
                         aggfunc="first", sort=False)
     cols = [(k, m) for m in dict.fromkeys(t.model) for k in ("paper", "fit [95%]", "residual", "loo") if (k, m) in out.columns]
@@ -125,8 +127,16 @@ def template_paths(p: BookParams) -> list[str]:
 
 
 def fit_to_paper(p: BookParams):
-    """The fit to the paper's figures on this build's templates and seeds (``p.fit_resamples`` refits)."""
-    return fit_paper(templates=template_paths(p), seeds=p.seeds, resamples=p.fit_resamples, boot_seed=p.boot_seed)
+    """The fit to the paper's figures on this build's templates and seeds (``p.fit_resamples`` refits), its memories
+    priced as the other reference chapters price theirs (:func:`crossprofile_lib.book.runs.reference_tokenizer`)."""
+    return fit_paper(templates=template_paths(p), seeds=p.seeds, resamples=p.fit_resamples, boot_seed=p.boot_seed,
+                     tokenizer=fit_tokenizer(p))
+
+
+def fit_tokenizer(p: BookParams):
+    """The pricing of the fit's memories: the book's reference tokenizer (Qwen2.5 by default), offline where it
+    cannot be had."""
+    return reference_tokenizer(p.tokenizer)[0]
 
 
 def fit_built_with(p: BookParams) -> dict:
@@ -158,7 +168,7 @@ def _fitted(res) -> pd.DataFrame:
 
 
 def reproduced(res) -> list[str]:
-    """Figures every fitted model reproduces within :data:`NEAR` points."""
+    """Figures every fitted model comes within :data:`NEAR` points of (a fit: the parameters were chosen to match)."""
     near = _fitted(res).groupby("figure").residual.apply(lambda r: (r.abs() <= NEAR).all())
     return [r for r, v in near.items() if v]
 
@@ -182,10 +192,11 @@ def fit_takeaways(res) -> list[str]:
                      f"beta = {fmt_ci(b_.estimate, b_.lo, b_.hi, 2)}; root-mean-square miss {f['rmse']:.1f} points.")
     ok, bad = reproduced(res), missed(res)
     if ok:
-        lines.append(f"Reproduced within {NEAR:g} points for every model fitted to it: " + ", ".join(ok) + ".")
+        lines.append(f"Fitted within {NEAR:g} points for every model fitted to it (a fit, not a reproduction): "
+                     + ", ".join(figure_name(r) for r in ok) + ".")
     if len(bad):
         lines.append(f"Missed by more than {2 * NEAR:g} points for some model: " +
-                     ", ".join(f"{r} (largest miss {v:.1f})" for r, v in bad.items()) + ".")
+                     ", ".join(f"{figure_name(r)} (largest miss {v:.1f})" for r, v in bad.items()) + ".")
     return lines
 
 
@@ -203,10 +214,18 @@ def contribution_table(res, p: BookParams) -> pd.DataFrame:
     tpl, rows = template_paths(p), {}
     for m, f in res.info["fits"].items():
         th, k = f["theta"], short(m)
-        rows[(k, "fitted")] = predict_at(th, tpl, p.seeds)
-        rows[(k, "s = 0")] = predict_at([0.0, th[1], th[2]], tpl, p.seeds)
+        rows[(k, "fitted")] = predict_at(th, tpl, p.seeds, tokenizer=fit_tokenizer(p))
+        rows[(k, "s = 0")] = predict_at([0.0, th[1], th[2]], tpl, p.seeds, tokenizer=fit_tokenizer(p))
         rows[(k, "contribution of s")] = rows[(k, "fitted")] - rows[(k, "s = 0")]
     return pd.DataFrame(rows)
+
+
+def contribution_display(cf: pd.DataFrame) -> pd.DataFrame:
+    """:func:`contribution_table` for the page: figures by name, each decider value marked (reference decider)."""
+    mk = mark_text("reference")
+    out = cf.apply(lambda col: col.map(lambda v: "–" if not np.isfinite(v) else f"{v:.1f}" + (mk if col.name[1] != "contribution of s" else "")))
+    out.index = [figure_name(i) for i in out.index]
+    return out
 
 
 def label_removal_note(res, cf: pd.DataFrame):
@@ -223,7 +242,9 @@ def label_removal_note(res, cf: pd.DataFrame):
 
 def memory_table(res) -> pd.DataFrame:
     """Parameter-free figures: the paper's value beside this suite's memories (with an interval)."""
-    mem = res.memory.assign(ledger=[fmt_ci(v, a, b, 2) for v, a, b in zip(res.memory.ledger, res.memory.lo, res.memory.hi)])
+    mem = res.memory.assign(ledger=[fmt_ci(v, a, b, 2) + mark_text("exact" if u == "facts" else "reference")
+                                    for v, a, b, u in zip(res.memory.ledger, res.memory.lo, res.memory.hi, res.memory.unit)],
+                            figure=res.memory.figure.map(figure_name))
     return mem.set_index(["figure", "paper_model"])[["unit", "paper", "ledger"]]
 
 
@@ -249,7 +270,8 @@ def composition_note(res) -> Optional[object]:
 
 def outside_table() -> pd.DataFrame:
     """The paper's natural-discussion and HiddenBench figures (outside what the decider can predict)."""
-    return pd.DataFrame([dict(figure=it.ref, data=it.data, paper=paper_text(it.ref)) for it in load_paper_figures()
+    return pd.DataFrame([dict(figure=f"{it.result}: {it.label}", data=it.data, paper=paper_text(it.ref))
+                         for it in load_paper_figures()
                          if it.data in ("natural", "hiddenbench")]).set_index("figure")
 
 
@@ -257,6 +279,7 @@ def worst_misses(res, n: int = 6) -> pd.DataFrame:
     """The ``n`` largest misses among the fitted figures."""
     f = _fitted(res)
     worst = f.assign(abs_res=f.residual.abs()).sort_values("abs_res", ascending=False).head(n)
+    worst = worst.assign(figure=worst.figure.map(figure_name))
     return worst.set_index(["model", "figure"])[["paper", "fit", "residual", "loo"]]
 
 
@@ -270,8 +293,9 @@ def fit_implications(res) -> list[str]:
         lines.append(f"At {short(q)}'s fitted weight, a memory line naming four speakers counts {1 + 3 * s_q:.2f} times a "
                      "line naming one.")
     if ok:
-        lines.append(f"The fitted decider reproduces within {NEAR:g} points, for every model fitted to it: "
-                     + ", ".join(ok) + ".")
+        lines.append(f"The fitted decider comes within {NEAR:g} points, for every model fitted to it (a fit: its "
+                     "parameters were chosen to match): " + ", ".join(figure_name(r) for r in ok) + ".")
     if len(bad):
-        lines.append("It misses by more than " + f"{2 * NEAR:g} points: " + ", ".join(bad.index) + ".")
+        lines.append("It misses by more than " + f"{2 * NEAR:g} points: " + ", ".join(figure_name(r) for r in bad.index)
+                     + ".")
     return lines
