@@ -312,7 +312,8 @@
         root.insertAdjacentHTML("afterbegin", controlsHtml(id) + "<p class='cp-live-status' role='status' " +
                                               "aria-live='polite'></p>");
         root.querySelector("form").addEventListener("input", () => {
-          show(readControls(root), true).catch(err => status(root, "The explorer could not show this: " + err.message));
+          window.cpExplorer.pending = show(readControls(root), true)
+            .catch(err => status(root, "The explorer could not show this: " + err.message));
         });
       });
       return show(s);
@@ -327,6 +328,6 @@
 
   window.cpExplorer = {ready, load, view, render, exercisesData, renderExercises, show,
                        get index() { return INDEX; }, get state() { return state; }, get rendered() { return rendered; },
-                       lastRenderMs: null};
+                       lastRenderMs: null, pending: null};
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();
