@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A new user's first build, measured (issue 26.4): `git clone` -> `make book` with an EMPTY pip cache
-# (a fresh PIP_CACHE_DIR, so every wheel is downloaded and llama-cpp-python compiles from source), each
+# (a fresh PIP_CACHE_DIR, so every wheel is downloaded; nothing compiles, which the file records), each
 # phase timed, and optionally `CI=true bash .ci/run` (make test) in a second fresh clone.
 #
 #   bash benchmarks/fresh_machine.sh [--ci | --ci-only] [--backend none] [--keep DIR]
@@ -11,7 +11,8 @@
 #
 # Writes benchmarks/results/fresh_machine.json in THIS checkout (commit, date, load average before and
 # after, the command, per-phase wall seconds, whether anything compiled, and the build's own
-# _build/book_timing.json). The clone is of this checkout's HEAD (commit your changes first). On a
+# _build/book_timing.json), replacing the run before it (git keeps the history: each benchmark has one
+# current results file). The clone is of this checkout's HEAD (commit your changes first). On a
 # shared machine the load average is recorded as it was: a figure taken under load says so.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,11 +1,13 @@
 """Every speed figure in the README and in the book's reference pages comes from a results file (DEVELOPERS.md;
 issues 25 and 35): each time or rate quoted (seconds, minutes, calls or decisions per second) must appear, to
 the page's rounding, in a results file in benchmarks/results/ that the same section of the page names (so a
-figure is traceable to the file, its commit and its command), and every results file a page names must exist
-and record its commit and command (tests/test_benchmark_records.py checks the record)."""
+figure is traceable to the file, its commit and its command), or in an older results file the section cites from git
+history (``git show REV:benchmarks/results/NAME``); every results file a page names must exist and record its
+commit and command (tests/test_benchmark_records.py checks the record)."""
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +21,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "book").glob("reference-*.md"))]
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "minutes": 60.0, "calls/s": 1.0, "calls per second": 1.0,
           "decisions/s": 1.0}
 _FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(calls per second|calls/s|decisions/s|minutes|min|ms|us|s)\b")
-_CITED = re.compile(r"benchmarks/results/([A-Za-z0-9_*.-]+\.json)")
+_CITED = re.compile(r"(?<![:\w/])benchmarks/results/([A-Za-z0-9_*.-]+\.json)")
+_GIT_CITED = re.compile(r"git show ([0-9a-f]{7,40}):(benchmarks/results/[A-Za-z0-9_.-]+\.json)")
 _HEADING = re.compile(r"^#{1,6} ", re.M)
 
 
@@ -53,6 +56,16 @@ def _recorded(files=None) -> list[float]:
     vals: list[float] = []
     for f in (sorted(RESULTS.glob("*.json")) if files is None else files):
         _numbers(json.loads(f.read_text(encoding="utf-8")), vals)
+    return vals
+
+
+def _git_recorded(cited: set[tuple[str, str]]) -> list[float]:
+    """The numbers of the results files a section cites from git history (``git show REV:PATH``)."""
+    vals: list[float] = []
+    for rev, path in sorted(cited):
+        r = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True)
+        assert r.returncode == 0, f"`git show {rev}:{path}` failed (is this a clone with its history?): {r.stderr}"
+        _numbers(json.loads(r.stdout), vals)
     return vals
 
 
@@ -93,8 +106,9 @@ def unbacked(text: str, name: str) -> list[str]:
     """The figures of a page that no results file named in their section holds."""
     out = []
     for first, sec in sections(text):
-        cited = set(_CITED.findall(sec))
-        recorded = _recorded(_files(cited))
+        cited, from_git = set(_CITED.findall(sec)), set(_GIT_CITED.findall(sec))
+        recorded = _recorded(_files(cited)) + _git_recorded(from_git)
+        cited |= {f"{rev}:{path}" for rev, path in from_git}
         for n, fig, unit, line in readme_figures(sec):
             if not matches(fig, unit, recorded):
                 why = "no results file named in its section" if not cited else f"not in {', '.join(sorted(cited))}"
@@ -128,3 +142,10 @@ def test_a_figure_must_be_in_the_file_its_section_names():
     wrong = "# A\n\nThe grid took 6.19 s (`benchmarks/results/grid.json`).\n"
     assert len(unbacked(wrong, "p")) == 1 and "not in grid.json" in unbacked(wrong, "p")[0]
     assert not unbacked("# A\n\nThe grid took 6.18 s (`benchmarks/results/grid.json`).\n", "p")
+
+
+def test_a_figure_may_come_from_a_results_file_in_git_history():
+    page = ("# A\n\nIdle, 6.7 min (`git show eec626e:benchmarks/results/fresh_machine_726a75c.json`).\n\n"
+            "# B\n\nIdle, 6.7 min (`benchmarks/results/grid.json`).\n")
+    bad = unbacked(page, "p")
+    assert len(bad) == 1 and "p:7:" in bad[0], bad

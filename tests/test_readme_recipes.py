@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICK = 'make book BACKEND=none BOOK_ARGS="--quick --out _build/quick"'
 #: README commands not run here, and why (each is run as written elsewhere, named in the reason).
 LEFT_OUT = {
-    "make book": "the default build installs the embedded engine and runs every experiment (8.3-10.7 min on a "
-                 "fresh 2-core machine); benchmarks/fresh_machine.sh runs it as written on a fresh clone "
-                 "(benchmarks/results/fresh_machine_*.json)",
+    "make book": "the default build installs the embedded engine and runs every experiment (minutes on a fresh "
+                 "2-core machine); benchmarks/fresh_machine.sh runs it as written on a fresh clone "
+                 "(benchmarks/results/fresh_machine.json)",
     "make test": "the test suite itself, this test among it; benchmarks/fresh_machine.sh --ci-only runs it as "
                  "written on a fresh clone (benchmarks/results/fresh_ci.json)",
 }
