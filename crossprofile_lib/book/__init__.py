@@ -23,7 +23,7 @@ _NAMESPACE = {
     "explain": "mechanism reference_why_table why why_table",
     "experiments": "BookRuns",
     "explorer": "concept_takeaways controls exercises explore find_template live_exercises live_explorer policy_choices "
-                "static_note templates_by_id variant_views variant_walkthroughs walkthrough",
+                "templates_by_id variant_walkthroughs walkthrough",
     "hbruns": "HBRun hb_as_run hb_natural_as_run",
     "headline": "COPY CORE rarest_takeaways central_cells central_contrast exact_composition first_finding "
                 "headline_items headline_takeaways random_line "

@@ -1,6 +1,7 @@
-"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10): :func:`walkthrough`, :func:`explore`,
-:func:`controls` (ipywidgets), :func:`exercises` and :func:`variant_views`. A **tie** (top score shared) is never
-shown as "correct" (:func:`verdict`, :func:`outcome`)."""
+"""One task end to end, for reading and for the classroom (chapters 1, 3 and 10): :func:`walkthrough`, :func:`explore`
+(what it shows as data, :meth:`Exploration.data`, and as HTML, :func:`render`), :func:`controls` (ipywidgets, in
+JupyterLab), :func:`live_explorer` (the published book's page, over the data :mod:`.explorer_export` exports) and
+:func:`exercises`. A **tie** (top score shared) is never shown as "correct" (:func:`verdict`, :func:`outcome`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Mapping, Optional, Sequence
 import pandas as pd
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
-from crossprofile_lib.book.display import HTML, admonition, details
+from crossprofile_lib.book.display import HTML
 from crossprofile_lib.book.explorer_walk import Walk, reason, walk
 from crossprofile_lib.book.runs import REFERENCE, resolve
 from crossprofile_lib.design import BUDGET_GRID, CLASSIC, MIRROR, PRIMARY_BUDGET, VARIANT_NAMES
@@ -388,33 +389,9 @@ def policy_choices(views: Sequence[Walkthrough]):
                                     values=["kept support/decoy/irrelevant", "choice"])
 
 
-def variant_views(template, policy: str = "R1", budget: str = PRIMARY_BUDGET, social_proof: float = 0.0,
-                  seed: int = 0, open_variant: str = CLASSIC) -> list:
-    """Chapter 10's static view: one collapsible :class:`Exploration` per variant, then its caption."""
-    out = []
-    for v in VARIANT_NAMES:
-        e = explore(template, v, policy, budget, social_proof, seed)
-        var = e.view.task.variant
-        out.append(details(f"Variant {v}{_cell(v)}: support {var.support_attr}, decoy {var.decoy_attr}, "
-                           f"irrelevant {var.irrelevant_attr}", e.html(), open_=(v == open_variant)))
-    out.append(HTML(f"<p class='cp-caption'>Static view of template {template.id}, policy {policy} in focus, seed "
-                    f"{seed}, budget r = {budget}, social-proof weight {social_proof:g}. Backend: ledger, the "
-                    "reference decider (a normative evidence counter, not a language model).</p>"))
-    return out
-
-
 def templates_by_id(paths: Sequence[str] = ("templates",)) -> dict:
     """Template id -> template, for every template under ``paths`` (the explorer's choices)."""
     return {t.id: t for t in load_templates([str(resolve(p)) for p in paths])}
-
-
-def static_note(template, policy: str):
-    """The box announcing a static view (a copy executed without live controls and without the page's script)."""
-    return admonition(
-        "note", "Static view: open with make lab for live controls",
-        f"This copy was executed without live controls (parameter <code>widgets = False</code>), so it shows template "
-        f"{template.id} with policy {policy} in all eight variants below. For the live explorer open this chapter in "
-        "the published book, or run <code>make lab</code> in the project folder and run this notebook there.")
 
 
 #: The page's script and stylesheet, from chapter 10's page (book/10-explorer.html): book/_static/cp-explorer/.
