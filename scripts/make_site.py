@@ -6,7 +6,8 @@
     python scripts/make_site.py --finished [BOOK_ARGS]  # the finished build of these parameters, if any
 
 ``make site`` builds the book only when no finished build of the current parameters exists
-(:func:`finished`): the Make variables (BACKEND, SEEDS, ..., REPOSITORY_URL) and ``BOOK_ARGS`` (e.g.
+(:func:`finished`; with no BOOK_ARGS, a finished build in a folder of its own under ``_build/``, such as the
+README's quick build, is published instead of starting a full default build: :func:`other_finished`): the Make variables (BACKEND, SEEDS, ..., REPOSITORY_URL) and ``BOOK_ARGS`` (e.g.
 ``--quick --out _build/quick``) are read as ``crossprofile book`` reads them. A build is *finished* when
 
 * its last step ran: ``_build/book_timing.json`` (written only after every step of ``crossprofile book``
@@ -212,6 +213,28 @@ def finished(book_args: list[str], env: dict | None = None, root: Path | None = 
     return html_dir
 
 
+def other_finished(root: Path | None = None) -> tuple[Path, list[str]] | None:
+    """With no BOOK_ARGS: the newest finished build in a folder of its own under ``_build/`` (a quick build made as
+    the README says, ``--quick --out _build/quick``, or a default build given ``--out``) and the BOOK_ARGS that name
+    it; None when there is none. Plain ``make site`` after a quick build publishes that build instead of starting a
+    full default one (issue 52)."""
+    from crossprofile_lib.paths import book_root
+    root = (root or book_root()).resolve()
+    found = []
+    for stamp in sorted((root / "_build").glob("*/_build/book_timing.json")):
+        out = stamp.parent.parent
+        rel = os.path.relpath(out, root)
+        for args in (["--quick", "--out", rel], ["--out", rel]):
+            try:
+                found.append((stamp.stat().st_mtime, finished(args, root=root), args))
+                break
+            except NotFinished:
+                continue
+            except Exception:  # noqa: BLE001 - a folder this script cannot read is no candidate
+                break
+    return (max(found)[1], max(found)[2]) if found else None
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--finished"]:
@@ -220,6 +243,13 @@ def main(argv=None) -> int:
             print(finished(argv[1:]))
             return 0
         except NotFinished as e:
+            other = other_finished() if not argv[1:] else None
+            if other is not None:
+                html_dir, args = other
+                print(f"make site: no finished default build ({e}); reusing the finished build {html_dir} "
+                      f"(BOOK_ARGS=\"{' '.join(args)}\"); for the default book run make book first", file=sys.stderr)
+                print(html_dir)
+                return 0
             print(f"make site: building the book: {e}", file=sys.stderr)
             return 1
         except (BookConfigError, LaunchConfigError) as e:

@@ -399,3 +399,29 @@ def test_every_page_shows_the_cite_block_and_the_repository_link_when_set(tmp_pa
         assert f'<meta name="crossprofile-repository" content="{url}"' in t, p
         assert (f'class="cp-repository-link" href="{url}"' in t) == bool(url), p
         assert ("cp-repository" in t) == bool(url), p
+
+
+def test_plain_make_site_after_a_quick_build_publishes_it_not_a_full_build(tmp_path, monkeypatch, capsys):
+    """Issue 52: after the README's quick build (``--quick --out _build/quick``), plain ``make site`` (no BOOK_ARGS)
+    reuses that finished build instead of starting a full default one; with BOOK_ARGS given, or with no finished
+    build anywhere, it still answers 1 (build); a finished default build still wins."""
+    quick = tmp_path / "_build" / "quick" / "_build"
+    (quick / "html").mkdir(parents=True)
+    (quick / "book_timing.json").write_text("{}")
+    done = {("--quick", "--out", os.path.join("_build", "quick")): quick / "html"}
+
+    def fake_finished(args, env=None, root=None):
+        key = tuple(args)
+        if key in done:
+            return done[key]
+        raise make_site.NotFinished(f"nothing finished for {list(args)}")
+    monkeypatch.setattr(make_site, "finished", fake_finished)
+    monkeypatch.setattr("crossprofile_lib.paths.book_root", lambda: tmp_path)
+    assert make_site.main(["--finished"]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == str(quick / "html") and "--quick --out _build/quick" in out.err
+    assert make_site.main(["--finished", "--quick"]) == 1          # BOOK_ARGS given: those parameters only
+    done[()] = tmp_path / "_build" / "html"
+    assert make_site.main(["--finished"]) == 0 and capsys.readouterr().out.strip() == str(tmp_path / "_build" / "html")
+    done.clear()
+    assert make_site.main(["--finished"]) == 1                     # no finished build anywhere: build

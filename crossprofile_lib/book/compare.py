@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import HTML, mark_kind, mark_text
+from crossprofile_lib.book.display import HTML, mark_kind, mark_text, variants_phrase
 from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.book.hbruns import hb_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
@@ -132,6 +132,8 @@ def finding_table(f: Finding, runs: Sequence[Run], n_resamples: int = 2000, seed
             verdicts = [_gate(*g, it.unit, v) or (HOLDS if _judge_sign(sign, *g) else FAILS)
                         for g, it, sign in zip(got, items, f.rule)]
         names = f.names or tuple(it.label for it in items)
+        if variants_phrase(run) != "all eight variants":  # a model's sample: the mean is over fewer variants
+            names = tuple(n.replace("8 variants", variants_phrase(run).removeprefix("its ")) for n in names)
         for it, name, g, verdict in zip(items, names, got, verdicts):
             shown = "not in this run" if np.isnan(g[0]) else fmt_ci(*g, 1) + mark_text(mark_kind(run), run)
             estimates[(run_name(run), it.ref)] = g[0]

@@ -106,6 +106,13 @@ def quantity_mark_kind(unit: str, label: str, run) -> str:
     return "exact" if unit == "facts" and not model_call else mark_kind(run)
 
 
+def variants_phrase(run) -> str:
+    """``"all eight variants"``, or ``"its 4 variants (of 8)"`` for a run that covers fewer (a model's sample)."""
+    df = getattr(run, "df", None)
+    k = int(df["variant"].nunique()) if df is not None and "variant" in df.columns and len(df) else 8
+    return "all eight variants" if k >= 8 else f"its {k} variants (of 8)"
+
+
 def run_mark(run) -> str:
     """The mark (HTML) of a number from ``run``."""
     return mark(mark_kind(run), run)
@@ -243,10 +250,12 @@ class Captions:
                 f"[source: {html.escape(self.notebook)}.ipynb, cell [{n}]]</a>")
 
     def table(self, df: pd.DataFrame, text: str, runs, fmt: Optional[str | dict] = None, precision: int = 1,
-              gradient: Optional[Sequence[str]] = None, hide_index: bool = False):
+              gradient: Optional[Sequence[str]] = None, hide_index: bool = False, grey_near_chance: bool = False):
         """A Styler with the caption (optional 0-100 colour gradient over ``gradient``), every cell and label
         HTML-escaped (template text is user data), readable as printed (:func:`tidy_table`), near-chance runs
-        flagged in the headers, intervals spanning about 0-100 greyed and marked."""
+        flagged in the headers, intervals spanning about 0-100 greyed and marked. ``grey_near_chance``: a table of
+        ONE run's numbers (no intervals, e.g. HiddenBench's per-policy tables) greys and marks every cell when that run
+        is near chance."""
         old_cols = list(df.columns)
         df = tidy_table(_flag_headers(df, runs))
         new_of = dict(zip(old_cols, df.columns))
@@ -262,12 +271,20 @@ class Captions:
         if n_bad:
             text = (f"{text} Greyed cells marked † ({n_bad}): the 95% interval spans {UNINFORMATIVE_WIDTH:g} points or "
                     "more (about 0-100), so the estimate says nothing; never read one as agreeing with the paper.")
-        st = df.style.set_caption(html.escape(self.text("Table", text, runs)))
+        self._last = self.text("Table", text, runs)
+        st = df.style.set_caption(html.escape(self._last))
         st = st.format(fmt, precision=precision, na_rep="–", escape="html")
         st = st.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
         if gradient is not None:
             st = st.background_gradient(cmap="RdYlGn", subset=list(gradient), vmin=0, vmax=100)
         st = _mark_uninformative(st, df, runs)
+        if grey_near_chance and any(near_chance(r) for r in (runs if isinstance(runs, (list, tuple)) else [runs])):
+            st = st.set_td_classes(pd.DataFrame("cp-uninformative", index=df.index, columns=df.columns))
+            st = st.format(lambda v: "–" if v is None or (isinstance(v, float) and v != v) else
+                           (f"{v:.{precision}f} †" if isinstance(v, float) else f"{v} †"), escape="html")
+            st = st.set_caption(html.escape(self._last + f" Greyed cells marked †: the run is near chance "
+                                                         f"({NEAR_CHANCE_FLAG}), so none of its numbers says anything "
+                                                         "about the paper's effects."))
         if hide_index:
             st = st.hide(axis="index")
         return st.set_table_styles([{"selector": "caption",

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import HTML, admonition, mark, name_html, num, run_mark
+from crossprofile_lib.book.display import HTML, admonition, mark, name_html, num, run_mark, variants_phrase
 from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, same_model_values, suite_values
@@ -122,7 +122,7 @@ def random_line(ch, holm: dict) -> list[str]:
         h = contrast_row(holm[r.label], "H2") if r.label in holm else None
         if h is None:
             continue
-        lines.append(f"{name_html(r)}: over all eight variants R1 - Random = <b>{fmt_ci(h.estimate, h.lo, h.hi)}"
+        lines.append(f"{name_html(r)}: over {variants_phrase(r)} R1 - Random = <b>{fmt_ci(h.estimate, h.lo, h.hi)}"
                      f"</b> points {run_mark(r)}; the paper finds R1 no better than random "
                      f"({html.escape(paper_text('cp-mean/H2: R1 - Random', run=r))}).")
         if r.is_reference:
@@ -157,7 +157,10 @@ def paper_beside_run(items, r) -> pd.DataFrame:
     for it, v in zip(items, suite_values(items, r, r.boot)):
         if v is None or np.isnan(v["estimate"]):
             continue
-        q = f"{it.label}, {HEADLINE[it.figure_id]}" if HEADLINE[it.figure_id] else it.label
+        place = HEADLINE[it.figure_id]
+        if "8 variants" in place and variants_phrase(r) != "all eight variants":
+            place = place.replace("8 variants", variants_phrase(r).removeprefix("its "))
+        q = f"{it.label}, {place}" if place else it.label
         for m, pv in (same_model_values(it.paper, r) or {}).items():  # a model beside its own paper model only
             if isinstance(pv, (int, float)):
                 rows.append(dict(quantity=q, unit=it.unit, estimate=v["estimate"], lo=v["lo"], hi=v["hi"],
@@ -240,7 +243,7 @@ def relevance_takeaways(ch, cells: dict, holm: dict) -> list[str]:
         m = run_mark(r)
         if h3 is not None:
             gap = classic(r, 'R1-rel') - classic(r, 'R1')
-            lines.append(f"{name_html(r)}: over all eight variants H3 = R1-rel - R1 = <b>{h3.estimate:+.1f}</b> points "
+            lines.append(f"{name_html(r)}: over {variants_phrase(r)} H3 = R1-rel - R1 = <b>{h3.estimate:+.1f}</b> points "
                          f"[{h3.lo:.1f}, {h3.hi:.1f}] {m} (Holm p = {fmt_p(h3.p_adjusted)}); in the classic cell "
                          f"({CLASSIC}) R1-rel - R1 = <b>{num(gap, sign=True)}</b> points {m} and "
                          f"R1-rel-oracle - R1 = {num(classic(r, 'R1-rel-oracle') - classic(r, 'R1'), sign=True)} points "

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import mark_text, near_chance, quantity_mark_kind, uninformative
+from crossprofile_lib.book.display import mark_text, near_chance, quantity_mark_kind, uninformative, variants_phrase
 from crossprofile_lib.book.hbruns import hb_as_run, hb_natural_as_run
 from crossprofile_lib.book.models import ModelVerdict, headroom_verdict, run_paper_model
 from crossprofile_lib.book.runs import REFERENCE, Run, bootstrap, unit_column
@@ -202,7 +202,10 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
                 shown = ("no comparable measure" if val is None else
                          "not in this run" if np.isnan(est) else
                          fmt_ci(est, lo, hi, digits) + mark_text(quantity_mark_kind(it.unit, it.label, run), run))
-                base = {"chapter": it.chapter, "quantity": f"{it.result}: {it.label}", "unit": it.unit, "run": name,
+                q = f"{it.result}: {it.label}"
+                if "8 variants" in q and variants_phrase(run) != "all eight variants":  # a model's sample
+                    q += f" (this run: {variants_phrase(run).removeprefix('its ')})"
+                base = {"chapter": it.chapter, "quantity": q, "unit": it.unit, "run": name,
                         "this run": shown, "model": model, "reference": run.is_reference,
                         "page": CHAPTER_PAGES.get(it.chapter, "")}
                 if run.is_reference:
