@@ -23,6 +23,7 @@ from crossprofile_lib.task.budgets import Budget, t_all
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import make_task
 from crossprofile_lib.task.roleblind import RoleBlindness, role_blindness  # noqa: F401  (re-exported)
+from crossprofile_lib.task.evidence import tone_balance
 from crossprofile_lib.task.templates import TemplateError, load_template, load_templates, scores
 from crossprofile_lib.task.tokenizer import default_tokenizer  # noqa: F401  (re-exported for the chapter)
 
@@ -64,7 +65,20 @@ def catalogue_takeaways(tpl, cat: pd.DataFrame, rb: RoleBlindness) -> list[str]:
         f"set) in {cat[cat.set == 'formal'].domain.nunique()} domains and {count(cat, 'development')} development.",
         f"Role-blindness: text features predict a fact's role with {100 * rb.accuracy:.1f}% held-out accuracy against a "
         f"base rate of {100 * rb.base_rate:.1f}%, so the roles cannot be read off the text's style"
-        + (" <b>only partly</b> (see the warning below)." if roles_readable(rb) else ".")]
+        + (" <b>only partly</b> (see the warning below)." if roles_readable(rb) else "."),
+        tone_line(tpl)]
+
+
+def tone_line(tpl) -> str:
+    """The irrelevant facts' tone over the formal templates (SPEC section 2: balanced), computed from the files."""
+    formal = [t for t in tpl if not t.id.startswith("dev-")] or list(tpl)
+    b = tone_balance(formal)
+    return (f"Irrelevant facts' tone (praise of the decoy or criticism of the correct option, minus the reverse): "
+            f"<b>{b['decoy']}</b> of {len(formal)} {'formal ' if len(formal) < len(tpl) else ''}templates lean toward "
+            f"the decoy and <b>{b['correct']}</b> toward the correct option ({b['neither']} neither), so the tone "
+            + ("favours neither option across the set." if abs(b['decoy'] - b['correct']) <= max(2, len(formal) // 20)
+               else f"<b>leans toward the {'decoy' if b['decoy'] > b['correct'] else 'correct option'}</b> across "
+                    "the set (the specification asks for balance)."))
 
 
 def first_per_domain(tpl) -> list[tuple[str, object]]:
