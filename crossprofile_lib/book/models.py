@@ -11,7 +11,6 @@ is, and each model's headroom verdict.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from contextlib import suppress
@@ -284,9 +283,14 @@ def check_crossprofile(folder: Path, header: dict, df) -> None:
         have = sorted(df[key].astype(str).unique()) if key in df else []
         if header.get(key) is not None and have and have != [str(header[key])]:
             raise _mismatch(folder, f"run.json says {key} {header[key]!r}, its results hold {', '.join(have)}")
-    if "rows" in header and int(header["rows"]) != len(df):
+    rows = header.get("rows")
+    if "rows" in header and (isinstance(rows, bool) or not isinstance(rows, int)):
+        raise _mismatch(folder, f"run.json's rows is {rows!r}, not a row count")
+    if "rows" in header and rows != len(df):
         raise _mismatch(folder, f"run.json records {header['rows']} rows, results.parquet holds {len(df)}")
     cfg = header.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise _mismatch(folder, f"run.json's config is a {type(cfg).__name__}, not an object")
     for key, col in (("policies", "policy"), ("seeds", "seed"), ("variants", "variant")):
         if cfg.get(key) and col in df and _as_set(df[col].unique()) != _as_set(cfg[key]):
             extra = sorted(_as_set(df[col].unique()) - _as_set(cfg[key]))
@@ -314,21 +318,34 @@ def check_crossprofile(folder: Path, header: dict, df) -> None:
 
 def import_run(path: str | Path) -> Run | HBRun:
     """A run folder made elsewhere, read in place: a :class:`Run` or an :class:`HBRun`; a refusal raises
-    :class:`RunImportError` naming the folder and the rule."""
+    :class:`RunImportError` naming the folder and the rule. A CrossProfile run's table is verified against its
+    ``run.json`` (:mod:`crossprofile_lib.run.verify`: rows, template hashes, the answer key, value ranges); with
+    ``crossprofile book --trust-edited`` (``$CROSSPROFILE_TRUST_EDITED``) a mismatch is imported, its label and
+    sentence marked UNVERIFIED on every page. Every file is read through the safe-input layer (a FIFO or a device
+    in the folder is refused, never opened); a header of the wrong shape is named, never an internal error."""
+    from crossprofile_lib.run.verify import EditedTable, check_or_trust, trusted_from_env
+    from crossprofile_lib.safety.inputs import InputError, load_json
     folder = resolve(path)
     if not folder.is_dir():
         raise RunImportError(f"RUNS={path}: not a folder")
-    if (folder / HB_HEADER).exists():
+    if (folder / HB_HEADER).exists() or (folder / HB_HEADER).is_symlink():
         try:
-            header = json.loads((folder / HB_HEADER).read_text())
-        except ValueError as e:
-            raise _mismatch(folder, f"{HB_HEADER} is not valid JSON ({e})") from None
+            header = load_json(folder / HB_HEADER, 16 << 20, what="HiddenBench run header")
+        except InputError as e:
+            raise _mismatch(folder, f"{HB_HEADER}: {e.rule}: {e.detail}") from None
+        if not isinstance(header, dict):
+            raise _mismatch(folder, f"{HB_HEADER} is a JSON {type(header).__name__}, not an object (the run header)")
+        protocols = header.get("protocols")
+        if not isinstance(protocols, dict):
+            raise _mismatch(folder, f"{HB_HEADER}: 'protocols' is {type(protocols).__name__}, not an object")
         tables = {}
-        for proto in (header.get("protocols") or {}):
+        for proto in protocols:
+            if proto not in ("controlled", "natural"):
+                raise _mismatch(folder, f"{HB_HEADER} lists protocol {proto!r} (known: controlled, natural)")
             try:
                 tables[proto] = read_tables(folder, proto)
-            except (FileNotFoundError, OSError) as e:
-                raise _mismatch(folder, f"{HB_HEADER} lists protocol {proto!r} but its table is missing ({e})") \
+            except (FileNotFoundError, OSError, ValueError) as e:
+                raise _mismatch(folder, f"{HB_HEADER} lists protocol {proto!r} but its table cannot be read ({e})") \
                     from None
         if not tables:
             raise _mismatch(folder, f"{HB_HEADER} lists no protocol with tables")
@@ -338,16 +355,26 @@ def import_run(path: str | Path) -> Run | HBRun:
         header, df = read_header(folder), read_results(folder)
     except ResultsError as e:
         raise _mismatch(folder, f"{e} (a run folder holds results.parquet and run.json, or {HB_HEADER})") from None
-    check_crossprofile(folder, header, df)
+    trust = trusted_from_env()
+    if not trust:
+        check_crossprofile(folder, header, df)
+    try:
+        unverified = check_or_trust(df, header, f"{folder}/results.parquet", trust)
+    except EditedTable as e:
+        raise _mismatch(folder, f"{e.problem}; the table is not the one its run wrote (rerun it, restore the files, "
+                                f"or build with crossprofile book --trust-edited to show it marked UNVERIFIED)") from None
     _policies_recorded(folder, header, "run.json")
-    return Run(folder, with_cells(df), header)
+    return Run(folder, with_cells(df), header, unverified=unverified or "")
 
 
 def _policies_recorded(folder: Path, header: dict, name: str) -> None:
     """Load the run's own policy files (header ``policy_files``) from the recorded path when the SHA-256
     matches; otherwise :class:`RunImportError` says which file to give with ``POLICY_FILES``."""
+    records = header.get("policy_files")
+    if records is not None and not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
+        raise _mismatch(folder, f"{name}: 'policy_files' is not a list of objects")
     try:
-        ensure_recorded(header.get("policy_files"), f"{folder}/{name}")
+        ensure_recorded(records, f"{folder}/{name}")
     except PolicyFileError as e:
         names = sorted({n for r in header.get("policy_files") or () for n in r.get("policies", ())})
         raise _mismatch(folder, f"its results hold memory policies of your own ({', '.join(names)}) from a policy "

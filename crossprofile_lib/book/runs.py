@@ -75,6 +75,9 @@ class Run:
     #: Why the offline approximation priced this run instead of the tokenizer asked for ("" when it did not).
     pricing_note: str = ""
     tag: str = ""  # set where two runs of one book would share a label (the folder name)
+    #: Why the table does not match its run.json, when imported with --trust-edited ("" when it does): shown in
+    #: its label and sentence on every page.
+    unverified: str = ""
 
     def _field(self, key: str) -> str:
         if key in self.header:
@@ -110,7 +113,7 @@ class Run:
     @property
     def label(self) -> str:
         """Short name for legends, table columns and captions (backend and model; ``· tag`` where set)."""
-        extra, tag = self._extras, f" · {self.tag}" if self.tag else ""
+        extra, tag = self._extras, (f" · {self.tag}" if self.tag else "") + (" · UNVERIFIED" if self.unverified else "")
         if self.is_reference:
             opts = self.header.get("config", {}).get("backend_options", {}) or {}
             extra = [f"{k.replace('_', ' ')} {v:g}" for k, v in sorted(opts.items()) if isinstance(v, (int, float))] + extra
@@ -123,6 +126,8 @@ class Run:
     def who(self) -> str:
         """The full sentence naming backend, model, decision mode and tokenizer."""
         extra = "".join(f"; {e}" for e in self._extras)
+        if self.unverified:
+            extra += f"; {self.unverified}"
         if self.is_reference:
             tok = self.header.get("tokenizer", "?")
             priced = (f" Budgets priced with the offline approximation ({tok}): {self.pricing_note}."

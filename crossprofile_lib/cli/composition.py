@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from crossprofile_lib.cli import args as A
 
 
@@ -18,6 +20,19 @@ def _cmd_composition(args) -> int:
     if args.budget not in set(labels) | {"none", "all"}:
         args.parser.error(f"argument --budget: no rows at budget '{args.budget}' in {args.dir} "
                           f"(budgets there: {', '.join(labels)}; or 'all')")
+    from crossprofile_lib.run.results import read_header, run_folder
+    from crossprofile_lib.run.verify import EditedTable, check_or_trust
+    try:
+        header = read_header(args.dir)
+    except ResultsError:
+        header = None
+    try:  # the table against its run.json (rows, template hashes, the answer key, value ranges)
+        unverified = check_or_trust(df, header, f"{run_folder(args.dir)}/results.parquet", args.trust_edited)
+    except EditedTable as e:
+        return A.fail(e, 2)
+    if unverified:
+        print(f"warning: {unverified}", file=sys.stderr)
+        print(f"!! {unverified}")
     first = df.iloc[0]
     print(f"kept support/decoy/irrelevant (mean over templates and seeds), budget {args.budget}; "
           f"backend {first['backend']}, model {first['model']}")
@@ -39,5 +54,8 @@ def register(sub) -> None:
     c.add_argument("--budget", default=PRIMARY_BUDGET,
                    help=f"budget label (default {PRIMARY_BUDGET}; 128t, none, all)")
     c.add_argument("--long", action="store_true", help="one row per policy x variant")
+    c.add_argument("--trust-edited", action="store_true",
+                   help="tabulate a table that does not match its run.json (otherwise refused naming the first bad "
+                        "row and the rule), marked UNVERIFIED in the output")
     A.add_policy_file_option(c)
     c.set_defaults(func=_cmd_composition, parser=c)

@@ -22,10 +22,19 @@ def _cmd_stats(args) -> int:
     try:
         header = read_header(args.dir)
     except ResultsError as e:
-        if (run_folder(args.dir) / "run.json").exists():  # there but damaged: what it records is unknown
+        if (run_folder(args.dir) / "run.json").exists() and not args.trust_edited:  # there but damaged
             return A.fail(f"{e}; restore the run's run.json (or rerun the grid) before its statistics", 2)
         print(f"notice: {e}; the social-proof fit rebuilds nothing without it", file=sys.stderr)
-        header = {}
+        header = None
+    from crossprofile_lib.run.verify import EditedTable, check_or_trust
+    try:  # the table against its run.json (rows, template hashes, the answer key, value ranges)
+        unverified = check_or_trust(df, header, f"{run_folder(args.dir)}/results.parquet", args.trust_edited,
+                                    args.templates or ())
+    except EditedTable as e:
+        return A.fail(e, 2)
+    if unverified:
+        print(f"warning: {unverified}", file=sys.stderr)
+    header = header if isinstance(header, dict) else {}
     config = header.get("config")
     config = config if isinstance(config, dict) else None
     args.dir = str(run_folder(args.dir))  # a results.parquet named directly: its folder
@@ -57,8 +66,13 @@ def _cmd_stats(args) -> int:
         print(f"notice: {cache.write_error} (fits not cached)", file=sys.stderr)
     fb = relevance_fallback(rows)
     if args.json:
-        print(json.dumps(to_jsonable({"run": str(args.dir), "models": res, "relevance_fallback": fb}), indent=1))
+        doc = {"run": str(args.dir), "models": res, "relevance_fallback": fb}
+        if unverified:
+            doc = {"verified": False, "unverified": unverified, **doc}
+        print(json.dumps(to_jsonable(doc), indent=1))
     else:
+        if unverified:
+            print(f"!! {unverified}")
         for r in res:
             print_report(r, str(prereg.settings["primary_budget"]))
         for line in fallback_lines(fb):
@@ -263,5 +277,8 @@ def register(sub) -> None:
                         f"DIR/{CACHE_DIRNAME}/ (keyed by the table's hash, options and code)")
     s.add_argument("--templates", type=A.template_path, nargs="+", default=None,
                    help="template paths to rebuild memories from (default: those in run.json)")
+    s.add_argument("--trust-edited", action="store_true",
+                   help="analyse a table that does not match its run.json (rows, template hashes, answer key, value "
+                        "ranges; otherwise refused naming the first bad row), marked UNVERIFIED in every output")
     A.add_policy_file_option(s)
     s.set_defaults(func=_cmd_stats)

@@ -189,5 +189,10 @@ def read_tables(out_dir: Path | str, protocol: str) -> dict[str, pd.DataFrame]:
         if not f.exists():
             raise FileNotFoundError(f"{f}: no {protocol} table (run 'crossprofile hiddenbench run "
                                     f"--protocol {protocol} --out {out}' first)")
-        frames[name] = pd.read_parquet(f)
+        if not f.is_file():  # a FIFO or a device would block the parquet reader
+            raise ValueError(f"{f}: not a regular file (rule: a table is a parquet file)")
+        try:
+            frames[name] = pd.read_parquet(f)
+        except Exception as e:  # noqa: BLE001  (pyarrow raises several types for broken files)
+            raise ValueError(f"{f}: cannot read as parquet ({type(e).__name__}: {e})") from None
     return frames
