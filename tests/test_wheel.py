@@ -48,7 +48,9 @@ def installed(tmp_path_factory):
     wheel = next(dist.glob("crossprofile-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "crossprofile_lib/resources/prereg.yaml" in names and "crossprofile_lib/resources/paper_figures.yaml" in names
-    assert sum(n.startswith("crossprofile_lib/resources/templates/") and n.endswith(".yaml") for n in names) == 70
+    templates = [n for n in names if n.startswith("crossprofile_lib/resources/templates/") and n.endswith(".yaml")]
+    # the 70 templates, and the decision domains beside them (templates/domains.yaml, not a template)
+    assert "crossprofile_lib/resources/templates/domains.yaml" in templates and len(templates) == 71
     venv = tmp / "venv"
     _sh([sys.executable, "-m", "venv", venv], tmp)
     py = venv / "bin" / "python"
