@@ -126,6 +126,20 @@ def _outcome(e: BaseException) -> str:
     return OVERLOAD if overload else NEUTRAL
 
 
+async def settle(tasks) -> None:
+    """Wait for the worker ``tasks``; at the first that fails, cancel the others and raise its exception. Every
+    task's outcome is retrieved, so several workers stopped by one tripped breaker (a wrong key with concurrency 2
+    or more) print no "Task exception was never retrieved" after the clear error."""
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]  # retrieves each one
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+
+
 def run_coroutine(coro):
     """Run ``coro`` to completion, also from inside a running event loop (Jupyter: in a thread of its own)."""
     try:

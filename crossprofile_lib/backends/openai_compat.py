@@ -46,6 +46,7 @@ from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported:
     retry_after,
     run_coroutine,
     server_tokenizer,
+    settle,
 )
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
@@ -524,13 +525,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                 on_done(j, await self._call(clients, j, r))
         tasks = [asyncio.create_task(worker()) for _ in range(min(self._pool.workers, len(requests)))]
         try:
-            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for t in pending:  # the breaker tripped (or a bug): stop the others at once
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            for t in done:
-                if t.exception() is not None:
-                    raise t.exception()
+            await settle(tasks)  # the breaker tripped (or a bug): the others stopped, every failure retrieved
         finally:
             for c in clients:
                 await c.close()
