@@ -499,6 +499,16 @@ def test_keyboard_alone_reaches_labels_and_changes_every_control(site, browser):
         cdp.wait_for(f"!{opened}", timeout=10)
         press(cdp, "Enter")
         cdp.wait_for(opened, timeout=10)
+        # on to the exercises: a check button sets the controls to what the exercise asks about
+        for _ in range(200):
+            press(cdp, "Tab")
+            if cdp.evaluate("!!document.activeElement.closest('.cp-live-checks')"):
+                break
+        want = cdp.evaluate("JSON.parse(document.activeElement.dataset.set)")
+        press(cdp, "Enter")
+        cdp.wait_for(f"(w => Object.keys(w).every(k => window.cpExplorer.state[k] === w[k]))({json.dumps(want)})",
+                     timeout=30)
+        assert cdp.evaluate("document.querySelector('.cp-live-view .cp-explorer-view').dataset.policy") == want["policy"]
         assert cdp.errors() == []
     finally:
         cdp.close()
@@ -517,7 +527,8 @@ CONTROL_CONTRAST = r"""(() => {
   const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
                      return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
   const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
-  const sel = '.cp-live-controls select, .cp-live-controls label, .cp-live-controls output, .cp-live-status';
+  const sel = '.cp-live-controls select, .cp-live-controls label, .cp-live-controls output, .cp-live-status, ' +
+              '.cp-live-checks button';
   return [...document.querySelectorAll(sel)]
     .map(el => { const b = bg(el); return [el.tagName.toLowerCase() + ' ' + (el.name || el.htmlFor || ''),
                                            ratio(over(parse(getComputedStyle(el).color), b), b)]; });

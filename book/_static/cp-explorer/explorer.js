@@ -207,6 +207,26 @@
   }
 
   // ------------------------------------------------------------------ the page: controls, state, rendering
+  /** Buttons that set the controls to what an exercise asks about (the check, after the prediction). */
+  function checksHtml() {
+    const x = INDEX.exercises, buttons = [];
+    for (const [variant, name] of x.cells) {
+      for (const p of x.policies) buttons.push([{variant, policy: p, social_proof: "0"}, `${name} cell, ${p}`]);
+      buttons.push([{variant, policy: "ALL", social_proof: x.social_proof}, `${name} cell, ALL at weight ${x.social_proof}`]);
+    }
+    return "<p class='cp-live-checks'>Check with the controls: " + buttons.map(([set, label]) =>
+      `<button type='button' data-set='${esc(JSON.stringify(set))}'>${esc(label)}</button>`).join(" ") + "</p>";
+  }
+
+  function check(e) {
+    const b = e.target.closest("button[data-set]");
+    if (!b || !state) return;
+    const root = document.querySelector("[data-cp-live='view']");
+    window.cpExplorer.pending = show({...state, ...JSON.parse(b.dataset.set)}, true)
+      .then(() => root && root.scrollIntoView({block: "start"}))
+      .catch(err => status(root, "The explorer could not show this: " + err.message));
+  }
+
   const FIELDS = ["template", "variant", "policy", "budget", "seed", "social_proof"];
   let state = null, uid = 0, rendered = 0;
 
@@ -293,7 +313,7 @@
       status(root, `Showing ${T.id}, variant ${state.variant}, policy ${state.policy}, budget ${state.budget}, seed ` +
                    `${state.seed}, social-proof weight ${state.social_proof}.`);
     });
-    const ex = renderExercises(exercisesData(state.template, state.budget, state.seed));
+    const ex = renderExercises(exercisesData(state.template, state.budget, state.seed)) + checksHtml();
     document.querySelectorAll("[data-cp-live='exercises'] .cp-live-exercises").forEach(box => {
       box.innerHTML = ex;
       box.dataset.shows = [state.template, state.budget, state.seed].join("|");
@@ -316,6 +336,7 @@
             .catch(err => status(root, "The explorer could not show this: " + err.message));
         });
       });
+      document.querySelectorAll("[data-cp-live='exercises']").forEach(box => box.addEventListener("click", check));
       return show(s);
     }).catch(err => document.querySelectorAll("[data-cp-live='view']").forEach(root => {
       const p = document.createElement("p");
