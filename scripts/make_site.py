@@ -143,8 +143,8 @@ def make_site(html_dir: Path, site: Path) -> None:
 
 
 #: What a book is built from, besides the executed chapters: newer than a build's stamp, the build is stale.
-SOURCES = ("notebooks/*.md", "book/*.md", "book/_static/*.css", "_config.yml", "_toc.yml", "CITATION.cff",
-           "references.bib", "crossprofile_lib/**/*.py")
+SOURCES = ("notebooks/*.md", "book/*.md", "book/_static/*.css", "book/_static/cp-explorer/*", "_config.yml", "_toc.yml",
+           "CITATION.cff", "references.bib", "crossprofile_lib/**/*.py")
 
 
 class NotFinished(Exception):
