@@ -434,6 +434,9 @@ def test_a_book_built_with_a_readers_templates_seeds_and_budgets_gets_an_explore
         cdp.wait_for(RENDERED + "('my-own-01|SPS|B4|100t|5|0.5')", timeout=60)
         n, _ = check_whole_grid(cdp, grid, only={"my-own-01"})
         assert n == grid.size // len(grid.templates)
+        # another link followed on the same page
+        cdp.evaluate("location.hash = 'template=dev-hospital-01&variant=PPP&policy=M1&budget=0.5&seed=3&social_proof=2'")
+        cdp.wait_for(RENDERED + "('dev-hospital-01|PPP|M1|0.5|3|2')", timeout=60)
     finally:
         cdp.close()
         httpd.shutdown()

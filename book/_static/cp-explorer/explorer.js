@@ -337,6 +337,10 @@
         });
       });
       document.querySelectorAll("[data-cp-live='exercises']").forEach(box => box.addEventListener("click", check));
+      window.addEventListener("hashchange", () => {  // a link with other settings followed on this page
+        const h = fromHash();
+        if (h && FIELDS.some(f => String(h[f]) !== String(state && state[f]))) window.cpExplorer.pending = show(h);
+      });
       return show(s);
     }).catch(err => document.querySelectorAll("[data-cp-live='view']").forEach(root => {
       const p = document.createElement("p");
