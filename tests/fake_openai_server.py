@@ -26,6 +26,12 @@ Faults (per distinct request body, counted by attempts):
   default ``" "``: any blank text, ``""``, ``"\\n\\t"`` or a zero-width space); a text completion gets empty
   text and empty top log-probabilities;
 * ``empty_body_first=N`` -- the first N attempts of every request get 200 with an empty body;
+* ``bad_utf8_first=N`` -- the first N attempts of every request get 200 with a body that is not UTF-8 (a
+  byte 0xff inside the answer's text);
+* ``drip_s=S`` -- answers on the paths ending in one of ``drip_paths`` (default ``/completions``) are sent one
+  byte every S seconds, status line and headers included (a server that keeps each read alive); ``dripped``
+  counts the bytes sent, ``hung_up`` the answers the client closed before their end;
+* ``echo_key`` -- a chat answer quotes the ``Authorization`` header it was sent (a server echoing the key);
 * ``reset_first=N`` -- the first N attempts of every request are read, then the connection is
   closed without an answer (a reset after the server accepted it);
 * ``retry_after=S`` -- the ``fail_first`` answers carry ``Retry-After: S``;
@@ -80,7 +86,10 @@ class FakeServer:
                  served_model=None, root=None, capacity=0, queue_limit=0, aliases=None, owned_by="fake",
                  any_model=False,
                  empty_first=0, reset_first=0, retry_after=None, attempt_log=None, key_status=401,
-                 models_open=False, empty_text=" ", empty_body_first=0):
+                 models_open=False, empty_text=" ", empty_body_first=0, bad_utf8_first=0, drip_s=0.0,
+                 drip_paths=("/completions",), echo_key=False):
+        self.bad_utf8_first, self.drip_s, self.drip_paths, self.echo_key = bad_utf8_first, drip_s, drip_paths, echo_key
+        self.dripped = self.hung_up = 0
         self.empty_first, self.reset_first, self.retry_after = empty_first, reset_first, retry_after
         if key_status not in (401, 403):
             raise ValueError(f"key_status={key_status!r}: use 401 or 403")
@@ -161,6 +170,7 @@ class FakeServer:
             return 200, b'{"id": "x", "choices": [ this is not json', -1.0
         if n <= self.empty_body_first:
             return 200, b"", -1.0
+        bad_utf8 = n <= self.bad_utf8_first
         empty = n <= self.empty_first
         delay = self.delay_s if n <= self.delay_first else self.latency_s
         body = json.loads(raw or b"{}")
@@ -173,6 +183,10 @@ class FakeServer:
             return 404, json.dumps(msg).encode(), 0.0
         if path.endswith("/chat/completions"):
             text = self.empty_text if empty else self._answer_chat(body)
+            if self.echo_key:
+                text = f"(you sent {headers.get('authorization', '')})\n{text}"
+            if bad_utf8:
+                text = "BADBYTE" + text
             out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                 "finish_reason": "stop"}],
@@ -187,7 +201,8 @@ class FakeServer:
                    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
         else:
             return 404, b'{"error": {"message": "not found"}}', 0.0
-        return 200, json.dumps(out).encode(), delay
+        raw_out = json.dumps(out).encode()
+        return 200, (raw_out.replace(b"BADBYTE", b"\xff\xfe", 1) if bad_utf8 else raw_out), delay
 
     def _tokenize(self, path: str, raw: bytes) -> tuple[int, bytes, float]:
         if self.tokenize is None or path != TOKENIZE_KINDS[self.tokenize][0]:
@@ -223,6 +238,20 @@ class FakeServer:
             self._slots.release()
         return status, body
 
+    async def _drip(self, writer, payload: bytes) -> None:
+        """``payload`` one byte every ``drip_s`` seconds; a client that hangs up is counted (``hung_up``)."""
+        try:
+            for i in range(len(payload)):
+                if writer.is_closing():
+                    raise ConnectionResetError
+                writer.write(payload[i:i + 1])
+                await writer.drain()
+                self.dripped += 1
+                await asyncio.sleep(self.drip_s)
+        except ConnectionError:
+            self.hung_up += 1
+            raise
+
     def answered_ok(self, raw: bytes) -> None:
         self.answered += 1
         if self.log:
@@ -253,8 +282,12 @@ class FakeServer:
                           500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
                 extra = (f"retry-after: {self.retry_after}\r\n" if self.retry_after is not None and status in (429, 503)
                          else "")
-                writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{extra}"
-                             f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                payload = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{extra}"
+                           f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                if self.drip_s and any(path.split("?")[0].endswith(p) for p in self.drip_paths):
+                    await self._drip(writer, payload)
+                else:
+                    writer.write(payload)
                 await writer.drain()
                 if (status == 200 and delay >= 0 and method == "POST" and not path.endswith("/models")
                         and not path.endswith("/tokenize")):
@@ -322,6 +355,8 @@ def main(argv=None) -> None:
     p.add_argument("--models-open", action="store_true")
     p.add_argument("--empty-text", default=" ")
     p.add_argument("--empty-body-first", type=int, default=0)
+    p.add_argument("--owned-by", default="fake")
+    p.add_argument("--any-model", action="store_true")
     p.add_argument("--listen-when", default=None, help="start, then wait until this file exists before listening "
                    "(a restart that binds the moment the test says so, however slowly this machine starts a process)")
     a = p.parse_args(argv)
@@ -330,7 +365,8 @@ def main(argv=None) -> None:
                       capacity=a.capacity, queue_limit=a.queue_limit, empty_first=a.empty_first,
                       reset_first=a.reset_first, retry_after=a.retry_after, attempt_log=a.attempt_log,
                       key_status=a.key_status, models_open=a.models_open,
-                      empty_text=a.empty_text.encode().decode("unicode_escape"), empty_body_first=a.empty_body_first)
+                      empty_text=a.empty_text.encode().decode("unicode_escape"), empty_body_first=a.empty_body_first,
+                      owned_by=a.owned_by, any_model=a.any_model)
 
     async def serve():
         if a.listen_when:

@@ -2,7 +2,9 @@
 
 Retried (:func:`_retryable`; tenacity, exponential backoff with full jitter, up to ``max_retries``):
 :class:`MalformedResponse` (a 200 that is no usable completion: never cached), timeouts, dropped connections, 408,
-429 and 5xx, waiting at least ``Retry-After`` (:func:`retry_after`, at most :data:`RETRY_AFTER_MAX` s); other errors
+429 and 5xx, waiting at least ``Retry-After`` (:func:`retry_after`; longer than ``retry_after_max``, default
+:data:`RETRY_AFTER_MAX` s, fails the call saying so: :func:`retry_pause`, which also announces any wait over
+:data:`ANNOUNCE_WAIT_S` s); every attempt has a whole-request deadline (:func:`within_deadline`); other errors
 fail at once, and a call that still fails comes back with ``error`` set. Stopping the run: :class:`ServerUnreachable`
 (the circuit breaker, ``circuit_breaker`` attempts, 0 = off) and :class:`ServerRefused` (:data:`REFUSAL_STATUSES`; a
 refused key, :data:`KEY_REFUSALS`, at the first answer). :func:`probe_models`: the served model from
@@ -86,8 +88,83 @@ def base_url_problem(url: str) -> Optional[str]:
     return None
 
 
-#: The longest ``Retry-After`` honoured (seconds); a longer one waits this long.
-RETRY_AFTER_MAX = 600.0
+#: The longest ``Retry-After`` honoured (seconds, the default of ``--backend-option retry_after_max``): a server
+#: asking for a longer wait fails the call at once with :class:`RetryAfterTooLong`, saying so.
+RETRY_AFTER_MAX = 120.0
+#: A wait before a retry longer than this (seconds) is announced on the console: how long and why.
+ANNOUNCE_WAIT_S = 5.0
+
+
+class RetryAfterTooLong(Exception):
+    """The server asked (``Retry-After``) for a longer wait than the cap (``retry_after_max``)."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """No complete answer (connect, headers and body together) within the whole-request deadline (``--timeout``;
+    ``--tokenize-timeout`` for the tokenize and ``/v1/models`` probes)."""
+
+
+async def within_deadline(coro, seconds: float):
+    """``await coro``, cancelled (its connection closed) when it has not finished ``seconds`` after the start: the
+    client's own timeouts are per read, so a server that drips its headers or body a byte at a time would keep a
+    call alive for as long as it likes."""
+    try:
+        return await asyncio.wait_for(coro, seconds)
+    except TimeoutError as e:
+        if isinstance(e, DeadlineExceeded):
+            raise
+        raise DeadlineExceeded(f"no complete answer within the {seconds:g} s deadline for the whole request (connect, "
+                               f"headers and body; --timeout)") from None
+
+
+def call_within(fn, seconds: float, what: str = "request"):
+    """``fn()`` in a daemon thread, :class:`DeadlineExceeded` when it has not returned within ``seconds`` (the
+    thread is abandoned; it cannot keep the process alive): the whole-request deadline of a synchronous client."""
+    import threading
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001  (handed to the caller)
+            box["error"] = e
+    t = threading.Thread(target=run, name=f"deadline-{what}", daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise DeadlineExceeded(f"{what}: no complete answer within the {seconds:g} s deadline for the whole request "
+                               f"(--tokenize-timeout)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def retry_pause(backend, state, backoff) -> float:
+    """The wait before the next attempt of a failed call (tenacity's ``wait``): the backoff, or the server's
+    ``Retry-After`` when it asks for longer -- but never more than ``backend.retry_after_max``: a longer one raises
+    :class:`RetryAfterTooLong` (the call fails at once, saying so). A wait over :data:`ANNOUNCE_WAIT_S` seconds is
+    announced on the console (how long and why), at most once per wave of retries."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    ra = retry_after(exc) if exc is not None else None
+    wait = backoff(state)
+    cap = float(getattr(backend, "retry_after_max", RETRY_AFTER_MAX))
+    status = getattr(exc, "status_code", None)
+    if ra is not None:
+        if ra > cap:
+            raise RetryAfterTooLong(
+                f"the server answered HTTP {status} asking to wait {ra:g} s before retrying (Retry-After), longer "
+                f"than the cap of {cap:g} s (--backend-option retry_after_max=SECONDS); the call is not retried") \
+                from None
+        wait = max(wait, ra)
+    if wait > ANNOUNCE_WAIT_S:
+        shown = getattr(backend, "_wait_shown", 0)
+        if state.attempt_number > shown:
+            backend._wait_shown = state.attempt_number
+            why = (f"the server asked for it (HTTP {status}, Retry-After {ra:g} s)" if ra is not None and ra >= wait
+                   else f"backoff after {type(exc).__name__}" + (f" (HTTP {status})" if status else ""))
+            print(f"{getattr(backend, 'name', 'backend')}: waiting {wait:.0f} s before retry {state.attempt_number} of "
+                  f"{getattr(backend, 'max_retries', '?')}: {why}", file=sys.stderr, flush=True)
+    return wait
 
 
 def retry_after(e: BaseException) -> Optional[float]:
@@ -112,7 +189,7 @@ def retry_after(e: BaseException) -> Optional[float]:
 def _retryable(e: BaseException) -> bool:
     import openai
     if isinstance(e, (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
-                      MalformedResponse, json.JSONDecodeError, asyncio.TimeoutError)):
+                      MalformedResponse, json.JSONDecodeError, asyncio.TimeoutError, UnicodeDecodeError)):
         return True
     return isinstance(e, openai.APIStatusError) and (e.status_code in (408, 429) or e.status_code >= 500)
 
@@ -221,12 +298,13 @@ def probe_models(self, memo: dict) -> Optional[dict]:
         client = openai.OpenAI(base_url=u, api_key=self._api_key, max_retries=0, timeout=self.tokenize_timeout)
         try:
             if data is None:
-                data = memo[key] = list(client.models.list().data)
+                data = memo[key] = call_within(lambda: list(client.models.list().data), self.tokenize_timeout,
+                                               "GET /v1/models")
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
             raise ServerRefused(f"backend {self.name}: the server at {shown} answered HTTP {e.status_code} "
                                 f"({REFUSAL_STATUSES[e.status_code]}) for model '{self.model}'; check "
                                 f"CROSSPROFILE_API_KEY / {self.service}_API_KEY. Stopped before any call") from None
-        except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError):
+        except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError, DeadlineExceeded):
             unreachable.append(shown)
             continue
         except (openai.APIError, ValueError, TypeError):

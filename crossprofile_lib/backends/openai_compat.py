@@ -44,9 +44,11 @@ from crossprofile_lib.backends.http_faults import (  # noqa: F401  (re-exported:
     base_url_problem,
     probe_models,
     retry_after,
+    retry_pause,
     run_coroutine,
     server_tokenizer,
     settle,
+    within_deadline,
 )
 from crossprofile_lib.backends.llm import (
     GRAMMAR_REASON_CHARS,
@@ -101,7 +103,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
                  max_tokens: int = 512, reason_chars: int = GRAMMAR_REASON_CHARS, decision_prompt: str = "default",
                  circuit_breaker: int = 8, sampling: str = "paper", tokenizer_fallback: str = "error",
                  tokenize_timeout: float = 60.0, max_concurrency: int = 128, stop_on_refusal: int = 3,
-                 accept_served_model: bool = False, constraint_failures: int = 3, named_logprobs: bool = True):
+                 accept_served_model: bool = False, constraint_failures: int = 3, named_logprobs: bool = True,
+                 retry_after_max: float = RETRY_AFTER_MAX):
         if not model:
             raise ValueError(f"backend '{self.provider}/': name the served model, e.g. {self.provider}/my-model")
         owner = f"backend {self.provider}/{model}"  # strict option values, checked before anything is sent
@@ -120,6 +123,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         self.max_retries = option_number(owner, "max_retries", max_retries, low=0, high=100, integer=True)
         self.retry_wait = option_number(owner, "retry_wait", retry_wait, low=0, high=3600)
         self.retry_wait_max = option_number(owner, "retry_wait_max", retry_wait_max, low=0, high=3600)
+        self.retry_after_max = option_number(owner, "retry_after_max", retry_after_max, low=0, high=86_400)
         self.circuit_breaker = option_number(owner, "circuit_breaker", circuit_breaker, low=0, high=1_000_000,
                                              integer=True)
         self.constraint_failures = option_number(owner, "constraint_failures", constraint_failures, low=1,
@@ -455,9 +459,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         attempts, k = 0, None
         backoff = wait_random_exponential(multiplier=self.retry_wait, max=self.retry_wait_max)
 
-        def wait(state) -> float:  # backoff, or the server's Retry-After when it asks for longer
-            ra = retry_after(state.outcome.exception()) if state.outcome is not None else None
-            return max(backoff(state), min(ra, RETRY_AFTER_MAX)) if ra is not None else backoff(state)
+        def wait(state) -> float:  # backoff, or the server's Retry-After when it asks for longer (up to the cap)
+            return retry_pause(self, state, backoff)
         try:
             async for attempt in AsyncRetrying(
                     stop=stop_after_attempt(self.max_retries + 1), reraise=True, wait=wait,
@@ -487,7 +490,7 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
     async def _attempt(self, client, k: int, r: ChatRequest) -> ChatResult:
         """One HTTP attempt; feeds the circuit breaker (see module doc)."""
         try:
-            res = await self._send(client, r)
+            res = await within_deadline(self._send(client, r), self.timeout)  # connect, headers and body together
         except Exception as e:
             if _connect_failure(e):
                 self._connect_failures[k] += 1

@@ -168,7 +168,7 @@ def grid_differences(cfg, folder) -> list[str]:
 #: rerun that changes only them recomputes the same grid.
 _NOT_THE_GRID = frozenset({"concurrency", "max_retries", "timeout", "cache", "retry_wait", "retry_wait_max",
                            "circuit_breaker", "progress", "base_url", "api_key", "n_threads", "n_batch", "n_ctx",
-                           "tokenize_timeout", "max_concurrency", "stop_on_refusal"})
+                           "tokenize_timeout", "max_concurrency", "stop_on_refusal", "retry_after_max"})
 
 
 def _grid_options(opts) -> dict:

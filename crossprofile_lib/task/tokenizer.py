@@ -17,6 +17,7 @@ import http.client
 import json
 import math
 import re
+import socket
 import threading
 from functools import lru_cache
 from itertools import cycle
@@ -121,6 +122,18 @@ class HTTPStatusError(OSError):
 TRANSIENT_STATUSES = (408, 425, 429, 500, 502, 503, 504)
 
 
+def _cut(conn, expired) -> None:
+    """The deadline of one tokenize request passed: shut its socket, so a read that a dripping server keeps
+    alive byte by byte (each within the per-read timeout) ends now."""
+    expired.set()
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class ServerTokenizer:
     """The served model's tokenizer, one HTTP request per distinct text, counts kept in memory and in ``store``
     (``get(text)`` / ``put(text, n)``: the call cache, read first, so a rerun needs no endpoint). A failed request
@@ -157,6 +170,10 @@ class ServerTokenizer:
             if conn is None:
                 cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
                 conn = self._conns[url] = cls(parts.hostname, parts.port, timeout=self.timeout)
+            expired = threading.Event()
+            timer = threading.Timer(self.timeout, _cut, (conn, expired))  # the whole request's deadline
+            timer.daemon = True
+            timer.start()
             try:
                 conn.request("POST", path, json.dumps(payload), self._headers)
                 resp = conn.getresponse()
@@ -164,9 +181,19 @@ class ServerTokenizer:
             except (OSError, http.client.HTTPException):
                 conn.close()
                 self._conns.pop(url, None)
+                if expired.is_set():  # a server dripping its answer: not retried here, named
+                    raise TimeoutError(f"no complete answer within the {self.timeout:g} s deadline for the whole "
+                                       f"request (--tokenize-timeout)") from None
                 if attempt:
                     raise
                 continue
+            finally:
+                timer.cancel()
+            if expired.is_set():
+                conn.close()
+                self._conns.pop(url, None)
+                raise TimeoutError(f"no complete answer within the {self.timeout:g} s deadline for the whole request "
+                                   f"(--tokenize-timeout)")
             if resp.status != 200:
                 raise HTTPStatusError(resp.status)
             return json.loads(data)
