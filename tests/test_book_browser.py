@@ -396,3 +396,193 @@ def test_dead_link_check_catches_missing_files_and_anchors(tmp_path):
                                      '<a href="#x">self</a><a href="https://example.org/">out</a>')
     (tmp_path / "b.html").write_text('<p id="z"></p>')
     assert sorted(dead_links(tmp_path)) == ["a.html: b.html#y (no element #y)", "a.html: c.html (no file)"]
+
+
+# --------------------------------------------------------------------------- issue 52: the first screen, the marks
+#: The first screen a reader sees, desktop and phone (width, height in CSS px).
+FIRST_SCREENS = ((1280, 800), (390, 844))
+
+FIRST_SCREEN = r"""(() => {
+  const box = document.querySelector('.cp-first-finding');
+  if (!box) return {found: false};
+  const r = box.getBoundingClientRect();
+  return {found: true, top: r.top + window.scrollY, bottom: r.bottom + window.scrollY, height: window.innerHeight,
+          text: box.innerText,
+          marks: [...box.querySelectorAll('a.cp-mark')].map(m => [m.className, m.textContent, m.getAttribute('href')])};
+})()"""
+
+
+def first_screen(browser: Browser, url: str, width: int, height: int) -> dict:
+    cdp = browser.page()
+    try:
+        cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                 mobile=width < 600)
+        navigate(cdp, url)
+        cdp.evaluate(WAIT_MATHJAX)
+        return cdp.evaluate(FIRST_SCREEN)
+    finally:
+        cdp.close()
+
+
+#: A paper value (two decimals: the composition, or a percentage) and a number of this build.
+_PAPER = re.compile(r"The paper:.*?(\d+\.\d\d) / (\d+\.\d\d) / (\d+\.\d\d).*?\(paper, ", re.S)
+_BUILD = re.compile(r"This build:\s*(\d+\.\d\d) / (\d+\.\d\d) / (\d+\.\d\d)\s*exact", re.S)
+
+
+def first_screen_problems(info: dict, width: int, height: int) -> list[str]:
+    """What breaks the rule: the landing page's first screen holds ONE finding of the paper, with the paper's value
+    and this build's beside it, the build's number marked."""
+    if not info.get("found"):
+        return [f"[{width} px] no first-finding box on the landing page"]
+    out = []
+    if info["bottom"] > height + 1:
+        out.append(f"[{width} px] the finding ends at {info['bottom']:.0f} px, below the first screen ({height} px)")
+    if not _PAPER.search(info["text"]):
+        out.append(f"[{width} px] no paper value labelled 'paper' in the box: {info['text'][:200]!r}")
+    if not _BUILD.search(info["text"]):
+        out.append(f"[{width} px] no number of this build marked 'exact' beside it: {info['text'][:300]!r}")
+    kinds = {c.split()[-1] for c, _, _ in info["marks"]}
+    if "cp-mark-exact" not in kinds:
+        out.append(f"[{width} px] the build's number carries no exact mark: {info['marks']}")
+    return out
+
+
+def test_the_first_screen_rule_catches_a_box_below_the_fold_and_a_missing_paper_value():
+    """The rule's near misses, by hand: a box ending below the fold, one without the paper's value, one whose number
+    is unmarked, and none at all each fail; the right one passes."""
+    text = ("A finding of the paper, and this build\nThe paper: ... keeps 4.98 / 0.01 / 4.00 support / decoy / "
+            "irrelevant facts per memory (paper, Qwen2.5-7B-Instruct).\nThis build: 5.00 / 0.00 / 4.00 exact over ...")
+    good = dict(found=True, top=300, bottom=700, height=844, text=text,
+                marks=[["cp-mark cp-mark-exact", "exact", "glossary.html#term-exact"]])
+    assert first_screen_problems(good, 390, 844) == []
+    assert first_screen_problems(dict(good, bottom=900), 390, 844)
+    assert first_screen_problems(dict(good, text=text.replace("(paper, ", "(")), 390, 844)
+    assert first_screen_problems(dict(good, text=text.replace("4.00 exact", "4.00"), marks=[]), 390, 844)
+    assert first_screen_problems(dict(found=False), 390, 844)
+
+
+@pytest.mark.slow
+def test_the_landing_pages_first_screen_holds_a_finding_of_the_paper_beside_this_build(built_book, server, browser):
+    bad = []
+    for width, height in FIRST_SCREENS:
+        bad += first_screen_problems(first_screen(browser, f"{server}/book/intro.html", width, height), width, height)
+    assert not bad, "\n".join(bad)
+
+
+#: The three marks and their glossary terms (crossprofile_lib/book/display.py MARKS).
+MARK_TERMS = {"cp-mark-exact": "term-exact", "cp-mark-reference": "term-reference-decider-mark",
+              "cp-mark-model": "term-language-model-mark"}
+#: Table cells of this build beside a paper value: chapters 11 and 14's "this run" columns, marked as text.
+_CELL_MARK = re.compile(r"\u2039(exact|ref\. decider|LM: [^\u203a]+)\u203a\s*$")
+
+MARKS_JS = r"""(() => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const marks = [...art.querySelectorAll('a.cp-mark')].map(m => [m.className, m.textContent, m.getAttribute('href')]);
+  // the columns of this build's numbers beside a paper value: "this run" (chapters 11 and 14) and chapter 11's
+  // reference-decider columns (headed by the run, "... (ledger), not a model")
+  const cells = [], marked = [];
+  for (const t of art.querySelectorAll('table')) {
+    const heads = [...t.querySelectorAll('thead tr:last-child th')].map(h => h.innerText.trim());
+    const cols = heads.map((h, i) => /^this run$|\(ledger[^)]*\), not a model$/.test(h) ? i : -1).filter(i => i >= 0);
+    for (const row of t.querySelectorAll('tbody tr')) {
+      for (const i of cols) { const c = row.children[i]; if (c) cells.push(c.innerText.trim()); }
+      for (const c of row.children) if (c.innerText.includes('\u2039')) marked.push(c.innerText.trim());
+    }
+  }
+  const terms = [...document.querySelectorAll('dt[id^="term-"]')].map(d => d.id);
+  return {marks, cells, marked, terms};
+})()"""
+
+#: Pages whose takeaways set this build's numbers beside the paper's, so carry marks at them.
+MARKED_PAGES = ("intro", "04-rarest-first", "05-relevance", "06-social-proof", "07-net-evidence",
+                "11-paper-vs-suite", "13-what-social-proof-explains", "14-models")
+
+
+def mark_problems(page: str, info: dict) -> list[str]:
+    """Every mark links to its glossary term and names what it is; every 'this run' cell beside the paper ends with
+    a mark (or says why it has no number); a marked page has marks."""
+    out = []
+    for cls, text, href in info["marks"]:
+        kind = next((k for k in MARK_TERMS if k in cls.split()), None)
+        if kind is None or not (href or "").endswith("#" + MARK_TERMS[kind]):
+            out.append(f"{page}: a mark {cls!r} {text!r} links to {href!r}, not its glossary term")
+        if kind == "cp-mark-model" and not text.startswith("LM: "):
+            out.append(f"{page}: a language-model mark does not name its model: {text!r}")
+    for cell in info["cells"]:
+        if cell and cell not in ("–", "") and not cell.startswith(("not in this run", "no comparable")) \
+                and not _CELL_MARK.search(cell):
+            out.append(f"{page}: a 'this run' cell beside the paper carries no mark: {cell!r}")
+    if page in MARKED_PAGES and not info["marks"] and not info.get("marked"):
+        out.append(f"{page}: no marked number at all")
+    return out
+
+
+def test_the_mark_rule_catches_an_unmarked_cell_and_a_wrong_link():
+    ok = dict(marks=[["cp-mark cp-mark-exact", "exact", "glossary.html#term-exact"],
+                     ["cp-mark cp-mark-model", "LM: SmolLM2-135M, near chance", "glossary.html#term-language-model-mark"]],
+              cells=["-10.1 [-13.0, -7.2] \u2039ref. decider\u203a", "not in this run"], terms=[])
+    assert mark_problems("14-models", ok) == []
+    assert mark_problems("14-models", dict(ok, cells=["-10.1 [-13.0, -7.2]"]))
+    assert mark_problems("14-models", dict(ok, marks=[["cp-mark cp-mark-exact", "exact", "glossary.html#term-lm"]]))
+    assert mark_problems("14-models", dict(ok, marks=[["cp-mark cp-mark-model", "model", "glossary.html#term-language-model-mark"]]))
+    assert mark_problems("intro", dict(marks=[], cells=[], marked=[], terms=[]))
+    assert mark_problems("13-what-social-proof-explains", dict(marks=[], cells=[], marked=["5.00 \u2039exact\u203a"],
+                                                               terms=[])) == []
+
+
+@pytest.mark.slow
+def test_every_number_beside_the_paper_carries_one_of_three_marks_explained_once(built_book, server, browser):
+    """The three marks (exact, ref. decider, LM with its model) at the numbers, each linked to its glossary entry,
+    which the glossary defines exactly once; the quick book's imported near-chance run is marked near chance."""
+    bad, seen_near_chance = [], False
+    for name in MARKED_PAGES + ("glossary",):
+        cdp = browser.page()
+        try:
+            navigate(cdp, f"{server}/book/{name}.html")
+            info = cdp.evaluate(MARKS_JS)
+        finally:
+            cdp.close()
+        if name == "glossary":
+            for term in MARK_TERMS.values():
+                n = info["terms"].count(term)
+                if n != 1:
+                    bad.append(f"glossary: the term {term} is defined {n} times (once)")
+            continue
+        bad += mark_problems(name, info)
+        seen_near_chance |= any("near chance" in c for c in info["cells"]) or any(
+            "near chance" in t for _, t, _ in info["marks"])
+    assert not bad, "\n".join(bad)
+    assert seen_near_chance, "no language-model mark says 'near chance' for the quick book's near-chance run"
+
+
+FIRST_BOX = r"""(() => {
+  const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  // the results box; a page that has none in this build (chapter 16 without POLICY_FILES) opens with its note
+  const e = art.querySelector('.cp-first-finding, .cp-takeaways') || art.querySelector('.admonition');
+  if (!e) return null;
+  return e.getBoundingClientRect().top + window.scrollY;
+})()"""
+
+
+@pytest.mark.slow
+def test_every_chapters_first_results_box_starts_on_the_first_phone_screen(built_book, server, browser):
+    """Issue 52 item 4: a reader on a phone (390 x 844) meets what this build found before scrolling: every chapter's
+    first results box (the landing page's first finding, else the takeaways) starts within the first screen, with
+    at least 120 px of it in view (chapters 10 and 14 have no such box: tests/test_book_first_box.py EXEMPT)."""
+    from test_book_first_box import EXEMPT
+    width, height = FIRST_SCREENS[1]
+    late = []
+    for page in pages(built_book, redirects=False):
+        stem = Path(page).stem
+        if not page.startswith("book/") or not (stem == "intro" or stem[:2].isdigit()) or stem in EXEMPT:
+            continue
+        cdp = browser.page()
+        try:
+            cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=True)
+            navigate(cdp, f"{server}/{page}")
+            top = cdp.evaluate(FIRST_BOX)
+        finally:
+            cdp.close()
+        if top is None or top > height - 120:
+            late.append(f"{stem}: first results box at {top if top is None else round(top)} px")
+    assert not late, "first results boxes below the first phone screen:\n" + "\n".join(late)

@@ -68,30 +68,30 @@ def exact_composition(ch) -> dict:
 
 def first_finding(ch):
     """The landing page's first screen: ONE finding of the paper, its paper value and this build's beside it, each
-    number marked (the composition is exact: no decider enters it; the accuracy it leads to is the decider's)."""
+    number marked (the composition is exact: no decider enters it), then the accuracy such a memory leads to (the
+    decider's part) just below the box."""
     ref = ch.ref
     if ref is None:
         return admonition("warning", "No reference run", "This build has no reference run to set beside the paper.")
     c = exact_composition(ch)
     paper = " / ".join(f"{paper_item(k).paper[QWEN]:.2f}" for k in R1_KEPT)
     mean = " / ".join(f"{v:.2f}" for v in c["mean"])
-    per = "; ".join(f"{k} pricing: {v} of {c['templates']}" for k, v in c["counts"].items())
+    per = " and ".join(f"{v} of {c['templates']} under {k} pricing" for k, v in c["counts"].items())
     miss = "".join(f" ({html.escape(k)}'s tokenizer is not available here: not counted)" for k in c["missing"])
     t = ch.at(ref, cell_rows(ref, ref.boot, ["correct"], pooled=False))
     acc = cell_value(t, "R1", "classic")
     return HTML(
-        '<div class="admonition important cp-first-finding"><p class="admonition-title">A finding of the paper, '
-        "and this build</p>"
-        f"<p><b>The paper:</b> in the classic cell (support private, decoys shared) rarest-first (R1) keeps the "
-        f"private support and drops the shared decoys: <b>{paper}</b> support / decoy / irrelevant facts per memory "
-        f"(paper, {QWEN}).</p>"
-        f"<p><b>This build:</b> <b>{mean}</b> {mark('exact')} over its {c['n']} R1 memories of that cell at r = "
-        f"{html.escape(str(c['budget']))} ({html.escape(str(c['pricing']))} pricing), exactly "
-        f"{'/'.join(map(str, R1_CLASSIC))} in {c['exact']} of {c['n']}; templates keeping exactly that: {per} "
-        f"{mark('exact')}{miss}.</p>"
-        f"<p>Which option such a memory leads to is the decider's part: R1 then decides <b>{num(acc, suffix='%')}</b> "
-        f"{run_mark(ref)} correctly (paper: {html.escape(paper_text('classic-r1-b4/R1'))}). "
-        '<a href="04-rarest-first.html">Chapter 4</a> has every variant.</p></div>')
+        '<div class="admonition important cp-first-finding"><p class="admonition-title">The paper, and this build'
+        "</p>"
+        f"<p><b>The paper:</b> in the classic cell (support private, decoys shared) rarest-first (R1) keeps "
+        f"<b>{paper}</b> support / decoy / irrelevant facts (paper, {QWEN}).</p>"
+        f"<p><b>This build:</b> <b>{mean}</b> {mark('exact')} (its {c['n']} R1 memories there, r = "
+        f"{html.escape(str(c['budget']))}); exactly {'/'.join(map(str, R1_CLASSIC))} in {per} templates "
+        f"{mark('exact')}{miss}.</p></div>"
+        f"<p>No decider enters what a memory keeps. Which option it leads to is the decider's part: R1 then decides "
+        f"<b>{num(acc, suffix='%')}</b> {run_mark(ref)} correctly there (paper: "
+        f"{html.escape(paper_text('classic-r1-b4/R1'))}); <a href=\"04-rarest-first.html\">chapter 4</a> has every "
+        "variant.</p>")
 
 
 def headline_line(ch, r, t: pd.DataFrame) -> str:

@@ -63,7 +63,8 @@ def paper_vs_suite(items: Sequence[PaperItem], runs: dict, n_resamples: int = 20
             vals = suite_values(items, run, bootstrap(run, n_resamples, seed), data)
             col = ("this suite", run.label + ("" if data == "crossprofile" else f" · {data}"))
             rows[col] = [("–" if v is None else "not in this run" if np.isnan(v["estimate"]) else
-                          fmt_ci(v["estimate"], v["lo"], v["hi"], 2 if it.unit == "facts" else 1))
+                          fmt_ci(v["estimate"], v["lo"], v["hi"], 2 if it.unit == "facts" else 1)
+                          + mark_text(quantity_mark_kind(it.unit, it.label, run), run))
                          for it, v in zip(items, vals)]
     return rows
 

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import Markdown, admonition, name_html, run_mark
+from crossprofile_lib.book.display import Markdown, admonition, mark_kind, mark_text, name_html, run_mark
 from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.book.models import headroom_verdict, run_paper_model
@@ -137,7 +137,8 @@ def support_shared_wide(runs: Sequence[Run], shared: dict) -> pd.DataFrame:
         t = shared[r.label]
         if t.empty:
             continue
-        cols[(r.label, "this run")] = pd.Series(ci_column(t).to_numpy(), index=t["policy"].astype(str).to_numpy())
+        cols[(r.label, "this run")] = pd.Series([v + mark_text(mark_kind(r), r) for v in ci_column(t)],
+                                                index=t["policy"].astype(str).to_numpy())
         pm = None if r.is_reference else run_paper_model(r)
         v = paper_item(SHARED_ITEM).paper.get(pm) if pm else None
         if v is not None:
