@@ -353,6 +353,7 @@ def test_cite_block_is_rendered_from_citation_cff_and_links_the_repository_only_
     assert "Cite this book" in without and "Renamed Suite:" in without and "Version 9.8.7." in without
     assert "version = {9.8.7}" in without and "Rare, Relevant, and Still Wrong" in without  # BibTeX; the paper
     assert "cp-repository" not in without and "url = " not in without
+    assert "names no repository" in without and "REPOSITORY_URL" in without   # said, never a guessed link (issue 52)
     url = "https://github.com/example/crossprofile"
     with_url = cite_html(cff, url)
     assert f'<a class="cp-repository-link" href="{url}">' in with_url and f"url = {{{url}}}" in with_url

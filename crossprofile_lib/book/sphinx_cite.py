@@ -67,7 +67,10 @@ def cite_html(cff: Path, url: str = "") -> str:
                     f"{' (' + e(_names(r.get('authors'))) + ')' if _names(r.get('authors')) else ''}.</p>"
                     for r in papers)
     repo = (f'<p class="cp-repository">Source code and issues: <a class="cp-repository-link" href="{e(url)}">'
-            f"{e(url)}</a></p>") if url else ""
+            f"{e(url)}</a></p>") if url else (
+        '<p class="cp-cite-source">Source code: this build names no repository (it was built without '
+        "<code>REPOSITORY_URL</code>, so it links none rather than guess one); a published build "
+        "(<code>make site</code> on GitHub Pages) links it here.</p>")
     return (f'<div class="cp-cite"><p class="cp-cite-title"><b>Cite this book</b> '
             f'<small>(from {CITATION})</small></p>'
             f"<p>{e(' '.join(str(doc.get('message') or '').split()))}</p><p class=\"cp-cite-ref\">{ref}</p>{paper}"
