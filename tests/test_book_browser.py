@@ -473,7 +473,7 @@ def test_the_landing_pages_first_screen_holds_a_finding_of_the_paper_beside_this
 MARK_TERMS = {"cp-mark-exact": "term-exact", "cp-mark-reference": "term-reference-decider-mark",
               "cp-mark-model": "term-language-model-mark"}
 #: Table cells of this build beside a paper value: chapters 11 and 14's "this run" columns, marked as text.
-_CELL_MARK = re.compile(r"\u2039(exact|ref\. decider|LM: [^\u203a]+)\u203a\s*$")
+_CELL_MARK = re.compile(r"\u2039(exact|ref\. decider|LM: [^\u203a]+)\u203a(\s*\u2020)?\s*$")  # † : greyed
 
 MARKS_JS = r"""(() => {
   const art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
@@ -520,7 +520,8 @@ def mark_problems(page: str, info: dict) -> list[str]:
 def test_the_mark_rule_catches_an_unmarked_cell_and_a_wrong_link():
     ok = dict(marks=[["cp-mark cp-mark-exact", "exact", "glossary.html#term-exact"],
                      ["cp-mark cp-mark-model", "LM: SmolLM2-135M, near chance", "glossary.html#term-language-model-mark"]],
-              cells=["-10.1 [-13.0, -7.2] \u2039ref. decider\u203a", "not in this run"], terms=[])
+              cells=["-10.1 [-13.0, -7.2] \u2039ref. decider\u203a", "not in this run",
+                     "-10.0 [-50.0, 40.0] \u2039LM: fixture, near chance\u203a \u2020"], terms=[])
     assert mark_problems("14-models", ok) == []
     assert mark_problems("14-models", dict(ok, cells=["-10.1 [-13.0, -7.2]"]))
     assert mark_problems("14-models", dict(ok, marks=[["cp-mark cp-mark-exact", "exact", "glossary.html#term-lm"]]))
