@@ -21,7 +21,7 @@ from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT, HEADROOM_MIN_POINT
 from crossprofile_lib.paper_figures import paper_item
 from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.run.relevance_filter import tiering_compositions, tiering_summary
-from crossprofile_lib.task.design_check import classic_fit
+from crossprofile_lib.task.design_check import CLASSIC_RATIO, classic_fit
 from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.tokenizer import get_tokenizer
 from crossprofile_lib.stats import tables as st
@@ -75,8 +75,13 @@ def first_finding(ch):
         return admonition("warning", "No reference run", "This build has no reference run to set beside the paper.")
     c = exact_composition(ch)
     paper = " / ".join(f"{paper_item(k).paper[QWEN]:.2f}" for k in R1_KEPT)
+    if not c["n"]:
+        return admonition("warning", "The paper, and this build",
+                          f"The paper's R1 keeps {paper} support / decoy / irrelevant facts in the classic cell "
+                          f"(paper, {QWEN}); this build has no R1 memory of the classic cell ({CLASSIC}) at r = "
+                          f"{html.escape(str(c['budget']))} to set beside it.")
     mean = " / ".join(f"{v:.2f}" for v in c["mean"])
-    per = " and ".join(f"{v} of {c['templates']} under {k} pricing" for k, v in c["counts"].items())
+    per = " and ".join(f"{v} of {c['templates']} templates under {k} pricing" for k, v in c["counts"].items())
     miss = "".join(f" ({html.escape(k)}'s tokenizer is not available here: not counted)" for k in c["missing"])
     t = ch.at(ref, cell_rows(ref, ref.boot, ["correct"], pooled=False))
     acc = cell_value(t, "R1", "classic")
@@ -86,7 +91,7 @@ def first_finding(ch):
         f"<p><b>The paper:</b> in the classic cell (support private, decoys shared) rarest-first (R1) keeps "
         f"<b>{paper}</b> support / decoy / irrelevant facts (paper, {QWEN}).</p>"
         f"<p><b>This build:</b> <b>{mean}</b> {mark('exact')} (its {c['n']} R1 memories there, r = "
-        f"{html.escape(str(c['budget']))}); exactly {'/'.join(map(str, R1_CLASSIC))} in {per} templates "
+        f"{html.escape(str(c['budget']))}); at r = {CLASSIC_RATIO:g} exactly {'/'.join(map(str, R1_CLASSIC))} in {per} "
         f"{mark('exact')}{miss}.</p></div>"
         f"<p>No decider enters what a memory keeps. Which option it leads to is the decider's part: R1 then decides "
         f"<b>{num(acc, suffix='%')}</b> {run_mark(ref)} correctly there (paper: "
