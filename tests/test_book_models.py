@@ -221,11 +221,14 @@ def test_findings_hold_by_their_rule_for_a_run_with_headroom(ledger_dir):
     qwen = as_model(ref, "vllm/Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct")
     by = {f.key: compare.finding_table(f, [ref, qwen], 200) for f in compare.FINDINGS if f.data == "crossprofile"}
     h1 = by["h1"]
-    assert list(h1["finding holds?"]) == ["holds", "holds"]  # the evidence counter: R1 - B4 far larger, decoy shared
+    # the reference decider is a mechanism, never scored (issue 52 item 3); a model run is judged by the rule
+    assert list(h1["finding holds?"]) == [compare.NOT_SCORED, "holds"]
     assert h1["paper (same model)"].iloc[1] == "+64.6 (Qwen2.5-7B-Instruct)"
     assert "Llama" in h1["paper (same model)"].iloc[0]  # the reference row: every paper model, labelled
+    assert h1["this run"].iloc[0].endswith("\u2039ref. decider\u203a")      # marked at the number
+    assert "\u2039LM: Qwen2.5-7B-Instruct\u203a" in h1["this run"].iloc[1]
     swing = by["swing"]
-    assert list(swing["finding holds?"]) == ["holds"] * 4  # classic +, mirror -
+    assert list(swing["finding holds?"]) == [compare.NOT_SCORED] * 2 + ["holds"] * 2  # the model: classic +, mirror -
     assert list(by["net-lead"]["finding holds?"])[-1] == "holds"  # saturated at 100, 100 still rises
     s = compare.summary([(f, by[f.key]) for f in compare.FINDINGS if f.key in by])
     assert list(s.columns) == ["reference decider (not a model)", qwen.label]
