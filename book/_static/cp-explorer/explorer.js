@@ -313,10 +313,11 @@
       status(root, `Showing ${T.id}, variant ${state.variant}, policy ${state.policy}, budget ${state.budget}, seed ` +
                    `${state.seed}, social-proof weight ${state.social_proof}.`);
     });
-    const ex = renderExercises(exercisesData(state.template, state.budget, state.seed)) + checksHtml();
+    const exKey = [state.template, state.budget, state.seed].join("|");  // what the exercises' answers depend on
     document.querySelectorAll("[data-cp-live='exercises'] .cp-live-exercises").forEach(box => {
-      box.innerHTML = ex;
-      box.dataset.shows = [state.template, state.budget, state.seed].join("|");
+      if (box.dataset.shows === exKey) return;
+      box.innerHTML = renderExercises(exercisesData(state.template, state.budget, state.seed)) + checksHtml();
+      box.dataset.shows = exKey;
     });
     if (byUser || fromHash())  // the address names the settings (a link to share); a section's anchor is left alone
       history.replaceState(null, "", "#" + new URLSearchParams(FIELDS.map(f => [f, state[f]])).toString());
