@@ -26,7 +26,7 @@ _NAMESPACE = {
                 "templates_by_id variant_walkthroughs walkthrough",
     "hbruns": "HBRun hb_as_run hb_natural_as_run",
     "headline": "COPY CORE rarest_takeaways central_cells central_contrast exact_composition first_finding "
-                "headline_items headline_takeaways random_line "
+                "headline_items headline_takeaways marked_kept random_line "
                 "paper_beside_run thresholds_note FIXED_K ORACLE_NOTE REL REL_AND_BAL accuracy_by_variant by_decider "
                 "classic_composition composition_paper_text fixed_k noisy_filter_grid noisy_filter_table "
                 "noisy_filter_takeaways relevance_filter_table relevance_takeaways",

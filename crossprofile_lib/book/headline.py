@@ -10,7 +10,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import HTML, admonition, mark, name_html, num, run_mark, variants_phrase
+from crossprofile_lib.book.display import (HTML, admonition, mark, mark_kind, mark_text, name_html, num, run_mark,
+                                           variants_phrase)
 from crossprofile_lib.book.experiments import user_copy
 from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, same_model_values, suite_values
@@ -296,6 +297,26 @@ def composition_paper_text(run=None) -> str:
     def three(p):
         return " / ".join(paper_text(f"classic-kept/{p} {k}", run=run) for k in ("support", "decoy", "irrelevant"))
     return f"R1-rel: {three('R1-rel')}; R1: {three('R1')}"
+
+
+#: Policies whose memory comes from a model call on a language model's run (a relevance, stance or summary call).
+MODEL_MEMORY = ("R1-rel", "BAL", "B3", "REF")
+
+
+def marked_kept(t: pd.DataFrame, run) -> pd.DataFrame:
+    """A kept-facts table (rows ``(policy, cell)``, cells ``"est [lo, hi]"``) with each number's mark: ``exact`` where
+    no model call made the memory (every policy of the reference decider; a model's copy policies and oracle
+    controls), else the run's."""
+    def kind(policy: str) -> str:
+        model_call = (not run.is_reference and policy.split(":")[0].split("-k")[0] in MODEL_MEMORY
+                      and "oracle" not in policy)
+        return mark_kind(run) if model_call else "exact"
+    out = t.copy()
+    for idx in out.index:
+        pol = str(idx[0] if isinstance(idx, tuple) else idx)
+        out.loc[idx] = [v if not isinstance(v, str) or v in ("", "–") else v + mark_text(kind(pol), run)
+                        for v in out.loc[idx]]
+    return out
 
 
 def fixed_k(ch) -> list[str]:

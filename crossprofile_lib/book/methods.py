@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from crossprofile_lib.book.display import Markdown, admonition
+from crossprofile_lib.book.display import Markdown, admonition, mark_text
 from crossprofile_lib.book.params import BookParams
 from crossprofile_lib.book.runs import Run, resolve
 from crossprofile_lib.book.tables import KEPT, grid_calls
@@ -198,6 +198,7 @@ def classic_side_composition(ref: Run, budget: str, model: str = "Qwen2.5-7B-Ins
     d = ref.df[(ref.df.policy == "R1") & (ref.df.budget_label == budget) & ref.df.variant.str.startswith("PS")]
     comp = d.groupby("variant")[list(KEPT)].mean()
     comp.loc["PS* (pooled)"] = d[list(KEPT)].mean()
+    comp = comp.map(lambda v: f"{v:.2f}" + mark_text("exact"))  # what R1 keeps: no decider involved
     comp["paper (R1, classic)"] = " / ".join(f"{paper_values(f'classic-kept/R1 {k}')[model]:.2f}"
                                              for k in ("support", "decoy", "irrelevant"))
     return comp
