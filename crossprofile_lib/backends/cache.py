@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 import unicodedata
@@ -125,6 +126,7 @@ class CallCache:
 
     def __init__(self, folder: Optional[str | os.PathLike] = None, timeout: float = 60.0):
         self._lock = threading.Lock()
+        self.readonly = ""  # why this cache only replays (read-only file or file system), else ""
         if str(folder) == ":memory:":
             self.path = ":memory:"
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -148,8 +150,9 @@ class CallCache:
                                  + (f": {environment_problem(e)}" if environment_problem(e) else "")
                                  + "); choose another --cache") from None
         problem = open_problem(path, timeout)
-        if problem and problem.startswith("read-only"):  # sound, but cannot take new calls: not damage
-            raise CacheStorageError(f"call cache {path}: {problem}")
+        if problem and problem.startswith("read-only"):  # sound, but cannot take new calls: replayed, not damage
+            self._open_readonly(path, timeout, problem)
+            return
         if problem:
             raise _err(path, problem)
         try:
@@ -161,6 +164,34 @@ class CallCache:
         _hold(path, +1)
         self._held = True
         self._run("adding the token-count tables", lambda: [self._db.execute(t) for t in _SIDE_TABLES])
+
+    def _open_readonly(self, path: Path, timeout: float, why: str) -> None:
+        """A read-only cache (an archive, a read-only mount): its calls are replayed; a call it lacks stops the run
+        before it is sent (:meth:`will_store`), since its answer could not be kept."""
+        if p := open_problem(path, timeout, writable=False):
+            raise _err(path, p)
+        try:
+            self._db = _connect(path, timeout, readonly=True)
+            have = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            for t in _SIDE_TABLES:  # absent from an old file: empty stand-ins that hold nothing
+                name = t.split("EXISTS ", 1)[1].split(" ", 1)[0]
+                if name not in have:
+                    self._db.execute(t.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+        except sqlite3.Error as e:
+            raise _env_err(path, "opening read-only", e, "SQLite refused it") from None
+        self.readonly = why
+        _hold(path, +1)
+        self._held = True
+        print(f"notice: call cache {path} is {why.split(':')[0]}: replaying the calls it holds; a call it does not "
+              f"hold stops the run before it is sent", file=sys.stderr)
+
+    def will_store(self, n: int, what: str = "calls") -> None:
+        """Raise :class:`CacheStorageError` when ``n`` new calls are about to be made and this cache cannot keep
+        them (read-only): the run stops before anything is sent or paid for."""
+        if n and self.readonly:
+            raise CacheStorageError(f"call cache {self.path}: {n} {what} it does not hold would have to be made, so "
+                                    f"none is sent (a read-only cache replays only what it holds); it is "
+                                    f"{self.readonly}")
 
     def _run(self, what: str, fn):
         """Run ``fn()`` under the lock; SQLite failures become :class:`CacheError` naming the file (a full disk or
@@ -196,6 +227,7 @@ class CallCache:
         secret, e.g. a server echoing the key, are not stored: :func:`~crossprofile_lib.safety.redact.holds_secret`)."""
         if result.error is not None or blank_answer(result) or holds_secret(result.text):
             return
+        self.will_store(1, "call")
         base_url = redact_url(identity.get("base_url"))
         row = (key, time.time(), identity.get("provider", ""), identity.get("model", ""),
                json.dumps(base_url) if not isinstance(base_url, str) else base_url, decision_mode,
@@ -209,11 +241,15 @@ class CallCache:
 
     def set_parsed(self, key: str, parsed: Optional[str]) -> None:
         """Record the parsed answer (e.g. the decision letter) of a stored call."""
+        if self.readonly:  # a read-only cache keeps what it holds
+            return
         self._run("recording a parsed answer",
                   lambda: self._db.execute("UPDATE calls SET parsed = ? WHERE key = ?", (parsed, key)))
 
     def copy(self, old_key: str, new_key: str) -> None:
         """Store the entry of ``old_key`` also under ``new_key`` (the legacy look-up's migration)."""
+        if self.readonly:  # a read-only cache keeps what it holds
+            return
         cols = ",".join(c for c in _COLUMNS if c != "key")
         self._run("copying an entry", lambda: self._db.execute(
             f"INSERT OR IGNORE INTO calls (key,{cols}) SELECT ?,{cols} FROM calls WHERE key = ?", (new_key, old_key)))
@@ -235,6 +271,8 @@ class CallCache:
             return None
 
     def set_served_model(self, provider: str, model: str, served: dict) -> None:
+        if self.readonly:
+            return
         self._run("recording the served model", lambda: self._db.execute(
             "INSERT OR REPLACE INTO served_models VALUES (?, ?, ?, ?)",
             (provider, model, json.dumps(served, sort_keys=True), time.time())))
@@ -292,6 +330,8 @@ class TokenCountStore:
         return int(row[0]) if row else None
 
     def _put(self, sha: str, n: int) -> None:
+        if self.cache.readonly:  # counts the server gives now are kept in memory only
+            return
         self.cache._run("storing a token count", lambda: self.cache._db.execute(
             "INSERT OR REPLACE INTO token_counts VALUES (?, ?, ?, ?)", (self.name, sha, int(n), time.time())))
 

@@ -64,9 +64,14 @@ _ENVIRONMENT = (("database or disk is full", "the disk holding it is full: free 
                 ("disk i/o error", "the disk reported an I/O error (full, read-only or failing?)"))
 
 
-def environment_problem(e: BaseException) -> Optional[str]:
-    """What ``e`` says about the cache's surroundings (full disk, read-only folder), else None."""
+def environment_problem(e: BaseException, path=None) -> Optional[str]:
+    """What ``e`` says about the cache's surroundings (full disk, read-only folder, read-only file system), else
+    None."""
     msg = str(e).lower()
+    if path is not None and ("readonly" in msg or "read-only" in msg or getattr(e, "errno", None) == errno.EROFS) \
+            and read_only_fs(path):
+        return ("it lies on a read-only file system (no permission change can help): copy it to a writable place "
+                "and point --cache at the copy")
     for needle, what in _ENVIRONMENT:
         if needle in msg:
             return what
@@ -81,7 +86,7 @@ class CacheStorageError(CacheError):
 
 
 def _env_err(path, what: str, e: BaseException, fallback: str = "") -> CacheError:
-    return CacheStorageError(f"call cache {path}: {what} failed: {environment_problem(e) or fallback} ({type(e).__name__}: "
+    return CacheStorageError(f"call cache {path}: {what} failed: {environment_problem(e, path) or fallback} ({type(e).__name__}: "
                              f"{e}); the file itself is not damaged and every call stored so far is kept: fix this and "
                              f"rerun the same command")
 
@@ -129,8 +134,26 @@ def _schema_problem(db: sqlite3.Connection) -> Optional[str]:
     return None
 
 
+def read_only_fs(path) -> bool:
+    """Whether ``path`` (or its folder) lies on a file system mounted read-only (``chmod`` cannot help there)."""
+    for p in (Path(path), Path(path).parent):
+        try:
+            return bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+        except (OSError, AttributeError):
+            continue
+    return False
+
+
+def folder_writable(path) -> bool:
+    """Whether new files can be made beside ``path`` (SQLite's ``-wal`` and ``-shm``)."""
+    return not read_only_fs(path) and os.access(Path(path).parent, os.W_OK)
+
+
 def _connect(path, timeout: float, readonly: bool = False) -> sqlite3.Connection:
-    uri = f"file:{Path(path).resolve()}?mode={'ro' if readonly else 'rw'}"
+    # read-only where nothing can be written beside it (an archive, a read-only mount): immutable, so SQLite
+    # neither needs nor makes the -wal and -shm files
+    mode = "ro&immutable=1" if readonly and not folder_writable(path) else "ro" if readonly else "rw"
+    uri = f"file:{Path(path).resolve()}?mode={mode}"
     return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=timeout)
 
 
@@ -150,6 +173,9 @@ def open_problem(path: str | os.PathLike, timeout: float = 60.0, writable: bool 
     if st.st_size == 0:
         return ("0 bytes (emptied or truncated; a cache file is never empty, and using it would silently "
                 "re-make every call)")
+    if writable and read_only_fs(path):
+        return ("read-only (on a read-only file system: no permission change can make it writable): finished "
+                "calls could not be stored; copy it to a writable place and point --cache at the copy")
     if writable and (not os.access(path, os.W_OK) or not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)):
         return (f"read-only (mode {stat.filemode(st.st_mode)}): finished calls could not be stored; make it "
                 f"writable (chmod u+w) or point --cache at a copy")

@@ -273,6 +273,7 @@ class LLMBackend(ChatBackend):
         # answered from the cache; the same call twice
         self._count(cached=sum(k in found for k in keys), deduplicated=sum(k not in found for k in keys) - len(todo))
         if todo:
+            self.cache.will_store(len(todo))  # a read-only cache: stop before sending what it could not keep
             purposes = sorted({r.purpose for r in todo})
             bar = tqdm(total=len(todo), desc=f"{self.name} {'+'.join(purposes)}", unit="call",
                        disable=not self.progress, leave=False)

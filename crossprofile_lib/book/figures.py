@@ -77,7 +77,8 @@ def concept_figure(views: Sequence, title: str = "", message: Optional[str] = No
         lo, hi = min(decoys.values()), max(decoys.values())
         message = (f"{policy} keeps {lo} to {hi} decoys, depending only on who holds them" if lo != hi else
                    f"{policy} keeps {lo} decoys in every variant shown")
-    finish(fig, message, title, [], (handles, [h.get_label() for h in handles]), ncol=5)
+    # the title quotes a template's title: '$' literal (no TeX math), as every page shows user text as plain text
+    finish(fig, message, title.replace("$", r"\$"), [], (handles, [h.get_label() for h in handles]), ncol=5)
     return fig
 
 

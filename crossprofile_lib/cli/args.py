@@ -43,10 +43,18 @@ def csv(s: str) -> list[str]:
 
 
 def _items(s: str, what: str, example: str) -> list[str]:
-    """A non-empty comma-separated list without repeats."""
+    """A non-empty comma-separated list without repeats or empty items (``R1,,ALL`` or ``R1,ALL,`` is refused: a
+    list with a hole is most likely one with a name missing)."""
     items = csv(s)
     if not items:
         raise ArgError(f"empty list: give at least one {what}, comma-separated (e.g. {example})")
+    parts = s.split(",")
+    blank = next((i for i, x in enumerate(parts) if not x.strip()), None)
+    if blank is not None:
+        where = ("at the start" if blank == 0 else "at the end" if blank == len(parts) - 1
+                 else f"after '{parts[blank - 1].strip()}'")
+        raise ArgError(f"'{s}' has an empty item {where} (two commas in a row, or a comma at an end): name every "
+                       f"{what}, e.g. {example}")
     return _checked(distinct, items, what)
 
 

@@ -174,6 +174,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default="", help="comma-separated notebook names to execute (default: all)")
     p.add_argument("--no-html", action="store_true", help="execute the notebooks but skip jupyter-book")
     p.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: JOBS or the CPUs)")
+    p.add_argument("--allow-other-files", action="store_true",
+                   help="stage into an --out folder that already holds files of something else (otherwise refused, "
+                        "naming them)")
     p.add_argument("--trust-edited", action="store_true",
                    help="import RUNS= folders whose table does not match its run.json (otherwise refused naming the "
                         "first bad row and the rule); each such run is marked UNVERIFIED on every page")
@@ -205,6 +208,12 @@ def run(args) -> int:
         check_only(root, only)
         if os.environ.get("REPOSITORY_URL", "").strip():
             check_url(os.environ["REPOSITORY_URL"])
+        if args.out and Path(args.out).resolve() != root.resolve():  # never mixed into a folder of other files
+            from crossprofile_lib.safety.outputs import WouldDestroy, check_other_files
+            try:
+                check_other_files(args.out, "book", args.allow_other_files)
+            except WouldDestroy as e:
+                raise BookConfigError(str(e)) from None
     except (BookConfigError, LaunchConfigError) as e:
         print(f"make book: {e}. Nothing was run.", file=sys.stderr)
         return 2

@@ -17,6 +17,11 @@ def _cmd_validate(args) -> int:
         return 1
     for n in data.notes:
         print(f"note: {n}", file=sys.stderr)
+    from crossprofile_lib.safety.markup import markup_notes
+    for t in data.tasks:  # markup in a name or text: valid, shown as plain text (safety/markup.py)
+        for n in markup_notes([(f"task {t.id}: name", t.name), (f"task {t.id}: description", t.description),
+                               *((f"task {t.id}: possible_answers[{i}]", a) for i, a in enumerate(t.answers))]):
+            print(f"note: {n}", file=sys.stderr)
     for e in data.errors:
         print(f"FAIL {e}", file=sys.stderr)
     if data.n_records == 0:
@@ -56,7 +61,8 @@ def _cmd_run(args) -> int:
     try:
         with locked_dir(args.out):
             # the destroy check: never into the folder of the HiddenBench file, never into a run folder
-            check_output_folder(args.out, "hiddenbench run", inputs=[resolve_path(cfg.hiddenbench)[0]])
+            check_output_folder(args.out, "hiddenbench run", inputs=[resolve_path(cfg.hiddenbench)[0]],
+                                allow_other_files=args.allow_other_files)
             header = run_hiddenbench(cfg, args.out, progress=bool(args.progress))
     except (CacheStorageError, ServerUnreachable) as e:  # the call cache's disk, the circuit breaker: run-time failures
         return A.fail(e, 1)
@@ -104,6 +110,8 @@ def register(sub) -> None:
     r = hsub.add_parser("run", help="run HiddenBench and write the tables and artefacts to --out")
     r.add_argument("--backend", type=A.backend, default="ledger", help="ledger (composition only) or provider/model")
     r.add_argument("--out", type=A.out_dir, required=True, help="output folder (checked for writing first)")
+    r.add_argument("--allow-other-files", action="store_true",
+                   help="write into an --out folder that already holds files of something else (otherwise refused)")
     r.add_argument("--hiddenbench", type=A.input_file, default=None, metavar="PATH",
                    help="HiddenBench file (default: $HIDDENBENCH_PATH, else the project's FIXTURE)")
     r.add_argument("--protocol", choices=["controlled", "natural", "both"], default="controlled")

@@ -100,6 +100,7 @@ def _cmd_run(args) -> int:
             from crossprofile_lib.paths import resolve_template_path
             inputs = [*template_paths(cfg.templates), *(resolve_template_path(t) for t in cfg.templates)]
             check_output_folder(args.out, "run", inputs=inputs, overwrite=args.overwrite,
+                                allow_other_files=args.allow_other_files,
                                 same_work=lambda folder: grid_differences(cfg, folder))
             try:
                 backend = backend_for(cfg)
@@ -219,6 +220,9 @@ def register(sub) -> None:
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE", type=A.backend_option,
                    help="backend option, e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, "
                         "else string)")
+    r.add_argument("--allow-other-files", action="store_true",
+                   help="write into an --out folder that already holds files of something else (otherwise refused, "
+                        "naming them)")
     r.add_argument("--overwrite", action="store_true",
                    help="replace a finished run of another grid in --out (otherwise refused, naming it)")
     r.add_argument("--protocol", choices=("scripted", "messy"), default="scripted",

@@ -32,7 +32,7 @@ from crossprofile_lib.hiddenbench.natural import run_natural_chunk
 from crossprofile_lib.paths import file_sha256
 from crossprofile_lib.prompts import prompt_dir
 from crossprofile_lib.run.results import run_header, stamp
-from crossprofile_lib.safety.outputs import atomic_write, locked_dir, write_error, write_text_atomic
+from crossprofile_lib.safety.outputs import atomic_write, clean_leftovers, locked_dir, write_error, write_text_atomic
 from crossprofile_lib.safety.redact import mask_known, redact_options, redact_value
 from crossprofile_lib.stats.analysis_set import failed_mask
 
@@ -105,6 +105,7 @@ def _collect(out: Path, protocol: str, sha: str) -> tuple[dict[str, pd.DataFrame
 def run_hiddenbench(cfg: HBConfig, out_dir: Path | str, backend=None, progress: bool = False) -> dict:
     """Run the configured protocols into ``out_dir`` (locked meanwhile); return the header (also written)."""
     with locked_dir(out_dir):
+        clean_leftovers(out_dir, [HEADER, *(f for t in TABLES.values() for f in t.values())])  # a killed write's
         t0 = time.perf_counter()
         data = load_hiddenbench(cfg.hiddenbench)
         tasks = select_tasks(data, list(cfg.tasks) if cfg.tasks else None, cfg.limit)

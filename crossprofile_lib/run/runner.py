@@ -30,7 +30,7 @@ from crossprofile_lib.run.pipeline import (
     unsupported,
 )
 from crossprofile_lib.run.results import run_header, stamp, template_hashes, write_results
-from crossprofile_lib.safety.outputs import locked_dir
+from crossprofile_lib.safety.outputs import clean_leftovers, locked_dir
 from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import Headroom, headroom
@@ -184,6 +184,7 @@ def run_to_dir(cfg: RunConfig, out_dir: Path | str, backend=None, progress: bool
     answers and errors (``header['errors']``; rows with ``error`` set) and print the headroom check. The output folder
     is locked for the whole run (:func:`crossprofile_lib.safety.outputs.locked_dir`: a second run refuses at once)."""
     with locked_dir(out_dir):
+        clean_leftovers(out_dir, ("results.parquet", "run.json"))  # a write killed mid-way (kill -9)
         t0 = time.perf_counter()
         backend = backend or backend_for(cfg)
         df = run_grid(cfg, backend, progress=progress, extractor=extractor)

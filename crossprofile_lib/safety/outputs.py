@@ -84,6 +84,29 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _process_start(pid: int) -> Optional[float]:
+    """When process ``pid`` started (seconds since the epoch), where the system says (Linux ``/proc``); else None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as fh:
+            btime = next(int(ln.split()[1]) for ln in fh if ln.startswith(b"btime"))
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _pid_reused(pid: int, started) -> bool:
+    """Whether the live process ``pid`` started after the lock it appears in was written (``started``, UTC): then
+    it is another program that was given the dead holder's pid, and the lock is stale."""
+    try:
+        written = time.mktime(time.strptime(str(started), "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    except (ValueError, OverflowError):
+        return False
+    begun = _process_start(pid)
+    return begun is not None and begun > written + 2  # the holder starts before it writes (seconds, truncated)
+
+
 def _read_lock(path: Path) -> dict:
     with contextlib.suppress(OSError, ValueError, RecursionError), open(path, "rb") as fh:
         info = json.loads(fh.read(_LOCK_MAX_BYTES).decode("utf-8"))
@@ -134,7 +157,9 @@ def acquire(folder: Path | str) -> Path:
         pid = held.get("pid")
         same_host = held.get("host") == info["host"]
         ours_left = pid == os.getpid() and str(lock.resolve()) not in _HELD  # a reused pid's old lock
-        if held and same_host and isinstance(pid, int) and (ours_left or not _pid_alive(pid)):
+        reused = held and same_host and isinstance(pid, int) and not ours_left and _pid_alive(pid) and _pid_reused(
+            pid, held.get("started"))
+        if held and same_host and isinstance(pid, int) and (ours_left or reused or not _pid_alive(pid)):
             # stale: its process is gone. Rename it away atomically so only one taker wins.
             stale = folder / f"{LOCK_NAME}.stale-{os.getpid()}"
             try:
@@ -147,13 +172,15 @@ def acquire(folder: Path | str) -> Path:
                 stale.unlink(missing_ok=True)
                 continue
             stale.unlink(missing_ok=True)
-            print(f"notice: {folder}: took over a stale lock left by {_describe(held)} "
-                  f"(that process no longer holds it)", file=sys.stderr)
+            why = (f"pid {pid} now belongs to another process, started after the lock was written" if reused
+                   else "that process no longer holds it")
+            print(f"notice: {folder}: took over a stale lock left by {_describe(held)} ({why})", file=sys.stderr)
             continue
         if not held:
             raise FolderLocked(f"{folder}: output folder is locked by {lock} (unreadable lock file); if no run "
                                f"is using this folder, delete {lock}")
-        hint = ("" if same_host else f"; it is on another host, so it cannot be checked here: if that run is "
+        hint = (f"; if no run is using this folder (the pid may now belong to another program), delete {lock} and "
+                f"rerun" if same_host else f"; it is on another host, so it cannot be checked here: if that run is "
                 f"over, delete {lock}")
         raise FolderLocked(f"{folder}: output folder is in use by another run: {_describe(held)} "
                            f"(rule: one run per output folder; wait for it or choose another --out){hint}")
@@ -211,6 +238,28 @@ def atomic_write(dest: Path | str) -> Iterator[Path]:
         if isinstance(e, OSError) and not isinstance(e, WriteError):  # ENOSPC, EFBIG, EROFS...: named
             raise write_error(dest, e) from None
         raise
+
+
+def clean_leftovers(folder: Path | str, names: Iterable[str]) -> list[str]:
+    """Remove the temporary files :func:`atomic_write` left beside each of ``names`` in ``folder`` when its process
+    was killed mid-write (``.results.parquet.XXXX.tmp``); only call it holding the folder's lock (no other writer
+    can own one). Returns the names removed (a notice says so)."""
+    folder, gone = Path(folder), []
+    for name in names:
+        for p in folder.glob(f".{glob_escape(name[:200])}.*.tmp"):
+            with contextlib.suppress(OSError):
+                if p.is_file() and not p.is_symlink():
+                    p.unlink()
+                    gone.append(p.name)
+    if gone:
+        print(f"notice: {folder}: removed {len(gone)} temporary file(s) an interrupted write left behind "
+              f"({', '.join(sorted(gone)[:3])}{', ...' if len(gone) > 3 else ''})", file=sys.stderr)
+    return gone
+
+
+def glob_escape(name: str) -> str:
+    import glob
+    return glob.escape(name)
 
 
 def write_text_atomic(dest: Path | str, text: str) -> None:
@@ -290,12 +339,48 @@ def describe_folder(folder: Path | str) -> str:
     return (", ".join(found) or "files") + what
 
 
+#: What an output folder of each kind may hold besides its :data:`OUTPUT_KINDS` files (hidden entries, such as the
+#: lock and a killed write's temporary files, are always the suite's or the system's).
+OWN_ENTRIES = {"run": ("results.parquet", "run.json"),
+               "hiddenbench run": ("hiddenbench_run.json", "hiddenbench_controlled.parquet",
+                                   "hiddenbench_natural_decisions.parquet", "artefacts"),
+               "book": ("_config.yml", "_toc.yml", "references.bib", "book", "runs", "_build")}
+
+
+def other_files(folder: Path | str, kind: str) -> list[str]:
+    """The entries of ``folder`` that an output of ``kind`` would not have put there (not hidden), sorted."""
+    own = set(OWN_ENTRIES.get(kind, ()))
+    if kind == "hiddenbench run":
+        own |= {n for n in _listdir(folder) if n.startswith("hiddenbench_") and n.endswith(".parquet")}
+    return sorted(n for n in _listdir(folder) if not n.startswith(".") and n not in own)
+
+
+def _listdir(folder) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def check_other_files(folder: Path | str, kind: str, allowed: bool, option: str = "--out",
+                      flag: str = "--allow-other-files") -> None:
+    """Refuse (:class:`WouldDestroy`) writing a ``kind`` into an existing folder that holds files of something else
+    (a home folder, a source tree: the output would mix with them), unless ``allowed`` (the explicit ``flag``)."""
+    others = other_files(folder, kind) if Path(folder).is_dir() else []
+    if others and not allowed:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise WouldDestroy(f"{option} {folder}: holds {len(others)} file(s) or folder(s) that are not a {kind}'s "
+                           f"({shown}); a {kind} would mix with them. Choose a new or empty folder, or add {flag} to "
+                           f"write there anyway (rule: an output folder holds one output and nothing else)")
+
+
 def check_output_folder(folder: Path | str, kind: str, inputs: Iterable[Path | str] = (),
                         same_work: Optional[Callable[[Path], list[str]]] = None, overwrite: bool = False,
-                        option: str = "--out") -> None:
+                        option: str = "--out", allow_other_files: bool = False) -> None:
     """Refuse (:class:`WouldDestroy`) ``folder`` when it is or lies in an input folder or is an input
     file's folder, or holds output of another kind (never allowed), or holds output of this ``kind`` that
-    ``same_work(folder)`` says differs (allowed with ``overwrite``)."""
+    ``same_work(folder)`` says differs (allowed with ``overwrite``), or holds no output yet but files of
+    something else (allowed with ``allow_other_files``: :func:`check_other_files`)."""
     folder = Path(folder)
     here = _real(folder)
     for p in inputs:
@@ -307,6 +392,8 @@ def check_output_folder(folder: Path | str, kind: str, inputs: Iterable[Path | s
                                f"{src_dir} that this command reads ({p}); write the output to a folder of its own "
                                f"(rule: an output folder is never an input folder, nor the folder of an input file)")
     other = folder_kind(folder)
+    if other is None:
+        check_other_files(folder, kind, allow_other_files, option)
     if other is not None and other != kind:
         raise WouldDestroy(f"{option} {folder}: holds a {other} ({describe_folder(folder)}); a {kind} would mix "
                            f"with it in one folder (rule: one kind of run per folder; choose another {option})")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from crossprofile_lib.safety.inputs import TemplateError, template_paths
+from crossprofile_lib.safety.markup import markup_notes, template_fields
 from crossprofile_lib.task.design_check import check_classic_cell
 from crossprofile_lib.task.templates import UNIQUE_ID, Template, TemplateWarning, load_template, paraphrase_count, paraphrase_set
 
@@ -55,7 +56,8 @@ def validate_paths(paths, n_options: int = 3, tokenizer=None, design=()) -> list
                 check_classic_cell(t, design, str(p))
                 for k in range(paraphrase_count(t)):  # the design holds with each paraphrase set too
                     _check_paraphrase_design(t, k, design, p)
-            v.template, v.warnings = t, [str(w.message) for w in caught]
+            # markup in a title or text: valid, shown as plain text by the book (crossprofile_lib/safety/markup.py)
+            v.template, v.warnings = t, [str(w.message) for w in caught] + markup_notes(template_fields(t))
         except TemplateError as e:
             v.error = e
         except Exception as e:  # noqa: BLE001 - a hostile file must not hide the others' verdicts
