@@ -19,7 +19,9 @@ Faults (per distinct request body, counted by attempts):
   another model gets 404 ``model ... does not exist`` (as vLLM answers); ``root=PATH`` adds vLLM's
   ``root`` to the listed model; ``aliases=A,B`` lists other names of it as llama.cpp does (``aliases``);
   ``owned_by=KIND`` is what ``/v1/models`` says owns it (``vllm``, ``llamacpp``; default ``fake``); ``any_model``
-  answers a completion for any model name, as llama.cpp's server does;
+  answers a completion for any model name, as llama.cpp's server does; ``chat_text=T`` answers every chat completion
+  with T (free text where a constraint was asked for); ``top_letters=AB`` returns only those letters among a text
+  completion's top log-probabilities (a letter outside a server's top 20);
 * ``capacity=K`` -- at most K requests are worked on at once (each for ``latency_s``), the others
   wait in a queue, as a busy model server does; ``queue_limit=Q`` answers 429 beyond Q waiting.
 * ``empty_first=N`` -- the first N attempts of every request get 200 with empty content (``empty_text``,
@@ -84,7 +86,7 @@ class FakeServer:
     def __init__(self, fail_first=0, fail_status=429, burst_500=0, delay_first=0, delay_s=0.0,
                  malformed_first=0, latency_s=0.0, api_key=None, log=None, keep_bodies=False, tokenize=None,
                  served_model=None, root=None, capacity=0, queue_limit=0, aliases=None, owned_by="fake",
-                 any_model=False,
+                 any_model=False, chat_text=None, top_letters="ABC",
                  empty_first=0, reset_first=0, retry_after=None, attempt_log=None, key_status=401,
                  models_open=False, empty_text=" ", empty_body_first=0, bad_utf8_first=0, drip_s=0.0,
                  drip_paths=("/completions",), echo_key=False):
@@ -112,6 +114,7 @@ class FakeServer:
         self.root, self.capacity, self.queue_limit = root, int(capacity or 0), int(queue_limit or 0)
         self.aliases = [a.strip() for a in aliases.split(",")] if aliases else None
         self.owned_by, self.any_model = owned_by, any_model
+        self.chat_text, self.top_letters = chat_text, top_letters
         self._slots = None
         self.waiting = self.max_inflight = self._inflight = 0
 
@@ -129,10 +132,9 @@ class FakeServer:
             return f"The notes favour one option over the others.\nDecision: {'ABC'[h % 3]}"
         return "A1 and A3 reported the main points about each option. " * 2
 
-    @staticmethod
-    def _answer_completion(body: dict) -> dict:
+    def _answer_completion(self, body: dict) -> dict:
         h = int(hashlib.sha256(str(body.get("prompt", "")).encode()).hexdigest(), 16)
-        lps = {f" {c}": -1.0 - ((h >> (4 * i)) % 16) / 8 for i, c in enumerate("ABC")}
+        lps = {f" {c}": -1.0 - ((h >> (4 * i)) % 16) / 8 for i, c in enumerate("ABC") if c in self.top_letters}
         best = max(lps, key=lps.get)
         return {"text": best, "index": 0, "finish_reason": "length",
                 "logprobs": {"tokens": [best], "token_logprobs": [lps[best]], "top_logprobs": [lps],
@@ -182,7 +184,7 @@ class FakeServer:
                    "code": 404}
             return 404, json.dumps(msg).encode(), 0.0
         if path.endswith("/chat/completions"):
-            text = self.empty_text if empty else self._answer_chat(body)
+            text = self.empty_text if empty else self.chat_text if self.chat_text is not None else self._answer_chat(body)
             if self.echo_key:
                 text = f"(you sent {headers.get('authorization', '')})\n{text}"
             if bad_utf8:

@@ -10,9 +10,11 @@ import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from crossprofile_lib.backends import get_backend
+from crossprofile_lib.backends.cache import CallCache
 from crossprofile_lib.cli import main
 from crossprofile_lib.run.results import read_results
 from crossprofile_lib.run.runner import RunConfig, run_grid, run_to_dir
@@ -293,6 +295,88 @@ def test_grammar_and_score_modes_over_http(server, tmp_path):
     path, _, body = fake.bodies[-1]
     assert path.endswith("/v1/completions") and body["prompt"].endswith("<|im_start|>assistant\nDecision:")
     assert body["max_tokens"] == 1 and body["logprobs"] == 20
+
+
+def test_the_constraint_goes_in_the_fields_the_servers_kind_understands(server, tmp_path):
+    # what GET /v1/models says owns the model picks the fields (grammar_style=auto); an unknown server gets both
+    # (above); an explicit style is sent as given
+    one = {**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL", "R1-rel"]}
+    for owner, style, sent, not_sent in (("vllm", None, "structured_outputs", "grammar"),
+                                         ("llamacpp", None, "grammar", "structured_outputs"),
+                                         ("vllm", "gbnf", "grammar", "structured_outputs")):
+        fake, url = server(keep_bodies=True, owned_by=owner)
+        kw = {"grammar_style": style} if style else {}
+        b = _backend(url, tmp_path / f"{owner}-{style}", decision_mode="grammar", tokenizer="offline", **kw)
+        assert b.style() == (style or {"vllm": "vllm", "llamacpp": "gbnf"}[owner])
+        df = run_grid(RunConfig(**one), b)
+        assert (df.error == "").all()
+        bodies = [body for _, _, body in fake.bodies]
+        assert bodies and all(sent in body and not_sent not in body for body in bodies), (owner, style)
+        rel = [body for body in bodies if "relevant" in json.dumps(body.get("messages", ""))]
+        key = "structured_outputs" if sent == "structured_outputs" else "grammar"
+        assert rel and all(("json" in body[key]) if key == "structured_outputs" else ("relevant" in body[key])
+                           for body in rel)  # the relevance filter's JSON is constrained the same way
+
+
+def test_an_answer_that_breaks_its_constraint_is_never_an_answer_and_stops_the_run(server, tmp_path, capsys):
+    # a server that ignores the constraint answers free text: in grammar mode that is an error row, and the third
+    # such answer stops the run naming the style to pass; nothing is cached
+    fake, url = server(chat_text="I would pick the second one.", owned_by="vllm")
+    out = tmp_path / "out"
+    rc = main(["run", "--backend", "openai/fake", "--base-url", url, "--decision-mode", "grammar", "--out", str(out),
+               "--no-progress", "--cache", str(tmp_path / "c"), "--tokenizer", "offline", "--backend-option",
+               "retry_wait=0.01", "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets",
+               "0.6", "--variants", "PSP,SPS", "--policies", "ALL,EMPTY"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "did not honour the output constraint: 3 answers broke it" in err, err
+    assert "The server is vllm and was sent grammar_style=vllm" in err and "Traceback" not in err
+    assert not (out / "results.parquet").exists()
+    assert CallCache(tmp_path / "c").calls_timeline("openai", "fake") == []  # no broken answer was cached
+    # the near miss: the same free text in generate mode is an ordinary unparsable answer (retried, then invalid)
+    b = _backend(url, tmp_path / "gen", decision_mode="generate", tokenizer="offline")
+    df = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert df.invalid.all() and (df.error == "").all() and df.format_retry.all()
+    # a cut-off JSON answer (finish_reason length) is not the server's fault: not counted against the constraint
+    from crossprofile_lib.backends.base import ChatRequest
+    g = _backend(url, tmp_path / "g", decision_mode="grammar", tokenizer="offline")
+    r = ChatRequest(({"role": "user", "content": "x"},), json_schema={"type": "object"})
+    assert g._honoured(r, '{"relevant": [1,', "length") and not g._honoured(r, '{"relevant": [1,', "stop")
+    d = ChatRequest(({"role": "user", "content": "x"},), choices=("A", "B"))
+    assert g._honoured(d, "Because.\nDecision: B", "stop") and not g._honoured(d, "Because.\nDecision: C", "stop")
+    assert not g._honoured(d, "Because.\n\nDecision: B", "stop")  # one paragraph, as the grammar says
+
+
+def test_a_letter_outside_the_top_log_probabilities_is_named_not_dropped(server, tmp_path, capsys):
+    # a llama.cpp-style server returns its top 20; here C is never among them: C counts as -inf, and the row and the
+    # run's summary say so (on vLLM every letter's own log-probability is asked for: tests/test_vllm_real.py)
+    fake, url = server(top_letters="AB", owned_by="llamacpp")
+    out = tmp_path / "out"
+    rc = main(["run", "--backend", "openai/fake", "--base-url", url, "--decision-mode", "score", "--chat-template",
+               "chatml", "--out", str(out), "--no-progress", "--cache", str(tmp_path / "c"), "--tokenizer", "offline",
+               "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6", "--variants",
+               "PSP,SPS", "--policies", "ALL,EMPTY,R1"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    df = pd.read_parquet(out / "results.parquet")
+    assert (df.letters_missing == "C").all() and (df.decision_letter != "C").all()
+    assert all(set(json.loads(x)) == {"A", "B"} for x in df.letter_logprobs)
+    assert f"score mode: {len(df)} decisions had option letters outside" in cap.out
+    # every letter present: nothing named
+    fake2, url2 = server()
+    b = _backend(url2, tmp_path / "c2", decision_mode="score", chat_template="chatml", tokenizer="offline")
+    df2 = run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"], "policies": ["ALL"]}), b)
+    assert (df2.letters_missing == "").all() and "letters_missing" not in b.stats
+
+
+def test_a_new_cache_says_nothing_of_earlier_versions(server, tmp_path, capsys):
+    # the notice was printed by every run's second batch on a brand-new cache (this run's own entries carry a base
+    # URL); it is said only when the cache holds this run's calls under an earlier version's key
+    fake, url = server()
+    b = _backend(url, tmp_path, tokenizer="offline")
+    run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]}), b)
+    b2 = _backend(url, tmp_path, tokenizer="offline")  # the same cache, a second run of a wider grid
+    run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml"]}), b2)
+    assert "earlier versions" not in capsys.readouterr().err and b2.stats["calls"] > 0
 
 
 # --- a dead server: retry waves and the circuit breaker (issue 14.6) ---------------------------
