@@ -49,7 +49,8 @@ def add_model_options(r) -> None:
     g.add_argument("--cache", type=A.path_name, help="call-cache folder (default: $CROSSPROFILE_CACHE, else "
                    "./.crossprofile_cache if it exists, else the user cache folder, e.g. ~/.cache/crossprofile)")
     g.add_argument("--max-retries", type=A.int_between(0, 100), help="retries on 429/5xx/timeouts (default 6; at most 100)")
-    g.add_argument("--timeout", type=A.seconds, help="seconds per request (default 120; at most 86400)")
+    g.add_argument("--timeout", type=A.seconds, help="seconds for each whole request: connect, headers and body "
+                   "together (default 120; at most 86400)")
     g.add_argument("--chat-template", help="score mode over HTTP: chatml, gguf:PATH, hf:FOLDER or a .jinja file")
     g.add_argument("--max-tokens", type=A.int_between(1, 1_000_000), help="generation limit per decision (default 512)")
     g.add_argument("--sampling", choices=("paper", "server"),
@@ -62,7 +63,7 @@ def add_model_options(r) -> None:
                    help="when the server's tokenize endpoint cannot be had and no counts are stored: error (default) "
                         "or offline (price budgets with the offline approximation, recorded)")
     g.add_argument("--tokenize-timeout", type=A.seconds,
-                   help="seconds per tokenize and /v1/models request (default 60; at most 86400)")
+                   help="seconds for each whole tokenize and /v1/models request (default 60; at most 86400)")
     g.add_argument("--progress", action="store_true", default=None,
                    help="progress bars (default: when stderr is a terminal)")
     g.add_argument("--no-progress", dest="progress", action="store_false")
