@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from crossprofile_lib.backends.base import Backend  # noqa: F401  (the interface)
+from crossprofile_lib.safety.redact import register_secret, url_secrets
 from crossprofile_lib.task.tokenizer import get_tokenizer
 
 #: provider -> (``module:Class``, default model when the spec names none)
@@ -48,7 +49,6 @@ def get_backend(spec: str, tokenizer=None, **opts):
     """Build a backend from ``provider/model`` (``ledger`` needs no model). The key and the secret parts of the
     base URLs it is given are registered first (:func:`crossprofile_lib.safety.redact.register_secret`): no
     message or file of this process shows them, whatever their shape."""
-    from crossprofile_lib.safety.redact import register_secret, url_secrets
     urls = opts.get("base_url")
     urls = urls.split(",") if isinstance(urls, str) else list(urls or [])
     register_secret(opts.get("api_key"), *url_secrets([u.strip() for u in urls]))

@@ -18,6 +18,7 @@ import hashlib
 import json
 import socket
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
@@ -120,7 +121,6 @@ async def within_deadline(coro, seconds: float):
 def call_within(fn, seconds: float, what: str = "request"):
     """``fn()`` in a daemon thread, :class:`DeadlineExceeded` when it has not returned within ``seconds`` (the
     thread is abandoned; it cannot keep the process alive): the whole-request deadline of a synchronous client."""
-    import threading
     box: dict = {}
 
     def run():

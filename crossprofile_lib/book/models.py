@@ -33,6 +33,8 @@ from crossprofile_lib.paths import file_sha256, resource, templates_dir
 from crossprofile_lib.policies.guard import PolicyFileError
 from crossprofile_lib.policies.plugins import ensure_recorded
 from crossprofile_lib.run.results import ResultsError, read_header, read_results
+from crossprofile_lib.run.verify import EditedTable, check_or_trust, trusted_from_env
+from crossprofile_lib.safety.inputs import InputError, load_json
 from crossprofile_lib.stats.headroom import headroom
 from crossprofile_lib.task.templates import parse_template, template_paths
 
@@ -323,8 +325,6 @@ def import_run(path: str | Path) -> Run | HBRun:
     ``crossprofile book --trust-edited`` (``$CROSSPROFILE_TRUST_EDITED``) a mismatch is imported, its label and
     sentence marked UNVERIFIED on every page. Every file is read through the safe-input layer (a FIFO or a device
     in the folder is refused, never opened); a header of the wrong shape is named, never an internal error."""
-    from crossprofile_lib.run.verify import EditedTable, check_or_trust, trusted_from_env
-    from crossprofile_lib.safety.inputs import InputError, load_json
     folder = resolve(path)
     if not folder.is_dir():
         raise RunImportError(f"RUNS={path}: not a folder")

@@ -29,6 +29,10 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from crossprofile_lib.config import Budget
+from crossprofile_lib.paths import file_sha256, templates_dir
+from crossprofile_lib.task.templates import parse_template, template_paths
+
 #: The environment variable that stands for ``--trust-edited`` where there is no command line (the book's pages).
 TRUST_ENV = "CROSSPROFILE_TRUST_EDITED"
 #: What every output of an unverified analysis says.
@@ -66,8 +70,6 @@ def _describe(df: pd.DataFrame, i: int) -> str:
 def _template_files(config: dict, extra: Sequence[str], wanted: dict[str, str]) -> dict[str, dict[str, Path]]:
     """Template id -> {sha256: file} for the template files of ``extra``, the run's recorded paths and, for ids of
     ``wanted`` (id -> recorded sha256) still missing, the bundled ones."""
-    from crossprofile_lib.paths import file_sha256, templates_dir
-    from crossprofile_lib.task.templates import parse_template, template_paths
     out: dict[str, dict[str, Path]] = {}
 
     def missing() -> bool:
@@ -92,9 +94,6 @@ def _template_files(config: dict, extra: Sequence[str], wanted: dict[str, str]) 
 def verify_table(df: pd.DataFrame, header, where: str = "results.parquet", templates: Sequence[str] = ()) -> None:
     """Raise :class:`EditedTable` at the first rule (module doc) ``df`` breaks against ``header`` (the parsed
     ``run.json``, or None when there is none); ``templates``: more template paths to find the files in."""
-    from crossprofile_lib.config import Budget
-    from crossprofile_lib.task.templates import parse_template
-
     def refuse(problem: str):
         raise EditedTable(where, problem)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import json
 import os
 import socket
@@ -246,7 +247,7 @@ def clean_leftovers(folder: Path | str, names: Iterable[str]) -> list[str]:
     can own one). Returns the names removed (a notice says so)."""
     folder, gone = Path(folder), []
     for name in names:
-        for p in folder.glob(f".{glob_escape(name[:200])}.*.tmp"):
+        for p in folder.glob(f".{glob.escape(name[:200])}.*.tmp"):
             with contextlib.suppress(OSError):
                 if p.is_file() and not p.is_symlink():
                     p.unlink()
@@ -255,11 +256,6 @@ def clean_leftovers(folder: Path | str, names: Iterable[str]) -> list[str]:
         print(f"notice: {folder}: removed {len(gone)} temporary file(s) an interrupted write left behind "
               f"({', '.join(sorted(gone)[:3])}{', ...' if len(gone) > 3 else ''})", file=sys.stderr)
     return gone
-
-
-def glob_escape(name: str) -> str:
-    import glob
-    return glob.escape(name)
 
 
 def write_text_atomic(dest: Path | str, text: str) -> None:

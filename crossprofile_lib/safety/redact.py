@@ -22,6 +22,7 @@ secret-named option on the command line). They are masked wherever they appear, 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from functools import lru_cache
@@ -275,7 +276,6 @@ def _secret_values(name: str, value) -> list[str]:
         out += _secret_values(inner.group(1), inner.group(2))
     elif value[:1] in "{[":
         try:
-            import json
             out += _secret_values(name, json.loads(value))
         except ValueError:
             pass
