@@ -192,11 +192,21 @@ bench: install
 bench-runner: install install-llm
 	$(BIN)/python benchmarks/bench_runner.py
 
-# The mutation trial (issue 25; on demand, never part of `make test`): ~50 deliberate bugs from
+# Mutation testing, on demand, never part of `make test`.
+# `make mutation WING=<wing>` (issue 55): mutmut generates every mutant of a wing's modules (a wing of
+# benchmarks/mutation/wings.yaml: task policies run backends stats paperfit hiddenbench safety cli book) in a copy of
+# the project (git archive HEAD) and runs, per mutant, the wing's own tests that reach the mutated function;
+# report in benchmarks/results/mutation_<wing>.json. MUTATION_ARGS: e.g. --tree work --keep DIR.
+# `make mutation` with no WING: the hand-written trial (issue 25): the deliberate bugs of
 # benchmarks/mutation/mutations.yaml, one at a time in a copy of the project, each against the tests
 # named for it; report in benchmarks/results/mutation.{json,md}. MUTATION_ARGS: e.g. --only ID,ID.
+WING ?=
 mutation: install install-llm
+ifeq ($(strip $(WING)),)
 	nice -n 10 $(BIN)/python benchmarks/mutation/run.py $(MUTATION_ARGS)
+else
+	nice -n 19 $(BIN)/python benchmarks/mutation/wing.py $(WING) $(MUTATION_ARGS)
+endif
 
 clean:
 	rm -rf _build book/_build runs _site

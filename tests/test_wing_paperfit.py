@@ -1,0 +1,128 @@
+"""fit-paper's numbers where they are computed (issue 55: the paperfit wing's mutation survivors): the loss is the
+whole sum of squared whitened residuals, the multinomial covariance of correct and decoy is negative, the paper's
+sample scale counts this design's seeds, and the profile's variance factor is floored at 1. Hand-checked cases
+whose numbers differ under each near miss, and a property test where the covariance has an oracle (the sum of two
+multinomial categories is one binomial)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import sparse
+
+from crossprofile_lib.paperfit import fit_paper
+from crossprofile_lib.paperfit.figures import needed_policies, select_figures
+from crossprofile_lib.paperfit.fit import Fitter, figure_matrix, whitener
+from crossprofile_lib.paperfit.ledger import load_or_build
+from crossprofile_lib.paperfit.sampling import Sampling, build_sampling
+from crossprofile_lib.policies import DEFAULT_POLICIES
+
+DEV = ["templates/dev"]
+Q, FLASH = "Qwen2.5-7B-Instruct", "DeepSeek-V4.1-Flash"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("paperfit-wing")
+
+
+@pytest.fixture(scope="module")
+def dev(cache):
+    figs = select_figures()
+    dec = [f for f in figs if f.kind == "decision"]
+    pols, buds = needed_policies(figs, DEFAULT_POLICIES)
+    design = load_or_build(DEV, [0], pols, buds, cache)
+    fm = figure_matrix(design, dec)
+    return dec, design, fm, Fitter(design, fm), build_sampling(design, dec)
+
+
+def _one_atom(kind: str) -> Sampling:
+    """One atom of 100 decisions; figure 0 = 100 P(correct), figure 1 = 100 (P(correct) + P(decoy)) or, with
+    ``kind='minus'``, 100 (P(correct) - P(decoy))."""
+    L = np.zeros((2, 2))
+    L[0, 0] = 100.0
+    L[0, 1], L[1, 1] = 100.0, (100.0 if kind == "plus" else -100.0)
+    z = sparse.csr_matrix((1, 1))
+    return Sampling(("c", "c+d"), np.array([100.0]), z, z, L, np.array([100.0, 100.0]), ())
+
+
+def test_correct_plus_decoy_is_one_binomial_by_hand():
+    """P(correct) + P(decoy) of one multinomial draw is the binomial of 'not the third option': 1e4 * .8 * .2 / 100
+    = 16 for c = .5, d = .3. With the covariance's sign flipped it would be 25 + 21 + 30 = 76; dropped, 46."""
+    S = _one_atom("plus")
+    V = S.covariance(np.array([0.5]), np.array([0.3]), kappa=1.0)
+    assert V[1, 1] == pytest.approx(16.0)
+    assert V[0, 1] == pytest.approx(25.0 - 15.0)           # Var(c) + Cov(c, d) = 25 - 1e4 * .15 / 100
+    Sm = _one_atom("minus")
+    assert Sm.covariance(np.array([0.5]), np.array([0.3]), 1.0)[1, 1] == pytest.approx(25.0 + 21.0 + 30.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.floats(0.05, 0.9), share=st.floats(0.0, 1.0), kappa=st.sampled_from([0.5, 1.0, 3.0]))
+def test_covariance_oracle_sum_and_difference(c, share, kappa):
+    """Property: for any (c, d) inside the clip of half a decision, Var(c + d) is the binomial of c + d and
+    Var(c - d) = Var(c) + Var(d) + 2 c d / m (the multinomial's covariance -c d / m enters with its sign)."""
+    d = 0.02 + (1 - c - 0.04) * share           # both proportions at least 0.02 from 0 and 1: none is clipped
+    m = 100.0 * kappa
+    plus = _one_atom("plus").covariance(np.array([c]), np.array([d]), kappa)[1, 1]
+    minus = _one_atom("minus").covariance(np.array([c]), np.array([d]), kappa)[1, 1]
+    assert plus == pytest.approx(1e4 * (c + d) * (1 - c - d) / m, rel=1e-9)
+    assert minus == pytest.approx(1e4 * (c * (1 - c) + d * (1 - d) + 2 * c * d) / m, rel=1e-9)
+
+
+def test_draws_of_correct_plus_decoy_have_the_binomial_variance():
+    """The draws agree with the covariance: the sum of two categories of one multinomial draw varies as one
+    binomial (16 here), far from the 76 of independent draws of the two."""
+    S = _one_atom("plus")
+    Y = S.draw(np.array([0.5]), np.array([0.3]), 1.0, 20000, np.random.default_rng(3), rounding=None)
+    assert Y[:, 1].var() == pytest.approx(16.0, rel=0.05)
+
+
+def test_fit_loss_is_the_whole_sum_of_squared_whitened_residuals(dev):
+    """``loss`` = |H (figure(theta) - y)|^2 at the returned theta (scipy's cost is half of it); ``rmse`` is of the
+    raw residuals."""
+    dec, design, fm, F, S = dev
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    used = ~np.isnan(y) & fm.estimable
+    th = np.array([0.2, -0.3, 2.0])
+    pc, pd_ = S.proportions(design.probability(th))
+    H = whitener(S.covariance(pc, pd_, 18.0)[np.ix_(used, used)])
+    f = F.fit(y, used, H=H, start=th)
+    r = F.predict(f["theta"])[used] - y[used]
+    assert f["loss"] == pytest.approx(float(np.sum((H @ r) ** 2)), rel=1e-6)
+    assert f["rmse"] == pytest.approx(float(np.sqrt(np.mean(r ** 2))), rel=1e-6)
+    # unweighted: the plain sum of squares
+    g = F.fit(y, used, start=th)
+    r2 = F.predict(g["theta"])[used] - y[used]
+    assert g["loss"] == pytest.approx(float(np.sum(r2 ** 2)), rel=1e-6)
+
+
+def _fit(cache, **kw):
+    return fit_paper(templates=DEV, cache_dir=cache, with_recovery=False, with_profiles=False, use_cache=False,
+                     resamples=0, **kw)
+
+
+def test_papers_sample_scale_counts_this_designs_seeds(cache):
+    """kappa = paper templates x seeds / (design templates x design seeds): 60 x 3 / (10 x 2) = 9 with two seeds
+    (18 with one)."""
+    one = _fit(cache, seeds=[0], models=[Q])
+    two = _fit(cache, seeds=[0, 1], models=[Q])
+    assert one.info["fits"][Q]["kappa"] == pytest.approx(18.0)
+    assert two.info["fits"][Q]["kappa"] == pytest.approx(9.0)
+    # the paper's own n (figures that state one) is the paper's, whatever this design's seeds
+    p1 = one.figures[one.figures.n_source == "paper"].set_index("figure").n
+    p2 = two.figures[two.figures.n_source == "paper"].set_index("figure").n
+    assert len(p1) and np.allclose(p1, p2.loc[p1.index])
+
+
+def test_profile_variance_factor_is_floored_at_one(cache):
+    """sigma^2 = max(1, chi2 / df): a fit better than its sampling noise (Flash at a sixteenth of the paper's
+    sample: chi2 / df < 1) keeps 1; Qwen's (chi2 / df > 1) takes chi2 / df."""
+    small = _fit(cache, seeds=[0], models=[FLASH], sampling={FLASH: {"templates": 15, "seeds": 1}})
+    f = small.info["fits"][FLASH]
+    assert f["df"] > 0 and f["loss"] / f["df"] < 1
+    assert f["profile_sigma2"] == 1.0
+    q = _fit(cache, seeds=[0], models=[Q]).info["fits"][Q]
+    assert q["loss"] / q["df"] > 1 and q["profile_sigma2"] == pytest.approx(q["loss"] / q["df"])
