@@ -341,8 +341,12 @@ def test_an_answer_that_breaks_its_constraint_is_never_an_answer_and_stops_the_r
     g = _backend(url, tmp_path / "g", decision_mode="grammar", tokenizer="offline")
     r = ChatRequest(({"role": "user", "content": "x"},), json_schema={"type": "object"})
     assert g._honoured(r, '{"relevant": [1,', "length") and not g._honoured(r, '{"relevant": [1,', "stop")
+    assert not g._honoured(r, 'The relevant facts are', "length")  # free text cut off: the constraint was ignored
     d = ChatRequest(({"role": "user", "content": "x"},), choices=("A", "B"))
     assert g._honoured(d, "Because.\nDecision: B", "stop") and not g._honoured(d, "Because.\nDecision: C", "stop")
+    assert not g._honoured(d, "I would pick", "length")  # max_tokens 512 fits the constraint: free text it is
+    short = ChatRequest(d.messages, choices=("A", "B"), max_tokens=40)
+    assert g._honoured(short, "Because the first", "length")  # 40 tokens cannot fit 400 characters of reasons
     assert not g._honoured(d, "Because.\n\nDecision: B", "stop")  # one paragraph, as the grammar says
 
 

@@ -59,7 +59,7 @@ def _start(gguf, log, port):
             urllib.request.urlopen(req, timeout=2).read()
             return p, url
         except OSError:
-            if p.poll() is not None or time.time() - t0 > 120:
+            if p.poll() is not None or time.time() - t0 > 600:  # a hang guard, not a speed check
                 p.kill()
                 pytest.fail(f"the {real_server.KIND} server did not start (see {log.name})")
             time.sleep(0.3)
@@ -136,3 +136,21 @@ def test_a_new_server_address_resumes_from_the_cache(llama_server, gguf, tmp_pat
         log.close()
     assert b2.stats["calls"] == 0 and all(r.cached for r in again)
     assert [r.choice_logprobs for r in again] == [r.choice_logprobs for r in first]
+
+
+def test_grammar_mode_sends_llama_cpp_its_grammar_and_stops_on_fields_it_ignores(llama_server, gguf, tmp_path):
+    """The server's kind (owned_by llamacpp) picks llama.cpp's grammar field: every answer valid. vLLM's
+    structured_outputs sent to it are ignored with HTTP 200 (issue 50: exit 0, invalid answers, no warning): now the
+    third free-text answer stops the run, naming the server and the style to pass."""
+    from crossprofile_lib.backends.openai_compat import ConstraintNotHonoured
+    from crossprofile_lib.run.runner import run_grid
+    cfg = RunConfig(templates=[ONE], seeds=[0], budgets=["0.6"], policies=["ALL", "EMPTY"], variants=["PSP", "SPS"])
+    kw = dict(base_url=llama_server, api_key=KEY, decision_mode="grammar", max_tokens=48, reason_chars=60,
+              tokenizer=f"gguf:{gguf}", concurrency=1)
+    auto = get_backend("openai/smollm2-135m", cache=tmp_path / "auto", **kw)
+    assert auto.server_kind() == "llama.cpp" and auto.style() == "gbnf"
+    df = run_grid(cfg, auto)
+    assert (df.error == "").all() and not df.invalid.any()
+    wrong = get_backend("openai/smollm2-135m", cache=tmp_path / "vllm", grammar_style="vllm", **kw)
+    with pytest.raises(ConstraintNotHonoured, match="The server is llama.cpp and was sent grammar_style=vllm"):
+        run_grid(cfg, wrong)

@@ -380,10 +380,16 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
         return ids
 
     def _honoured(self, r: ChatRequest, text: str, finish: Optional[str]) -> bool:
-        """Whether a constrained answer keeps to its constraint (a cut-off answer, ``finish_reason`` length, is not
-        counted against the server)."""
-        if finish == "length" or not self._constraint(r):
+        """Whether a constrained answer keeps to its constraint. An answer cut off by ``max_tokens`` (``finish_reason``
+        length) is not counted against the server where the constraint could not fit (a JSON answer that starts as
+        JSON; a decision whose ``max_tokens`` is below ``reason_chars``); free text cut off is."""
+        if not self._constraint(r):
             return True
+        if finish == "length":
+            if r.json_schema is not None:
+                return text.lstrip().startswith("{")
+            if r.max_tokens < self.reason_chars + 16:
+                return True
         if r.json_schema is not None:
             import jsonschema
             try:
