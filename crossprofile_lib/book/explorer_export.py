@@ -182,14 +182,14 @@ def template_data(template, grid: Grid) -> dict:
                             "costs": [costs[i] for i in range(len(w.claims))]}
                 row = []
                 for p in grid.policies:
-                    m, c, wk = w.memories[p], w.composition(p), w.walks[p]
+                    m, wk = w.memories[p], w.walks[p]
                     rule = [wk.rule, wk.doc, wk.k]
                     if rules.setdefault(p, rule) != rule or wk.budget not in (None, w.budget_tokens) or any(
                             s.cost != task["costs"][s.claim] for s in wk.steps):
                         raise AssertionError(f"{template.id} {v}/{seed} {p}: a walk the page cannot show as it is")
                     key = (m.text, m.tokens, m.kept_facts())
                     if key not in seen:
-                        vs = [verdict(w, p, s) for s in grid.social_proof]
+                        c, vs = w.composition(p), [verdict(w, p, s) for s in grid.social_proof]
                         seen[key] = mems.add([
                             m.tokens, c.kept_support, c.kept_decoy, c.kept_irrelevant, c.net_lead,
                             [x for pre, f in _lines(m.text, ftext) for x in (strings.add(pre), f)],
