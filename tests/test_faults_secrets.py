@@ -73,3 +73,14 @@ def test_command_lines_and_options_go_through_one_rule():
                            "extra_body": {"token": K, "n": 1}, "urls": [f"http://{K}@a/v1"]})
     assert K not in repr(opts) and opts["timeout"] == 5 and opts["chat_template"] == "chatml"
     assert opts["api_key"] == MASK and opts["extra_body"] == {"token": MASK, "n": 1}
+
+
+def test_the_shells_working_folder_is_no_secret(monkeypatch, tmp_path):
+    """PWD names the current folder, not a password: masked, it hid every path under it in every message (a
+    policy file's clash named '***/../mypol/p.py'); a variable whose name says password still is one."""
+    from crossprofile_lib.safety import redact
+    monkeypatch.setenv("PWD", str(tmp_path))
+    monkeypatch.setenv("OLDPWD", str(tmp_path / "before"))
+    monkeypatch.setenv("DB_PWD", "hunter2-long-enough")
+    msg = f"{tmp_path}/../mypol/p.py: clash; the key was hunter2-long-enough"
+    assert redact.redact_text(msg) == f"{tmp_path}/../mypol/p.py: clash; the key was {redact.MASK}"

@@ -239,6 +239,10 @@ def load(spec: str) -> PolicySource:
         return _LOADED[spec]
     path = Path(spec).expanduser()
     if spec.endswith(".py") or path.exists() or "/" in spec or "\\" in spec:
+        same = _same_file_loaded(path)
+        if same is not None:  # the same file under another spelling (../mine/p.py and /home/me/mine/p.py)
+            _LOADED[spec] = same
+            return same
         mod, sha = _exec_file(path, spec)
         with contained(spec, "reading POLICY/POLICIES", str(path), rule="attribute"):
             pols = _module_policies(mod, spec, None)
@@ -249,6 +253,22 @@ def load(spec: str) -> PolicySource:
     with contained(spec, "reading its policies", rule="attribute"):
         pols = _module_policies(mod, spec, attr or None)
     return _register(pols, _source("module", spec, getattr(mod, "__file__", None), pols), spec)
+
+
+def _same_file_loaded(path: Path) -> Optional[PolicySource]:
+    """The source already loaded from the file ``path`` names (the same real path and the same bytes), else None."""
+    try:
+        if not path.is_file():
+            return None
+        real = str(path.resolve())
+        sha = None
+        for s in _LOADED.values():
+            if s.origin == "file" and s.path == real:
+                sha = sha or file_sha256(path)
+                return s if s.sha256 == sha else None
+    except OSError:
+        return None
+    return None
 
 
 def load_all(specs) -> list[PolicySource]:

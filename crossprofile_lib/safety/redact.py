@@ -50,6 +50,9 @@ _NAME_VALUE = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 #: and ``XDG_SESSION_ID`` hold no key).
 ENV_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "passphrase",
                               "credential", "credentials"})
+#: Variables whose names hold such a word but never a key: the shell's working folder (``PWD`` is the current
+#: directory, not a password; masking it hid every path under it in every message).
+ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 #: An environment key shorter than this is not masked in free text (it would mask ordinary words).
 ENV_SECRET_MIN = 8
 #: A random-looking run in a URL path: 20+ letters and digits with at least one of each.
@@ -74,6 +77,8 @@ def _env_secrets() -> set[str]:
     out = set()
     for name, value in os.environ.items():
         words = _env_words(name)
+        if name in ENV_NOT_SECRET:
+            continue
         if words & ENV_SECRET_WORDS and len(value.strip()) >= ENV_SECRET_MIN:
             out.add(value.strip())
         elif "url" in words and "://" in value:
