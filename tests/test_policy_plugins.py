@@ -259,3 +259,23 @@ def test_module_object_and_entry_point(tmp_path):
     origins = {tuple(s["policies"]): s["origin"] for s in header["policy_files"]}
     assert origins == {("Latest",): "module", ("EPLatest",): "entry point"}
     assert set(pd.read_parquet(tmp_path / "o/results.parquet").policy) == {"Latest", "EPLatest", "EPLatest-k3"}
+
+
+def test_one_file_under_two_spellings_is_one_source_and_another_file_still_clashes(tmp_path, monkeypatch):
+    """POLICY_FILES=../mypol/p.py beside a RUNS= folder that recorded /abs/mypol/p.py: the same file, loaded once
+    (it clashed with itself); a different file defining the same name, or the same path edited, still clashes."""
+    (tmp_path / "mypol").mkdir()
+    (tmp_path / "work").mkdir()
+    f = tmp_path / "mypol" / "p.py"
+    f.write_text((ROOT / "examples" / "policies" / "keep_longest.py").read_text())
+    monkeypatch.chdir(tmp_path / "work")
+    a = plugins.load("../mypol/p.py")
+    b = plugins.load(str(f))
+    assert a is b and a.policies == ("Longest",) and a.path == str(f.resolve())
+    other = tmp_path / "other.py"
+    other.write_text(f.read_text())
+    with pytest.raises(plugins.PolicyFileError, match="clash: policy name 'Longest' is already registered"):
+        plugins.load(str(other))
+    f.write_text(f.read_text() + "\n# edited\n")
+    with pytest.raises(plugins.PolicyFileError, match="clash"):
+        plugins.load(str(tmp_path / "work" / ".." / "mypol" / "p.py"))
