@@ -553,7 +553,7 @@ def test_legible_in_both_themes_on_a_desktop_and_a_phone(site, browser, theme, w
         low = [(what, round(r, 2)) for what, r in cdp.evaluate(CONTROL_CONTRAST) if r < 4.5]
         assert not low, f"explorer controls below 4.5:1 ({theme}, {width} px): {low}"
         info = cdp.evaluate(f"const MIN_SCALE = {min_scale(width)};" + INSPECT)
-        assert info["page_overflow"] <= 1 and not info["over"] and not info["cut"], info
+        assert info["page_overflow"] <= 1 and not info["over"] and not info["cut"] and not info["loose"], info
         assert cdp.errors() == []
     finally:
         cdp.close()
