@@ -150,3 +150,29 @@ def test_an_imported_run_brings_its_own_policy_file_or_is_refused_naming_it(tmp_
     mine.unlink()
     with pytest.raises(RunImportError, match=rf"RUNS={run.path}: .*Longest.*POLICY_FILES"):
         import_run(run.path)
+
+
+def test_page_16_shows_an_imported_runs_own_policy_by_file_name(tmp_path):
+    """A RUNS= folder made with a policy file, built without POLICY_FILES: page 16 shows its policy (it said 'no
+    policy of your own'), and names the file by its name and SHA-256, never the machine's path."""
+    from types import SimpleNamespace
+
+    from crossprofile_lib import book
+    from crossprofile_lib.book.params import BookParams
+    f = tmp_path / "home" / "me" / "secret-project" / "keep_longest.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(EXAMPLE.read_text())
+    rec = {"origin": "file", "spec": str(f), "path": str(f), "policies": ["Longest"], "sha256": "ab" * 32}
+    imported = SimpleNamespace(header={"policy_files": [rec]})
+    plain = SimpleNamespace(header={"policy_files": []})
+    ch = SimpleNamespace(params=BookParams.quick(runs_root=str(tmp_path / "runs")), shown=[plain, imported])
+    assert book.user_policies_shown(ch) == ["Longest"]
+    assert book.user_policies_shown(SimpleNamespace(params=ch.params, shown=[plain])) == []
+    note = book.policy_files_note(ch.params, ch.shown)
+    assert "<code>keep_longest.py</code>: Longest (SHA-256 <code>abababababab</code>; recorded by an imported run)" in note
+    assert "secret-project" not in note and str(tmp_path) not in note
+    # POLICY_FILES too: by file name as well, once per file (the same SHA-256 is listed once)
+    with policy_registry_kept():
+        p = BookParams.quick(runs_root=str(tmp_path / "runs"), policy_files=[str(f)])
+        note = book.policy_files_note(p, [imported])
+        assert note.count("keep_longest.py") == 2 and "POLICY_FILES" in note and str(tmp_path) not in note

@@ -4,6 +4,8 @@ decision at a net lead of 0 or below is the memory's failure, above 0 the decide
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Optional, Sequence
 
 import pandas as pd
@@ -219,8 +221,33 @@ def no_policy_note():
                       "its accuracy in the classic and mirror cells, and where it fails and why.")
 
 
-def policy_files_note(params) -> str:
-    """HTML: the files behind the page's policies, with their SHA-256 (the run header records the same)."""
-    srcs = [(f, load_policy_file(f)) for f in params.policy_files]
-    return "<ul>" + "".join(f"<li><code>{esc(f)}</code>: {esc(', '.join(src.policies))} (SHA-256 "
-                            f"<code>{esc(src.sha256[:12])}</code>)</li>" for f, src in srcs) + "</ul>"
+def recorded_policy_files(runs) -> list[dict]:
+    """The policy files the shown runs recorded (``run.json``'s ``policy_files``: an imported run's own policies), once
+    each by SHA-256."""
+    out = {}
+    for r in runs:
+        for rec in (getattr(r, "header", None) or {}).get("policy_files") or ():
+            if isinstance(rec, dict) and rec.get("sha256"):
+                out.setdefault(rec["sha256"], rec)
+    return list(out.values())
+
+
+def user_policies_shown(ch) -> list[str]:
+    """The page's policies of your own: POLICY_FILES', then those the shown runs recorded (a RUNS= folder built with
+    a policy file shows it without POLICY_FILES)."""
+    rec = [n for f in recorded_policy_files(ch.shown) for n in f.get("policies", ())]
+    return list(dict.fromkeys([*ch.params.user_policies, *rec]))
+
+
+def policy_files_note(params, runs=()) -> str:
+    """HTML: the files behind the page's policies, by file name (never the machine's path) with their SHA-256, those
+    of POLICY_FILES and those the shown runs recorded (the run headers record the same)."""
+    items = {}
+    for f in params.policy_files:
+        src = load_policy_file(f)
+        items.setdefault(src.sha256, (Path(f).name, src.policies, "POLICY_FILES"))
+    for rec in recorded_policy_files(runs):
+        name = Path(str(rec.get("path") or rec.get("spec") or "?")).name
+        items.setdefault(rec["sha256"], (name, tuple(rec.get("policies", ())), "recorded by an imported run"))
+    return "<ul>" + "".join(f"<li><code>{esc(name)}</code>: {esc(', '.join(pols))} (SHA-256 <code>{esc(sha[:12])}"
+                            f"</code>; {esc(how)})</li>" for sha, (name, pols, how) in items.items()) + "</ul>"
