@@ -1,0 +1,136 @@
+"""The numbers a reader is shown first, where the book computes them (issue 55: the book wing's mutation survivors):
+the landing page's headline line (R1's classic - mirror swing with its sign, B4 and Random beside it in the right
+cells), chapter 4's rarest-first takeaway, chapter 5's relevance takeaways and the social-proof verdict, and the
+cell lookup every table uses. Hand-made cell tables whose numbers differ under each near miss (a swapped cell, a
+flipped sign, a wrong policy); no model and no run folder is needed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from crossprofile_lib.book import tables
+from crossprofile_lib.book.headline import headline_line, rarest_takeaways, relevance_takeaways
+from crossprofile_lib.book.runs import Run
+from crossprofile_lib.book.tables import CELL_LABELS, cell_entry, cell_value, contrast_row
+
+#: (classic, mirror) accuracy per policy: every number distinct, so a swapped cell or policy shows
+CELLS = {"R1": (80.0, 30.0), "B4": (60.0, 40.0), "Random": (55.0, 45.0), "R1-rel": (72.0, 33.0),
+         "R1-rel-oracle": (86.0, 31.0)}
+
+
+def cells(values=CELLS) -> pd.DataFrame:
+    rows = []
+    for p, (c, m) in values.items():
+        rows += [dict(policy=p, cell=CELL_LABELS["classic"], outcome="correct", estimate=c, lo=c - 5, hi=c + 5),
+                 dict(policy=p, cell=CELL_LABELS["mirror"], outcome="correct", estimate=m, lo=m - 5, hi=m + 5),
+                 dict(policy=p, cell=CELL_LABELS["classic"], outcome="chose_decoy", estimate=100 - c, lo=0, hi=100)]
+    return pd.DataFrame(rows)
+
+
+def run(backend="ledger", label_model="reference") -> Run:
+    return Run(Path("runs/x"), pd.DataFrame({"backend": [backend], "model": [label_model]}),
+               {"backend": backend, "model": label_model})
+
+
+def text(html: str) -> str:
+    """The prose without tags and without the paper's parentheses (their numbers are the paper's, not the run's)."""
+    t = re.sub(r"<[^>]+>", "", html)
+    t = re.sub(r"\(paper[^()]*(?:\([^()]*\)[^()]*)*\)", "", t)
+    return " ".join(t.split())
+
+
+def numbers(s: str) -> list[float]:
+    return [float(x) for x in re.findall(r"[+-]?\d+\.\d", s)]
+
+
+def test_cell_lookup_by_policy_cell_and_outcome():
+    t = cells()
+    assert cell_value(t, "B4", "mirror") == 40.0 and cell_value(t, "B4", "classic") == 60.0
+    assert cell_value(t, "R1", "classic", "chose_decoy") == 20.0
+    assert cell_entry(t, "R1", CELL_LABELS["mirror"]).estimate == 30.0      # a label works as well as a name
+    assert cell_entry(t, "M1", "classic") is None and cell_value(t, "M1", "classic") != cell_value(t, "M1", "classic")
+
+
+def test_headline_line_numbers_in_their_cells_and_the_swing_signed():
+    ch = SimpleNamespace(budget=lambda r: "0.6")
+    line = headline_line(ch, run(), cells())
+    assert "r = 0.6" in line and "swing of <b>+50.0 points</b>" in line
+    # R1 classic, mirror, the swing, B4 classic / mirror, Random classic / mirror, in that order
+    assert numbers(text(line).split("r = 0.6", 1)[1]) == [80.0, 30.0, 50.0, 60.0, 40.0, 55.0, 45.0]
+    # the mirror cell ahead: a negative swing keeps its sign
+    flipped = headline_line(ch, run(), cells(dict(CELLS, R1=(30.0, 80.0))))
+    assert "swing of <b>-50.0 points</b>" in flipped
+
+
+def test_headline_line_without_r1_in_a_cell_says_so():
+    ch = SimpleNamespace(budget=lambda r: "0.6")
+    t = cells({k: v for k, v in CELLS.items() if k != "R1"})
+    assert headline_line(ch, run(), t).endswith("no classic/mirror decisions at r = 0.6.")
+    only_classic = cells().query("not (policy == 'R1' and cell == @CELL_LABELS['mirror'])")
+    assert "no classic/mirror decisions" in headline_line(ch, run(), only_classic)
+    # B4 missing: its places read a dash, the rest stays
+    no_b4 = headline_line(ch, run(), cells({k: v for k, v in CELLS.items() if k != "B4"}))
+    assert "first-mention (B4) – / –" in no_b4
+
+
+def _holm(estimable=True):
+    return pd.DataFrame([dict(id="H1", estimate=12.5, lo=3.1, hi=20.2, estimable=estimable, p_adjusted=0.012),
+                         dict(id="H2", estimate=-4.5, lo=-9.0, hi=1.5, estimable=estimable, p_adjusted=0.2),
+                         dict(id="H3", estimate=-7.5, lo=-11.0, hi=-2.0, estimable=estimable, p_adjusted=0.004)])
+
+
+def _chapter(ref, sp=None, social_proof=0.5):
+    params = SimpleNamespace(social_proof=social_proof, irrelevant_weight=0.0, inverse_temperature=1.0)
+    return SimpleNamespace(ref=ref, sp=sp, model=None, shown=[ref], params=params,
+                           budget=lambda r: "0.6", at=lambda r, t: t)
+
+
+def test_contrast_row_only_when_estimable():
+    assert contrast_row(_holm(), "H1").estimate == 12.5
+    assert contrast_row(_holm(False), "H1") is None and contrast_row(_holm(), "H9") is None
+
+
+def test_rarest_takeaway_reads_r1_and_b4_in_each_cell(monkeypatch):
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda *a, **k: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)   # explain.py's sweep, not here
+    ref = run()
+    lines = rarest_takeaways(_chapter(ref), {ref.label: cells()}, {ref.label: _holm()})
+    first = text(lines[0]).split("r = 0.6", 1)[1]
+    assert numbers(first)[:4] == [80.0, 30.0, 60.0, 40.0]           # R1 classic, mirror; B4 classic, mirror
+    assert "H1 (" in lines[1] and "12.5" in lines[1] and "H2 (" in lines[2] and "-4.5" in lines[2]
+    assert lines[3] == "WHY"                                          # H2's explanation follows H2
+    gone = rarest_takeaways(_chapter(ref), {ref.label: cells()}, {ref.label: _holm(False)})
+    assert sum("is not estimable from this run" in x for x in gone) == 2
+
+
+def test_relevance_takeaways_gap_and_social_proof_verdict(monkeypatch):
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda *a, **k: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)   # explain.py's sweep, not here
+    ref, sp = run(), run(label_model="reference, social proof")
+    sp.tag = "sp"
+    base = cells()                                                     # R1-rel - R1 = 72 - 80 = -8.0 classic
+    lifted = cells(dict(CELLS, **{"R1-rel": (84.0, 33.0)}))            # +4.0 without the weight
+    ch = _chapter(ref, sp=sp)
+    lines = relevance_takeaways(ch, {ref.label: lifted, sp.label: base}, {ref.label: _holm()})
+    h3 = text(lines[0])
+    assert "H3 = R1-rel - R1 = -7.5 points" in h3
+    assert "R1-rel - R1 = +4.0 points" in h3 and "R1-rel-oracle - R1 = +6.0 points" in h3
+    last = text(lines[-1])
+    # with the weight -8.0 (72.0% against 80.0%), without it +4.0: the weight is what makes R1-rel lose
+    assert "is -8.0 points" in last and "72.0% against 80.0%" in last and "without it, +4.0 points" in last
+    assert "the weight on speaker labels is what makes R1-rel lose to R1 there" in last
+    both = relevance_takeaways(ch, {ref.label: base, sp.label: base}, {ref.label: _holm()})
+    assert "loses to R1 there with and without the weight" in both[-1]
+    neither = relevance_takeaways(ch, {ref.label: lifted, sp.label: lifted}, {ref.label: _holm()})
+    assert "the weight does not make R1-rel lose to R1 there" in neither[-1]
+
+
+@pytest.mark.parametrize("cell, label", [("classic", CELL_LABELS["classic"]), ("mirror", CELL_LABELS["mirror"])])
+def test_cell_labels_name_the_papers_cells(cell, label):
+    from crossprofile_lib.design import CLASSIC, MIRROR
+    assert label == f"{cell} ({CLASSIC if cell == 'classic' else MIRROR})" and tables.CELL_LABELS[cell] == label
