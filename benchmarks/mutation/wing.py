@@ -20,7 +20,7 @@ What a run does:
 2. appends a ``[tool.mutmut]`` section to the copy's ``pyproject.toml`` from ``benchmarks/mutation/wings.yaml``:
    the wing's modules (``only_mutate``; a wing may be restricted to the modules holding its most user-visible
    rules, and the entry says so) and the wing's own test files (``pytest_add_cli_args_test_selection``);
-3. runs ``nice -n 19 python -m mutmut run --max-children N`` there. mutmut runs the selected tests once with a
+3. runs ``nice -n 19 mutmut run --max-children N`` there (the console script). mutmut runs the selected tests once with a
    trampoline in every function to record which tests reach which function, then runs, for each mutant, only
    the tests that reached its function (per-function test selection), each in a forked worker with a CPU-time
    limit (15 x the tests' own time plus one second: a CPU-time limit, so the machine's load does not turn a
@@ -148,7 +148,9 @@ def environment(copy: Path) -> dict:
 
 
 def mutmut(copy: Path, args: list[str], nice: int, log) -> int:
-    cmd = ["nice", "-n", str(nice), sys.executable, "-m", "mutmut", *args]
+    # the console script, not ``python -m mutmut``: run as __main__, mutmut's module would be loaded twice and the
+    # stats (which tests reach which function) recorded in the copy nobody reads
+    cmd = ["nice", "-n", str(nice), str(Path(sys.executable).parent / "mutmut"), *args]
     p = subprocess.run(cmd, cwd=copy, env=environment(copy), stdout=log, stderr=subprocess.STDOUT)
     return p.returncode
 
