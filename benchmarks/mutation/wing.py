@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -155,6 +156,36 @@ def mutmut(copy: Path, args: list[str], nice: int, log) -> int:
     return p.returncode
 
 
+GENERATE = """
+import sys
+from mutmut.__main__ import copy_src_dir, copy_also_copy_files, create_mutants, setup_source_paths
+from mutmut.mutation.trampoline import set_mutant_under_test
+set_mutant_under_test("mutant_generation")
+copy_src_dir(); copy_also_copy_files(); setup_source_paths()
+create_mutants(int(sys.argv[1]))
+"""
+
+
+def generate(copy: Path, nice: int, max_children: int, log) -> list[str]:
+    """Write every mutant of the wing's modules (mutmut's own generation, as ``mutmut run`` starts) and return
+    their names, sorted."""
+    subprocess.run(["nice", "-n", str(nice), sys.executable, "-c", GENERATE, str(max_children)], cwd=copy,
+                   env=environment(copy), stdout=log, stderr=subprocess.STDOUT, check=True)
+    names = []
+    for meta in (copy / "mutants").rglob("*.py.meta"):
+        names += json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+    return sorted(names)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list:
+    if not n:
+        return [None, None]
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return [round(c - h, 4), round(c + h, 4)]
+
+
 def read_results(copy: Path, wing: dict) -> dict:
     """Per mutant: its status (mutmut's words) and, for those not killed, the diff."""
     from mutmut.stats import status_by_exit_code
@@ -240,6 +271,12 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, removed)")
     ap.add_argument("--rerun-survivors", metavar="DIR",
                     help="in a folder kept by --keep: copy the working tree's tests/ in and run the survivors again")
+    ap.add_argument("--report", metavar="DIR",
+                    help="write the results file from a folder kept by --keep (its run finished or was stopped) and exit")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="run a seeded random sample of this many of the wing's mutants (0: all); the score then "
+                         "carries its 95%% Wilson interval")
+    ap.add_argument("--seed", type=int, default=55, help="the sample's seed (random.Random; default 55)")
     ap.add_argument("--max-children", type=int, default=2, help="mutmut's workers (default 2)")
     ap.add_argument("--nice", type=int, default=19)
     ap.add_argument("--out", help="results file (default benchmarks/results/mutation_<wing>.json)")
@@ -255,7 +292,14 @@ def main(argv=None) -> int:
     wing = wings[args.wing]
     rec = Recorder(argv=[Path(sys.executable).name, *(sys.argv if argv is None else ["wing.py", *argv])])
     started = time.time()
-    if args.rerun_survivors:
+    before = None
+    if args.report:
+        work = Path(args.report)
+        copy = work / "project"
+        state = json.loads((work / "tree.json").read_text())
+        commit, dirty, tree, rc = state["commit"], state["dirty"], state["tree"], None
+        log = open(work / "mutmut.log", "a", encoding="utf-8")
+    elif args.rerun_survivors:
         work = Path(args.rerun_survivors)
         copy = work / "project"
         state = json.loads((work / "tree.json").read_text())
@@ -265,7 +309,10 @@ def main(argv=None) -> int:
         shutil.rmtree(copy / "tests", ignore_errors=True)
         shutil.copytree(ROOT / "tests", copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
         before = read_results(copy, wing)
+        if state.get("seed") is not None:
+            before = {m: r for m, r in before.items() if m in set(state["sample"])}
         again = [m for m, r in before.items() if BUCKET.get(r["status"]) != "killed"]
+        (work / f"before-{int(time.time())}.json").write_text(json.dumps(before))
         # the wing's test list may have grown (a new tests/test_wing_<wing>.py): update the copy's config
         text = (copy / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0]
         (copy / "pyproject.toml").write_text(text, encoding="utf-8")
@@ -288,9 +335,23 @@ def main(argv=None) -> int:
         print(f"mutating {len(wing['modules'])} modules of {args.wing} in {copy} ({tree}); log: {work}/mutmut.log",
               flush=True)
         log = open(work / "mutmut.log", "w", encoding="utf-8")
-        rc = mutmut(copy, ["run", "--max-children", str(args.max_children)], args.nice, log)
+        names = generate(copy, args.nice, args.max_children, log)
+        picked = names
+        if args.sample and args.sample < len(names):
+            picked = sorted(random.Random(args.seed).sample(names, args.sample))
+        state = dict(json.loads((work / "tree.json").read_text()), population=len(names), sample=picked,
+                     seed=args.seed if picked != names else None)
+        (work / "tree.json").write_text(json.dumps(state))
+        print(f"{len(names)} mutants; running {len(picked)}", flush=True)
+        rc = mutmut(copy, ["run", "--max-children", str(args.max_children), *(picked if picked != names else [])],
+                    args.nice, log)
     log.close()
+    state = json.loads((work / "tree.json").read_text())
     results = read_results(copy, wing)
+    if state.get("seed") is not None:    # a sample: only the mutants drawn
+        results = {m: r for m, r in results.items() if m in set(state["sample"])}
+    if before is not None:   # mutants not rerun keep their verdict (a changed test list may reset mutmut's)
+        results = {m: (results.get(m, r) if m in again else r) for m, r in before.items()}
     if not results:
         print(f"mutmut wrote no results (exit {rc}); see {work}/mutmut.log")
         return 2
@@ -305,6 +366,16 @@ def main(argv=None) -> int:
         "pytest_args": PYTEST_ARGS + list(wing.get("pytest_args", [])),
         "wall_s": round(time.time() - started, 1), **summary,
     }
+    if state.get("seed") is not None:
+        scored, c = summary["non_equivalent"], summary["counts"]
+        figures["sample"] = dict(population=state["population"], drawn=len(state["sample"]), seed=state["seed"],
+                                 how="random.Random(seed).sample over the sorted names of every mutant mutmut "
+                                     "generated in the wing's modules, drawn before any was run",
+                                 score_wilson_95=wilson(c["killed"], scored))
+    else:
+        figures["population"] = state.get("population", summary["mutants"])
+    if before is not None:
+        figures["before_rerun"] = summarise(args.wing, wing, before, {})["counts"]
     out = Path(args.out) if args.out else RESULTS / f"mutation_{args.wing}.json"
     written = rec.write(out, figures)
     written["record"].update(commit=commit, dirty=dirty)   # the tree measured, not the checkout's state
@@ -315,7 +386,7 @@ def main(argv=None) -> int:
           f"{summary['score']} -> {out}")
     if summary["stale_equivalent"]:
         print("stale equivalent entries:", ", ".join(s["mutant"] for s in summary["stale_equivalent"]))
-    if not args.keep and not args.rerun_survivors:
+    if not args.keep and not args.rerun_survivors and not args.report:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
