@@ -86,3 +86,21 @@ def test_url_keeps_harmless_query_and_server_and_names_its_secrets():
 def test_free_text_masks_urls_and_secret_words_but_not_settings():
     t = redact_text("calling https://host/v1?token=abc123 with accessToken=xyz987 and max_tokens=64")
     assert t == f"calling https://host/v1?token={MASK} with accessToken={MASK} and max_tokens=64"
+
+
+def test_output_folder_is_never_an_input_folder_but_a_sibling_with_a_longer_name_is_fine(tmp_path):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_folder
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "a.json").write_text("{}")
+    check_output_folder(tmp_path / "runs2", "run", inputs=[runs])                 # runs2 is not inside runs
+    check_output_folder(tmp_path / "run", "run", inputs=[runs])                   # nor is run
+    with pytest.raises(WouldDestroy, match="is inside the folder"):
+        check_output_folder(runs / "sub", "run", inputs=[runs])
+    with pytest.raises(WouldDestroy, match="is the folder"):
+        check_output_folder(runs, "run", inputs=[runs])
+    # an input FILE: its folder is refused, a folder below it is not an input folder
+    with pytest.raises(WouldDestroy, match="is the folder"):
+        check_output_folder(runs, "run", inputs=[runs / "a.json"])
+    check_output_folder(runs / "sub", "run", inputs=[runs / "a.json"])
+    check_output_folder(tmp_path / "out", "run", inputs=[])
