@@ -23,7 +23,7 @@ What a run does:
 3. runs ``nice -n 19 mutmut run --max-children N`` there (the console script). mutmut runs the selected tests once with a
    trampoline in every function to record which tests reach which function, then runs, for each mutant, only
    the tests that reached its function (per-function test selection), each in a forked worker with a CPU-time
-   limit (15 x the tests' own time plus one second: a CPU-time limit, so the machine's load does not turn a
+   limit (mutmut's: 2 x 15 x (the tests' own time + 10 s): a CPU-time limit, so the machine's load does not turn a
    slow test into a timeout);
 4. reads mutmut's per-file results (``mutants/**/*.py.meta``) and writes ``benchmarks/results/mutation_<wing>.json``
    (``benchmarks/record.py``'s record: commit, command, load before and after) with the counts (killed,
@@ -132,6 +132,9 @@ def configure(copy: Path, wing: dict) -> None:
         f"pytest_add_cli_args_test_selection = {toml_list(wing['tests'])}",
         "use_git_change_detection = false",
         f"timeout_multiplier = {float(wing.get('timeout_multiplier', 15.0))}",
+        # mutmut times a test's call, not its fixtures: a module fixture that fits a model (fit-paper, a run) would
+        # make every mutant of a function it reaches a false timeout under a limit of 15 x (call + 1 s)
+        f"timeout_constant = {float(wing.get('timeout_constant', 10.0))}",
         "",
     ])
     with open(copy / "pyproject.toml", "a", encoding="utf-8") as f:
