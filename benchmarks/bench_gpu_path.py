@@ -139,6 +139,38 @@ def in_process_vllm() -> dict:
         sys.modules.pop("vllm.sampling_params", None)
 
 
+#: where a call's client-side time goes, by the package its code lives in (cProfile's own time per function)
+TIME_GROUPS = (("the openai client", ("/openai/",)), ("httpx, httpcore, anyio, h11 (HTTP)", ("/httpx", "/httpcore",
+               "/anyio/", "/h11/")), ("asyncio and sockets", ("asyncio/", "selectors.py", "socket.py", "ssl.py")),
+               ("pydantic (parsing the answers)", ("/pydantic",)), ("the suite (prompts, cache keys, parsing)",
+               ("crossprofile_lib",)), ("SQLite (the call cache)", ("sqlite3",)))
+
+
+def where_the_time_goes(url: str) -> dict:
+    """One process, one server, concurrency 64, under cProfile: each group's share of the runner's own CPU time
+    (the server is another process)."""
+    import cProfile
+    import pstats
+    prof = cProfile.Profile()
+    with tempfile.TemporaryDirectory() as cache:
+        prof.enable()
+        r = send([url], DEV, 64, cache)
+        prof.disable()
+    st = pstats.Stats(prof)
+    own = {}
+    for (file, _, name), (_, _, tt, _, _) in st.stats.items():
+        if file == "~":  # a builtin: by what it is (a socket's send is the kernel's loopback write)
+            group = ("asyncio and sockets" if any(k in name for k in ("socket", "select", "poll", "getpeername"))
+                     else "SQLite (the call cache)" if "sqlite3" in name else "other (Python builtins, json, typing)")
+        else:
+            group = next((g for g, keys in TIME_GROUPS if any(k in file for k in keys)),
+                         "other (Python builtins, json, typing)")
+        own[group] = own.get(group, 0.0) + tt
+    total = sum(own.values())
+    return {"calls": r["calls"], "calls_per_s_under_profiler": r["calls_per_s"],
+            "share_of_runner_cpu": {g: round(t / total, 3) for g, t in sorted(own.items(), key=lambda x: -x[1])}}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-count", action="store_true", help="skip the call count (minutes on a loaded machine)")
@@ -177,7 +209,8 @@ def main(argv=None) -> int:
                          ("one_process_two_base_urls_c256", lambda: one_process(urls, 256)),
                          ("two_processes_two_base_urls_c128_each", lambda: processes(urls, 128)),
                          ("openai_client_only_c64", client_only),
-                         ("in_process_vllm_stand_in", in_process_vllm)):
+                         ("in_process_vllm_stand_in", in_process_vllm),
+                         ("where_the_time_goes_one_server_c64", lambda: where_the_time_goes(urls[0]))):
             if a.only and name not in a.only.split(","):
                 continue
             if a.only:
