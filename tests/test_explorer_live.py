@@ -548,7 +548,7 @@ def test_legible_in_both_themes_on_a_desktop_and_a_phone(site, browser, theme, w
         # every part of the explorer shown: the other policies, their walks, the discussion, the claims, the answers
         cdp.evaluate("document.querySelectorAll('.cp-live details').forEach(d => d.open = true), true")
         c = cdp.evaluate(CONTRAST)
-        assert c["theme"] == theme and c["checked"] > 200
+        assert c["theme"] == theme and c["checked"] > 200 and c["found"].get(".cp-caption")
         assert c["n_low"] == 0, c["low"]
         low = [(what, round(r, 2)) for what, r in cdp.evaluate(CONTROL_CONTRAST) if r < 4.5]
         assert not low, f"explorer controls below 4.5:1 ({theme}, {width} px): {low}"

@@ -406,7 +406,10 @@ def live_explorer(template, variant: str = CLASSIC, policy: str = "R1", budget: 
     which is what the script renders for them."""
     e = explore(template, variant, policy, budget, social_proof, seed)
     return HTML(f"<link rel='stylesheet' href='{LIVE_ASSETS}explorer.css'>"
-                f"<div class='cp-live' data-cp-live='view'><div class='cp-live-view'>{e.html()}</div></div>"
+                f"<div class='cp-live' data-cp-live='view'><div class='cp-live-view'>{e.html()}</div>"
+                f"<p class='cp-caption'>Decisions by the {REFERENCE} (backend ledger: a normative evidence counter, not "
+                "a language model), computed by the library when this book was built and looked up by your browser; "
+                "no model is asked anything on this page.</p></div>"
                 f"<script src='{LIVE_ASSETS}explorer.js' defer></script>")
 
 
