@@ -148,20 +148,6 @@ def test_a_walk_that_does_not_reproduce_its_memory_is_refused(hospital):
         walk(spec, w.claims, w.memories["B4"], w.budget_tokens, explorer._decider(0.0).tokenizer)
 
 
-def test_a_policy_of_your_own_that_does_not_replay_shows_what_it_kept(hospital):
-    """A built-in policy's walk must replay (above); a policy of your own whose order does not (its own generator,
-    say) still shows what its memory kept, and the walk says no more than that."""
-    from crossprofile_lib.policies import plugins
-    plugins.load(str(ROOT / "examples" / "policies" / "keep_longest.py"))
-    w = explorer.walkthrough(hospital, "PSP", budget="0.4", policies=("Longest", "B4"))
-    assert w.walks["Longest"].rule == "fit"  # it replays
-    other = w.memories["B4"]  # a memory its order does not give
-    wk = walk(parse_policy("Longest"), w.claims, other, w.budget_tokens, explorer._decider(0.0).tokenizer)
-    kept = {c.first_mention for c in other.kept}
-    assert wk.rule == "own" and [s.kept for s in wk.steps] == [c.first_mention in kept for c in w.claims.claims]
-    assert {reason(wk, s) for s in wk.steps} == {"kept", "dropped: Longest did not keep it"}
-
-
 def test_the_reasons_add_up(hospital):
     w = explorer.walkthrough(hospital, "PSP", budget="0.4", policies=explorer.EXPLORER_POLICIES)
     fit = w.walks["R1"]

@@ -166,8 +166,6 @@ def walk_caption(w: Walk) -> str:
         return f"What {w.policy} keeps. Priority order: {w.doc}; the first {w.k} claims, whatever their cost"
     if w.rule == "transcript":
         return f"What {w.policy} shows: {w.doc}, every line of the discussion, repeats included"
-    if w.rule == "own":
-        return f"What {w.policy} keeps: {w.doc}, a policy of your own whose walk is not replayed here"
     return f"What {w.policy} keeps: {w.doc}, unbudgeted"
 
 

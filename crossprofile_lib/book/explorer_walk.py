@@ -7,9 +7,8 @@ Rules (:attr:`Walk.rule`): ``fit`` a copy policy packed greedily first-fit (a li
 the walk goes on; SPEC section 6), ``packer`` a copy policy with a packing rule of its own (BAL), ``fixed-k`` the
 fixed-k control (the first k claims of the priority order, whatever their cost), ``unbudgeted`` a control that keeps
 claims by a rule of its own (ALL, EMPTY, private-only, shared-only), ``transcript`` REF (every line of the
-discussion), ``own`` a policy of your own whose order does not replay (what it kept, no more). The same sentences
-are written by the page's script (book/_static/cp-explorer/explorer.js), and tests/test_explorer_live.py proves them
-equal for every step of a build's grid.
+discussion). The same sentences are written by the page's script (book/_static/cp-explorer/explorer.js), and
+tests/test_explorer_live.py proves them equal for every step of a build's grid.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from crossprofile_lib.policies import guard
 from crossprofile_lib.policies.registry import REGISTRY, PolicyContext, PolicySpec
 from crossprofile_lib.task.budgets import line_cost
 from crossprofile_lib.task.discussion import ClaimList
@@ -79,19 +77,6 @@ def walk(spec: PolicySpec, cl: ClaimList, memory: Memory, budget: Optional[int],
     if pol.kind != "copy":
         steps = tuple(Step(i, None, cost[i], None, i in kept) for i in range(n))
         return Walk(spec.name, "unbudgeted", pol.doc, budget, None, steps)
-    try:
-        return _replay(spec, pol, cl, kept, cost, budget, tokenizer, ctx)
-    except Exception:
-        if spec.base not in guard.PLUGINS:
-            raise
-        # a policy of your own whose order does not replay (it draws from its own generator, say): its memory
-        # still shows what it kept; the walk says no more than that
-        steps = tuple(Step(i, None, cost[i], None, i in kept) for i in range(n))
-        return Walk(spec.name, "own", pol.doc, budget, spec.fixed_k, steps)
-
-
-def _replay(spec, pol, cl, kept, cost, budget, tokenizer, ctx) -> Walk:
-    n = len(cl)
     order = [int(i) for i in pol.order(cl, ctx or PolicyContext(None))]
     if spec.fixed_k is not None:
         replay = set(order[:spec.fixed_k])
@@ -126,6 +111,4 @@ def reason(w: Walk, s: Step) -> str:
         return f"dropped: the fixed-k control keeps the first {w.k} in priority order"
     if w.rule == "packer":
         return f"dropped: its own packing rule ({w.doc}) did not take it; {w.budget - w.used} of {w.budget} tokens left"
-    if w.rule == "own":
-        return f"dropped: {w.policy} did not keep it"
     return f"dropped: {w.policy} keeps {w.doc}"

@@ -94,7 +94,6 @@
     if (rule === "packer") return `What ${policy} keeps within ${budget} tokens. Priority order: ${doc}; packed by its own rule`;
     if (rule === "fixed-k") return `What ${policy} keeps. Priority order: ${doc}; the first ${k} claims, whatever their cost`;
     if (rule === "transcript") return `What ${policy} shows: ${doc}, every line of the discussion, repeats included`;
-    if (rule === "own") return `What ${policy} keeps: ${doc}, a policy of your own whose walk is not replayed here`;
     return `What ${policy} keeps: ${doc}, unbudgeted`;
   }
 
@@ -122,7 +121,6 @@
         else if (rule === "fixed-k") why = `dropped: the fixed-k control keeps the first ${k} in priority order`;
         else if (rule === "packer")
           why = `dropped: its own packing rule (${doc}) did not take it; ${B - used} of ${B} tokens left`;
-        else if (rule === "own") why = `dropped: ${policy} did not keep it`;
         else why = `dropped: ${policy} keeps ${doc}`;
       }
       const ranked = rule === "fit" || rule === "packer" || rule === "fixed-k";
