@@ -97,7 +97,8 @@ def walk(spec: PolicySpec, cl: ClaimList, memory: Memory, budget: Optional[int],
         steps, rule = tuple(out), "fit"
     if replay != kept or sorted(s.claim for s in steps) != list(range(n)):
         raise WalkMismatch(f"policy {spec.name}: replaying its order keeps claims {sorted(replay)}, its memory "
-                           f"kept {sorted(kept)}")
+                           f"kept {sorted(kept)} (chapter 10's explorer explains a memory by replaying the policy: its "
+                           "order must depend only on the claim list and the generator it is given, ctx.rng)")
     return Walk(spec.name, rule, pol.doc, budget, spec.fixed_k, steps)
 
 
