@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.book.display import mark_kind, mark_text
 from crossprofile_lib.book.paper import same_model_values
 from crossprofile_lib.book.runs import Run, bootstrap, resolve, unit_column
 from crossprofile_lib.design import CLASSIC, MIRROR, PRIMARY_BUDGET
@@ -90,7 +91,8 @@ def contrast_table(res: pd.DataFrame, run: Optional[Run] = None) -> pd.DataFrame
     res = res.assign(paper=[same_model_paper(p, run) for p in res["paper"]])
     out = pd.DataFrame({
         "contrast": res["title"].to_numpy(),
-        "estimate (points)": res["estimate"].round(1).to_numpy(),
+        "estimate (points)": (res["estimate"].round(1).to_numpy() if run is None else  # marked at the number
+                              [f"{v:+.1f}" + mark_text(mark_kind(run), run) if pd.notna(v) else "–" for v in res["estimate"]]),
         "95% interval": [f"[{l:.1f}, {h:.1f}]" if pd.notna(l) else "–" for l, h in zip(res["lo"], res["hi"])],
         "Holm-adjusted interval": [f"[{l:.1f}, {h:.1f}] ({100 * v:.1f}%)" if pd.notna(l) else "–"
                                    for l, h, v in zip(res["lo_holm"], res["hi_holm"], res["holm_level"])],
