@@ -100,8 +100,8 @@ def test_fit_loss_is_the_whole_sum_of_squared_whitened_residuals(dev):
 
 
 def _fit(cache, **kw):
-    return fit_paper(templates=DEV, cache_dir=cache, with_recovery=False, with_profiles=False, use_cache=False,
-                     resamples=0, **kw)
+    kw.setdefault("resamples", 0)
+    return fit_paper(templates=DEV, cache_dir=cache, with_recovery=False, with_profiles=False, use_cache=False, **kw)
 
 
 def test_papers_sample_scale_counts_this_designs_seeds(cache):
@@ -126,3 +126,76 @@ def test_profile_variance_factor_is_floored_at_one(cache):
     assert f["profile_sigma2"] == 1.0
     q = _fit(cache, seeds=[0], models=[Q]).info["fits"][Q]
     assert q["loss"] / q["df"] > 1 and q["profile_sigma2"] == pytest.approx(q["loss"] / q["df"])
+
+
+def test_models_with_exactly_the_minimum_of_figures_are_fitted():
+    from crossprofile_lib.paperfit.figures import model_columns
+    figs = [f for f in select_figures() if f.kind == "decision"]
+    cols = model_columns(figs)
+    n = {m: sum(m in f.paper for f in figs) for m in cols}
+    for m, k in n.items():
+        assert m in model_columns(figs, min_figures=k)                 # at least k: kept at exactly k
+        assert m not in model_columns(figs, min_figures=k + 1)
+
+
+def test_profile_interval_interpolates_each_crossing_by_hand():
+    from crossprofile_lib.paperfit.report import _profile_interval
+    values = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    loss = np.array([9.0, 3.0, 0.0, 1.0, 7.0])
+    # threshold 5: the crossing between 0 (loss 9) and 1 (loss 3) is at 0 + (5 - 9) / (3 - 9) = 2/3; between
+    # 3 (loss 1) and 4 (loss 7) at 3 + (5 - 1) / (7 - 1) = 3 2/3
+    assert _profile_interval(values, loss, 5.0) == pytest.approx((2 / 3, 11 / 3))
+    # within the threshold at an end: that end is the bound
+    assert _profile_interval(values, np.array([1.0, 0.0, 2.0, 8.0, 9.0]), 5.0) == pytest.approx((0.0, 2.5))
+    # one point inside: 1 + (4 - 5) / (0 - 5) = 1.2 and 2 + (4 - 0) / (5 - 0) = 2.8
+    assert _profile_interval(values, np.array([5.0, 5.0, 0.0, 5.0, 5.0]), 4.0) == pytest.approx((1.2, 2.8))
+
+
+def test_linkage_of_no_figures_is_empty():
+    S = _one_atom("plus")
+    assert S.linkage([False, False]) == dict(n_figures=0, n_independent=0, groups=[])
+    lk = S.linkage([True, True])
+    assert lk["n_figures"] == 2 and lk["n_independent"] == 2 and lk["groups"] == []
+
+
+def test_refine_tries_the_grid_and_the_given_start_and_keeps_the_lower_loss(dev, monkeypatch):
+    dec, design, fm, F, S = dev
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    used = ~np.isnan(y) & fm.estimable
+    starts, real = [], Fitter.fit
+
+    def spy(self, y, used, W=None, start=None, fixed=None, H=None):
+        out = real(self, y, used, W, start, fixed, H)
+        starts.append((None if start is None else tuple(start), out["loss"]))
+        return out
+    monkeypatch.setattr(Fitter, "fit", spy)
+    best = F.refine(y, used, (0.1, 0.2, 3.0))
+    assert [s for s, _ in starts] == [None, (0.1, 0.2, 3.0)]
+    assert best["loss"] == min(loss for _, loss in starts)
+
+
+def test_the_design_drops_the_columns_no_figure_reads(dev):
+    dec, design, fm, F, S = dev
+    assert not {"option_order", "memory_sha", "error", "stance_source", "stance_agreement"} & set(design.rows.columns)
+
+
+def test_fit_skips_a_model_without_figures_seeds_each_model_apart_and_reweights(cache, monkeypatch):
+    """A model the paper gives no figures is skipped (the next is still fitted); the parametric stream is named for
+    its model and the template stream for the templates; the template-bootstrap refits use the fitted figures; the
+    reweighting converges before its limit and stops at the limit."""
+    import crossprofile_lib.paperfit.report as R
+    names, real = [], R.stream
+
+    def spy(seed, *parts):
+        names.append(parts)
+        return real(seed, *parts)
+    monkeypatch.setattr(R, "stream", spy)
+    res = _fit(cache, seeds=[0], models=["No-Such-Model", Q], resamples=4, template_resamples=4)
+    assert list(res.info["fits"]) == [Q]
+    assert ("paperfit", "parametric", Q) in names and ("paperfit", "templates") in names
+    p = res.params.set_index("parameter")
+    assert np.isfinite(p[["template_lo", "template_hi"]].to_numpy()).all()
+    assert (p.template_lo <= p.template_hi).all()
+    assert 1 <= res.info["fits"][Q]["reweight_steps"] < R.REWEIGHT_STEPS
+    monkeypatch.setattr(R, "REWEIGHT_STEPS", 1)
+    assert _fit(cache, seeds=[0], models=[Q]).info["fits"][Q]["reweight_steps"] == 1
