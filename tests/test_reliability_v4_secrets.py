@@ -71,6 +71,8 @@ def test_the_rule_masks_known_secrets_in_every_shape(monkeypatch):
     monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/agent.sock")
     monkeypatch.setenv("XDG_SESSION_TYPE", "tty")
     monkeypatch.setenv("SHORT_TOKEN", "abc")
+    monkeypatch.setenv("PWD", "/home/someone/projects")  # the working folder, not a password
+    monkeypatch.setenv("OLDPWD", "/home/someone/elsewhere")
     redact.register_secret(OTHER)
     assert redact.redact_text(f"line with {KEY} and {OTHER}") == "line with *** and ***"
     assert redact.redact_url(f"http://h:1/{KEY}/v1") == "http://h:1/***/v1"
@@ -78,7 +80,8 @@ def test_the_rule_masks_known_secrets_in_every_shape(monkeypatch):
     assert redact.redact_url("http://h:1/Qwen2.5-7B-Instruct/v1") == "http://h:1/Qwen2.5-7B-Instruct/v1"  # a name
     assert redact.redact_value("extra_body", {"user": KEY, "x-api-key": "v", "n": 1}) == {
         "user": "***", "x-api-key": "***", "n": 1}
-    assert redact.redact_text("see /tmp/agent.sock, a tty, abc") == "see /tmp/agent.sock, a tty, abc"
+    assert redact.redact_text("see /tmp/agent.sock, a tty, abc, /home/someone/projects/run") == (
+        "see /tmp/agent.sock, a tty, abc, /home/someone/projects/run")
     assert redact.redact_text("error: unrecognized arguments: --api-key=zz9z --seeds 0") == (
         "error: unrecognized arguments: --api-key=*** --seeds 0")
     assert redact.holds_secret(f"Decision: A ({KEY})") and not redact.holds_secret("Decision: A")
