@@ -1,9 +1,11 @@
 """HiddenBench's rules where they live (issue 55: the hiddenbench wing's mutation survivors): the duplicate
 confirmation reads the model's LAST yes/no, only grey-zone pairs are put to the model, a "no" keeps two claims apart;
-hand-checked cases whose outcome differs under each near miss."""
+chapter 8's natural and controlled tables (initial and final votes in their columns, the budget's rows, failed calls
+refused) and the group vote's strict majority; hand-checked cases whose outcome differs under each near miss."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from crossprofile_lib.backends.base import ChatResult
@@ -85,3 +87,61 @@ def test_grey_pairs_and_merge_by_hand():
     assert m.cluster == (0, 1, 2, 0) and m.confirmed_pairs == ((2, 0, False),) and m.n_raw == 4
     y = merge_claims(raw, ["A1", "A2", "A3", "A4"], confirm=lambda i, rep: True)
     assert y.cluster == (0, 1, 0, 0) and len(y.claim_list) == 2
+
+
+def _natural():
+    sessions = pd.DataFrame(dict(ablation=["baseline", "baseline", "evidence-first"], group_correct=[1, 0, 1],
+                                 disclosure_rate=[0.5, 0.25, 1.0]))
+    votes = pd.DataFrame(dict(
+        ablation=["baseline"] * 8 + ["evidence-first"] * 4,
+        phase=["initial"] * 4 + ["final"] * 4 + ["initial", "initial", "final", "final"],
+        correct=[1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1],
+        invalid=[0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0]))
+    decisions = pd.DataFrame(dict(
+        ablation=["baseline"] * 5 + ["evidence-first"],
+        budget_label=["0.6", "0.6", "0.3", "none", "0.6", "0.6"],
+        policy=["R1", "R1", "R1", "EMPTY", "B4", "R1"],
+        correct=[True, False, True, True, False, True]))
+    return sessions, votes, decisions
+
+
+def test_natural_summary_by_hand():
+    from crossprofile_lib.hiddenbench.measures import natural_summary
+    t = natural_summary(*_natural(), budget="0.6")
+    assert list(t.index) == ["baseline", "evidence-first"]
+    b = t.loc["baseline"]
+    # initial votes 1 of 4 right, final 3 of 4 (the columns are not swapped); group 1 of 2; disclosure mean
+    assert (b.initial_vote, b.final_vote, b.group_vote, b.disclosure) == (25.0, 75.0, 50.0, 37.5)
+    assert b.sessions == 2 and b.invalid_votes == 2
+    # the policies at the budget asked (0.3 left out) and those without a budget ("none")
+    assert (b.R1, b.EMPTY, b.B4) == (50.0, 100.0, 0.0)
+    e = t.loc["evidence-first"]
+    assert (e.initial_vote, e.final_vote, e.invalid_votes, e.R1) == (0.0, 100.0, 2, 100.0)
+    assert natural_summary(*_natural(), budget="0.3").loc["baseline"].R1 == 100.0
+
+
+def test_failed_calls_are_refused_unless_dropped():
+    from crossprofile_lib.hiddenbench.measures import controlled_summary
+    from crossprofile_lib.stats.analysis_set import FailedCallsError
+    d = pd.DataFrame(dict(policy=["R1", "R1", "R1", "B3"], budget_label=["0.6"] * 4, decided=[True, True, False, True],
+                          correct=[True, False, False, True], invalid=[0, 1, 0, 0], kept_hidden=[4, 2, 3, 1],
+                          kept_shared=[1, 1, 2, 0], hidden_retention=[1.0, 0.5, 0.75, 0.25],
+                          profile_complete=[1, 0, 0, 0], error=[None, None, None, "HTTP 500"]))
+    with pytest.raises(FailedCallsError, match="1 of 4 rows are failed model calls"):
+        controlled_summary(d, "0.6")
+    t = controlled_summary(d, "0.6", allow_errors=True)
+    assert list(t.index) == ["R1"]                                   # B3's only row was a failed call
+    r = t.loc["R1"]
+    # accuracy over the decided rows only (1 of 2), every row's composition (3 rows)
+    assert (r.accuracy, r.invalid, r.decisions) == (50.0, 1, 2)
+    assert (r.kept_hidden, r.kept_shared, r.hidden_retention) == (3.0, pytest.approx(4 / 3), 0.75)
+    assert r.profile_complete == pytest.approx(100 / 3)
+
+
+def test_strict_majority_counts_the_whole_group():
+    from crossprofile_lib.hiddenbench.measures import group_vote
+    two_of_four = group_vote([("A1", "O1"), ("A2", "O1"), ("A3", None), ("A4", None)])
+    assert two_of_four.option == "O1" and not two_of_four.strict_majority and two_of_four.n_valid == 2
+    assert group_vote([("A1", "O1"), ("A2", "O1")], n_agents=4).strict_majority is False
+    assert group_vote([("A1", "O1"), ("A2", "O1"), ("A3", "O1")], n_agents=5).strict_majority is True
+    assert group_vote([("A1", "O2"), ("A2", "O1"), ("A3", "O1")]).option == "O1"
