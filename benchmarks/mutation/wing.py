@@ -280,6 +280,7 @@ def main(argv=None) -> int:
                     help="run a seeded random sample of this many of the wing's mutants (0: all); the score then "
                          "carries its 95%% Wilson interval")
     ap.add_argument("--seed", type=int, default=55, help="the sample's seed (random.Random; default 55)")
+    ap.add_argument("--note", default="", help="a sentence for the results file (how the run was made, if unusual)")
     ap.add_argument("--max-children", type=int, default=2, help="mutmut's workers (default 2)")
     ap.add_argument("--nice", type=int, default=19)
     ap.add_argument("--out", help="results file (default benchmarks/results/mutation_<wing>.json)")
@@ -367,7 +368,7 @@ def main(argv=None) -> int:
         "wing": args.wing, "tree": tree, "measured_commit": commit, "measured_dirty": dirty, "mutmut_exit": rc,
         "modules": wing["modules"], "restricted": wing.get("restricted", ""), "tests": wing["tests"],
         "pytest_args": PYTEST_ARGS + list(wing.get("pytest_args", [])),
-        "wall_s": round(time.time() - started, 1), **summary,
+        "wall_s": round(time.time() - started, 1), **({"note": args.note} if args.note else {}), **summary,
     }
     if state.get("seed") is not None:
         scored, c = summary["non_equivalent"], summary["counts"]
