@@ -120,8 +120,11 @@ def toml_list(xs) -> str:
     return "[" + ", ".join(json.dumps(str(x)) for x in xs) + "]"
 
 
-def configure(copy: Path, wing: dict) -> None:
-    """Append the wing's ``[tool.mutmut]`` section to the copy's pyproject.toml."""
+def configure(copy: Path, wing: dict) -> list[str]:
+    """Append the wing's ``[tool.mutmut]`` section to the copy's pyproject.toml; returns the wing's test files the
+    copy lacks (an older commit measured before they were written), which are left out of the selection."""
+    missing = [t for t in wing["tests"] if not (copy / t.split("::")[0]).exists()]
+    wing = dict(wing, tests=[t for t in wing["tests"] if t not in missing])
     also = sorted(p.name for p in copy.iterdir() if p.name not in NOT_COPIED and p.name != "pyproject.toml")
     section = "\n".join([
         "", "[tool.mutmut]",
@@ -139,6 +142,7 @@ def configure(copy: Path, wing: dict) -> None:
     ])
     with open(copy / "pyproject.toml", "a", encoding="utf-8") as f:
         f.write(section)
+    return missing
 
 
 def environment(copy: Path) -> dict:
@@ -327,6 +331,8 @@ def main(argv=None) -> int:
         log = open(work / "mutmut.log", "a", encoding="utf-8")
         rc = mutmut(copy, ["run", "--max-children", str(args.max_children), *again], args.nice, log) if again else 0
         tree = state["tree"] + " + tests/ of the working tree (survivors rerun)"
+        state["tests_not_in_tree"] = []
+        (work / "tree.json").write_text(json.dumps(state))
     else:
         work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix=f"mutation-{args.wing}-"))
         if (work / "project").exists():
@@ -335,7 +341,9 @@ def main(argv=None) -> int:
         commit, dirty = copy_tree(copy, args.tree)
         tree = "working tree" if args.tree == "work" else f"git archive {commit}"
         (work / "tree.json").write_text(json.dumps({"commit": commit, "dirty": dirty, "tree": tree}))
-        configure(copy, wing)
+        state_missing = configure(copy, wing)
+        (work / "tree.json").write_text(json.dumps(dict(json.loads((work / "tree.json").read_text()),
+                                                        tests_not_in_tree=state_missing)))
         print(f"mutating {len(wing['modules'])} modules of {args.wing} in {copy} ({tree}); log: {work}/mutmut.log",
               flush=True)
         log = open(work / "mutmut.log", "w", encoding="utf-8")
@@ -366,7 +374,9 @@ def main(argv=None) -> int:
                 "wing's modules, each against the wing's own tests that reach its function",
         "tool": "mutmut " + __import__("importlib.metadata").metadata.version("mutmut"),
         "wing": args.wing, "tree": tree, "measured_commit": commit, "measured_dirty": dirty, "mutmut_exit": rc,
-        "modules": wing["modules"], "restricted": wing.get("restricted", ""), "tests": wing["tests"],
+        "modules": wing["modules"], "restricted": wing.get("restricted", ""),
+        "tests": [t for t in wing["tests"] if t not in state.get("tests_not_in_tree", [])],
+        **({"tests_not_in_tree": state["tests_not_in_tree"]} if state.get("tests_not_in_tree") else {}),
         "pytest_args": PYTEST_ARGS + list(wing.get("pytest_args", [])),
         "wall_s": round(time.time() - started, 1), **({"note": args.note} if args.note else {}), **summary,
     }
