@@ -199,3 +199,53 @@ def test_fit_skips_a_model_without_figures_seeds_each_model_apart_and_reweights(
     assert 1 <= res.info["fits"][Q]["reweight_steps"] < R.REWEIGHT_STEPS
     monkeypatch.setattr(R, "REWEIGHT_STEPS", 1)
     assert _fit(cache, seeds=[0], models=[Q]).info["fits"][Q]["reweight_steps"] == 1
+
+
+def test_predictions_at_a_point_and_over_a_grid_are_the_fitters(dev, cache):
+    from crossprofile_lib.paperfit.report import predict_at, predict_grid
+    dec, design, fm, F, S = dev
+    a, b = (0.0, 0.5, 2.0), (0.3, -0.2, 4.0)
+    pa = predict_at(a, templates=DEV, seeds=[0], cache_dir=cache)
+    assert list(pa.index) == [f.ref for f in dec]
+    assert np.allclose(pa.to_numpy(), F.predict(np.array(a)), equal_nan=True) and np.isfinite(pa).sum() > 10
+    g = predict_grid([a, b], templates=DEV, seeds=[0], cache_dir=cache)
+    assert list(g.columns) == [0, 1] and list(g.index) == list(pa.index)
+    assert np.allclose(g[0], pa, equal_nan=True) and np.allclose(g[1], F.predict(np.array(b)), equal_nan=True)
+    assert not np.allclose(g[0], g[1], equal_nan=True)
+    # the design's seeds are the ones asked: two seeds give another design (other rows behind the figures)
+    two = predict_at(a, templates=DEV, seeds=[0, 1], cache_dir=cache)
+    assert list(two.index) == list(pa.index) and not np.allclose(two, pa, equal_nan=True)
+
+
+def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
+    """The profile table names each parameter and its delta is (loss - min) / sigma^2; a figure whose terms match no
+    rows is 'not estimable' (one made so here), one the paper gives no value for 'prediction only'; the recovery
+    table's interval is the 2.5th to 97.5th percentile of the refits (201 made-up refits 0..200: 5 and 195)."""
+    import dataclasses
+
+    import crossprofile_lib.paperfit.report as R
+    real_fm = R.figure_matrix
+    made = {}
+
+    def one_not_estimable(design, dec):
+        fm = real_fm(design, dec)
+        y = [f.paper.get(Q, np.nan) for f in dec]
+        i = next(i for i, f in enumerate(dec) if np.isnan(y[i]) and not any(k in f.paper for k in R.NOT_SEPARATED))
+        made["ref"] = dec[i].ref
+        return dataclasses.replace(fm, reasons=tuple("no rows" if k == i else r for k, r in enumerate(fm.reasons)))
+    monkeypatch.setattr(R, "figure_matrix", one_not_estimable)
+    est = np.repeat(np.arange(201.0)[:, None], 3, axis=1)
+    monkeypatch.setattr(R, "recovery", lambda F, used, truths, rng, S, kappa, draws: [
+        dict(truth=np.asarray(t, dtype=float), estimates=est, estimate=np.median(est, axis=0), rmse=0.5) for t in truths])
+    res = fit_paper(templates=DEV, seeds=[0], cache_dir=cache, models=[Q], resamples=0, use_cache=False,
+                    with_profiles=True, with_recovery=True)
+    prof = res.profiles
+    assert set(prof.parameter) == {"social_proof", "irrelevant_weight", "inverse_temperature"}
+    f = res.info["fits"][Q]
+    assert np.allclose(prof.delta, (prof.loss - f["loss"]) / f["profile_sigma2"])
+    roles = res.figures.set_index("figure").role
+    assert roles[made["ref"]] == "not estimable" and (roles == "prediction only").any()
+    rec = res.recovery
+    assert len(rec) == len(R.RECOVERY_TRUTHS) + 1
+    assert (rec.social_proof_lo == 5.0).all() and (rec.social_proof_hi == 195.0).all()
+    assert (rec.inverse_temperature_fit == 100.0).all() and (rec.draws == 201).all() and (rec.rmse == 0.5).all()
