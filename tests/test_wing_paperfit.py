@@ -249,3 +249,13 @@ def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
     assert len(rec) == len(R.RECOVERY_TRUTHS) + 1
     assert (rec.social_proof_lo == 5.0).all() and (rec.social_proof_hi == 195.0).all()
     assert (rec.inverse_temperature_fit == 100.0).all() and (rec.draws == 201).all() and (rec.rmse == 0.5).all()
+
+
+def test_a_fit_with_no_degrees_of_freedom_left_keeps_sigma_one_and_no_p_value(cache):
+    """cp-mean and h1 give three independent figures for three parameters: df = 0, so no chi-squared test (p NaN)
+    and the profile's variance factor is 1 (not chi2 / 0)."""
+    from crossprofile_lib.paper_figures import load_paper_figures
+    items = [it for it in load_paper_figures() if it.figure_id in ("cp-mean", "h1")]
+    f = _fit(cache, seeds=[0], models=[Q], items=items).info["fits"][Q]
+    assert f["n_independent"] == 3 and f["df"] == 0
+    assert f["profile_sigma2"] == 1.0 and f["p_fit"] != f["p_fit"]
