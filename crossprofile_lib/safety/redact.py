@@ -46,10 +46,10 @@ _WORD_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
 _NAME_VALUE = re.compile(r"^(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
 
 
-#: Words that mark an environment variable as holding a key (narrower than :data:`SECRET_WORDS`: ``SSH_AUTH_SOCK``,
-#: ``XDG_SESSION_ID`` and ``PWD`` hold no key).
-ENV_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "passphrase",
-                              "credential", "credentials"})  # not "pwd": PWD and OLDPWD are folders
+#: Words that mark an environment variable as holding a key (narrower than :data:`SECRET_WORDS`: ``SSH_AUTH_SOCK``
+#: and ``XDG_SESSION_ID`` hold no key; ``PWD`` and ``OLDPWD`` are :data:`ENV_NOT_SECRET`).
+ENV_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "passphrase",
+                              "credential", "credentials"})
 #: Variables whose names hold such a word but never a key: the shell's working folder (``PWD`` is the current
 #: directory, not a password; masking it hid every path under it in every message).
 ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
