@@ -6,6 +6,8 @@ multinomial categories is one binomial)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -259,3 +261,45 @@ def test_a_fit_with_no_degrees_of_freedom_left_keeps_sigma_one_and_no_p_value(ca
     f = _fit(cache, seeds=[0], models=[Q], items=items).info["fits"][Q]
     assert f["n_independent"] == 3 and f["df"] == 0
     assert f["profile_sigma2"] == 1.0 and f["p_fit"] != f["p_fit"]
+
+
+def test_a_held_parameter_starts_from_the_grid_points_nearest_it(dev):
+    dec, design, fm, F, S = dev
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    used = ~np.isnan(y) & fm.estimable
+    free = F.fit(y, used)
+    held = F.fit(y, used, fixed=(0, 0.5))
+    assert held["theta"][0] == pytest.approx(0.5) and held["loss"] >= free["loss"] - 1e-9
+    b = F.fit(y, used, fixed=(2, 3.0))
+    assert b["theta"][2] == pytest.approx(3.0)
+
+
+def test_jacobian_stays_finite_where_the_choice_odds_overflow(dev):
+    """At s = 5, w = 3, beta = 50 some exp(v) overflow to inf: their patterns have p = 0, so their gradient terms are
+    0 (inf counted as 0), never inf * 0 = NaN."""
+    dec, design, fm, F, S = dev
+    z = np.array([[5.0, 3.0, np.log(50.0)], [0.1, 0.2, np.log(2.0)]])
+    W = np.ones((2, len(fm.units)))
+    with np.errstate(over="ignore"):
+        e = np.exp(np.array([50.0, 250.0, 750.0, 750.0]) @ F._D.reshape(-1, 4).T)
+    assert np.isinf(e).any()                                  # the case is the one the rule is for
+    pred, jac = F.predict_batch_jac(z, W)
+    est = fm.estimable
+    assert np.isfinite(jac[:, est]).all() and np.isfinite(pred[:, est]).all()
+    assert np.allclose(pred[1], F.predict(np.array([0.1, 0.2, 2.0])), equal_nan=True)
+
+
+def test_a_new_design_is_written_through_a_temporary_file_of_this_process_in_the_cache(tmp_path, monkeypatch):
+    import os
+
+    import crossprofile_lib.paperfit.ledger as L
+    moved, real = [], os.replace
+    monkeypatch.setattr(L.os, "replace", lambda a, b: (moved.append((str(a), str(b))), real(a, b))[1])
+    figs = select_figures()
+    pols, buds = needed_policies(figs, DEFAULT_POLICIES)
+    d = load_or_build(DEV[:1], [0], pols[:2], buds, tmp_path / "c")
+    assert [Path(b).name for _, b in moved] == [f"ledger-{d.key}.parquet", f"ledger-{d.key}.npz"]
+    for a, _ in moved:     # in the cache folder itself (an atomic rename), named for this process
+        assert Path(a).parent == tmp_path / "c" and f".{os.getpid()}." in Path(a).name
+    again = load_or_build(DEV[:1], [0], pols[:2], buds, tmp_path / "c")
+    assert again.from_cache and len(moved) == 2

@@ -298,7 +298,7 @@ def main(argv=None) -> int:
     if args.wing not in wings:
         raise SystemExit(f"unknown wing {args.wing!r}: one of {', '.join(wings)}")
     wing = wings[args.wing]
-    rec = Recorder(argv=[Path(sys.executable).name, *(sys.argv if argv is None else ["wing.py", *argv])])
+    rec = Recorder(argv=sys.argv if argv is None else ["benchmarks/mutation/wing.py", *argv])
     started = time.time()
     before = None
     if args.report:
