@@ -134,3 +134,71 @@ def test_relevance_takeaways_gap_and_social_proof_verdict(monkeypatch):
 def test_cell_labels_name_the_papers_cells(cell, label):
     from crossprofile_lib.design import CLASSIC, MIRROR
     assert label == f"{cell} ({CLASSIC if cell == 'classic' else MIRROR})" and tables.CELL_LABELS[cell] == label
+
+
+def _model_run(model="Qwen2.5-7B-Instruct", n=400):
+    df = pd.DataFrame({"backend": ["openai"] * n, "model": [model] * n, "correct": [1] * (3 * n // 4) + [0] * (n // 4),
+                       "policy": ["ALL"] * (n // 2) + ["EMPTY"] * (n // 2), "template_id": [f"t{i % 20}" for i in range(n)]})
+    return Run(Path("runs/m"), df, {"backend": "openai", "model": model})
+
+
+def test_kept_facts_carry_the_mark_of_what_made_the_memory():
+    from crossprofile_lib.book.display import mark_kind, mark_text
+    from crossprofile_lib.book.headline import marked_kept
+    idx = pd.MultiIndex.from_tuples([("R1-rel", "classic"), ("R1", "classic"), ("R1-rel-oracle", "classic"),
+                                     ("BAL-k7", "mirror"), ("B3", "classic")])
+    t = pd.DataFrame({"support": ["4.0 [3.0, 5.0]", "–", "5.0 [5.0, 5.0]", "3.5 [3.0, 4.0]", "2.0 [1.0, 3.0]"],
+                      "decoy": ["1.0 [0.5, 1.5]", "", "0.0 [0.0, 0.0]", "1.5 [1.0, 2.0]", "0.5 [0.0, 1.0]"]}, index=idx)
+    m = _model_run()
+    lm, exact = mark_text(mark_kind(m), m), mark_text("exact", m)
+    assert lm != exact
+    out = marked_kept(t, m)
+    assert out.loc[("R1-rel", "classic"), "support"] == "4.0 [3.0, 5.0]" + lm      # a relevance call made it
+    assert out.loc[("BAL-k7", "mirror"), "decoy"] == "1.5 [1.0, 2.0]" + lm
+    assert out.loc[("B3", "classic"), "support"] == "2.0 [1.0, 3.0]" + lm
+    assert out.loc[("R1-rel-oracle", "classic"), "support"] == "5.0 [5.0, 5.0]" + exact   # the roles made it
+    assert out.loc[("R1", "classic"), "support"] == "–" and out.loc[("R1", "classic"), "decoy"] == ""
+    ref = marked_kept(t, run())
+    assert ref.loc[("R1-rel", "classic"), "support"] == "4.0 [3.0, 5.0]" + mark_text("exact", run())
+    assert t.loc[("R1-rel", "classic"), "support"] == "4.0 [3.0, 5.0]"                  # the input is not changed
+
+
+def test_classic_composition_is_the_classic_cell_wide():
+    from crossprofile_lib.book.headline import classic_composition
+    rows = []
+    for p, (s, d, i) in {"R1": (5.0, 0.0, 4.0), "B4": (3.0, 2.0, 1.0)}.items():
+        for outcome, v in (("kept_support", s), ("kept_decoy", d), ("kept_irrelevant", i)):
+            rows += [dict(policy=p, cell=CELL_LABELS["classic"], outcome=outcome, estimate=v),
+                     dict(policy=p, cell=CELL_LABELS["mirror"], outcome=outcome, estimate=v + 10)]
+    w = classic_composition(pd.DataFrame(rows)).set_index("policy")
+    assert list(w.index) == ["R1", "B4"]
+    assert (w.loc["R1", "kept_support"], w.loc["R1", "kept_decoy"], w.loc["B4", "kept_irrelevant"]) == (5.0, 0.0, 1.0)
+
+
+def test_composition_paper_text_names_the_models_it_may():
+    from crossprofile_lib.book.headline import composition_paper_text
+    from crossprofile_lib.book.paper import paper_text
+    assert composition_paper_text(_model_run("smol", 4)) == "none: not one of the paper's models"
+    q = composition_paper_text(_model_run())
+    assert q.startswith("R1-rel: " + paper_text("classic-kept/R1-rel support", run=_model_run()) + " / ")
+    assert "; R1: " + paper_text("classic-kept/R1 support", run=_model_run()) in q
+    assert composition_paper_text(None).count(" / ") == 4
+
+
+def _noisy(distances):
+    return pd.DataFrame(dict(precision=[0.994, 1.0, 0.8], recall=[0.989, 1.0, 0.7], kept_support=[4.1, 4.9, 4.4],
+                             kept_decoy=[0.2, 0.0, 1.9], kept_irrelevant=[3.7, 4.0, 2.2],
+                             **{"distance to the paper": distances}))
+
+
+def test_noisy_filter_takeaways_follow_the_grid():
+    from crossprofile_lib.book.headline import noisy_filter_takeaways, paper_filter
+    pf = paper_filter()
+    nearer = noisy_filter_takeaways(_noisy([2.5, 3.0, 0.4]), "0.6")
+    assert "keeps 4.10 / 0.20 / 3.70 support / decoy / irrelevant facts" in nearer[0] and "r = 0.6" in nearer[0]
+    assert f"{pf['composition'][0]:.2f} / {pf['composition'][1]:.2f} / {pf['composition'][2]:.2f}" in nearer[0]
+    assert "about 80% precision and 70% recall (4.40 / 1.90 / 2.20)" in nearer[1]
+    assert "(distance 0.40 facts against 2.50 at the paper's filter quality)" in nearer[2]
+    same = noisy_filter_takeaways(_noisy([0.4, 3.0, 0.4]), "0.6")
+    assert same[2].startswith("On this grid no filter comes nearer") and "(distance 0.40 facts)" in same[2]
+    assert "about 99% precision and 99% recall" in same[1]
