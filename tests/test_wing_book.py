@@ -202,3 +202,56 @@ def test_noisy_filter_takeaways_follow_the_grid():
     same = noisy_filter_takeaways(_noisy([0.4, 3.0, 0.4]), "0.6")
     assert same[2].startswith("On this grid no filter comes nearer") and "(distance 0.40 facts)" in same[2]
     assert "about 99% precision and 99% recall" in same[1]
+
+
+@pytest.mark.parametrize("sign, lo, hi, holds", [("+", 0.1, 9.0, True), ("+", 0.0, 9.0, False), ("+", -3.0, -1.0, False),
+                                                 ("-", -9.0, -0.1, True), ("-", -9.0, 0.0, False), ("-", 1.0, 3.0, False),
+                                                 ("0", -1.0, 1.0, True), ("0", 0.0, 2.0, True), ("0", -2.0, 0.0, True),
+                                                 ("0", 0.5, 2.0, False), ("0", -2.0, -0.5, False)])
+def test_a_findings_sign_rule_at_its_edges(sign, lo, hi, holds):
+    from crossprofile_lib.book.compare import _judge_sign
+    assert _judge_sign(sign, (lo + hi) / 2, lo, hi) is holds
+
+
+def test_a_finding_is_not_judged_without_an_estimate_an_informative_interval_or_headroom():
+    from crossprofile_lib.book.compare import _gate
+    from crossprofile_lib.book.models import ModelVerdict
+    ok, weak = ModelVerdict("confirmatory"), ModelVerdict("exploratory", "headroom failed")
+    assert _gate(float("nan"), 0.0, 1.0, "%", ok) == "not in this run" and _gate(None, 0, 1, "%", ok) == "not in this run"
+    assert _gate(50.0, 4.0, 95.0, "%", ok) == "not judged: interval spans 4 to 95"     # 91 points wide
+    assert _gate(50.0, 6.0, 95.0, "%", ok) is None                                    # 89: informative
+    assert _gate(3.0, 0.0, 95.0, "facts", ok) is None                                 # facts: never too wide
+    assert _gate(50.0, 40.0, 60.0, "%", weak) == "not judged: exploratory (headroom failed)"
+    assert _gate(50.0, 40.0, 60.0, "%", ModelVerdict("reference")) is None
+
+
+def test_summary_joins_each_runs_verdicts_once_and_fills_missing_runs():
+    from crossprofile_lib.book.compare import FINDINGS, summary
+    f1, f2 = FINDINGS[0], FINDINGS[2]
+    t1 = pd.DataFrame({"run": ["a", "b"], "finding holds?": ["holds", "does not hold"]})
+    t2 = pd.DataFrame({"run": ["a", "a", "a"],
+                       "finding holds?": ["(see below)", "holds", "not judged: interval spans 1 to 99 (x)"]})
+    s = summary([(f1, t1), (f2, t2)])
+    assert list(s.index) == [f1.title, f2.title] and list(s.columns) == ["a", "b"]
+    assert s.loc[f1.title, "a"] == "holds" and s.loc[f1.title, "b"] == "does not hold"
+    assert s.loc[f2.title, "a"] == "holds; not judged: interval spans 1 to 99" and s.loc[f2.title, "b"] == "no run of this kind"
+    t3 = pd.DataFrame({"run": ["a", "a"], "finding holds?": ["holds", "holds"]})
+    assert summary([(f1, t3)]).loc[f1.title, "a"] == "holds"
+
+
+def test_coverage_note_says_which_paper_models_ran():
+    from crossprofile_lib.book.compare import coverage_note
+    assert coverage_note([run()]).startswith("This build ran no language model")
+    smol = _model_run("smol", 4)
+    assert "none of its runs is one of the paper's models" in coverage_note([run(), smol])
+    q = _model_run()
+    note = coverage_note([run(), smol, q])
+    assert note.startswith("This build's runs of the paper's models: ") and "= Qwen2.5-7B-Instruct" in note
+    assert "smol" not in note.split(":", 1)[1].split(". Each")[0]
+
+
+def test_net_lead_message_reads_the_lowest_and_highest_lead_with_decisions():
+    from crossprofile_lib.book.compare import net_lead_message
+    a = pd.DataFrame({"net_lead": [2, -2, 0, 5], "estimate": [80.0, 20.4, 55.0, 99.0], "n": [10, 12, 9, 0]})
+    assert net_lead_message({"ref": a}) == "Accuracy by net lead, lowest to highest: ref 20% at -2 to 80% at +2"
+    assert net_lead_message({"ref": a.assign(n=0)}) == "No decisions to draw"
