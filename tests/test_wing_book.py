@@ -255,3 +255,51 @@ def test_net_lead_message_reads_the_lowest_and_highest_lead_with_decisions():
     a = pd.DataFrame({"net_lead": [2, -2, 0, 5], "estimate": [80.0, 20.4, 55.0, 99.0], "n": [10, 12, 9, 0]})
     assert net_lead_message({"ref": a}) == "Accuracy by net lead, lowest to highest: ref 20% at -2 to 80% at +2"
     assert net_lead_message({"ref": a.assign(n=0)}) == "No decisions to draw"
+
+
+def test_accuracy_matrix_at_one_budget_in_policy_order():
+    from crossprofile_lib.book.tables import accuracy_matrix
+    df = pd.DataFrame({"policy": ["R1", "R1", "B4", "B4", "EMPTY", "R1"], "variant": ["PSP", "SPS", "PSP", "SPS", "PSP", "PSP"],
+                       "budget_label": ["0.6", "0.6", "0.6", "0.6", "none", "0.3"], "correct": [1, 0, 1, 1, 0, 0]})
+    m = accuracy_matrix(df, "0.6", policies=["B4", "EMPTY", "R1", "M1"])
+    assert list(m.index) == ["B4", "EMPTY", "R1"]                    # asked order; M1 has no rows
+    assert m.loc["R1", "PSP"] == 100.0 and m.loc["R1", "SPS"] == 0.0 and m.loc["B4", "SPS"] == 100.0
+    assert m.loc["EMPTY", "PSP"] == 0.0                               # unbudgeted rows are in every budget's matrix
+    assert accuracy_matrix(df, "0.3", policies=["R1"]).loc["R1", "PSP"] == 0.0
+
+
+def test_select_by_policy_outcome_cell_and_budget():
+    from crossprofile_lib.book.tables import select
+    t = cells().assign(budget_label=["0.6", "0.3", "0.6"] * len(CELLS))
+    s = select(t, policies=["R1", "B4"], outcome="correct", cell="classic", budgets=[0.6])
+    assert list(s.policy) == ["R1", "B4"] and list(s.estimate) == [80.0, 60.0]
+    assert len(select(t, cell=CELL_LABELS["mirror"])) == len(CELLS) and len(select(t)) == len(t)
+    assert list(select(t, outcome="chose_decoy", policies=["R1"]).estimate) == [20.0]
+
+
+def test_contrast_table_writes_estimates_intervals_and_the_same_models_paper_values():
+    from crossprofile_lib.book.tables import contrast_table, not_estimable_reason
+    res = pd.DataFrame([dict(id="H1", title="H1: t", estimate=12.345, lo=3.14, hi=20.26, lo_holm=1.0, hi_holm=22.0,
+                             holm_level=0.975, p=0.0123, p_adjusted=0.0246, reject=True,
+                             paper={"Qwen2.5-7B-Instruct": "31.5", "Llama-3.1-8B-Instruct": "20.0"}),
+                        dict(id="H2", title="H2: t", estimate=float("nan"), lo=float("nan"), hi=float("nan"),
+                             lo_holm=float("nan"), hi_holm=float("nan"), holm_level=float("nan"), p=float("nan"),
+                             p_adjusted=float("nan"), reject=False, paper="n/a")])
+    t = contrast_table(res)
+    assert list(t.index) == ["H1", "H2"] and t.loc["H1", "estimate (points)"] == 12.3
+    assert t.loc["H1", "95% interval"] == "[3.1, 20.3]" and t.loc["H2", "95% interval"] == "–"
+    assert t.loc["H1", "Holm-adjusted interval"] == "[1.0, 22.0] (97.5%)" and bool(t.loc["H1", "reject at 0.05"])
+    assert t.loc["H1", "paper: Qwen2.5-7B-Instruct"] == "31.5" and t.loc["H2", "paper: Qwen2.5-7B-Instruct"] == ""
+    m = contrast_table(res, _model_run())
+    assert m.loc["H1", "estimate (points)"].startswith("+12.3") and m.loc["H2", "estimate (points)"] == "–"
+    assert "paper: Llama-3.1-8B-Instruct" not in m.columns and m.loc["H1", "paper: Qwen2.5-7B-Instruct"] == "31.5"
+    assert not_estimable_reason(pd.DataFrame({"reason": ["b", "a", "b"]})) == "a; b"
+    assert not_estimable_reason(pd.DataFrame({"reason": pd.Series([], dtype=str)})) == "the run lacks the policies or cells"
+
+
+def test_net_lead_rows_follow_the_budget_the_run_is_shown_at():
+    from crossprofile_lib.book.tables import net_lead_where
+    from crossprofile_lib.stats.prereg import load_prereg
+    w0 = dict(load_prereg().settings["net_lead_where"])
+    w = net_lead_where(SimpleNamespace(budget=lambda r: "0.3"), run())
+    assert w == dict(w0, budget_label="0.3") and "budget_label" in w0
