@@ -368,7 +368,8 @@ def main(argv=None) -> int:
         print(f"mutmut wrote no results (exit {rc}); see {work}/mutmut.log")
         return 2
     not_killed = [m for m, r in results.items() if BUCKET.get(r["status"]) != "killed"]
-    summary = summarise(args.wing, wing, results, diffs(copy, not_killed))
+    diff_by = diffs(copy, not_killed)
+    summary = summarise(args.wing, wing, results, diff_by)
     figures = {
         "what": f"mutation score of the {args.wing} wing by mutmut (issue 55): every mutant mutmut generates in the "
                 "wing's modules, each against the wing's own tests that reach its function",
@@ -389,7 +390,10 @@ def main(argv=None) -> int:
     else:
         figures["population"] = state.get("population", summary["mutants"])
     if before is not None:
-        figures["before_rerun"] = summarise(args.wing, wing, before, {})["counts"]
+        figures["before_rerun"] = summarise(args.wing, wing, before, {**diffs(copy, [m for m, r in before.items()
+                                                                                    if m not in diff_by]), **diff_by})["counts"]
+        figures["tests_commit"] = git("rev-parse", "HEAD").strip()
+        figures["tests_dirty"] = git("status", "--porcelain", "--", "tests").strip() != ""
     out = Path(args.out) if args.out else RESULTS / f"mutation_{args.wing}.json"
     written = rec.write(out, figures)
     written["record"].update(commit=commit, dirty=dirty)   # the tree measured, not the checkout's state
