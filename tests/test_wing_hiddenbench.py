@@ -5,6 +5,8 @@ refused) and the group vote's strict majority; hand-checked cases whose outcome 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
@@ -16,6 +18,12 @@ OVEN = "The oven temperature sensor reads twenty degrees low"
 SAME = "The oven temperature sensor reads low by twenty degrees since Monday"    # Jaccard 7/9 with OVEN: merged
 GREY = "The oven sensor reads low since the repair last Monday"                  # Jaccard 4/11 with OVEN: ask
 OTHER = "The flour was delivered damp on Tuesday morning"                        # nothing in common: new claim
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH, load_hiddenbench
+    return load_hiddenbench(FIXTURE_PATH).tasks
 
 
 class _Session:
@@ -145,3 +153,117 @@ def test_strict_majority_counts_the_whole_group():
     assert group_vote([("A1", "O1"), ("A2", "O1")], n_agents=4).strict_majority is False
     assert group_vote([("A1", "O1"), ("A2", "O1"), ("A3", "O1")], n_agents=5).strict_majority is True
     assert group_vote([("A1", "O2"), ("A2", "O1"), ("A3", "O1")]).option == "O1"
+
+
+def test_no_valid_vote_is_no_answer_and_no_tie():
+    from crossprofile_lib.hiddenbench.measures import group_vote
+    g = group_vote([("A1", None), ("A2", None)])
+    assert (g.option, g.tie, g.strict_majority, g.n_valid) == (None, False, False, 0)
+
+
+def test_an_undecided_row_has_the_same_columns_as_a_decided_one():
+    from crossprofile_lib.hiddenbench.common import decision_columns
+    task = SimpleNamespace(correct_index=0)
+    none = decision_columns(task, None, None, error="")
+    bad = decision_columns(task, None, SimpleNamespace(option=None, letter=None, invalid=True, raw="x" * 3000, meta={}))
+    failed = decision_columns(task, None, SimpleNamespace(option=None, letter=None, invalid=True, raw="", meta={}),
+                              error="HTTP 500")
+    assert set(none) == set(bad) == set(failed) == {"decided", "decision", "decision_letter", "decision_answer", "correct",
+                                                    "invalid", "decision_raw", "error"}
+    assert none["decided"] is False and none["correct"] is None and none["invalid"] is False
+    assert bad["decided"] is True and bad["correct"] is False and bad["invalid"] is True and len(bad["decision_raw"]) == 2000
+    # a failed call is not a decision: no correct, not invalid, its error kept
+    assert failed["correct"] is None and failed["invalid"] is False and failed["error"] == "HTTP 500"
+
+
+def test_composition_by_fact_ids_for_claim_memories_else_by_restated_facts():
+    from crossprofile_lib.hiddenbench.common import Composition, composition
+    task = SimpleNamespace(n_agents=4, hidden=["The oven is broken"], shared=["The flour is fresh", "Eggs are cheap"])
+    kept = [SimpleNamespace(fact_id=i) for i in ("H1", "S1", "S2", "S2", None)]
+    for kind in ("claims", "transcript", "empty"):
+        assert composition(task, SimpleNamespace(kind=kind, kept=kept, text=""), True) == Composition(1, 2, 4)
+    text = SimpleNamespace(kind="text", kept=kept, text="The flour is fresh\n\nsomething else")
+    assert composition(task, text, True) == Composition(0, 1, 4)           # a summary: by the restated rule
+    claims = SimpleNamespace(kind="claims", kept=kept, text="The oven is broken")
+    assert composition(task, claims, False) == Composition(1, 0, 4)
+    assert Composition(1, 2, 4).hidden_retention == 0.25
+
+
+def test_failed_rows_of_a_session_record():
+    from crossprofile_lib.hiddenbench.common import record_errors
+    assert record_errors({"errors": "3", "rows": {"R1": [{"decided": True}]}}) == 3
+    rec = {"rows": {"R1": [{"decided": True, "decision_letter": "", "invalid": False},      # an older failed row
+                           {"decided": True, "decision_letter": "A", "invalid": False},
+                           {"decided": True, "decision_letter": "", "invalid": True}],
+                    "B4": [{"decided": False}]},
+           "artefacts": {"calls": [{"error": "timeout"}, {"error": ""}, {"error": None}, {"error": "HTTP 500"}]}}
+    assert record_errors(rec) == 1 + 2
+    assert record_errors({}) == 0 and record_errors({"rows": {}, "artefacts": None}) == 0
+
+
+def test_the_vote_prompt_holds_the_agents_own_facts_and_the_letters(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Session
+    s = Session(tasks[0], 0, get_ablation("baseline"))
+    a = s.agents[0]
+    req = s.vote_request(a, "initial")
+    body = req.messages[-1]["content"]
+    assert s.facts_text(a) in body and s.facts[a][0] in body
+    others = set(s.facts[s.agents[1]]) - set(s.facts[a])
+    assert others and not any(f in body for f in others)            # never another agent's hidden fact
+    assert " or ".join([", ".join(s.letters[:-1]), s.letters[-1]]) in body
+    assert req.purpose == "hb-vote-initial" and req.json_schema is None
+    final = s.vote_request(a, "final").messages[-1]["content"]
+    assert "(no messages)" in final and s.facts_text(a) in final
+
+
+def _record(**kw):
+    rec = dict(id=7, name="Picnic", description="Pick a caterer.", shared_information=["Amber is near."],
+               hidden_information=["Amber lost its licence.", "Birch has no vegetarian food."],
+               possible_answers=["Amber", "Birch", "Cedar"], correct_answer="Cedar", rationale=None)
+    rec.update(kw)
+    return {k: v for k, v in rec.items() if v != "DROP"}
+
+
+@pytest.mark.parametrize("change, field, message", [
+    (dict(name=3), "name", "must be a string"),
+    (dict(name="DROP"), None, None),                                  # the name is optional
+    (dict(description="  "), "description", "must be a non-empty string"),
+    (dict(description="DROP"), "description", "missing"),
+    (dict(description=5), "description", "must be a non-empty string"),
+    (dict(hidden_information=["one only"]), "hidden_information", "needs at least 2 entries, found 1"),
+    (dict(possible_answers=["A", " a "]), "possible_answers", "answers must be distinct"),
+    (dict(correct_answer=" cedar "), None, None),                      # white space and case: the same answer
+    (dict(correct_answer="Dune"), "correct_answer", "'Dune' is not one of possible_answers"),
+    (dict(rationale=3), "rationale", "must be a string or null"),
+    (dict(shared_information=["ok", {"deep": [[[]]]}]), "shared_information[1]", "must be a non-empty string"),
+])
+def test_a_bad_record_names_its_field_and_rule(change, field, message):
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError, parse_record
+    rec = _record(**change)
+    if field is None:
+        t = parse_record(rec, 0, "f.json")
+        assert t.correct_answer == "Cedar" and t.id == "7"
+        return
+    with pytest.raises(HiddenBenchError) as e:
+        parse_record(rec, 0, "f.json")
+    assert e.value.field == field and message in e.value.detail and str(e.value).startswith("f.json: task 7: field")
+
+
+def test_a_hostile_record_is_refused_by_the_json_checks_naming_the_task():
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError, parse_record
+    with pytest.raises(HiddenBenchError) as e:
+        parse_record(_record(extra={"note": ["fine", "bell\x07"]}), 3, "f.json")
+    assert e.value.task == "7" and e.value.field == "extra.note[1]" and "control characters" in e.value.detail
+
+
+def test_unknown_task_ids_are_named_with_the_ids_there(tasks):
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchData, select_tasks
+    data = SimpleNamespace(tasks=tasks, path="hb.json")
+    with pytest.raises(ValueError) as e:
+        select_tasks(data, ["nope"])
+    msg = str(e.value)
+    ids = ", ".join(t.id for t in tasks[:20])
+    assert "unknown task id(s) nope: hb.json" in msg and msg.endswith(f"ids there: {ids}{', ...' if len(tasks) > 20 else ''})")
+    assert [t.id for t in select_tasks(data, [tasks[1].id, tasks[0].id])] == [tasks[0].id, tasks[1].id]
+    assert len(select_tasks(data, None, limit=2)) == 2 and HiddenBenchData is not None
