@@ -267,3 +267,67 @@ def test_unknown_task_ids_are_named_with_the_ids_there(tasks):
     assert "unknown task id(s) nope: hb.json" in msg and msg.endswith(f"ids there: {ids}{', ...' if len(tasks) > 20 else ''})")
     assert [t.id for t in select_tasks(data, [tasks[1].id, tasks[0].id])] == [tasks[0].id, tasks[1].id]
     assert len(select_tasks(data, None, limit=2)) == 2 and HiddenBenchData is not None
+
+
+def _hb_run(tasks, tmp_path, protocols, fail_first_message=False):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.run import HBConfig, run_hiddenbench
+    fake = ScriptedBackend(tasks)
+    if fail_first_message:
+        real, seen = fake.chat, []
+
+        def chat(requests):
+            out = real(requests)
+            for k, r in enumerate(requests):
+                if r.purpose.startswith("hb-message") and not seen:
+                    seen.append(k)
+                    out[k] = ChatResult("", error="HTTP 500: boom")
+            return out
+        fake.chat = chat
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=list(protocols), seeds=[0], ablations=["baseline"],
+                   policies=["R1", "B4", "ALL", "EMPTY"], tasks=[tasks[0].id, tasks[1].id])
+    return run_hiddenbench(cfg, tmp_path, backend=fake)
+
+
+def test_run_counts_its_sessions_and_writes_full_artefacts(tasks, tmp_path):
+    from crossprofile_lib.hiddenbench.run import iter_artefacts, read_tables
+    h = _hb_run(tasks, tmp_path, ("controlled", "natural"))
+    assert h["protocols"]["controlled"]["sessions_run"] == 2 and h["protocols"]["natural"]["sessions_run"] == 2
+    c = next(iter_artefacts(tmp_path, "controlled"))["artefacts"]
+    assert all(u["fact_id"] for u in c["transcript"])                     # a scripted line states a fact
+    assert all(isinstance(m["kept"], list) for m in c["memories"]) and any(m["kept"] for m in c["memories"])
+    assert all(m["error"] == "" for m in c["memories"])
+    assert read_tables(tmp_path, "controlled")["decisions"]["correct"].dtype == "boolean"
+    n = next(iter_artefacts(tmp_path, "natural"))
+    a = n["artefacts"]
+    assert all(v["letter"] in a["options"] for v in a["votes"] if not v["invalid"])
+    assert all(isinstance(m["tokens"], int) and "invalid" in m for m in a["memories"])
+    assert all(isinstance(x["completion_tokens"], int) for x in a["calls"])
+    assert all(all(isinstance(t, str) for t in e["raw"]) for e in a["extraction"])
+    assert {"invalid", "memory_tokens", "correct"} <= set(n["rows"]["decisions"][0])
+
+
+def test_a_failed_call_fails_every_row_of_its_natural_session(tasks, tmp_path):
+    from crossprofile_lib.hiddenbench.run import iter_artefacts
+    h = _hb_run(tasks, tmp_path, ("natural",), fail_first_message=True)
+    recs = list(iter_artefacts(tmp_path, "natural"))
+    bad = [r for r in recs if r["errors"]]
+    assert len(bad) == 1 and h["protocols"]["natural"]["failed_sessions"] == 1
+    s = bad[0]["rows"]["sessions"][0]
+    assert s["error"].startswith("1 of ") and s["error"].endswith("calls of the session failed: HTTP 500: boom")
+    assert s["group_correct"] is None and all(v["correct"] is None for v in bad[0]["rows"]["votes"])
+    assert all(d["error"] for d in bad[0]["rows"]["decisions"])
+
+
+def test_the_configuration_hash_names_the_tokenizer_and_the_protocols_settings():
+    from crossprofile_lib.hiddenbench.run import HBConfig, _config_sha
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["natural"], seeds=[0], policies=["R1"])
+    data = SimpleNamespace(data_source="fixture", is_fixture=True, sha256="ab" * 32)
+
+    def be(tok):
+        return SimpleNamespace(name="scripted", model="m", tokenizer=SimpleNamespace(name=tok), decision_mode="generate")
+    a = _config_sha(cfg, "natural", be("offline"), data, {})
+    assert a == _config_sha(cfg, "natural", be("offline"), data, {})
+    assert a != _config_sha(cfg, "natural", be("qwen2.5"), data, {})
+    assert a != _config_sha(cfg, "controlled", be("offline"), data, {})
