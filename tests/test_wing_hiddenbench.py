@@ -331,3 +331,55 @@ def test_the_configuration_hash_names_the_tokenizer_and_the_protocols_settings()
     assert a == _config_sha(cfg, "natural", be("offline"), data, {})
     assert a != _config_sha(cfg, "natural", be("qwen2.5"), data, {})
     assert a != _config_sha(cfg, "controlled", be("offline"), data, {})
+
+
+def test_policy_plan_skips_what_hiddenbench_cannot_give_and_says_why():
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.common import PolicyPlan
+    fake = ScriptedBackend([])
+    nat = PolicyPlan.for_backend(["R1", "R1-rel-oracle", "BAL", "ALL"], fake, "natural")
+    assert [s.name for s in nat.specs] == ["R1", "ALL"]
+    assert nat.skipped["R1-rel-oracle"] == "natural claims have no roles, so there is no oracle relevance"
+    assert "stance" in nat.skipped["BAL"]
+    ctl = PolicyPlan.for_backend(["R1", "R1-rel-oracle"], fake, "controlled")
+    assert [s.name for s in ctl.specs] == ["R1", "R1-rel-oracle"] and ctl.skipped == {}
+
+
+def test_the_task_view_holds_hidden_facts_about_the_correct_option_and_no_decoy(tasks):
+    from crossprofile_lib.hiddenbench.common import task_view
+    t = tasks[0]
+    v = task_view(t, 0)
+    facts = v.template.facts
+    hidden = [f for f in facts if f.role == "hidden"]
+    shared = [f for f in facts if f.role == "shared"]
+    assert [f.text for f in hidden] == list(t.hidden) and [f.text for f in shared] == list(t.shared)
+    assert all(f.about == v.template.correct_option and f.polarity == 1 for f in hidden)
+    assert all(f.about == "" and f.polarity == 0 for f in shared)
+    assert v.template.decoy_option == "" and len(facts) == len(t.hidden) + len(t.shared)
+
+
+class _Extracting:
+    name = "extracting"
+
+    def __init__(self, answers):
+        self.answers, self.requests = answers, []
+
+    def chat(self, requests):
+        self.requests += list(requests)
+        return [ChatResult("", error=a[1]) if isinstance(a, tuple) else ChatResult(a) for a in self.answers]
+
+
+def test_the_model_extractor_groups_utterances_by_the_models_claims_and_falls_back_to_sentences():
+    from crossprofile_lib.hiddenbench.claims import model_extractor
+    from crossprofile_lib.task.discussion import Utterance
+    utt = [Utterance(0, "A1", "The oven is broken. It was old anyway."),
+           Utterance(1, "A2", "Honestly the heating element inside the oven is broken."),
+           Utterance(2, "A3", "The flour was delivered damp on Tuesday.")]
+    # the model reads one claim in the first two: they are one; the third call failed: its sentences are its claims
+    be = _Extracting(['["The oven is broken"]', '{"claims": ["The oven is broken"]}', ("x", "HTTP 500")])
+    assert model_extractor(be)(utt) == [[0, 1], [2]]
+    assert [r.purpose for r in be.requests] == ["messy-extract"] * 3
+    # unreadable answers: each utterance's sentences (the second shares too few words with the first to merge)
+    assert model_extractor(_Extracting(["no list here", "nothing", "none"]))(utt) == [[0], [1], [2]]
+    assert model_extractor(_Extracting([]))([]) == []
