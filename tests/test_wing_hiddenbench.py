@@ -383,3 +383,31 @@ def test_the_model_extractor_groups_utterances_by_the_models_claims_and_falls_ba
     # unreadable answers: each utterance's sentences (the second shares too few words with the first to merge)
     assert model_extractor(_Extracting(["no list here", "nothing", "none"]))(utt) == [[0], [1], [2]]
     assert model_extractor(_Extracting([]))([]) == []
+
+
+class _Replies:
+    name = "replies"
+
+    def __init__(self, by_purpose):
+        self.by_purpose, self.requests = by_purpose, []
+
+    def chat(self, requests):
+        self.requests += list(requests)
+        return [ChatResult(self.by_purpose[r.purpose]) for r in requests]
+
+
+def test_an_unreadable_extraction_is_retried_then_falls_back_to_sentences_keeping_every_answer(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Message, Session, _extract
+    s = Session(tasks[0], 0, get_ablation("baseline"))
+    s.messages += [Message(0, 1, s.speaking_order[0], "The oven is broken. The flour is damp today.", "raw")]
+    _extract(_Replies({"hb-extract": "I cannot tell", "hb-extract-retry": '["The oven is broken badly"]'}), [s])
+    rec = s.extraction[0]
+    assert rec["raw"] == ["I cannot tell", '["The oven is broken badly"]'] and rec["retried"] is True
+    assert rec["readable"] is True and rec["fallback"] is False and rec["claims"] == ["The oven is broken badly"]
+    t = Session(tasks[0], 0, get_ablation("baseline"))
+    t.messages += [Message(0, 1, t.speaking_order[0], "The oven is broken. The flour is damp today.", "raw")]
+    _extract(_Replies({"hb-extract": "no", "hb-extract-retry": "still no"}), [t])
+    r = t.extraction[0]
+    assert r["raw"] == ["no", "still no"] and r["fallback"] is True and r["readable"] is False
+    assert r["claims"] == ["The oven is broken.", "The flour is damp today."]
