@@ -411,3 +411,21 @@ def test_an_unreadable_extraction_is_retried_then_falls_back_to_sentences_keepin
     r = t.extraction[0]
     assert r["raw"] == ["no", "still no"] and r["fallback"] is True and r["readable"] is False
     assert r["claims"] == ["The oven is broken.", "The flour is damp today."]
+
+
+def test_a_full_disk_while_appending_sessions_is_named(tasks, tmp_path, monkeypatch):
+    import errno
+    import pathlib
+
+    from crossprofile_lib.safety.outputs import WriteError
+    real = pathlib.Path.open
+
+    def full(self, mode="r", *a, **k):
+        if self.suffix == ".jsonl" and mode == "a":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, mode, *a, **k)
+    monkeypatch.setattr(pathlib.Path, "open", full)
+    with pytest.raises(WriteError) as e:
+        _hb_run(tasks, tmp_path, ("controlled",))
+    assert str(e.value).startswith(f"cannot append to {tmp_path / 'artefacts' / 'controlled.jsonl'}: ")
+    assert e.value.errno == errno.ENOSPC
