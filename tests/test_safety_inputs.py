@@ -68,8 +68,9 @@ def test_no_reader_blocks_on_a_fifo_or_reads_dev_zero(tmp_path):
             with pytest.raises(ValueError, match="regular file|not a folder|is a folder"):
                 load(p)
     checked.set()
-    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer go, counted as the test's own open
-    w.join()
+    while w.is_alive():  # let the writer go, counted as the test's own open (again, if it had not reached its open)
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        w.join(0.05)
     assert opened == [False], "a loader opened the FIFO for reading (it would have blocked without this writer)"
     assert input_file_problem(fifo).startswith("is not a regular file") and input_file_problem(tmp_path) == \
         "is a folder, not a file"
