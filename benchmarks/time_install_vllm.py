@@ -39,7 +39,7 @@ def main() -> int:
         t0 = time.perf_counter()
         p = subprocess.run(["make", "--no-print-directory", "install-vllm", f"VLLM_VENV={venv}"], cwd=ROOT, env=env,
                            capture_output=True, text=True)
-        res["install"] = {"command": f"make install-vllm VLLM_VENV=<fresh folder>", "rc": p.returncode,
+        res["install"] = {"command": "make install-vllm VLLM_VENV=<fresh folder>", "rc": p.returncode,
                           "wall_s": round(time.perf_counter() - t0, 1),
                           # what pip cached: wheels from this machine kind's local indexes (file://) are not cached
                           "pip_cache_mb": round(_du(Path(tmp) / "pip-cache") / 2**20),

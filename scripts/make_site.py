@@ -7,7 +7,8 @@
 
 ``make site`` builds the book only when no finished build of the current parameters exists
 (:func:`finished`; with no BOOK_ARGS, a finished build in a folder of its own under ``_build/``, such as the
-README's quick build, is published instead of starting a full default build: :func:`other_finished`): the Make variables (BACKEND, SEEDS, ..., REPOSITORY_URL) and ``BOOK_ARGS`` (e.g.
+README's quick build, is published instead of starting a full default build: :func:`other_finished`): the Make
+variables (BACKEND, SEEDS, ..., REPOSITORY_URL) and ``BOOK_ARGS`` (e.g.
 ``--quick --out _build/quick``) are read as ``crossprofile book`` reads them. A build is *finished* when
 
 * its last step ran: ``_build/book_timing.json`` (written only after every step of ``crossprofile book``

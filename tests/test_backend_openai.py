@@ -379,7 +379,8 @@ def test_a_new_cache_says_nothing_of_earlier_versions(server, tmp_path, capsys):
     b = _backend(url, tmp_path, tokenizer="offline")
     run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml"]}), b)
     b2 = _backend(url, tmp_path, tokenizer="offline")  # the same cache, a second run of a wider grid
-    run_grid(RunConfig(**{**GRID, "templates": ["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml"]}), b2)
+    two = ["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml"]
+    run_grid(RunConfig(**{**GRID, "templates": two}), b2)
     assert "earlier versions" not in capsys.readouterr().err and b2.stats["calls"] > 0
 
 

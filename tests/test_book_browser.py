@@ -525,7 +525,8 @@ def test_the_mark_rule_catches_an_unmarked_cell_and_a_wrong_link():
     assert mark_problems("14-models", ok) == []
     assert mark_problems("14-models", dict(ok, cells=["-10.1 [-13.0, -7.2]"]))
     assert mark_problems("14-models", dict(ok, marks=[["cp-mark cp-mark-exact", "exact", "glossary.html#term-lm"]]))
-    assert mark_problems("14-models", dict(ok, marks=[["cp-mark cp-mark-model", "model", "glossary.html#term-language-model-mark"]]))
+    assert mark_problems("14-models", dict(ok, marks=[["cp-mark cp-mark-model", "model",
+                                                       "glossary.html#term-language-model-mark"]]))
     assert mark_problems("intro", dict(marks=[], cells=[], marked=[], terms=[]))
     assert mark_problems("13-what-social-proof-explains", dict(marks=[], cells=[], marked=["5.00 \u2039exact\u203a"],
                                                                terms=[])) == []

@@ -185,6 +185,20 @@ def test_chapter_11_summary_counts_each_model_once_and_leaves_out_rows_with_no_p
     assert len(refs) == int(t["reference"].sum()) and ref.label + ", not a model" in refs.columns
 
 
+def test_two_reference_runs_of_one_name_get_a_column_each(ledger_dir, tmp_path):
+    """RUNS= a reference-decider run beside the book's own: both are 'reference decider'; chapter 11 stopped with
+    pandas' 'cannot reindex on an axis with duplicate labels'. Each keeps its own column, the second named by folder."""
+    import shutil
+    copy = tmp_path / "imported-ledger"
+    shutil.copytree(ledger_dir, copy)
+    a, b = load_run(ledger_dir), load_run(copy)
+    t = long_comparison(load_paper_figures(), {"crossprofile": [a, b]}, n_resamples=200)
+    refs = paper.reference_rows(t)
+    cols = [c for c in refs.columns if c not in ("quantity", "paper (every model)", "computed in")]
+    assert len(cols) == 2 and cols[1].endswith("· imported-ledger") and len(refs) == t["quantity"].nunique()
+    assert (refs[cols[0]] == refs[cols[1]]).all()  # the same decisions, the same values
+
+
 def test_no_model_in_the_build_says_so_instead_of_counting_nothing(ledger_dir):
     t = long_comparison(load_paper_figures(), {"crossprofile": [load_run(ledger_dir)]}, n_resamples=200)
     assert paper.model_summary(t).empty and not paper.main_rows(t).shape[0]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import signal
 import sqlite3

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 import vllm_server as V
+
 from crossprofile_lib.backends import get_backend
 from crossprofile_lib.backends.base import ChatRequest
 from crossprofile_lib.backends.chat_template import SCORE_PREFILL

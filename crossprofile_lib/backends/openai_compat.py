@@ -339,7 +339,8 @@ class OpenAICompatBackend(RetryWaves, Refusals, LLMBackend):
 
         Score mode: with ``chat_template`` the suite renders the prompt and prefill and sends text completions (to a
         vLLM server with ``add_special_tokens=false``; to llama.cpp without the template's leading BOS text where its
-        ``/tokenize`` shows it would add one again: :meth:`_adds_bos_again`); without one, a vLLM server continues the prefilled reply with the model's own
+        ``/tokenize`` shows it would add one again: :meth:`_adds_bos_again`); without one, a vLLM server continues the
+        prefilled reply with the model's own
         template (``continue_final_message``). A vLLM server returns every letter's log-probability
         (``logprob_token_ids``); other servers their top :data:`TOP_LOGPROBS`."""
         extra = self._body_fields()

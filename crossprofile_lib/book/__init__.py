@@ -40,11 +40,13 @@ _NAMESPACE = {
                 "natural_paper_table natural_table one_session r1_b3_table",
     "paper": "LONG_TABLE_STYLES PaperFiguresError chapter_links comparison_runs left_out_line load_paper_figures "
              "long_comparison long_takeaways main_rows model_summary paper_text paper_vs_suite reference_rows",
-    "paperfit": "composition_note contribution_display contribution_table fit_box fit_tokenizer fit_built_with fit_implications fit_params_table "
+    "paperfit": "composition_note contribution_display contribution_table fit_box fit_tokenizer fit_built_with "
+                "fit_implications fit_params_table "
                 "fit_takeaways fit_to_paper fit_who label_removal_note memory_table outside_table worst_misses",
     "params": "DEFAULTS QUICK BookParams BookParamsError",
     "repairs": "accuracy_by_cell composition_by_variant failure_summary failures_by_net_lead no_policy_note policies_in "
-               "policy_files_note recorded_policy_files user_policies_shown GROUP_POLICIES POL count_free_versus format_by_cell format_rows gaps_by_run "
+               "policy_files_note recorded_policy_files user_policies_shown GROUP_POLICIES POL count_free_versus "
+               "format_by_cell format_rows gaps_by_run "
                "group_size_cell group_size_composition group_size_rows group_size_runs labels_prompt_pairs "
                "labels_prompt_table no_labels_prompt_note repair_takeaways with_mine",
     "runs": "LABELS_PROMPT Run bootstrap config_digest primary_budget reference_run reference_who resolve "

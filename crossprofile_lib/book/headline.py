@@ -10,9 +10,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from crossprofile_lib.book.display import (HTML, admonition, mark, mark_kind, mark_text, name_html, num, run_mark,
-                                           variants_phrase)
+from crossprofile_lib.book.display import HTML, admonition, mark, mark_kind, mark_text, name_html, num, run_mark, variants_phrase
 from crossprofile_lib.book.experiments import user_copy
+from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, same_model_values, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run
@@ -20,13 +20,12 @@ from crossprofile_lib.book.style import model_signal
 from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_entry, cell_rows, cell_value, contrast_row, select
 from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT, HEADROOM_MIN_POINTS, MIRROR
 from crossprofile_lib.paper_figures import paper_item
-from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.run.relevance_filter import tiering_compositions, tiering_summary
+from crossprofile_lib.stats import tables as st
+from crossprofile_lib.stats.format import fmt_ci, fmt_p
 from crossprofile_lib.task.design_check import CLASSIC_RATIO, classic_fit
 from crossprofile_lib.task.templates import load_templates
 from crossprofile_lib.task.tokenizer import get_tokenizer
-from crossprofile_lib.stats import tables as st
-from crossprofile_lib.stats.format import fmt_ci, fmt_p
 
 #: The policies of the central contrast.
 HEAD = ("R1", "B4", "Random")

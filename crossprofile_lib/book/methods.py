@@ -22,8 +22,8 @@ from crossprofile_lib.stats.contrasts import load_prereg
 from crossprofile_lib.task.budgets import Budget, t_all
 from crossprofile_lib.task.decision import option_order
 from crossprofile_lib.task.discussion import make_task
-from crossprofile_lib.task.roleblind import RoleBlindness, role_blindness  # noqa: F401  (re-exported)
 from crossprofile_lib.task.evidence import tone_balance
+from crossprofile_lib.task.roleblind import RoleBlindness, role_blindness  # noqa: F401  (re-exported)
 from crossprofile_lib.task.templates import TemplateError, load_template, load_templates, scores
 from crossprofile_lib.task.tokenizer import default_tokenizer  # noqa: F401  (re-exported for the chapter)
 

@@ -5,6 +5,7 @@ The comparison page's findings are in :mod:`.compare`, chapter 8's HiddenBench t
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -187,7 +188,7 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
     A model run is set beside its own paper model's value only (or the shared value); another model gets a row saying
     so. The reference decider gets ONE row per quantity with every model's value and :data:`REFERENCE_VERDICT`."""
     n_resamples = min(n_resamples, MAX_COMPARISON_RESAMPLES)
-    rows = []
+    rows, named = [], {}
     for data, rs in runs.items():
         for run in [r for r in rs if r is not None]:
             boot = bootstrap(run, n_resamples, seed)
@@ -195,6 +196,9 @@ def long_comparison(items: Sequence[PaperItem], runs: dict, n_resamples: int = 2
             vals = suite_values(items, run, boot, data)
             pm = run_paper_model(run)
             name, model = _run_name(run, data), _run_name(run, "crossprofile")
+            where = str(getattr(run, "path", "") or id(run))
+            if named.setdefault((data, name), where) != where:  # two runs of one name (RUNS= a reference run too)
+                name = model = f"{name} · {Path(where).name}"
             for it, val in zip(items, vals):
                 if it.data != data:
                     continue

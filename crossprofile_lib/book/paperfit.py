@@ -223,7 +223,8 @@ def contribution_table(res, p: BookParams) -> pd.DataFrame:
 def contribution_display(cf: pd.DataFrame) -> pd.DataFrame:
     """:func:`contribution_table` for the page: figures by name, each decider value marked (reference decider)."""
     mk = mark_text("reference")
-    out = cf.apply(lambda col: col.map(lambda v: "–" if not np.isfinite(v) else f"{v:.1f}" + (mk if col.name[1] != "contribution of s" else "")))
+    out = cf.apply(lambda col: col.map(
+        lambda v: "–" if not np.isfinite(v) else f"{v:.1f}" + (mk if col.name[1] != "contribution of s" else "")))
     out.index = [figure_name(i) for i in out.index]
     return out
 

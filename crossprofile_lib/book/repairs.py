@@ -5,7 +5,6 @@ decision at a net lead of 0 or below is the memory's failure, above 0 the decide
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Optional, Sequence
 
 import pandas as pd

@@ -266,7 +266,8 @@ def register(sub) -> None:
     s.add_argument("--seed", type=A.seed, default=0, help="seed of the resample index matrix (default 0)")
     s.add_argument("--fit-resamples", type=A.int_between(0, A.MAX_FIT_RESAMPLES), default=1000,
                    help="bootstrap fits for the social-proof weight (first N resamples; default 1000; 0 skips)")
-    s.add_argument("--no-regressions", action="store_true", help="skip the net-lead regressions (fixed effects, ML and Bayesian random intercept, GEE)")
+    s.add_argument("--no-regressions", action="store_true",
+                   help="skip the net-lead regressions (fixed effects, ML and Bayesian random intercept, GEE)")
     s.add_argument("--allow-errors", action="store_true",
                    help="drop rows whose model call failed (column 'error' set) instead of refusing the run")
     s.add_argument("--analysis-set", choices=ANALYSIS_SETS, default=ANALYSIS_SETS[0],

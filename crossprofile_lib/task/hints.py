@@ -137,7 +137,8 @@ _WORD_RE = re.compile(r"[a-z]+")
 #: Nouns after "every other" that make it alternation, not the other options ("serviced every other month").
 _TIME_NOUNS = r"(?:day|night|week|weekend|month|year|season|term|quarter|shift|visit|time|line|row|page|step)s?"
 #: Participles that make a set word the option set ("the bids received", "every quote submitted").
-_CONSIDERED = r"(?:received|submitted|tendered|quoted|offered|proposed|considered|compared|shortlisted|reviewed|evaluated|bidding|competing|tendering)"
+_CONSIDERED = (r"(?:received|submitted|tendered|quoted|offered|proposed|considered|compared|shortlisted|reviewed"
+               r"|evaluated|bidding|competing|tendering)")
 
 
 def _set_reference(n_options: int) -> re.Pattern:

@@ -19,8 +19,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Iterable, Literal, Optional
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, StrictInt, ValidationError, ValidationInfo,
-                      field_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from crossprofile_lib.design import DOMAINS, DOMAINS_FILE
