@@ -96,20 +96,22 @@ def test_contrast_row_only_when_estimable():
 
 
 def test_rarest_takeaway_reads_r1_and_b4_in_each_cell(monkeypatch):
-    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda *a, **k: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: "WHY")
     monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)   # explain.py's sweep, not here
     ref = run()
     lines = rarest_takeaways(_chapter(ref), {ref.label: cells()}, {ref.label: _holm()})
     first = text(lines[0]).split("r = 0.6", 1)[1]
     assert numbers(first)[:4] == [80.0, 30.0, 60.0, 40.0]           # R1 classic, mirror; B4 classic, mirror
-    assert "H1 (" in lines[1] and "12.5" in lines[1] and "H2 (" in lines[2] and "-4.5" in lines[2]
+    from crossprofile_lib.stats.format import fmt_ci
+    assert lines[1].startswith("H1 (") and f"= <b>{fmt_ci(12.5, 3.1, 20.2)}</b> points" in lines[1]
+    assert lines[2].startswith("H2 (") and f"= <b>{fmt_ci(-4.5, -9.0, 1.5)}</b> points" in lines[2]
     assert lines[3] == "WHY"                                          # H2's explanation follows H2
     gone = rarest_takeaways(_chapter(ref), {ref.label: cells()}, {ref.label: _holm(False)})
     assert sum("is not estimable from this run" in x for x in gone) == 2
 
 
 def test_relevance_takeaways_gap_and_social_proof_verdict(monkeypatch):
-    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda *a, **k: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: "WHY")
     monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)   # explain.py's sweep, not here
     ref, sp = run(), run(label_model="reference, social proof")
     sp.tag = "sp"
@@ -199,6 +201,7 @@ def test_noisy_filter_takeaways_follow_the_grid():
     assert f"{pf['composition'][0]:.2f} / {pf['composition'][1]:.2f} / {pf['composition'][2]:.2f}" in nearer[0]
     assert "about 80% precision and 70% recall (4.40 / 1.90 / 2.20)" in nearer[1]
     assert "(distance 0.40 facts against 2.50 at the paper's filter quality)" in nearer[2]
+    assert nearer[2].endswith("strict tiering with the filter the paper measured does not give the composition it reports.")
     same = noisy_filter_takeaways(_noisy([0.4, 3.0, 0.4]), "0.6")
     assert same[2].startswith("On this grid no filter comes nearer") and "(distance 0.40 facts)" in same[2]
     assert "about 99% precision and 99% recall" in same[1]
@@ -243,7 +246,8 @@ def test_coverage_note_says_which_paper_models_ran():
     from crossprofile_lib.book.compare import coverage_note
     assert coverage_note([run()]).startswith("This build ran no language model")
     smol = _model_run("smol", 4)
-    assert "none of its runs is one of the paper's models" in coverage_note([run(), smol])
+    assert coverage_note([run(), smol]).startswith("<b>No GPU model ran for this build, and none of its runs is one "
+                                                   "of the paper's models</b> (")
     q = _model_run()
     note = coverage_note([run(), smol, q])
     assert note.startswith("This build's runs of the paper's models: ") and "= Qwen2.5-7B-Instruct" in note
@@ -303,3 +307,153 @@ def test_net_lead_rows_follow_the_budget_the_run_is_shown_at():
     w0 = dict(load_prereg().settings["net_lead_where"])
     w = net_lead_where(SimpleNamespace(budget=lambda r: "0.3"), run())
     assert w == dict(w0, budget_label="0.3") and "budget_label" in w0
+
+
+# --------------------------------------------------------------------------- on a real reference run (the ledger)
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    from crossprofile_lib.book.runs import bootstrap, load_run
+    from crossprofile_lib.run.runner import RunConfig, run_to_dir
+    out = tmp_path_factory.mktemp("wing-book") / "ledger"
+    run_to_dir(RunConfig(backend="ledger", templates=["templates/dev"], seeds=[0], budgets=["0.6", "0.3"],
+                         policies=["R1", "B4", "Random", "R1-rel", "R1-rel-oracle"], variants=["PSP", "SPS", "PPP"]), out)
+    r = load_run(out)
+    r.boot = bootstrap(r, 200, 0)
+    return r
+
+
+def _ch(ref, **kw):
+    params = SimpleNamespace(templates=["templates/dev"], social_proof=0.5, irrelevant_weight=0.0, inverse_temperature=1.0)
+    base = dict(ref=ref, sp=None, model=None, shown=[ref], params=params, budget=lambda r: "0.6",
+                at=lambda r, t: t[t.budget_label.astype(str) == "0.6"] if isinstance(r, Run) else pytest.fail("no run"))
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_exact_composition_counts_rs_classic_memories_at_the_shown_budget(ledger):
+    from crossprofile_lib.book.headline import R1_CLASSIC, exact_composition
+    from crossprofile_lib.book.tables import KEPT
+    c = exact_composition(_ch(ledger))
+    df = ledger.df
+    d = df[(df.policy == "R1") & (df.variant == "PSP") & (df.budget_label == "0.6")]
+    assert c["n"] == len(d) > 0 and c["budget"] == "0.6" and c["templates"] == d.template_id.nunique()
+    assert c["mean"] == tuple(float(d[k].mean()) for k in KEPT)
+    assert c["exact"] == int((d[list(KEPT)].to_numpy() == R1_CLASSIC).all(axis=1).sum())
+    assert c["pricing"] == ledger.header.get("tokenizer", "?") and set(c["counts"]) | set(c["missing"]) == {"Qwen2.5",
+                                                                                                        "Llama-3.1"}
+
+
+def test_first_finding_sets_this_builds_composition_beside_the_papers(ledger):
+    from crossprofile_lib.book.headline import exact_composition, first_finding
+    from crossprofile_lib.book.tables import cell_rows
+    ch = _ch(ledger)
+    c = exact_composition(ch)
+    html_ = first_finding(ch).data
+    assert "<b>" + " / ".join(f"{v:.2f}" for v in c["mean"]) + "</b>" in html_
+    from crossprofile_lib.book.display import mark
+    assert f"(its {c['n']} R1 memories there, r = 0.6)" in html_ and html_.count(mark("exact")) == 2
+    acc = cell_value(ch.at(ledger, cell_rows(ledger, ledger.boot, ["correct"], pooled=False)), "R1", "classic")
+    assert f"R1 then decides <b>{acc:.1f}%</b>" in html_
+    none = first_finding(_ch(None))
+    assert "No reference run" in str(none.data if hasattr(none, "data") else none)
+    empty = first_finding(_ch(ledger, budget=lambda r: "0.9"))
+    assert "this build has no R1 memory of the classic cell" in str(empty.data if hasattr(empty, "data") else empty)
+
+
+def test_accuracy_by_variant_central_contrast_and_by_decider(ledger):
+    from crossprofile_lib.book.headline import accuracy_by_variant, by_decider, central_contrast
+    from crossprofile_lib.book.tables import cell_rows
+    ch = _ch(ledger)
+    t = accuracy_by_variant(ch, ledger, ("R1", "B4"))
+    assert set(t.policy) == {"R1", "B4"} and (t.budget_label.astype(str) == "0.6").all()
+    cells_ = cell_rows(ledger, ledger.boot, ["correct"], pooled=False)
+    cc = central_contrast(cells_)
+    assert set(cc.policy) <= {"R1", "B4", "Random"} and set(cc.cell) == {"classic", "mirror"}
+    b = by_decider(ch, [ledger], {ledger.label: cells_}, ["R1"])
+    assert set(b.run) == {ledger.label} and set(b.policy) == {"R1"} and (b.budget_label.astype(str) == "0.6").all()
+
+
+def test_headline_takeaways_one_line_per_run_from_its_own_cells(ledger):
+    from crossprofile_lib.book.headline import headline_line, headline_takeaways
+    ch = _ch(ledger)
+    lines = headline_takeaways(ch, {ledger.label: cells()})
+    assert lines[0] == headline_line(ch, ledger, cells()) and "swing of <b>+50.0 points</b>" in lines[0]
+
+
+def test_paper_beside_run_sets_each_headline_number_beside_its_paper_value(ledger):
+    from crossprofile_lib.book.headline import headline_items, paper_beside_run
+    t = paper_beside_run(headline_items(), ledger)
+    assert len(t) and set(t.columns) == {"quantity", "unit", "estimate", "lo", "hi", "paper_model", "paper"}
+    assert t.paper.map(lambda x: isinstance(x, float)).all() and (t.lo <= t.estimate).all()
+
+
+def test_findings_without_runs_are_empty_tables_and_net_lead_tables_without_runs_are_empty():
+    from crossprofile_lib.book.compare import COLUMNS, FINDINGS, findings, net_lead_tables
+    out = findings({}, 50, 0)
+    assert [f for f, _ in out] == list(FINDINGS) and all(list(t.columns) == COLUMNS and t.empty for _, t in out)
+    assert net_lead_tables([]) == {}
+
+
+def test_the_natural_paper_table_is_the_papers():
+    from crossprofile_lib.book.hbtables import natural_paper_table
+    from crossprofile_lib.hiddenbench.measures import paper_table
+    t = natural_paper_table()
+    assert t.equals(paper_table("natural")) and list(t.columns) == ["paper low", "paper high"]
+
+
+def test_noisy_filter_table_names_its_columns():
+    from crossprofile_lib.book.headline import noisy_filter_table
+    t = noisy_filter_table(pd.DataFrame(columns=["precision", "recall", "kept_support", "kept_decoy", "kept_irrelevant",
+                                                 "realised_precision", "realised_recall", "distance to the paper"]))
+    assert list(t.columns) == ["filter precision", "filter recall", "support", "decoy", "irrelevant",
+                               "realised precision", "realised recall", "distance to the paper"]
+
+
+def test_at_budget_moves_the_primary_budget_filters_only():
+    from crossprofile_lib.book.tables import at_budget
+    from crossprofile_lib.design import PRIMARY_BUDGET
+    from crossprofile_lib.stats.prereg import load_prereg
+    pre = load_prereg()
+    assert at_budget(pre, PRIMARY_BUDGET) is pre
+    moved = at_budget(pre, "0.3")
+    for c0, c1 in zip(pre.contrasts, moved.contrasts):
+        for t0, t1 in zip(c0.terms, c1.terms):
+            want = {k: ("0.3" if k == "budget_label" and str(v) == PRIMARY_BUDGET else v) for k, v in t0.where.items()}
+            assert t1.where == want
+    assert any(t.where.get("budget_label") == "0.3" for c in moved.contrasts for t in c.terms)
+
+
+def test_contrast_table_columns_and_a_model_missing_from_a_contrasts_paper_values():
+    from crossprofile_lib.book.tables import contrast_table
+    res = pd.DataFrame([dict(id=i, title=f"{i}: t", estimate=1.0, lo=0.5, hi=1.5, lo_holm=0.4, hi_holm=1.6, holm_level=0.99,
+                             p=0.01, p_adjusted=0.02, reject=True, paper=p)
+                        for i, p in (("H1", {"M1": "3", "M2": "4"}), ("H3", {"M1": "5"}))])
+    t = contrast_table(res)
+    assert list(t.columns[:7]) == ["contrast", "estimate (points)", "95% interval", "Holm-adjusted interval", "p",
+                                   "Holm p", "reject at 0.05"]
+    assert list(t["contrast"]) == ["H1: t", "H3: t"] and t.loc["H3", "paper: M2"] == "" and t.loc["H1", "paper: M2"] == "4"
+
+
+def test_rarest_takeaway_says_whether_the_model_run_has_signal(monkeypatch):
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)
+    monkeypatch.setattr("crossprofile_lib.book.headline.model_signal",
+                        lambda m, boot: SimpleNamespace(ok=False, reason="smol: accuracy 34% is chance: 3 options"))
+    ref, m = run(), _model_run("smol", 4)
+    lines = rarest_takeaways(SimpleNamespace(**{**vars(_chapter(ref)), "model": m}), {ref.label: cells()},
+                             {ref.label: _holm()})
+    assert lines[-1].endswith("no signal to read (accuracy 34% is chance: 3 options)")
+    monkeypatch.setattr("crossprofile_lib.book.headline.model_signal", lambda m, boot: SimpleNamespace(ok=True, reason=""))
+    ok = rarest_takeaways(SimpleNamespace(**{**vars(_chapter(ref)), "model": m}), {ref.label: cells()}, {ref.label: _holm()})
+    assert ok[-1].endswith("its results have signal (headroom check passed).")
+
+
+def test_relevance_takeaways_name_a_model_runs_own_paper_values(monkeypatch):
+    from crossprofile_lib.book.paper import paper_text
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.status_line", lambda r: "STATUS")
+    q = _model_run()
+    ch = SimpleNamespace(**{**vars(_chapter(run())), "shown": [q], "sp": None})
+    lines = relevance_takeaways(ch, {q.label: cells()}, {q.label: _holm()})
+    assert f"Paper, same model: H3 {paper_text('h3/H3: R1-rel - R1', run=q)}; classic cell R1-rel - R1 " \
+           f"{paper_text('classic-rel/R1-rel - R1', run=q)}; STATUS" in lines[0]
+    assert "WHY" not in lines                                  # no explanation of a model's numbers
