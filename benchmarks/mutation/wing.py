@@ -284,6 +284,9 @@ def main(argv=None) -> int:
                     help="run a seeded random sample of this many of the wing's mutants (0: all); the score then "
                          "carries its 95%% Wilson interval")
     ap.add_argument("--seed", type=int, default=55, help="the sample's seed (random.Random; default 55)")
+    ap.add_argument("--leave-out", default="", metavar="TESTS",
+                    help="comma-separated test files of the wing left out of this run (e.g. its new tests, to measure "
+                         "the score before them at the same commit; --rerun-survivors puts them back)")
     ap.add_argument("--note", default="", help="a sentence for the results file (how the run was made, if unusual)")
     ap.add_argument("--max-children", type=int, default=2, help="mutmut's workers (default 2)")
     ap.add_argument("--nice", type=int, default=19)
@@ -341,7 +344,8 @@ def main(argv=None) -> int:
         commit, dirty = copy_tree(copy, args.tree)
         tree = "working tree" if args.tree == "work" else f"git archive {commit}"
         (work / "tree.json").write_text(json.dumps({"commit": commit, "dirty": dirty, "tree": tree}))
-        state_missing = configure(copy, wing)
+        left_out = [t for t in args.leave_out.split(",") if t]
+        state_missing = configure(copy, dict(wing, tests=[t for t in wing["tests"] if t not in left_out])) + left_out
         (work / "tree.json").write_text(json.dumps(dict(json.loads((work / "tree.json").read_text()),
                                                         tests_not_in_tree=state_missing)))
         print(f"mutating {len(wing['modules'])} modules of {args.wing} in {copy} ({tree}); log: {work}/mutmut.log",
@@ -377,7 +381,7 @@ def main(argv=None) -> int:
         "wing": args.wing, "tree": tree, "measured_commit": commit, "measured_dirty": dirty, "mutmut_exit": rc,
         "modules": wing["modules"], "restricted": wing.get("restricted", ""),
         "tests": [t for t in wing["tests"] if t not in state.get("tests_not_in_tree", [])],
-        **({"tests_not_in_tree": state["tests_not_in_tree"]} if state.get("tests_not_in_tree") else {}),
+        **({"tests_left_out": state["tests_not_in_tree"]} if state.get("tests_not_in_tree") else {}),
         "pytest_args": PYTEST_ARGS + list(wing.get("pytest_args", [])),
         "wall_s": round(time.time() - started, 1), **({"note": args.note} if args.note else {}), **summary,
     }
