@@ -265,8 +265,8 @@ def test_accuracy_matrix_at_one_budget_in_policy_order():
     from crossprofile_lib.book.tables import accuracy_matrix
     df = pd.DataFrame({"policy": ["R1", "R1", "B4", "B4", "EMPTY", "R1"], "variant": ["PSP", "SPS", "PSP", "SPS", "PSP", "PSP"],
                        "budget_label": ["0.6", "0.6", "0.6", "0.6", "none", "0.3"], "correct": [1, 0, 1, 1, 0, 0]})
-    m = accuracy_matrix(df, "0.6", policies=["B4", "EMPTY", "R1", "M1"])
-    assert list(m.index) == ["B4", "EMPTY", "R1"]                    # asked order; M1 has no rows
+    m = accuracy_matrix(df, "0.6", policies=["R1", "EMPTY", "B4", "M1"])
+    assert list(m.index) == ["R1", "EMPTY", "B4"]                    # asked order (not sorted); M1 has no rows
     assert m.loc["R1", "PSP"] == 100.0 and m.loc["R1", "SPS"] == 0.0 and m.loc["B4", "SPS"] == 100.0
     assert m.loc["EMPTY", "PSP"] == 0.0                               # unbudgeted rows are in every budget's matrix
     assert accuracy_matrix(df, "0.3", policies=["R1"]).loc["R1", "PSP"] == 0.0
@@ -457,3 +457,87 @@ def test_relevance_takeaways_name_a_model_runs_own_paper_values(monkeypatch):
     assert f"Paper, same model: H3 {paper_text('h3/H3: R1-rel - R1', run=q)}; classic cell R1-rel - R1 " \
            f"{paper_text('classic-rel/R1-rel - R1', run=q)}; STATUS" in lines[0]
     assert "WHY" not in lines                                  # no explanation of a model's numbers
+
+
+def _as_model(r: Run) -> Run:
+    from crossprofile_lib.book.runs import bootstrap
+    m = Run(r.path, r.df.assign(backend="openai", model="Qwen2.5-7B-Instruct"),
+            dict(r.header, backend="openai", model="Qwen2.5-7B-Instruct", decision_mode="generate"))
+    m.boot = bootstrap(m, 200, 0)
+    return m
+
+
+def test_a_rising_finding_is_not_judged_when_one_of_its_quantities_is_not(ledger):
+    """A run without headroom (no ALL / EMPTY here) is exploratory: the 'rises' verdict on the last row names why,
+    never 'holds' or 'does not hold'."""
+    from crossprofile_lib.book.compare import FAILS, FINDINGS, HOLDS, finding_table
+    rises = next(f for f in FINDINGS if f.rule == ("rises",) and f.data == "crossprofile")
+    t = finding_table(rises, [_as_model(ledger)], 50)
+    verdicts = list(t["finding holds?"])
+    assert verdicts[:-1] == ["(see below)"] * (len(rises.refs) - 1)
+    assert verdicts[-1] not in (HOLDS, FAILS) and verdicts[-1].startswith(("not judged", "not in this run"))
+
+
+def test_hb_takeaways_read_r1_and_b4s_complete_profiles():
+    from crossprofile_lib.book.hbtables import hb_takeaways
+    from crossprofile_lib.book.runs import REFERENCE
+    d = pd.DataFrame(dict(policy=["R1", "R1", "B4", "B4"], budget_label=["0.6"] * 4, decided=[False] * 4,
+                          correct=[None] * 4, invalid=[0] * 4, kept_hidden=[4, 2, 1, 1], kept_shared=[1, 1, 2, 2],
+                          hidden_retention=[1.0, 0.5, 0.25, 0.25], profile_complete=[1, 0, 0, 0]))
+    lines = hb_takeaways(SimpleNamespace(decisions=lambda protocol: d), None, 100, 0)
+    assert lines[0] == (f"What the memories keep ({REFERENCE}, r = 0.6): R1 holds the complete hidden profile in "
+                        "<b>50%</b> of memories, B4 (first mention) in 0%.")
+    assert lines[1].startswith("No model decided HiddenBench tasks on this page")
+
+
+def test_one_session_shows_the_first_natural_session_without_its_rows(tmp_path):
+    import json
+
+    from crossprofile_lib.book.hbtables import one_session
+    hb = SimpleNamespace(path=tmp_path, label="smol", header={"data_source": "fixture"})
+    assert one_session(hb) is None
+    (tmp_path / "artefacts").mkdir()
+    rec = dict(task_id="5", seed=0, ablation="baseline", votes=[{"agent": "A1", "letter": "B<"}], rows={"votes": [1]})
+    (tmp_path / "artefacts" / "natural.jsonl").write_text(json.dumps(rec) + "\n")
+    html_ = str(one_session(hb).data)
+    assert "Session 5 / seed 0 / baseline: votes, messages, claims, memories, decisions (smol, data fixture)" in html_
+    assert "&quot;letter&quot;: &quot;B&lt;&quot;" in html_ and "rows" not in html_.split("<pre", 1)[1]
+
+
+def test_random_line_per_run_with_the_reference_deciders_why(monkeypatch):
+    from crossprofile_lib.book.headline import random_line
+    from crossprofile_lib.stats.format import fmt_ci
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: f"WHY {estimate}")
+    monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)
+    ref, q = run(), _model_run()
+    ch = SimpleNamespace(**{**vars(_chapter(ref)), "shown": [ref, q]})
+    lines = random_line(ch, {ref.label: _holm(), q.label: _holm(False)})
+    assert len(lines) == 2 and f"R1 - Random = <b>{fmt_ci(-4.5, -9.0, 1.5)}</b> points" in lines[0]
+    assert lines[1] == "WHY -4.5"
+
+
+def test_grid_calls_count_each_kind_of_call():
+    from crossprofile_lib.book.tables import grid_calls
+    g = grid_calls(["templates/dev"], [0, 1], ["0.6", "0.3"], ["R1", "B3", "R1-rel", "BAL"], variants=["PSP", "SPS"],
+                   sample=20)
+    tasks = 10 * 2 * 2
+    assert g["tasks"] == tasks and g["b3_calls"] == tasks * 2 and g["relevance_calls"] == tasks == g["stance_calls"]
+    assert g["decisions"] == 3 * 2 * tasks + g["b3_calls"] and g["mean_prompt_tokens"] > 50
+    none = grid_calls(["templates/dev"], [0], ["0.6"], ["B3"], variants=["PSP"])
+    assert none["mean_prompt_tokens"] == 0.0 and none["decisions"] == none["b3_calls"] == 10
+
+
+def test_noisy_filter_grid_is_the_papers_quality_then_sixteen_filters_with_their_distance():
+    from crossprofile_lib.book.headline import noisy_filter_grid, paper_filter
+    from crossprofile_lib.book.tables import KEPT
+    from crossprofile_lib.task.templates import load_templates
+    from crossprofile_lib.task.tokenizer import get_tokenizer
+    tpl = [t for t in load_templates(["templates/dev"]) if t.id == "dev-hospital-01"]
+    rows = noisy_filter_grid(tpl, get_tokenizer("offline"), seeds=[0], budget="0.6", draws=1)
+    pf = paper_filter()
+    assert len(rows) == 17 and (rows.precision.iloc[0], rows.recall.iloc[0]) == (pf["precision"], pf["recall"])
+    assert sorted(set(rows.precision.iloc[1:])) == [0.7, 0.8, 0.9, 1.0] == sorted(set(rows.recall.iloc[1:]))
+    d = ((rows[list(KEPT)] - pf["composition"]) ** 2).sum(axis=1) ** 0.5
+    assert rows["distance to the paper"].tolist() == pytest.approx(d.tolist())
+    perfect = rows[(rows.precision == 1.0) & (rows.recall == 1.0)].iloc[0]
+    assert perfect.kept_irrelevant == 0.0                       # a perfect filter keeps no irrelevant fact
