@@ -316,7 +316,8 @@ def ledger(tmp_path_factory):
     from crossprofile_lib.run.runner import RunConfig, run_to_dir
     out = tmp_path_factory.mktemp("wing-book") / "ledger"
     run_to_dir(RunConfig(backend="ledger", templates=["templates/dev"], seeds=[0], budgets=["0.6", "0.3"],
-                         policies=["R1", "B4", "Random", "R1-rel", "R1-rel-oracle"], variants=["PSP", "SPS", "PPP"]), out)
+                         policies=["R1", "B4", "Random", "R1-rel", "R1-rel-oracle", "ALL", "ALL:unlabeled", "ALL:shuffled"],
+                         variants=["PSP", "SPS", "PPP"]), out)
     r = load_run(out)
     r.boot = bootstrap(r, 200, 0)
     return r
@@ -541,3 +542,37 @@ def test_noisy_filter_grid_is_the_papers_quality_then_sixteen_filters_with_their
     assert rows["distance to the paper"].tolist() == pytest.approx(d.tolist())
     perfect = rows[(rows.precision == 1.0) & (rows.recall == 1.0)].iloc[0]
     assert perfect.kept_irrelevant == 0.0                       # a perfect filter keeps no irrelevant fact
+
+
+def test_the_heat_map_shows_the_runs_policies_of_your_own_after_the_books(monkeypatch):
+    from crossprofile_lib.book import tables as T
+    monkeypatch.setitem(T.PLUGINS, "Mine", object())
+    df = pd.DataFrame({"policy": ["R1", "Mine", "Mine:shuffled", "B4"], "variant": ["PSP"] * 4,
+                       "budget_label": ["0.6"] * 4, "correct": [1, 0, 1, 1]})
+    m = T.accuracy_matrix(df, "0.6")
+    assert list(m.index) == [p for p in T.HEATMAP_POLICIES if p in ("R1", "B4")] + ["Mine", "Mine:shuffled"]
+    assert m.loc["Mine", "PSP"] == 0.0 and m.loc["Mine:shuffled", "PSP"] == 100.0
+
+
+def test_headroom_warning_names_the_run_and_its_interval():
+    from crossprofile_lib.book.hbtables import headroom_warning
+    tasks = [f"t{i}" for i in range(12)]
+    d = pd.DataFrame(dict(task_id=tasks * 2, policy=["ALL"] * 12 + ["EMPTY"] * 12, decided=True,
+                          correct=[1, 0] * 6 + [0, 1] * 6))
+    w = headroom_warning(SimpleNamespace(decisions=lambda protocol: d, label="smol <x>"), 0)
+    text = str(getattr(w, "data", w))
+    assert "Headroom check failed" in text and "tasks for smol &lt;x&gt;; the lower bound must exceed" in text
+    assert "over 12 tasks" in text
+    good = d.assign(correct=[1] * 12 + [0] * 12)
+    assert headroom_warning(SimpleNamespace(decisions=lambda protocol: good, label="big"), 0) is None
+
+
+def test_label_effect_rows_single_cells_then_pooled_ones(ledger):
+    from crossprofile_lib.book.tables import CELL_LABELS, POOLED_LABELS, label_effect_rows
+    t = label_effect_rows(ledger, ledger.boot)
+    cells_ = list(dict.fromkeys(t.cell))
+    assert set(CELL_LABELS.values()) <= set(cells_) and "all variants" in cells_
+    assert set(POOLED_LABELS.values()) & set(cells_) and list(t.index) == list(range(len(t)))
+    single = label_effect_rows(ledger, ledger.boot, pooled=False)
+    assert not set(POOLED_LABELS.values()) & set(single.cell) and len(single) < len(t)
+    assert t.iloc[:len(single)].reset_index(drop=True).equals(single.reset_index(drop=True))
