@@ -104,3 +104,141 @@ def test_output_folder_is_never_an_input_folder_but_a_sibling_with_a_longer_name
         check_output_folder(runs, "run", inputs=[runs / "a.json"])
     check_output_folder(runs / "sub", "run", inputs=[runs / "a.json"])
     check_output_folder(tmp_path / "out", "run", inputs=[])
+
+
+# --- more of the redaction rule ---------------------------------------------------------------------------
+def test_a_value_that_is_not_text_holds_no_secret():
+    assert holds_secret(12345, extra=("1234",)) is False and holds_secret(["1234"], extra=("1234",)) is False
+
+
+def test_a_fragment_of_pairs_keeps_its_names_and_a_query_key_is_quoted():
+    assert redact_url("http://h/p#state=abc&code=xyz") == f"http://h/p#state={MASK}&code={MASK}"
+    assert redact_url("http://h/p#tokenvalue") == f"http://h/p#{MASK}"
+    assert redact_url("http://h/p?a/b=1&model=x") == f"http://h/p?a%2Fb={MASK}&model=x"
+
+
+def test_a_base_url_variables_secret_parts_are_known_secrets(monkeypatch):
+    from crossprofile_lib.safety.redact import known_secrets
+    monkeypatch.setenv("MY_SERVER_BASE_URL", "http://user:pw123456@h.example/v1?key=k9k9k9k9")
+    monkeypatch.setenv("MY_SERVER_NOTE", "http://anyone:notakey99@h.example/v1")     # not a URL variable, no key word
+    known = known_secrets()
+    assert "pw123456" in known and "k9k9k9k9" in known and "notakey99" not in known
+    assert mask_known("the server said pw123456") == f"the server said {MASK}"
+
+
+# --- input files: what each refusal says ------------------------------------------------------------------
+def _refusal(fn, *a, **k):
+    from crossprofile_lib.safety.text_input import InputError
+    with pytest.raises(InputError) as e:
+        fn(*a, **k)
+    return e.value
+
+
+def test_a_control_character_is_placed_at_its_line_and_column():
+    from crossprofile_lib.safety.text_input import decode_text
+    e = _refusal(decode_text, "f.txt", "first line\nab\x07cd\n".encode())
+    assert e.rule == "file (control characters)" and "at line 2, column 3:" in e.detail
+    e1 = _refusal(decode_text, "f.txt", "\x07".encode())
+    assert "at line 1, column 1:" in e1.detail
+
+
+def test_encodings_other_than_utf8_are_named():
+    from crossprofile_lib.safety.text_input import decode_text
+    assert "the file is UTF-32" in _refusal(decode_text, "f", b"\x00\x00\xfe\xff\x00\x00\x00a").detail
+    assert "the file is UTF-32" in _refusal(decode_text, "f", b"\xff\xfe\x00\x00a\x00\x00\x00").detail
+    assert "the file is UTF-16" in _refusal(decode_text, "f", b"\xfe\xff\x00a").detail
+    # NULs: refused as an encoding when more than a quarter of the bytes; 2 of 9 is not (then a control character)
+    assert "NUL bytes between the characters" in _refusal(decode_text, "f", b"a\x00b\x00c\x00").detail
+    e = _refusal(decode_text, "f", b"abc\x00def\x00g")
+    assert e.rule == "file (control characters)"
+    assert decode_text("f", "\ufeffcaf\u00e9".encode()) == "caf\u00e9"       # a UTF-8 BOM is dropped
+
+
+def test_json_refusals_name_their_rule():
+    from crossprofile_lib.safety.text_input import parse_json
+    big = "1" + "0" * 400 + ".5"
+    e = _refusal(parse_json, "f.json", f'{{"x": {big}}}')
+    assert e.rule == "json (number)" and e.detail == f"the number {big[:40]} is too large for a float"
+    d = _refusal(parse_json, "f.json", '{"a": {"k": 1, "k": 2}}')
+    assert d.rule == "json (duplicate key)" and d.field.endswith("k")
+    assert d.detail == "key 'k' appears twice in one object; JSON would silently keep the last"
+
+
+def test_unreadable_files_say_why(tmp_path):
+    from crossprofile_lib.safety.text_input import read_bytes
+    e = _refusal(read_bytes, tmp_path / "none.yaml", 100)
+    assert e.rule == "file (unreadable)" and e.detail == "cannot read: no such file"
+    f = _refusal(read_bytes, tmp_path, 100)
+    assert f.rule == "file (not a regular file)" and f.detail == "a folder; a file must be a regular file"
+    g = _refusal(read_bytes, tmp_path, 100, what="template")
+    assert g.detail == "a folder; a template must be a regular file"
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    assert _refusal(read_bytes, tmp_path / "big", 100).detail == "101 bytes; a file holds at most 100 bytes"
+
+
+# --- output files ----------------------------------------------------------------------------------------
+def test_write_errors_say_what_failed_and_what_to_do(tmp_path):
+    import errno
+
+    from crossprofile_lib.safety.outputs import write_error
+    e = write_error(tmp_path / "x", OSError(errno.EACCES, "Permission denied"))
+    assert e.errno == errno.EACCES and e.filename == str(tmp_path / "x")
+    assert str(e).startswith(f"cannot write {tmp_path / 'x'}: Permission denied (EACCES); permission denied; its")
+    full = write_error("out.json", OSError(errno.ENOSPC, "No space left"), "cannot append to")
+    assert "cannot append to out.json: No space left (ENOSPC); the disk is full: free some space and rerun" in str(full)
+
+
+def test_an_existing_output_file_needs_overwrite_but_an_empty_one_does_not(tmp_path):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_file
+    (tmp_path / "empty.jsonl").write_text("")
+    check_output_file(tmp_path / "empty.jsonl")                              # 0 bytes: nothing to destroy
+    (tmp_path / "full.jsonl").write_text("x")
+    with pytest.raises(WouldDestroy, match="exists .*add --overwrite"):
+        check_output_file(tmp_path / "full.jsonl")
+    check_output_file(tmp_path / "full.jsonl", overwrite=True)
+    with pytest.raises(WouldDestroy, match="is a folder"):
+        check_output_file(tmp_path)
+    with pytest.raises(WouldDestroy):
+        check_output_file(tmp_path / "no" / "such" / "x.jsonl")              # its folder does not exist
+    check_output_file("relative-name.jsonl")                                 # the current folder
+
+
+def test_a_folder_of_one_kind_refuses_another_and_names_what_it_holds(tmp_path):
+    import json
+
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_folder, describe_folder, other_files
+    hb = tmp_path / "hb"
+    hb.mkdir()
+    (hb / "hiddenbench_run.json").write_text(json.dumps({"rows": 12, "backend": "llamacpp", "model": "smol",
+                                                         "created": "today"}))
+    (hb / "hiddenbench_extra.parquet").write_text("")
+    assert describe_folder(hb).endswith(": 12 decisions by llamacpp (smol), created today")
+    assert other_files(hb, "hiddenbench run") == []
+    with pytest.raises(WouldDestroy, match="holds a hiddenbench run"):
+        check_output_folder(hb, "run")
+    check_output_folder(hb, "hiddenbench run")
+
+
+def test_leftover_temporary_files_are_removed_and_listed(tmp_path, capsys):
+    from crossprofile_lib.safety.outputs import clean_leftovers
+    names = [f".results.parquet.{k}.tmp" for k in "abcd"]
+    for n in names:
+        (tmp_path / n).write_text("x")
+    (tmp_path / "keep").mkdir()
+    (tmp_path / ".results.parquet.dir.tmp").mkdir()                     # not a file: kept
+    gone = clean_leftovers(tmp_path, ["results.parquet"])
+    assert sorted(gone) == sorted(names) and (tmp_path / ".results.parquet.dir.tmp").is_dir()
+    err = capsys.readouterr().err
+    assert "removed 4 temporary file(s)" in err and ", ...)" in err
+    assert clean_leftovers(tmp_path, ["results.parquet"]) == [] and capsys.readouterr().err == ""
+
+
+def test_the_umask_is_read_from_the_process():
+    import os
+
+    from crossprofile_lib.safety.outputs import current_umask
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027
+    finally:
+        os.umask(old)
