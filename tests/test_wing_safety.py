@@ -242,3 +242,44 @@ def test_the_umask_is_read_from_the_process():
         assert current_umask() == 0o027
     finally:
         os.umask(old)
+
+
+# --- YAML and template paths -----------------------------------------------------------------------------
+def test_yaml_refusals_name_their_field_and_rule(tmp_path):
+    from crossprofile_lib.safety.inputs import load_yaml, parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+
+    def refused(text):
+        with pytest.raises(InputError) as e:
+            parse_yaml("t.yaml", text, InputError)
+        return e.value
+    m = refused("base: &b {x: 1}\nfacts:\n  - {<<: *b}\n")
+    assert m.rule == "yaml (anchor or alias)"
+    mk = refused("facts:\n  - {<<: {x: 1}, y: 2}\n")
+    assert mk.rule == "yaml (merge key)" and mk.field == "facts[0].<<"
+    k = refused("facts:\n  - {1: a}\n")
+    assert k.rule == "yaml (key type)" and k.field == "facts[0].1" and k.detail.startswith("mapping key '1' is not a plain")
+    d = refused("facts:\n  - text: a\n    role: x\n    text: b\n")
+    assert d.rule == "yaml (duplicate key)" and d.field == "facts[0].text"
+    assert "key 'text' appears twice in one mapping (first (line 2, column 5), again (line 4, column 5))" in d.detail
+    c = refused("facts:\n  - text: \"a\\x07b\"\n")
+    assert c.rule == "yaml (control characters)" and c.field == "facts[0].text"
+    v = refused("n: 1" + "0" * 5000 + "\n")
+    assert v.rule == "schema (YAML value)" and v.detail.startswith("a value cannot be read: ")
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(InputError) as e:
+        load_yaml(tmp_path / "dir.yaml", 1000, what="domains list")
+    assert e.value.detail == "a folder; a domains list must be a regular file"
+
+
+def test_template_paths_expand_globs_and_skip_domain_lists(tmp_path, monkeypatch):
+    from crossprofile_lib.safety.inputs import template_paths
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t").mkdir()
+    for n in ("b.yaml", "a.yaml", "domains.yaml", "c.txt"):
+        (tmp_path / "t" / n).write_text("x: 1\n")
+    assert [p.name for p in template_paths("t/*.yaml")] == ["a.yaml", "b.yaml"]
+    assert [p.name for p in template_paths(str(tmp_path / "t" / "?.yaml"))] == ["a.yaml", "b.yaml"]
+    assert [p.name for p in template_paths("t")] == ["a.yaml", "b.yaml"]
+    with pytest.raises(FileNotFoundError, match="no template file matches"):
+        template_paths("t/*.yml")
