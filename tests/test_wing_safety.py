@@ -283,3 +283,37 @@ def test_template_paths_expand_globs_and_skip_domain_lists(tmp_path, monkeypatch
     assert [p.name for p in template_paths("t")] == ["a.yaml", "b.yaml"]
     with pytest.raises(FileNotFoundError, match="no template file matches"):
         template_paths("t/*.yml")
+
+
+def test_a_lock_holder_is_described_with_its_command_redacted():
+    from crossprofile_lib.safety.outputs import _describe
+    assert _describe({"pid": 42, "host": "box", "started": "2026-01-01T00:00:00Z",
+                      "command": "crossprofile run --api-key S3CRET --out runs/a"}) == \
+        f"pid 42 on host box since 2026-01-01T00:00:00Z (crossprofile run --api-key {MASK} --out runs/a)"
+    assert _describe({}) == "pid ? on host ? since ?"
+
+
+def test_a_process_start_time_is_read_from_proc_and_none_for_no_such_process():
+    import os
+    import time
+
+    from crossprofile_lib.safety.outputs import _process_start
+    me = _process_start(os.getpid())
+    assert me is not None and time.time() - 3 * 86400 < me <= time.time() + 1
+    assert _process_start(2 ** 22 + 12345) is None
+
+
+def test_an_unreadable_header_does_not_stop_the_description(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    (tmp_path / "run.json").mkdir()                                  # a folder where the header should be
+    (tmp_path / "results.parquet").write_text("x")
+    assert describe_folder(tmp_path).startswith("results.parquet (1 bytes)")
+
+
+def test_an_os_error_is_named_by_its_errno(tmp_path):
+    from crossprofile_lib.safety.text_input import InputError, read_bytes
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    with pytest.raises(InputError) as e:
+        read_bytes(loop, 100)
+    assert e.value.detail.startswith("cannot read: ") and e.value.detail.endswith("(ELOOP)")
