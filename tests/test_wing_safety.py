@@ -317,3 +317,14 @@ def test_an_os_error_is_named_by_its_errno(tmp_path):
     with pytest.raises(InputError) as e:
         read_bytes(loop, 100)
     assert e.value.detail.startswith("cannot read: ") and e.value.detail.endswith("(ELOOP)")
+
+
+def test_a_leftover_that_is_a_link_is_kept_and_refusals_name_the_option(tmp_path):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_folder, clean_leftovers
+    (tmp_path / "target").write_text("keep me")
+    (tmp_path / ".results.parquet.x.tmp").symlink_to(tmp_path / "target")
+    assert clean_leftovers(tmp_path, ["results.parquet"]) == []
+    assert (tmp_path / ".results.parquet.x.tmp").is_symlink() and (tmp_path / "target").read_text() == "keep me"
+    with pytest.raises(WouldDestroy) as e:
+        check_output_folder(tmp_path, "run", inputs=[tmp_path])
+    assert str(e.value).startswith(f"--out {tmp_path}: is the folder")
