@@ -74,3 +74,25 @@ def test_cut_keeps_the_longest_prefix_that_fits(words, budget):
         k = len(out.split())
         assert out == " ".join(words[:k]) and memory_tokens(out, tok) <= budget
         assert memory_tokens(" ".join(words[:k + 1]), tok) > budget
+
+
+def test_a_failed_summary_call_is_an_empty_memory_that_carries_its_error(monkeypatch):
+    """A B3 summary whose call failed keeps nothing and says why (the runner turns ``meta['error']`` into the row's
+    error: a failed call is never a decision); a summary that ran is cut to the budget and keeps what it restates."""
+    from crossprofile_lib.backends.base import ChatResult
+    from crossprofile_lib.policies import b3
+    from crossprofile_lib.policies.registry import parse_policy
+    monkeypatch.setattr(b3, "summary_prompt", lambda task, transcript, budget: (SimpleNamespace(file="b3.txt", sha="s"),
+                                                                                budget + 32))
+    cl = SimpleNamespace(claims=claims("alpha bravo charlie", "delta echo foxtrot"))
+
+    def x(result):
+        return SimpleNamespace(summarise=lambda prompt, max_tokens: result, budget=13, task=None, transcript=None,
+                               tokenizer=Words(), claims=cl)
+    failed = b3.build_b3(parse_policy("B3"), x(ChatResult("alpha bravo charlie", error="HTTP 500")))
+    assert failed.text == "" and failed.kind == "empty" and failed.kept == () and failed.meta["error"] == "HTTP 500"
+    ok = b3.build_b3(parse_policy("B3"), x(ChatResult("alpha  bravo\ncharlie and more words here beyond ten of them now and "
+                                                      "then more")))
+    assert ok.meta["error"] == "" and ok.kind == "summary" and ok.meta["word_limit"] == 10
+    assert ok.text == "alpha bravo charlie and more words here beyond ten of them now and" and ok.truncated   # 13 words
+    assert [c.text for c in ok.kept] == ["alpha bravo charlie"]
