@@ -145,12 +145,26 @@ def configure(copy: Path, wing: dict) -> list[str]:
     return missing
 
 
+#: imported by every new Python process of a run (``sitecustomize``): a test's subprocess inherits mutmut's
+#: ``MUTANT_UNDER_TEST``; during the stats phase ("stats") its trampolines would look for mutmut's configuration in
+#: the subprocess's folder (a test's temporary folder: none there) and fail the test, so there it runs the original
+#: code (the stats record only the test process's own calls); a mutant's name is kept, so the subprocess runs it
+SITECUSTOMIZE = """import os
+if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+    os.environ["MUTANT_UNDER_TEST"] = ""
+"""
+
+
 def environment(copy: Path) -> dict:
     env = dict(os.environ)
-    # a test that starts `python -m crossprofile_lib.cli` from the copy (its cwd) imports the mutated package
-    # too; BLAS on one thread; hypothesis' database inside the copy
+    # a test that starts `python -m crossprofile_lib.cli` (from any folder) imports the mutated package too; BLAS on
+    # one thread; hypothesis' database inside the copy
+    site = copy / ".wing-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               HYPOTHESIS_STORAGE_DIRECTORY=str(copy / ".hypothesis"), PYTHONPATH=str(copy / "mutants"))
+               HYPOTHESIS_STORAGE_DIRECTORY=str(copy / ".hypothesis"),
+               PYTHONPATH=os.pathsep.join([str(copy / "mutants"), str(site)]))
     env.pop("CROSSPROFILE_CACHE", None)
     return env
 
@@ -368,8 +382,8 @@ def main(argv=None) -> int:
         results = {m: r for m, r in results.items() if m in set(state["sample"])}
     if before is not None:   # mutants not rerun keep their verdict (a changed test list may reset mutmut's)
         results = {m: (results.get(m, r) if m in again else r) for m, r in before.items()}
-    if not results:
-        print(f"mutmut wrote no results (exit {rc}); see {work}/mutmut.log")
+    if not results or all(BUCKET.get(r["status"]) == "not_checked" for r in results.values()):
+        print(f"mutmut checked no mutant (exit {rc}); no results file written; see {work}/mutmut.log")
         return 2
     not_killed = [m for m, r in results.items() if BUCKET.get(r["status"]) != "killed"]
     diff_by = diffs(copy, not_killed)
