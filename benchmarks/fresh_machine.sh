@@ -112,7 +112,8 @@ if ci_only:  # the test phases as make test reports them (pytest's own "in N s" 
     venv = work / "ci-clone" / ".venv"
     out["ci_steps_done_at_s"] = {name: round((venv / f).stat().st_mtime - t0, 1)
                                  for name, f in (("make_install", ".installed"), ("engine_installed", ".installed-llm"),
-                                                 ("llm_tests", "test-llm.rc")) if (venv / f).exists()}
+                                                 ("llm_tests", "test-llm.rc"), ("vllm_installed", "../.venv-vllm/.installed"),
+                                                 ("vllm_tests", "test-vllm.rc")) if (venv / f).exists()}
 dest = Path(os.environ["HERE"]) / "benchmarks" / "results" / ("fresh_ci.json" if ci_only else "fresh_machine.json")
 dest.write_text(json.dumps(out, indent=2) + "\n")
 print(json.dumps(out, indent=2))
