@@ -74,3 +74,313 @@ def test_unknown_level_and_model_without_extractor_are_refused():
         extract(mt, "model", None, ("A1",))
     m = extract(mt, "model", None, ("A1", "A2", "A3", "A4"), extractor=lambda utt: [[6, 3], [], [0], [5, 1, 2, 4]])
     assert m.members == ((0,), (1, 2, 4, 5), (3, 6))
+
+
+# --- the rest of the task wing's rules (issue 55, the seed-55 sample's survivors) ------------------------------------
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from crossprofile_lib.safety.inputs import TemplateError
+from crossprofile_lib.task import hints
+from crossprofile_lib.task.discussion import Claim, ClaimList, claim_list, make_task, scripted_discussion
+from crossprofile_lib.task.domains import read_domains
+from crossprofile_lib.task.evidence import Stance, oracle_stances, tone_balance
+from crossprofile_lib.task.messy import messy_discussion
+from crossprofile_lib.task.provenance import render_lines
+from crossprofile_lib.task.templates import Option, load_template, validate_template
+from crossprofile_lib.task.tokenizer import (ServerTokenizer, TokenizerUnavailable, _probe_one, get_tokenizer,
+                                             probe_servers)
+from crossprofile_lib.task.validate import validate_paths
+from crossprofile_lib.task.variants import agent_names
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSPITAL = ROOT / "templates" / "dev" / "dev-hospital-01.yaml"
+
+
+def _replace_fact(t, fid, **update):
+    return t.model_copy(update={"facts": tuple(f.model_copy(update=update) if f.id == fid else f for f in t.facts)})
+
+
+def test_a_domains_file_with_a_second_key_is_refused_naming_the_rule(tmp_path):
+    p = tmp_path / "domains.yaml"
+    p.write_text(yaml.safe_dump({"domains": ["ferry operator"], "extra": 1}))
+    with pytest.raises(TemplateError) as ei:
+        read_domains(p)
+    msg = str(ei.value)
+    assert str(p) in msg and ei.value.field == "<file>" and ei.value.rule == "domains file"
+    assert "one key" in msg and "'domains'" in msg and "list of names" in msg
+
+
+def test_an_unknown_domain_is_named_cut_at_60_characters_with_the_domains_a_file_adds(tmp_path):
+    (tmp_path / "domains.yaml").write_text(yaml.safe_dump({"domains": ["ferry operator", "airport catering contract"]}))
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data.update(id="own-01", domain="x" * 70)
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(p)
+    msg = str(ei.value)
+    assert f"domain '{'x' * 60}' is not one of the 12 decision domains" in msg
+    # the file's own domains, sorted, after the paper's twelve
+    assert ", nor one a domains.yaml adds (airport catering contract, ferry operator)" in msg
+
+
+def test_a_template_id_that_is_not_a_safe_name_is_refused_naming_it(tmp_path):
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data.update(id="bad id")
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(p)
+    assert ei.value.field == "id" and "template id 'bad id' is not a safe name" in str(ei.value)
+    assert "('.' inside)" in str(ei.value)
+
+
+def test_a_fact_about_no_option_is_refused_naming_the_id(hospital):
+    with pytest.raises(TemplateError) as ei:
+        validate_template(_replace_fact(hospital, "F03", about="nowhere"), "x.yaml")
+    assert ei.value.field == "facts[2].about" and "'nowhere' is not an option id" in str(ei.value)
+
+
+def test_a_missing_role_count_names_the_role_polarity_and_option(hospital):
+    # F06 (support, about the correct option, +1) turned against the decoy: rules 1-3 still hold, the counts do not
+    t = _replace_fact(hospital, "F06", about="corvane", polarity=-1)
+    with pytest.raises(TemplateError) as ei:
+        validate_template(t, "x.yaml")
+    assert ei.value.field == "facts"
+    assert "expected 3 support facts with polarity +1 about the correct option, found 2" in str(ei.value)
+
+
+def test_paraphrase_sets_are_checked_with_the_templates_own_option_count(hospital):
+    four = hospital.model_copy(update={"options": (*hospital.options, Option(id="tavor", name="Tavor Health"))})
+    assert validate_template(four, "x.yaml", n_options=4) == []
+    with pytest.raises(TemplateError, match="expected 3 options, found 4"):
+        validate_template(four, "x.yaml", n_options=3)
+
+
+def test_an_address_and_a_comparison_are_described_differently():
+    a = hints.describe_comparison(hints.Comparison("choose option b", "address"))
+    assert a == "'choose option b' addresses the decision model or tells it what to answer"
+    c = hints.describe_comparison(hints.Comparison("cheapest of the three", "comparison with the other options"))
+    assert c.startswith("'cheapest of the three' is a comparison with the other options: a fact must not rank")
+    assert "addresses" not in c
+
+
+@pytest.mark.parametrize("text", ["be\u00adst", "be\u200bst", "b\u20ddest", "be\u0301st"])
+def test_fold_drops_format_characters_enclosing_and_accent_marks(text):
+    # soft hyphen and zero-width space (Cf), a combining enclosing circle (Me), a combining acute (Mn)
+    assert hints.fold(text) == "best"
+    assert hints.find_hint(f"Acme is the {text} supplier").disguised
+
+
+def test_oracle_stances_read_the_roles_of_the_template(hospital):
+    claims = ClaimList((Claim("x", ("A1",), 0, "F01"), Claim("y", ("A2",), 1, None), Claim("z", ("A1",), 2, "F03"),
+                        Claim("w", ("A3",), 3, "F04")), ("A1", "A2", "A3"))
+    task = make_task(hospital, "PSP", 0)
+    # F01: decoy +1 about corvane (relevant); F03: irrelevant +1 about medora; F04: support -1 about corvane
+    assert oracle_stances(claims, task) == (Stance("corvane", 1, True), None, Stance("medora", 1, False),
+                                            Stance("corvane", -1, True))
+
+
+def _toned(tone):
+    # irrelevant facts about the correct option (+1 each) or the decoy (-1 each), and a relevant one that never counts
+    facts = [SimpleNamespace(about="c" if tone > 0 else "d", polarity=1, relevant=False) for _ in range(abs(tone))]
+    facts.append(SimpleNamespace(about="d", polarity=1, relevant=True))
+    return SimpleNamespace(correct_option="c", decoy_option="d", facts=facts)
+
+
+def test_tone_balance_counts_each_lean_and_neither_apart():
+    assert tone_balance([_toned(-2), _toned(0), _toned(0), _toned(1), _toned(3)]) == {"decoy": 1, "correct": 2,
+                                                                                      "neither": 2}
+
+
+def test_a_messy_discussion_records_its_opinion_rate(dev_templates):
+    task = make_task(dev_templates[0], "PSP", 1)
+    assert messy_discussion(task, 0.25).opinion_rate == 0.25
+    one = messy_discussion(task, 1)
+    assert one.opinion_rate == 1.0 and isinstance(one.opinion_rate, float)
+
+
+def test_shuffled_provenance_permutes_the_labels_among_lines_by_the_rng():
+    claims = [Claim("t0", ("A1",), 0), Claim("t1", ("A1", "A2"), 1), Claim("t2", ("A1", "A2", "A3"), 2)]
+    # numpy's default_rng(3).permutation(3) is [2, 1, 0]: the first line shows the third claim's label
+    assert render_lines(claims, "shuffled", np.random.default_rng(3)) == [
+        ("[A1,A2,A3] t0", 3), ("[A1,A2] t1", 2), ("[A1] t2", 1)]
+    assert render_lines(claims, "full", np.random.default_rng(3)) == [
+        ("[A1] t0", 1), ("[A1,A2] t1", 2), ("[A1,A2,A3] t2", 3)]
+
+
+def test_role_blindness_recall_per_role_averages_to_the_accuracy(dev_templates):
+    from crossprofile_lib.task.roleblind import role_blindness
+    rb = role_blindness(dev_templates, n_folds=5)
+    assert set(rb.per_role_recall) == {"support", "decoy", "irrelevant"}
+    assert rb.n_facts == 120 and rb.n_folds == 5 and rb.base_rate == pytest.approx(5 / 12)
+    # every template has 5 support, 3 decoy and 4 irrelevant facts
+    r = rb.per_role_recall
+    assert rb.accuracy == pytest.approx((5 * r["support"] + 3 * r["decoy"] + 4 * r["irrelevant"]) / 12)
+
+
+def test_a_duplicate_template_id_fails_the_later_file_naming_both(tmp_path):
+    src = HOSPITAL.read_text(encoding="utf-8")
+    (tmp_path / "a.yaml").write_text(src)
+    (tmp_path / "b.yaml").write_text(src)
+    first, second = validate_paths([tmp_path])
+    assert first.error is None and second.error is not None
+    e = second.error
+    assert Path(e.path).name == "b.yaml" and str(tmp_path / "b.yaml") in str(e)
+    assert "also used by" in str(e) and str(tmp_path / "a.yaml") in str(e)
+
+
+def test_no_agents_is_refused_naming_the_parameter():
+    with pytest.raises(ValueError, match="n_agents must be at least 1"):
+        agent_names(0)
+    assert agent_names(3) == ("A1", "A2", "A3")
+
+
+# --- the served model's tokenizer: probing, counting, the whole-request deadline ------------------------------------
+
+class _TokenizeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        srv = self.server
+        srv.seen.append((self.path, body, self.headers.get("Authorization")))
+        if srv.drip is not None:                       # headers at once, then one byte of the answer at a time
+            data = json.dumps({"tokens": list(range(srv.drip))}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                for i in range(len(data)):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    srv.sent = i + 1
+                    time.sleep(0.05)
+            except OSError:
+                pass
+            srv.done.set()
+            self.close_connection = True
+            return
+        status, answer = srv.answer(self.path, body)
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a):
+        pass
+
+
+def _vllm(bos=1):
+    """A vLLM-style server: only ``/tokenize`` with a ``prompt``; one token per word, ``bos`` more on every text."""
+    def answer(path, body):
+        if path != "/tokenize" or "prompt" not in body:
+            return 404, {"detail": "Not Found"}
+        return 200, {"tokens": [0] * bos + list(range(len(body["prompt"].split())))}
+    return answer
+
+
+@pytest.fixture
+def tokenize_server():
+    servers = []
+
+    def start(answer=None, drip=None):
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), _TokenizeHandler)
+        srv.daemon_threads = True
+        srv.answer, srv.drip, srv.seen, srv.sent, srv.done = answer, drip, [], 0, threading.Event()
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+class _Store:
+    def __init__(self, known=()):
+        self.known, self.put_calls = dict(known), []
+
+    def get(self, text):
+        return self.known.get(text)
+
+    def put(self, text, n):
+        self.put_calls.append((text, n))
+
+
+def test_the_probe_finds_the_servers_endpoint_and_counts_without_its_special_tokens(tokenize_server):
+    srv, url = tokenize_server(_vllm(bos=1))
+    store = _Store({"cached text": 7})
+    tok, why, state = probe_servers([url], "m-found", api_key="sk-probe", store=store)
+    root = url.removesuffix("/v1")
+    assert state == "found" and why == f"vllm endpoint {root}/tokenize"
+    assert tok.name == "server:vllm:m-found" and tok.urls == [f"{root}/tokenize"] and tok.offset == 1
+    assert store.offset == 1
+    # the probe asked /extras/tokenize (404), then /tokenize with vLLM's body, then the empty text for the offset
+    assert [p for p, _, _ in srv.seen] == ["/extras/tokenize", "/tokenize", "/tokenize"]
+    assert srv.seen[1][1] == {"model": "m-found", "prompt": "Budgets are priced in tokens, 12 of them.",
+                              "add_special_tokens": False}
+    assert srv.seen[2][1]["prompt"] == "" and srv.seen[1][2] == "Bearer sk-probe"
+    n_asked = len(srv.seen)
+    assert tok.count("three short words") == 3 and tok.count("three short words") == 3   # 4 tokens less the BOS
+    assert tok.count("cached text") == 7                                                   # the store, not the server
+    assert len(srv.seen) == n_asked + 1 and srv.seen[-1][2] == "Bearer sk-probe"
+    assert tok.sources == {"store": 1, "server": 1} and store.put_calls == [("three short words", 3)]
+
+
+def test_the_probe_keeps_the_urls_whose_endpoint_matches_the_first_found(tokenize_server):
+    (_, u1), (_, u2), (_, u3) = (tokenize_server(_vllm(bos=1)), tokenize_server(_vllm(bos=1)),
+                                 tokenize_server(_vllm(bos=2)))
+    tok, why, state = probe_servers([u1, u2, u3], "m-three")
+    assert state == "found" and tok.offset == 1
+    assert tok.urls == [u1.removesuffix("/v1") + "/tokenize", u2.removesuffix("/v1") + "/tokenize"]
+    tok2, _, _ = probe_servers([u3, u1], "m-three")
+    assert tok2.offset == 2 and tok2.urls == [u3.removesuffix("/v1") + "/tokenize"]
+
+
+def test_a_server_without_an_endpoint_is_named_path_by_path(tokenize_server):
+    _, url = tokenize_server(lambda path, body: (404, {}))
+    tok, why, state = _probe_one(url, "m-none", None, 5.0)
+    assert tok is None and state == "no-endpoint"
+    assert why == ("no tokenize endpoint answered: tried /extras/tokenize (llama-cpp-python: HTTP 404); "
+                   "/tokenize (vllm: HTTP 404); /tokenize (llama.cpp: HTTP 404)")
+
+
+def test_a_refused_key_and_a_busy_server_stop_the_probe_and_say_so(tokenize_server):
+    _, url = tokenize_server(lambda path, body: (401, {}))
+    assert _probe_one(url, "m-401", "sk-wrong", 5.0) == (
+        None, "the server refused the key: /extras/tokenize (llama-cpp-python: HTTP 401)", "refused")
+    assert probe_servers([url], "m-401", "sk-wrong")[2] == "refused"
+    _, busy = tokenize_server(lambda path, body: (503, {}))
+    assert _probe_one(busy, "m-503", None, 5.0) == (
+        None, "the server is busy: /extras/tokenize (llama-cpp-python: HTTP 503)", "unreachable")
+
+
+def test_a_server_dripping_its_answer_is_cut_at_the_whole_requests_deadline(tokenize_server):
+    srv, url = tokenize_server(drip=40)                   # an answer of 100+ bytes, one every 50 ms
+    tok = ServerTokenizer(url, "m-drip", "vllm", timeout=0.4, retries=0)
+    with pytest.raises(TokenizerUnavailable, match="deadline for the whole request"):
+        tok.count("some text")
+    assert srv.done.wait(30)
+    # the socket was shut at the deadline, so the server could not send the whole answer
+    assert srv.sent < 100
+
+
+def test_a_gguf_path_that_is_not_a_file_is_refused_by_the_safe_input_check(tmp_path):
+    with pytest.raises(ValueError) as ei:
+        get_tokenizer(f"gguf:{tmp_path}")
+    assert str(ei.value) == f"tokenizer 'gguf:{tmp_path}': {tmp_path} is a folder, not a file"
+    with pytest.raises(ValueError, match="does not exist"):
+        get_tokenizer(f"gguf:{tmp_path / 'missing.gguf'}")
