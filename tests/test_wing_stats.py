@@ -1,0 +1,300 @@
+"""Issue 55, the stats wing's mutation score: rules of crossprofile_lib/stats/ that a user sees (a label, a reference
+policy, a refused or failed fit's report, a preregistration error naming the file and field, a table's columns) and
+that the wing's other tests did not pin. Hand-made rows whose expected values are written out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
+from crossprofile_lib.stats.composition import composition_table, composition_wide
+from crossprofile_lib.stats.netlead import (
+    fixed_effects_logit,
+    lr_test,
+    mixed_logit,
+    regressions_fit,
+    verdict_display,
+    verdict_table,
+)
+from crossprofile_lib.stats.prereg import DEFAULT_PREREG_PATH, PreregError, load_prereg, parse_prereg
+from crossprofile_lib.stats.separation import prepare_family
+from crossprofile_lib.stats.tables import accuracy_table, label_effects, support_shared_minus_private
+
+FIXED_METHOD = "GLM logit, template fixed effects, cluster-robust (template) covariance"
+LR_METHOD = "likelihood-ratio test, GLM logit with template fixed effects"
+
+
+def _synthetic(seed=0, T=20, n=60, pols=("R1", "B4", "Random", "M1"), policy_effect=0.0):
+    """Rows whose outcome follows net lead (and, with ``policy_effect``, B4): every template informative."""
+    rng = np.random.default_rng(seed)
+    pols = list(pols)
+    per = max(1, n // len(pols))
+    tid = np.repeat([f"t{i:02d}" for i in range(T)], per * len(pols))
+    pol = np.tile(np.repeat(pols, per), T)
+    k = len(pol)
+    lead = rng.integers(-3, 6, k)
+    tone = rng.integers(-2, 3, k)
+    eta = -0.5 + 0.9 * lead + policy_effect * (pol == "B4")
+    return pd.DataFrame(dict(template_id=tid, policy=pol, net_lead=lead, irrelevant_tone=tone,
+                             correct=rng.random(k) < 1 / (1 + np.exp(-eta))))
+
+
+# --- the bootstrap's percentile interval ---------------------------------------------------------------------------
+
+def test_the_percentile_interval_ignores_undefined_resamples_and_gives_nan_only_for_a_cell_no_resample_has():
+    draws = np.array([[1.0, np.nan], [2.0, np.nan], [3.0, np.nan], [np.nan, np.nan], [5.0, np.nan]])
+    lo, hi = percentile_interval(draws, level=0.5)
+    # the defined resamples of column 0 are 1, 2, 3, 5: their 25th and 75th percentiles (linear) are 1.75 and 3.5
+    assert lo[0] == pytest.approx(1.75) and hi[0] == pytest.approx(3.5)
+    assert np.isnan(lo[1]) and np.isnan(hi[1])
+    # without an undefined resample: the same percentiles of all of them
+    lo, hi = percentile_interval(np.array([[1.0], [2.0], [3.0], [5.0]]), level=0.5)
+    assert lo[0] == pytest.approx(1.75) and hi[0] == pytest.approx(3.5)
+
+
+# --- the tables ----------------------------------------------------------------------------------------------------
+
+def _boot(units=("a", "b")):
+    return TemplateBootstrap(tuple(units), np.array([[0, 1], [0, 0], [1, 1]]))
+
+
+def test_an_accuracy_table_has_exactly_its_grouping_outcome_count_and_interval_columns():
+    df = pd.DataFrame(dict(template_id=["a", "a", "b"], policy="R1", budget_label="0.6", variant="PSP",
+                           correct=[True, False, True]), index=[10, 11, 12])
+    t = accuracy_table(df, _boot())
+    assert list(t.columns) == ["policy", "budget_label", "variant", "outcome", "n", "estimate", "lo", "hi"]
+    assert t.set_index("variant").loc["PSP", "estimate"] == pytest.approx(200 / 3)
+
+
+def test_a_label_effect_is_the_control_minus_its_base_per_cell_and_names_the_cell():
+    # R1 in classic: a 1, 1; b 0 -> 2/3. R1:unlabeled in classic: a 0, 1; b 0 -> 1/3. Control minus base: -33.3.
+    df = pd.DataFrame(dict(template_id=list("aab") * 2, budget_label="0.6", cell="classic",
+                           policy=["R1"] * 3 + ["R1:unlabeled"] * 3, correct=[1, 1, 0, 0, 1, 0]))
+    t = label_effects(df.assign(correct=df.correct.astype(bool)), _boot())
+    assert sorted(t["cell"]) == ["all", "classic"]
+    row = t.set_index("cell").loc["classic"]
+    assert row["policy"] == "R1:unlabeled" and row["versus"] == "R1" and row["label_format"] == "unlabeled"
+    assert row["estimate"] == pytest.approx(-100 / 3)
+
+
+def test_support_shared_minus_private_is_labelled_and_hand_counted():
+    # shared: a 1, 1; b 1 -> 100. private: a 0, 1; b 0 -> 1/3. Difference 66.7 points.
+    df = pd.DataFrame(dict(template_id=list("aab") * 2, policy="ALL",
+                           support_attr=["shared"] * 3 + ["private"] * 3,
+                           correct=[True, True, True, False, True, False]))
+    t = support_shared_minus_private(df, _boot())
+    assert len(t) == 1
+    assert t.loc[0, "contrast"] == "support shared - support private" and t.loc[0, "policy"] == "ALL"
+    assert t.loc[0, "estimate"] == pytest.approx(200 / 3)
+
+
+def test_the_composition_table_means_per_policy_and_variant_at_one_budget_with_unbudgeted_rows():
+    df = pd.DataFrame(dict(
+        policy=["R1", "R1", "R1", "ALL", "R1"], variant=["PSP", "PSP", "SPS", "PSP", "PSP"],
+        budget_label=["0.6", "0.6", "0.6", "none", "0.4"],
+        kept_support=[2, 4, 1, 5, 9], kept_decoy=[1, 0, 1, 5, 9], kept_irrelevant=[0, 2, 3, 4, 9],
+        n_kept=[3, 6, 5, 14, 27]))
+    t = composition_table(df, "0.6")
+    assert list(t.index.names) == ["policy", "variant"]
+    assert list(t.columns) == ["support", "decoy", "irrelevant", "n_kept"]
+    assert t.loc[("R1", "PSP")].tolist() == [3.0, 0.5, 1.0, 4.5]       # the 0.4 row left out
+    assert t.loc[("R1", "SPS")].tolist() == [1.0, 1.0, 3.0, 5.0]
+    assert t.loc[("ALL", "PSP")].tolist() == [5.0, 5.0, 4.0, 14.0]     # label "none": always in
+    every = composition_table(df, "all")
+    assert every.loc[("R1", "PSP")].tolist() == pytest.approx([5.0, 10 / 3, 11 / 3, 12.0])   # 2, 4, 9; 1, 0, 9; 0, 2, 9
+    wide = composition_wide(df, "0.6")
+    assert wide.loc["R1", "PSP"] == "3.00/0.50/1.00" and wide.loc["R1", "SPS"] == "1.00/1.00/3.00"
+
+
+# --- the net-lead family: reference and duplicates -----------------------------------------------------------------
+
+def test_without_the_reference_policy_the_family_is_tested_against_its_first_policy_in_family_order():
+    df = _synthetic(pols=("Random", "M1", "B4"), T=3, n=12)
+    f = prepare_family(df, "copy", "R1")
+    assert f["policies"] == ["B4", "Random", "M1"] and f["reference"] == "B4"
+    assert prepare_family(df, "copy", "M1")["reference"] == "M1"
+
+
+def test_the_duplicates_note_counts_each_policy_in_family_order():
+    rows = []
+    for pol, mem in (("R1", "a"), ("Random", "a"), ("B4", "a"), ("R1", "b"), ("B4", "c"), ("Random", "b")):
+        rows.append(dict(template_id="t1", variant="PSP", seed=0, budget_label="0.6", memory_sha=mem, decision="A",
+                         policy=pol, correct=True))
+    rows.append(dict(rows[0], template_id="t2", correct=False))
+    f = prepare_family(pd.DataFrame(rows), "copy")
+    assert f["duplicates"]["dropped"] == 3
+    assert f["note"].startswith("3 duplicate decisions dropped (B4: 1, Random: 2)")
+
+
+# --- the regressions' reports --------------------------------------------------------------------------------------
+
+def test_a_fit_refused_for_too_few_templates_names_its_method_the_count_and_the_minimum():
+    df = _synthetic(T=3)
+    fe = fixed_effects_logit(df)
+    assert fe["method"] == FIXED_METHOD + " (not fitted)"
+    assert fe["error"] == ("not fitted: 3 template(s); this fit needs at least 10 "
+                           "(see crossprofile_lib/stats/netlead.py)")
+    assert fe["warnings"] == [] and fe["policy_significant"] is None and fe["flat_templates"] == 0
+    m = mixed_logit(df)
+    assert m["method"] == "BinomialBayesMixedGLM.fit_vb (not fitted)" and "at least 5" in m["error"]
+    assert m["warnings"] == [] and math.isnan(m["template_sd"])
+    lr = lr_test(df)
+    assert lr["method"] == LR_METHOD + " (not fitted)" and lr["lr"] is None and lr["warnings"] == []
+
+
+def test_the_likelihood_ratio_test_of_one_policy_says_there_is_nothing_to_test():
+    df = _synthetic(pols=("R1",), T=12, n=30)
+    r = lr_test(df)
+    assert r["error"] == "one policy level: nothing to test"
+    assert r["formula"] == "y ~ net_lead + irrelevant_tone + C(template_id)"
+    assert r["method"] == LR_METHOD and r["reference_policy"] == "R1"
+    assert r["warnings"] == [] and r["lr"] is None and r["policy_significant"] is None
+
+
+def test_the_likelihood_ratio_test_counts_the_templates_it_left_out_for_having_no_variation():
+    df = _synthetic(T=12)
+    df.loc[df.template_id == "t00", "correct"] = True
+    df.loc[df.template_id == "t01", "correct"] = False
+    r = lr_test(df)
+    assert r["flat_templates"] == 2 and r["n_templates"] == 10 and r["lr"]["df"] == 3
+    assert r["method"] == LR_METHOD and r["formula"].endswith("against y ~ net_lead + irrelevant_tone + C(template_id)")
+    assert fixed_effects_logit(df)["flat_templates"] == 2
+
+
+def test_a_fit_the_numerical_library_cannot_do_is_reported_failed_with_its_error(monkeypatch):
+    from statsmodels.genmod.generalized_linear_model import GLM
+
+    def singular(self, *a, **k):
+        raise np.linalg.LinAlgError("Singular matrix")
+    monkeypatch.setattr(GLM, "fit", singular)
+    df = _synthetic(T=12)
+    fe = fixed_effects_logit(df)
+    assert fe["method"] == FIXED_METHOD + " (failed)" and fe["error"] == "fit failed: Singular matrix"
+    assert fe["warnings"] == ["Singular matrix"] and fe["policy_significant"] is None and fe["terms"].empty
+    lr = lr_test(df)
+    assert lr["method"] == LR_METHOD + " (failed)" and lr["error"] == "fit failed: Singular matrix"
+    assert lr["lr"] is None and lr["policy_significant"] is None and lr["flat_templates"] == 0
+
+
+def test_the_secondary_familys_likelihood_ratio_test_uses_the_same_reference_policy_as_its_wald_test():
+    df = _synthetic(pols=("R1", "B4", "Random", "M1", "BAL"), n=60, T=12)
+    fits = regressions_fit(df)
+    sec = fits["secondary"]
+    assert fits["families"]["secondary"]["reference"] == "R1"
+    assert sec["fixed"]["reference_policy"] == "R1" and sec["lr"]["reference_policy"] == "R1"
+    assert "Treatment('R1')" in sec["lr"]["formula"] and sec["lr"]["lr"]["df"] == 4
+
+
+def test_the_verdict_table_reports_each_fits_own_method():
+    fits = dict(fixed=dict(method="fixed-effects fit", policy_significant=True, wald=dict(chi2=9.0, df=3, p=0.03)),
+                lr=dict(method="likelihood-ratio fit", policy_significant=False, lr=dict(chi2=2.0, df=3, p=0.57)),
+                families=dict(primary=dict(family="copy", note="")))
+    v = verdict_table(fits).set_index("fit")
+    assert v.loc["fixed", "method"] == "fixed-effects fit" and v.loc["lr", "method"] == "likelihood-ratio fit"
+    assert v.loc["lr", "agrees_with_primary"] == False  # noqa: E712
+    assert v.loc["fixed", "test"] == "joint Wald, cluster-robust" and v.loc["lr", "p"] == pytest.approx(0.57)
+
+
+def test_the_verdict_display_labels_each_verdict_formats_p_and_reports_separated_levels_per_family():
+    verdict = pd.DataFrame(dict(family=["copy"] * 3, fit=["fixed", "lr", "ml"], role=["primary", "robustness", "x"],
+                                test=["w", "lr", "lr"], statistic=[12.3456, 1.0, np.nan], df=[3.0, 3.0, np.nan],
+                                p=[0.0004, 0.0234, np.nan], policy_significant=[True, False, None]))
+    sep = pd.DataFrame(dict(policy=["R1-rel"], n=[15], correct=[15], accuracy=[100.0], separation=["all correct"]))
+    analysis = dict(verdict=verdict, families=dict(
+        primary=dict(family="copy", separated=sep, note="R1-rel separated"),
+        secondary=dict(family="every", separated=pd.DataFrame(), note="")))
+    t, s, notes = verdict_display(analysis)
+    assert t["verdict"].tolist() == ["policy matters", "not significant", "not tested"]
+    assert t["p"].tolist() == ["< 0.001", "0.023", ""]
+    assert t.loc[0, "chi2"] == 12.35
+    assert list(t.columns) == ["family", "fit", "role", "test", "chi2", "df", "p", "verdict"]
+    assert list(s.columns) == ["family", "policy", "n", "correct", "accuracy", "separation"]
+    assert s["family"].tolist() == ["copy"] and s["separation"].tolist() == ["all correct"]
+    assert notes == ["copy: R1-rel separated"]
+    empty = verdict_display({})
+    assert empty[0].empty and empty[1].empty and empty[2] == []
+
+
+# --- the preregistration file --------------------------------------------------------------------------------------
+
+def _contrast(**kw):
+    return dict(dict(id="c1", terms=[{"weight": 1, "where": {"policy": "R1"}}]), **kw)
+
+
+def test_a_file_that_is_not_a_mapping_is_refused_naming_the_file():
+    with pytest.raises(PreregError) as e:
+        parse_prereg(["a", "list"], "my.yaml")
+    assert e.value.path == "my.yaml" and e.value.field == "<top>" and e.value.rule == "type"
+    assert str(e.value).startswith("my.yaml: field '<top>'") and "mapping" in str(e.value)
+
+
+def test_a_paper_value_of_the_wrong_type_is_refused_naming_the_field_and_what_it_may_be():
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"contrasts": [_contrast(paper=5)]}, "my.yaml")
+    assert e.value.field == "contrasts[0].paper" and e.value.rule == "type"
+    assert "<figure id>/<item label>" in str(e.value) and "model -> paper value" in str(e.value)
+    assert parse_prereg({"contrasts": [_contrast(paper={"m": 1.5})]}).contrasts[0].paper == {"m": 1.5}
+
+
+def test_an_extra_file_adds_contrasts_that_may_name_families_of_either_file(tmp_path):
+    extra = dict(families={"mine": {"correction": "none"}},
+                 contrasts=[_contrast(id="x1", family="confirmatory"), _contrast(id="x2", family="mine")])
+    f = tmp_path / "extra.yaml"
+    f.write_text(yaml.safe_dump(extra))
+    pre = load_prereg(extra=[f])
+    ids = [c.id for c in pre.contrasts]
+    assert ids[:3] == ["H1", "H2", "H3"] and ids[-2:] == ["x1", "x2"]
+    x1 = next(c for c in pre.contrasts if c.id == "x1")
+    assert x1.family == "confirmatory" and x1.terms[0].where == {"policy": "R1", "budget_label": "0.6"}  # defaults
+    assert pre.families["mine"].correction == "none" and "confirmatory" in pre.families
+    assert pre.source == f"{DEFAULT_PREREG_PATH} + {f}"
+    # an id already in the main file is refused, naming the extra file and the field
+    f2 = tmp_path / "dup.yaml"
+    f2.write_text(yaml.safe_dump(dict(contrasts=[_contrast(id="H1")])))
+    with pytest.raises(PreregError) as e:
+        load_prereg(extra=[f2])
+    assert e.value.path == str(f2) and e.value.field == "contrasts[0].id" and e.value.rule == "unique"
+
+
+# --- a model's statistics ------------------------------------------------------------------------------------------
+
+def test_a_model_analysed_without_prepared_rows_has_no_analysis_set_and_is_exploratory(dev_templates):
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.run.runner import RunConfig, run_grid
+    from crossprofile_lib.stats.analysis import analyse_model
+
+    cfg = RunConfig(templates=["templates/dev"], seeds=(0,), budgets=("0.6",), policies=("R1", "ALL", "EMPTY"))
+    df = run_grid(cfg, backend=ReferenceDecider(), templates=dev_templates[:3])
+    m = analyse_model(df, load_prereg(), n_resamples=50, regressions=False, fit_resamples=0)
+    assert m["analysis_set"] == {} and m["failed_calls"] == ""
+    assert m["status"] == "exploratory" and "analysis set: None" in m["status_reasons"]
+    assert m["social_proof"] == {"skipped": "not requested (--fit-resamples 0)"}
+
+
+# --- the social-proof fit ------------------------------------------------------------------------------------------
+
+def _choices(n=400, seed=0, s=0.5, w=0.3, beta=2.0, T=8):
+    """Decisions drawn from the conditional logit with known (s, w, beta) over three options."""
+    from crossprofile_lib.stats.socialproof import ChoiceData
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-2, 3, size=(n, 3, 4)).astype(float)
+    u = beta * (X[..., 0] + s * X[..., 1] + w * (X[..., 2] + s * X[..., 3]))
+    p = np.exp(u - u.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    choice = np.array([rng.choice(3, p=row) for row in p])
+    return ChoiceData(X, choice, np.array([f"t{i % T}" for i in range(n)]), np.ones(n))
+
+
+def test_the_social_proof_fit_reports_that_its_optimiser_converged_and_recovers_a_finite_temperature():
+    from crossprofile_lib.stats.socialproof import fit_social_proof
+    data = _choices()
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 20, np.random.default_rng(0))
+    r = fit_social_proof(data, boot, 20)
+    assert r["converged"] is True and r["deterministic"] is False and r["n_decisions"] == 400
+    est = r["table"].set_index("parameter")["estimate"]
+    assert 1.0 < est["inverse_temperature"] < 4.0 and r["resamples"] == 20
