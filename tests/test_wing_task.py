@@ -116,7 +116,7 @@ def test_a_domains_file_with_a_second_key_is_refused_naming_the_rule(tmp_path):
         read_domains(p)
     msg = str(ei.value)
     assert str(p) in msg and ei.value.field == "<file>" and ei.value.rule == "domains file"
-    assert "one key" in msg and "'domains'" in msg and "list of names" in msg
+    assert ei.value.detail == "a domains file holds one key, 'domains', with a list of names" and ei.value.detail in msg
 
 
 def test_an_unknown_domain_is_named_cut_at_60_characters_with_the_domains_a_file_adds(tmp_path):
