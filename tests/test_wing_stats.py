@@ -79,6 +79,7 @@ def test_a_label_effect_is_the_control_minus_its_base_per_cell_and_names_the_cel
     assert sorted(t["cell"]) == ["all", "classic"]
     row = t.set_index("cell").loc["classic"]
     assert row["policy"] == "R1:unlabeled" and row["versus"] == "R1" and row["label_format"] == "unlabeled"
+    assert t["budget_label"].tolist() == ["0.6", "0.6"]
     assert row["estimate"] == pytest.approx(-100 / 3)
 
 
@@ -188,6 +189,30 @@ def test_the_secondary_familys_likelihood_ratio_test_uses_the_same_reference_pol
     assert fits["families"]["secondary"]["reference"] == "R1"
     assert sec["fixed"]["reference_policy"] == "R1" and sec["lr"]["reference_policy"] == "R1"
     assert "Treatment('R1')" in sec["lr"]["formula"] and sec["lr"]["lr"]["df"] == 4
+    for key in ("fixed", "lr", "ml", "mixed", "gee"):       # every fit of the primary family against R1 too
+        assert fits[key]["reference_policy"] == "R1", key
+    # the caller's reference policy, where the rows hold it, is every fit's, the secondary family's included
+    b4 = regressions_fit(df, "B4")
+    assert b4["families"]["secondary"]["reference"] == "B4"
+    assert b4["secondary"]["fixed"]["reference_policy"] == "B4" and b4["secondary"]["lr"]["reference_policy"] == "B4"
+    assert b4["gee"]["reference_policy"] == "B4" and b4["fixed"]["reference_policy"] == "B4"
+
+
+def test_the_wald_and_likelihood_ratio_tests_of_a_family_share_one_fit_of_its_full_model(monkeypatch):
+    from statsmodels.genmod.generalized_linear_model import GLM
+    fitted = []
+    real = GLM.fit
+
+    def spy(self, *a, **k):
+        if "C(template_id)" in str(getattr(self, "formula", "")):    # the fixed-effects models (not GEE's start)
+            fitted.append((self.formula, int(self.nobs)))
+        return real(self, *a, **k)
+    monkeypatch.setattr(GLM, "fit", spy)
+    fits = regressions_fit(_synthetic(pols=("R1", "B4", "Random", "M1", "BAL"), n=60, T=12))
+    assert fits["secondary"]["fixed"]["policy_significant"] is not None
+    full = [f for f in fitted if "C(policy" in f[0]]
+    # two families, each: one full model (Wald and likelihood ratio) and one model without policy (likelihood ratio)
+    assert len(full) == 2 and len(set(full)) == 2 and len(fitted) == 4
 
 
 def test_the_verdict_table_reports_each_fits_own_method():
@@ -253,6 +278,13 @@ def test_an_extra_file_adds_contrasts_that_may_name_families_of_either_file(tmp_
     assert x1.family == "confirmatory" and x1.terms[0].where == {"policy": "R1", "budget_label": "0.6"}  # defaults
     assert pre.families["mine"].correction == "none" and "confirmatory" in pre.families
     assert pre.source == f"{DEFAULT_PREREG_PATH} + {f}"
+    # an extra file may not set the analysis settings: refused, naming the extra file, the field and the main file
+    f3 = tmp_path / "settings.yaml"
+    f3.write_text(yaml.safe_dump(dict(settings={"primary_budget": "0.4"}, contrasts=[_contrast(id="x3")])))
+    with pytest.raises(PreregError) as e:
+        load_prereg(extra=[f3])
+    assert e.value.path == str(f3) and e.value.field == "settings" and e.value.rule == "extra file"
+    assert str(DEFAULT_PREREG_PATH) in str(e.value) and "main preregistration file" in str(e.value)
     # an id already in the main file is refused, naming the extra file and the field
     f2 = tmp_path / "dup.yaml"
     f2.write_text(yaml.safe_dump(dict(contrasts=[_contrast(id="H1")])))
@@ -274,6 +306,9 @@ def test_a_model_analysed_without_prepared_rows_has_no_analysis_set_and_is_explo
     assert m["analysis_set"] == {} and m["failed_calls"] == ""
     assert m["status"] == "exploratory" and "analysis set: None" in m["status_reasons"]
     assert m["social_proof"] == {"skipped": "not requested (--fit-resamples 0)"}
+    from crossprofile_lib.stats.analysis import analyse
+    (a,) = analyse(df, n_resamples=50, seed=7, regressions=False, fit_resamples=0)
+    assert a["seed"] == 7 and a["resamples"] == 50
 
 
 # --- the social-proof fit ------------------------------------------------------------------------------------------
@@ -298,3 +333,50 @@ def test_the_social_proof_fit_reports_that_its_optimiser_converged_and_recovers_
     assert r["converged"] is True and r["deterministic"] is False and r["n_decisions"] == 400
     est = r["table"].set_index("parameter")["estimate"]
     assert 1.0 < est["inverse_temperature"] < 4.0 and r["resamples"] == 20
+
+
+def test_a_resample_newton_does_not_settle_is_refitted_and_counted(monkeypatch):
+    import crossprofile_lib.stats.socialproof as SP
+    real = SP.batched_newton
+
+    def first_unsettled(Xp, Wp, theta0, *a, **k):
+        th, ok = real(Xp, Wp, theta0, *a, **k)
+        want = th[0].copy()
+        th[0], ok[0] = np.nan, False
+        seen.append(want)
+        return th, ok
+    seen = []
+    data = _choices()
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 10, np.random.default_rng(1))
+    monkeypatch.setattr(SP, "batched_newton", first_unsettled)
+    r = SP.fit_social_proof(data, boot, 10)
+    assert r["refit_resamples"] == 1 and r["resamples"] == 10
+    t = r["table"].set_index("parameter")
+    assert np.isfinite(t["lo"]).all() and np.isfinite(t["hi"]).all()     # the refit's numbers, not Newton's NaN
+
+
+# --- the statistics' small rules -----------------------------------------------------------------------------------
+
+def test_a_quoted_number_in_a_filter_matches_a_numeric_column():
+    from crossprofile_lib.stats.contrasts import row_mask
+    df = pd.DataFrame(dict(seed=[0, 1, 1, 2], budget=[0.4, 0.6, 0.6, 0.8], policy=["R1", "B4", "R1", "B4"]))
+    m, why = row_mask(df, {"seed": "1"})
+    assert m.tolist() == [False, True, True, False] and why == ""
+    assert row_mask(df, {"budget": ["0.6", 0.8]})[0].tolist() == [False, True, True, True]
+    assert row_mask(df, {"seed": 1, "policy": "R1"})[0].tolist() == [False, False, True, False]
+
+
+def test_the_summary_estimates_are_floats_even_from_integer_counts():
+    boot = _boot()
+    s = boot.summarize(np.array([3, 4]), np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+    assert s["estimate"].dtype == np.float64 and s["estimate"].tolist() == [3.0, 4.0]
+
+
+def test_a_high_relevance_fallback_rate_is_a_warning_that_names_the_remedy():
+    from crossprofile_lib.stats.analysis_set import fallback_lines
+    lines = fallback_lines({"m": dict(calls=40, invalid=8, rate=0.2, high=True),
+                            "n": dict(calls=40, invalid=1, rate=0.025, high=False)})
+    assert lines[0].startswith("warning: m: relevance filter (R1-rel, BAL): 8 of 40 answers unusable (20.0%")
+    assert "above 10%" in lines[0] and "H3" in lines[0] and "--decision-mode grammar" in lines[0]
+    assert lines[1] == ("n: relevance filter (R1-rel, BAL): 1 of 40 answers unusable (2.5%; relevance_invalid), "
+                        "R1-rel falls back to R1 there")
