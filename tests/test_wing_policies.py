@@ -258,6 +258,12 @@ def test_an_unbudgeted_policy_file_stating_an_invented_line_is_refused_by_the_fa
                                       "    return Memory(spec.name, 'claims', (c,), (1,), c.line(), 3)\n"
                                       "POLICY = Policy('Quoter', 'unbudgeted', build=build)\n")
     assert registry.load(str(ok)).policies == ("Quoter",)
+    # the discussion's own lines pass too, with their speaker labels (the REF memory's text)
+    ref = write(tmp_path, "echo.py", "def build(spec, x):\n"
+                                     "    t = x.transcript.render()\n"
+                                     "    return Memory(spec.name, 'transcript', (), (), t, 0)\n"
+                                     "POLICY = Policy('Echo', 'unbudgeted', build=build)\n")
+    assert registry.load(str(ref)).policies == ("Echo",)
 
 
 def test_a_generated_policys_text_over_budget_is_refused_naming_the_runs_tokenizer(registry, tmp_path):
@@ -468,3 +474,147 @@ def test_an_installed_policy_named_like_a_built_in_is_refused_naming_its_entry_p
         sys.modules.pop("wingpol_clash", None)
     label = "entry point 'clash = wingpol_clash:EP' (crossprofile.policies, package wingpol)"
     assert e.value.rule == "clash" and str(e.value).startswith(f"{label}: clash: policy name 'R1' is a built-in")
+
+
+# --- the fresh seed-56 sample's survivors --------------------------------------------------------------------------
+
+def test_a_claim_label_may_name_any_agent_of_the_speaking_order():
+    """A3 spoke (the speaking order) but is neither in the claim list's agents nor a claim's speaker."""
+    cl = ClaimList((Claim("the bridge is closed", ("A1",), 0),), ("A1", "A3"))
+    assert foreign_line("[A3] the bridge is closed", cl, None) is None
+    assert foreign_line("[A1,A3] the bridge is closed", cl, None) is None
+    assert foreign_line("[A4] the bridge is closed", cl, None) == (1, "[A4] the bridge is closed")
+
+
+def test_a_packer_may_not_change_the_runs_tokenizer(registry, tmp_path):
+    f = write(tmp_path, "rename.py", "def packer(cl, order, budget, tok, ctx):\n"
+                                     "    tok.name = 'mine'\n"
+                                     "    return list(order)[:1]\n"
+                                     "POLICY = Policy('Rename', 'copy', order=lambda cl, ctx: list(range(len(cl))),\n"
+                                     "                packer=packer)\n")
+    with pytest.raises(PolicyFileError) as e:
+        registry.load(str(f))
+    assert e.value.rule == "trial" and "policy 'Rename': packer() raised AttributeError" in str(e.value)
+    assert "the run's name is read-only to a policy" in str(e.value)
+
+
+def test_a_packers_private_copies_wrap_only_the_tokenizer_and_leave_missing_inputs_missing():
+    tok, cl = Words(), claim_list()
+    ctx = __import__("crossprofile_lib.policies.registry", fromlist=["PolicyContext"]).PolicyContext(None)
+    (cl2, order2, budget2, tok2, ctx2), _ = private_copies((cl, [0, 1], 5, tok, ctx), {})
+    assert tok2.count("a b c") == 3 and tok2.name == "words"
+    with pytest.raises(AttributeError, match="read-only"):
+        tok2.name = "mine"
+    assert tok.name == "words"
+    assert ctx2.rng is None and ctx2.relevant is None and ctx2.stances is None
+    assert cl2 == cl and cl2 is not cl and order2 == [0, 1] and budget2 == 5
+
+
+def test_a_guarded_build_called_with_keyword_arguments_is_checked_and_copied_the_same(tmp_path):
+    def invent(spec, inputs):
+        return Memory(spec.name, "claims", (), (), "an invented fact", 0)
+
+    def rename(spec, inputs):
+        inputs.tokenizer.name = "mine"
+
+    inputs = PolicyInputs(claim_list(), Words(), None, transcript=transcript())
+    g = Guard(invent, "mine.py", str(tmp_path / "mine.py"), "Mine", "build", "unbudgeted")
+    with pytest.raises(PolicyFileError, match="mine.py: facts: policy 'Mine': line 1 of its memory text"):
+        g(spec=parse_policy("ALL"), inputs=inputs)
+    g = Guard(rename, "mine.py", str(tmp_path / "mine.py"), "Mine", "build", "unbudgeted")
+    with pytest.raises(PolicyFileError, match="read-only to a policy"):
+        g(spec=parse_policy("ALL"), inputs=inputs)
+    assert inputs.tokenizer.name == "words"
+
+
+def test_a_packer_that_is_not_callable_is_refused_by_the_attribute_rule(registry, tmp_path):
+    f = write(tmp_path, "badpacker.py", "POLICY = Policy('BadPacker', 'copy', order=lambda cl, ctx: [0], packer=5)\n")
+    with pytest.raises(PolicyFileError) as e:
+        registry.load(str(f))
+    assert str(e.value) == f"{f}: attribute: policy 'BadPacker': packer must be callable"
+
+
+def test_a_policy_file_that_is_a_fifo_is_refused_naming_a_policy_file(registry, tmp_path):
+    import os
+    f = tmp_path / "pipe.py"
+    os.mkfifo(f)
+    with pytest.raises(PolicyFileError) as e:
+        registry.load(str(f))
+    assert e.value.rule == "file" and str(e.value).startswith(f"{f}: file: ")
+    assert "a FIFO (named pipe); a policy file must be a regular file" in str(e.value)
+
+
+def test_a_policy_file_runs_as_a_module_named_for_its_file_and_its_content(registry, tmp_path):
+    f = write(tmp_path, "my-policy v2.py", "POLICY = Policy('Named', 'copy', order=lambda cl, ctx: list(range(len(cl))))\n"
+                                           "NAME = __name__\n")
+    registry.load(str(f))
+    sha = hashlib.sha256(f.read_bytes()).hexdigest()
+    name = f"crossprofile_user_policy_my_policy_v2_{sha[:12]}"
+    try:
+        assert sys.modules[name].NAME == name and registry.REGISTRY["Named"].order.__module__ == name
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_an_import_error_of_a_policy_file_names_the_line_that_raised(registry, tmp_path):
+    f = tmp_path / "boom.py"
+    f.write_text("import os\n\nraise RuntimeError('boom')\n")
+    with pytest.raises(PolicyFileError) as e:
+        registry.load(str(f))
+    assert str(e.value) == f"{f}: import: importing it raised RuntimeError: boom (line 3)"
+
+
+def test_a_module_object_it_lacks_is_refused_by_the_attribute_rule_naming_it(registry):
+    with pytest.raises(PolicyFileError) as e:
+        registry.load("json:NO_SUCH_POLICIES")
+    assert str(e.value) == "json:NO_SUCH_POLICIES: attribute: the module has no attribute 'NO_SUCH_POLICIES'"
+
+
+def test_a_module_policy_records_the_modules_file_and_its_hash(registry, tmp_path, monkeypatch):
+    m = tmp_path / "wingpol_module.py"
+    m.write_text("from crossprofile_lib.policies import Policy\n"
+                 "MINE = Policy('ModMine', 'copy', order=lambda cl, ctx: list(range(len(cl))))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        src = registry.load("wingpol_module:MINE")
+    finally:
+        sys.modules.pop("wingpol_module", None)
+    assert src.origin == "module" and src.spec == "wingpol_module:MINE" and src.policies == ("ModMine",)
+    assert src.path == str(m.resolve()) and src.sha256 == hashlib.sha256(m.read_bytes()).hexdigest()
+
+
+def test_the_suites_tokenizer_failing_in_the_trial_is_reported_naming_where(registry, tmp_path, monkeypatch):
+    """What the suite's own tokenizer raises while a policy calls it is not the policy's fault (it passes the
+    guard); the trial reports it naming the policy, the template, variant, seed and budget, and the error."""
+    class Flaky(Words):
+        name = "flaky"
+
+        def count(self, text):
+            if text == "boom":
+                raise ValueError("tokenizer gone")
+            return super().count(text)
+    monkeypatch.setattr(plugins, "default_tokenizer", Flaky)
+    f = write(tmp_path, "counter.py", "def packer(cl, order, budget, tok, ctx):\n"
+                                      "    tok.count('boom')\n"
+                                      "    return []\n"
+                                      "POLICY = Policy('Counter', 'copy', order=lambda cl, ctx: [], packer=packer)\n")
+    with pytest.raises(PolicyFileError) as e:
+        registry.load(str(f))
+    assert e.value.rule == "trial"
+    assert str(e.value) == (f"{f}: trial: policy 'Counter' failed on template dev-bridge-contractor-01 (PSP, seed 0, "
+                            f"budget 0.6): ValueError: tokenizer gone")
+
+
+def test_sources_lists_the_file_behind_a_policy_spec_with_its_suffixes(registry, tmp_path):
+    f = write(tmp_path, "src.py", "POLICY = Policy('Sourced', 'copy', order=lambda cl, ctx: list(range(len(cl))))\n")
+    src = registry.load(str(f))
+    assert registry.base("Sourced-k7:unlabeled") == "Sourced" and registry.base("R1-rel") == "R1-rel"
+    assert registry.sources(["Sourced-k7:unlabeled"]) == [src.as_dict()]
+    assert registry.sources(["Sourced:shuffled", "Sourced-k3"]) == [src.as_dict()]
+    assert registry.sources(["R1", "B4-k7"]) == []
+
+
+def test_a_policy_name_registered_twice_is_refused_naming_it():
+    from crossprofile_lib.policies.registry import Policy, register
+    with pytest.raises(ValueError, match="policy 'R1' is registered twice"):
+        register(Policy("R1", "copy", order=lambda cl, ctx: []))
