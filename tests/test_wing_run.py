@@ -1,14 +1,39 @@
 """The runner's rule where it lives (issue 55: the run wing's named survivor): a failed B3 summary call is a failed
 row, never a decision: its ``error`` is set, so the run's header counts it and ``stats`` refuses it unless told;
 the other policies' rows of the same task are untouched. A scripted language model (the real LLMBackend code) whose
-summary call fails."""
+summary call fails.
+
+Below it, the run wing's rules the seed-55 mutmut sample found unpinned, each tested in-process (the wing's listed tests
+never call plan.describe, measured_rate, the model run's report or rebuild.py: the command line's tests and the stats
+wing's tests do, so mutmut's per-function selection found no test of the wing reaching them):
+what a policy asks of a backend, the dry run's lines and measured rate, the rows' policy columns, the headroom
+check, the header's cache, the results file's refusals and masking, the noisy filter's streams, verify's refusals,
+and the choice data of a run (recorded or rebuilt)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
 from scripted_llm import Scripted
 
-from crossprofile_lib.backends.base import ChatResult
-from crossprofile_lib.run.runner import RunConfig, run_grid
+from crossprofile_lib.backends.base import MODEL_RELEVANCE, MODEL_STANCES, ChatResult, Relevance
+from crossprofile_lib.policies import parse_policy
+from crossprofile_lib.rng import stream
+from crossprofile_lib.run import rebuild as rb
+from crossprofile_lib.run import relevance_filter as rf
+from crossprofile_lib.run.pipeline import TaskInputs, asks, policy_rng
+from crossprofile_lib.run.plan import CountingBackend, describe, measured_rate
+from crossprofile_lib.run.results import ResultsError, mask_frame, read_results, write_results
+from crossprofile_lib.run.runner import RunConfig, _report_model_run, headroom_check, run_grid, run_to_dir
+from crossprofile_lib.run.verify import EditedTable, verify_table
+from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+from crossprofile_lib.stats.headroom import headroom
+from crossprofile_lib.task.tokenizer import default_tokenizer
 
 
 def _answer(r):
@@ -26,3 +51,347 @@ def test_a_failed_summary_call_is_a_failed_row_not_a_decision():
     assert b3.error.str.contains("HTTP 500: the summary failed").all()
     assert (b3.memory_kind == "empty").all() and (b3.n_kept == 0).all()
     assert (r1.error == "").all() and r1.decision_letter.ne("").all()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The rules the seed-55 mutation sample of the run wing found unpinned (issue 55), each tested in-process.
+
+SMALL = dict(templates=["templates/dev"], seeds=[0], budgets=["0.6"], variants=["PSP"])
+
+
+@pytest.fixture(scope="module")
+def ledger_rows():
+    """A reference-decider grid: 10 dev templates x R1, R1:unlabeled, ALL, EMPTY (40 rows), and its config."""
+    cfg = RunConfig(policies=["R1", "R1:unlabeled", "ALL", "EMPTY"], **SMALL)
+    return run_grid(cfg), cfg
+
+
+# --- pipeline: what a policy asks of the backend, its random numbers, the unit's inputs -----------------------------
+
+def test_a_model_sourced_filter_or_stance_policy_asks_the_backend_and_an_oracle_sourced_one_does_not():
+    caps = frozenset({MODEL_RELEVANCE, MODEL_STANCES})
+    assert asks(parse_policy("R1-rel"), MODEL_RELEVANCE, caps)
+    assert not asks(parse_policy("R1-rel-oracle"), MODEL_RELEVANCE, caps)
+    assert not asks(parse_policy("R1-rel"), MODEL_RELEVANCE, frozenset())      # the backend has no filter
+    assert not asks(parse_policy("R1"), MODEL_RELEVANCE, caps)                 # R1 needs no filter
+
+
+def test_only_policies_that_use_random_numbers_get_a_generator_unless_always():
+    rng = policy_rng(7)
+    assert rng(parse_policy("R1"), "t/PSP/0/R1/0.6") is None
+    g = rng(parse_policy("Random"), "k")
+    assert isinstance(g, np.random.Generator)
+    assert g.random() == stream(7, "policy", "k").random()
+    assert isinstance(policy_rng(7, always=True)(parse_policy("R1"), "k"), np.random.Generator)
+
+
+class _InputsBackend:
+    relevance_kind = "model"
+
+    def __init__(self):
+        self.asked = []
+
+    def relevance(self, task, claims):
+        self.asked.append("relevance")
+        return Relevance.of({0})
+
+    def stances(self, task, claims):
+        self.asked.append("stances")
+        return ("support", "oppose")
+
+
+def test_a_unit_without_claims_has_an_empty_model_relevance_and_the_backend_is_not_asked():
+    b = _InputsBackend()
+    rel, kind = TaskInputs(SimpleNamespace(task=None, claims=()), b).relevance("model")
+    assert rel == frozenset() and isinstance(rel, Relevance) and kind == "model" and b.asked == []
+
+
+def test_oracle_stances_come_from_the_roles_and_model_stances_from_the_backend_once():
+    b = _InputsBackend()
+    x = TaskInputs(SimpleNamespace(task="T", claims=("c1", "c2")), b)
+    x._cache["st-oracle"] = ("support", "support")          # the roles' answer, fixed here
+    assert x.stances("oracle") == (("support", "support"), "oracle") and b.asked == []
+    assert x.stances("model") == (("support", "oppose"), "model")
+    assert x.stances("model") == (("support", "oppose"), "model") and b.asked == ["stances"]
+    assert x.stance_agreement() == 0.5                      # one of two claims agrees
+
+
+# --- plan: the dry run's lines and the measured rate ------------------------------------------------------------------
+
+PLAN = {"decision_mode": "generate", "templates": 2, "variants": 2, "seeds": 3, "decisions": 96,
+        "per_policy": {"R1": 48, "B3": 40}, "tokenizer": "offline",
+        "calls": {"b3": 24, "decision": 88, "relevance": 12, "total": 124}}
+
+
+def test_the_dry_run_lists_decision_calls_per_policy_then_the_filter_and_summary_calls_by_name():
+    lines = describe(PLAN, "openai/m", "the grid")
+    assert lines[0] == "dry run: openai/m (generate mode); the grid; 12 task units, 96 decisions"
+    assert lines[1:5] == ["  policy            decision calls",
+                          "  R1                        48",
+                          "  B3                        40",
+                          "  relevance filter          12"]
+    assert lines[5] == "  B3 summaries              24"                  # no stance calls: no BAL line
+    assert lines[6].startswith("total: 124 model calls (+ at most 88 format-reminder retries in generate mode)")
+    assert "budgets priced with offline" in lines[6]
+    assert lines[7].startswith("estimate: no measured rate")
+    assert describe(PLAN, "ledger", "g", model_calls=False)[1] == \
+        "total: 96 decisions; the reference decider makes no model calls"
+    assert describe(PLAN, "openai/m", "g", rate=(2.0, "given"))[-1] == \
+        "estimate: 124 calls at 2.00 calls/s = 62 s (rate: given)"
+
+
+class _Timeline:
+    path = "/c/calls.sqlite"
+
+    def __init__(self, times):
+        self.times = times
+
+    def calls_timeline(self, provider, model):
+        return self.times if (provider, model) == ("p", "m") else []
+
+
+def test_the_measured_rate_is_the_latest_burst_of_that_provider_and_model():
+    times = [0.0] + [1000.0 + 2 * i for i in range(25)]   # an old call, then 25 calls 2 s apart
+    rate, src = measured_rate(_Timeline(times), "p", "m")
+    assert rate == 0.5
+    assert src == "measured on 25 calls of p/m stored in /c/calls.sqlite, ending 1970-01-01 00:17 UTC"
+    assert measured_rate(_Timeline(times), "p", "other") is None
+    assert measured_rate(_Timeline(times[:20]), "p", "m") is None            # 19 calls in the burst: too few
+
+
+def test_the_counting_backend_answers_every_decision_well_formed_in_score_and_generate_mode():
+    cfg = RunConfig(policies=["R1", "ALL"], **SMALL)
+    for mode in ("score", "generate"):
+        df = run_grid(cfg, backend=CountingBackend(mode))
+        assert len(df) == 20 and not df["invalid"].any() and (df["decision_letter"] == "A").all(), mode
+
+
+# --- runner: the rows' columns, the model run's report, the headroom check, the header ------------------------------
+
+def test_each_row_records_the_policy_base_and_its_label_format(ledger_rows):
+    df, _ = ledger_rows
+    got = df[["policy", "base_policy", "label_format"]].drop_duplicates().values.tolist()
+    assert got == [["R1", "R1", "full"], ["R1:unlabeled", "R1", "unlabeled"], ["ALL", "ALL", "full"],
+                   ["EMPTY", "EMPTY", "full"]]
+
+
+def _headroom_rows():
+    """12 templates, template t with 3 + t rows of ALL and of EMPTY: ALL right on all but t % 2, EMPTY on 5t mod n."""
+    rows = []
+    for t in range(12):
+        n = 3 + t
+        for pol, k in (("ALL", n - t % 2), ("EMPTY", (t * 5) % n)):
+            rows += [dict(template_id=f"t{t:02d}", policy=pol, correct=j < k) for j in range(n)]
+    return pd.DataFrame(rows)
+
+
+def test_the_headroom_check_is_all_minus_empty_over_ten_thousand_template_resamples():
+    df = _headroom_rows()
+    h = headroom_check(df)
+    # by hand: 102 rows each; ALL right on 102 - 6 = 96, EMPTY on 0+1+3+4+1+7+8+6+1+11+6+3 = 59 -> 37/102 points
+    assert h.estimate == pytest.approx(100 * 37 / 102) and h.n_units == 12 and h.status == "confirmatory"
+    spec = headroom(df, TemplateBootstrap.draw(sorted(df.template_id.unique()), 10_000, stream(0, "headroom")))
+    assert (h.lo, h.hi) == (spec.lo, spec.hi)
+
+
+def test_a_run_without_all_and_empty_rows_has_no_headroom_check_and_is_exploratory():
+    h = headroom_check(pd.DataFrame({"template_id": ["t1", "t2"], "policy": ["R1", "R1"], "correct": [True, False]}))
+    assert h.estimate is None and h.status == "exploratory" and "no ALL and EMPTY rows" in h.reason
+
+
+def test_a_model_run_reports_its_calls_and_cache_hits_and_records_the_headroom(ledger_rows, capsys):
+    df, _ = ledger_rows
+    backend = SimpleNamespace(name="openai/m", decision_mode="generate", stats={"calls": 7, "cached": 3})
+    header = {"errors": 2}
+    _report_model_run(df, backend, header)
+    out = capsys.readouterr().out
+    assert "openai/m [generate]: 7 model calls, 3 cache hits, 0 invalid answers, 2 errors" in out
+    assert header["calls"] == {"cached": 3, "calls": 7}
+    assert header["headroom"]["estimate"] == 100.0 and header["headroom"]["passed"] is True
+    assert header["status"] == "confirmatory" and "headroom check: ALL - EMPTY = +100.0 points" in out
+
+
+def test_a_model_run_records_its_call_cache_in_the_header(tmp_path):
+    cache = tmp_path / "cache"
+    backend = Scripted(lambda r: "Decision: A", cache=str(cache))
+    _, header = run_to_dir(RunConfig(backend="scripted/s1", policies=["ALL", "EMPTY"], **SMALL), tmp_path / "run",
+                           backend=backend)
+    assert header["cache"] == backend.cache.path and str(cache) in str(header["cache"])
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["cache"] == header["cache"]
+
+
+# --- results: the written table, a broken file, masking --------------------------------------------------------------
+
+def test_a_table_missing_columns_is_refused_naming_the_results_file_it_would_be(tmp_path):
+    with pytest.raises(ResultsError) as e:
+        write_results(pd.DataFrame({"template_id": ["t"]}), tmp_path, {})
+    assert str(e.value).startswith(f"{tmp_path / 'results.parquet'}: missing column(s)")
+    assert "REQUIRED_COLUMNS" in str(e.value) and not (tmp_path / "results.parquet").exists()
+
+
+def test_a_file_that_is_not_parquet_is_refused_naming_the_file_and_the_readers_error(tmp_path):
+    f = tmp_path / "results.parquet"
+    f.write_text("not a parquet file")
+    with pytest.raises(ResultsError) as e:
+        read_results(tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"{f}: cannot read as parquet (") and "ArrowInvalid" in msg and "NoneType" not in msg
+
+
+def test_masking_a_secret_leaves_the_columns_non_text_values_as_they_were(monkeypatch):
+    monkeypatch.setenv("CROSSPROFILE_TEST_API_KEY", "sk-wingrun-0123456789")
+    df = pd.DataFrame({"error": ["HTTP 401 for sk-wingrun-0123456789", None, 3], "n": [1, 2, 3]})
+    out = mask_frame(df)
+    assert "sk-wingrun-0123456789" not in out["error"].iloc[0] and "HTTP 401 for" in out["error"].iloc[0]
+    assert out["error"].iloc[1] is None and out["error"].iloc[2] == 3
+    assert df["error"].iloc[0] == "HTTP 401 for sk-wingrun-0123456789"        # the caller's frame is not changed
+
+
+# --- relevance filter: the seeded noisy filter's realised quality ----------------------------------------------------
+
+def test_each_noisy_filter_draws_from_its_own_precision_recall_and_draw_stream(dev_templates):
+    tok, ts = default_tokenizer(), dev_templates[:2]
+    for p, r in ((0.8, 0.6), (0.8, 0.9)):
+        df = rf.tiering_compositions(ts, tok, p, r, seeds=(0,), draws=4)
+        for u in rf.task_units(ts, ("PSP",), (0,), 4, tok):
+            truth = rf.oracle_relevance(u.claims, u.task)
+            for d in range(4):
+                rel = rf.noisy_filter(truth, len(u.claims), p, r, stream(0, "noisy-filter", u.task.task_id, p, r, d))
+                row = df[(df.template_id == u.task.template.id) & (df.draw == d)].iloc[0]
+                tp = len(rel & truth)
+                assert row.realised_recall == tp / len(truth)
+                if rel:
+                    assert row.realised_precision == tp / len(rel)
+                else:
+                    assert np.isnan(row.realised_precision)
+
+
+def test_with_no_relevant_claims_the_filters_realised_precision_and_recall_are_undefined(dev_templates, monkeypatch):
+    monkeypatch.setattr(rf, "oracle_relevance", lambda claims, task: frozenset())
+    df = rf.tiering_compositions(dev_templates[:1], default_tokenizer(), 0.8, 0.9, seeds=(0,), draws=2)
+    assert len(df) == 2 and df["realised_recall"].isna().all() and df["realised_precision"].isna().all()
+
+
+# --- verify: an edited table is refused naming the file, the row and the rule -----------------------------------------
+
+@pytest.fixture(scope="module")
+def written_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wingrun") / "run"
+    df, header = run_to_dir(RunConfig(policies=["R1", "ALL", "EMPTY"], **SMALL), out)
+    return pd.read_parquet(out / "results.parquet"), json.loads((out / "run.json").read_text()), out
+
+
+def _refusal(df, header, where="r/results.parquet"):
+    with pytest.raises(EditedTable) as e:
+        verify_table(df, header, where)
+    return e.value
+
+
+def test_the_written_run_verifies_and_a_refusal_names_the_file(written_run):
+    df, header, _ = written_run
+    verify_table(df, header, "r/results.parquet")
+    e = _refusal(df, dict(header, rows=len(df) + 1))
+    assert e.where == "r/results.parquet" and str(e).startswith("r/results.parquet: rule row count")
+
+
+def test_a_header_whose_config_is_missing_or_not_an_object_is_refused_naming_config(written_run):
+    df, header, _ = written_run
+    e = _refusal(df, {k: v for k, v in header.items() if k != "config"})
+    assert "rule run header" in e.problem and "config is missing" in e.problem and "not an object" in e.problem
+    e = _refusal(df, dict(header, config=["R1"]))
+    assert "config is list" in e.problem and "not an object" in e.problem
+
+
+def test_a_row_whose_policy_is_not_in_the_runs_config_is_refused(written_run):
+    df, header, _ = written_run
+    d = df.copy()
+    d.loc[4, "policy"] = "B4"
+    e = _refusal(d, header)
+    assert e.problem.startswith("row 4 (") and "rule run grid: policy 'B4' is not in the run" in e.problem
+    assert "config's policy list" in e.problem
+
+
+def test_kept_counts_outside_the_templates_facts_or_above_n_kept_are_refused_naming_the_rule(written_run):
+    df, header, _ = written_run
+    d = df.copy()
+    d.loc[2, "kept_support"] = 99
+    e = _refusal(d, header)
+    assert e.problem.startswith("row 2 (") and "rule value ranges: kept_support = 99, outside 0.." in e.problem
+    assert "the template's support facts" in e.problem
+    d = df.copy()
+    i = int((d["n_kept"] > 0).to_numpy().nonzero()[0][0])
+    d.loc[i, "n_kept"] = 0
+    e = _refusal(d, header)
+    assert e.problem.startswith(f"row {i} (")
+    assert e.problem.endswith("rule value ranges: n_kept is below kept_support + kept_decoy + kept_irrelevant")
+
+
+# --- rebuild: decisions as choice data, from the recorded features or rebuilt memories --------------------------------
+
+def test_rebuilt_choice_data_uses_each_valid_decision_and_counts_the_rows_left_out(ledger_rows):
+    df, cfg = ledger_rows
+    d = df.copy()
+    d.loc[0, "invalid"] = True
+    d.loc[1, "memory_sha"] = "0" * 16
+    data, info = rb.rebuild_choice_data(d, asdict(cfg), "templates/dev")
+    assert info["policies_rebuilt"] == ["R1", "R1:unlabeled", "ALL", "EMPTY"]
+    assert (info["decisions"], info["used"], info["invalid"], info["memory_mismatch"], info["not_rebuilt"]) == \
+        (40, 38, 1, 1, 0)
+    assert d.loc[:1, "policy"].tolist() == ["R1", "R1:unlabeled"]
+    assert info["left_out_by_policy"] == {"R1:unlabeled": 1}              # invalid rows are not counted by policy
+    assert data.X.shape == (38, 3, 4) and list(data.count) == [1.0] * 38
+    assert list(data.template) == d["template_id"].tolist()[2:]
+    # rows of a policy the rebuild cannot make are left out as not rebuilt
+    data, info = rb.rebuild_choice_data(d, dict(asdict(cfg), policies=["R1", "ALL", "EMPTY"]))
+    assert info["policies_rebuilt"] == ["R1", "ALL", "EMPTY"] and info["not_rebuilt"] == 10
+    assert info["left_out_by_policy"] == {"R1:unlabeled": 10} and info["used"] == 29
+
+
+def test_a_generated_policys_rows_are_never_rebuilt():
+    df = run_grid(RunConfig(backend="scripted/s1", policies=["B3", "ALL"], **SMALL),
+                  backend=Scripted(lambda r: "Summary." if r.purpose == "b3" else "Decision: A"))
+    data, info = rb.rebuild_choice_data(df.drop(columns=["option_features"]),
+                                        RunConfig(policies=["B3", "ALL"], **SMALL))
+    assert info["policies_rebuilt"] == ["ALL"] and info["used"] == 10 and info["not_rebuilt"] == 10
+    assert info["left_out_by_policy"] == {"B3": 10} and len(data) == 10
+
+
+def test_no_decisions_make_empty_choice_data():
+    data, info = rb.choice_data([], pd.DataFrame({c: [] for c in [*rb.KEY, "memory_sha", "decision", "invalid"]}))
+    assert len(data) == 0 and data.X.shape == (0, 3, 4) and data.choice.shape == (0,) and info["used"] == 0
+
+
+def test_recorded_features_give_the_choice_data_and_leave_out_invalid_and_generated_rows(ledger_rows):
+    df, _ = ledger_rows
+    d = df.copy()
+    d.loc[0, "invalid"] = True
+    d.loc[1, "selection"] = "generated"
+    data, info = rb.recorded_choice_data(d)
+    assert info["source"] == "option_features recorded at run time"
+    assert (info["used"], info["invalid"], info["not_rebuilt"]) == (38, 1, 1)
+    assert info["left_out_by_policy"] == {d.loc[1, "policy"]: 1}
+    assert data.X.shape == (38, 3, 4) and data.count.tolist() == [1.0] * 38
+    first = [float(v) for v in d.loc[2, "option_features"].replace(";", ",").split(",")]
+    assert data.X[0].ravel().tolist() == first
+
+
+def test_the_rebuilder_reads_recorded_features_else_rebuilds_from_the_templates_it_is_given(ledger_rows):
+    df, cfg = ledger_rows
+    config = dict(asdict(cfg), templates=["templates/no-such-folder"])
+    got = rb.choice_data_rebuilder(df, config)("ledger", df["model"].iloc[0])
+    assert got[1]["source"] == "option_features recorded at run time" and got[1]["used"] == 40
+    old = df.drop(columns=["option_features"])
+    data, info = rb.choice_data_rebuilder(old, config, templates=["templates/dev"])("ledger", df["model"].iloc[0])
+    assert info["used"] == 40 and "source" not in info
+    reason = rb.choice_data_rebuilder(old, config)("ledger", df["model"].iloc[0])
+    assert reason.startswith("cannot rebuild the memories: cannot rebuild memories: templates")
+    assert rb.choice_data_rebuilder(old, None)("ledger", df["model"].iloc[0]) == \
+        "no run header (run.json) to rebuild the memories from"
+
+
+def test_the_rebuild_key_counts_the_template_files_content_not_their_path(root):
+    a = rb.rebuild_inputs_key({"templates": ["templates/dev"], "seeds": [0]})
+    b = rb.rebuild_inputs_key({"templates": [str(root / "templates" / "dev")], "seeds": [0]})
+    assert a == b
+    assert json.loads(a)["config"] == {"seeds": [0]} and len(json.loads(a)["files"]) == 64
+    assert a != rb.rebuild_inputs_key({"templates": ["templates/formal"], "seeds": [0]})
