@@ -299,7 +299,7 @@ def tokenize_server():
         srv = ThreadingHTTPServer(("127.0.0.1", 0), _TokenizeHandler)
         srv.daemon_threads = True
         srv.answer, srv.drip, srv.seen, srv.sent, srv.done = answer, drip, [], 0, threading.Event()
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(srv)
         return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
 
@@ -384,3 +384,147 @@ def test_a_gguf_path_that_is_not_a_file_is_refused_by_the_safe_input_check(tmp_p
     assert str(ei.value) == f"tokenizer 'gguf:{tmp_path}': {tmp_path} is a folder, not a file"
     with pytest.raises(ValueError, match="does not exist"):
         get_tokenizer(f"gguf:{tmp_path / 'missing.gguf'}")
+
+
+# --- the fresh seed-56 sample's survivors -----------------------------------------------------------------------------
+
+def test_agent_names_sort_by_number_and_a_name_without_one_first():
+    from crossprofile_lib.task.discussion import agent_key
+    assert sorted(["A10", "A1", "B", "A2"], key=agent_key) == ["B", "A1", "A2", "A10"]
+
+
+def test_a_domains_file_entry_that_is_not_a_name_is_quoted_in_the_message(tmp_path):
+    p = tmp_path / "domains.yaml"
+    p.write_text(yaml.safe_dump({"domains": ["ferry operator", "<b>ferries</b>"]}))
+    with pytest.raises(TemplateError) as ei:
+        read_domains(p)
+    assert ei.value.field == "domains[1]" and ei.value.rule == "domains file"
+    assert ei.value.detail == "'<b>ferries</b>' is not a domain name (plain text, 1-80 characters)"
+
+
+def test_every_extraction_level_records_the_agents_and_what_each_speaker_said():
+    mt = transcript()
+    for level in ("exact", "fuzzy"):
+        cl = extract(mt, level, None, ("A1", "A2", "A3", "A4")).claims
+        assert cl.agents == ("A1", "A2", "A3", "A4")
+    ex = extract(mt, "exact", None, ("A1", "A2", "A3", "A4")).claims
+    # claims: 0 the oven (lines 0-2), 1 the flour (3), 2 'oven is old!' (4), 3 'pick B' (5), 4 flour, no stop (6)
+    assert ex.by_speaker == (("A1", (0, 3)), ("A2", (0, 1)), ("A3", (0, 4)), ("A4", (2,)))
+
+
+def test_the_option_set_is_three_unless_said_and_a_ranking_is_named_a_ranking():
+    assert hints.find_comparison("the lowest price of the three").kind == "superlative over the option set"
+    assert hints.find_comparison("the lowest price of the four") is None
+    r = hints.find_comparison("Acme ranked first among the bidders")
+    assert r.kind == "ranking over the option set" and r.phrase == "ranked first among the bidders"
+    assert hints.find_comparison("Acme is the cheapest of the bidders").kind == "superlative over the option set"
+
+
+def test_fact_texts_must_differ_beyond_case_and_nothing_else(hospital):
+    f01 = next(f for f in hospital.facts if f.id == "F01")
+    same = _replace_fact(hospital, "F04", text=f01.text.upper())           # F01 and F04 are both about Corvane
+    with pytest.raises(TemplateError) as ei:
+        validate_template(same, "x.yaml")
+    assert ei.value.field == "facts[3].text" and "same text as facts[0]" in str(ei.value)
+    # 'Grossmann' and 'Großmann' are two texts (lower case keeps the sharp s; upper case would make it SS)
+    street = "Corvane Medical pumps passed every electrical safety inspection on {} Street in 2024."
+    t = _replace_fact(_replace_fact(hospital, "F01", text=street.format("Grossmann")), "F04",
+                      text=street.format("Großmann"))
+    assert validate_template(t, "x.yaml") == []
+
+
+def test_duplicate_option_ids_and_a_criteria_count_out_of_range_name_field_and_rule(hospital):
+    o = hospital.options
+    with pytest.raises(TemplateError) as ei:
+        validate_template(hospital.model_copy(update={"options": (o[0], o[1], o[1])}), "x.yaml")
+    assert ei.value.field == "options" and ei.value.rule == "rule 4 (role structure)"
+    assert "option ids are not distinct: ['corvane', 'helix', 'helix']" in str(ei.value)
+    with pytest.raises(TemplateError) as ei:
+        validate_template(hospital.model_copy(update={"criteria": hospital.criteria[:1]}), "x.yaml")
+    assert ei.value.field == "criteria" and ei.value.rule == "rule 4 (role structure)"
+    assert ei.value.detail == "expected 2-6 criteria, found 1"
+
+
+def test_a_vocab_name_is_never_read_as_a_path_whatever_lies_in_the_working_folder(tmp_path, monkeypatch):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    from crossprofile_lib.paths import TOKENIZERS_ENV
+    own = tmp_path / "own"
+    own.mkdir()
+    tk = tokenizers.Tokenizer(WordLevel({"[UNK]": 0, "oven": 1}, unk_token="[UNK]"))
+    tk.pre_tokenizer = Whitespace()
+    tk.save(str(own / "tokenizer.json"))
+    (tmp_path / "tk").mkdir()
+    (tmp_path / "tk" / "names.yaml").write_text(f"mine: {own / 'tokenizer.json'}\n")
+    monkeypatch.setenv(TOKENIZERS_ENV, str(tmp_path / "tk"))
+    work = tmp_path / "work"
+    (work / "vocab:mine").mkdir(parents=True)                     # folders named like the specs, no tokenizer.json
+    (work / "vocab:other").mkdir()
+    monkeypatch.chdir(work)
+    tok = get_tokenizer("vocab:mine")
+    assert tok.name == "vocab:mine (hf:own)" and tok.count("the oven is old") == 4
+    with pytest.raises(ValueError, match="unknown tokenizer 'vocab:other'"):
+        get_tokenizer("vocab:other")
+
+
+def test_every_servers_outcome_is_named_with_its_url(tokenize_server):
+    _, u1 = tokenize_server(lambda path, body: (404, {}))
+    _, u2 = tokenize_server(lambda path, body: (401, {}))
+    tok, why, state = probe_servers([u1, u2], "m-why")
+    assert tok is None and state == "refused"
+    assert why == (f"{u1}: no tokenize endpoint answered: tried /extras/tokenize (llama-cpp-python: HTTP 404); "
+                   f"/tokenize (vllm: HTTP 404); /tokenize (llama.cpp: HTTP 404); "
+                   f"{u2}: the server refused the key: /extras/tokenize (llama-cpp-python: HTTP 401)")
+    assert probe_servers([u1], "m-why") == (None, why.split(f"; {u2}")[0], "no-endpoint")
+
+
+def test_a_server_that_stops_answering_is_named_with_the_attempts_and_never_the_key(tokenize_server):
+    srv, url = tokenize_server(lambda path, body: (500, {"error": "down"}))
+    tok = ServerTokenizer(url, "m-500", "vllm", api_key="sk-hidden-500", retries=1, retry_wait=0.0)
+    with pytest.raises(TokenizerUnavailable) as ei:
+        tok.count("some text")
+    msg = str(ei.value)
+    assert "tokenizer server:vllm:m-500" in msg and "after 2 attempts (HTTPStatusError: HTTP 500)" in msg
+    assert "sk-hidden-500" not in msg and len(srv.seen) == 2 and srv.seen[0][2] == "Bearer sk-hidden-500"
+
+
+def test_an_answer_completed_after_the_deadline_is_refused_and_its_connection_dropped(tokenize_server, monkeypatch):
+    import crossprofile_lib.task.tokenizer as T
+
+    class FiredAtOnce:            # the deadline passes before the connection is even open (no socket to shut)
+        def __init__(self, interval, function, args):
+            self.function, self.args, self.daemon = function, args, False
+
+        def start(self):
+            self.function(*self.args)
+
+        def cancel(self):
+            pass
+
+    _, url = tokenize_server(_vllm(bos=0))
+    tok = ServerTokenizer(url, "m-late", "vllm", timeout=5.0, retries=0)
+    monkeypatch.setattr(T.threading, "Timer", FiredAtOnce)
+    with pytest.raises(TimeoutError, match="no complete answer within the 5 s deadline for the whole request"):
+        tok._post({"model": "m-late", "prompt": "a b"})
+    assert tok._conns == {}
+    monkeypatch.undo()
+    assert tok.count("a b c") == 3                                 # a new connection answers
+
+
+def test_a_verdicts_warnings_are_the_templates_own_not_what_the_callers_filters_silence():
+    import warnings
+
+    class Noisy:
+        name = "noisy"
+
+        def count(self, text):
+            warnings.warn("count() is deprecated", DeprecationWarning)
+            return 20 if "Corvane" not in text else 40              # Corvane's facts are too long
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        [v] = validate_paths([HOSPITAL], tokenizer=Noisy())
+    assert v.ok and v.warnings and all("fact length 40 tokens (noisy)" in w for w in v.warnings)
+    assert not any("deprecated" in w for w in v.warnings)
