@@ -1,17 +1,36 @@
-"""Claim extraction's rules where they live (issue 55: the task wing's mutation survivors): the exact level merges
-utterances equal after collapsing white space and case (and nothing else), the fuzzy level joins the earliest claim
-at the threshold, and merge quality's precision, recall, split and rare-looking rates, on a hand-made transcript
-whose numbers differ under each near miss."""
+"""The task wing's rules where they live (issue 55: the mutmut samples' survivors, seeds 55 and 56). Claim
+extraction: the exact level merges utterances equal after collapsing white space and case (and nothing else), the
+fuzzy level joins the earliest claim at the threshold, and merge quality's precision, recall, split and rare-looking
+rates, on a hand-made transcript whose numbers differ under each near miss. Then the templates' and domains files'
+error messages, hint folding, oracle stances, tone balance, provenance, role blindness, validation verdicts, and the
+served model's tokenizer (probe, counts, deadline) against a fake tokenize server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import yaml
 
-from crossprofile_lib.task.discussion import Utterance
+from crossprofile_lib.safety.inputs import TemplateError
+from crossprofile_lib.task import hints
+from crossprofile_lib.task.discussion import Claim, ClaimList, Utterance, make_task
+from crossprofile_lib.task.domains import read_domains
+from crossprofile_lib.task.evidence import Stance, oracle_stances, tone_balance
 from crossprofile_lib.task.extraction import FUZZY_THRESHOLD, extract, merge_quality
+from crossprofile_lib.task.messy import messy_discussion
+from crossprofile_lib.task.provenance import render_lines
+from crossprofile_lib.task.templates import Option, load_template, validate_template
+from crossprofile_lib.task.tokenizer import ServerTokenizer, TokenizerUnavailable, _probe_one, get_tokenizer, probe_servers
+from crossprofile_lib.task.validate import validate_paths
+from crossprofile_lib.task.variants import agent_names
 
 LINES = [("A1", "The oven is OLD.", "f1"),
          ("A2", "the   oven is old.", "f1"),           # the same after white space and case
@@ -77,29 +96,6 @@ def test_unknown_level_and_model_without_extractor_are_refused():
 
 
 # --- the rest of the task wing's rules (issue 55, the seed-55 sample's survivors) ------------------------------------
-
-import json
-import os
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-
-import numpy as np
-import yaml
-
-from crossprofile_lib.safety.inputs import TemplateError
-from crossprofile_lib.task import hints
-from crossprofile_lib.task.discussion import Claim, ClaimList, claim_list, make_task, scripted_discussion
-from crossprofile_lib.task.domains import read_domains
-from crossprofile_lib.task.evidence import Stance, oracle_stances, tone_balance
-from crossprofile_lib.task.messy import messy_discussion
-from crossprofile_lib.task.provenance import render_lines
-from crossprofile_lib.task.templates import Option, load_template, validate_template
-from crossprofile_lib.task.tokenizer import (ServerTokenizer, TokenizerUnavailable, _probe_one, get_tokenizer,
-                                             probe_servers)
-from crossprofile_lib.task.validate import validate_paths
-from crossprofile_lib.task.variants import agent_names
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSPITAL = ROOT / "templates" / "dev" / "dev-hospital-01.yaml"
