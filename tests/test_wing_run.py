@@ -13,27 +13,43 @@ and the choice data of a run (recorded or rebuilt)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import asdict
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from policy_registry import policy_registry_kept
 from scripted_llm import Scripted
 
 from crossprofile_lib.backends.base import MODEL_RELEVANCE, MODEL_STANCES, ChatResult, Relevance
-from crossprofile_lib.policies import parse_policy
+from crossprofile_lib.backends.ledger import ReferenceDecider
+from crossprofile_lib.paths import file_sha256
+from crossprofile_lib.policies import parse_policy, plugins
 from crossprofile_lib.rng import stream
 from crossprofile_lib.run import rebuild as rb
 from crossprofile_lib.run import relevance_filter as rf
-from crossprofile_lib.run.pipeline import TaskInputs, asks, policy_rng
-from crossprofile_lib.run.plan import CountingBackend, describe, measured_rate
-from crossprofile_lib.run.results import ResultsError, mask_frame, read_results, write_results
+from crossprofile_lib.run.config import protocol_free
+from crossprofile_lib.run.pipeline import Protocol, TaskInputs, asks, build_task, policy_rng
+from crossprofile_lib.run.plan import CountingBackend, _hms, call_plan, describe, measured_rate
+from crossprofile_lib.run.results import (
+    ResultsError,
+    git_commit,
+    mask_frame,
+    read_results,
+    run_header,
+    write_results,
+)
 from crossprofile_lib.run.runner import RunConfig, _report_model_run, headroom_check, run_grid, run_to_dir
-from crossprofile_lib.run.verify import EditedTable, verify_table
+from crossprofile_lib.run.verify import UNVERIFIED, EditedTable, check_or_trust, verify_table
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import headroom
 from crossprofile_lib.task.tokenizer import default_tokenizer
+from crossprofile_lib.task.variants import agent_names
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _answer(r):
@@ -395,3 +411,135 @@ def test_the_rebuild_key_counts_the_template_files_content_not_their_path(root):
     assert a == b
     assert json.loads(a)["config"] == {"seeds": [0]} and len(json.loads(a)["files"]) == 64
     assert a != rb.rebuild_inputs_key({"templates": ["templates/formal"], "seeds": [0]})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The rules a fresh (seed-56) mutmut sample of the run wing found unpinned.
+
+def test_a_config_without_a_protocol_is_recorded_as_a_scripted_runs_without_the_protocol_fields():
+    assert protocol_free({"seeds": [0], "extraction": "oracle", "opinion_rate": 0.25}) == {"seeds": [0]}
+    assert protocol_free({"protocol": "scripted", "seeds": [0], "extraction": "oracle"}) == {"seeds": [0]}
+    messy = {"protocol": "messy", "seeds": [0], "extraction": "fuzzy"}
+    assert protocol_free(messy) == messy
+
+
+def test_a_task_has_the_grids_agent_count_and_a_messy_unit_keeps_its_task(hospital):
+    u = build_task(hospital, "PSP", 0, 3, total=500)
+    assert u.task.n_agents == 3
+    assert {a for holders in u.task.holders.values() for a in holders} <= set(agent_names(3))
+    m = build_task(hospital, "PSP", 1, 4, total=500, protocol=Protocol("messy", "oracle", 0.25, None))
+    assert m.task.template.id == "dev-hospital-01" and m.task.seed == 1 and m.protocol.name == "messy"
+    assert m.merge is not None
+
+
+def test_ninety_seconds_or_more_are_given_in_minutes_and_hours():
+    assert (_hms(89.4), _hms(90), _hms(150), _hms(3600), _hms(5430)) == ("89 s", "2 min", "2 min", "1 h 00 min",
+                                                                          "1 h 30 min")
+
+
+def test_the_plan_prices_budgets_with_the_tokenizer_it_is_given(named_vocabs):
+    cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"], variants=["PSP"],
+                    policies=["R1"])
+    assert call_plan(cfg, tokenizer="qwen2.5")["tokenizer"] == "vocab:qwen2.5"
+    assert call_plan(cfg)["tokenizer"] == "offline-bpe-approx-v1"
+
+
+def test_a_run_of_only_generated_policies_rebuilds_nothing_whatever_its_extraction(ledger_rows):
+    df, _ = ledger_rows
+    b3 = df[df.policy == "R1"].assign(policy="B3", selection="generated").drop(columns=["option_features"])
+    config = asdict(RunConfig(policies=["B3"], protocol="messy", extraction="model", **SMALL))
+    data, info = rb.rebuild_choice_data(b3, config)
+    assert len(data) == 0 and info["policies_rebuilt"] == [] and info["not_rebuilt"] == 10
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_the_recorded_git_commit_is_the_head_and_says_dirty_when_a_tracked_file_changed(tmp_path):
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    _git(tmp_path, "add", "a.txt")
+    _git(tmp_path, "commit", "-q", "-m", "one")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert len(head) == 40 and git_commit(tmp_path) == head
+    (tmp_path / "a.txt").write_text("two\n")
+    assert git_commit(tmp_path) == head + "-dirty"
+    assert git_commit(tmp_path / "a.txt") is None                    # not a folder: no commit, no error
+
+
+def test_a_results_path_that_is_not_a_regular_file_is_refused_naming_the_rule(tmp_path):
+    (tmp_path / "results.parquet").mkdir()
+    with pytest.raises(ResultsError) as e:
+        read_results(tmp_path)
+    assert str(e.value) == f"{tmp_path / 'results.parquet'}: not a regular file (rule: a results table is a " \
+                           "parquet file)"
+
+
+def test_the_header_records_the_policy_files_behind_the_runs_policies():
+    with policy_registry_kept():
+        plugins.load(str(ROOT / "examples" / "policies" / "keep_longest.py"))
+        header = run_header(RunConfig(policies=["Longest", "ALL"], **SMALL), ReferenceDecider())
+        assert len(header["policy_files"]) == 1
+        assert header["policy_files"][0]["sha256"] == file_sha256(ROOT / "examples" / "policies" / "keep_longest.py")
+        assert "policy_files" not in run_header(RunConfig(policies=["ALL"], **SMALL), ReferenceDecider())
+
+
+def test_rows_record_whether_the_decision_came_from_the_cache_and_its_transport_retries():
+    backend = Scripted(lambda r: ChatResult("Reasoning.\nDecision: A", retries=2))
+    cfg = RunConfig(backend="scripted/s1", policies=["ALL"], **SMALL)
+    first = run_grid(cfg, backend=backend)
+    assert not first["cached"].any() and (first["call_retries"] == 2).all()
+    again = run_grid(cfg, backend=backend)
+    assert again["cached"].all()
+
+
+def test_a_backend_of_your_own_without_a_call_cache_records_none(tmp_path):
+    backend = ReferenceDecider()
+    backend.decision_mode, backend.cache = "mine", None         # not the reference decider's ledger mode
+    _, header = run_to_dir(RunConfig(policies=["ALL", "EMPTY"], **SMALL), tmp_path / "run", backend=backend)
+    assert "cache" in header and header["cache"] is None and header["rows"] == 20 and "headroom" in header
+
+
+def test_a_refusal_names_the_row_by_its_grid_key_and_the_answer_key_rule(written_run):
+    df, header, _ = written_run
+    d = df.copy()
+    d.loc[3, "correct"] = not d.loc[3, "correct"]
+    e = _refusal(d, header)
+    r = d.loc[3]
+    assert e.problem.startswith(f"row 3 (template_id {r.template_id}, variant PSP, seed 0, policy {r.policy}, "
+                                f"budget_label {r.budget_label}): rule answer key: correct is {bool(r.correct)}")
+
+
+def test_more_kept_claims_than_the_discussion_has_are_refused(written_run):
+    df, header, _ = written_run
+    d = df.copy()
+    d.loc[5, "n_kept"] = d.loc[5, "n_claims"] + 1
+    assert d.loc[5, "n_kept"] >= d.loc[5, ["kept_support", "kept_decoy", "kept_irrelevant"]].sum()
+    e = _refusal(d, header)
+    assert e.problem.startswith("row 5 (") and e.problem.endswith("rule value ranges: n_kept is above n_claims")
+
+
+@pytest.fixture(scope="module")
+def moved_run(tmp_path_factory):
+    """A run of a template file found nowhere the run recorded (its folder moved) nor among the bundled ones."""
+    base = tmp_path_factory.mktemp("moved")
+    (base / "made").mkdir()
+    src = ROOT / "templates" / "dev" / "dev-hospital-01.yaml"
+    (base / "made" / "hospital.yaml").write_text(src.read_text() + "\n# a copy with a changed hash\n")
+    df, header = run_to_dir(RunConfig(templates=[str(base / "made")], seeds=[0], budgets=["0.6"], variants=["PSP"],
+                                      policies=["R1", "ALL"]), base / "run")
+    (base / "made").rename(base / "moved")
+    return df, json.loads((base / "run" / "run.json").read_text()), base
+
+
+def test_the_answer_key_is_found_through_the_templates_given_past_a_path_that_is_not_there(moved_run):
+    df, header, base = moved_run
+    with pytest.raises(EditedTable) as e:
+        verify_table(df, header, "r/results.parquet")
+    assert "rule template hashes" in e.value.problem and "--templates" in e.value.problem
+    verify_table(df, header, "r/results.parquet", templates=[str(base / "no-such-folder"), str(base / "moved")])
+    assert check_or_trust(df, header, "r/results.parquet", False, templates=[str(base / "moved")]) is None
+    note = check_or_trust(df, header, "r/results.parquet", True)
+    assert note.startswith(UNVERIFIED) and "rule template hashes" in note
