@@ -301,7 +301,8 @@ def main(argv=None) -> int:
     ap.add_argument("--leave-out", default="", metavar="TESTS",
                     help="comma-separated test files of the wing left out of this run (e.g. its new tests, to measure "
                          "the score before them at the same commit; --rerun-survivors puts them back)")
-    ap.add_argument("--note", default="", help="a sentence for the results file (how the run was made, if unusual)")
+    ap.add_argument("--note", default="", help="a sentence for the results file (how the run was made, if unusual); kept "
+                         "with the run, so a later --rerun-survivors writes it again (with the first run's counts as first_run)")
     ap.add_argument("--max-children", type=int, default=2, help="mutmut's workers (default 2)")
     ap.add_argument("--nice", type=int, default=19)
     ap.add_argument("--out", help="results file (default benchmarks/results/mutation_<wing>.json)")
@@ -388,6 +389,10 @@ def main(argv=None) -> int:
     not_killed = [m for m, r in results.items() if BUCKET.get(r["status"]) != "killed"]
     diff_by = diffs(copy, not_killed)
     summary = summarise(args.wing, wing, results, diff_by)
+    note = args.note or state.get("note", "")
+    if before is None:   # the run's own verdicts and note, kept for every later rerun of its survivors
+        state.update(first_counts=summary["counts"], note=note)
+        (work / "tree.json").write_text(json.dumps(state))
     figures = {
         "what": f"mutation score of the {args.wing} wing by mutmut (issue 55): every mutant mutmut generates in the "
                 "wing's modules, each against the wing's own tests that reach its function",
@@ -397,7 +402,7 @@ def main(argv=None) -> int:
         "tests": [t for t in wing["tests"] if t not in state.get("tests_not_in_tree", [])],
         **({"tests_left_out": state["tests_not_in_tree"]} if state.get("tests_not_in_tree") else {}),
         "pytest_args": PYTEST_ARGS + list(wing.get("pytest_args", [])),
-        "wall_s": round(time.time() - started, 1), **({"note": args.note} if args.note else {}), **summary,
+        "wall_s": round(time.time() - started, 1), **({"note": note} if note else {}), **summary,
     }
     if state.get("seed") is not None:
         scored, c = summary["non_equivalent"], summary["counts"]
@@ -410,6 +415,8 @@ def main(argv=None) -> int:
     if before is not None:
         figures["before_rerun"] = summarise(args.wing, wing, before, {**diffs(copy, [m for m, r in before.items()
                                                                                     if m not in diff_by]), **diff_by})["counts"]
+        if state.get("first_counts"):   # the first run's verdicts, before any rerun
+            figures["first_run"] = state["first_counts"]
         figures["tests_commit"] = git("rev-parse", "HEAD").strip()
         figures["tests_dirty"] = git("status", "--porcelain", "--", "tests").strip() != ""
     out = Path(args.out) if args.out else RESULTS / f"mutation_{args.wing}.json"
