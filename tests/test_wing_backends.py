@@ -1,18 +1,61 @@
-"""A server's refusal where it is counted (issue 55: the backends wing's mutation survivors): a refused key (401,
-403) stops the run at the first answer, a 404 after ``stop_on_refusal`` in a row, other statuses never; the message
-names the server by its redacted URL, never its key, and says which status and rule. In process, on the
-:class:`~crossprofile_lib.backends.http_faults.Refusals` mixin with a real ``openai`` error."""
+"""The backends wing's rules its mutation survivors showed unpinned (issue 55).
+
+A server's refusal where it is counted: a refused key (401, 403) stops the run at the first answer, a 404 after
+``stop_on_refusal`` in a row, other statuses never; the message names the server by its redacted URL, never its key,
+and says which status and rule (in process, on the :class:`~crossprofile_lib.backends.http_faults.Refusals` mixin with
+a real ``openai`` error). Then, from the seed-55 mutmut sample: the call cache's fixed key, its provider column and
+its storage errors (the file, the step, SQLite's error); chat templates from an HF folder (BOS/EOS tokens, a config
+that is no file), a missing GGUF file, a template that allows only user and assistant roles; the concurrency pool's
+slots, the smoothed latency and one cut per window; the announced wait and its reason, the deadline thread that never
+holds the process, the served-model refusal naming the model to ask for; the ledger's option errors, tokenizer,
+seeded tie-break and reported scores; the stance schema, a pretty-printed stance answer, a call the provider never
+reported; and, against the local fake OpenAI-compatible server (``tests/fake_openai_server.py`` on 127.0.0.1), the
+preset's positional mode, the concurrency bounds, score mode's BOS and temperature, the whole-request deadline,
+a call's latency, queueing read per answer token (the fake's modelled time, never this machine's speed), the legacy
+one-URL key and the prompt-token probe's request."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from crossprofile_lib.backends.http_faults import REFUSAL_STATUSES, Refusals, ServerRefused  # noqa: E402
+from crossprofile_lib.backends import cache as cache_mod  # noqa: E402
+from crossprofile_lib.backends.base import ChatRequest, ChatResult  # noqa: E402
+from crossprofile_lib.backends.cache import CacheStorageError, CallCache, call_key, vacuum_cache  # noqa: E402
+from crossprofile_lib.backends.chat_template import ChatTemplate  # noqa: E402
+from crossprofile_lib.backends.concurrency import Pool, URLLimit  # noqa: E402
+from crossprofile_lib.backends.http_faults import (  # noqa: E402
+    REFUSAL_STATUSES,
+    DeadlineExceeded,
+    Refusals,
+    ServerRefused,
+    call_within,
+    retry_pause,
+)
+from crossprofile_lib.backends.ledger import ReferenceDecider  # noqa: E402
+from crossprofile_lib.backends.llm import LLMBackend, parse_stances, stance_schema  # noqa: E402
+from crossprofile_lib.backends.openai_compat import DeepSeekBackend, OpenAICompatBackend  # noqa: E402
+from crossprofile_lib.policies import select_memory  # noqa: E402
+from crossprofile_lib.task.decision import DecisionRequest, option_order  # noqa: E402
+from crossprofile_lib.task.discussion import claim_list, make_task, scripted_discussion  # noqa: E402
+from crossprofile_lib.task.tokenizer import default_tokenizer, get_tokenizer  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fake_openai_server as F  # noqa: E402
 
 URL = "https://user:s3cretpw@llm.example/v1?key=abcd1234&api-version=2024"
 
@@ -61,3 +104,455 @@ def test_other_statuses_and_a_zero_limit_never_stop(status, stop):
     assert c._tripped is None and c._refusals == 0
     c._refused(ValueError("not an HTTP error"), 0)
     assert c._refusals == 0
+
+
+# --- the seed-55 mutmut sample's survivors (issue 55): the rules they showed unpinned ----------------------------
+
+FAST = dict(retry_wait=0.01, retry_wait_max=0.05, tokenizer="offline")
+USER = {"role": "user", "content": "Which option? Decision: ?"}
+
+
+@pytest.fixture
+def fake_server():
+    """A local fake OpenAI-compatible server (tests/fake_openai_server.py) on 127.0.0.1; stopped after the test."""
+    started = []
+
+    def start(**faults):
+        fake, url, stop = F.start(**faults)
+        started.append(stop)
+        return fake, url
+    yield start
+    for stop in started:
+        stop()
+
+
+# cache: keys, the provider column, storage errors
+
+def test_a_calls_cache_key_is_fixed_across_versions():
+    """A cache written by this version is read by the next: the key of a fixed call (every field the key holds set)
+    is this SHA-256; a changed key (a field renamed, dropped or added) would make every stored call miss."""
+    r = ChatRequest((USER,), max_tokens=64, temperature=0.0, purpose="decision", choices=("A", "B", "C"),
+                    json_schema={"type": "object"}, stop=("\n\n",))
+    ident = {"provider": "openai", "model": "fake", "base_url": "http://127.0.0.1:8000/v1"}
+    assert call_key(ident, r, "generate") == "d755c142e82386536eba57560655dd8ae44f233dc08d417b21724489cceee6f0"
+
+
+def test_a_stored_call_is_listed_under_its_provider_and_model(tmp_path):
+    c = CallCache(tmp_path)
+    r = ChatRequest((USER,))
+    c.put("k1", r, ChatResult(text="Decision: A"), {"provider": "openai", "model": "m", "base_url": "http://a.example/v1"},
+          "generate")
+    c.put("k2", r, ChatResult(text="Decision: B"), {"provider": "deepseek", "model": "m", "base_url": "http://b.example/v1"},
+          "generate")
+    assert c.base_urls("openai", "m") == ["http://a.example/v1"]
+    assert c.base_urls("deepseek", "m") == ["http://b.example/v1"]
+    assert c.base_urls("openai", "other") == []
+
+
+class _Stops:
+    """A SQLite connection whose ``VACUUM`` fails as a full disk's would not: a plain OperationalError."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def execute(self, sql, *args):
+        if sql == "VACUUM":
+            raise sqlite3.OperationalError("cannot VACUUM: stand-in failure")
+        return self.db.execute(sql, *args)
+
+    def close(self):
+        self.db.close()
+
+
+def test_a_failed_vacuum_names_the_file_the_step_and_sqlites_error(tmp_path, monkeypatch):
+    c = CallCache(tmp_path)
+    c.put("k", ChatRequest((USER,)), ChatResult(text="Decision: A"), {"provider": "openai", "model": "m"}, "generate")
+    c.close()
+    real = cache_mod._connect
+    monkeypatch.setattr(cache_mod, "_connect", lambda *a, **kw: _Stops(real(*a, **kw)))
+    with pytest.raises(CacheStorageError) as e:
+        vacuum_cache(tmp_path)
+    msg = str(e.value)
+    assert str(tmp_path / "calls.sqlite") in msg and "vacuum failed" in msg and "SQLite stopped" in msg
+    assert "OperationalError: cannot VACUUM: stand-in failure" in msg and "every call stored so far is kept" in msg
+
+
+def test_a_cache_sqlite_will_not_open_names_the_file_and_the_step(tmp_path, monkeypatch):
+    CallCache(tmp_path).close()  # a sound file: the check passes, the connection for writing fails
+
+    def refuse(*a, **kw):
+        raise sqlite3.OperationalError("stand-in refusal")
+    monkeypatch.setattr(cache_mod, "_connect", refuse)
+    with pytest.raises(CacheStorageError) as e:
+        CallCache(tmp_path)
+    msg = str(e.value)
+    assert str(tmp_path / "calls.sqlite") in msg and "opening failed" in msg and "SQLite refused it" in msg
+    assert "OperationalError: stand-in refusal" in msg
+
+
+# chat templates
+
+def _hf_folder(tmp_path, **cfg) -> str:
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return f"hf:{folder}"
+
+
+def test_an_hf_folders_bos_and_eos_tokens_come_from_its_tokenizer_config(tmp_path):
+    src = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{{ eos_token }}{% endfor %}"
+    t = ChatTemplate.from_spec(_hf_folder(tmp_path, chat_template=src, bos_token="<s>",
+                                          eos_token={"content": "</s>", "lstrip": False}))
+    assert (t.bos_token, t.eos_token) == ("<s>", "</s>")
+    assert t.render([USER, {"role": "assistant", "content": "Decision:"}]) == \
+        "<s>[user] Which option? Decision: ?</s>Decision:"
+
+
+def test_an_hf_folder_without_bos_or_eos_tokens_renders_them_empty(tmp_path):
+    t = ChatTemplate.from_spec(_hf_folder(tmp_path, chat_template="{{ bos_token }}|{{ messages[0]['content'] }}"))
+    assert (t.bos_token, t.eos_token) == ("", "")
+    assert t.render([USER]) == "|Which option? Decision: ?"
+
+
+def test_an_hf_tokenizer_config_that_is_not_a_file_is_refused_naming_it(tmp_path):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "tokenizer_config.json").mkdir()
+    with pytest.raises(ValueError) as e:
+        ChatTemplate.from_spec(f"hf:{tmp_path / 'hf'}")
+    msg = str(e.value)
+    assert f"chat_template 'hf:{tmp_path / 'hf'}'" in msg and "a tokenizer_config.json must be a regular file" in msg
+
+
+def test_a_missing_gguf_file_is_refused_naming_the_spec_and_the_problem(tmp_path):
+    spec = f"gguf:{tmp_path / 'model.gguf'}"
+    with pytest.raises(ValueError) as e:
+        ChatTemplate.from_spec(spec)
+    assert str(e.value) == f"chat_template '{spec}': the GGUF file does not exist"
+
+
+def test_a_template_that_allows_only_user_and_assistant_roles_is_accepted(tmp_path):
+    """Many real templates raise on any other role (``Conversation roles must alternate user/assistant``): the
+    render check at load time sends a user message and the prefill, nothing else."""
+    f = tmp_path / "strict.jinja"
+    f.write_text("{% for m in messages %}{% if m['role'] not in ['user', 'assistant'] %}"
+                 "{{ raise_exception('roles must be user or assistant') }}{% endif %}"
+                 "<{{ m['role'] }}>{{ m['content'] }}{% endfor %}")
+    t = ChatTemplate.from_spec(str(f))
+    assert t.render([USER, {"role": "assistant", "content": "Decision:"}]) == \
+        "<user>Which option? Decision: ?Decision:"
+    with pytest.raises(ValueError, match="roles must be user or assistant"):
+        t.render([{"role": "system", "content": "x"}])
+
+
+# concurrency: slots, the smoothed latency, one cut per window
+
+def test_each_call_in_flight_holds_one_slot_and_a_full_url_makes_the_next_wait():
+    async def scenario():
+        pool = Pool(1, "auto")  # one URL, limit START = 4
+        u = pool.urls[0]
+        got = []
+        for n in range(1, 5):
+            got.append(await pool.acquire(0))
+            assert (u.inflight, u.room) == (n, 4 - n)
+        fifth = asyncio.create_task(pool.acquire(0))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not fifth.done()  # no room: it waits for a slot
+        await pool.release(0, "neutral")
+        assert await asyncio.wait_for(fifth, 30) == 0 and u.inflight == 4
+        for n in (3, 2, 1, 0):
+            await pool.release(0, "neutral")
+            assert (u.inflight, u.room) == (n, 4 - n)
+        return got
+    assert asyncio.run(scenario()) == [0, 0, 0, 0]
+
+
+def test_the_smoothed_latency_is_an_exponential_average_with_weight_one_fifth():
+    u = URLLimit()
+    for lat in (1.0, 2.0, 2.0):
+        u.observe("ok", lat)
+    # 1 -> 0.8 * 1 + 0.2 * 2 = 1.2 -> 0.8 * 1.2 + 0.2 * 2 = 1.36; the baseline is the least smoothed value
+    assert u.smoothed == pytest.approx(1.36) and u.baseline == 1.0 and u.queueing == 0
+
+
+def test_a_limit_is_cut_at_most_once_per_window_of_its_whole_part_in_answers():
+    """Queueing (smoothed latency over CUT times the baseline) cuts by a tenth or one, at most once per window of
+    int(limit) answers: at 4 the answer right after a cut does not cut again; at 1.5 (a window of one answer) it does."""
+    for start, after_first, after_second in ((4.0, 3.0, 3.0), (2.5, 1.5, 1.0)):
+        u = URLLimit(limit=start, peak=start)
+        u.observe("ok", 1.0)   # baseline 1
+        u.observe("ok", 20.0)  # smoothed 4.8 > 2: cut to min(limit - 1, 0.9 limit)
+        assert u.limit == after_first and u.queueing == 1
+        u.observe("ok", 20.0)  # smoothed 7.84: again, one answer after the cut
+        assert u.limit == after_second and u.queueing == 2
+
+
+# http_faults: the wait announcement, the deadline thread, the served-model refusal
+
+def _state(exc, attempt=1):
+    return SimpleNamespace(outcome=SimpleNamespace(exception=lambda: exc), attempt_number=attempt)
+
+
+def _status_error(cls, status, headers):
+    req = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    return cls(f"Error code: {status}", response=httpx.Response(status, headers=headers, request=req), body=None)
+
+
+def test_a_long_wait_is_announced_on_stderr_with_its_reason(capsys):
+    b = SimpleNamespace(name="openai/fake", max_retries=6, retry_after_max=120.0)
+    asked = _status_error(openai.RateLimitError, 429, {"retry-after": "7"})
+    assert retry_pause(b, _state(asked, 1), lambda s: 1.0) == 7.0
+    assert retry_pause(b, _state(asked, 1), lambda s: 1.0) == 7.0  # once per wave: not said again
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == "openai/fake: waiting 7 s before retry 1 of 6: the server asked for it (HTTP 429, Retry-After 7 s)\n"
+    # the backoff longer than the server's Retry-After: the backoff is the reason
+    assert retry_pause(b, _state(asked, 2), lambda s: 9.0) == 9.0
+    assert capsys.readouterr().err == "openai/fake: waiting 9 s before retry 2 of 6: backoff after RateLimitError (HTTP 429)\n"
+    # a short wait is not announced
+    assert retry_pause(b, _state(asked, 3), lambda s: 0.5) == 7.0
+    assert retry_pause(b, _state(ValueError("x"), 4), lambda s: 4.0) == 4.0
+    assert capsys.readouterr().err.count("waiting") == 1
+
+
+def test_a_call_past_its_deadline_never_keeps_the_process_alive():
+    """The abandoned call's thread is a daemon: a process whose call hung exits when its main thread ends."""
+    code = ("import threading, sys\n"
+            "from crossprofile_lib.backends.http_faults import call_within, DeadlineExceeded\n"
+            "try:\n"
+            "    call_within(threading.Event().wait, 0.05, 'GET /v1/models')\n"
+            "except DeadlineExceeded as e:\n"
+            "    print('deadline:', e)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)  # a guard only
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("deadline: GET /v1/models: no complete answer within the 0.05 s deadline")
+    assert call_within(lambda: 42, 30) == 42
+    with pytest.raises(KeyError, match="raised inside"):
+        call_within(lambda: {}["raised inside"], 30)
+    late = threading.Event()
+    with pytest.raises(DeadlineExceeded, match="--tokenize-timeout"):
+        call_within(late.wait, 0.01)
+    late.set()  # the abandoned thread ends
+
+
+def test_a_server_with_one_other_model_is_refused_naming_the_model_to_ask_for(fake_server, tmp_path):
+    _, url = fake_server(served_model="org/other-7b")
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "cache", **FAST)
+    with pytest.raises(ServerRefused) as e:
+        b.served_model()
+    msg = str(e.value)
+    assert "does not serve model 'fake' (it serves: org/other-7b)" in msg
+    assert "--backend openai/other-7b" in msg and "accept_served_model=true" in msg
+    _, url2 = fake_server(served_model="a,b")
+    b2 = OpenAICompatBackend("fake", base_url=url2, cache=tmp_path / "cache", **FAST)
+    with pytest.raises(ServerRefused) as e2:
+        b2.served_model()
+    assert "--backend openai/<id>" in str(e2.value) and "accept_served_model" not in str(e2.value)
+
+
+# the ledger (reference decider): option errors, the given tokenizer, the seeded tie-break, the scores it reports
+
+def _ledger_request(template, variant, seed, spec):
+    task = make_task(template, variant, seed)
+    tr = scripted_discussion(task)
+    m = select_memory(spec, claim_list(tr), None, default_tokenizer(), np.random.default_rng(0), transcript=tr)
+    return DecisionRequest(task, m, option_order(task), f"{task.task_id}/{spec}")
+
+
+@pytest.mark.parametrize("kw, words", [({"social_proof": float("nan")}, "option social_proof=nan: must be a finite"),
+                                       ({"irrelevant_weight": True}, "option irrelevant_weight=True: must be a number"),
+                                       ({"inverse_temperature": -1}, "option inverse_temperature=-1: must be at least 0")])
+def test_a_ledger_option_out_of_its_rule_is_refused_naming_the_backend_and_option(kw, words):
+    with pytest.raises(ValueError) as e:
+        ReferenceDecider(**kw)
+    assert str(e.value).startswith(f"backend ledger: {words}")
+
+
+def test_the_ledger_prices_budgets_with_the_given_tokenizer_else_the_offline_default():
+    given = get_tokenizer("offline")
+    assert ReferenceDecider(tokenizer=given).tokenizer is given
+    default = ReferenceDecider().tokenizer
+    assert default is not None and default.name == default_tokenizer().name and default.count("one two three") > 0
+
+
+def test_the_ledgers_tie_break_is_the_published_seeded_draw(hospital):
+    """An empty memory ties all three options; the pick is a draw seeded by the task and the kept facts (the
+    ``ledger-decision`` stream): these are the picks every version makes, so published numbers reproduce."""
+    picks = [ReferenceDecider().decide_one(_ledger_request(hospital, "PPP", s, "EMPTY")).letter for s in range(12)]
+    assert picks == ["B", "A", "B", "A", "B", "B", "B", "C", "B", "B", "C", "B"]
+
+
+def test_a_ledger_decision_reports_every_options_score_in_the_order_shown(hospital):
+    r = _ledger_request(hospital, "PSP", 0, "ALL")
+    d = ReferenceDecider().decide_one(r)
+    assert r.option_order == ("corvane", "helix", "medora")
+    assert (d.option, d.letter, d.invalid, d.raw) == ("helix", "B", False, "scores=[0.0, 2.0, 0.0]")
+
+
+# llm: the stance schema, a pretty-printed JSON answer, a call the provider never reported
+
+def test_the_stance_schema_accepts_exactly_the_answers_the_stance_rule_reads():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = stance_schema(2, ("A", "B", "C"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    ok = {"stances": [{"n": 1, "option": "B", "direction": "for", "criterion": True},
+                      {"n": 2, "option": "C", "direction": "against", "criterion": False}]}
+    jsonschema.validate(ok, schema)
+    one = ok["stances"][0]
+    bad = [{"stances": one}, {"stances": [one, one, one]}, {"stances": [[1, "B"]]}, {"stances": [{**one, "n": 3}]},
+           {"stances": [{**one, "option": "D"}]}, {"stances": [{**one, "direction": "up"}]},
+           {"stances": [{**one, "criterion": "yes"}]}, {"stances": [{**one, "extra": 1}]}, {"stances": [], "x": 1}, []]
+    for b in bad:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(b, schema)
+
+
+def test_a_pretty_printed_json_stance_answer_is_read():
+    text = 'Here they are:\n{\n  "stances": [\n    {"n": 1, "option": "B", "direction": "against",\n' \
+           '     "criterion": true}\n  ]\n}\nDone.'
+    got = parse_stances(text, 2, ("helix", "corvane", "medora"))
+    assert got is not None and got[1] is None
+    assert (got[0].option, got[0].polarity, got[0].relevant) == ("corvane", -1, True)
+
+
+class _Forgetful(LLMBackend):
+    """A provider that reports every call but the last of a batch."""
+
+    provider = "forgetful"
+
+    def identity(self):
+        return {"provider": self.provider, "model": self.model}
+
+    def _complete(self, requests, on_done):
+        for j in range(len(requests) - 1):
+            on_done(j, ChatResult(text=f"answer {j}"))
+
+
+def test_a_call_the_provider_never_reported_is_an_error_row_and_counted(tmp_path):
+    b = _Forgetful("m", cache=tmp_path / "cache")
+    reqs = [ChatRequest(({"role": "user", "content": f"question {i}"},)) for i in range(3)]
+    got = b.chat(reqs)
+    assert [r.text for r in got] == ["answer 0", "answer 1", ""]
+    assert got[2].error == "no result reported by the backend"
+    assert b.stats["calls"] == 2 and b.stats["errors"] == 1
+
+
+# openai_compat: options, the preset's arguments, what is sent, the deadline, latency and the concurrency signal
+
+def test_deepseeks_preset_takes_the_decision_mode_as_its_second_argument(tmp_path):
+    with pytest.raises(ValueError, match="decision_mode 'score' is not one of generate"):
+        DeepSeekBackend("deepseek-flash", "score", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", **FAST)
+    b = DeepSeekBackend("deepseek-flash", "generate", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", **FAST)
+    assert b.decision_mode == "generate" and b.name == "deepseek/deepseek-flash"
+
+
+@pytest.mark.parametrize("option", ["concurrency", "max_concurrency"])
+def test_concurrency_options_are_bounded_at_1024(option, tmp_path):
+    ok = OpenAICompatBackend("fake", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", **{option: 1024}, **FAST)
+    assert getattr(ok, option) == 1024
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", **{option: 1025}, **FAST)
+    assert str(e.value) == f"backend openai/fake: option {option}=1025: must be at most 1024"
+
+
+def _bos_folder(tmp_path) -> str:
+    return _hf_folder(tmp_path, bos_token="<s>", chat_template="{{ bos_token }}{% for m in messages %}"
+                      "<{{ m['role'] }}>{{ m['content'] }}{% endfor %}")
+
+
+def test_score_mode_keeps_the_bos_text_a_llama_cpp_server_does_not_add_again(fake_server, tmp_path):
+    """The fake llama.cpp server's /tokenize adds no BOS (its answer is the same with and without the special
+    tokens): the rendered prompt is sent whole, BOS text included, greedily (temperature 0)."""
+    fake, url = fake_server(owned_by="llamacpp", tokenize="llama.cpp", keep_bodies=True)
+    b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c",
+                            chat_template=_bos_folder(tmp_path), **FAST)
+    res = b.chat([ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1,
+                              choices=("A", "B", "C"))])[0]
+    assert res.error is None and res.text.startswith("Decision: ")
+    (path, _, body), = fake.bodies
+    assert path.endswith("/v1/completions") and fake.tokenized == 2
+    assert body["prompt"] == "<s><user>Which option? Decision: ?Decision:"
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 1
+
+
+def test_a_server_dripping_its_answer_meets_the_whole_request_deadline(fake_server, tmp_path):
+    """Each byte comes well within the client's per-read timeout, the whole answer (about 20 s) long after --timeout:
+    the call is an error naming the whole-request deadline, never the late answer."""
+    fake, url = fake_server(drip_s=0.05, drip_paths=("/chat/completions",))
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", timeout=0.5, max_retries=0, **FAST)
+    res = b.chat([ChatRequest((USER,))])[0]
+    assert res.error is not None and "DeadlineExceeded" in res.error and "whole request" in res.error
+    assert fake.answered == 0
+
+
+def test_a_calls_latency_is_its_own_time_from_send_to_answer(fake_server, tmp_path):
+    """At least the server's answer delay, at most the time the caller waited (whatever this machine's speed)."""
+    _, url = fake_server(latency_s=0.05)
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    t0 = time.perf_counter()
+    res = b.chat([ChatRequest((USER,))])[0]
+    waited = time.perf_counter() - t0
+    assert res.error is None and 0.05 <= res.latency_s <= waited
+
+
+class _TokenPaced(OpenAICompatBackend):
+    """The fake server's answers, given a length (completion tokens) and a modelled time per call: ``pace(j, c)``
+    seconds for call ``j`` of ``c`` tokens (so no test depends on this machine's speed)."""
+
+    lengths = (0, 9, 9, 9, 9, 9, 9, 9, 9, 9)
+
+    def __init__(self, *a, pace, **kw):
+        super().__init__(*a, **kw)
+        self.pace, self.sent = pace, 0
+
+    async def _send(self, client, r):
+        res = await super()._send(client, r)
+        j, self.sent = self.sent, self.sent + 1
+        c = self.lengths[j]
+        return dataclasses.replace(res, completion_tokens=c, latency_s=self.pace(j, c))
+
+
+@pytest.mark.parametrize("pace, queueing", [(lambda j, c: 0.1 * (1 + c), 0),        # constant time per token
+                                            (lambda j, c: 0.1 * (1 + c) * (1 + j), 8)])  # per token slower each call
+def test_queueing_is_read_from_the_time_per_answer_token_not_per_answer(fake_server, tmp_path, pace, queueing):
+    """A server whose time per answer token (seconds / (completion tokens + 1)) stays constant shows no queueing,
+    however the answers' lengths vary; one whose time per token grows does (0.1 s per token times the call's number:
+    smoothed 0.1, 0.12, then 0.156 > 1.5 x 0.1 from the third answer on: 8 of 10). One call at a time
+    (max_concurrency=1), in order."""
+    _, url = fake_server()
+    b = _TokenPaced("fake", base_url=url, cache=tmp_path / "c", max_concurrency=1, pace=pace, **FAST)
+    got = b.chat([ChatRequest(({"role": "user", "content": f"question {i}"},)) for i in range(10)])
+    assert all(r.error is None for r in got) and b.sent == 10
+    per_url = b.record()["concurrency"]["per_url"][0]
+    assert per_url["answers"] == 10 and per_url["queueing"] == queueing
+
+
+def test_an_entry_an_earlier_version_keyed_on_the_one_base_url_is_found_with_sampling_server(fake_server, tmp_path):
+    """Earlier versions keyed a call on the base URL itself (a string for one URL, the sorted list for several)."""
+    fake, url = fake_server()
+    cache = CallCache(tmp_path / "c")
+    r = ChatRequest((USER,), purpose="decision", choices=("A", "B", "C"))
+    old = {"provider": "openai", "model": "fake", "base_url": url, "chat_template": None, "grammar_style": None,
+           "reason_chars": None, "extra_body": None}
+    cache.put(call_key(old, r, "generate"), r, ChatResult(text="Decision: C"), old, "generate")
+    b = OpenAICompatBackend("fake", base_url=url, cache=cache, sampling="server", **FAST)
+    assert b.chat([r])[0].text == "Decision: C"
+    assert b.stats["legacy"] == 1 and b.stats["calls"] == 0 and fake.answered == 0
+    # what is looked up before any URL stored in the cache: the current URL as earlier versions spelled it
+    fresh = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "fresh", sampling="server", **FAST)
+    assert fresh.legacy_identities() == [old]
+    two = OpenAICompatBackend("fake", base_url=f"{url},http://127.0.0.1:9/v1", cache=tmp_path / "fresh",
+                              sampling="server", **FAST)
+    assert two.legacy_identities() == [{**old, "base_url": sorted([url, "http://127.0.0.1:9/v1"])}]
+
+
+def test_the_prompt_token_probe_sends_the_runs_own_request_plus_return_token_ids(fake_server, tmp_path):
+    fake, url = fake_server(keep_bodies=True)
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    r = ChatRequest((USER,), max_tokens=64)
+    with pytest.raises(ValueError, match="returned no prompt_token_ids"):  # the fake server is no vLLM
+        b.prompt_token_ids(r)
+    b.chat([r])
+    (_, _, probe), (_, _, run) = fake.bodies
+    assert probe.pop("return_token_ids") is True and probe.pop("max_tokens") == 1 and run.pop("max_tokens") == 64
+    assert probe == run and run["repetition_penalty"] == 1.0 and run["temperature"] == 0.0
