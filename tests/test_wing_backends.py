@@ -35,7 +35,7 @@ httpx = pytest.importorskip("httpx")
 
 from crossprofile_lib.backends import cache as cache_mod  # noqa: E402
 from crossprofile_lib.backends.base import ChatRequest, ChatResult  # noqa: E402
-from crossprofile_lib.backends.cache import CacheStorageError, CallCache, call_key, vacuum_cache  # noqa: E402
+from crossprofile_lib.backends.cache import CacheStorageError, CallCache, call_key, check_cache, vacuum_cache  # noqa: E402
 from crossprofile_lib.backends.chat_template import ChatTemplate  # noqa: E402
 from crossprofile_lib.backends.concurrency import Pool, URLLimit  # noqa: E402
 from crossprofile_lib.backends.http_faults import (  # noqa: E402
@@ -43,7 +43,9 @@ from crossprofile_lib.backends.http_faults import (  # noqa: E402
     DeadlineExceeded,
     Refusals,
     ServerRefused,
+    _connect_failure,
     call_within,
+    retry_after,
     retry_pause,
 )
 from crossprofile_lib.backends.ledger import ReferenceDecider  # noqa: E402
@@ -482,7 +484,7 @@ def test_a_server_dripping_its_answer_meets_the_whole_request_deadline(fake_serv
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", timeout=0.5, max_retries=0, **FAST)
     res = b.chat([ChatRequest((USER,))])[0]
     assert res.error is not None and "DeadlineExceeded" in res.error and "whole request" in res.error
-    assert fake.answered == 0
+    assert res.text == "" and fake.answered == 0
 
 
 def test_a_calls_latency_is_its_own_time_from_send_to_answer(fake_server, tmp_path):
@@ -492,7 +494,7 @@ def test_a_calls_latency_is_its_own_time_from_send_to_answer(fake_server, tmp_pa
     t0 = time.perf_counter()
     res = b.chat([ChatRequest((USER,))])[0]
     waited = time.perf_counter() - t0
-    assert res.error is None and 0.05 <= res.latency_s <= waited
+    assert res.error is None and 0.04 <= res.latency_s <= waited
 
 
 class _TokenPaced(OpenAICompatBackend):
@@ -556,3 +558,290 @@ def test_the_prompt_token_probe_sends_the_runs_own_request_plus_return_token_ids
     (_, _, probe), (_, _, run) = fake.bodies
     assert probe.pop("return_token_ids") is True and probe.pop("max_tokens") == 1 and run.pop("max_tokens") == 64
     assert probe == run and run["repetition_penalty"] == 1.0 and run["temperature"] == 0.0
+
+
+# --- the fresh seed-56 sample's survivors (issue 55) ----------------------------------------------------------------
+
+class _VLLMish(F.FakeServer):
+    """The fake server with what a vLLM or llama.cpp server adds: ``prompt_token_ids`` when asked
+    (``return_token_ids``: [101, 102, 103] in a chat answer, [201, 202] in a text completion), and a llama.cpp
+    ``/tokenize`` that reads ``<s>`` as the BOS token (id 1) and puts one before the text when asked
+    (``add_special``), as a GGUF that adds a BOS does."""
+
+    def respond(self, path, headers, raw):
+        status, body, delay = super().respond(path, headers, raw)
+        req = json.loads(raw or b"{}") if path.endswith("completions") else {}
+        if status == 200 and req.get("return_token_ids"):
+            out = json.loads(body)
+            if path.endswith("/chat/completions"):
+                out["prompt_token_ids"] = [101, 102, 103]
+            else:
+                out["choices"][0]["prompt_token_ids"] = [201, 202]
+            body = json.dumps(out).encode()
+        return status, body, delay
+
+    def _tokenize(self, path, raw):
+        if self.tokenize != "llama.cpp" or path != "/tokenize":
+            return super()._tokenize(path, raw)
+        req = json.loads(raw or b"{}")
+        text = str(req.get("content", ""))
+        toks = ([1] if text.startswith("<s>") else []) + F.fake_tokens(text.removeprefix("<s>"))
+        return 200, json.dumps({"tokens": ([1] if req.get("add_special") else []) + toks}).encode(), 0.0
+
+
+@pytest.fixture
+def vllmish(fake_server, monkeypatch):
+    def start(**faults):
+        monkeypatch.setattr(F, "FakeServer", _VLLMish)
+        try:
+            return fake_server(**faults)
+        finally:
+            monkeypatch.undo()
+    return start
+
+
+def test_the_prompt_token_probe_returns_the_ids_the_server_built(vllmish, tmp_path):
+    _, url = vllmish()
+    gen = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    assert gen.prompt_token_ids(ChatRequest((USER,))) == [101, 102, 103]
+    score = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c",
+                                chat_template="chatml", **FAST)
+    r = ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1, choices=("A", "B", "C"))
+    assert score.prompt_token_ids(r) == [201, 202]
+
+
+def test_score_mode_leaves_out_the_bos_text_a_llama_cpp_server_would_add_again(vllmish, tmp_path):
+    fake, url = vllmish(owned_by="llamacpp", tokenize="llama.cpp", keep_bodies=True)
+    b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c",
+                            chat_template=_bos_folder(tmp_path), **FAST)
+    res = b.chat([ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1,
+                              choices=("A", "B", "C"))])[0]
+    assert res.error is None
+    (_, _, body), = fake.bodies
+    assert body["prompt"] == "<user>Which option? Decision: ?Decision:"
+
+
+def test_score_mode_without_a_template_asks_vllm_for_the_top_log_probabilities(fake_server, tmp_path):
+    fake, url = fake_server(owned_by="vllm", keep_bodies=True)
+    b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c", named_logprobs=False,
+                            max_retries=0, **FAST)
+    b.chat([ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1, choices=("A", "B", "C"))])
+    (path, _, body), = fake.bodies  # the fake answers without log-probabilities: what was asked is the point here
+    assert path.endswith("/chat/completions") and body["logprobs"] is True and body["top_logprobs"] == 20
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False and body["max_tokens"] == 1
+
+
+def test_a_b3_summary_is_asked_for_with_its_own_token_limit(fake_server, tmp_path):
+    fake, url = fake_server(keep_bodies=True)
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    prompt = SimpleNamespace(message=lambda: {"role": "user", "content": "Summarise the notes."}, file="b3_v1.txt")
+    assert b.summarise(prompt, 77).error is None
+    (_, _, body), = fake.bodies
+    assert body["max_tokens"] == 77 and body["messages"] == [{"role": "user", "content": "Summarise the notes."}]
+
+
+def test_a_calls_key_does_not_depend_on_a_secret_in_the_base_url():
+    r = ChatRequest((USER,))
+    ident = {"provider": "openai", "model": "fake"}
+    a = call_key({**ident, "base_url": "https://user:pw1@llm.example/v1?key=abcd"}, r, "generate")
+    assert a == call_key({**ident, "base_url": "https://user:other@llm.example/v1?key=wxyz"}, r, "generate")
+    assert a != call_key({**ident, "base_url": "https://user:pw1@other.example/v1?key=abcd"}, r, "generate")
+
+
+def _side_tables_dropped(folder):
+    db = sqlite3.connect(folder / "calls.sqlite")
+    db.execute("DROP TABLE token_counts")
+    db.execute("DROP TABLE served_models")
+    db.commit()
+    db.close()
+
+
+def test_an_older_read_only_cache_is_replayed_with_a_notice(tmp_path, capsys):
+    """A read-only cache file from before the token-count tables: its calls are replayed (the missing tables are
+    empty stand-ins), and the console says it is read-only and replayed."""
+    c = CallCache(tmp_path)
+    r = ChatRequest((USER,))
+    c.put("k", r, ChatResult(text="Decision: B"), {"provider": "openai", "model": "m"}, "generate")
+    c.close()
+    _side_tables_dropped(tmp_path)
+    (tmp_path / "calls.sqlite").chmod(0o444)
+    ro = CallCache(tmp_path)
+    assert ro.get_many(["k"])["k"].text == "Decision: B" and ro.served_model("openai", "m") is None
+    err = capsys.readouterr().err
+    assert f"notice: call cache {tmp_path / 'calls.sqlite'} is read-only (mode -r--r--r--): replaying the calls" in err
+
+
+def test_a_cache_counts_the_calls_still_in_its_write_ahead_log(tmp_path):
+    """check_cache reads a file another connection is writing: the calls not yet checkpointed count too."""
+    c = CallCache(tmp_path)
+    for i in range(3):
+        c.put(f"k{i}", ChatRequest(({"role": "user", "content": f"q{i}"},)), ChatResult(text="Decision: A"),
+              {"provider": "openai", "model": "m"}, "generate")
+    assert (tmp_path / "calls.sqlite-wal").stat().st_size > 0
+    assert check_cache(tmp_path)["entries"] == 3
+    c.close()
+
+
+class _RefusesUpdates:
+    def __init__(self, db):
+        self.db = db
+
+    def execute(self, sql, *args):
+        if sql.startswith("UPDATE"):
+            raise sqlite3.OperationalError("stand-in write failure")
+        return self.db.execute(sql, *args)
+
+
+def test_a_parsed_answer_that_cannot_be_recorded_names_the_file_and_the_step(tmp_path):
+    c = CallCache(tmp_path)
+    c._db = _RefusesUpdates(c._db)
+    with pytest.raises(cache_mod.CacheError) as e:
+        c.set_parsed("k", "B")
+    assert str(tmp_path / "calls.sqlite") in str(e.value) and "recording a parsed answer failed" in str(e.value)
+    assert "stand-in write failure" in str(e.value)
+
+
+def test_an_hf_tokenizer_config_that_is_no_object_has_no_chat_template(tmp_path):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "tokenizer_config.json").write_text('["chat_template"]')
+    with pytest.raises(ValueError, match="has no chat template"):
+        ChatTemplate.from_spec(f"hf:{tmp_path / 'hf'}")
+
+
+class _Engine:
+    path = "/models/m.gguf"
+
+    def __init__(self, src):
+        self.src = src
+
+    def chat_template(self):
+        return self.src, "<s>", "</s>"
+
+
+def test_a_gguf_engines_template_keeps_its_bos_and_eos_tokens():
+    t = ChatTemplate.from_engine(_Engine("{{ bos_token }}{{ messages[0]['content'] }}{{ eos_token }}"), name="m")
+    assert (t.bos_token, t.eos_token, t.name) == ("<s>", "</s>", "m")
+    assert t.render([USER]) == "<s>Which option? Decision: ?</s>"
+    with pytest.raises(ValueError, match="model /models/m.gguf: no tokenizer.chat_template in its metadata"):
+        ChatTemplate.from_engine(_Engine(""))
+
+
+def test_a_fixed_concurrency_lets_that_many_calls_in_at_once():
+    async def scenario():
+        pool = Pool(2, concurrency=2)
+        first, second, third = (asyncio.create_task(pool.acquire(j)) for j in range(3))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        state = (first.done(), second.done(), third.done())
+        await pool.release(first.result() if first.done() else 0, "ok")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        for t in (first, second, third):
+            t.cancel()
+        return state, third.done() and not third.cancelled() and third.result()
+    assert asyncio.run(scenario()) == ((True, True, False), 0)  # call j goes to URL j mod 2
+
+
+def test_slow_start_doubles_the_limit_after_each_window_without_queueing():
+    u = URLLimit()
+    limits = []
+    for _ in range(4 + 8 + 16):
+        u.observe("ok", 1.0)
+        limits.append(u.limit)
+    assert limits[3] == 8.0 and limits[11] == 16.0 and limits[27] == 32.0 and u.peak == 32.0
+    u.observe("overload", 0.0)  # halved; slow start over: one more per window from now on
+    assert u.limit == 16.0
+    for _ in range(16):
+        u.observe("ok", 1.0)
+    assert u.limit == 17.0
+
+
+def test_a_timeout_is_not_a_refused_connection():
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    assert _connect_failure(openai.APIConnectionError(request=req)) is True
+    assert _connect_failure(openai.APITimeoutError(request=req)) is False
+
+
+def test_retry_after_ms_is_read_in_milliseconds():
+    assert retry_after(_status_error(openai.RateLimitError, 429, {"retry-after-ms": "250"})) == 0.25
+    assert retry_after(_status_error(openai.RateLimitError, 429, {"retry-after": "3"})) == 3.0
+
+
+def test_one_url_naming_its_servers_kind_names_it_for_all(fake_server, tmp_path):
+    _, u1 = fake_server(owned_by="vllm")
+    _, u2 = fake_server(owned_by="someone")
+    b = OpenAICompatBackend("fake", base_url=f"{u1},{u2}", cache=tmp_path / "c", **FAST)
+    assert b.server_kind() == "vllm"
+
+
+def test_progress_shows_a_bar_with_the_retry_waves_on_it_and_nothing_without(fake_server, tmp_path, capsys):
+    _, url = fake_server(fail_first=1, fail_status=503)
+    quiet = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "q", max_retries=3, **FAST)
+    assert quiet.chat([ChatRequest(({"role": "user", "content": "one"},))])[0].error is None
+    err = capsys.readouterr().err
+    assert err.startswith("openai/fake: retrying 1 call (wave 1/3; last: InternalServerError) at http://127.0.0.1:")
+    assert "decision" not in err  # no bar
+    shown = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "s", max_retries=3, progress=True, **FAST)
+    assert shown.chat([ChatRequest(({"role": "user", "content": "two"},))])[0].error is None
+    err = capsys.readouterr().err
+    assert "openai/fake decision | retrying 1 call (wave 1/3; last: InternalServerError)" in err
+    assert " at http://127.0.0.1:" not in err  # on the bar, not as a line
+
+
+@pytest.mark.parametrize("kw, words", [({"timeout": 0}, "option timeout=0: must be above 0"),
+                                       ({"max_concurrency": 2.5}, "option max_concurrency=2.5: must be an integer")])
+def test_timeout_must_be_positive_and_max_concurrency_whole(kw, words, tmp_path):
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", **kw, **FAST)
+    assert str(e.value).startswith(f"backend openai/fake: {words}")
+
+
+def test_a_404_counts_toward_stop_on_refusal_only_in_a_row(fake_server, tmp_path):
+    """Each request's first attempt gets 404; stop_on_refusal=2. One call at a time, in order: x (404), a (its
+    second attempt: answered, the count starts again), y (404): never two in a row, so the run goes on; each batch
+    starts from zero."""
+    _, url = fake_server(fail_first=1, fail_status=404)
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", concurrency=1, stop_on_refusal=2, **FAST)
+    a, x, y = (ChatRequest(({"role": "user", "content": q},)) for q in ("a", "x", "y"))
+    assert "404" in b.chat([a])[0].error
+    got = b.chat([x, a, y])
+    assert ["404" in (r.error or "") for r in got] == [True, False, True] and got[1].text
+
+
+def test_an_answer_records_which_base_url_gave_it(fake_server, tmp_path):
+    _, url = fake_server()
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    res = b.chat([ChatRequest((USER,))])[0]
+    assert res.meta == {"base_url_index": 0}
+    assert b.cache.get_many([b.cache_key(ChatRequest((USER,)))]).popitem()[1].meta == {"base_url_index": 0}
+
+
+def test_a_grammar_answer_with_a_trailing_newline_keeps_its_constraint(fake_server, tmp_path):
+    _, url = fake_server(chat_text="I weigh the notes.\nDecision: B\n")
+    b = OpenAICompatBackend("fake", decision_mode="grammar", base_url=url, cache=tmp_path / "c", max_retries=0, **FAST)
+    res = b.chat([ChatRequest((USER,), choices=("A", "B", "C"))])[0]
+    assert res.error is None and res.text == "I weigh the notes.\nDecision: B\n"
+
+
+def test_an_answer_without_usage_counts_zero_tokens(tmp_path):
+    b = OpenAICompatBackend("fake", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "c", **FAST)
+    resp = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content="Decision: A"), finish_reason="stop")])
+
+    async def create(**fields):
+        return resp
+    client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    res = asyncio.run(b._send(client, ChatRequest((USER,))))
+    assert (res.text, res.prompt_tokens, res.completion_tokens) == ("Decision: A", 0, 0)
+
+
+def test_the_cache_identity_names_provider_model_served_model_sampling_and_options(fake_server, tmp_path):
+    _, url = fake_server()
+    server = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", sampling="server", **FAST)
+    options = {"chat_template": None, "grammar_style": None, "reason_chars": None, "extra_body": None}
+    assert server.identity() == {"provider": "openai", "model": "fake", "served": {"id": "fake"},
+                                 "sampling": "server", **options}
+    paper = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    assert paper.identity() == {"provider": "openai", "model": "fake", "served": {"id": "fake"},
+                                "sampling": {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.0,
+                                             "presence_penalty": 0.0, "repeat_penalty": 1.0,
+                                             "repetition_penalty": 1.0}, **options}
