@@ -1,14 +1,27 @@
-"""The command line's exit statuses where they are decided (issue 55: the cli wing's mutation survivors):
-``cache export`` exits 1 when entries could not be read (and says how many), 0 when all were written; ``cache check``
-of a path with no cache yet is a documented non-error (exit 0), a damaged one exit 1 with the recovery; ``vacuum``
-reports the sizes. In process (``crossprofile_lib.cli.main``), the library call replaced where the case is hard to
-make on disk."""
+"""The command line's rules where they are decided (issue 55: the cli wing's mutation survivors), in process
+(``crossprofile_lib.cli.main``), the library call replaced where the case is hard to make on disk: ``cache export``
+exits 1 when entries could not be read (and says how many), 0 when all were written; ``cache check`` of a path with no
+cache yet is a documented non-error (exit 0), a damaged one exit 1 with the recovery; ``vacuum`` reports the sizes.
+Then the seed-55 sample's: a refused path quoted to 80 characters; ``model`` and ``tokenizer`` never backend
+options; each command's ``--help``; the dry run (ledger: no model calls; a model: calls per policy and the estimate);
+``--variants``; model extraction (refused on the ledger, an extractor for a chat backend, refused for one that cannot
+chat); run-time failures exit 1; the stats report's level, tables, terms, errors, flat templates, separated levels and
+the ML verdict; a damaged run.json and failed calls in ``stats``; an older table rebuilt from run.json; ``composition
+--budget all``; ``validate --table``; ``hiddenbench validate`` / ``run`` (resume, kinds, vote failures, bounds);
+``fit-paper``'s broken template and its report's columns."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import shutil
+from types import SimpleNamespace
+
+import pandas as pd
 import pytest
 
 import crossprofile_lib.backends.cache as cache_mod
+from crossprofile_lib.cli import args as A
 from crossprofile_lib.cli import main
 
 
@@ -67,3 +80,469 @@ def test_cache_vacuum_reports_sizes(cache_file, monkeypatch, capsys):
     monkeypatch.setattr(cache_mod, "vacuum_cache", lambda p: (4096, 1024))
     assert main(["cache", "vacuum", str(cache_file)]) == 0
     assert "4096 -> 1024 bytes" in capsys.readouterr().out
+
+
+# --- the cli wing's seed-55 mutmut sample (issue 55): the rules it found unpinned, in process ----------------------
+
+
+
+def _run(capsys, *argv):
+    capsys.readouterr()
+    rc = main([str(a) for a in argv])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+@pytest.fixture(scope="module")
+def ledger_run(tmp_path_factory):
+    """A small finished ledger run (two dev templates, one seed, budget 0.6 and unbudgeted)."""
+    out = tmp_path_factory.mktemp("wing_cli") / "run"
+    assert main(["run", "--out", str(out), "--templates", "templates/dev/dev-hospital-01.yaml",
+                 "templates/dev/dev-bus-route-01.yaml", "--seeds", "0", "--budgets", "0.6",
+                 "--policies", "R1,ALL,EMPTY", "--variants", "PSP,SPS"]) == 0
+    return out
+
+
+# args: paths, backend options, help text
+
+def test_a_refused_path_is_quoted_to_80_characters_then_an_ellipsis():
+    long = "d/" + "x" * 300 + "\x00"        # a NUL: refused, whatever the file system
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.path_name(long)
+    msg = str(e.value)
+    assert msg.startswith("'" + long[:80] + "...'") and long[:81] not in msg
+    assert "NUL" in msg
+    short = "a\x00b"
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.path_name(short)
+    assert str(e.value).startswith("'a\x00b': ") and "..." not in str(e.value)
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="crossprofile run")
+    p.error = lambda msg: (_ for _ in ()).throw(SystemExit(msg))     # the message, not argparse's exit
+    return p
+
+
+def test_the_model_and_tokenizer_are_never_backend_options():
+    """``--backend-option tokenizer=...`` / ``model=...``: refused (they have options of their own), and the list
+    of what the backend takes leaves them out."""
+    for key in ("tokenizer", "model"):
+        with pytest.raises(SystemExit) as e:
+            A.refuse_unknown_backend_options(_parser(), "openai/m", {key: "x"})
+        msg = str(e.value)
+        assert f"argument --backend-option {key}: backend 'openai/m' does not take this option" in msg
+        took = msg.split("(it takes: ")[1]
+        assert "decision_mode" in took and "tokenizer" not in took.split(", ") and "model" not in took.split(", ")
+    with pytest.raises(SystemExit) as e:
+        A.refuse_unknown_backend_options(_parser(), "ledger", {"tokenizer": "x", "zz": 1},
+                                         flags={"tokenizer": "--tokenizer-option"})
+    assert "argument --tokenizer-option, --backend-option zz:" in str(e.value)
+    assert "these options (it takes: social_proof, irrelevant_weight, inverse_temperature)" in str(e.value)
+    A.refuse_unknown_backend_options(_parser(), "ledger", {"social_proof": 0.3})      # taken: no error
+
+
+def test_help_renders_sphinx_roles_as_plain_names():
+    assert A.plain("see :func:`~crossprofile_lib.run.plan.call_plan` and :mod:`.args`, ``x``") == \
+        "see call_plan and args, x"
+    assert A.plain(":class:`crossprofile_lib.config.RunConfig`") == "crossprofile_lib.config.RunConfig"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["cache", "export", "--help"], ["--overwrite", "replace an existing OUT file"]),
+    (["stats", "--help"], ["--json", "print everything as JSON (all budgets)", "--policy-file FILE"]),
+    (["hiddenbench", "run", "--help"], ["ledger (composition only) or provider/model", "--hiddenbench PATH",
+                                        "--policies POLICIES", "--tokenizer-fallback {error,offline}"]),
+    (["run", "--help"], ["--out OUT", "--agents AGENTS", "--dry-run ", "--tokenizer-fallback {error,offline}"]),
+    (["fit-paper", "--help"], ["Fit the reference decider to the paper's published figures"]),
+])
+def test_each_commands_help_names_its_options_and_what_they_do(capsys, argv, words):
+    rc, out, _ = _run(capsys, *argv)
+    text = " ".join(out.split())
+    assert rc == 0
+    for w in words:
+        assert w in text, w
+
+
+# run: the dry run, the grid's options, the run-time failures' exit statuses
+
+ONE = ["--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6"]
+
+
+def test_a_ledger_dry_run_counts_decisions_and_says_it_makes_no_model_calls(capsys):
+    rc, out, _ = _run(capsys, "run", "--dry-run", *ONE, "--policies", "R1,ALL", "--variants", "PSP")
+    assert rc == 0
+    assert "dry run: ledger (ledger mode); 1 templates x 1 variants x 1 seeds; budgets 0.6; 2 policies" in out
+    assert "total: 2 decisions; the reference decider makes no model calls" in out
+    assert "decision calls" not in out and "model calls (" not in out
+
+
+def test_a_model_dry_run_lists_calls_per_policy_and_the_estimate(capsys):
+    rc, out, _ = _run(capsys, "run", "--dry-run", "--backend", "openai/m", *ONE, "--policies", "R1,ALL",
+                      "--variants", "PSP,SPS", "--rate", "4")
+    assert rc == 0
+    assert "dry run: openai/m (generate mode); 1 templates x 2 variants x 1 seeds" in out
+    assert "decision calls" in out and "total: 4 model calls" in out
+    assert "estimate: 4 calls at 4.00 calls/s = 1 s (rate: given with --rate)" in out
+    assert "makes no model calls" not in out
+
+
+def test_the_variants_option_sets_the_grid(capsys):
+    rc, out, _ = _run(capsys, "run", "--dry-run", *ONE, "--policies", "R1", "--variants", "SPS")
+    assert rc == 0 and "1 templates x 1 variants x 1 seeds" in out and "total: 1 decisions" in out
+    rc, out, _ = _run(capsys, "run", "--dry-run", *ONE, "--policies", "R1")
+    assert rc == 0 and "1 templates x 8 variants x 1 seeds" in out
+
+
+def test_model_extraction_on_the_ledger_is_refused_before_any_work(capsys, tmp_path):
+    rc, out, err = _run(capsys, "run", "--dry-run", *ONE, "--protocol", "messy", "--extraction", "model")
+    assert rc == 2 and "argument --extraction: extraction level 'model' needs a model backend" in err
+    assert "dry run" not in out
+
+
+def test_a_missing_template_is_refused_by_the_option_parser(capsys, tmp_path):
+    for argv in (["run", "--dry-run", "--templates", str(tmp_path / "none.yaml")],
+                 ["fit-paper", "--resamples", "0", "--templates", str(tmp_path / "none.yaml")]):
+        rc, out, err = _run(capsys, *argv)
+        assert rc == 2 and "argument --templates" in err and str(tmp_path / "none.yaml") in err, argv
+        assert out == ""
+
+
+class _FakeBackend:
+    def __init__(self, chat: bool):
+        from crossprofile_lib.backends.base import CHAT
+        self.capabilities = frozenset({CHAT}) if chat else frozenset()
+
+
+@pytest.fixture
+def fake_model_run(monkeypatch):
+    """``crossprofile run --backend openai/m`` with the backend and the runner replaced: what reached the runner."""
+    import crossprofile_lib.backends as backends_mod
+    import crossprofile_lib.run.runner as runner_mod
+    seen = {}
+    state = {"chat": True, "raise": None, "errors": 0}
+
+    def run_to_dir(cfg, out, backend=None, progress=False, extractor=None):
+        seen.update(cfg=cfg, extractor=extractor)
+        if state["raise"] is not None:
+            raise state["raise"]
+        return None, {"rows": 12, "backend": "openai", "model": "m", "seconds": 3, "errors": state["errors"]}
+
+    monkeypatch.setattr(backends_mod, "backend_for", lambda cfg: _FakeBackend(state["chat"]))
+    monkeypatch.setattr(runner_mod, "run_to_dir", run_to_dir)
+    return seen, state
+
+
+def test_model_extraction_gets_a_chat_extractor_and_a_backend_that_cannot_chat_is_refused(fake_model_run, capsys,
+                                                                                          tmp_path):
+    seen, state = fake_model_run
+    argv = ["run", "--backend", "openai/m", *ONE, "--policies", "R1", "--variants", "PSP", "--protocol", "messy",
+            "--extraction", "model"]
+    rc, out, _ = _run(capsys, *argv, "--out", tmp_path / "a")
+    assert rc == 0 and callable(seen["extractor"]) and seen["cfg"].extraction == "model"
+    assert f"12 decisions by openai (m) in 3 s -> {tmp_path / 'a'}/results.parquet" in out
+    seen.clear()
+    rc, _, _ = _run(capsys, *argv[:-1], "fuzzy", "--out", tmp_path / "b")
+    assert rc == 0 and seen["extractor"] is None
+    state["chat"] = False
+    rc, out, err = _run(capsys, *argv, "--out", tmp_path / "c")
+    assert rc == 2 and "--extraction model: backend 'openai/m' cannot chat" in err
+
+
+def test_run_time_failures_exit_1_and_say_what_to_do(fake_model_run, capsys, tmp_path):
+    from crossprofile_lib.backends.cache_file import CacheStorageError
+    from crossprofile_lib.backends.http_faults import ServerUnreachable
+    seen, state = fake_model_run
+    argv = ["run", "--backend", "openai/m", *ONE, "--policies", "R1", "--variants", "PSP"]
+    state["errors"] = 3
+    rc, out, err = _run(capsys, *argv, "--out", tmp_path / "a")
+    assert rc == 1 and "12 decisions by openai (m)" in out
+    assert "error: 3 decisions failed after their retries" in err and "rerun the same command" in err
+    state["errors"] = 0
+    for i, exc in enumerate((CacheStorageError("the call cache's disk is full"),
+                             ServerUnreachable("no server answered at http://127.0.0.1:9"))):
+        state["raise"] = exc
+        rc, out, err = _run(capsys, *argv, "--out", tmp_path / f"x{i}")
+        assert rc == 1 and f"error: {exc}" in err and "decisions by" not in out
+    state["raise"] = ValueError("a template field")
+    rc, _, err = _run(capsys, *argv, "--out", tmp_path / "v")
+    assert rc == 2 and "error: a template field" in err
+
+
+# stats: the report's lines, the run.json and failed-call rules
+
+@pytest.fixture(scope="module")
+def stats_run(tmp_path_factory):
+    """A ledger run the regressions can fit: ten dev templates, two seeds, copy policies and the controls."""
+    out = tmp_path_factory.mktemp("wing_cli_stats") / "run"
+    assert main(["run", "--out", str(out), "--templates", "templates/dev", "--seeds", "0,1", "--budgets", "0.6",
+                 "--policies", "R1,B4,Random,ALL,EMPTY", "--backend-option", "inverse_temperature=3",
+                 "--backend-option", "social_proof=0.4"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def stats_res(stats_run):
+    """The analysis ``crossprofile stats`` hands to its text report (captured in process), and the report."""
+    import crossprofile_lib.cli.stats as S
+    got = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(S, "print_report", lambda res, primary="0.6": got.append((res, primary)))
+        assert main(["stats", str(stats_run), "--analysis-set", "all", "--resamples", "200", "--fit-resamples",
+                     "10", "--no-cache"]) == 0
+    assert len(got) == 1
+    return got[0]
+
+
+def _report(capsys, res, primary="0.6"):
+    import crossprofile_lib.cli.stats as S
+    capsys.readouterr()
+    S.print_report(res, primary)
+    return capsys.readouterr().out
+
+
+def test_the_stats_report_names_its_interval_level_and_its_tables(stats_res, capsys):
+    res, primary = stats_res
+    out = _report(capsys, res, primary)
+    assert "template bootstrap, 200 resamples, seed 0, 95% percentile intervals" in out
+    assert "\nAccuracy (%) per policy x budget x variant\n" in out
+    res90 = dict(res, level=0.9)
+    assert "200 resamples, seed 0, 90% percentile intervals" in _report(capsys, res90, primary)
+
+
+def test_each_regression_prints_its_terms_table_and_any_error(stats_res, capsys):
+    import copy
+    res, primary = stats_res
+    out = _report(capsys, res, primary)
+    lines = out.splitlines()
+    # the primary fit's terms: a header naming the columns, then one row per term with its coefficient
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("   [primary]"))
+    assert lines[i + 1].split()[:5] == ["term", "coef", "sd", "z", "p"]
+    assert lines[i + 2].split()[0] == "Intercept" and any(ln.split()[0] == "policy[B4]" for ln in lines[i + 2:i + 8])
+    assert "net_lead" in {ln.split()[0] for ln in lines[i + 2:i + 8]}
+    broken = copy.deepcopy(res)
+    broken["net_lead"]["gee"]["error"] = "GEE: the fit did not converge (singular matrix)"
+    out = _report(capsys, broken, primary)
+    assert "\n   GEE: the fit did not converge (singular matrix)\n" in out
+
+
+def test_flat_templates_separated_levels_and_the_ml_verdict_are_reported(stats_res, capsys):
+    import copy
+    res, primary = stats_res
+    nl = res["net_lead"]
+    assert nl["ml"].get("policy_significant") is not None
+    out = _report(capsys, res, primary)
+    said = "significant" if nl["ml"]["policy_significant"] else "not significant"
+    assert f"the paper's model (ML random intercept) says: {said}\n" in out
+    r = copy.deepcopy(res)
+    r["net_lead"]["fixed"]["flat_templates"] = 3
+    r["net_lead"]["ml"]["policy_significant"] = not nl["ml"]["policy_significant"]
+    r["net_lead"]["families"]["secondary"] = {"family": "every budgeted policy", "policies": ["R1", "B4"], "n": 40,
+                                              "separated": pd.DataFrame({"level": ["policy[B4]"],
+                                                                         "accuracy": [100.0]})}
+    out = _report(capsys, r, primary)
+    assert "   3 template(s) all correct or all wrong: no information under fixed effects, dropped" in out
+    said = "not significant" if nl["ml"]["policy_significant"] else "significant"
+    assert f"the paper's model (ML random intercept) says: {said}\n" in out
+    assert "Secondary family: every budgeted policy (R1, B4 tested; 40 decisions)" in out
+    assert "separated levels, reported apart (a coefficient there is infinite" in out
+    assert "policy[B4]     100.0" in out
+
+
+def _copy_run(src, dest):
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".crossprofile*", "*cache*"))
+    return dest
+
+
+def test_stats_of_a_damaged_run_json_is_refused_with_the_recovery(stats_run, tmp_path, capsys):
+    d = _copy_run(stats_run, tmp_path / "run")
+    (d / "run.json").write_text("{ not json", encoding="utf-8")
+    rc, out, err = _run(capsys, "stats", d, "--resamples", 20, "--fit-resamples", 0, "--no-regressions")
+    assert rc == 2 and "run.json" in err and "restore the run's run.json (or rerun the grid)" in err
+    assert out == ""
+
+
+def test_failed_calls_are_refused_naming_their_count_or_dropped_with_a_notice(stats_run, tmp_path, capsys):
+    d = _copy_run(stats_run, tmp_path / "run")
+    df = pd.read_parquet(d / "results.parquet")
+    n = len(df)
+    df["error"] = [None] * n
+    df.loc[df.index[:2], "error"] = "HTTP 500"
+    df.to_parquet(d / "results.parquet")
+    argv = ["stats", d, "--resamples", 20, "--fit-resamples", 0, "--no-regressions", "--trust-edited",
+            "--analysis-set", "all"]
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 1 and f"2 of {n} rows are failed model calls (column 'error' set)" in err
+    assert "pass --allow-errors to drop them" in err
+    rc, out, err = _run(capsys, *argv, "--allow-errors")
+    assert rc == 0 and f"notice: {d}/results.parquet: 2 of {n} rows are failed model calls" in err
+    assert "2 dropped (--allow-errors)" in err
+
+
+def test_an_older_table_rebuilds_the_memories_from_its_run_json(stats_run, tmp_path, capsys):
+    """A table without the ``option_features`` column: the social-proof fit rebuilds the memories from the run's
+    configuration in run.json (not 'no run header')."""
+    d = _copy_run(stats_run, tmp_path / "run")
+    pd.read_parquet(d / "results.parquet").drop(columns=["option_features"]).to_parquet(d / "results.parquet")
+    rc, out, err = _run(capsys, "stats", d, "--resamples", 20, "--fit-resamples", 3, "--no-regressions",
+                        "--no-cache", "--trust-edited", "--analysis-set", "all")
+    assert rc == 0 and "skipped: no run header" not in out
+    assert "social_proof" in out and "0 not rebuilt" in out
+
+
+# composition, validate --table
+
+def test_composition_takes_every_budget_with_all_and_refuses_a_budget_not_in_the_table(ledger_run, capsys):
+    rc, out, err = _run(capsys, "composition", ledger_run, "--budget", "all")
+    assert rc == 0 and "kept support/decoy/irrelevant (mean over templates and seeds), budget all" in out
+    assert "backend ledger" in out
+    rc, out, err = _run(capsys, "composition", ledger_run, "--budget", "0.8")
+    assert rc == 2 and "argument --budget: no rows at budget '0.8'" in err and "budgets there: 0.6" in err
+
+
+def test_validate_table_prints_each_templates_budget_row(capsys):
+    """``validate --table``: per template and pricing, T_all, B = floor(0.6 T_all), the nine private lines, what is
+    left (B - nine), the cheapest decoy line and R1's kept support/decoy/irrelevant."""
+    for extra in (["--no-design"], ["--tokenizer", "offline"]):
+        rc, out, _ = _run(capsys, "validate", *extra, "--table", "templates/dev/dev-hospital-01.yaml")
+        assert rc == 0, extra
+        rows = [ln.split() for ln in out.splitlines() if ln.startswith("dev-hospital-01 ")]
+        assert rows == [["dev-hospital-01", "offline-bpe-approx-v1", "396", "237", "213", "24", "33", "5/0/4"]]
+        assert out.splitlines()[0].split() == ["template", "tokenizer", "T_all", "B", "nine", "left", "decoy", "R1",
+                                               "keeps"]
+
+
+# hiddenbench: validate and run, in process
+
+@pytest.fixture
+def two_tasks(tmp_path):
+    from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH
+    recs = json.loads(FIXTURE_PATH.read_text(encoding="utf-8"))[:2]
+    f = tmp_path / "hb" / "two.json"
+    f.parent.mkdir()
+    f.write_text(json.dumps(recs), encoding="utf-8")
+    return f
+
+
+def test_hiddenbench_validate_reads_the_named_file_and_reports_failures_on_stderr(two_tasks, tmp_path, capsys):
+    rc, out, err = _run(capsys, "hiddenbench", "validate", two_tasks)
+    assert rc == 0 and f"{two_tasks}: 2 valid task(s), 0 malformed, 2 record(s)" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json", encoding="utf-8")
+    rc, out, err = _run(capsys, "hiddenbench", "validate", bad)
+    assert rc == 1 and err.startswith("FAIL ") and str(bad) in err and "FAIL" not in out
+
+
+def test_hiddenbench_run_writes_its_tables_and_a_rerun_resumes(two_tasks, tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    argv = ["hiddenbench", "run", "--out", out_dir, "--hiddenbench", two_tasks, "--seeds", "0", "--policies",
+            "R1,ALL", "--budgets", "0.6", "--backend-option", "social_proof=0.2"]
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 0, err
+    h = json.loads((out_dir / "hiddenbench_run.json").read_text())
+    assert h["n_tasks"] == 2 and h["config"]["backend_options"] == {"social_proof": 0.2}
+    assert f"controlled: 2 session(s) run, 0 resumed, rows {h['protocols']['controlled']['rows']}" in out
+    assert f"-> {out_dir}/hiddenbench_run.json" in out
+    rc, out, err = _run(capsys, *argv)             # the same folder again: resumed, not refused
+    assert rc == 0 and "controlled: 0 session(s) run, 2 resumed" in out, err
+
+
+def test_hiddenbench_run_into_a_grid_run_folder_is_refused_naming_both_kinds(ledger_run, two_tasks, capsys):
+    rc, out, err = _run(capsys, "hiddenbench", "run", "--out", ledger_run, "--hiddenbench", two_tasks,
+                        "--seeds", "0", "--policies", "R1")
+    assert rc == 2 and f"--out {ledger_run}: holds a run" in err and "a hiddenbench run would mix" in err
+
+
+def test_hiddenbench_run_reports_vote_failures_and_failed_calls(two_tasks, tmp_path, capsys, monkeypatch):
+    import crossprofile_lib.hiddenbench.run as hb
+    header = {"data_notes": [], "malformed_records": [], "backend": "openai", "model": "m",
+              "data_source": "user file", "errors": 4,
+              "protocols": {"natural": {"sessions_run": 2, "sessions_resumed": 1, "rows": {"decisions": 6},
+                                        "skipped_policies": {"BAL": "needs stances"}, "invalid_votes": 5,
+                                        "vote_retries": 7, "extraction_fallbacks": 2, "chat_errors": 3}}}
+    monkeypatch.setattr(hb, "run_hiddenbench", lambda cfg, out, progress=False: header)
+    rc, out, err = _run(capsys, "hiddenbench", "run", "--out", tmp_path / "o", "--hiddenbench", two_tasks,
+                        "--seeds", "0", "--policies", "R1")
+    assert rc == 1
+    assert "natural: 2 session(s) run, 1 resumed, rows {'decisions': 6} by openai (m) on user file" in out
+    assert "  skipped BAL: needs stances" in out
+    assert "  invalid votes 5 (after 7 retries), extraction fallbacks 2, chat errors 3" in out
+    assert "error: 4 rows are failed model calls" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["hiddenbench", "run", "--batch-tasks", "10001"], ["argument --batch-tasks", "10001 is above the maximum 10000"]),
+    (["hiddenbench", "run", "--seeds", "0,x"], ["argument --seeds"]),
+    (["stats", ".", "--resamples", "1000001"], ["argument --resamples", "1000001 is above the maximum 1000000"]),
+])
+def test_option_bounds_are_refused_naming_the_option(capsys, tmp_path, argv, words):
+    if argv[0] == "hiddenbench":
+        argv = argv + ["--out", str(tmp_path / "o")]
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2 and out == ""
+    for w in words:
+        assert w in err, w
+
+
+# fit-paper: a broken template's exit status, the report's columns
+
+def test_fit_paper_with_a_broken_template_exits_2_naming_the_file_and_field(tmp_path, capsys):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("id: broken\noptions: 3\n", encoding="utf-8")
+    rc, out, err = _run(capsys, "fit-paper", "--templates", bad, "--resamples", 0, "--no-cache")
+    assert rc == 2 and f"error: {bad}: field 'version'" in err and out == ""
+
+
+def _paper_fit(template_resamples: int):
+    info = {"n_templates": 2, "templates": ["a", "b"], "seeds": [0, 1], "n_decisions": 96, "tokenizer": "offline",
+            "tokenizer_spec": None, "template_resamples": template_resamples, "resamples": 250, "boot_seed": 7,
+            "fit_cache_hit": True,
+            "fits": {"Claude 3 (full)": {"model": "claude-3", "n_figures": 9, "n_independent": 6, "rmse": 4.25,
+                                         "chi2": 12.0, "df": 3, "p_fit": 0.2}}}
+    params = pd.DataFrame({"model": ["claude-3"], "parameter": ["social_proof"], "estimate": [0.41234],
+                           "lo": [0.3], "hi": [0.5], "profile_lo": [0.31], "profile_hi": [0.52], "at_bound": [False],
+                           "template_lo": [0.25], "template_hi": [0.625]})
+    figures = pd.DataFrame({"model": ["claude-3"], "figure": ["F1"], "unit": ["%"], "paper": [61.0], "n": [120.0],
+                            "n_source": ["paper"], "sd": [4.44], "fit": [58.0], "lo": [50.0], "hi": [66.0],
+                            "residual": [3.0], "z": [0.68], "loo": [57.0], "linked": [""], "role": ["fit"]})
+    recovery = pd.DataFrame({"model": ["claude-3"],
+                             "social_proof_true": [0.4], "social_proof_fit": [0.41], "social_proof_lo": [0.35],
+                             "social_proof_hi": [0.47],
+                             "irrelevant_weight_true": [0.1], "irrelevant_weight_fit": [0.11],
+                             "irrelevant_weight_lo": [0.05], "irrelevant_weight_hi": [0.17],
+                             "inverse_temperature_true": [3.0], "inverse_temperature_fit": [3.01],
+                             "inverse_temperature_lo": [2.95], "inverse_temperature_hi": [3.07]})
+    return SimpleNamespace(title="the paper's figures", info=info, params=params, figures=figures,
+                           memory=pd.DataFrame(), recovery=recovery)
+
+
+def test_fit_paper_report_names_resamples_independent_figures_and_the_template_interval(capsys):
+    from crossprofile_lib.cli.fit_paper import print_report
+    capsys.readouterr()
+    print_report(_paper_fit(template_resamples=40))
+    out = capsys.readouterr().out
+    assert "intervals: 250 parametric-bootstrap refits per model" in out and "seed 7)" in out
+    assert "; 40 template-bootstrap refits" in out
+    assert "claude-3; 9 figures, 6 independent against 3 parameters; RMSE 4.2 points" in out
+    lines = out.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.split()[:2] == ["model", "parameter"])
+    assert lines[i].split() == ["model", "parameter", "estimate", "bootstrap", "profile", "templates"]
+    assert lines[i + 1].split() == ["claude-3", "social_proof", "0.412", "[0.300,", "0.500]", "[0.310,", "0.520]",
+                                    "[0.250,", "0.625]"]
+    capsys.readouterr()
+    print_report(_paper_fit(template_resamples=0))
+    out = capsys.readouterr().out
+    assert "template-bootstrap" not in out and "templates" not in out.split("Fitted parameters")[1].splitlines()[1]
+
+
+def test_fit_paper_figures_table_shows_the_papers_sampling_sd_and_the_recovery_intervals(capsys):
+    from crossprofile_lib.cli.fit_paper import print_report
+    capsys.readouterr()
+    print_report(_paper_fit(template_resamples=0), recovery=True)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.split()[:4] == ["figure", "unit", "paper", "n"])
+    assert lines[i].split() == ["figure", "unit", "paper", "n", "sd", "fit", "residual", "z", "loo", "linked", "role"]
+    assert lines[i + 1].split()[:6] == ["F1", "%", "61.0", "120", "4.4", "58.0"]
+    rec = out.split("Recovery check")[1]
+    assert "0.410 [0.350, 0.470]" in rec and "0.110 [0.050, 0.170]" in rec and "3.010 [2.950, 3.070]" in rec
