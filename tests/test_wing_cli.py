@@ -19,6 +19,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import test_reliability_cli as REL
+from test_cli_errors import CASES, _fill, _prepare
 
 import crossprofile_lib.backends.cache as cache_mod
 from crossprofile_lib.cli import args as A
@@ -546,3 +548,72 @@ def test_fit_paper_figures_table_shows_the_papers_sampling_sd_and_the_recovery_i
     assert lines[i + 1].split()[:6] == ["F1", "%", "61.0", "120", "4.4", "58.0"]
     rec = out.split("Recovery check")[1]
     assert "0.410 [0.350, 0.470]" in rec and "0.110 [0.050, 0.170]" in rec and "3.010 [2.950, 3.070]" in rec
+
+
+# every refused command line of test_cli_errors.py, in process (there each runs in a subprocess, which mutmut's
+# per-function test selection cannot see): exit 2, the option and the rule named, nothing written
+
+
+@pytest.fixture(scope="module")
+def tiny_run_here(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli_here") / "run"
+    assert main(["run", "--out", str(out), "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0",
+                 "--budgets", "0.6", "--policies", "R1,ALL"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("argv, option, rule", [(c[1], c[2], c[3]) for c in CASES if c[1][0] != "-m"],
+                         ids=[c[0] for c in CASES if c[1][0] != "-m"])
+def test_a_bad_command_line_is_refused_in_process_naming_the_option_and_rule(tiny_run_here, tmp_path, capsys,
+                                                                              monkeypatch, argv, option, rule):
+    import os
+    for k in [k for k in os.environ if k.startswith("CROSSPROFILE_")]:
+        monkeypatch.delenv(k)
+    _prepare(tmp_path, tiny_run_here)
+    rc, out, err = _run(capsys, *[_fill(a, tmp_path, tiny_run_here) for a in argv])
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in out + err and option in err and _fill(rule, tmp_path, tiny_run_here) in err, err
+    assert not (tmp_path / "out").exists()
+    assert (tmp_path / "file").read_text() == "keep me"
+    assert list((tmp_path / "existing").iterdir()) == [] and list((tmp_path / "empty").iterdir()) == []
+
+
+
+# test_reliability_cli.py's bad-input corpus (issue 34), in process, for the commands of this wing's modules: not
+# ``book`` (another wing), and not the cases that load a policy file (a policy file's code, its time limit read once
+# per process and a looping thread it leaves are the policies wing's, and a subprocess's business)
+
+REL_CASES = [c for c in REL.CASES if c[1][0] != "book" and "--policy-file" not in c[1]]
+
+
+@pytest.fixture(scope="module")
+def rel_tiny(tmp_path_factory):
+    import sqlite3
+    root = tmp_path_factory.mktemp("rel_here")
+    out = root / "run"
+    assert main(["run", "--out", str(out), "--templates", REL.ONE, "--seeds", "0", "--budgets", "0.6",
+                 "--policies", "R1,ALL"]) == 0
+    cache = root / "calls.sqlite"
+    db = sqlite3.connect(cache)
+    db.execute("CREATE TABLE t (x)")
+    db.close()
+    return out, cache
+
+
+@pytest.mark.parametrize("argv, env, fragments", [c[1:] for c in REL_CASES], ids=[c[0] for c in REL_CASES])
+def test_bad_input_is_refused_in_process_naming_its_rule(rel_tiny, tmp_path, capsys, monkeypatch, argv, env,
+                                                         fragments):
+    import os
+    run, cache = rel_tiny
+    for k in [k for k in os.environ if k.startswith(("CROSSPROFILE_", "HIDDENBENCH", "OPENAI_"))]:
+        monkeypatch.delenv(k)
+    REL._prepare(tmp_path, run)
+    for k, v in env.items():
+        monkeypatch.setenv(k, REL._fill(v, tmp_path, run, cache))
+    rc, out, err = _run(capsys, *[REL._fill(a, tmp_path, run, cache) for a in argv])
+    text = err + out
+    assert rc in (1, 2), (rc, text[-2000:])
+    assert "Traceback" not in text and "internal error" not in text, text[-3000:]
+    for f in fragments:
+        assert REL._fill(f, tmp_path, run, cache) in text, (f, text[-2000:])
+    assert not (tmp_path / "out").exists() and (tmp_path / "file").read_text() == "keep me"
