@@ -402,6 +402,40 @@ def test_composition_takes_every_budget_with_all_and_refuses_a_budget_not_in_the
     assert rc == 2 and "argument --budget: no rows at budget '0.8'" in err and "budgets there: 0.6" in err
 
 
+def test_composition_tables_show_what_each_policy_keeps(ledger_run, capsys):
+    """ALL keeps every claim (5 support / 3 decoy / 4 irrelevant), EMPTY none, R1 in the classic cell PSP at 0.6
+    keeps 5 / 0 / 4 (the design check's rule); ``--long``: one row per policy x variant with the count kept."""
+    rc, out, _ = _run(capsys, "composition", ledger_run)
+    assert rc == 0 and "budget 0.6; backend ledger, model reference-decider" in out
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()[3:]}
+    assert rows["ALL"] == ["5.00/3.00/4.00", "5.00/3.00/4.00"] and rows["EMPTY"] == ["0.00/0.00/0.00"] * 2
+    assert rows["R1"][0] == "5.00/0.00/4.00"
+    rc, out, _ = _run(capsys, "composition", ledger_run, "--long", "--budget", "none")
+    assert rc == 0 and out.splitlines()[1].split() == ["support", "decoy", "irrelevant", "n_kept"]
+    assert "ALL    PSP         5.00   3.00        4.00   12.00" in out
+    assert "EMPTY  PSP         0.00   0.00        0.00    0.00" in out
+
+
+def test_validate_verbose_counts_valid_templates_per_domain(capsys):
+    rc, out, _ = _run(capsys, "validate", "-v", "--no-design", "templates/dev/dev-hospital-01.yaml",
+                      "templates/dev/dev-bus-route-01.yaml")
+    assert rc == 0 and "2 templates valid, 0 invalid (2 domains)" in out
+    assert "    1  bus route\n" in out and "    1  hospital equipment procurement\n" in out
+
+
+def test_a_finished_run_of_another_grid_is_replaced_only_with_overwrite(ledger_run, tmp_path, capsys):
+    d = _copy_run(ledger_run, tmp_path / "run")
+    grid = ["--templates", "templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bus-route-01.yaml", "--seeds",
+            "0", "--budgets", "0.6", "--policies", "R1,ALL,EMPTY", "--variants", "PSP,SPS"]
+    rc, out, err = _run(capsys, "run", "--out", d, *grid)            # the same grid: recomputed, allowed
+    assert rc == 0 and "12 decisions by ledger" in out and f"-> {d}/results.parquet" in out
+    rc, out, err = _run(capsys, "run", "--out", d, *grid[:-2], "--variants", "PSP")
+    assert rc == 2 and f"--out {d}: holds a finished run" in err and "variants PSP,SPS there, PSP now" in err
+    assert "add --overwrite" in err and len(pd.read_parquet(d / "results.parquet")) == 12
+    rc, out, err = _run(capsys, "run", "--out", d, *grid[:-2], "--variants", "PSP", "--overwrite")
+    assert rc == 0 and len(pd.read_parquet(d / "results.parquet")) == 6
+
+
 def test_validate_table_prints_each_templates_budget_row(capsys):
     """``validate --table``: per template and pricing, T_all, B = floor(0.6 T_all), the nine private lines, what is
     left (B - nine), the cheapest decoy line and R1's kept support/decoy/irrelevant."""
