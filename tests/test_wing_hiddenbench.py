@@ -429,3 +429,150 @@ def test_a_full_disk_while_appending_sessions_is_named(tasks, tmp_path, monkeypa
         _hb_run(tasks, tmp_path, ("controlled",))
     assert str(e.value).startswith(f"cannot append to {tmp_path / 'artefacts' / 'controlled.jsonl'}: ")
     assert e.value.errno == errno.ENOSPC
+
+
+@pytest.fixture(scope="module")
+def both_runs(tasks, tmp_path_factory):
+    out = tmp_path_factory.mktemp("hb-both")
+    _hb_run(tasks, out, ("controlled", "natural"))
+    return out
+
+
+def test_controlled_records_keep_the_scripted_order_claims_and_raw_decisions(both_runs):
+    from crossprofile_lib.hiddenbench.run import iter_artefacts
+    rec = next(r for r in iter_artefacts(both_runs, "controlled") if r["task_id"] == "1")
+    a = rec["artefacts"]
+    # task 1, seed 0: the speaker order and each line's fact, written out by hand from the fixture's run
+    assert a["speaker_order"] == ["A3", "A1", "A2"]
+    assert all(set(c) == {"text", "speakers", "fact_id", "first_mention"} for c in a["claims"])
+    assert a["claims"][1]["speakers"] == ["A1", "A2", "A3"] and a["claims"][1]["fact_id"] == "S2"
+    r1 = next(m for m in a["memories"] if m["policy"] == "R1" and m["budget"] == "0.6")
+    assert (r1["decision"], r1["raw"]) == ("C", "Decision: C")
+    rows = rec["rows"]["decisions"]
+    assert {r["protocol"] for r in rows} == {"controlled"}
+    assert all(r["base_policy"] == r["policy"] for r in rows if r["policy"] in ("R1", "B4", "ALL", "EMPTY"))
+    first = next(r for r in rows if r["policy"] == "R1" and r["budget_label"] == "0.6")
+    assert (first["decision_letter"], first["decision_answer"], first["correct"]) == ("C", "Cedar Kitchen", True)
+
+
+def test_the_scripted_speaker_order_depends_on_the_task(tasks):
+    from crossprofile_lib.hiddenbench.common import scripted_discussion
+    orders = {tuple(scripted_discussion(t, 0).speaker_order) for t in tasks}
+    assert len(orders) > 1    # seeded per task: not one order for every task of a seed
+    assert tuple(scripted_discussion(tasks[0], 0).speaker_order) == ("A3", "A1", "A2")
+
+
+def test_a_decision_without_a_letter_has_an_empty_letter():
+    from crossprofile_lib.hiddenbench.common import decision_columns
+    task = SimpleNamespace(correct_index=0)
+    bad = decision_columns(task, None, SimpleNamespace(option=None, letter=None, invalid=True, raw="junk", meta={}))
+    assert bad["decision_letter"] == "" and bad["decision"] == "" and bad["decision_answer"] == ""
+
+
+def test_natural_records_keep_every_field_of_the_session(both_runs, tasks):
+    from crossprofile_lib.hiddenbench.run import iter_artefacts
+    rec = next(r for r in iter_artefacts(both_runs, "natural") if r["task_id"] == "1")
+    a = rec["artefacts"]
+    t = tasks[0]
+    # each agent holds the shared facts and its own hidden one, in a seeded order (task 1, seed 0, by hand)
+    assert set(a["facts"]) == {"A1", "A2", "A3"}
+    assert a["facts"]["A1"] == [t.hidden[0], t.shared[1], t.shared[2], t.shared[0]]
+    assert all(sorted(a["facts"][f"A{k + 1}"]) == sorted([*t.shared, t.hidden[k]]) for k in range(3))
+    assert all(set(v) == {"agent", "phase", "letter", "rationale", "invalid", "retried", "raw"} for v in a["votes"])
+    assert a["votes"][0]["agent"] == "A2" and a["votes"][0]["rationale"] == "Based on what I know."
+    assert all(set(m) == {"index", "round", "speaker", "text", "raw"} for m in a["messages"])
+    assert [m["round"] for m in a["messages"]] == [1, 1, 1, 2, 2, 2]
+    assert [c["speaker"] for c in a["raw_claims"]] == ["A2", "A1", "A3", "A2", "A1", "A3"]
+    assert a["raw_claims"][0]["text"] == t.hidden[1] and a["raw_claims"][0]["message_index"] == 0
+    assert a["claims"][0]["text"] == t.hidden[1] and a["claims"][0]["restates"] == ["H2"]
+    assert all(isinstance(c["text"], str) for c in a["claims"])
+    assert a["disclosure"] == dict(disclosed=[True, True, True], by_holder=[True, True, True], first_message=[1, 0, 2])
+    rows = rec["rows"]
+    assert {r["protocol"] for name in ("sessions", "votes", "decisions") for r in rows[name]} == {"natural"}
+    s = rows["sessions"][0]
+    assert (s["extraction_retries"], s["extraction_fallbacks"], s["n_claims_raw"], s["n_claims"]) == (0, 0, 6, 3)
+
+
+def test_the_extraction_retries_are_counted_in_the_session_row(tasks):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.common import PolicyPlan
+    from crossprofile_lib.hiddenbench.natural import run_natural_chunk
+    fake = ScriptedBackend(tasks, junk_extract={"A1"})
+    plan = PolicyPlan.for_backend(["ALL"], fake, "natural")
+    [rec] = run_natural_chunk([(tasks[0], 0, get_ablation("baseline"))], plan, ["0.6"], fake, {})
+    s = rec["rows"]["sessions"][0]
+    assert s["extraction_retries"] == 2 and s["extraction_fallbacks"] == 2   # A1 spoke twice, junk both times
+
+
+def test_an_unknown_ablation_is_named_with_the_known_ones():
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    with pytest.raises(ValueError) as e:
+        get_ablation("nope")
+    assert str(e.value) == "unknown ablation 'nope' (known: baseline, evidence-first, unique-first, no-vote-reminder)"
+
+
+def test_a_path_that_cannot_be_resolved_is_not_the_fixture(monkeypatch, tmp_path):
+    import pathlib
+
+    from crossprofile_lib.hiddenbench.importer import resolve_path
+
+    def broken(self, *a, **k):
+        raise OSError("too many links")
+    monkeypatch.setattr(pathlib.Path, "resolve", broken)
+    assert resolve_path(tmp_path / "hb.json") == (tmp_path / "hb.json", False)
+
+
+def test_the_natural_summary_drops_failed_decisions_when_allowed():
+    from crossprofile_lib.hiddenbench.measures import natural_summary
+    from crossprofile_lib.stats.analysis_set import FailedCallsError
+    sessions = pd.DataFrame(dict(ablation=["baseline"], group_correct=[True], disclosure_rate=[1.0], error=[""]))
+    votes = pd.DataFrame(dict(ablation=["baseline"] * 2, phase=["initial", "final"], correct=[False, True],
+                              invalid=[0, 0], error=["", ""]))
+    decisions = pd.DataFrame(dict(ablation=["baseline"] * 3, budget_label=["0.6"] * 3, policy=["R1"] * 3,
+                                  correct=[True, False, None], error=["", "", "HTTP 500"]))
+    with pytest.raises(FailedCallsError):
+        natural_summary(sessions, votes, decisions, "0.6")
+    t = natural_summary(sessions, votes, decisions, "0.6", allow_errors=True)
+    assert t.loc["baseline", "R1"] == 50.0 and t.loc["baseline", "final_vote"] == 100.0
+
+
+def test_the_natural_paper_table_has_low_and_high_columns():
+    from crossprofile_lib.hiddenbench.measures import paper_table
+    t = paper_table("natural")
+    assert list(t.columns) == ["paper low", "paper high"]
+    assert tuple(t.loc["group vote"]) == (23.6, 31.8)
+
+
+def test_a_record_without_a_table_adds_no_rows_to_it(tasks, tmp_path):
+    import json
+
+    from crossprofile_lib.hiddenbench.run import _collect
+    _hb_run(tasks, tmp_path, ("natural",))
+    f = tmp_path / "artefacts" / "natural.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+    del recs[0]["rows"]["votes"]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    frames, _ = _collect(tmp_path, "natural", recs[0]["config_sha"])
+    assert set(frames["votes"].task_id) == {recs[1]["task_id"]} and len(frames["sessions"]) == 2
+
+
+def test_the_configuration_hash_changes_with_duplicate_confirmation():
+    from crossprofile_lib.hiddenbench.run import HBConfig, _config_sha
+    data = SimpleNamespace(data_source="fixture", is_fixture=True, sha256="ab" * 32)
+    be = SimpleNamespace(name="scripted", model="m", tokenizer=SimpleNamespace(name="t"), decision_mode="generate")
+    on = HBConfig(backend="scripted/fake-v1", protocols=["natural"], seeds=[0], policies=["R1"], confirm_duplicates=True)
+    off = HBConfig(backend="scripted/fake-v1", protocols=["natural"], seeds=[0], policies=["R1"], confirm_duplicates=False)
+    assert _config_sha(on, "natural", be, data, {}) != _config_sha(off, "natural", be, data, {})
+
+
+def test_a_retry_keeps_the_requests_schema_and_the_system_role(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Session, _retry_request
+    s = Session(tasks[0], 0, get_ablation("baseline"), constrained_votes=True)
+    req = s.vote_request("A1", "initial")
+    assert req.messages[0]["role"] == "system" and req.json_schema is not None
+    r = _retry_request(req, "junk", "vote_retry", letters="A, B, C")
+    assert r.json_schema == req.json_schema and r.purpose == req.purpose + "-retry"
+    assert r.messages[-2] == {"role": "assistant", "content": "junk"}
