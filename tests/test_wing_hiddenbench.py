@@ -576,3 +576,36 @@ def test_a_retry_keeps_the_requests_schema_and_the_system_role(tasks):
     r = _retry_request(req, "junk", "vote_retry", letters="A, B, C")
     assert r.json_schema == req.json_schema and r.purpose == req.purpose + "-retry"
     assert r.messages[-2] == {"role": "assistant", "content": "junk"}
+
+
+def test_grey_claims_of_a_natural_session_are_put_to_the_sessions_model(tasks):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.common import PolicyPlan
+    from crossprofile_lib.hiddenbench.natural import run_natural_chunk
+
+    class GreyExtracts(ScriptedBackend):
+        """The first message's claim is OVEN, every later one GREY (Jaccard 4/11: a grey pair); confirms say yes."""
+
+        def chat(self, requests):
+            out = super().chat(requests)
+            n = sum(1 for r in self.requests if r.purpose == "hb-extract") - sum(r.purpose == "hb-extract" for r in requests)
+            for k, r in enumerate(requests):
+                if r.purpose == "hb-extract":
+                    out[k] = ChatResult(f'["{OVEN if n == 0 else GREY}"]')
+                    n += 1
+            return out
+
+    fake = GreyExtracts(tasks)
+    plan = PolicyPlan.for_backend(["ALL"], fake, "natural")
+    [rec] = run_natural_chunk([(tasks[0], 0, get_ablation("baseline"))], plan, ["0.6"], fake, {},
+                              confirm_duplicates=True)
+    asked = [r for r in fake.requests if r.purpose == "hb-confirm-duplicate"]
+    # the rule-only clustering has one grey pair (the first GREY against OVEN); the later GREYs match the first
+    # exactly there, so only that pair is asked. Its yes merges it into OVEN; the second GREY is then grey against
+    # OVEN but was not asked: no merge, it opens a cluster, and the rest join it by the rule
+    assert len(asked) == 1 and OVEN in asked[0].messages[0]["content"] and GREY in asked[0].messages[0]["content"]
+    s = rec["rows"]["sessions"][0]
+    assert (s["n_claims_raw"], s["n_claims"], s["merges_confirmed"]) == (6, 2, 1)
+    assert rec["artefacts"]["merge"] == dict(cluster=[0, 0, 1, 1, 1, 1], confirmed=[[1, 0, True], [2, 0, False]])
