@@ -380,3 +380,151 @@ def test_a_high_relevance_fallback_rate_is_a_warning_that_names_the_remedy():
     assert "above 10%" in lines[0] and "H3" in lines[0] and "--decision-mode grammar" in lines[0]
     assert lines[1] == ("n: relevance filter (R1-rel, BAL): 1 of 40 answers unusable (2.5%; relevance_invalid), "
                         "R1-rel falls back to R1 there")
+
+
+# --- issue 55, fresh sample 57: failed calls, the preregistration's errors, the tables' order, the caches -----------
+
+def test_failed_calls_are_refused_by_default_with_the_remedy_and_dropped_with_allow_errors():
+    from crossprofile_lib.stats.analysis_set import FailedCallsError, check_failed_calls, prepare
+    df = pd.DataFrame(dict(template_id=["a", "a", "b"], policy="R1", correct=[True, False, True],
+                           error=["", "timeout", None]))
+    with pytest.raises(FailedCallsError) as e:
+        prepare(df, analysis_set="all")          # the default: refused
+    assert str(e.value) == ("the results table: 1 of 3 rows are failed model calls (column 'error' set); they are not "
+                            "decisions. Rerun the command that made the run (finished calls come from the cache) "
+                            "or pass --allow-errors to drop them")
+    with pytest.raises(FailedCallsError):
+        check_failed_calls(df, source="run.csv")
+    kept, rec = prepare(df, allow_errors=True, analysis_set="all")
+    assert kept.index.tolist() == [0, 2]
+    assert rec["failed_calls"] == ("the results table: 1 of 3 rows are failed model calls (column 'error' set); "
+                                   "they are not decisions: 1 dropped (--allow-errors)")
+
+
+def test_a_prereg_file_that_is_not_a_mapping_gets_the_whole_message():
+    with pytest.raises(PreregError) as e:
+        parse_prereg("just text", "p.yaml")
+    assert str(e.value) == "p.yaml: field '<top>': type: the file must be a mapping with a 'contrasts' list"
+
+
+def test_a_prereg_unknown_key_lists_the_allowed_keys_and_a_missing_list_is_explained_by_its_docstring():
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"contrast": [_contrast()]}, "p.yaml")
+    assert e.value.field == "contrast" and e.value.rule == "unknown key"
+    assert str(e.value) == ("p.yaml: field 'contrast': unknown key: allowed keys: contrasts, defaults, families, "
+                            "settings, version")
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"version": 1}, "p.yaml")
+    assert e.value.field == "contrasts" and e.value.rule == "required"
+    assert str(e.value) == "p.yaml: field 'contrasts': required: a non-empty list of contrasts"
+
+
+def test_separated_levels_of_no_rows_is_an_empty_table_with_the_separation_column():
+    from crossprofile_lib.stats.separation import separated_levels
+    t = separated_levels(pd.DataFrame(columns=["policy", "correct"]))
+    assert t.empty and list(t.columns) == ["policy", "n", "correct", "accuracy", "separation"]
+    t = separated_levels(pd.DataFrame(columns=["cell", "correct"]), "cell")
+    assert list(t.columns) == ["cell", "n", "correct", "accuracy", "separation"]
+
+
+def test_the_accuracy_table_lists_variants_alphabetically_with_the_pooled_all_last():
+    # variants given in the order SPS, all-like "PSP", "APS": the table's order is APS, PSP, SPS, then "all"
+    df = pd.DataFrame(dict(template_id=list("ab") * 3, policy="R1", budget_label="0.6",
+                           variant=["SPS", "SPS", "PSP", "PSP", "APS", "APS"],
+                           correct=[True, False, True, True, False, False]))
+    t = accuracy_table(df, _boot())
+    assert t["variant"].tolist() == ["APS", "PSP", "SPS", "all"]
+    assert t["estimate"].tolist() == pytest.approx([0.0, 100.0, 50.0, 50.0])
+
+
+def test_label_effects_are_sorted_by_cell_with_all_last_and_leave_the_full_format_out():
+    # cells "mirror" then "classic" in the rows; R1:full is the base's own format, not a label control
+    rows = []
+    for cell, base, ctrl in (("mirror", [1, 1, 0], [0, 0, 0]), ("classic", [1, 0, 0], [1, 1, 1])):
+        for pol, ys in (("R1", base), ("R1:unlabeled", ctrl), ("R1:full", [0, 0, 0])):
+            rows += [dict(template_id=t, budget_label="0.6", cell=cell, policy=pol, correct=bool(y))
+                     for t, y in zip("aab", ys)]
+    t = label_effects(pd.DataFrame(rows), _boot())
+    assert t["policy"].tolist() == ["R1:unlabeled"] * 3
+    assert t["cell"].tolist() == ["classic", "mirror", "all"]
+    # classic: 3/3 - 1/3 = +66.7; mirror: 0 - 2/3 = -66.7; all: 3/6 - 3/6 = 0
+    assert t["estimate"].tolist() == pytest.approx([200 / 3, -200 / 3, 0.0])
+
+
+def test_support_shared_minus_private_takes_the_all_family_by_its_base_policy_column():
+    # label controls of ALL ("ALL:unlabeled") carry base_policy "ALL"; a policy merely starting with "ALL" does not
+    df = pd.DataFrame(dict(template_id=list("aab") * 4,
+                           policy=["ALL:unlabeled"] * 6 + ["ALLX"] * 6, base_policy=["ALL"] * 6 + ["ALLX"] * 6,
+                           support_attr=(["shared"] * 3 + ["private"] * 3) * 2,
+                           correct=[True, True, True, False, True, False] * 2))
+    t = support_shared_minus_private(df, _boot())
+    assert t["policy"].tolist() == ["ALL:unlabeled"]
+    assert t.loc[0, "estimate"] == pytest.approx(200 / 3)
+
+
+def test_the_likelihood_ratio_test_of_one_policy_still_counts_its_flat_templates():
+    df = _synthetic(pols=("R1",), T=12, n=30)
+    df.loc[df.template_id == "t03", "correct"] = False
+    r = lr_test(df)
+    assert r["error"] == "one policy level: nothing to test" and r["flat_templates"] == 1
+
+
+def test_the_likelihood_ratio_test_reports_the_full_fits_warnings_with_its_own(monkeypatch):
+    import crossprofile_lib.stats.netlead as NL
+    real = NL._full_fit
+
+    def noisy(shared, d, formula):
+        model, fit, caught, error = real(shared, d, formula)
+        return model, fit, [*caught, "full fit: a warning"], error
+    monkeypatch.setattr(NL, "_full_fit", noisy)
+    r = lr_test(_synthetic(T=12))
+    assert r["lr"] is not None and "full fit: a warning" in r["warnings"]
+
+
+def test_without_a_copy_policy_the_regressions_keep_the_reference_asked_for(monkeypatch):
+    import crossprofile_lib.stats.netlead as NL
+    seen = []
+    for name in ("fixed_effects_logit", "lr_test", "ml_logit", "mixed_logit", "gee_logit"):
+        monkeypatch.setattr(NL, name, lambda r, ref, *a, _n=name: seen.append((_n, ref)) or dict(
+            method=_n, reference_policy=ref, policy_significant=None, warnings=[], error="stub"))
+    d = _synthetic(pols=("B3", "R1-rel", "B3-k7"), T=3, n=12)
+    try:
+        NL.regressions_fit(d, "B3")
+    except Exception:       # the stubs only stand in for the fits; the references they were handed are the rule
+        pass
+    assert seen and {ref for _, ref in seen} == {"B3"}
+
+
+def test_the_social_proof_cache_tells_fits_of_different_choice_inputs_apart(tmp_path):
+    from crossprofile_lib.stats.analysis import social_proof_cached
+    from crossprofile_lib.stats.cache import FitCache
+    rows = pd.DataFrame(dict(template_id=["a", "b"], correct=[True, False]))
+    calls = []
+
+    def data():
+        calls.append(1)
+        return f"reason {len(calls)}"
+    cache = FitCache(tmp_path)
+    first = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="inputs-1")
+    again = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="inputs-1")
+    other = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="inputs-2")
+    assert first == again == dict(skipped="reason 1") and other == dict(skipped="reason 2") and len(calls) == 2
+    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.json")) == ["social_proof", "social_proof"]
+
+
+def test_the_regressions_are_cached_under_their_own_name_and_read_back(dev_templates, tmp_path, monkeypatch):
+    import crossprofile_lib.stats.analysis as A
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.run.runner import RunConfig, run_grid
+    from crossprofile_lib.stats.cache import FitCache
+
+    cfg = RunConfig(templates=["templates/dev"], seeds=(0,), budgets=("0.6",), policies=("R1", "ALL", "EMPTY"))
+    df = run_grid(cfg, backend=ReferenceDecider(), templates=dev_templates[:3])
+    fits = []
+    monkeypatch.setattr(A, "regressions_fit", lambda d, ref: fits.append(ref) or dict(verdict=f"fitted {ref}"))
+    monkeypatch.setattr(A, "net_lead_analysis", lambda d, boot, where, regressions, fit: fit(d, "R1"))
+    cache = FitCache(tmp_path)
+    m = A.analyse_model(df, load_prereg(), n_resamples=20, fit_resamples=0, cache=cache)
+    again = A.analyse_model(df, load_prereg(), n_resamples=20, fit_resamples=0, cache=cache)
+    assert m["net_lead"] == again["net_lead"] == {"verdict": "fitted R1"} and fits == ["R1"]
+    assert [p.name.split("-")[0] for p in tmp_path.glob("*.json")] == ["regressions"]
