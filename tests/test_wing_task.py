@@ -524,3 +524,145 @@ def test_a_verdicts_warnings_are_the_templates_own_not_what_the_callers_filters_
         [v] = validate_paths([HOSPITAL], tokenizer=Noisy())
     assert v.ok and v.warnings and all("fact length 40 tokens (noisy)" in w for w in v.warnings)
     assert not any("deprecated" in w for w in v.warnings)
+
+
+# --- the fresh seed-57 sample's survivors -----------------------------------------------------------------------------
+
+def test_a_claims_speakers_are_listed_by_agent_number_not_as_strings():
+    from crossprofile_lib.task.discussion import claim_list_from_utterances
+    utt = (Utterance(0, "A10", "The oven is old."), Utterance(1, "A2", "the oven  is OLD."),
+           Utterance(2, "A1", "The flour is damp."))
+    cl = claim_list_from_utterances(utt, ("A1", "A2", "A10"))
+    # as strings 'A10' < 'A2'; by number A2 comes first
+    assert cl.claims[0].speakers == ("A2", "A10") and cl.claims[0].first_speaker == "A10"
+    assert cl.claims[1].speakers == ("A1",)
+
+
+def test_a_superlative_is_read_with_an_evaluation_word_up_to_eight_words_after_it():
+    def said(n):
+        return "Acme had the fastest " + " ".join(["van"] * n) + " in the scoring"
+    # 'in the scoring' ends on word n + 3 after the superlative: read at 8 words, not at 9
+    assert hints.find_comparison(said(5)) == hints.Comparison("fastest van van van van van in the scoring",
+                                                              "superlative over the option set")
+    assert hints.find_comparison(said(6)) is None
+
+
+def test_role_blindness_standardises_on_the_training_folds_in_six_folds_by_default(dev_templates, monkeypatch):
+    import statsmodels.api as sm
+
+    from crossprofile_lib.task.roleblind import role_blindness
+    fits = []
+
+    class Recorder:                       # the logit's inputs, and a fit that always predicts 'support'
+        def __init__(self, y, Z):
+            fits.append(np.asarray(Z, dtype=float))
+
+        def fit(self, **kw):
+            return SimpleNamespace(predict=lambda Z: np.tile([1.0, 0.0, 0.0], (len(Z), 1)))
+
+    monkeypatch.setattr(sm, "MNLogit", Recorder)
+    rb = role_blindness(dev_templates)
+    assert len({t.domain for t in dev_templates}) >= 7
+    assert rb.n_folds == 6 and len(fits) == 6
+    for Z in fits:                        # every training row set: non-constant columns mean 0, sd 1; the intercept 1
+        assert np.all(Z[:, -1] == 1.0)
+        sd = Z[:, :-1].std(0)
+        assert np.all((np.abs(sd - 1.0) < 1e-6) | (sd < 1e-6))
+    # 5 of every template's 12 facts are support facts
+    assert rb.accuracy == pytest.approx(5 / 12) and rb.per_role_recall == {"support": 1.0, "decoy": 0.0,
+                                                                            "irrelevant": 0.0}
+
+
+def test_a_blank_text_is_refused_saying_it_must_not_be_empty(tmp_path):
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data["facts"][1]["text"] = "   "
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(p)
+    assert ei.value.field == "facts[1].text" and str(ei.value).endswith("must not be empty")
+
+
+def test_a_comparison_with_the_templates_own_option_set_is_refused(hospital):
+    four = hospital.model_copy(update={"options": (*hospital.options, Option(id="tavor", name="Tavor Health"))})
+    t = _replace_fact(four, "F03", text="Medora Devices offered the longest warranty of the four.")
+    with pytest.raises(TemplateError) as ei:
+        validate_template(t, "x.yaml", n_options=4)
+    assert ei.value.field == "facts[2].text"
+    assert "'longest warranty of the four' is a superlative over the option set" in str(ei.value)
+    # the same words about a four-option set are no comparison in a three-option file
+    three = _replace_fact(hospital, "F03", text="Medora Devices offered the longest warranty of the four.")
+    assert validate_template(three, "x.yaml") == []
+
+
+class _Fixed:
+    name = "fixed"
+
+    def __init__(self, n):
+        self.n = n
+
+    def count(self, text):
+        return self.n
+
+
+@pytest.mark.parametrize(("n", "warned"), [(11, True), (12, False), (30, False), (31, True)])
+def test_a_fact_length_warns_only_outside_12_to_30_tokens_inclusive(hospital, n, warned):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        msgs = validate_template(hospital, "x.yaml", tokenizer=_Fixed(n))
+    assert len(msgs) == (12 if warned else 0)
+    if warned:
+        assert msgs[0] == (f"x.yaml: field 'facts[0].text': fact length {n} tokens (fixed) is outside 12-30; "
+                           "the paper's R1 composition in PSP at r=.6 may not hold")
+
+
+def test_duplicate_criterion_ids_name_the_criteria_field(hospital):
+    c = hospital.criteria
+    with pytest.raises(TemplateError) as ei:
+        validate_template(hospital.model_copy(update={"criteria": (c[0], c[1], c[1])}), "x.yaml")
+    assert ei.value.field == "criteria" and ei.value.rule == "rule 4 (role structure)"
+    assert ei.value.detail == "criterion ids are not distinct" and "field 'criteria'" in str(ei.value)
+
+
+def test_an_hf_spec_reads_the_folders_tokenizer_json(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    own = tmp_path / "mytok"
+    own.mkdir()
+    tk = tokenizers.Tokenizer(WordLevel({"[UNK]": 0, "oven": 1}, unk_token="[UNK]"))
+    tk.pre_tokenizer = Whitespace()
+    tk.save(str(own / "tokenizer.json"))
+    tok = get_tokenizer(f"hf:{own}")
+    assert tok.name == "hf:mytok" and tok.count("the oven is old") == 4
+    with pytest.raises(ValueError, match="tokenizer.json does not exist"):
+        get_tokenizer(f"hf:{tmp_path}")
+
+
+def test_a_server_counting_no_tokens_is_no_endpoint(tokenize_server):
+    _, url = tokenize_server(lambda path, body: (200, {"tokens": []}))
+    tok, why, state = _probe_one(url, "m-zero-57", None, 5.0)
+    assert tok is None and state == "no-endpoint"
+    assert why == ("no tokenize endpoint answered: tried /extras/tokenize (llama-cpp-python: no tokens); "
+                   "/tokenize (vllm: no tokens); /tokenize (llama.cpp: no tokens)")
+
+
+def test_an_https_url_is_spoken_to_over_tls(tokenize_server):
+    srv, url = tokenize_server(_vllm(bos=0))             # a plain-HTTP server behind an https:// URL
+    tok = ServerTokenizer(url.replace("http://", "https://"), "m-tls", "vllm", timeout=5.0, retries=0)
+    with pytest.raises(TokenizerUnavailable):
+        tok.count("a b c")
+    assert srv.seen == []                                # the TLS hello is no HTTP request the server could answer
+    assert ServerTokenizer(url, "m-tls", "vllm", timeout=5.0, retries=0).count("a b c") == 3
+
+
+def test_validate_paths_checks_each_file_with_the_option_count_asked(tmp_path):
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data["options"].append({"id": "tavor", "name": "Tavor Health"})
+    p = tmp_path / "four.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    [v4] = validate_paths([p], n_options=4)
+    assert v4.error is None and v4.ok
+    [v3] = validate_paths([p])
+    assert v3.error is not None and "expected 3 options, found 4" in str(v3.error)
