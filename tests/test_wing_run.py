@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +27,7 @@ from scripted_llm import Scripted
 
 from crossprofile_lib.backends.base import MODEL_RELEVANCE, MODEL_STANCES, ChatResult, Relevance
 from crossprofile_lib.backends.ledger import ReferenceDecider
-from crossprofile_lib.paths import file_sha256
+from crossprofile_lib.paths import file_sha256, templates_dir
 from crossprofile_lib.policies import parse_policy, plugins
 from crossprofile_lib.rng import stream
 from crossprofile_lib.run import rebuild as rb
@@ -43,7 +44,7 @@ from crossprofile_lib.run.results import (
     write_results,
 )
 from crossprofile_lib.run.runner import RunConfig, _report_model_run, headroom_check, run_grid, run_to_dir
-from crossprofile_lib.run.verify import UNVERIFIED, EditedTable, check_or_trust, verify_table
+from crossprofile_lib.run.verify import UNVERIFIED, EditedTable, check_or_trust, trusted_from_env, verify_table
 from crossprofile_lib.stats.bootstrap import TemplateBootstrap
 from crossprofile_lib.stats.headroom import headroom
 from crossprofile_lib.task.tokenizer import default_tokenizer
@@ -543,3 +544,133 @@ def test_the_answer_key_is_found_through_the_templates_given_past_a_path_that_is
     assert check_or_trust(df, header, "r/results.parquet", False, templates=[str(base / "moved")]) is None
     note = check_or_trust(df, header, "r/results.parquet", True)
     assert note.startswith(UNVERIFIED) and "rule template hashes" in note
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The rules a fresh (seed-57) mutmut sample of the run wing found unpinned.
+
+def test_a_messy_unit_keeps_the_grids_token_total(hospital):
+    m = build_task(hospital, "PSP", 1, 4, total=500, protocol=Protocol("messy", "oracle", 0.25, None))
+    assert m.t_all == 500
+    assert build_task(hospital, "PSP", 1, 4, total=321).t_all == 321
+
+
+def test_the_counting_backend_answers_a_decision_without_choices_with_letter_a():
+    for mode in ("score", "generate"):
+        r = SimpleNamespace(purpose="decision", choices=None, messages=[])
+        assert CountingBackend(mode)._reply(r).text == "Decision: A"
+    r = SimpleNamespace(purpose="decision", choices=["C", "D"], messages=[])
+    assert CountingBackend("generate")._reply(r).text == "Decision: C"
+
+
+def test_rebuilt_choice_data_records_the_chosen_options_position(ledger_rows):
+    df, cfg = ledger_rows
+    data, info = rb.rebuild_choice_data(df, asdict(cfg), "templates/dev")
+    assert info["used"] == 40 and data.choice.shape == (40,) and data.choice.dtype.kind == "i"
+    rec, _ = rb.recorded_choice_data(df)
+    assert data.choice.tolist() == rec.choice.tolist()
+    assert set(data.choice.tolist()) <= {0, 1, 2}
+
+
+def test_a_config_without_seeds_rebuilds_no_seed(ledger_rows):
+    df, cfg = ledger_rows
+    config = {k: v for k, v in asdict(cfg).items() if k != "seeds"}
+    data, info = rb.rebuild_choice_data(df.drop(columns=["option_features"]), config, "templates/dev")
+    assert len(data) == 0 and info["used"] == 0 and info["not_rebuilt"] == 40
+
+
+def test_a_filter_over_only_relevant_claims_lets_nothing_else_in():
+    truth = frozenset({0, 1, 2})
+    assert rf.noisy_filter(truth, 3, 0.5, 1.0, np.random.default_rng(0)) == truth
+    assert rf.noisy_filter(truth, 3, 0.5, 0.0, np.random.default_rng(0)) == frozenset()
+
+
+def test_the_header_is_stamped_with_the_utc_time(monkeypatch):
+    from crossprofile_lib.run import results as rs
+    fixed = time.struct_time((2020, 1, 2, 3, 4, 5, 3, 2, 0))
+    monkeypatch.setattr(rs.time, "gmtime", lambda *a: fixed)
+    h = rs.stamp({"a": 1}, time.perf_counter())
+    assert h["created"] == "2020-01-02T03:04:05Z" and h["a"] == 1 and 0 <= h["seconds"] < 60
+
+
+def test_model_stance_policies_record_their_agreement_and_ratio_budgets_their_ratio():
+    def ans(r):
+        return json.dumps({"stances": []}) if r.purpose == "stance" else "Decision: A"
+    cfg = RunConfig(backend="scripted/s1", policies=["BAL", "BAL-oracle", "R1"], templates=["templates/dev"],
+                    seeds=[0], budgets=["0.6", "128t"], variants=["PSP"])
+    df = run_grid(cfg, backend=Scripted(ans))
+    bal = df[df.policy == "BAL"]
+    assert len(bal) == 20 and (bal.stance_agreement == 0.0).all()       # no stances given: none agrees
+    assert df[df.policy != "BAL"].stance_agreement.isna().all()
+    assert (df[df.budget_label == "0.6"].budget_ratio == 0.6).all()
+    fixed = df[df.budget_label == "128t"]
+    assert len(fixed) == 30 and fixed.budget_ratio.isna().all() and (fixed.budget_tokens == 128).all()
+    assert (df.error == "").all()
+
+
+def test_the_headroom_check_resamples_every_template_of_all_and_empty_rows():
+    df = pd.DataFrame({"template_id": ["t1", "t1", "t2", "t2", "t1", "t1"],
+                       "policy": ["ALL", "ALL", "ALL", "ALL", "EMPTY", "EMPTY"],
+                       "correct": [True, True, True, False, False, False]})
+    h = headroom_check(df, n_resamples=200)
+    # by hand: ALL right on 3 of 4, EMPTY on 0 of 2 -> 75 points over 2 templates
+    assert h.estimate == pytest.approx(75.0) and h.n_units == 2
+
+
+def test_the_trust_edited_variable_is_read_as_a_yes_in_any_case(monkeypatch):
+    for v, want in (("1", True), ("true", True), ("TRUE", True), (" Yes ", True), ("no", False), ("", False),
+                    ("0", False)):
+        monkeypatch.setenv("CROSSPROFILE_TRUST_EDITED", v)
+        assert trusted_from_env() is want, v
+    monkeypatch.delenv("CROSSPROFILE_TRUST_EDITED")
+    assert trusted_from_env() is False
+
+
+def test_a_refusal_names_results_parquet_when_no_file_is_given(written_run):
+    df, header, _ = written_run
+    with pytest.raises(EditedTable) as e:
+        verify_table(df, dict(header, rows=len(df) + 1))
+    assert e.value.where == "results.parquet" and str(e.value).startswith("results.parquet: rule row count")
+
+
+def test_a_duplicated_row_is_refused_naming_both_rows(written_run):
+    df, header, _ = written_run
+    d = pd.concat([df, df.iloc[[3]]], ignore_index=True)
+    e = _refusal(d, dict(header, rows=len(d)))
+    r = df.loc[3]
+    assert e.problem == (f"row {len(df)} (template_id {r.template_id}, variant PSP, seed 0, policy {r.policy}, "
+                         f"budget_label {r.budget_label}): rule duplicate row: the same decision as row 3")
+
+
+@pytest.fixture(scope="module")
+def own_templates_run(tmp_path_factory):
+    """A run of two template files of its own: a changed copy of dev-hospital-01 and one with an id of its own."""
+    base = tmp_path_factory.mktemp("own")
+    (base / "made").mkdir()
+    src = (ROOT / "templates" / "dev" / "dev-hospital-01.yaml").read_text()
+    (base / "made" / "hospital.yaml").write_text(src + "\n# a copy with a changed hash\n")
+    (base / "made" / "own.yaml").write_text(src.replace("id: dev-hospital-01", "id: wing-run-own-01", 1))
+    df, header = run_to_dir(RunConfig(templates=[str(base / "made")], seeds=[0], budgets=["0.6"], variants=["PSP"],
+                                      policies=["R1", "ALL"]), base / "run")
+    return pd.read_parquet(base / "run" / "results.parquet"), json.loads((base / "run" / "run.json").read_text()), base
+
+
+def test_the_answer_key_is_found_where_the_run_recorded_its_templates(own_templates_run):
+    df, header, _ = own_templates_run
+    assert sorted(df.template_id.unique()) == ["dev-hospital-01", "wing-run-own-01"]
+    verify_table(df, header, "r/results.parquet")
+
+
+def test_a_template_whose_file_is_gone_is_refused_naming_the_files_of_that_id_that_are_here(own_templates_run):
+    df, header, base = own_templates_run
+    gone = dict(header, config=dict(header["config"], templates=[str(base / "gone")]))
+    e = _refusal(df, gone)
+    bundled = templates_dir() / "dev" / "dev-hospital-01.yaml"             # the bundled file of that id
+    assert "rule template hashes: no template file with the SHA-256 run.json records for dev-hospital-01" in e.problem
+    assert f"is here; found {bundled} (sha256 {file_sha256(bundled)[:12]}...) (pass the run's templates" in e.problem
+    own = df[df.template_id == "wing-run-own-01"].reset_index(drop=True)
+    e = _refusal(own, gone)
+    assert e.problem.startswith("row 0 (template_id wing-run-own-01, ")
+    assert "records for wing-run-own-01 (" in e.problem and "found" not in e.problem
+    assert e.problem.endswith("is here (pass the run's templates with --templates), so its answer key cannot be "
+                              "recomputed")
