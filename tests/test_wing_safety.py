@@ -328,3 +328,316 @@ def test_a_leftover_that_is_a_link_is_kept_and_refusals_name_the_option(tmp_path
     with pytest.raises(WouldDestroy) as e:
         check_output_folder(tmp_path, "run", inputs=[tmp_path])
     assert str(e.value).startswith(f"--out {tmp_path}: is the folder")
+
+
+# --- the rules the seed-56 sample found unpinned ------------------------------------------------------------
+def test_option_bool_takes_true_and_false_in_any_case_and_nothing_else():
+    from crossprofile_lib.safety.inputs import option_bool
+    assert option_bool("llamacpp", "stream", " True ") is True and option_bool("llamacpp", "stream", "FALSE") is False
+    assert option_bool("llamacpp", "stream", "false") is False and option_bool("llamacpp", "stream", True) is True
+    for bad in ("yes", "1", 1, None):
+        with pytest.raises(ValueError) as e:
+            option_bool("llamacpp", "stream", bad)
+        assert str(e.value) == f"llamacpp: option stream={bad!r}: must be true or false"
+
+
+def test_yaml_syntax_errors_and_anchors_name_the_file_field_and_place():
+    from crossprofile_lib.safety.inputs import parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", "a: [1, 2\n", InputError)
+    assert (e.value.path, e.value.field, e.value.rule) == ("t.yaml", "<file>", "schema (YAML syntax)")
+    assert e.value.detail == ("not valid YAML: while parsing a flow sequence: expected ',' or ']', but got "
+                              "'<stream end>' (line 2, column 1)")
+    with pytest.raises(InputError) as a:
+        parse_yaml("t.yaml", "base: &b {x: 1}\n", InputError)
+    assert a.value.field == "base" and a.value.detail == "anchors (&) and aliases (*) are not allowed (line 1, column 7)"
+
+
+def test_a_template_file_without_the_yaml_extension_is_refused_by_its_path(tmp_path):
+    from crossprofile_lib.safety.inputs import read_template_text
+    from crossprofile_lib.safety.text_input import TemplateError
+    p = tmp_path / "t.yml"
+    p.write_text("title: x\n")
+    with pytest.raises(TemplateError) as e:
+        read_template_text(p)
+    assert e.value.path == str(p) and str(e.value).startswith(f"{p}: field '<file>': file (extension): ")
+    assert e.value.detail == "template files end in '.yaml' (found '.yml'); rename the file"
+    with pytest.raises(TemplateError, match=r"\(found 'no extension'\)"):
+        read_template_text(tmp_path / "t")
+
+
+def test_markup_notes_name_each_kind_of_markup_and_how_the_book_shows_it():
+    from crossprofile_lib.safety.markup import HOW_SHOWN, markup_notes
+    notes = markup_notes([("title", "<b>bold</b> plan"), ("description", "plain words, $4 and $5"),
+                          ("facts[0].text", "see [a](http://x.example) and $x^2$"), ("options[0].name", None)])
+    assert notes == [f"title holds an HTML tag ('<b>'): {HOW_SHOWN}",
+                     f"facts[0].text holds a Markdown link ('[a](http://x.example)'), TeX math ('$x^2$'): {HOW_SHOWN}"]
+    assert markup_notes([]) == [] and markup_notes([("title", "nothing here")]) == []
+
+
+def test_a_file_size_is_shown_in_bytes_kilobytes_or_megabytes(tmp_path):
+    from crossprofile_lib.safety.outputs import _size
+    cases = {9_999: "9999 bytes", 10_000: "10 kB", 999_999: "1000 kB", 1_000_000: "1.0 MB", 1_050_001: "1.1 MB",
+             2_549_999: "2.5 MB"}
+    for n, shown in cases.items():
+        p = tmp_path / f"f{n}"
+        with open(p, "wb") as fh:
+            fh.truncate(n)                                                 # sparse: no bytes written
+        assert _size(p) == shown, n
+    assert _size(tmp_path / "missing") == "?"
+
+
+def _lock_info(pid, host=None, started="2099-01-01T00:00:00Z", command="crossprofile run --out x"):
+    import socket
+    return {"pid": pid, "host": host or socket.gethostname(), "started": started, "command": command}
+
+
+def test_a_lock_records_its_holder_and_when_it_was_taken(tmp_path):
+    import json
+    import os
+    import re
+    import socket
+    import time
+
+    from crossprofile_lib.safety.outputs import LOCK_NAME, acquire, release
+    lock = acquire(tmp_path)
+    try:
+        assert lock == tmp_path / LOCK_NAME
+        info = json.loads(lock.read_text())
+        assert info["pid"] == os.getpid() and info["host"] == socket.gethostname()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", info["started"]), info["started"]
+        written = time.mktime(time.strptime(info["started"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        assert abs(written - time.time()) < 86400                          # a date of today, not a clock check
+    finally:
+        release(lock)
+    assert not lock.exists()
+
+
+def test_a_live_holder_on_this_host_keeps_its_lock(tmp_path):
+    import json
+    import os
+
+    from crossprofile_lib.safety.outputs import LOCK_NAME, FolderLocked, acquire
+    lock = tmp_path / LOCK_NAME
+    held = _lock_info(os.getppid())                                       # alive, and started before 2099
+    lock.write_text(json.dumps(held))
+    with pytest.raises(FolderLocked) as e:
+        acquire(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path}: output folder is in use by another run: pid {os.getppid()} on host {held['host']} since "
+        f"2099-01-01T00:00:00Z (crossprofile run --out x) (rule: one run per output folder; wait for it or choose "
+        f"another --out); if no run is using this folder (the pid may now belong to another program), delete "
+        f"{lock} and rerun")
+    assert json.loads(lock.read_text()) == held
+
+
+def test_another_hosts_lock_is_never_taken_over(tmp_path):
+    import json
+
+    from crossprofile_lib.safety.outputs import LOCK_NAME, FolderLocked, acquire
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(json.dumps(_lock_info(2 ** 22 + 12345, host="elsewhere.invalid")))
+    with pytest.raises(FolderLocked, match="it is on another host, so it cannot be checked here"):
+        acquire(tmp_path)
+
+
+def test_a_dead_or_reused_holders_lock_is_taken_over_with_a_notice(tmp_path, capsys):
+    import json
+    import os
+
+    from crossprofile_lib.safety.outputs import LOCK_NAME, acquire, release
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(json.dumps(_lock_info(2 ** 22 + 12345)))              # above any pid_max: no such process
+    release(acquire(tmp_path))
+    assert "took over a stale lock left by pid 4206649" in capsys.readouterr().err
+    lock.write_text(json.dumps(_lock_info(os.getppid(), started="2000-01-01T00:00:00Z")))   # pid given out since
+    release(acquire(tmp_path))
+    err = capsys.readouterr().err
+    assert f"pid {os.getppid()} now belongs to another process, started after the lock was written" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_fresh_lock_moved_away_by_mistake_is_put_back(tmp_path, monkeypatch):
+    """Between reading a dead holder's lock and renaming it away, another run took it over: the rename moved the
+    fresh lock, which goes back in place; that run keeps the folder."""
+    import json
+    import os
+
+    from crossprofile_lib.safety import outputs
+    lock = tmp_path / outputs.LOCK_NAME
+    dead = 2 ** 22 + 12345
+    lock.write_text(json.dumps(_lock_info(dead)))
+    fresh = _lock_info(os.getppid())
+    real_alive = outputs._pid_alive
+
+    def alive(pid):
+        if pid == dead:
+            lock.write_text(json.dumps(fresh))                              # the other run's takeover
+            return False
+        return real_alive(pid)
+    monkeypatch.setattr(outputs, "_pid_alive", alive)
+    with pytest.raises(outputs.FolderLocked, match=f"in use by another run: pid {os.getppid()} "):
+        outputs.acquire(tmp_path)
+    assert json.loads(lock.read_text()) == fresh
+    assert [p.name for p in tmp_path.iterdir()] == [outputs.LOCK_NAME]      # no stale copy left
+
+
+def test_a_folder_of_other_files_is_refused_naming_five_of_them(tmp_path, monkeypatch):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_other_files, check_output_folder
+    monkeypatch.chdir(tmp_path)                                            # the current folder is not the one checked
+    home = tmp_path / "home"
+    home.mkdir()
+    for n in ("g.txt", "a.txt", "b", "c.py", "d.md", "e.csv", "f.json", ".hidden"):
+        (home / n).write_text("x")
+    with pytest.raises(WouldDestroy) as e:
+        check_other_files(home, "run", allowed=False)
+    assert str(e.value) == (
+        f"--out {home}: holds 7 file(s) or folder(s) that are not a run's (a.txt, b, c.py, d.md, e.csv and 2 more); "
+        f"a run would mix with them. Choose a new or empty folder, or add --allow-other-files to write there anyway "
+        f"(rule: an output folder holds one output and nothing else)")
+    check_other_files(home, "run", allowed=True)
+    for n in ("f.json", "g.txt"):
+        (home / n).unlink()
+    with pytest.raises(WouldDestroy, match=r"holds 5 file\(s\) or folder\(s\) that are not a book's "
+                                           r"\(a.txt, b, c.py, d.md, e.csv\); .* add --force to write"):
+        check_other_files(home, "book", allowed=False, option="--book", flag="--force")
+    with pytest.raises(WouldDestroy, match="add --allow-other-files"):
+        check_output_folder(home, "run")
+    check_output_folder(home, "run", allow_other_files=True)
+    check_other_files(tmp_path / "new", "run", allowed=False)              # not there yet: nothing to mix with
+
+
+def test_a_finished_run_that_differs_is_replaced_only_with_overwrite(tmp_path):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_folder
+    (tmp_path / "results.parquet").write_bytes(b"x" * 12)
+    calls = []
+
+    def differs(folder):
+        calls.append(folder)
+        return ["seeds 0,1 vs 0,1,2", "model a vs b"]
+    with pytest.raises(WouldDestroy) as e:
+        check_output_folder(tmp_path, "run", same_work=differs)
+    assert str(e.value) == (
+        f"--out {tmp_path}: holds a finished run (results.parquet (12 bytes)) that this command would replace: "
+        f"seeds 0,1 vs 0,1,2; model a vs b. Choose another --out, or add --overwrite to replace it (rule: no command "
+        f"destroys existing work without an explicit flag)")
+    check_output_folder(tmp_path, "run", same_work=differs, overwrite=True)
+    assert calls == [tmp_path]                                             # with --overwrite it is not even asked
+    check_output_folder(tmp_path, "run", same_work=lambda f: [])           # the same work: resumed, not refused
+
+
+def test_secret_named_json_entries_give_every_value_they_hold():
+    from crossprofile_lib.safety.redact import argv_secrets
+    argv = ["run", "--backend-option", 'extra={"api_key": ["k1abcd", "k2abcd"], "token": 1.5, '
+            '"password": {"a": "pw-one1"}, "secret": 12345678, "model": "m-visible"}']
+    assert argv_secrets(argv) == ["k1abcd", "k2abcd", "pw-one1", "12345678"]
+    assert argv_secrets(["--token", "tok-zzzz", "--api-key=kkkk9"]) == ["tok-zzzz", "kkkk9"]
+
+
+def test_a_word_holding_a_url_is_not_a_secret_option_so_the_next_word_is_kept():
+    from crossprofile_lib.safety.redact import argv_secrets, redact_argv
+    argv = ["-http://h.example/a-token", "visible-value"]                  # a 'token' word, but a URL
+    assert argv_secrets(argv) == []
+    assert redact_argv(argv) == argv
+    assert argv_secrets(["-a-token", "hidden-value"]) == ["hidden-value"]
+
+
+def test_the_console_stream_masks_secrets_and_is_otherwise_the_wrapped_one(monkeypatch):
+    import io
+
+    from crossprofile_lib.safety.redact import RedactingStream
+    monkeypatch.setenv("WINGTEST_API_KEY", "wing-secret-8842")
+    inner = io.StringIO()
+    s = RedactingStream(inner)
+    s.write("key=wing-secret-8842\n")
+    s.writelines(["a ", "wing-secret-8842"])
+    assert s.getvalue() == f"key={MASK}\na {MASK}" and s.closed is False
+    assert s.seekable() is True
+
+
+def test_a_control_character_after_several_lines_gets_its_own_lines_column():
+    from crossprofile_lib.safety.text_input import decode_text
+    e = _refusal(decode_text, "f.txt", "a\nbb\ncc\x07".encode())
+    assert "at line 3, column 3:" in e.detail
+    e0 = _refusal(decode_text, "f.txt", "\nab\x07".encode())               # the newline at offset 0
+    assert "at line 2, column 3:" in e0.detail
+
+
+def test_json_refusals_name_the_key_or_value_that_holds_a_bad_character():
+    from crossprofile_lib.safety.text_input import parse_json
+    k = _refusal(parse_json, "f.json", '{"a\\u0007": 1}')
+    assert (k.field, k.rule) == ("<file>", "json (control characters)")
+    assert k.detail == ("character U+0007 (unnamed, category Cc) in a key: control, invisible and unassigned "
+                        "characters are not allowed")
+    n = _refusal(parse_json, "f.json", '{"x": {"b\\u200b": 1}}')
+    assert n.field == "x" and n.detail.startswith("character U+200B (ZERO WIDTH SPACE, category Cf) in a key: ")
+    v = _refusal(parse_json, "f.json", '{"x": ["ok", "\\u200b"]}')
+    assert v.field == "x[1]" and " in the value: " in v.detail
+
+
+def test_json_syntax_errors_name_the_file_and_the_place():
+    from crossprofile_lib.safety.text_input import parse_json
+    e = _refusal(parse_json, "f.json", '{"a": 1,}')
+    assert (e.path, e.field, e.rule) == ("f.json", "<file>", "json (syntax)")
+    assert e.detail == "not valid JSON: Expecting property name enclosed in double quotes (line 1, column 9)"
+    assert str(e).startswith("f.json: field '<file>': json (syntax): not valid JSON: ")
+
+
+def test_each_kind_of_file_that_is_not_regular_is_named(tmp_path, monkeypatch):
+    import os
+    import socket
+    import tempfile
+
+    from crossprofile_lib.safety.text_input import read_bytes
+    assert _refusal(read_bytes, "/dev/null", 10).detail == "a device; a file must be a regular file"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert _refusal(read_bytes, fifo, 10).detail == "a FIFO (named pipe); a file must be a regular file"
+    short = tempfile.mkdtemp(prefix="s")                                   # a socket path must be short
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(os.path.join(short, "s"))
+        try:
+            assert _refusal(read_bytes, os.path.join(short, "s"), 10).detail == "a socket; a file must be a regular file"
+        finally:
+            sock.close()
+    finally:
+        for n in os.listdir(short):
+            os.unlink(os.path.join(short, n))
+        os.rmdir(short)
+    odd = tmp_path / "odd"                                                 # a type Linux lacks (BSD's whiteout)
+    odd.write_text("x")
+    real_stat = os.stat
+
+    def stat(p, *a, **k):
+        st = real_stat(p, *a, **k)
+        return os.stat_result((0o160644,) + tuple(st)[1:]) if str(p) == str(odd) else st
+    monkeypatch.setattr(os, "stat", stat)
+    assert _refusal(read_bytes, odd, 10).detail == "not a regular file; a file must be a regular file"
+
+
+def test_a_fifo_swapped_in_after_the_check_is_refused_without_blocking(tmp_path, monkeypatch):
+    """The file is opened non-blocking: a FIFO put in place between the stat and the open (no writer) is refused
+    by fstat instead of hanging the read (an alarm turns a hang into a failure)."""
+    import os
+    import signal
+
+    from crossprofile_lib.safety.text_input import read_bytes
+    regular = tmp_path / "regular"
+    regular.write_text("x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: real_stat(regular if str(p) == str(fifo) else p, *a, **k))
+
+    def hung(*_):
+        raise TimeoutError("the open blocked on the FIFO")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(5)
+    try:
+        e = _refusal(read_bytes, fifo, 10)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert (e.rule, e.detail) == ("file (not a regular file)", "a file must be a regular file")
