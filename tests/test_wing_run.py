@@ -674,3 +674,18 @@ def test_a_template_whose_file_is_gone_is_refused_naming_the_files_of_that_id_th
     assert "records for wing-run-own-01 (" in e.problem and "found" not in e.problem
     assert e.problem.endswith("is here (pass the run's templates with --templates), so its answer key cannot be "
                               "recomputed")
+
+
+def test_a_changed_tracked_file_whose_name_is_not_utf8_still_gives_the_dirty_commit(tmp_path):
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "config", "core.quotePath", "false")         # git status then prints the raw bytes of the name
+    name = bytes(tmp_path) + b"/caf\xe9.txt"                   # latin-1, not UTF-8
+    with open(name, "w") as f:
+        f.write("one\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "one")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_commit(tmp_path) == head
+    with open(name, "w") as f:
+        f.write("two\n")
+    assert git_commit(tmp_path) == head + "-dirty"

@@ -41,8 +41,10 @@ def git_commit(cwd: Path | str | None = None) -> str | None:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         commit = out.stdout.strip() if out.returncode == 0 else None
         if commit:
+            # bytes, not text: only its emptiness is read, and a path that is not UTF-8 (core.quotePath=false)
+            # must not turn into a UnicodeDecodeError out of the run's header
             dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                                   capture_output=True, text=True, timeout=10).stdout.strip()
+                                   capture_output=True, timeout=10).stdout.strip()
             return commit + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         pass
