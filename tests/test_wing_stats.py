@@ -528,3 +528,39 @@ def test_the_regressions_are_cached_under_their_own_name_and_read_back(dev_templ
     again = A.analyse_model(df, load_prereg(), n_resamples=20, fit_resamples=0, cache=cache)
     assert m["net_lead"] == again["net_lead"] == {"verdict": "fitted R1"} and fits == ["R1"]
     assert [p.name.split("-")[0] for p in tmp_path.glob("*.json")] == ["regressions"]
+
+
+def test_newton_from_a_far_start_halves_its_steps_within_the_bounds_and_reaches_the_lbfgs_optimum():
+    # a start at the corner of the bounds overshoots: the step is halved (and clipped to the bounds) until the
+    # log-likelihood no longer falls; the rows that settle agree with L-BFGS-B (the oracle)
+    from crossprofile_lib.stats.socialproof import BOUNDS, batched_newton, fit, patterns
+    data = _choices(n=120, seed=0, s=0.5, beta=0.5, w=0.3)
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 5, np.random.default_rng(0))
+    Xp, C = patterns(data, boot.units)
+    Wp = boot.weights @ C
+    th, ok = batched_newton(Xp, Wp, (19.9, 4.9, 49.0))
+    lo, hi = np.array(BOUNDS).T
+    assert ok.sum() >= 2 and (th >= lo).all() and (th <= hi).all()
+    for b in np.flatnonzero(ok):
+        assert th[b] == pytest.approx(fit(Xp, Wp[b])["theta"], abs=1e-3)
+
+
+def test_a_gee_fit_with_an_infinite_standard_error_is_not_used_and_the_next_working_correlation_is(monkeypatch):
+    from statsmodels.genmod.cov_struct import Exchangeable
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+
+    from crossprofile_lib.stats.netlead import gee_logit
+
+    class Infinite:      # finite estimates and p-values, but an infinite standard error: not a usable fit
+        params, bse, pvalues = pd.Series([0.1, 0.2]), pd.Series([0.5, np.inf]), pd.Series([0.8, 1.0])
+
+    real = GEE.from_formula
+
+    def from_formula(formula, groups, data, family, cov_struct):
+        if isinstance(cov_struct, Exchangeable):
+            return type("M", (), {"fit": lambda self: Infinite()})()
+        return real(formula, groups=groups, data=data, family=family, cov_struct=cov_struct)
+    monkeypatch.setattr(GEE, "from_formula", staticmethod(from_formula))
+    r = gee_logit(_synthetic(T=12))
+    assert r["method"] == "GEE logit, template clusters, independence working correlation, robust covariance"
+    assert r["wald"]["df"] == 3 and np.isfinite(r["terms"]["sd"]).all() and np.isfinite(r["terms"]["p"]).all()
