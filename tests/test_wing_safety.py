@@ -641,3 +641,29 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_without_blocking(tmp_path,
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert (e.rule, e.detail) == ("file (not a regular file)", "a file must be a regular file")
+
+
+# --- two bugs the seed-56 sample's survivors showed (fixed in the wing's modules) ----------------------------
+def test_a_character_yaml_never_allows_is_a_refusal_naming_the_file_not_a_yaml_crash():
+    """parse_template(path, text) parses text that skipped the file guards: YAML's reader refuses U+0007 when the
+    loader is built, which was outside the try (a bare yaml.ReaderError); now the file's YAML syntax refusal."""
+    from crossprofile_lib.safety.inputs import parse_yaml
+    from crossprofile_lib.safety.text_input import InputError, TemplateError
+    from crossprofile_lib.task.templates import parse_template
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", "title: a\x07", InputError)
+    assert (e.value.path, e.value.field, e.value.rule) == ("t.yaml", "<file>", "schema (YAML syntax)")
+    assert e.value.detail == ('not valid YAML: unacceptable character #x0007: special characters are not allowed '
+                              'in "<unicode string>", position 8')
+    with pytest.raises(TemplateError, match=r"^x\.yaml: field '<file>': schema \(YAML syntax\): "):
+        parse_template("x.yaml", "title: a\x07")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("//user:pw9secret@host:bad/v1", f"//{MASK}@host:bad/v1"),                  # scheme-relative, a bad port
+    ("http:\t//user:pw9secret@host:bad/v1?key=abc", f"http://{MASK}@host:bad/v1?{MASK}"),  # urlsplit drops the tab
+    ("http://user:pw9secret@[::1/v1#frag", f"http://{MASK}@[::1/v1?{MASK}"),   # an invalid IPv6 host
+    ("http://host:bad/v1", "http://host:bad/v1"),                              # nothing secret in it
+])
+def test_an_unparsable_url_never_shows_its_userinfo(url, shown):
+    assert redact_url(url) == shown and "pw9secret" not in redact_url(url)

@@ -143,9 +143,10 @@ class StrictLoader(yaml.SafeLoader):
 
 def parse_yaml(path: Path | str, text: str, error=TemplateError, max_depth: int = MAX_DEPTH):
     """Parse ``text`` (from ``path``) with :class:`StrictLoader`; refusals become ``error``."""
-    loader = StrictLoader(text)
-    loader.max_depth = max_depth
+    loader = None
     try:
+        loader = StrictLoader(text)  # a str is checked here, at once, for characters YAML never allows (ReaderError)
+        loader.max_depth = max_depth
         return loader.get_single_data()
     except _Refused as e:
         raise error(path, e.field, e.rule, e.message) from None
@@ -158,7 +159,8 @@ def parse_yaml(path: Path | str, text: str, error=TemplateError, max_depth: int 
         raise error(path, "<file>", "schema (YAML value)",
                     "a value cannot be read: " + " ".join(str(e).split())[:200]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml(path: Path | str, max_bytes: int, error=InputError, max_depth: int = MAX_DEPTH, what: str = "file"):

@@ -165,8 +165,10 @@ def redact_url(url):
         parts = urlsplit(s)
         parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
     except ValueError:  # unparsable (an invalid IPv6 host, a bad port): hide userinfo, query and fragment
-        head = re.split(r"[?#]", s, maxsplit=1)[0]
-        scheme, sep, rest = head.partition("://")
+        # the authority starts at the first '//' (after the scheme, or at the start: '//user:pw@host:port/'), once
+        # the tabs and line breaks urlsplit drops are gone ('http:\t//user:pw@...')
+        head = re.split(r"[?#]", re.sub(r"[\t\r\n]", "", s), maxsplit=1)[0]
+        scheme, sep, rest = head.partition("//")
         rest = re.sub(r"^[^/]*@", MASK + "@", rest) if sep else re.sub(r"^[^/]*@", MASK + "@", head)
         out = f"{scheme}{sep}{rest}" if sep else rest
         return _KEY_LIKE.sub(MASK, out + (f"?{MASK}" if "?" in s or "#" in s else ""))
