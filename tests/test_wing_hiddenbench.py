@@ -431,11 +431,12 @@ def test_a_full_disk_while_appending_sessions_is_named(tasks, tmp_path, monkeypa
     assert e.value.errno == errno.ENOSPC
 
 
-@pytest.fixture(scope="module")
-def both_runs(tasks, tmp_path_factory):
-    out = tmp_path_factory.mktemp("hb-both")
-    _hb_run(tasks, out, ("controlled", "natural"))
-    return out
+@pytest.fixture
+def both_runs(tasks, tmp_path):
+    # per test, not per module: mutmut credits a function to the tests that ran it, and a shared run would be
+    # credited to the first test only
+    _hb_run(tasks, tmp_path, ("controlled", "natural"))
+    return tmp_path
 
 
 def test_controlled_records_keep_the_scripted_order_claims_and_raw_decisions(both_runs):
