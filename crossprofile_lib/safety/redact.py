@@ -168,9 +168,8 @@ def redact_url(url):
         # the authority starts at the first '//' (after the scheme, or at the start: '//user:pw@host:port/'), once
         # the tabs and line breaks urlsplit drops are gone ('http:\t//user:pw@...')
         head = re.split(r"[?#]", re.sub(r"[\t\r\n]", "", s), maxsplit=1)[0]
-        scheme, sep, rest = head.partition("//")
-        rest = re.sub(r"^[^/]*@", MASK + "@", rest) if sep else re.sub(r"^[^/]*@", MASK + "@", head)
-        out = f"{scheme}{sep}{rest}" if sep else rest
+        scheme, sep, rest = head.partition("//") if "//" in head else ("", "", head)
+        out = scheme + sep + re.sub(r"^[^/]*@", MASK + "@", rest)
         return _KEY_LIKE.sub(MASK, out + (f"?{MASK}" if "?" in s or "#" in s else ""))
     netloc = parts.netloc
     if "@" in netloc:
