@@ -576,3 +576,118 @@ def test_label_effect_rows_single_cells_then_pooled_ones(ledger):
     single = label_effect_rows(ledger, ledger.boot, pooled=False)
     assert not set(POOLED_LABELS.values()) & set(single.cell) and len(single) < len(t)
     assert t.iloc[:len(single)].reset_index(drop=True).equals(single.reset_index(drop=True))
+
+
+# --------------------------------------------------------------------------- issue 55, fresh sample (seed 56)
+def test_coverage_note_without_a_model_is_one_sentence_naming_the_reference_decider():
+    from crossprofile_lib.book.compare import coverage_note
+    assert coverage_note([run()]) == ("This build ran no language model: every table shows the reference decider only "
+                                      "(a normative evidence counter, not a model) beside the paper's values for each "
+                                      "of the paper's models.")
+
+
+def test_contrast_table_prints_the_holm_p_value_of_each_contrast():
+    from crossprofile_lib.book.tables import contrast_table
+    res = pd.DataFrame([dict(id="H1", title="H1: t", estimate=5.0, lo=1.0, hi=9.0, lo_holm=0.5, hi_holm=9.5,
+                             holm_level=0.975, p=0.0123, p_adjusted=0.0369, reject=True, paper="n/a"),
+                        dict(id="H2", title="H2: t", estimate=1.0, lo=-2.0, hi=4.0, lo_holm=-3.0, hi_holm=5.0,
+                             holm_level=0.95, p=0.4, p_adjusted=0.00001, reject=False, paper="n/a")])
+    t = contrast_table(res)
+    assert list(t["p"]) == ["0.0123", "0.4000"] and list(t["Holm p"]) == ["0.0369", "<1e-4"]
+
+
+def test_holm_by_run_takes_the_runs_given_else_the_chapters_shown_each_at_its_budget(monkeypatch):
+    seen = []
+    monkeypatch.setattr(tables, "contrasts_with_holm",
+                        lambda r, boot, families, budget: seen.append((r.label, budget, families)) or budget)
+    a, b = run(), _model_run()
+    budgets = {a.label: "0.6", b.label: "0.3"}
+    ch = SimpleNamespace(shown=[a], budget=lambda r: budgets[r.label])
+    assert tables.holm_by_run(ch, runs=[b]) == {b.label: "0.3"}
+    assert tables.holm_by_run(ch) == {a.label: "0.6"}
+    assert seen == [(b.label, "0.3", ("confirmatory",)), (a.label, "0.6", ("confirmatory",))]
+
+
+def test_exact_composition_names_a_pricing_that_cannot_be_had_by_its_error(ledger, monkeypatch):
+    from crossprofile_lib.book import headline
+
+    def no_tokenizer(name):
+        raise LookupError(name)
+    monkeypatch.setattr(headline, "get_tokenizer", no_tokenizer)
+    c = headline.exact_composition(_ch(ledger))
+    assert c["counts"] == {} and c["missing"]
+    assert set(c["missing"]) == {shown for _, shown in headline.FIRST_PRICINGS}
+    assert set(c["missing"].values()) == {"LookupError"}
+
+
+def test_cell_gaps_are_points_classic_minus_mirror_and_the_mean_in_percent(ledger):
+    from crossprofile_lib.book.tables import cell_gaps
+    df = ledger.df.copy()
+    df.loc[df.policy == "R1", "correct"] = True                      # R1 always right: mean 100, gap 0
+    df.loc[df.policy == "B4", "correct"] = df.loc[df.policy == "B4", "cell"] == "classic"   # B4 right in classic only
+    r = Run(ledger.path, df, ledger.header)
+    res = cell_gaps(r, ledger.boot, ["R1", "B4", "NOPE"], budget="0.6").set_index("id")
+    assert sorted(res.index) == ["B4|gap", "B4|mean", "R1|gap", "R1|mean"]
+    assert res.loc["R1|mean", "estimate"] == pytest.approx(100.0) and res.loc["R1|gap", "estimate"] == pytest.approx(0.0)
+    assert res.loc["B4|gap", "estimate"] == pytest.approx(100.0)
+    assert 0 < res.loc["B4|mean", "estimate"] < 100
+    assert res.loc["B4|gap", "quantity"] == "classic - mirror (points)" and res.loc["R1|mean", "quantity"] == "mean accuracy (%)"
+    assert cell_gaps(r, ledger.boot, ["NOPE"]).empty
+
+
+def _small_prereg_doc():
+    return {"version": 1, "defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": "0.6"}},
+            "families": {"confirmatory": {"correction": "holm", "alpha": 0.1}},
+            "contrasts": [
+                {"id": "X1", "title": "R1 - B4", "family": "confirmatory",
+                 "terms": [{"weight": 1, "where": {"policy": "R1"}}, {"weight": -1, "where": {"policy": "B4"}}]},
+                {"id": "X2", "title": "R1 - Random", "family": "confirmatory",
+                 "terms": [{"weight": 1, "where": {"policy": "R1"}}, {"weight": -1, "where": {"policy": "Random"}}]}]}
+
+
+def test_contrasts_with_holm_reads_the_prereg_given_as_an_object_or_a_file(ledger, tmp_path):
+    import yaml
+
+    from crossprofile_lib.book.tables import contrasts_with_holm
+    from crossprofile_lib.stats.prereg import parse_prereg
+    obj = contrasts_with_holm(ledger, ledger.boot, prereg=parse_prereg(_small_prereg_doc(), "<test>"))
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(_small_prereg_doc()))
+    for res in (obj, contrasts_with_holm(ledger, ledger.boot, prereg=path),
+                contrasts_with_holm(ledger, ledger.boot, prereg=str(path))):
+        assert list(res["id"]) == ["X1", "X2"]
+        # Holm at alpha 0.1 over 2 contrasts: the smaller p tested at 1 - 0.1/2 = 95%, the other at 1 - 0.1/1 = 90%
+        est = res[res["estimable"] & res["p"].notna()]
+        if len(est) == 2:
+            assert sorted(est["holm_level"]) == pytest.approx([0.9, 0.95])
+    assert len(obj[obj["estimable"] & obj["p"].notna()]) == 2
+
+
+def test_contrasts_with_holm_sets_a_holm_level_and_interval_on_every_tested_contrast(ledger):
+    from crossprofile_lib.book.tables import contrasts_with_holm
+    res = contrasts_with_holm(ledger, ledger.boot)
+    tested = res[(res["family"] == "confirmatory") & res["estimable"] & res["p"].notna()]
+    m = len(tested)
+    assert m >= 2 and tested["holm_level"].notna().all() and tested["lo_holm"].notna().all()
+    # the i-th smallest p (from 0) is tested at 1 - 0.05 / (m - i): 0.95 for the largest
+    levels = tested.sort_values("p", kind="stable")["holm_level"].tolist()
+    assert levels == pytest.approx([1 - 0.05 / (m - i) for i in range(m)])
+    # a wider level gives an interval at least as wide
+    assert ((tested["hi_holm"] - tested["lo_holm"]) >= (tested["hi"] - tested["lo"]) - 1e-9).all()
+
+
+def test_net_lead_tables_read_the_prereg_rows_at_the_shown_budget_and_mark_exploratory_runs(ledger, monkeypatch):
+    from crossprofile_lib.book import compare
+    from crossprofile_lib.book.tables import net_lead_where
+    run_name = compare.run_name
+    ch = _ch(ledger)
+    t = compare.net_lead_tables([ledger], ch)
+    assert list(t) == [run_name(ledger)]
+    w = net_lead_where(ch, ledger)
+    d = ledger.df
+    mask = pd.Series(True, index=d.index)
+    for k, v in w.items():
+        mask &= d[k].astype(str).isin([str(x) for x in v]) if isinstance(v, (list, tuple)) else d[k].astype(str) == str(v)
+    assert mask.sum() < len(d) and int(t[run_name(ledger)]["n"].sum()) == int(mask.sum())
+    monkeypatch.setattr(compare, "headroom_verdict", lambda r: SimpleNamespace(counts=False))
+    assert list(compare.net_lead_tables([ledger], ch)) == [run_name(ledger) + " (exploratory: no headroom)"]
