@@ -564,3 +564,23 @@ def test_a_gee_fit_with_an_infinite_standard_error_is_not_used_and_the_next_work
     r = gee_logit(_synthetic(T=12))
     assert r["method"] == "GEE logit, template clusters, independence working correlation, robust covariance"
     assert r["wald"]["df"] == 3 and np.isfinite(r["terms"]["sd"]).all() and np.isfinite(r["terms"]["p"]).all()
+
+
+def test_the_tables_order_variants_and_cells_by_name_even_from_a_categorical_column_in_another_order():
+    # a results table read back from parquet may hold categorical columns whose category order is not alphabetical;
+    # the grouping follows the categories, the tables still list the levels by name (then the pooled "all")
+    df = pd.DataFrame(dict(template_id=list("ab") * 3, policy="R1", budget_label="0.6",
+                           variant=pd.Categorical(["SPS", "SPS", "PSP", "PSP", "APS", "APS"],
+                                                  categories=["SPS", "PSP", "APS"]),
+                           correct=[True, False, True, True, False, False]))
+    t = accuracy_table(df, _boot())
+    assert t["variant"].tolist() == ["APS", "PSP", "SPS", "all"]
+    assert t["estimate"].tolist() == pytest.approx([0.0, 100.0, 50.0, 50.0])
+    from crossprofile_lib.stats.tables import cell_table
+    d = pd.DataFrame(dict(template_id=list("ab") * 2, policy="R1", budget_label="0.6",
+                          cell=pd.Categorical(["mirror"] * 2 + ["classic"] * 2, categories=["mirror", "classic"]),
+                          correct=[True, False, True, True], chose_decoy=[False, True, False, False]))
+    c = cell_table(d, _boot())
+    assert c["cell"].tolist() == ["classic", "mirror", "classic", "mirror"]
+    assert c["outcome"].tolist() == ["correct", "correct", "chose_decoy", "chose_decoy"]
+    assert c["estimate"].tolist() == pytest.approx([100.0, 50.0, 0.0, 50.0])
