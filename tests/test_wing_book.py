@@ -6,6 +6,7 @@ flipped sign, a wrong policy); no model and no run folder is needed."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -691,3 +692,54 @@ def test_net_lead_tables_read_the_prereg_rows_at_the_shown_budget_and_mark_explo
     assert mask.sum() < len(d) and int(t[run_name(ledger)]["n"].sum()) == int(mask.sum())
     monkeypatch.setattr(compare, "headroom_verdict", lambda r: SimpleNamespace(counts=False))
     assert list(compare.net_lead_tables([ledger], ch)) == [run_name(ledger) + " (exploratory: no headroom)"]
+
+
+def test_a_models_sample_names_its_own_number_of_variants_in_findings_and_headline_rows(ledger):
+    from crossprofile_lib.book.compare import FINDINGS, finding_table
+    from crossprofile_lib.book.headline import headline_items, paper_beside_run
+    rel = next(f for f in FINDINGS if f.key == "relevance")
+    t = finding_table(rel, [ledger], 50, 0)
+    assert list(t["quantity"]) == ["H3: R1-rel - R1, 3 variants (of 8)", "classic cell (PSP): R1-rel - R1"]
+    q = set(paper_beside_run(headline_items(), ledger)["quantity"])
+    assert any(x.endswith("mean of 3 variants (of 8)") for x in q)
+    assert not any("8 variants" in x.replace("(of 8)", "") for x in q)
+
+
+def test_finding_why_explains_the_reference_deciders_value_of_each_crossprofile_quantity(ledger, monkeypatch):
+    from crossprofile_lib.book import compare
+    rel = next(f for f in compare.FINDINGS if f.key == "relevance")
+    t = compare.finding_table(rel, [ledger], 50, 0)
+    est = t.attrs["estimates"]
+    mech = object()
+    monkeypatch.setattr(compare, "mechanism", lambda params: mech if params == "P" else pytest.fail("params"))
+    monkeypatch.setattr(compare, "why", lambda m, ref, v: f"{ref}={v:.3f}" if m is mech else pytest.fail("mechanism"))
+    out = compare.finding_why(rel, t, [ledger], "P")
+    name = compare.run_name(ledger)
+    assert out.data == ("<ul class='cp-why'>" + "".join(f"<li>{ref}={est[(name, ref)]:.3f}</li>" for ref in rel.refs)
+                        + "</ul>")
+    assert compare.finding_why(rel, t, [_as_model(ledger)], "P") is None                # a model: no mechanism
+    tuned = Run(ledger.path, ledger.df, dict(ledger.header, config={"backend_options": {"x": 1}}))
+    assert compare.finding_why(rel, t, [tuned], "P") is None                            # a tuned decider: none
+    assert compare.finding_why(rel, compare.finding_table(rel, [], 50, 0), [ledger], "P") is None
+    assert compare.finding_why(dataclasses.replace(rel, data="hiddenbench"), t, [ledger], "P") is None
+
+
+def test_social_proof_fit_uses_the_recorded_features_else_rebuilds_from_the_runs_templates(ledger, tmp_path):
+    from crossprofile_lib.book.tables import social_proof_fit
+    out = social_proof_fit(ledger, fit_resamples=20)
+    assert out["rebuild"]["source"] == "option_features recorded at run time"
+    cfg = dict(ledger.header.get("config", {}), templates=[str(tmp_path / "no-such-templates")])
+    bare = Run(ledger.path, ledger.df.drop(columns=["option_features"]), dict(ledger.header, config=cfg))
+    with pytest.raises(FileNotFoundError, match="no-such-templates"):
+        social_proof_fit(bare, fit_resamples=20)
+
+
+def test_the_comparison_page_takes_the_reference_and_every_model_and_each_models_controlled_hiddenbench(monkeypatch):
+    from crossprofile_lib.book import compare
+    monkeypatch.setattr(compare, "hb_as_run", lambda h, protocol: None if h is None else (h, protocol))
+    ref, m = run(), _model_run()
+    ch = SimpleNamespace(ref=ref, all_models=[None, m], all_hb_models=["hb-a", None, "hb-b"])
+    assert compare.comparison_page_runs(ch) == {"crossprofile": [ref, m],
+                                                "hiddenbench": [("hb-a", "controlled"), ("hb-b", "controlled")]}
+    assert compare.comparison_page_runs(SimpleNamespace(ref=None, all_models=[], all_hb_models=[])) == {
+        "crossprofile": [], "hiddenbench": []}
