@@ -265,7 +265,7 @@ def summarise(name: str, wing: dict, results: dict, diff_by: dict) -> dict:
         if m not in results:
             stale.append({"mutant": m, "why": "no such mutant in this run"})
     total = sum(counts.values())
-    scored = total - counts["equivalent"]
+    scored = total - counts["equivalent"] - counts["not_checked"]   # a stopped run: only the mutants it checked
     return {
         "counts": counts, "mutants": total, "non_equivalent": scored,
         "score": round(counts["killed"] / scored, 4) if scored else None,
