@@ -100,7 +100,10 @@ def test_a_real_ctrl_c_during_a_policy_call_is_still_the_users(tmp_path):
                  "    return list(range(len(cl)))\nPOLICY = Policy('Slow', 'copy', order=order)\n")
     p = subprocess.Popen([sys.executable, "-m", "crossprofile_lib.cli", "run", "--policy-file", str(f),
                           "--policy-timeout", "0", "--policies", "Slow", *SMALL, "--out", str(tmp_path / "out")],
-                         cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # a test run started in the background (`make test &`, nohup) ignores SIGINT, and a child
+                         # inherits that: Python then installs no Ctrl-C handler and the signal never arrives
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for _ in range(GUARD * 10):
             if ready.exists() or p.poll() is not None:

@@ -635,9 +635,15 @@ def rel_tiny(tmp_path_factory):
 
 
 @pytest.mark.parametrize("argv, env, fragments", [c[1:] for c in REL_CASES], ids=[c[0] for c in REL_CASES])
-def test_bad_input_is_refused_in_process_naming_its_rule(rel_tiny, tmp_path, capsys, monkeypatch, argv, env,
+def test_bad_input_is_refused_in_process_naming_its_rule(rel_tiny, capsys, monkeypatch, request, argv, env,
                                                          fragments):
+    """A refused path is quoted whole up to 80 characters: the case folder is a short one of its own (pytest's
+    tmp_path under xdist, /tmp/pytest-of-root/pytest-N/popen-gwN/<test name>/, is longer than that)."""
     import os
+    import tempfile
+    from pathlib import Path
+    tmp_path = Path(tempfile.mkdtemp(prefix="cpw-"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
     run, cache = rel_tiny
     for k in [k for k in os.environ if k.startswith(("CROSSPROFILE_", "HIDDENBENCH", "OPENAI_"))]:
         monkeypatch.delenv(k)
