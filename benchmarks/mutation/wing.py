@@ -2,8 +2,8 @@
 
     make mutation WING=paperfit                               # the wing's modules, its own tests
     .venv/bin/python benchmarks/mutation/wing.py paperfit     # the same
-    .venv/bin/python benchmarks/mutation/wing.py book --tree work --keep /tmp/mm-book   # the working tree, kept
-    .venv/bin/python benchmarks/mutation/wing.py book --rerun-survivors /tmp/mm-book    # after new tests: the survivors again
+    .venv/bin/python benchmarks/mutation/wing.py book --tree work --keep mm-book   # the working tree, kept
+    .venv/bin/python benchmarks/mutation/wing.py book --rerun-survivors mm-book    # after new tests: the survivors again
     .venv/bin/python benchmarks/mutation/wing.py --list       # the wings, their modules and tests
 
 The hand-written trial (``benchmarks/mutation/run.py``, ``make mutation`` with no WING) applies a list of bugs
@@ -284,6 +284,26 @@ def by_module(results: dict) -> dict:
     return dict(sorted(out.items()))
 
 
+def portable_argv(argv: list[str]) -> list[str]:
+    """The command as recorded in a results file: a work folder (``--keep``, ``--rerun-survivors``, ``--report``) is
+    this machine's, so it is written ``DIR``; an ``--out`` inside the project is written relative to it."""
+    out, hide = [], None
+    for a in argv:
+        if hide:
+            out.append("DIR" if hide != "--out" else (os.path.relpath(a, ROOT) if Path(a).resolve().is_relative_to(ROOT)
+                                                      else Path(a).name))
+            hide = None
+            continue
+        flag, eq, val = a.partition("=")
+        if flag in ("--keep", "--rerun-survivors", "--report", "--out"):
+            if eq:
+                out.append(flag + "=" + portable_argv([flag, val])[1])
+                continue
+            hide = flag
+        out.append(a)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("wing", nargs="?", help="a wing of wings.yaml (book/reference-layout.md names them)")
@@ -316,7 +336,7 @@ def main(argv=None) -> int:
     if args.wing not in wings:
         raise SystemExit(f"unknown wing {args.wing!r}: one of {', '.join(wings)}")
     wing = wings[args.wing]
-    rec = Recorder(argv=sys.argv if argv is None else ["benchmarks/mutation/wing.py", *argv])
+    rec = Recorder(argv=portable_argv(sys.argv if argv is None else ["benchmarks/mutation/wing.py", *argv]))
     started = time.time()
     before = None
     if args.report:
