@@ -300,3 +300,19 @@ def quick_book(request) -> Path:
     if given:
         return Path(given).resolve().parents[1]
     return request.getfixturevalue("quick_clone").out
+
+
+@pytest.fixture
+def server():
+    """``start(**faults) -> (fake, url)``: a local fake OpenAI-compatible server (tests/fake_openai_server.py) on
+    127.0.0.1, each one started stopped after the test."""
+    import fake_openai_server as F
+    started = []
+
+    def start(**faults):
+        fake, url, stop = F.start(**faults)
+        started.append(stop)
+        return fake, url
+    yield start
+    for stop in started:
+        stop()

@@ -29,19 +29,6 @@ CLI_GRID = ["--templates", "templates/dev", "--seeds", "0", "--budgets", "0.6", 
             "--variants", "PSP,SPS,PPP,SSS", "--tokenizer", "offline"]
 
 
-@pytest.fixture
-def server():
-    started = []
-
-    def start(**faults):
-        fake, url, stop = F.start(**faults)
-        started.append(stop)
-        return fake, url
-    yield start
-    for stop in started:
-        stop()
-
-
 def _backend(url, tmp_path, **kw):
     return get_backend("openai/fake", base_url=url, cache=tmp_path / "cache", **{**FAST, "tokenizer_fallback": "offline", **kw})
 

@@ -36,19 +36,6 @@ GRID = dict(templates=[ONE_T], seeds=[0], budgets=["0.4", "0.6"], policies=["R1"
 BUDGET_COLUMNS = ["t_all", "budget_tokens", "memory_tokens", "n_kept", "memory_sha"]
 
 
-@pytest.fixture
-def server():
-    started = []
-
-    def start(**faults):
-        fake, url, stop = F.start(**faults)
-        started.append(stop)
-        return fake, url
-    yield start
-    for stop in started:
-        stop()
-
-
 @pytest.fixture(autouse=True)
 def _fresh_probes(monkeypatch):
     """Every test probes its servers itself (the per-process probe memos are emptied)."""

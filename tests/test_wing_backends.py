@@ -114,20 +114,6 @@ FAST = dict(retry_wait=0.01, retry_wait_max=0.05, tokenizer="offline")
 USER = {"role": "user", "content": "Which option? Decision: ?"}
 
 
-@pytest.fixture
-def fake_server():
-    """A local fake OpenAI-compatible server (tests/fake_openai_server.py) on 127.0.0.1; stopped after the test."""
-    started = []
-
-    def start(**faults):
-        fake, url, stop = F.start(**faults)
-        started.append(stop)
-        return fake, url
-    yield start
-    for stop in started:
-        stop()
-
-
 # cache: keys, the provider column, storage errors
 
 def test_a_calls_cache_key_is_fixed_across_versions():
@@ -337,15 +323,15 @@ def test_a_call_past_its_deadline_never_keeps_the_process_alive():
     late.set()  # the abandoned thread ends
 
 
-def test_a_server_with_one_other_model_is_refused_naming_the_model_to_ask_for(fake_server, tmp_path):
-    _, url = fake_server(served_model="org/other-7b")
+def test_a_server_with_one_other_model_is_refused_naming_the_model_to_ask_for(server, tmp_path):
+    _, url = server(served_model="org/other-7b")
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "cache", **FAST)
     with pytest.raises(ServerRefused) as e:
         b.served_model()
     msg = str(e.value)
     assert "does not serve model 'fake' (it serves: org/other-7b)" in msg
     assert "--backend openai/other-7b" in msg and "accept_served_model=true" in msg
-    _, url2 = fake_server(served_model="a,b")
+    _, url2 = server(served_model="a,b")
     b2 = OpenAICompatBackend("fake", base_url=url2, cache=tmp_path / "cache", **FAST)
     with pytest.raises(ServerRefused) as e2:
         b2.served_model()
@@ -462,10 +448,10 @@ def _bos_folder(tmp_path) -> str:
                       "<{{ m['role'] }}>{{ m['content'] }}{% endfor %}")
 
 
-def test_score_mode_keeps_the_bos_text_a_llama_cpp_server_does_not_add_again(fake_server, tmp_path):
+def test_score_mode_keeps_the_bos_text_a_llama_cpp_server_does_not_add_again(server, tmp_path):
     """The fake llama.cpp server's /tokenize adds no BOS (its answer is the same with and without the special
     tokens): the rendered prompt is sent whole, BOS text included, greedily (temperature 0)."""
-    fake, url = fake_server(owned_by="llamacpp", tokenize="llama.cpp", keep_bodies=True)
+    fake, url = server(owned_by="llamacpp", tokenize="llama.cpp", keep_bodies=True)
     b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c",
                             chat_template=_bos_folder(tmp_path), **FAST)
     res = b.chat([ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1,
@@ -477,19 +463,19 @@ def test_score_mode_keeps_the_bos_text_a_llama_cpp_server_does_not_add_again(fak
     assert body["temperature"] == 0.0 and body["max_tokens"] == 1
 
 
-def test_a_server_dripping_its_answer_meets_the_whole_request_deadline(fake_server, tmp_path):
+def test_a_server_dripping_its_answer_meets_the_whole_request_deadline(server, tmp_path):
     """Each byte comes well within the client's per-read timeout, the whole answer (about 20 s) long after --timeout:
     the call is an error naming the whole-request deadline, never the late answer."""
-    fake, url = fake_server(drip_s=0.05, drip_paths=("/chat/completions",))
+    fake, url = server(drip_s=0.05, drip_paths=("/chat/completions",))
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", timeout=0.5, max_retries=0, **FAST)
     res = b.chat([ChatRequest((USER,))])[0]
     assert res.error is not None and "DeadlineExceeded" in res.error and "whole request" in res.error
     assert res.text == "" and fake.answered == 0
 
 
-def test_a_calls_latency_is_its_own_time_from_send_to_answer(fake_server, tmp_path):
+def test_a_calls_latency_is_its_own_time_from_send_to_answer(server, tmp_path):
     """At least the server's answer delay, at most the time the caller waited (whatever this machine's speed)."""
-    _, url = fake_server(latency_s=0.05)
+    _, url = server(latency_s=0.05)
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
     t0 = time.perf_counter()
     res = b.chat([ChatRequest((USER,))])[0]
@@ -516,12 +502,12 @@ class _TokenPaced(OpenAICompatBackend):
 
 @pytest.mark.parametrize("pace, queueing", [(lambda j, c: 0.1 * (1 + c), 0),        # constant time per token
                                             (lambda j, c: 0.1 * (1 + c) * (1 + j), 8)])  # per token slower each call
-def test_queueing_is_read_from_the_time_per_answer_token_not_per_answer(fake_server, tmp_path, pace, queueing):
+def test_queueing_is_read_from_the_time_per_answer_token_not_per_answer(server, tmp_path, pace, queueing):
     """A server whose time per answer token (seconds / (completion tokens + 1)) stays constant shows no queueing,
     however the answers' lengths vary; one whose time per token grows does (0.1 s per token times the call's number:
     smoothed 0.1, 0.12, then 0.156 > 1.5 x 0.1 from the third answer on: 8 of 10). One call at a time
     (max_concurrency=1), in order."""
-    _, url = fake_server()
+    _, url = server()
     b = _TokenPaced("fake", base_url=url, cache=tmp_path / "c", max_concurrency=1, pace=pace, **FAST)
     got = b.chat([ChatRequest(({"role": "user", "content": f"question {i}"},)) for i in range(10)])
     assert all(r.error is None for r in got) and b.sent == 10
@@ -529,9 +515,9 @@ def test_queueing_is_read_from_the_time_per_answer_token_not_per_answer(fake_ser
     assert per_url["answers"] == 10 and per_url["queueing"] == queueing
 
 
-def test_an_entry_an_earlier_version_keyed_on_the_one_base_url_is_found_with_sampling_server(fake_server, tmp_path):
+def test_an_entry_an_earlier_version_keyed_on_the_one_base_url_is_found_with_sampling_server(server, tmp_path):
     """Earlier versions keyed a call on the base URL itself (a string for one URL, the sorted list for several)."""
-    fake, url = fake_server()
+    fake, url = server()
     cache = CallCache(tmp_path / "c")
     r = ChatRequest((USER,), purpose="decision", choices=("A", "B", "C"))
     old = {"provider": "openai", "model": "fake", "base_url": url, "chat_template": None, "grammar_style": None,
@@ -548,8 +534,8 @@ def test_an_entry_an_earlier_version_keyed_on_the_one_base_url_is_found_with_sam
     assert two.legacy_identities() == [{**old, "base_url": sorted([url, "http://127.0.0.1:9/v1"])}]
 
 
-def test_the_prompt_token_probe_sends_the_runs_own_request_plus_return_token_ids(fake_server, tmp_path):
-    fake, url = fake_server(keep_bodies=True)
+def test_the_prompt_token_probe_sends_the_runs_own_request_plus_return_token_ids(server, tmp_path):
+    fake, url = server(keep_bodies=True)
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
     r = ChatRequest((USER,), max_tokens=64)
     with pytest.raises(ValueError, match="returned no prompt_token_ids"):  # the fake server is no vLLM
@@ -590,11 +576,11 @@ class _VLLMish(F.FakeServer):
 
 
 @pytest.fixture
-def vllmish(fake_server, monkeypatch):
+def vllmish(server, monkeypatch):
     def start(**faults):
         monkeypatch.setattr(F, "FakeServer", _VLLMish)
         try:
-            return fake_server(**faults)
+            return server(**faults)
         finally:
             monkeypatch.undo()
     return start
@@ -621,8 +607,8 @@ def test_score_mode_leaves_out_the_bos_text_a_llama_cpp_server_would_add_again(v
     assert body["prompt"] == "<user>Which option? Decision: ?Decision:"
 
 
-def test_score_mode_without_a_template_asks_vllm_for_the_top_log_probabilities(fake_server, tmp_path):
-    fake, url = fake_server(owned_by="vllm", keep_bodies=True)
+def test_score_mode_without_a_template_asks_vllm_for_the_top_log_probabilities(server, tmp_path):
+    fake, url = server(owned_by="vllm", keep_bodies=True)
     b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c", named_logprobs=False,
                             max_retries=0, **FAST)
     b.chat([ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1, choices=("A", "B", "C"))])
@@ -631,8 +617,8 @@ def test_score_mode_without_a_template_asks_vllm_for_the_top_log_probabilities(f
     assert body["continue_final_message"] is True and body["add_generation_prompt"] is False and body["max_tokens"] == 1
 
 
-def test_a_b3_summary_is_asked_for_with_its_own_token_limit(fake_server, tmp_path):
-    fake, url = fake_server(keep_bodies=True)
+def test_a_b3_summary_is_asked_for_with_its_own_token_limit(server, tmp_path):
+    fake, url = server(keep_bodies=True)
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
     prompt = SimpleNamespace(message=lambda: {"role": "user", "content": "Summarise the notes."}, file="b3_v1.txt")
     assert b.summarise(prompt, 77).error is None
@@ -767,15 +753,15 @@ def test_retry_after_ms_is_read_in_milliseconds():
     assert retry_after(_status_error(openai.RateLimitError, 429, {"retry-after": "3"})) == 3.0
 
 
-def test_one_url_naming_its_servers_kind_names_it_for_all(fake_server, tmp_path):
-    _, u1 = fake_server(owned_by="vllm")
-    _, u2 = fake_server(owned_by="someone")
+def test_one_url_naming_its_servers_kind_names_it_for_all(server, tmp_path):
+    _, u1 = server(owned_by="vllm")
+    _, u2 = server(owned_by="someone")
     b = OpenAICompatBackend("fake", base_url=f"{u1},{u2}", cache=tmp_path / "c", **FAST)
     assert b.server_kind() == "vllm"
 
 
-def test_progress_shows_a_bar_with_the_retry_waves_on_it_and_nothing_without(fake_server, tmp_path, capsys):
-    _, url = fake_server(fail_first=1, fail_status=503)
+def test_progress_shows_a_bar_with_the_retry_waves_on_it_and_nothing_without(server, tmp_path, capsys):
+    _, url = server(fail_first=1, fail_status=503)
     quiet = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "q", max_retries=3, **FAST)
     assert quiet.chat([ChatRequest(({"role": "user", "content": "one"},))])[0].error is None
     err = capsys.readouterr().err
@@ -796,11 +782,11 @@ def test_timeout_must_be_positive_and_max_concurrency_whole(kw, words, tmp_path)
     assert str(e.value).startswith(f"backend openai/fake: {words}")
 
 
-def test_a_404_counts_toward_stop_on_refusal_only_in_a_row(fake_server, tmp_path):
+def test_a_404_counts_toward_stop_on_refusal_only_in_a_row(server, tmp_path):
     """Each request's first attempt gets 404; stop_on_refusal=2. One call at a time, in order: x (404), a (its
     second attempt: answered, the count starts again), y (404): never two in a row, so the run goes on; each batch
     starts from zero."""
-    _, url = fake_server(fail_first=1, fail_status=404)
+    _, url = server(fail_first=1, fail_status=404)
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", concurrency=1, stop_on_refusal=2, **FAST)
     a, x, y = (ChatRequest(({"role": "user", "content": q},)) for q in ("a", "x", "y"))
     assert "404" in b.chat([a])[0].error
@@ -808,16 +794,16 @@ def test_a_404_counts_toward_stop_on_refusal_only_in_a_row(fake_server, tmp_path
     assert ["404" in (r.error or "") for r in got] == [True, False, True] and got[1].text
 
 
-def test_an_answer_records_which_base_url_gave_it(fake_server, tmp_path):
-    _, url = fake_server()
+def test_an_answer_records_which_base_url_gave_it(server, tmp_path):
+    _, url = server()
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
     res = b.chat([ChatRequest((USER,))])[0]
     assert res.meta == {"base_url_index": 0}
     assert b.cache.get_many([b.cache_key(ChatRequest((USER,)))]).popitem()[1].meta == {"base_url_index": 0}
 
 
-def test_a_grammar_answer_with_a_trailing_newline_keeps_its_constraint(fake_server, tmp_path):
-    _, url = fake_server(chat_text="I weigh the notes.\nDecision: B\n")
+def test_a_grammar_answer_with_a_trailing_newline_keeps_its_constraint(server, tmp_path):
+    _, url = server(chat_text="I weigh the notes.\nDecision: B\n")
     b = OpenAICompatBackend("fake", decision_mode="grammar", base_url=url, cache=tmp_path / "c", max_retries=0, **FAST)
     res = b.chat([ChatRequest((USER,), choices=("A", "B", "C"))])[0]
     assert res.error is None and res.text == "I weigh the notes.\nDecision: B\n"
@@ -834,8 +820,8 @@ def test_an_answer_without_usage_counts_zero_tokens(tmp_path):
     assert (res.text, res.prompt_tokens, res.completion_tokens) == ("Decision: A", 0, 0)
 
 
-def test_the_cache_identity_names_provider_model_served_model_sampling_and_options(fake_server, tmp_path):
-    _, url = fake_server()
+def test_the_cache_identity_names_provider_model_served_model_sampling_and_options(server, tmp_path):
+    _, url = server()
     server = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", sampling="server", **FAST)
     options = {"chat_template": None, "grammar_style": None, "reason_chars": None, "extra_body": None}
     assert server.identity() == {"provider": "openai", "model": "fake", "served": {"id": "fake"},
