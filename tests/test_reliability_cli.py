@@ -231,9 +231,8 @@ def _fill(arg: str, case_dir: Path, tiny_run: Path, cache: Path) -> str:
     return arg.format(out=case_dir / "out", tmp=case_dir, run=tiny_run, cache=cache)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rel")
+def make_tiny(root):
+    """A finished one-template run and a call cache holding a foreign table, in ``root``: (run folder, cache)."""
     out = root / "run"
     assert main(["run", "--out", str(out), "--templates", ONE, "--seeds", "0", "--budgets", "0.6",
                  "--policies", "R1,ALL"]) == 0
@@ -242,6 +241,11 @@ def tiny(tmp_path_factory):
     db.execute("CREATE TABLE t (x)")
     db.close()
     return out, cache
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny(tmp_path_factory.mktemp("rel"))
 
 
 def _cli(args, env_extra) -> subprocess.CompletedProcess:

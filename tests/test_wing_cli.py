@@ -622,16 +622,7 @@ REL_CASES = [c for c in REL.CASES if c[1][0] != "book" and "--policy-file" not i
 
 @pytest.fixture(scope="module")
 def rel_tiny(tmp_path_factory):
-    import sqlite3
-    root = tmp_path_factory.mktemp("rel_here")
-    out = root / "run"
-    assert main(["run", "--out", str(out), "--templates", REL.ONE, "--seeds", "0", "--budgets", "0.6",
-                 "--policies", "R1,ALL"]) == 0
-    cache = root / "calls.sqlite"
-    db = sqlite3.connect(cache)
-    db.execute("CREATE TABLE t (x)")
-    db.close()
-    return out, cache
+    return REL.make_tiny(tmp_path_factory.mktemp("rel_here"))
 
 
 @pytest.mark.parametrize("argv, env, fragments", [c[1:] for c in REL_CASES], ids=[c[0] for c in REL_CASES])
