@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/mutation/wing.py paperfit     # the same
     .venv/bin/python benchmarks/mutation/wing.py book --tree work --keep mm-book   # the working tree, kept
     .venv/bin/python benchmarks/mutation/wing.py book --rerun-survivors mm-book    # after new tests: the survivors again
+    .venv/bin/python benchmarks/mutation/wing.py book --explore mm-book "*x_headline*"  # all of some functions
     .venv/bin/python benchmarks/mutation/wing.py --list       # the wings, their modules and tests
 
 The hand-written trial (``benchmarks/mutation/run.py``, ``make mutation`` with no WING) applies a list of bugs
@@ -39,6 +40,7 @@ longer holds that line is reported as stale.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import random
@@ -198,6 +200,19 @@ def generate(copy: Path, nice: int, max_children: int, log) -> list[str]:
     return sorted(names)
 
 
+def refresh_tests(copy: Path, wing: dict) -> None:
+    """Copy the working tree's tests/ into a kept folder's copy and let mutmut record again which tests reach which
+    function (the wing's test list may have grown: a new tests/test_wing_<wing>.py)."""
+    for dest in (copy / "mutants" / "tests", copy / "tests"):
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(ROOT / "tests", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (copy / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0]
+    (copy / "pyproject.toml").write_text(text, encoding="utf-8")
+    configure(copy, wing)
+    shutil.copy2(copy / "pyproject.toml", copy / "mutants" / "pyproject.toml")
+    (copy / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> list:
     if not n:
         return [None, None]
@@ -312,6 +327,11 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, removed)")
     ap.add_argument("--rerun-survivors", metavar="DIR",
                     help="in a folder kept by --keep: copy the working tree's tests/ in and run the survivors again")
+    ap.add_argument("--explore", nargs=2, metavar=("DIR", "PATTERN"),
+                    help="in a folder kept by --keep: copy the working tree's tests/ in, run every mutant whose name "
+                         "matches PATTERN (fnmatch, e.g. 'crossprofile_lib.task.hints.x_hint_*'; not only the "
+                         "sample's), print those not killed with their diffs; writes no results file (a tool for "
+                         "writing tests: a score comes from a fresh sample)")
     ap.add_argument("--report", metavar="DIR",
                     help="write the results file from a folder kept by --keep (its run finished or was stopped) and exit")
     ap.add_argument("--sample", type=int, default=0,
@@ -345,27 +365,37 @@ def main(argv=None) -> int:
         state = json.loads((work / "tree.json").read_text())
         commit, dirty, tree, rc = state["commit"], state["dirty"], state["tree"], None
         log = open(work / "mutmut.log", "a", encoding="utf-8")
+    elif args.explore:
+        work = Path(args.explore[0])
+        copy = work / "project"
+        import hashlib
+        digest = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "tests").rglob("*.py")))).hexdigest()
+        if (work / "explore-tests.sha256").exists() and (work / "explore-tests.sha256").read_text() == digest:
+            print("tests unchanged since the last --explore: mutmut's test map kept", flush=True)
+        else:   # new tests: copy them in; mutmut maps tests to functions again (the wing's tests run once)
+            refresh_tests(copy, wing)
+            (work / "explore-tests.sha256").write_text(digest)
+        print(f"running every mutant matching {args.explore[1]!r} in {copy} (the working tree's tests); "
+              f"log: {work}/explore.log", flush=True)
+        with open(work / "explore.log", "a", encoding="utf-8") as log:
+            rc = mutmut(copy, ["run", "--max-children", str(args.max_children), args.explore[1]], args.nice, log)
+        found = {m: r for m, r in read_results(copy, wing).items() if fnmatch.fnmatchcase(m, args.explore[1])}
+        left = sorted(m for m, r in found.items() if BUCKET.get(r["status"]) != "killed")
+        print(f"{len(found)} mutants match; {len(found) - len(left)} killed; not killed: {len(left)} (mutmut exit {rc})")
+        for m, d in diffs(copy, left).items():
+            print(f"\n## {m} ({found[m]['status']})\n{d}")
+        return 0
     elif args.rerun_survivors:
         work = Path(args.rerun_survivors)
         copy = work / "project"
         state = json.loads((work / "tree.json").read_text())
         commit, dirty = state["commit"], True   # new tests from the working tree
-        shutil.rmtree(copy / "mutants" / "tests", ignore_errors=True)
-        shutil.copytree(ROOT / "tests", copy / "mutants" / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.rmtree(copy / "tests", ignore_errors=True)
-        shutil.copytree(ROOT / "tests", copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        refresh_tests(copy, wing)
         before = read_results(copy, wing)
         if state.get("seed") is not None:
             before = {m: r for m, r in before.items() if m in set(state["sample"])}
         again = [m for m, r in before.items() if BUCKET.get(r["status"]) != "killed"]
         (work / f"before-{int(time.time())}.json").write_text(json.dumps(before))
-        # the wing's test list may have grown (a new tests/test_wing_<wing>.py): update the copy's config
-        text = (copy / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0]
-        (copy / "pyproject.toml").write_text(text, encoding="utf-8")
-        configure(copy, wing)
-        shutil.copy2(copy / "pyproject.toml", copy / "mutants" / "pyproject.toml")
-        # the stats (which tests reach which function) must include the new tests
-        (copy / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         log = open(work / "mutmut.log", "a", encoding="utf-8")
         rc = mutmut(copy, ["run", "--max-children", str(args.max_children), *again], args.nice, log) if again else 0
         tree = state["tree"] + " + tests/ of the working tree (survivors rerun)"
