@@ -257,7 +257,7 @@ def changed_lines(diff: str) -> list[str]:
     return [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
 
 
-def summarise(name: str, wing: dict, results: dict, diff_by: dict) -> dict:
+def summarise(name: str, wing: dict, results: dict, diff_by: dict, sampled: bool = False) -> dict:
     equivalent = wing.get("equivalent") or {}
     counts = {k: 0 for k in ("killed", "survived", "timeout", "no_tests", "equivalent", "crashed", "suspicious",
                              "skipped", "not_checked")}
@@ -277,7 +277,7 @@ def summarise(name: str, wing: dict, results: dict, diff_by: dict) -> dict:
         if bucket not in ("killed",):
             survivors.append({"mutant": m, "module": r["module"], "status": r["status"], "diff": diff_by.get(m, "")})
     for m in equivalent:
-        if m not in results:
+        if m not in results and not sampled:   # a sample draws only some of the wing's mutants
             stale.append({"mutant": m, "why": "no such mutant in this run"})
     total = sum(counts.values())
     scored = total - counts["equivalent"] - counts["not_checked"]   # a stopped run: only the mutants it checked
@@ -438,7 +438,7 @@ def main(argv=None) -> int:
         return 2
     not_killed = [m for m, r in results.items() if BUCKET.get(r["status"]) != "killed"]
     diff_by = diffs(copy, not_killed)
-    summary = summarise(args.wing, wing, results, diff_by)
+    summary = summarise(args.wing, wing, results, diff_by, sampled=state.get("seed") is not None)
     note = args.note or state.get("note", "")
     if before is None:   # the run's own verdicts and note, kept for every later rerun of its survivors
         state.update(first_counts=summary["counts"], note=note)
