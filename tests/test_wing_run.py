@@ -689,3 +689,153 @@ def test_a_changed_tracked_file_whose_name_is_not_utf8_still_gives_the_dirty_com
     with open(name, "w") as f:
         f.write("two\n")
     assert git_commit(tmp_path) == head + "-dirty"
+
+
+# --- runner: a row's columns, whole (build_requests' task and memory columns, run_grid's decision columns) -----------
+
+def test_a_messy_exact_extraction_row_records_the_task_the_protocol_the_merge_and_the_memory_whole():
+    cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[3], budgets=["0.6"], variants=["PPS"],
+                    policies=["R1"], protocol="messy", extraction="exact", opinion_rate=0.5)
+    df = run_grid(cfg)
+    assert len(df) == 1
+    row = df.iloc[0].to_dict()
+    assert np.isnan(row.pop("stance_agreement")) and np.isnan(row.pop("relevance_precision"))
+    assert np.isnan(row.pop("relevance_recall"))
+    assert row == {
+        "template_id": "dev-hospital-01", "template_version": 1, "domain": "hospital equipment procurement",
+        "variant": "PPS", "support_attr": "private", "decoy_attr": "private", "irrelevant_attr": "shared",
+        "cell": "other", "pooled_cell": "other", "seed": 3, "n_agents": 4, "t_all": 396,
+        "option_order": "corvane,helix,medora", "protocol": "messy", "extraction": "exact", "opinion_rate": 0.5,
+        "n_claims": 28, "merge_precision": 1.0, "merge_recall": 1 / 6, "split_rate": 1.0, "rare_rate": 1.0,
+        "policy": "R1", "base_policy": "R1", "selection": "budget", "label_format": "full", "relevance_filter": "",
+        "stance_source": "", "budget_label": "0.6", "budget_ratio": 0.6, "budget_tokens": 237, "memory_tokens": 232,
+        "memory_truncated": False, "n_kept": 11, "kept_support": 3, "kept_decoy": 1, "kept_irrelevant": 4,
+        "retention": 0.6, "net_lead": 2, "irrelevant_tone": -2, "memory_sha": "29fa9391de0a0164",
+        "memory_kind": "claims", "option_features": "-1,0,1,0;1,0,-1,0;0,0,0,0", "relevance_invalid": False,
+        "error": "", "decision": "helix", "decision_letter": "B", "correct": True, "chose_decoy": False,
+        "invalid": False, "backend": "ledger", "model": "reference-decider(sp=0,irr=0,beta=inf)",
+        "decision_mode": "ledger", "tokenizer": "offline-bpe-approx-v1", "cached": False, "call_retries": 0,
+        "format_retry": False, "prompt_file": "", "prompt_sha": "", "letter_logprobs": "", "letters_missing": ""}
+
+
+def test_a_scripted_run_records_no_protocol_merge_and_its_rows_name_the_scripted_protocol():
+    cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"], variants=["PSP"],
+                    policies=["R1"])
+    row = run_grid(cfg).iloc[0]
+    assert (row.protocol, row.extraction, row.opinion_rate) == ("scripted", "oracle", 0.0)
+    assert "merge_precision" not in row.index and "split_rate" not in row.index
+
+
+_ONE = dict(backend="scripted/s1", templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"],
+            policies=["R1", "ALL"], variants=["PSP"])
+_DECISION_COLS = ["policy", "decision", "decision_letter", "correct", "chose_decoy", "invalid", "backend", "model",
+                  "decision_mode", "tokenizer", "error", "cached", "call_retries", "format_retry", "prompt_file",
+                  "letter_logprobs", "letters_missing"]
+
+
+def test_an_unparseable_reply_is_an_invalid_row_with_no_decision_letter_and_a_format_retry():
+    df = run_grid(RunConfig(**_ONE), backend=Scripted(lambda r: "I cannot decide."))
+    common = {"decision": "", "decision_letter": "", "correct": False, "chose_decoy": False, "invalid": True,
+              "backend": "scripted/s1", "model": "s1", "decision_mode": "generate",
+              "tokenizer": "offline-bpe-approx-v1", "error": "", "cached": False, "call_retries": 0,
+              "format_retry": True, "prompt_file": "decision_v1.txt", "letter_logprobs": "", "letters_missing": ""}
+    assert df[_DECISION_COLS].to_dict("records") == [dict(common, policy="R1"), dict(common, policy="ALL")]
+    assert df.prompt_sha.str.fullmatch(r"[0-9a-f]{16}").all() and df.prompt_sha.nunique() == 2
+
+
+def test_the_reply_letter_is_the_option_in_the_rows_order_and_scores_correct_or_decoy():
+    got = {}
+    for letter in "ABC":
+        df = run_grid(RunConfig(**_ONE), backend=Scripted(lambda r, x=letter: f"Decision: {x}"))
+        r = df[df.policy == "R1"].iloc[0]
+        assert r.option_order == "corvane,helix,medora"
+        got[letter] = (r.decision, r.decision_letter, bool(r.correct), bool(r.chose_decoy), bool(r.invalid),
+                       bool(r.format_retry))
+    assert got == {"A": ("corvane", "A", False, True, False, False),      # corvane: the template's decoy
+                   "B": ("helix", "B", True, False, False, False),        # helix: its correct option
+                   "C": ("medora", "C", False, False, False, False)}
+
+
+def test_model_extraction_without_an_extractor_is_unavailable_on_the_ledger_and_asks_a_model_backend_for_one():
+    from crossprofile_lib.run.runner import protocol_of
+    cfg = RunConfig(protocol="messy", extraction="model")
+    for backend in (None, SimpleNamespace(name="ledger", decision_mode="ledger")):
+        with pytest.raises(ValueError) as e:
+            protocol_of(cfg, backend)
+        assert str(e.value) == ("extraction level 'model' needs a model backend (the natural protocol's model-based "
+                                "claim extractor); the reference decider makes no model calls: use oracle, exact or "
+                                "fuzzy")
+    with pytest.raises(ValueError) as e:
+        protocol_of(cfg, SimpleNamespace(name="openai/m1", decision_mode="generate"))
+    assert str(e.value) == ("extraction level 'model' on backend 'openai/m1' needs the natural protocol's extractor "
+                            "passed to the runner (run_grid(..., extractor=...))")
+    with pytest.raises(ValueError) as e:
+        protocol_of(RunConfig(extraction="fuzzy"))
+    assert str(e.value) == "--extraction fuzzy needs --protocol messy (the scripted discussion's claims are its facts)"
+    p = protocol_of(RunConfig(protocol="messy", extraction="exact", opinion_rate=0.25))
+    assert (p.name, p.extraction, p.opinion_rate, p.extractor) == ("messy", "exact", 0.25, None)
+    ex = object()
+    p = protocol_of(cfg, SimpleNamespace(name="openai/m1", decision_mode="generate"), ex)
+    assert (p.name, p.extraction, p.extractor) == ("messy", "model", ex)
+    p = protocol_of(RunConfig())
+    assert (p.name, p.extraction) == ("scripted", "oracle")
+
+
+def test_a_protocol_refuses_an_unknown_name_level_or_a_scripted_extraction_other_than_oracle_naming_it():
+    with pytest.raises(ValueError) as e:
+        Protocol("scripted", "exact")
+    assert str(e.value) == ("extraction level 'exact' needs the messy protocol (--protocol messy): the scripted "
+                            "discussion says every fact verbatim, its claims are the facts")
+    with pytest.raises(ValueError) as e:
+        Protocol("natural")
+    assert str(e.value) == "protocol 'natural' is not one of scripted, messy"
+    with pytest.raises(ValueError) as e:
+        Protocol("messy", "guess")
+    assert str(e.value).startswith("extraction level 'guess' is not one of oracle, exact, fuzzy")
+    assert Protocol("messy", "exact", 0.5).extraction == "exact" and Protocol("scripted", "oracle").name == "scripted"
+
+
+def test_recorded_features_give_the_same_choice_data_as_the_rebuild_and_none_used_is_empty_data(ledger_rows):
+    df, cfg = ledger_rows
+    rec, info = rb.recorded_choice_data(df)
+    reb, _ = rb.rebuild_choice_data(df.drop(columns=["option_features"]), cfg, templates=["templates/dev"])
+    assert info["used"] == 40 and rec.X.shape == (40, 3, 4)
+    for a, b in ((rec.X, reb.X), (rec.choice, reb.choice), (rec.template, reb.template), (rec.count, reb.count)):
+        assert a.dtype == b.dtype and a.tolist() == b.tolist()
+    assert rec.template.dtype == object                         # template ids as Python strings, as the rebuild's
+    d = df.assign(invalid=True)
+    data, info = rb.recorded_choice_data(d)
+    assert (info["used"], info["invalid"], info["policies_rebuilt"]) == (0, 40, [])
+    assert data.X.shape == (0, 3, 4) and data.choice.shape == (0,) and data.template.shape == (0,)
+
+
+def test_a_row_outside_the_runs_variants_or_templates_is_refused_naming_the_list_it_is_not_in(written_run):
+    df, header, _ = written_run
+    d = df.copy()
+    d.loc[5, "variant"] = "SSS"
+    e = _refusal(d, header)
+    assert e.problem == (f"row 5 (template_id {d.template_id[5]}, variant SSS, seed 0, policy {d.policy[5]}, "
+                         f"budget_label {d.budget_label[5]}): rule run grid: variant 'SSS' is not in the run "
+                         f"(run.json's config's variant list)")
+    d = df.copy()
+    d.loc[1, "template_id"] = "dev-nowhere-09"
+    e = _refusal(d, header)
+    assert e.problem.startswith("row 1 (template_id dev-nowhere-09, variant PSP, seed 0, ")
+    assert e.problem.endswith("rule run grid: template_id 'dev-nowhere-09' is not in the run (run.json's "
+                              "templates_sha256)")
+
+
+def test_the_runs_budgets_are_matched_by_their_labels_so_0_60_allows_rows_labelled_0_6(written_run):
+    df, header, _ = written_run
+    assert set(df.budget_label) == {"0.6", "none"}
+    verify_table(df, dict(header, config=dict(header["config"], budgets=["0.60"])), "r/results.parquet")
+    e = _refusal(df, dict(header, config=dict(header["config"], budgets=["0.5"])))
+    assert "rule run grid: budget_label '0.6' is not in the run (run.json's config's budget_label list)" in e.problem
+
+
+def test_the_plan_counts_a_summary_per_budget_and_each_budgets_summary_its_own_decision_call():
+    plan = call_plan(RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], variants=["PSP"],
+                               budgets=["0.4", "0.8"], policies=["B3", "R1"]))
+    assert plan["calls"] == {"b3": 2, "decision": 4, "total": 6}
+    assert (plan["decisions"], plan["deduplicated_decisions"], plan["distinct_decision_prompts"]) == (4, 0, 4)
+    assert plan["per_policy"] == {"B3": 2, "R1": 2}
