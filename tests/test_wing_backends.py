@@ -34,6 +34,7 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
 from crossprofile_lib.backends import cache as cache_mod  # noqa: E402
+from crossprofile_lib.backends import cache_file as cache_file_mod  # noqa: E402
 from crossprofile_lib.backends.base import ChatRequest, ChatResult  # noqa: E402
 from crossprofile_lib.backends.cache import CacheStorageError, CallCache, call_key, check_cache, vacuum_cache  # noqa: E402
 from crossprofile_lib.backends.chat_template import ChatTemplate  # noqa: E402
@@ -831,3 +832,402 @@ def test_the_cache_identity_names_provider_model_served_model_sampling_and_optio
                                 "sampling": {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.0,
                                              "presence_penalty": 0.0, "repeat_penalty": 1.0,
                                              "repetition_penalty": 1.0}, **options}
+
+
+# issue 55, round 2: function by function (OpenAICompatBackend.__init__'s options, open_problem, chat templates,
+# the retry rules, the LLM batch)
+
+LOCAL = "http://127.0.0.1:9/v1"  # never contacted: every backend below is given its tokenizer
+
+
+def _backend(tmp_path, **kw):
+    return OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", tokenizer="offline", **kw)
+
+
+def test_an_openai_backends_defaults_are_the_documented_ones(tmp_path):
+    b = _backend(tmp_path)
+    got = {k: getattr(b, k) for k in ("timeout", "concurrency", "max_concurrency", "stop_on_refusal",
+                                      "tokenize_timeout", "max_retries", "retry_wait", "retry_wait_max",
+                                      "retry_after_max", "circuit_breaker", "constraint_failures",
+                                      "accept_served_model", "named_logprobs", "sampling", "tokenizer_fallback",
+                                      "grammar_style", "extra_body", "template", "base_urls", "shown_urls")}
+    assert got == {"timeout": 120.0, "concurrency": "auto", "max_concurrency": 128, "stop_on_refusal": 3,
+                   "tokenize_timeout": 60.0, "max_retries": 6, "retry_wait": 1.0, "retry_wait_max": 60.0,
+                   "retry_after_max": 120.0, "circuit_breaker": 8, "constraint_failures": 3,
+                   "accept_served_model": False, "named_logprobs": True, "sampling": "paper",
+                   "tokenizer_fallback": "error", "grammar_style": "auto", "extra_body": {}, "template": None,
+                   "base_urls": [LOCAL], "shown_urls": LOCAL}
+    assert (b.name, b.decision_mode, b.tokenizer_source) == ("openai/fake", "generate", "given: offline-bpe-approx-v1")
+
+
+OWNER = "backend openai/fake:"
+# (option, refused value, its exact message after the owner): the lower and upper bound and the kind of number
+_OPTION_REFUSALS = [
+    ("timeout", 0, "option timeout=0: must be above 0"), ("timeout", 86_400.5, "option timeout=86400.5: must be at most 86400"),
+    ("concurrency", 0, "option concurrency=0: must be at least 1"),
+    ("concurrency", 1.5, "option concurrency=1.5: must be an integer, not float"),
+    ("concurrency", "fast", "option concurrency='fast': must be 'auto' or an integer"),
+    ("max_concurrency", 0, "option max_concurrency=0: must be at least 1"),
+    ("max_concurrency", 2.5, "option max_concurrency=2.5: must be an integer, not float"),
+    ("stop_on_refusal", -1, "option stop_on_refusal=-1: must be at least 0"),
+    ("stop_on_refusal", 1_000_001, "option stop_on_refusal=1000001: must be at most 1e+06"),
+    ("stop_on_refusal", 0.5, "option stop_on_refusal=0.5: must be an integer, not float"),
+    ("tokenize_timeout", 0, "option tokenize_timeout=0: must be above 0"),
+    ("tokenize_timeout", 86_401, "option tokenize_timeout=86401: must be at most 86400"),
+    ("max_retries", -1, "option max_retries=-1: must be at least 0"),
+    ("max_retries", 101, "option max_retries=101: must be at most 100"),
+    ("max_retries", 1.5, "option max_retries=1.5: must be an integer, not float"),
+    ("retry_wait", -0.5, "option retry_wait=-0.5: must be at least 0"),
+    ("retry_wait", 3600.5, "option retry_wait=3600.5: must be at most 3600"),
+    ("retry_wait_max", -1, "option retry_wait_max=-1: must be at least 0"),
+    ("retry_wait_max", 3601, "option retry_wait_max=3601: must be at most 3600"),
+    ("retry_after_max", -1, "option retry_after_max=-1: must be at least 0"),
+    ("retry_after_max", 86_401, "option retry_after_max=86401: must be at most 86400"),
+    ("circuit_breaker", -1, "option circuit_breaker=-1: must be at least 0"),
+    ("circuit_breaker", 1_000_001, "option circuit_breaker=1000001: must be at most 1e+06"),
+    ("circuit_breaker", 2.5, "option circuit_breaker=2.5: must be an integer, not float"),
+    ("constraint_failures", 0, "option constraint_failures=0: must be at least 1"),
+    ("constraint_failures", 1_000_001, "option constraint_failures=1000001: must be at most 1e+06"),
+    ("constraint_failures", 1.5, "option constraint_failures=1.5: must be an integer, not float"),
+    ("accept_served_model", "yes", "option accept_served_model='yes': must be true or false"),
+    ("named_logprobs", 1, "option named_logprobs=1: must be true or false"),
+    ("sampling", "greedy", "sampling 'greedy' is not one of paper, server"),
+    ("tokenizer_fallback", "guess", "tokenizer_fallback 'guess' is not one of error, offline"),
+    ("grammar_style", "xml", "grammar_style 'xml' is not one of auto, gbnf, vllm, both"),
+]
+
+
+@pytest.mark.parametrize("option, value, message", _OPTION_REFUSALS)
+def test_an_option_out_of_its_bounds_is_refused_naming_the_option_and_the_bound(option, value, message, tmp_path):
+    with pytest.raises(ValueError) as e:
+        _backend(tmp_path, **{option: value})
+    assert str(e.value) == f"{OWNER} {message}"
+
+
+# (option, the accepted edge values): each is stored as given (a whole float as an integer where one is asked for)
+_OPTION_EDGES = [
+    ("timeout", [0.001, 86_400]), ("concurrency", [1, 1024, 2.0]), ("max_concurrency", [1, 1024]),
+    ("stop_on_refusal", [0, 1_000_000]), ("tokenize_timeout", [0.001, 86_400]), ("max_retries", [0, 100]),
+    ("retry_wait", [0, 3600]), ("retry_wait_max", [0, 3600]), ("retry_after_max", [0, 86_400]),
+    ("circuit_breaker", [0, 1_000_000]), ("constraint_failures", [1, 1_000_000]),
+]
+
+
+@pytest.mark.parametrize("option, values", _OPTION_EDGES)
+def test_an_option_at_its_bounds_is_accepted_and_kept(option, values, tmp_path):
+    for v in values:
+        got = getattr(_backend(tmp_path, **{option: v}), option)
+        assert got == v and type(got) is (int if float(v).is_integer() and option not in (
+            "timeout", "tokenize_timeout", "retry_wait", "retry_wait_max", "retry_after_max") else float)
+
+
+def test_boolean_options_read_true_and_false_in_any_case(tmp_path):
+    b = _backend(tmp_path, accept_served_model=" TRUE ", named_logprobs="False")
+    assert (b.accept_served_model, b.named_logprobs) == (True, False)
+    b = _backend(tmp_path, accept_served_model=True, named_logprobs=False, concurrency=" Auto ")
+    assert (b.accept_served_model, b.named_logprobs, b.concurrency) == (True, False, "auto")
+
+
+# cache_file.open_problem: every verdict it gives, word for word
+
+class _Answers:
+    """A real connection to a sound cache whose statement ``sql`` raises ``exc`` (or returns ``rows``)."""
+
+    def __init__(self, db, sql, exc=None, rows=None):
+        self.db, self.sql, self.exc, self.rows = db, sql, exc, rows
+
+    def execute(self, sql, *args):
+        if sql == self.sql:
+            if self.exc is not None:
+                raise self.exc
+            return iter(self.rows)
+        return self.db.execute(sql, *args)
+
+    def close(self):
+        self.db.close()
+
+
+def _sound(tmp_path) -> Path:
+    CallCache(tmp_path).close()
+    return tmp_path / "calls.sqlite"
+
+
+KEPT = "; the file itself is not damaged and every call stored so far is kept: fix this and rerun the same command"
+
+
+def test_a_sound_cache_has_no_problem_and_files_that_are_none_say_what_they_are(tmp_path):
+    import os
+    f = _sound(tmp_path)
+    assert cache_file_mod.open_problem(f) is None and cache_file_mod.open_problem(f, writable=False, full=True) is None
+    assert cache_file_mod.open_problem(tmp_path / "nothing.sqlite") == "no such file"
+    assert cache_file_mod.open_problem(tmp_path) == "is a directory, not a cache file"
+    os.mkfifo(tmp_path / "pipe")
+    assert cache_file_mod.open_problem(tmp_path / "pipe") == "is not a regular file"
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    assert cache_file_mod.open_problem(tmp_path / "empty.sqlite") == (
+        "0 bytes (emptied or truncated; a cache file is never empty, and using it would silently re-make every call)")
+
+
+def test_a_read_only_cache_is_a_problem_only_for_writing(tmp_path):
+    f = _sound(tmp_path)
+    f.chmod(0o444)
+    try:
+        assert cache_file_mod.open_problem(f) == (
+            "read-only (mode -r--r--r--): finished calls could not be stored; make it writable (chmod u+w) or point "
+            "--cache at a copy")
+        assert cache_file_mod.open_problem(f, writable=False) is None
+    finally:
+        f.chmod(0o644)
+
+
+def test_an_environment_failure_on_opening_names_the_file_the_step_and_the_cause(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+
+    def full(*a, **kw):
+        raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(cache_file_mod, "_connect", full)
+    with pytest.raises(CacheStorageError) as e:
+        cache_file_mod.open_problem(f)
+    assert str(e.value) == (f"call cache {f}: opening failed: the disk holding it is full: free some space and rerun "
+                            f"(OperationalError: database or disk is full)" + KEPT)
+
+
+def test_another_failure_on_opening_is_reported_as_the_file_not_opening(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+
+    def odd(*a, **kw):
+        raise sqlite3.OperationalError("stand-in refusal")
+    monkeypatch.setattr(cache_file_mod, "_connect", odd)
+    assert cache_file_mod.open_problem(f) == "cannot be opened (OperationalError: stand-in refusal)"
+
+
+@pytest.mark.parametrize("exc, verdict", [
+    (sqlite3.OperationalError("database is locked"), "locked by another process for more than 2.5 s (another run may "
+     "be writing it: wait for it, or give this run its own --cache)"),
+    (sqlite3.OperationalError("database is busy"), "locked by another process for more than 2.5 s (another run may "
+     "be writing it: wait for it, or give this run its own --cache)"),
+    (sqlite3.OperationalError("stand-in oddity"), "damaged (OperationalError: stand-in oddity)"),
+    (sqlite3.DatabaseError("file is not a database"), "damaged (DatabaseError: file is not a database)"),
+])
+def test_a_failure_while_checking_is_a_lock_or_damage(exc, verdict, tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_file_mod._connect
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(real(*a, **kw), "PRAGMA quick_check", exc))
+    assert cache_file_mod.open_problem(f, timeout=2.5) == verdict
+
+
+def test_a_writer_holding_the_file_past_the_timeout_is_a_lock(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_file_mod._connect
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(
+        real(*a, **kw), "BEGIN IMMEDIATE", sqlite3.OperationalError("database is locked")))
+    assert cache_file_mod.open_problem(f).startswith("locked by another process for more than 60 s (")  # the default
+    assert cache_file_mod.open_problem(f, writable=False) is None  # a reader does not ask for the write lock
+
+
+def test_an_environment_failure_while_checking_names_the_file_the_step_and_the_cause(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_file_mod._connect
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(
+        real(*a, **kw), "PRAGMA quick_check", sqlite3.OperationalError("disk I/O error")))
+    with pytest.raises(CacheStorageError) as e:
+        cache_file_mod.open_problem(f)
+    assert str(e.value) == (f"call cache {f}: opening failed: the disk reported an I/O error (full, read-only or "
+                            f"failing?) (OperationalError: disk I/O error)" + KEPT)
+
+
+def test_a_failed_check_shows_its_first_three_rows_naming_the_check(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_file_mod._connect
+    rows = [("row 3 missing",), ("page 7 unused",), ("index bad",), ("fourth",)]
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(real(*a, **kw), "PRAGMA quick_check",
+                                                                             rows=rows))
+    assert cache_file_mod.open_problem(f) == "damaged (SQLite quick_check: row 3 missing; page 7 unused; index bad)"
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(real(*a, **kw), "PRAGMA integrity_check",
+                                                                             rows=rows[:1]))
+    assert cache_file_mod.open_problem(f, full=True) == "damaged (SQLite integrity_check: row 3 missing)"
+    assert cache_file_mod.open_problem(f) is None  # the quick check is not the full one
+
+
+# chat templates: the reported score text, Jinja's whitespace rules, an HF folder's named templates
+
+def test_a_score_calls_text_is_the_last_messages_prefill_and_the_best_choice():
+    from crossprofile_lib.backends.chat_template import score_text
+    system = {"role": "system", "content": "Be brief."}
+    prefill = {"role": "assistant", "content": "Decision:"}
+    assert score_text(ChatRequest((system, USER, prefill)), "B") == "Decision: B"
+    assert score_text(ChatRequest((system, prefill, USER)), "B") == "B"  # the last message is the user's: no prefill
+    assert score_text(ChatRequest((USER,)), "C") == "C"
+    assert score_text(ChatRequest(()), "A") == "A"
+    assert score_text(ChatRequest((USER, prefill)), None) == ""
+
+
+def test_a_templates_block_tags_take_their_lines_indent_and_newline_with_them():
+    src = "{% for m in messages %}\n    {% if m['role'] == 'user' %}\n[{{ m['content'] }}]\n    {% endif %}\n{% endfor %}"
+    t = ChatTemplate(src)
+    assert t.render([USER, {"role": "assistant", "content": "Decision:"}]) == "[Which option? Decision: ?]\nDecision:"
+    assert t.name == f"template:{t.sha}" and len(t.sha) == 16
+    assert ChatTemplate(src, name="mine").name == "mine"
+
+
+def test_an_hf_folders_named_templates_use_the_one_named_default(tmp_path):
+    named = [{"name": "tool_use", "template": "TOOLS {{ messages[0]['content'] }}"},
+             {"name": "default", "template": "DEFAULT {{ messages[0]['content'] }}"}]
+    t = ChatTemplate.from_spec(_hf_folder(tmp_path, chat_template=named))
+    assert t.render([USER]) == "DEFAULT Which option? Decision: ?" and t.name == f"hf:{tmp_path / 'hf'}"
+
+
+def test_an_hf_folder_without_a_default_template_reads_chat_template_jinja_beside_it(tmp_path):
+    spec = _hf_folder(tmp_path, chat_template=[{"name": "tool_use", "template": "TOOLS"}], bos_token="<s>")
+    (tmp_path / "hf" / "chat_template.jinja").write_text("{{ bos_token }}J {{ messages[0]['content'] }}")
+    assert ChatTemplate.from_spec(spec).render([USER]) == "<s>J Which option? Decision: ?"
+
+
+def test_an_hf_folder_with_no_template_anywhere_is_refused_naming_both_places(tmp_path):
+    spec = _hf_folder(tmp_path, chat_template="   ")
+    with pytest.raises(ValueError) as e:
+        ChatTemplate.from_spec(spec)
+    assert str(e.value) == (f"chat_template '{spec}': {tmp_path / 'hf'} has no chat template (neither a chat_template "
+                            f"string in tokenizer_config.json nor chat_template.jinja)")
+
+
+def test_a_special_token_given_as_an_object_without_content_or_as_null_is_empty(tmp_path):
+    t = ChatTemplate.from_spec(_hf_folder(tmp_path, chat_template="{{ bos_token }}|{{ eos_token }}|",
+                                          bos_token={"lstrip": False}, eos_token=None))
+    assert (t.bos_token, t.eos_token) == ("", "")
+    assert t.render([USER]) == "||"
+
+
+# http_faults: which failures are overload, Retry-After as a date, a Retry-After past the cap
+
+@pytest.mark.parametrize("status, outcome", [(429, "overload"), (503, "overload"), (500, "neutral"),
+                                             (502, "neutral"), (504, "neutral"), (404, "neutral")])
+def test_a_429_or_503_answer_is_overload_other_statuses_are_neutral(status, outcome):
+    from crossprofile_lib.backends.http_faults import _outcome
+    assert _outcome(_status_error(openai.APIStatusError, status, {})) == outcome
+
+
+def test_a_dropped_connection_or_a_timeout_is_overload_any_other_error_neutral():
+    from crossprofile_lib.backends.http_faults import _outcome
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    assert _outcome(openai.APIConnectionError(request=req)) == "overload"
+    assert _outcome(asyncio.TimeoutError()) == "overload"
+    assert _outcome(ValueError("malformed")) == "neutral"
+
+
+@pytest.mark.parametrize("headers, wait", [
+    ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # an HTTP date already past: no wait
+    ({"retry-after": "-4"}, 0.0), ({"retry-after": "2.5"}, 2.5), ({"retry-after-ms": "-10"}, 0.0),
+    ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # the milliseconds win
+    ({"retry-after": "soon"}, None), ({"retry-after-ms": "x"}, None), ({}, None),
+])
+def test_retry_after_is_read_in_seconds_as_a_date_or_in_milliseconds_never_below_zero(headers, wait):
+    assert retry_after(_status_error(openai.RateLimitError, 429, headers)) == wait
+
+
+def test_retry_after_of_an_error_without_an_answer_is_none():
+    assert retry_after(ValueError("no response")) is None
+
+
+def test_a_retry_after_longer_than_the_cap_fails_the_call_saying_so(capsys):
+    from crossprofile_lib.backends.http_faults import RetryAfterTooLong
+    b = SimpleNamespace(name="openai/fake", max_retries=6, retry_after_max=30.0)
+    asked = _status_error(openai.RateLimitError, 429, {"retry-after": "45"})
+    with pytest.raises(RetryAfterTooLong) as e:
+        retry_pause(b, _state(asked, 1), lambda s: 1.0)
+    assert str(e.value) == ("the server answered HTTP 429 asking to wait 45 s before retrying (Retry-After), longer "
+                            "than the cap of 30 s (--backend-option retry_after_max=SECONDS); the call is not retried")
+    assert retry_pause(b, _state(_status_error(openai.RateLimitError, 429, {"retry-after": "30"}), 1),
+                       lambda s: 1.0) == 30.0  # at the cap: waited
+    assert capsys.readouterr().err.startswith("openai/fake: waiting 30 s before retry 1 of 6")
+
+
+# LLMBackend: prefetch's one batch, the legacy notice said once
+
+class _Echo(LLMBackend):
+    """A provider answering every call with its own prompt, keeping each batch it was sent; its relevance and stance
+    requests name their task."""
+
+    provider = "echo"
+
+    def __init__(self, *a, notice=False, **kw):
+        super().__init__(*a, **kw)
+        self.batches, self.notice, self.noticed = [], notice, []
+
+    def identity(self):
+        return {"provider": self.provider, "model": self.model}
+
+    def relevance_request(self, task, cl):
+        return ChatRequest(({"role": "user", "content": f"relevance {task}"},))
+
+    def stance_request(self, task, cl):
+        return ChatRequest(({"role": "user", "content": f"stance {task}"},))
+
+    def legacy_notice(self, n_missing, requests=()):
+        self.noticed.append(n_missing)
+        return f"notice: {n_missing} calls were not made by an earlier version" if self.notice else None
+
+    def _complete(self, requests, on_done):
+        self.batches.append([r.messages[0]["content"] for r in requests])
+        for j, r in enumerate(requests):
+            on_done(j, ChatResult(text=r.messages[0]["content"]))
+
+
+def test_prefetch_sends_relevance_stance_and_summary_calls_as_one_batch(tmp_path):
+    b = _Echo("m", cache=tmp_path / "c")
+    prompt = SimpleNamespace(message=lambda: {"role": "user", "content": "summarise"}, file="b3.txt")
+    b.prefetch(relevance=[("t1", None), ("t2", None)], summaries=[(prompt, 64)], stances=[("t3", None)])
+    assert b.batches == [["relevance t1", "relevance t2", "stance t3", "summarise"]]
+    b.prefetch()
+    assert len(b.batches) == 1  # nothing asked, nothing sent
+    b.prefetch(stances=[("t3", None)], relevance=[("t1", None)])
+    assert len(b.batches) == 1  # later calls are cache hits: nothing sent
+
+
+def test_the_legacy_notice_is_said_once_per_backend_and_only_for_misses(tmp_path, capsys):
+    b = _Echo("m", cache=tmp_path / "c", notice=True)
+    assert b._legacy_noted is False
+    b.chat([ChatRequest(({"role": "user", "content": f"q{i}"},)) for i in range(3)] * 2)  # 3 distinct misses
+    assert b.noticed == [3]
+    assert capsys.readouterr().err == "notice: 3 calls were not made by an earlier version\n"
+    b.chat([ChatRequest(({"role": "user", "content": "q9"},))])
+    b.chat([ChatRequest(({"role": "user", "content": "q0"},))])  # a hit: no miss to speak of
+    assert b.noticed == [3] and capsys.readouterr().err == ""
+
+
+def test_a_backend_whose_notice_is_empty_keeps_asking(tmp_path, capsys):
+    b = _Echo("m", cache=tmp_path / "c")
+    b.chat([ChatRequest(({"role": "user", "content": "q1"},))])
+    b.chat([ChatRequest(({"role": "user", "content": "q2"},)), ChatRequest(({"role": "user", "content": "q1"},))])
+    assert b.noticed == [1, 1] and capsys.readouterr().err == ""
+
+
+# OpenAICompatBackend: what run.json records before any call, score mode without a template
+
+PAPER = {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "repeat_penalty": 1.0,
+         "repetition_penalty": 1.0}
+
+
+def test_the_record_before_any_call_names_sampling_concurrency_and_the_tokenizers_counts(tmp_path):
+    b = _backend(tmp_path)
+    assert b.record() == {"sampling": {"mode": "paper", "fields": PAPER}, "served_model": None,
+                          "concurrency": {"mode": "auto", "concurrency": "auto"}}
+    b = _backend(tmp_path, sampling="server", concurrency=4)
+    b.tokenizer = SimpleNamespace(sources={"store": 2, "server": 5})
+    assert b.record() == {"sampling": {"mode": "server", "fields": {"temperature": 0.0}}, "served_model": None,
+                          "concurrency": {"mode": "fixed", "concurrency": 4},
+                          "tokenizer_counts": {"store": 2, "server": 5}}
+
+
+def test_score_mode_without_a_template_on_a_server_not_vllm_is_refused_naming_what_it_is(server, tmp_path):
+    _, url = server(owned_by="llamacpp")
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c", **FAST)
+    tail = ("; pass chat_template=chatml, gguf:PATH, hf:FOLDER or a .jinja file (--chat-template)")
+    head = ("backend openai/fake: decision_mode 'score' prefills the reply with 'Decision:': a vLLM server renders "
+            "that with the model's own chat template, but ")
+    assert str(e.value) == head + f"the server at {url} is llama.cpp" + tail
+    _, other = server(owned_by="someone")
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", decision_mode="score", base_url=other, cache=tmp_path / "c", **FAST)
+    assert str(e.value) == head + f"no server at {other} said it is vLLM (GET /v1/models)" + tail
