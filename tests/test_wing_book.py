@@ -743,3 +743,87 @@ def test_the_comparison_page_takes_the_reference_and_every_model_and_each_models
                                                 "hiddenbench": [("hb-a", "controlled"), ("hb-b", "controlled")]}
     assert compare.comparison_page_runs(SimpleNamespace(ref=None, all_models=[], all_hb_models=[])) == {
         "crossprofile": [], "hiddenbench": []}
+
+
+def _rel_setup(monkeypatch):
+    """relevance_takeaways with its helpers made visible: each explanation names its mechanism's weight, the paper
+    quantity and the estimate; each mark names its run; the chapter's lookups accept a run only."""
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: f"WHY[{mech}|{ref}|{estimate}]")
+    monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: f"MECH[{p.social_proof}]")
+    monkeypatch.setattr("crossprofile_lib.book.headline.status_line", lambda r: f"STATUS[{r.label}]")
+    monkeypatch.setattr("crossprofile_lib.book.headline.run_mark", lambda r: f"<{r.label}>")
+    ref = Run(Path("runs/x"), pd.DataFrame({"backend": ["ledger"] * 4, "model": ["reference"] * 4,
+                                            "variant": ["a", "b", "c", "d"]}), {"backend": "ledger", "model": "reference"})
+    sp = run(label_model="reference, social proof")
+    sp.tag = "sp"
+
+    def at(r, t):
+        assert isinstance(r, Run)
+        return t
+    ch = SimpleNamespace(ref=ref, sp=sp, model=None, shown=[ref], params=SimpleNamespace(social_proof=0.5),
+                         budget=lambda r: f"B({r.label})", at=at)
+    return ch, ref, sp
+
+
+def test_relevance_takeaways_whole_lines_for_the_reference_decider(monkeypatch):
+    from crossprofile_lib.book.paper import paper_text
+    ch, ref, sp = _rel_setup(monkeypatch)
+    lifted = cells(dict(CELLS, **{"R1-rel": (84.0, 33.0)}))           # classic R1-rel - R1 = 84 - 80 = +4.0
+    lines = relevance_takeaways(ch, {ref.label: lifted, sp.label: lifted}, {ref.label: _holm()})
+    mk = "<reference decider (ledger)>"
+    assert lines == [
+        f"reference decider (ledger): over its 4 variants (of 8) H3 = R1-rel - R1 = <b>-7.5</b> points [-11.0, -2.0] "
+        f"{mk} (Holm p = 0.0040); in the classic cell (PSP) R1-rel - R1 = <b>+4.0</b> points {mk} and "
+        f"R1-rel-oracle - R1 = +6.0 points {mk} at r = B(reference decider (ledger)).",
+        "WHY[MECH[0.5]|classic-rel/R1-rel - R1|4.0]",
+        "WHY[MECH[0.5]|h3/H3: R1-rel - R1|-7.5]",
+        f"Paper (every model; beside the reference decider): H3 {paper_text('h3/H3: R1-rel - R1')}; classic cell "
+        f"R1-rel - R1 {paper_text('classic-rel/R1-rel - R1')}, oracle {paper_text('classic-rel/oracle relevance - R1')}.",
+        f"With a social-proof weight of 0.5 the reference decider's classic-cell R1-rel - R1 is <b>+4.0</b> points {mk} "
+        f"(84.0% against 80.0%); without it, +4.0 points {mk}: so in this build the weight does not make R1-rel lose "
+        "to R1 there."]
+
+
+def test_relevance_takeaways_whole_line_for_a_model_run_with_its_own_paper_values(monkeypatch):
+    from crossprofile_lib.book.paper import paper_text
+    ch, ref, sp = _rel_setup(monkeypatch)
+    q = _model_run()
+    lines = relevance_takeaways(SimpleNamespace(**{**vars(ch), "shown": [q], "sp": None}), {q.label: cells()},
+                                {q.label: _holm()})
+    mk = f"<{q.label}>"
+    assert lines[0] == (
+        f"{q.label}: over all eight variants H3 = R1-rel - R1 = <b>-7.5</b> points [-11.0, -2.0] {mk} (Holm p = 0.0040); "
+        f"in the classic cell (PSP) R1-rel - R1 = <b>-8.0</b> points {mk} and R1-rel-oracle - R1 = +6.0 points {mk} at "
+        f"r = B({q.label}). Paper, same model: H3 {paper_text('h3/H3: R1-rel - R1', run=q)}; classic cell R1-rel - R1 "
+        f"{paper_text('classic-rel/R1-rel - R1', run=q)}; STATUS[{q.label}]")
+    assert len(lines) == 2 and lines[1].startswith("Paper (every model; beside the reference decider): H3 ")
+
+
+WEIGHT_MAKES = "so in this build the weight on speaker labels is what makes R1-rel lose to R1 there"
+LOSES_BOTH = "so in this build R1-rel loses to R1 there with and without the weight"
+DOES_NOT = "so in this build the weight does not make R1-rel lose to R1 there"
+
+
+@pytest.mark.parametrize("with_weight, without, verdict", [
+    (-8.0, 4.0, WEIGHT_MAKES), (-8.0, 0.0, WEIGHT_MAKES),       # no loss without the weight includes a tie
+    (-8.0, -2.0, LOSES_BOTH),
+    (0.0, 4.0, DOES_NOT), (0.5, 2.0, DOES_NOT),                   # a tie or a small gain with the weight is no loss
+    (4.0, -8.0, DOES_NOT), (0.0, -8.0, DOES_NOT), (0.5, -2.0, DOES_NOT)])
+def test_social_proof_verdict_at_its_edges(monkeypatch, with_weight, without, verdict):
+    ch, ref, sp = _rel_setup(monkeypatch)
+
+    def gap(g):
+        return cells(dict(CELLS, **{"R1-rel": (80.0 + g, 33.0)}))    # R1 classic is 80.0
+    last = relevance_takeaways(ch, {ref.label: gap(without), sp.label: gap(with_weight)}, {ref.label: _holm()})[-1]
+    mk = "<reference decider (ledger)>"
+    assert last == (f"With a social-proof weight of 0.5 the reference decider's classic-cell R1-rel - R1 is "
+                    f"<b>{with_weight:+.1f}</b> points {mk} ({80.0 + with_weight:.1f}% against 80.0%); without it, "
+                    f"{without:+.1f} points {mk}: {verdict}.")
+
+
+def test_no_social_proof_line_when_either_runs_gap_cannot_be_had(monkeypatch):
+    ch, ref, sp = _rel_setup(monkeypatch)
+    no_rel = cells({k: v for k, v in CELLS.items() if k != "R1-rel"})
+    for ref_t, sp_t in [(cells(), no_rel), (no_rel, cells())]:
+        last = relevance_takeaways(ch, {ref.label: ref_t, sp.label: sp_t}, {ref.label: _holm()})[-1]
+        assert last.startswith("Paper (every model; beside the reference decider)")
