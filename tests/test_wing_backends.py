@@ -44,6 +44,7 @@ from crossprofile_lib.backends.http_faults import (  # noqa: E402
     DeadlineExceeded,
     Refusals,
     ServerRefused,
+    ServerUnreachable,
     _connect_failure,
     call_within,
     retry_after,
@@ -1231,3 +1232,134 @@ def test_score_mode_without_a_template_on_a_server_not_vllm_is_refused_naming_wh
     with pytest.raises(ValueError) as e:
         OpenAICompatBackend("fake", decision_mode="score", base_url=other, cache=tmp_path / "c", **FAST)
     assert str(e.value) == head + f"no server at {other} said it is vLLM (GET /v1/models)" + tail
+
+
+# http_faults.probe_models: the served model, its kind, the stored one when no server answers, refusals word for word
+
+def test_the_served_model_is_its_ids_last_part_with_its_root_and_the_servers_kind(server, tmp_path):
+    _, url = server(served_model="/models/fake", root="/weights/Qwen2.5-7B", owned_by="vllm")
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    assert b.served_model() == {"id": "fake", "root": "Qwen2.5-7B"} and b.server_kind() == "vllm"
+    assert CallCache(tmp_path / "c").served_model("openai", "fake") == {"id": "fake", "root": "Qwen2.5-7B"}
+
+
+def test_a_llama_cpp_alias_names_the_served_model(server, tmp_path):
+    _, url = server(served_model="qwen2.5-7b-q4.gguf", aliases="fake", owned_by="llamacpp")
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    assert b.served_model() == {"id": "qwen2.5-7b-q4.gguf"} and b.server_kind() == "llama.cpp"
+
+
+def test_no_server_answering_keys_the_calls_on_the_served_model_stored_in_the_cache(server, tmp_path, capsys):
+    _, url = server(served_model="fake", root="base-7b")
+    assert OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST).served_model() == \
+        {"id": "fake", "root": "base-7b"}
+    capsys.readouterr()
+    down = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", tokenize_timeout=5, **FAST)
+    assert down.served_model() == {"id": "fake", "root": "base-7b"}
+    assert capsys.readouterr().err == (
+        f"notice: openai/fake: no server answered GET /v1/models ({LOCAL}); the served model recorded in the call "
+        f"cache keys the calls: {{'id': 'fake', 'root': 'base-7b'}}\n")
+    other = OpenAICompatBackend("other", base_url=LOCAL, cache=tmp_path / "c", tokenize_timeout=5, **FAST)
+    assert other.served_model() is None and capsys.readouterr().err == ""  # nothing stored for this model
+
+
+def test_a_refused_key_on_the_model_list_stops_before_any_call_naming_status_and_variables(server, tmp_path):
+    _, url = server(api_key="right")
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", api_key="wrong", **FAST)
+    with pytest.raises(ServerRefused) as e:
+        b.served_model()
+    assert str(e.value) == (f"backend openai/fake: the server at {url} answered HTTP 401 (unauthorized: a wrong or "
+                            f"missing API key) for model 'fake'; check CROSSPROFILE_API_KEY / OPENAI_API_KEY. "
+                            f"Stopped before any call")
+    assert OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", api_key="right", **FAST).served_model() \
+        == {"id": "fake"}
+
+
+def test_two_urls_serving_different_models_are_refused_naming_both(server, tmp_path):
+    _, u1 = server(served_model="fake", root="a-7b")
+    _, u2 = server(served_model="fake", root="b-7b")
+    b = OpenAICompatBackend("fake", base_url=f"{u1},{u2}", cache=tmp_path / "c", **FAST)
+    with pytest.raises(ValueError) as e:
+        b.served_model()
+    assert str(e.value) == (f"backend openai/fake: the base URLs serve different models ({u1}: {{'id': 'fake', "
+                            f"'root': 'a-7b'}}; {u2}: {{'id': 'fake', 'root': 'b-7b'}}); one run needs one model")
+
+
+def test_the_refusal_of_another_model_is_said_whole(server, tmp_path):
+    _, url = server(served_model="org/other-7b")
+    with pytest.raises(ServerRefused) as e:
+        OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST).served_model()
+    assert str(e.value) == (
+        f"backend openai/fake: the server at {url} does not serve model 'fake' (it serves: org/other-7b). Stopped "
+        f"before any call: rows and the book's paper columns are keyed by the backend's name, so a run under another "
+        f"model's name would pass its answers off as that model's. Name the served model (--backend "
+        f"openai/other-7b), start the server under this name (vLLM: --served-model-name fake; llama.cpp: --alias "
+        f"fake), or pass --backend-option accept_served_model=true to run this name on the one model it serves")
+    ok = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", accept_served_model=True, **FAST)
+    assert ok.served_model() == {"id": "other-7b"}
+
+
+# http_faults.server_tokenizer: the served model's tokenizer, the counts stored for it, never another silently
+
+ADVICE = ("pass --tokenizer qwen2.5, llama-3.1, PATH/tokenizer.json or gguf:PATH (the model's own tokenizer without a "
+          "server; recommended for HTTP runs)")
+
+
+def test_budgets_use_the_served_models_tokenizer_asked_with_the_runs_key(server, tmp_path, capsys):
+    _, url = server(api_key="k1", tokenize="vllm")
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", api_key="k1", retry_wait=0.01)
+    root = url.removesuffix("/v1")
+    assert (b.tokenizer_source, b.tokenizer.name) == (f"vllm endpoint {root}/tokenize", "server:vllm:fake")
+    assert capsys.readouterr().err == (f"notice: openai/fake: budgets use the served model's tokenizer (vllm endpoint "
+                                       f"{root}/tokenize); counts are kept in the call cache {tmp_path / 'c' / 'calls.sqlite'}\n")
+    assert b.tokenizer.count("one two, three") == 4
+
+
+def _no_endpoint(url):
+    return (f"{url}: no tokenize endpoint answered: tried /extras/tokenize (llama-cpp-python: HTTP 404); /tokenize "
+            f"(vllm: HTTP 404); /tokenize (llama.cpp: HTTP 404)")
+
+
+def test_a_server_without_a_tokenize_endpoint_is_refused_unless_the_offline_fallback_is_asked_for(server, tmp_path,
+                                                                                                   capsys):
+    _, url = server()
+    cache = tmp_path / "c" / "calls.sqlite"
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01)
+    assert str(e.value) == (
+        f"backend openai/fake: budgets are priced with the served model's tokenizer, but no server has a tokenize "
+        f"endpoint ({_no_endpoint(url)}) and the call cache {cache} holds no counts for 'fake'; budgets are never "
+        f"changed silently: rerun when the server is up, {ADVICE}, or pass --tokenizer-fallback offline to accept "
+        f"the offline approximation")
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01, tokenizer="server")
+    assert str(e.value) == f"backend openai/fake: --tokenizer server, but {_no_endpoint(url)} (at {url}); {ADVICE}"
+    capsys.readouterr()
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01, tokenizer_fallback="offline")
+    assert b.tokenizer_source == f"offline approximation (--tokenizer-fallback offline: {_no_endpoint(url)})"
+    assert b.tokenizer.name == "offline-bpe-approx-v1"
+    assert capsys.readouterr().err == (
+        f"notice: openai/fake: budgets use the offline approximation offline-bpe-approx-v1, not the model's own "
+        f"tokenizer ({_no_endpoint(url)}; --tokenizer-fallback offline)\n")
+
+
+def test_an_unreachable_tokenizer_uses_the_counts_stored_for_the_served_model_else_stops(server, tmp_path, capsys):
+    down = f"{LOCAL}: the server cannot be reached: /extras/tokenize (ConnectionRefusedError)"
+    cache = tmp_path / "c" / "calls.sqlite"
+    with pytest.raises(ServerUnreachable) as e:
+        OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", retry_wait=0.01, tokenize_timeout=5)
+    assert str(e.value) == (
+        f"backend openai/fake: budgets are priced with the served model's tokenizer, but the servers cannot be "
+        f"reached ({down}) and the call cache {cache} holds no counts for 'fake'; budgets are never changed "
+        f"silently: rerun when the server is up, {ADVICE}, or pass --tokenizer-fallback offline to accept the "
+        f"offline approximation")
+    _, url = server(tokenize="llama.cpp")
+    up = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01)
+    assert (up.tokenizer.count("one two, three"), up.tokenizer.count("four")) == (4, 1)
+    capsys.readouterr()
+    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", retry_wait=0.01, tokenize_timeout=5)
+    assert b.tokenizer_source == f"server:llama.cpp:fake counts stored in the call cache (endpoint unreachable: {down})"
+    assert b.tokenizer.count("one two, three") == 4 and b.tokenizer.sources == {"store": 1, "server": 0}
+    assert capsys.readouterr().err.endswith(
+        f"notice: openai/fake: the tokenize endpoint cannot be reached ({down}); budgets use the 2 token counts "
+        f"server:llama.cpp:fake gave earlier runs (kept in the call cache {cache})\n")
