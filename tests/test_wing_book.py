@@ -827,3 +827,94 @@ def test_no_social_proof_line_when_either_runs_gap_cannot_be_had(monkeypatch):
     for ref_t, sp_t in [(cells(), no_rel), (no_rel, cells())]:
         last = relevance_takeaways(ch, {ref.label: ref_t, sp.label: sp_t}, {ref.label: _holm()})[-1]
         assert last.startswith("Paper (every model; beside the reference decider)")
+
+
+def _stub_finding_inputs(monkeypatch, vals, status="confirmatory", reason=""):
+    """finding_table over hand-set estimates: suite_values reads ``vals`` ((run label, paper ref) -> (est, lo, hi));
+    bootstrap and the headroom check record what they are given."""
+    from crossprofile_lib.book import compare
+    from crossprofile_lib.book.models import ModelVerdict
+    calls = []
+    monkeypatch.setattr(compare, "bootstrap", lambda r, n, seed: calls.append(("boot", r.label, n, seed)) or f"BOOT[{r.label}]")
+    monkeypatch.setattr(compare, "headroom_verdict",
+                        lambda r, boot: calls.append(("headroom", r.label, boot)) or ModelVerdict(status, reason))
+    monkeypatch.setattr(compare, "suite_values", lambda items, r, boot, data: [
+        None if (r.label, it.ref) not in vals else dict(zip(("estimate", "lo", "hi"), vals[(r.label, it.ref)]))
+        for it in items])
+    return calls
+
+
+def test_finding_table_rows_the_reference_unscored_and_a_models_sign_verdicts(monkeypatch):
+    from crossprofile_lib.book.compare import FINDINGS, finding_table
+    from crossprofile_lib.book.runs import bootstrap
+    ref, q = run(), _model_run()
+    q.boot = own = bootstrap(q, 20, 0)
+    calls = _stub_finding_inputs(monkeypatch, {
+        (ref.label, "classic-r1-b4/R1 - B4"): (30.0, 25.0, 35.0),
+        (q.label, "classic-r1-b4/R1 - B4"): (12.0, 4.5, 19.5), (q.label, "mirror-r1-b4/R1 - B4"): (-6.0, -11.0, 1.0)})
+    swing = next(f for f in FINDINGS if f.key == "swing")
+    t = finding_table(swing, [ref, q], 5000, 7)
+    # at most 2000 resamples, the seed passed on; the headroom check uses the run's own bootstrap where it has one
+    assert calls == [("boot", ref.label, 2000, 7), ("headroom", ref.label, f"BOOT[{ref.label}]"),
+                     ("boot", q.label, 2000, 7), ("headroom", q.label, own)]
+    lm = " ‹LM: Qwen2.5-7B-Instruct›"
+    assert t.to_dict("records") == [
+        {"run": "reference decider (not a model)", "quantity": "classic cell (PSP): R1 - B4",
+         "this run": "30.0 [25.0, 35.0] ‹ref. decider›",
+         "paper (same model)": "+70.6 (Qwen2.5-7B-Instruct) / +66.1 (Llama-3.1-8B-Instruct)",
+         "finding holds?": "not scored: a mechanism (why: below)"},
+        {"run": "reference decider (not a model)", "quantity": "mirror cell (SPS): R1 - B4", "this run": "not in this run",
+         "paper (same model)": "-73.9 (Qwen2.5-7B-Instruct)", "finding holds?": "not scored: a mechanism (why: below)"},
+        {"run": "openai (? mode)", "quantity": "classic cell (PSP): R1 - B4", "this run": "12.0 [4.5, 19.5]" + lm,
+         "paper (same model)": "+70.6 (Qwen2.5-7B-Instruct)", "finding holds?": "holds"},
+        {"run": "openai (? mode)", "quantity": "mirror cell (SPS): R1 - B4", "this run": "-6.0 [-11.0, 1.0]" + lm,
+         "paper (same model)": "-73.9 (Qwen2.5-7B-Instruct)", "finding holds?": "does not hold"}]   # covers 0
+    est = t.attrs["estimates"]
+    assert est[("reference decider (not a model)", "classic-r1-b4/R1 - B4")] == 30.0
+    assert est[("openai (? mode)", "mirror-r1-b4/R1 - B4")] == -6.0
+    assert est[("reference decider (not a model)", "mirror-r1-b4/R1 - B4")] != est[
+        ("reference decider (not a model)", "mirror-r1-b4/R1 - B4")]                                # NaN: not in the run
+
+
+def test_finding_table_an_exploratory_model_is_not_judged_and_names_why(monkeypatch):
+    from crossprofile_lib.book.compare import FINDINGS, finding_table
+    q = _model_run()
+    _stub_finding_inputs(monkeypatch, {(q.label, "classic-r1-b4/R1 - B4"): (12.0, 4.5, 19.5),
+                                       (q.label, "mirror-r1-b4/R1 - B4"): (-6.0, -60.0, 50.0)},
+                         status="exploratory", reason="headroom 2.0 points")
+    swing = next(f for f in FINDINGS if f.key == "swing")
+    assert list(finding_table(swing, [q], 100)["finding holds?"]) == [
+        "not judged: exploratory (headroom 2.0 points)", "not judged: interval spans -60 to 50"]
+
+
+NET_LEAD = ("net-lead/net lead -2", "net-lead/net lead +2", "net-lead/net lead >= +4")
+
+
+@pytest.mark.parametrize("got, verdict", [
+    (((40.0, 30.0, 50.0), (60.0, 50.0, 70.0), (60.0, 52.0, 68.0)), "holds"),           # a tie does not break a rise
+    (((40.0, 30.0, 52.0), (60.0, 50.0, 70.0), (60.0, 52.0, 68.0)), "does not hold"),   # first hi = last lo: no gap
+    (((40.0, 30.0, 50.0), (70.0, 60.0, 80.0), (60.0, 52.0, 68.0)), "does not hold"),   # the last falls back
+    (((40.0, 30.0, 50.0), (39.0, 50.0, 70.0), (60.0, 52.0, 68.0)), "does not hold"),   # the middle falls back
+    (((40.0, 30.0, 50.0), None, (60.0, 52.0, 68.0)), "not in this run"),
+    (((40.0, 0.0, 99.0), (60.0, 50.0, 70.0), (60.0, 52.0, 68.0)), "not judged: interval spans 0 to 99")])
+def test_a_rising_findings_verdict_on_its_last_row(monkeypatch, got, verdict):
+    from crossprofile_lib.book.compare import FINDINGS, finding_table
+    q = _model_run()
+    _stub_finding_inputs(monkeypatch, {(q.label, ref): g for ref, g in zip(NET_LEAD, got) if g is not None})
+    nl = next(f for f in FINDINGS if f.key == "net-lead")
+    t = finding_table(nl, [q], 100)
+    assert list(t["finding holds?"]) == ["(see below)", "(see below)", verdict]
+    assert list(t["quantity"]) == ["net lead -2", "net lead +2", "net lead >= +4"]
+
+
+def test_finding_table_of_a_models_sample_names_its_variants_and_its_paper_model(monkeypatch):
+    from crossprofile_lib.book.compare import FINDINGS, finding_table
+    q = _model_run("SmolLM2-360M-Instruct", 8)
+    q = Run(q.path, q.df.assign(variant=["PSP", "SPS"] * 4), q.header)
+    _stub_finding_inputs(monkeypatch, {(q.label, "h3/H3: R1-rel - R1"): (2.0, -1.0, 5.0)})
+    rel = next(f for f in FINDINGS if f.key == "relevance")
+    t = finding_table(rel, [q], 100)
+    assert list(t["quantity"]) == ["H3: R1-rel - R1, 2 variants (of 8)", "classic cell (PSP): R1-rel - R1"]
+    assert list(t["paper (same model)"]) == ["– (not one of the paper's models)"] * 2
+    assert list(t["this run"]) == ["2.0 [-1.0, 5.0] ‹LM: SmolLM2-360M-Instruct›", "not in this run"]
+    assert list(t["finding holds?"]) == ["does not hold", "not in this run"]
