@@ -918,3 +918,25 @@ def test_finding_table_of_a_models_sample_names_its_variants_and_its_paper_model
     assert list(t["paper (same model)"]) == ["– (not one of the paper's models)"] * 2
     assert list(t["this run"]) == ["2.0 [-1.0, 5.0] ‹LM: SmolLM2-360M-Instruct›", "not in this run"]
     assert list(t["finding holds?"]) == ["does not hold", "not in this run"]
+
+
+def test_rarest_takeaways_whole_lines_r1_and_b4_per_cell_then_h1_h2_and_h2s_why(monkeypatch):
+    from crossprofile_lib.book.paper import paper_text
+    ch, ref, _ = _rel_setup(monkeypatch)
+    mk = "<reference decider (ledger)>"
+    lines = rarest_takeaways(ch, {ref.label: cells()}, {ref.label: _holm()})
+    assert lines == [
+        f"With the reference decider at r = B(reference decider (ledger)), R1 decides <b>80.0% {mk}</b> correctly in "
+        f"the classic cell (PSP) and <b>30.0% {mk}</b> in the mirror cell (SPS); B4 (first mention) 60.0% {mk} and "
+        f"40.0% {mk} (paper: R1 {paper_text('classic-r1-b4/R1')} and {paper_text('mirror-r1-b4/R1')}; B4 "
+        f"{paper_text('classic-r1-b4/B4')} and {paper_text('mirror-r1-b4/B4')}).",
+        f"H1 (how much R1's lead over B4 depends on who holds the decoys) = <b>12.5 [3.1, 20.2]</b> points {mk} "
+        f"(paper: {paper_text('h1/H1')}).",
+        f"H2 (R1 - Random over all eight variants) = <b>-4.5 [-9.0, 1.5]</b> points {mk} "
+        f"(paper: {paper_text('cp-mean/H2: R1 - Random')}).",
+        "WHY[MECH[0.5]|cp-mean/H2: R1 - Random|-4.5]"]
+    only_h2 = _holm().assign(estimable=[False, True, True])
+    gone = rarest_takeaways(ch, {ref.label: cells()}, {ref.label: only_h2})
+    assert gone[1] == ("H1 (how much R1's lead over B4 depends on who holds the decoys) is not estimable from this "
+                       "run (it lacks the variants or policies it needs).")
+    assert gone[2:] == lines[2:]
