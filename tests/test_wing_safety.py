@@ -667,3 +667,194 @@ def test_a_character_yaml_never_allows_is_a_refusal_naming_the_file_not_a_yaml_c
 ])
 def test_an_unparsable_url_never_shows_its_userinfo(url, shown):
     assert redact_url(url) == shown and "pw9secret" not in redact_url(url)
+
+
+# --- seed-58 sample: the functions that held its survivors, every mutant explored ------------------------------
+def test_template_fields_names_every_user_written_text_in_order():
+    from types import SimpleNamespace as NS
+
+    from crossprofile_lib.safety.markup import template_fields
+    t = NS(title="T", description="D", options=[NS(name="o0"), NS(name="o1")], criteria=[NS(name="c0"), NS(name="c1")],
+           facts=[NS(text="f0"), NS(text="f1"), NS(text="f2")])
+    assert template_fields(t) == [("title", "T"), ("description", "D"), ("options[0].name", "o0"),
+                                  ("options[1].name", "o1"), ("criteria[0].name", "c0"), ("criteria[1].name", "c1"),
+                                  ("facts[0].text", "f0"), ("facts[1].text", "f1"), ("facts[2].text", "f2")]
+    empty = NS(title="", description="", options=[], criteria=[], facts=[])
+    assert template_fields(empty) == [("title", ""), ("description", "")]
+
+
+def test_a_process_start_time_is_after_boot_and_a_child_starts_after_its_parent():
+    import os
+    import subprocess
+    import sys
+
+    from crossprofile_lib.safety.outputs import _process_start
+    with open("/proc/stat", "rb") as fh:
+        btime = next(int(ln.split()[1]) for ln in fh if ln.startswith(b"btime"))
+    me = _process_start(os.getpid())
+    assert me is not None and me >= btime
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        started = _process_start(child.pid)
+    finally:
+        child.communicate(b"")
+    assert started is not None and me <= started
+
+
+def test_a_lock_file_too_deeply_nested_to_parse_reads_as_no_holder(tmp_path):
+    from crossprofile_lib.safety.outputs import _read_lock
+    p = tmp_path / "lock"
+    p.write_text("[" * 30000)                         # json.loads: RecursionError
+    assert _read_lock(p) == {}
+    p.write_text('{"pid": 12, "host": "box"}')
+    assert _read_lock(p) == {"pid": 12, "host": "box"}
+    p.write_text("[1, 2]")                            # JSON, but not a record
+    assert _read_lock(p) == {}
+    p.write_bytes(b'{"pid": "\xff"}')                  # not UTF-8
+    assert _read_lock(p) == {}
+
+
+@pytest.mark.parametrize("status", ["Name:\tx\nUmask:\tzz\n", "Umask:\n", "Name:\tx\n"])
+def test_an_unreadable_umask_line_falls_back_to_the_process_umask(monkeypatch, status):
+    import io
+    import os
+
+    from crossprofile_lib.safety import outputs
+    monkeypatch.setattr(outputs, "open", lambda *a, **k: io.StringIO(status), raising=False)
+    old = os.umask(0o037)
+    try:
+        assert outputs.current_umask() == 0o037
+        assert os.umask(0o037) == 0o037               # the fallback put the umask back
+    finally:
+        os.umask(old)
+
+
+def test_release_of_a_lock_already_gone_is_quiet(tmp_path, monkeypatch):
+    import os
+
+    from crossprofile_lib.safety import outputs
+    lock = tmp_path / outputs.LOCK_NAME
+    monkeypatch.setattr(outputs, "_read_lock", lambda p: {"pid": os.getpid()})   # removed after it was read
+    outputs.release(lock)
+    assert not lock.exists()
+    lock.write_text("x")
+    monkeypatch.setattr(outputs, "_read_lock", lambda p: {"pid": os.getpid() + 1})  # another process's lock
+    outputs.release(lock)
+    assert lock.read_text() == "x"
+
+
+def test_an_atomic_text_file_is_utf8_whatever_the_locale(tmp_path):
+    """Under the POSIX locale without UTF-8 mode Python's default encoding is ASCII: the file is UTF-8 anyway."""
+    import os
+    import subprocess
+    import sys
+    dest = tmp_path / "out.txt"
+    env = dict(os.environ, LC_ALL="POSIX", LANG="POSIX", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
+    code = ("import sys; from crossprofile_lib.safety.outputs import write_text_atomic; "
+            "write_text_atomic(sys.argv[1], 'caf\\u00e9 \\u2014 \\u00fc')")
+    r = subprocess.run([sys.executable, "-c", code, str(dest)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert dest.read_bytes() == "caf\u00e9 \u2014 \u00fc".encode()
+
+
+def test_an_output_file_beside_its_inputs_is_allowed_and_its_folder_probed(tmp_path, monkeypatch):
+    from crossprofile_lib.safety import outputs
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_file
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text("{}")
+    b.write_text("{}")
+    probed = []
+    monkeypatch.setattr(outputs, "_probe", lambda folder: probed.append(folder))
+    check_output_file(tmp_path / "out.csv", inputs=[a, b])
+    assert probed == [tmp_path]
+    with pytest.raises(WouldDestroy) as e:
+        check_output_file(b, inputs=[a, b], option="--out")
+    assert str(e.value) == (f"--out {b}: is the file this command reads ({b}); writing there would destroy it "
+                            f"(rule: an output never replaces the command's input)")
+
+    def refuse(folder):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(outputs, "_probe", refuse)
+    with pytest.raises(WouldDestroy) as e:
+        check_output_file(tmp_path / "out.csv", option="--out")
+    assert str(e.value) == (f"--out {tmp_path / 'out.csv'}: its folder {tmp_path} is not writable (Permission "
+                            f"denied (EACCES); permission denied)")
+
+
+def test_a_run_header_saved_with_a_utf8_bom_still_describes_the_folder(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    (tmp_path / "decisions.jsonl").write_text("")
+    plain = describe_folder(tmp_path)
+    (tmp_path / "run.json").write_bytes(b"\xef\xbb\xbf" + b'{"backend": "llamacpp", "model": "smol"}')
+    described = describe_folder(tmp_path)
+    assert described != plain and "by llamacpp (smol)" in described
+
+
+def test_a_registered_secret_is_masked_and_empty_is_never_one():
+    from crossprofile_lib.safety import redact
+    try:
+        redact.register_secret("  wq8zkq3v  ", "EMPTY", "ab", None, 1234)
+        assert redact.mask_known("key wq8zkq3v here") == f"key {MASK} here"
+        assert "EMPTY" not in redact._REGISTERED and "ab" not in redact._REGISTERED
+        assert redact.mask_known("EMPTY ab 1234") == "EMPTY ab 1234"
+    finally:
+        redact._REGISTERED.discard("wq8zkq3v")
+
+
+def test_a_secret_named_pair_inside_a_harmless_option_gives_its_value():
+    from crossprofile_lib.safety.redact import _secret_values, argv_secrets
+    assert _secret_values("extra", "token=zq9wv8") == ["zq9wv8"]
+    assert _secret_values("extra", "model=smol") == []
+    assert "zq9wv8" in argv_secrets(["crossprofile", "run", "--backend-option", "token=zq9wv8"])
+
+
+def test_a_json_input_over_its_size_names_what_it_is(tmp_path):
+    from crossprofile_lib.safety.text_input import load_json
+    p = tmp_path / "f.json"
+    p.write_text('{"a": 1}')
+    assert _refusal(load_json, p, 4).detail == "8 bytes; a file holds at most 4 bytes"
+    assert _refusal(load_json, p, 4, what="policy file").detail == "8 bytes; a policy file holds at most 4 bytes"
+    assert load_json(p, 8) == {"a": 1}
+
+
+def test_json_nested_past_python_s_recursion_limit_is_a_syntax_refusal():
+    from crossprofile_lib.safety.text_input import parse_json
+    e = _refusal(parse_json, "f.json", "[" * 5000 + "]" * 5000, max_depth=10 ** 6)
+    assert (e.path, e.field, e.rule) == ("f.json", "<file>", "json (syntax)")
+    assert e.detail == "not valid JSON: maximum recursion depth exceeded while decoding a JSON array from a unicode string"
+
+
+def test_an_os_error_is_named_by_its_words_and_errno(tmp_path):
+    from crossprofile_lib.safety.text_input import read_bytes
+    f = tmp_path / "f"
+    f.write_text("x")
+    e = _refusal(read_bytes, f / "inside.json", 100)
+    assert (e.field, e.rule, e.detail) == ("<file>", "file (unreadable)", "cannot read: Not a directory (ENOTDIR)")
+    e = _refusal(read_bytes, tmp_path / ("a" * 300), 100)
+    assert e.detail == "cannot read: File name too long (ENAMETOOLONG)"
+
+
+def test_a_file_is_read_at_most_one_byte_past_its_limit(tmp_path, monkeypatch):
+    """A file that grows after its size was checked: read_bytes asks for max_bytes + 1 bytes, never all of it."""
+    import builtins
+
+    from crossprofile_lib.safety import text_input
+    asked = []
+
+    class Spy:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.fh.read(n)
+    monkeypatch.setattr(text_input, "open", lambda *a, **k: Spy(builtins.open(*a, **k)), raising=False)
+    p = tmp_path / "f.txt"
+    p.write_text("abc")
+    assert text_input.read_bytes(p, 10) == b"abc" and asked == [11]
