@@ -1363,3 +1363,68 @@ def test_an_unreachable_tokenizer_uses_the_counts_stored_for_the_served_model_el
     assert capsys.readouterr().err.endswith(
         f"notice: openai/fake: the tokenize endpoint cannot be reached ({down}); budgets use the 2 token counts "
         f"server:llama.cpp:fake gave earlier runs (kept in the call cache {cache})\n")
+
+
+# OpenAICompatBackend: the identities of earlier versions (one per base URL stored for this provider and model)
+
+def test_earlier_identities_are_the_current_url_and_every_url_stored_for_this_provider_and_model(tmp_path):
+    cache = CallCache(tmp_path / "c")
+    r = ChatRequest((USER,))
+    for i, (provider, model, url) in enumerate([("openai", "fake", "http://old.example/v1"),
+                                                ("openai", "fake", ["http://a.example/v1", "http://b.example/v1"]),
+                                                ("openai", "other", "http://other.example/v1"),
+                                                ("deepseek", "fake", "http://deep.example/v1"),
+                                                ("openai", "fake", LOCAL)]):
+        ident = {"provider": provider, "model": model, "base_url": url}
+        cache.put(f"key{i}", r, ChatResult(text=f"Decision: {'ABCDE'[i]}"), ident, "generate")
+    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=cache, tokenizer="offline", sampling="server")
+    options = {"chat_template": None, "grammar_style": None, "reason_chars": None, "extra_body": None}
+    got = b.legacy_identities()
+    assert got[0] == {"provider": "openai", "model": "fake", "base_url": LOCAL, **options}  # the current URL first
+    assert sorted(json.dumps(d, sort_keys=True) for d in got[1:]) == sorted(json.dumps(
+        {"provider": "openai", "model": "fake", "base_url": u, **options}, sort_keys=True)
+        for u in ("http://old.example/v1", ["http://a.example/v1", "http://b.example/v1"]))  # LOCAL once
+    assert OpenAICompatBackend("fake", base_url=LOCAL, cache=cache, tokenizer="offline").legacy_identities() == []
+
+
+def test_calls_an_earlier_version_made_are_named_once_under_pinned_sampling(tmp_path, capsys):
+    cache = CallCache(tmp_path / "c")
+    r = ChatRequest((USER,), purpose="decision", choices=("A", "B", "C"))
+    old = {"provider": "openai", "model": "fake", "base_url": LOCAL, "chat_template": None, "grammar_style": None,
+           "reason_chars": None, "extra_body": None}
+    cache.put(call_key(old, r, "generate"), r, ChatResult(text="Decision: C"), old, "generate")
+    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=cache, tokenizer="offline")
+    assert b.legacy_notice(1, [r]) == (
+        f"notice: openai/fake: the call cache {cache.path} holds 1 of this run's calls made by earlier versions "
+        f"(keyed by base URL, sampling left to the server); they are not reused with sampling pinned (--sampling "
+        f"paper); pass --sampling server to reuse them")
+    assert b.legacy_notice(1, []) is None and b.legacy_notice(1, [ChatRequest(({"role": "user", "content": "new"},))]) \
+        is None
+    server = OpenAICompatBackend("fake", base_url=LOCAL, cache=cache, tokenizer="offline", sampling="server")
+    assert server.legacy_notice(1, [r]) is None  # there they are reused, not named
+
+
+# OpenAICompatBackend._attempt: the circuit breaker's count
+
+def _trip(tmp_path, breaker):
+    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", circuit_breaker=breaker, max_retries=4,
+                            concurrency=1, **FAST)
+    return b, ChatRequest((USER,))
+
+
+@pytest.mark.parametrize("breaker", [1, 3])
+def test_the_circuit_breaker_stops_after_its_count_of_failed_connections(breaker, tmp_path):
+    b, r = _trip(tmp_path, breaker)
+    with pytest.raises(ServerUnreachable) as e:
+        b.chat([r])
+    assert str(e.value) == (
+        f"backend openai/fake: no server answered at {LOCAL}: the first {breaker} attempts all failed to connect "
+        f"(APIConnectionError: Connection error.); is the server running and the base URL right? Stopped early "
+        f"(circuit_breaker={breaker}); no finished call is lost (they are in the call cache "
+        f"{tmp_path / 'c' / 'calls.sqlite'})")
+
+
+def test_a_circuit_breaker_of_zero_never_stops_the_run(tmp_path):
+    b, r = _trip(tmp_path, 0)
+    res, = b.chat([r])
+    assert res.error is not None and res.error.startswith("APIConnectionError") and b.stats["errors"] == 1
