@@ -940,3 +940,18 @@ def test_rarest_takeaways_whole_lines_r1_and_b4_per_cell_then_h1_h2_and_h2s_why(
     assert gone[1] == ("H1 (how much R1's lead over B4 depends on who holds the decoys) is not estimable from this "
                        "run (it lacks the variants or policies it needs).")
     assert gone[2:] == lines[2:]
+
+
+def test_headline_line_whole_for_a_model_with_its_own_paper_values(monkeypatch):
+    ch, ref, _ = _rel_setup(monkeypatch)
+    q = _model_run()
+    mk = "<openai (? mode)>"
+    assert headline_line(ch, q, cells()) == (
+        f"<b>openai (? mode)</b>, r = B(openai (? mode)): rarest-first (R1) decides 80.0% {mk} correctly in the classic "
+        f"cell PSP (paper: 96.7 (Qwen2.5-7B-Instruct)) and 30.0% {mk} in the mirror cell SPS (paper: 22.2 "
+        f"(Qwen2.5-7B-Instruct)), a swing of <b>+50.0 points</b> {mk} from who holds the decoys alone; first-mention "
+        f"(B4) 60.0% {mk} / 40.0% {mk}, Random 55.0% {mk} / 45.0% {mk}.")
+    assert headline_line(ch, ref, cells({k: v for k, v in CELLS.items() if k != "R1"})) == (
+        "reference decider (ledger): no classic/mirror decisions at r = B(reference decider (ledger)).")
+    no_random = headline_line(ch, ref, cells({k: v for k, v in CELLS.items() if k != "Random"}))
+    assert no_random.endswith(", Random – / –.") and "(B4) 60.0% <reference decider (ledger)> / 40.0%" in no_random
