@@ -1428,3 +1428,58 @@ def test_a_circuit_breaker_of_zero_never_stops_the_run(tmp_path):
     b, r = _trip(tmp_path, 0)
     res, = b.chat([r])
     assert res.error is not None and res.error.startswith("APIConnectionError") and b.stats["errors"] == 1
+
+
+# OpenAICompatBackend._adds_bos_again: asked of llama.cpp's /tokenize once, with and without the special tokens
+
+class _BosProbe(F.FakeServer):
+    """A llama.cpp ``/tokenize`` answering ``PLAIN`` without and ``ADDED`` with the special tokens, after ``WAIT`` s,
+    keeping every body it was sent."""
+
+    PLAIN, ADDED, WAIT = [1, 7, 8], [1, 1, 7, 8], 0.0
+    asked: list = []
+
+    def _tokenize(self, path, raw):
+        req = json.loads(raw or b"{}")
+        type(self).asked.append(req)
+        return 200, json.dumps({"tokens": self.ADDED if req.get("add_special") else self.PLAIN}).encode(), self.WAIT
+
+
+def _bos_backend(server, monkeypatch, tmp_path, plain, added, wait=0.0, **kw):
+    probe = type("Probe", (_BosProbe,), {"PLAIN": plain, "ADDED": added, "WAIT": wait, "asked": []})
+    monkeypatch.setattr(F, "FakeServer", probe)
+    try:
+        _, url = server(tokenize="llama.cpp", api_key="k2")
+    finally:
+        monkeypatch.undo()
+    b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c", api_key="k2",
+                            chat_template=_bos_folder(tmp_path), **FAST, **kw)
+    return b, probe
+
+
+@pytest.mark.parametrize("plain, added, again", [
+    ([1, 7, 8], [1, 1, 7, 8], True),      # one more BOS before the same tokens: added again
+    ([1, 7, 8], [1, 7, 8], False),        # nothing added
+    ([1, 7, 8], [2, 1, 7, 8], False),     # another special token, not the BOS
+    ([1, 7, 8], [1, 1, 7, 9], False),     # not the same tokens after it
+    ([1, 7, 8], [1, 1, 7, 8, 8], False),  # more than one token added
+    ([], [1], False),                     # an empty text
+    ("x", [1, 1], False),                 # not a token list
+])
+def test_the_bos_text_is_left_out_only_where_the_server_adds_exactly_that_token_again(plain, added, again, server,
+                                                                                       monkeypatch, tmp_path):
+    b, probe = _bos_backend(server, monkeypatch, tmp_path, plain, added)
+    assert b._adds_bos_again("<s>hello") is again
+    assert b._adds_bos_again("<s>other") is again  # asked once per backend
+    assert probe.asked == [{"content": "<s>hello", "add_special": False, "parse_special": True},
+                           {"content": "<s>hello", "add_special": True, "parse_special": True}]
+
+
+def test_a_prompt_not_starting_with_the_bos_text_asks_nothing(server, monkeypatch, tmp_path):
+    b, probe = _bos_backend(server, monkeypatch, tmp_path, [1, 7], [1, 1, 7])
+    assert b._adds_bos_again("hello <s>") is False and probe.asked == []
+
+
+def test_a_tokenize_endpoint_slower_than_tokenize_timeout_counts_as_none(server, monkeypatch, tmp_path):
+    b, probe = _bos_backend(server, monkeypatch, tmp_path, [1, 7], [1, 1, 7], wait=0.6, tokenize_timeout=0.1)
+    assert b._adds_bos_again("<s>hello") is False  # the prompt is sent as rendered
