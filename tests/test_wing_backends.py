@@ -1483,3 +1483,46 @@ def test_a_prompt_not_starting_with_the_bos_text_asks_nothing(server, monkeypatc
 def test_a_tokenize_endpoint_slower_than_tokenize_timeout_counts_as_none(server, monkeypatch, tmp_path):
     b, probe = _bos_backend(server, monkeypatch, tmp_path, [1, 7], [1, 1, 7], wait=0.6, tokenize_timeout=0.1)
     assert b._adds_bos_again("<s>hello") is False  # the prompt is sent as rendered
+
+
+# OpenAICompatBackend._letter_token_ids: each letter's one-token ids, bare and after a space, from vLLM's /tokenize
+
+class _LetterIds(F.FakeServer):
+    """A vLLM ``/tokenize`` giving ``A`` id 65 and `` A`` id 1065 (and so on), two tokens for ``C`` after a space and
+    for ``E`` alone, keeping every body it was sent."""
+
+    asked: list = []
+
+    def _tokenize(self, path, raw):
+        req = json.loads(raw or b"{}")
+        type(self).asked.append(req)
+        text = str(req.get("prompt", ""))
+        toks = [ord(text[-1]) + (1000 if text.startswith(" ") else 0)] if text.strip() else []
+        if text in (" C", "E"):
+            toks = [7, toks[0]]
+        return 200, json.dumps({"tokens": toks, "count": len(toks), "max_model_len": 8192}).encode(), 0.0
+
+
+def test_score_mode_reads_each_letters_single_token_ids_bare_and_after_a_space(server, monkeypatch, tmp_path):
+    monkeypatch.setattr(F, "FakeServer", type("Ids", (_LetterIds,), {"asked": []}))
+    try:
+        fake, url = server(tokenize="vllm", api_key="k3")
+    finally:
+        monkeypatch.undo()
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", api_key="k3", **FAST)
+    ids = b._letter_token_ids()
+    assert ids == {65: "A", 1065: "A", 66: "B", 1066: "B", 67: "C", 68: "D", 1068: "D", 1069: "E",
+                   **{ord(x) + d: x for x in "FGHIJ" for d in (0, 1000)}}
+    assert type(fake).asked[:2] == [{"model": "fake", "prompt": "A", "add_special_tokens": False},
+                                    {"model": "fake", "prompt": " A", "add_special_tokens": False}]
+    assert len(type(fake).asked) == 20 and b._letter_token_ids() is ids  # asked once per backend
+
+
+def test_score_mode_without_vllms_tokenize_stops_saying_how_to_read_the_top_log_probabilities(server, tmp_path):
+    _, url = server()  # /tokenize answers 404
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    with pytest.raises(ServerUnreachable) as e:
+        b._letter_token_ids()
+    assert str(e.value) == ("backend openai/fake: score mode asks vLLM's /tokenize for the option letters' token ids, "
+                            "but it failed (HTTPStatusError: HTTP 404); pass --backend-option named_logprobs=false "
+                            "to read the top 20 log-probabilities instead")
