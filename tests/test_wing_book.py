@@ -955,3 +955,33 @@ def test_headline_line_whole_for_a_model_with_its_own_paper_values(monkeypatch):
         "reference decider (ledger): no classic/mirror decisions at r = B(reference decider (ledger)).")
     no_random = headline_line(ch, ref, cells({k: v for k, v in CELLS.items() if k != "Random"}))
     assert no_random.endswith(", Random – / –.") and "(B4) 60.0% <reference decider (ledger)> / 40.0%" in no_random
+
+
+def test_first_finding_whole_box_from_a_hand_set_composition(monkeypatch):
+    import crossprofile_lib.book.headline as h
+    ch, ref, _ = _rel_setup(monkeypatch)
+    ref.boot = "BOOT"
+    comp = dict(n=12, mean=(4.25, 0.5, 1.75), budget="0.6", templates=10, counts={"qwen": 7, "llama": 6},
+                missing=["gemma", "x<y"])
+    monkeypatch.setattr(h, "exact_composition", lambda c: comp)
+    monkeypatch.setattr(h, "cell_rows", lambda r, boot, outs, pooled: cells()
+                        if (r is ref and boot == "BOOT" and outs == ["correct"] and pooled is False) else pytest.fail("args"))
+    monkeypatch.setattr(h, "mark", lambda k: f"[{k}]")
+    assert h.first_finding(ch).data == (
+        '<div class="admonition important cp-first-finding"><p class="admonition-title">The paper, and this build</p>'
+        "<p><b>The paper:</b> in the classic cell (support private, decoys shared) rarest-first (R1) keeps "
+        "<b>4.98 / 0.01 / 4.00</b> support / decoy / irrelevant facts (paper, Qwen2.5-7B-Instruct).</p>"
+        "<p><b>This build:</b> <b>4.25 / 0.50 / 1.75</b> [exact] (its 12 R1 memories there, r = 0.6); at r = 0.6 "
+        "exactly 5/0/4 in 7 of 10 templates under qwen pricing and 6 of 10 templates under llama pricing [exact] "
+        "(gemma's tokenizer is not available here: not counted) (x&lt;y's tokenizer is not available here: not "
+        "counted).</p></div><p>No decider enters what a memory keeps. Which option it leads to is the decider's part: "
+        "R1 then decides <b>80.0%</b> <reference decider (ledger)> correctly there (paper: 96.7 (Qwen2.5-7B-Instruct) "
+        '/ 97.2 (Llama-3.1-8B-Instruct)); <a href="04-rarest-first.html">chapter 4</a> has every variant.</p>')
+    monkeypatch.setattr(h, "exact_composition", lambda c: dict(comp, n=0, budget="0<9"))
+    assert h.first_finding(ch).data == (
+        '<div class="admonition warning"><p class="admonition-title">The paper, and this build</p><p>The paper\'s R1 '
+        "keeps 4.98 / 0.01 / 4.00 support / decoy / irrelevant facts in the classic cell (paper, Qwen2.5-7B-Instruct); "
+        "this build has no R1 memory of the classic cell (PSP) at r = 0&lt;9 to set beside it.</p></div>")
+    assert h.first_finding(SimpleNamespace(ref=None)).data == (
+        '<div class="admonition warning"><p class="admonition-title">No reference run</p><p>This build has no '
+        "reference run to set beside the paper.</p></div>")
