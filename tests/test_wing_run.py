@@ -839,3 +839,175 @@ def test_the_plan_counts_a_summary_per_budget_and_each_budgets_summary_its_own_d
     assert plan["calls"] == {"b3": 2, "decision": 4, "total": 6}
     assert (plan["decisions"], plan["deduplicated_decisions"], plan["distinct_decision_prompts"]) == (4, 0, 4)
     assert plan["per_policy"] == {"B3": 2, "R1": 2}
+
+
+# --- relevance_filter: R1-rel's kept composition under a noisy filter, per task and draw -----------------------------
+
+def test_tiering_draws_twenty_filters_per_psp_task_of_seeds_0_to_2_at_budget_0_6_by_default(hospital):
+    df = rf.tiering_compositions([hospital], default_tokenizer(), 0.7, 0.8)
+    assert list(df.columns) == ["template_id", "variant", "seed", "draw", "precision", "recall", "kept_support",
+                                "kept_decoy", "kept_irrelevant", "realised_precision", "realised_recall"]
+    assert df.groupby(["variant", "seed"]).size().to_dict() == {("PSP", 0): 20, ("PSP", 1): 20, ("PSP", 2): 20}
+    assert df.draw.tolist() == list(range(20)) * 3 and set(df.template_id) == {"dev-hospital-01"}
+    assert df[["kept_support", "kept_decoy", "kept_irrelevant"]].sum().to_dict() == \
+        {"kept_support": 259, "kept_decoy": 93, "kept_irrelevant": 185}
+    assert df[["kept_support", "kept_decoy", "kept_irrelevant"]].head(3).to_dict("records") == [
+        {"kept_support": 4, "kept_decoy": 2, "kept_irrelevant": 3}, {"kept_support": 5, "kept_decoy": 1,
+                                                                      "kept_irrelevant": 3},
+        {"kept_support": 5, "kept_decoy": 1, "kept_irrelevant": 3}]
+    assert df.realised_precision.head(5).round(6).tolist() == [0.777778, 0.727273, 0.7, 0.8, 0.6]
+
+
+def test_a_tiering_row_is_the_task_the_draw_and_the_filters_realised_precision_and_recall(hospital):
+    df = rf.tiering_compositions([hospital], default_tokenizer(), 0.7, 0.8, variants=("PPS",), seeds=(4,),
+                                 budget="0.4", draws=3, n_agents=3, seed=2)
+    common = dict(template_id="dev-hospital-01", variant="PPS", seed=4, precision=0.7, recall=0.8)
+    assert df.to_dict("records") == [
+        dict(common, draw=0, kept_support=4, kept_decoy=2, kept_irrelevant=0, realised_precision=6 / 9,
+             realised_recall=1.0),
+        dict(common, draw=1, kept_support=3, kept_decoy=2, kept_irrelevant=0, realised_precision=7 / 9,
+             realised_recall=7 / 8),
+        dict(common, draw=2, kept_support=4, kept_decoy=2, kept_irrelevant=0, realised_precision=5 / 8,
+             realised_recall=5 / 8)]
+
+
+# --- verify: each rule's refusal, whole -------------------------------------------------------------------------------
+
+def _where(df, template="dev-hospital-01", policy="R1"):
+    return int(((df.template_id == template) & (df.policy == policy)).to_numpy().nonzero()[0][0])
+
+
+def _key(df, i):
+    r = df.loc[i]
+    return (f"row {i} (template_id {r.template_id}, variant {r.variant}, seed {r.seed}, policy {r.policy}, "
+            f"budget_label {r.budget_label})")
+
+
+def test_a_missing_or_malformed_run_header_is_refused_with_the_rule_and_what_it_is(written_run):
+    df, header, _ = written_run
+    assert _refusal(df, None).problem == ("rule run header: there is no run.json beside it (the run's record: its "
+                                          "rows, templates and grid)")
+    assert _refusal(df, [1, 2]).problem == "rule run header: run.json is a list, not a JSON object"
+    no_hashes = ("rule run header: run.json records no templates_sha256 (a run made before runs recorded their "
+                 "templates), so the answer key cannot be checked")
+    assert _refusal(df, {k: v for k, v in header.items() if k != "templates_sha256"}).problem == no_hashes
+    assert _refusal(df, dict(header, templates_sha256={})).problem == no_hashes
+    assert _refusal(df, dict(header, templates_sha256=["dev-hospital-01"])).problem == no_hashes
+    assert _refusal(df, dict(header, rows=True)).problem == "rule run header: run.json's rows is True, not a row count"
+    assert _refusal(df, dict(header, rows="30")).problem == "rule run header: run.json's rows is '30', not a row count"
+
+
+def test_a_row_outside_the_runs_seeds_is_refused_and_a_budget_that_is_no_budget_is_matched_as_written(written_run):
+    df, header, _ = written_run
+    d = df.copy()
+    d["seed"] = d["seed"].where(d.index != 7, 9)
+    e = _refusal(d, header)
+    assert e.problem.startswith(f"{_key(d, 7)}: rule run grid: seed ")             # 9 (numpy 2 prints np.int64(9))
+    assert e.problem.endswith("9) is not in the run (run.json's config's seed list)") or \
+        e.problem.endswith(" 9 is not in the run (run.json's config's seed list)")
+    d = df.copy()
+    d.loc[d.budget_label == "0.6", "budget_label"] = "half"
+    verify_table(d, dict(header, config=dict(header["config"], budgets=["half"])), "r/results.parquet")
+    e = _refusal(d, header)
+    assert "rule run grid: budget_label 'half' is not in the run (run.json's config's budget_label list)" in e.problem
+
+
+def test_a_decision_that_is_not_an_option_is_refused_listing_the_options_and_an_empty_one_is_a_non_decision(
+        written_run):
+    df, header, _ = written_run
+    i = _where(df)
+    d = df.copy()
+    d.loc[i, ["decision", "correct", "chose_decoy"]] = ["zeta", False, False]
+    assert _refusal(d, header).problem == (f"{_key(d, i)}: rule decision: decision 'zeta' is not an option of "
+                                           f"template dev-hospital-01 (corvane, helix, medora)")
+    for empty in ("", None):
+        d = df.copy()
+        d["decision"] = d["decision"].astype(object)
+        d.loc[i, ["decision", "correct", "chose_decoy", "invalid"]] = [empty, False, False, True]
+        verify_table(d, header, "r/results.parquet")
+
+
+def test_an_answer_key_refusal_says_the_decision_its_invalid_mark_and_the_value_the_template_makes(written_run):
+    df, header, _ = written_run
+    i = _where(df)
+    d = df.copy()
+    d.loc[i, ["decision", "correct", "chose_decoy", "invalid"]] = ["helix", False, False, False]
+    assert _refusal(d, header).problem == (f"{_key(d, i)}: rule answer key: correct is False, but decision 'helix' "
+                                           f"with the template's correct option 'helix' makes it True")
+    d.loc[i, ["correct", "chose_decoy", "invalid"]] = [False, True, True]
+    assert _refusal(d, header).problem == (f"{_key(d, i)}: rule answer key: chose_decoy is True, but decision "
+                                           f"'helix' (invalid) with the template's decoy option 'corvane' makes it "
+                                           f"False")
+
+
+def test_a_missing_answer_key_value_counts_as_false(written_run):
+    df, header, _ = written_run
+    i = _where(df)
+    d = df.copy()
+    d["correct"] = d["correct"].astype("boolean")
+    d.loc[i, ["decision", "invalid"]] = ["medora", False]
+    d.loc[i, "correct"] = pd.NA
+    d.loc[i, "chose_decoy"] = False
+    verify_table(d, header, "r/results.parquet")
+    d.loc[i, "decision"] = "helix"                  # NA is False, but helix is the correct option
+    assert "rule answer key: correct is False, but decision 'helix'" in _refusal(d, header).problem
+
+
+def test_kept_counts_are_bounded_by_the_templates_facts_of_that_role(written_run):
+    df, header, _ = written_run
+    i = _where(df, policy="ALL")
+    assert tuple(df.loc[i, ["kept_support", "kept_decoy", "kept_irrelevant"]]) == (5, 3, 4)   # hospital: 5, 3, 4
+    for col, n, role in (("kept_support", 6, "support"), ("kept_decoy", 4, "decoy"),
+                         ("kept_irrelevant", 5, "irrelevant")):
+        d = df.copy()
+        d.loc[i, col] = n
+        d.loc[i, "n_kept"] = 20
+        d.loc[i, "n_claims"] = 20
+        assert _refusal(d, header).problem == (f"{_key(d, i)}: rule value ranges: {col} = {n}, outside 0..{n - 1} "
+                                               f"(the template's {role} facts)")
+
+
+def test_n_kept_below_the_sum_of_the_three_kept_counts_is_refused(written_run):
+    df, header, _ = written_run
+    i = _where(df, policy="ALL")
+    d = df.copy()
+    d.loc[i, "n_kept"] = 11                                           # 5 + 3 + 4 = 12 kept
+    assert _refusal(d, header).problem == (f"{_key(d, i)}: rule value ranges: n_kept is below kept_support + "
+                                           f"kept_decoy + kept_irrelevant")
+
+
+def test_a_net_lead_above_the_kept_support_and_decoy_or_negative_memory_tokens_are_refused(written_run):
+    df, header, _ = written_run
+    i = _where(df, policy="ALL")
+    d = df.copy()
+    d.loc[i, "net_lead"] = -9                                         # |-9| > 5 + 3
+    assert _refusal(d, header).problem == (f"{_key(d, i)}: rule value ranges: |net_lead| is above kept_support + "
+                                           f"kept_decoy")
+    d = df.copy()
+    d.loc[i, "memory_tokens"] = -1
+    assert _refusal(d, header).problem == f"{_key(d, i)}: rule value ranges: memory_tokens is negative"
+
+
+def test_a_duplicate_is_the_same_grid_key_whatever_else_differs_and_needs_all_five_key_columns(written_run):
+    df, header, _ = written_run
+    extra = df.iloc[[3]].assign(memory_tokens=df.memory_tokens.iloc[3] + 1, decision_letter="Z")
+    d = pd.concat([df, extra], ignore_index=True)
+    assert _refusal(d, dict(header, rows=len(d))).problem.endswith(
+        "rule duplicate row: the same decision as row 3")
+    verify_table(d.drop(columns=["budget_label"]), dict(header, rows=len(d)), "r/results.parquet")
+
+
+def test_a_missing_template_file_lists_at_most_three_files_of_that_id_found(own_templates_run, tmp_path):
+    df, header, base = own_templates_run
+    src = (ROOT / "templates" / "dev" / "dev-hospital-01.yaml").read_text()
+    for n in "abc":
+        (tmp_path / f"{n}.yaml").write_text(src + f"\n# copy {n}\n")
+    gone = dict(header, config=dict(header["config"], templates=[str(base / "gone")]))
+    hosp = df[df.template_id == "dev-hospital-01"].reset_index(drop=True)
+    with pytest.raises(EditedTable) as e:
+        verify_table(hosp, dict(gone, rows=len(hosp)), "r/results.parquet", templates=[str(tmp_path)])
+    want = header["templates_sha256"]["dev-hospital-01"]
+    found = ", ".join(f"{tmp_path / n}.yaml (sha256 {file_sha256(tmp_path / f'{n}.yaml')[:12]}...)" for n in "abc")
+    assert e.value.problem == (f"{_key(hosp, 0)}: rule template hashes: no template file with the SHA-256 run.json "
+                               f"records for dev-hospital-01 ({want[:12]}...) is here; found {found} (pass the "
+                               f"run's templates with --templates), so its answer key cannot be recomputed")
