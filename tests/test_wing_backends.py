@@ -1526,3 +1526,56 @@ def test_score_mode_without_vllms_tokenize_stops_saying_how_to_read_the_top_log_
     assert str(e.value) == ("backend openai/fake: score mode asks vLLM's /tokenize for the option letters' token ids, "
                             "but it failed (HTTPStatusError: HTTP 404); pass --backend-option named_logprobs=false "
                             "to read the top 20 log-probabilities instead")
+
+
+# cache.export_cache: every column of every readable entry, base URLs redacted; what cannot be exported, named
+
+def test_an_export_writes_every_column_of_each_entry_with_its_base_urls_redacted(tmp_path):
+    c = CallCache(tmp_path)
+    c.put("k1", ChatRequest((USER,), purpose="decision", prompt_file="p.txt"),
+          ChatResult(text="Decision: A", retries=1, prompt_tokens=5, completion_tokens=3, latency_s=0.5),
+          {"provider": "openai", "model": "m", "base_url": URL}, "generate")
+    c.put("k2", ChatRequest(({"role": "user", "content": "q2"},)), ChatResult(text="Decision: B"),
+          {"provider": "openai", "model": "m", "base_url": [URL, "http://b.example/v1"]}, "grammar")
+    c.close()
+    assert cache_mod.export_cache(tmp_path, tmp_path / "out.jsonl") == (2, 0)
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    shown = "https://***@llm.example/v1?key=***&api-version=2024"
+    for r in rows:
+        assert isinstance(r.pop("created"), float) and len(r.pop("prompt_sha")) == 16
+    assert rows == [
+        {"key": "k1", "provider": "openai", "model": "m", "base_url": shown, "decision_mode": "generate",
+         "purpose": "decision", "prompt_file": "p.txt", "text": "Decision: A", "parsed": None, "retries": 1,
+         "prompt_tokens": 5, "completion_tokens": 3, "latency_s": 0.5, "choice_logprobs": None, "meta": None},
+        {"key": "k2", "provider": "openai", "model": "m", "base_url": json.dumps([shown, "http://b.example/v1"]),
+         "decision_mode": "grammar", "purpose": "decision", "prompt_file": "", "text": "Decision: B", "parsed": None,
+         "retries": 0, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0, "choice_logprobs": None,
+         "meta": None}]
+    assert "s3cretpw" not in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+
+
+def _recover(f) -> str:
+    return (f"; recover: move the file aside (mv {f} {f}.broken) and rerun -- a new cache is made and only the calls "
+            f"it lacks are sent again; 'crossprofile cache check {f}' explains the damage and 'crossprofile cache "
+            f"export {f} calls.jsonl' saves the readable entries")
+
+
+def test_a_file_no_entry_of_which_can_be_exported_is_named_with_the_reason(tmp_path):
+    missing, empty, junk = tmp_path / "none.sqlite", tmp_path / "empty.sqlite", tmp_path / "junk.sqlite"
+    empty.write_bytes(b"")
+    junk.write_bytes(b"x" * 100)
+    with pytest.raises(cache_mod.CacheError) as e:
+        cache_mod.export_cache(missing, tmp_path / "out.jsonl")
+    assert str(e.value) == f"call cache {missing}: no such file" + _recover(missing)
+    with pytest.raises(cache_mod.CacheError) as e:
+        cache_mod.export_cache(empty, tmp_path / "out.jsonl")
+    assert str(e.value) == (f"call cache {empty}: 0 bytes (emptied or truncated; a cache file is never empty, and "
+                            f"using it would silently re-make every call)" + _recover(empty))
+    with pytest.raises(cache_mod.CacheError) as e:
+        cache_mod.export_cache(tmp_path, tmp_path / "out.jsonl")  # a folder without calls.sqlite
+    assert str(e.value) == f"call cache {tmp_path}: is a directory, not a cache file" + _recover(tmp_path)
+    with pytest.raises(cache_mod.CacheError) as e:
+        cache_mod.export_cache(junk, tmp_path / "out.jsonl")
+    assert str(e.value) == f"call cache {junk}: no entries can be read (DatabaseError: file is not a database)" + \
+        _recover(junk)
+    assert not (tmp_path / "out.jsonl").exists()
