@@ -303,3 +303,153 @@ def test_a_new_design_is_written_through_a_temporary_file_of_this_process_in_the
         assert Path(a).parent == tmp_path / "c" and f".{os.getpid()}." in Path(a).name
     again = load_or_build(DEV[:1], [0], pols[:2], buds, tmp_path / "c")
     assert again.from_cache and len(moved) == 2
+
+
+def test_profile_values_are_the_coarse_grid_and_a_fine_window_clipped_to_the_bounds_by_hand():
+    """25 points across the bounds plus 21 around the estimate, rounded to 1e-10, clipped to the bounds, unique.
+    s at 1.0: no point shared, 46; s at 4.9: the window's four points past 5 are clipped onto 5, 42; w at -2.9:
+    nine window points fall below -3 and -2.9 + 0.4 = -2.5 is a grid point, 36; beta at 2: the geometric grid, 46."""
+    from crossprofile_lib.paperfit.report import _profile_values
+    v = _profile_values(0, 1.0)
+    assert len(v) == 46 and v[0] == -0.3 and v[-1] == 5.0
+    assert v[:4] == pytest.approx([-0.3, -0.3 + 5.3 / 24, -0.3 + 2 * 5.3 / 24, -0.3 + 3 * 5.3 / 24])
+    assert np.all(np.diff(v) > 0)
+    # the window 0.85, 0.865, ..., 1.15 and the grid point 1.025 (= -0.3 + 6 x 5.3/24) between 1.015 and 1.03
+    assert v[np.abs(v - 1.0) <= 0.15 + 1e-9] == pytest.approx(sorted([*(1.0 + np.linspace(-0.15, 0.15, 21)), 1.025]))
+    top = _profile_values(0, 4.9)
+    assert len(top) == 42 and top[-3:] == pytest.approx([4.975, 4.99, 5.0]) and top.max() == 5.0
+    low = _profile_values(1, -2.9)
+    assert len(low) == 36 and low.min() == -3.0 and list(low[:4]) == pytest.approx([-3.0, -2.98, -2.9, -2.82])
+    b = _profile_values(2, 2.0)
+    assert len(b) == 46 and b[0] == pytest.approx(0.02) and b[-1] == pytest.approx(50.0)
+    assert b[1] == pytest.approx(0.02 * 2500 ** (1 / 24))
+    window = 2 * np.exp(np.linspace(-0.5, 0.5, 21))
+    assert all(np.abs(b - x).min() < 1e-9 for x in window)          # the window is multiplicative in beta
+
+
+def test_profile_values_merge_points_equal_to_ten_decimals():
+    """A window point 3e-11 from the grid point 0.3625 (= -0.3 + 3 x 5.3/24) is the same value once rounded to ten
+    decimals: one point, 45 in all (rounding to eleven would keep both, 46)."""
+    from crossprofile_lib.paperfit.report import _profile_values
+    v = _profile_values(0, 0.3625 + 3e-11)
+    assert len(v) == 45 and np.sum(np.abs(v - 0.3625) < 1e-9) == 1
+
+
+def test_batch_jacobian_is_the_derivative_of_the_batch_figures(dev):
+    """predict_batch_jac's figures are predict's at theta = (s, w, exp(log beta)) for each row's own template counts,
+    and its Jacobian agrees with central finite differences in (s, w, log beta) at points with s, w != 0, 1."""
+    dec, design, fm, F, S = dev
+    T = len(fm.units)
+    z = np.array([[0.3, -0.4, np.log(2.0)], [1.2, 0.7, np.log(0.5)], [-0.2, 1.5, np.log(5.0)]])
+    W = np.vstack([np.ones(T), 1.0 + (np.arange(T) % 3), 3.0 - (np.arange(T) % 2)])
+    pred, jac = F.predict_batch_jac(z, W)
+    assert pred.shape == (3, len(dec)) and jac.shape == (3, len(dec), 3)
+    est = fm.estimable & np.isfinite(pred[0])
+    assert est.sum() > 10
+    for b in range(3):
+        th = np.array([z[b, 0], z[b, 1], np.exp(z[b, 2])])
+        assert np.allclose(pred[b][est], F.predict(th, W[b])[est], rtol=1e-10, atol=1e-10)
+    h = 1e-6
+    for k in range(3):
+        dz = np.zeros(3)
+        dz[k] = h
+        up, _ = F.predict_batch_jac(z + dz, W)
+        dn, _ = F.predict_batch_jac(z - dz, W)
+        fd = (up - dn) / (2 * h)
+        assert np.allclose(jac[:, est, k], fd[:, est], rtol=1e-4, atol=1e-5), k
+        assert np.abs(jac[:, est, k]).max() > 1e-3           # each parameter moves some figure
+    # one row alone gives the same as in the batch
+    p1, j1 = F.predict_batch_jac(z[1:2], W[1:2])
+    assert np.allclose(p1[0][est], pred[1][est]) and np.allclose(j1[0][est], jac[1][est])
+
+
+def test_recovery_refits_draws_weighted_by_the_truths_covariance_and_rounded_as_published(dev, monkeypatch):
+    """Each truth's draws are refitted with H' H = V+ of the used figures' covariance at that truth; the draws are
+    rounded to 0.1 (the published rounding); estimate is the median of the refits and rmse the median rmse."""
+    from crossprofile_lib.paperfit.fit import recovery
+    dec, design, fm, F, S = dev
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    used = ~np.isnan(y) & fm.estimable
+    seen, real = [], Fitter.fit
+
+    def spy(self, y, used, W=None, start=None, fixed=None, H=None):
+        out = real(self, y, used, W, start, fixed, H)
+        seen.append((np.array(y), H, out))
+        return out
+    monkeypatch.setattr(Fitter, "fit", spy)
+    truth = (0.5, 0.0, 2.0)
+    res = recovery(F, used, [truth], np.random.default_rng(5), S, 18.0, draws=3)
+    assert len(res) == 1 and len(seen) == 3
+    r = res[0]
+    assert list(r["truth"]) == [0.5, 0.0, 2.0] and r["estimates"].shape == (3, 3)
+    pc, pd_ = S.proportions(design.probability(np.array(truth)))
+    V = S.covariance(pc, pd_, 18.0, used)
+    for yb, H, _ in seen:
+        assert H is not None and H.shape[1] == used.sum()
+        assert np.allclose(H.T @ H, np.linalg.pinv(V, rcond=1e-8, hermitian=True), rtol=1e-6, atol=1e-9)
+        yu = yb[used]
+        assert np.allclose(yu * 10, np.round(yu * 10), atol=1e-6)
+    assert np.allclose(r["estimates"], [o["theta"] for _, _, o in seen])
+    assert np.allclose(r["estimate"], np.median(r["estimates"], axis=0))
+    assert r["rmse"] == pytest.approx(float(np.median([o["rmse"] for _, _, o in seen])))
+
+
+def _figure_with_terms(*wheres):
+    from types import SimpleNamespace
+    return SimpleNamespace(contrast=SimpleNamespace(terms=[SimpleNamespace(where=w) for w in wheres]))
+
+
+def test_needed_policies_by_hand():
+    """A term naming policies takes those (a string or a list); one naming none takes every policy of the list whose
+    selection and label format match (a value or a list); budgets are the terms' labels but 'none', each once."""
+    figs = [_figure_with_terms({"policy": ["R1", "B4"], "budget_label": ["b1", "none"]},
+                               {"policy": "Random", "budget_label": "b1"}),
+            _figure_with_terms({"selection": "fixed-k", "label_format": "full", "budget_label": "b2"},
+                               {"selection": ["unbudgeted", "budget"], "label_format": "unlabeled"},
+                               {"label_format": "shuffled", "budget_label": "none"})]
+    pols, buds = needed_policies(figs, DEFAULT_POLICIES)
+    assert pols == ["R1", "B4", "Random", "R1-k7", "B4-k7", "Random-k7", "M1-k7", "R1-rel-k7",
+                    "ALL:unlabeled", "R1:unlabeled", "B4:unlabeled", "ALL:shuffled"]
+    assert buds == ["b1", "b2"]
+    # a term with neither selection nor label format matches every policy; a term naming a policy keeps it alone
+    pols, buds = needed_policies([_figure_with_terms({"selection": "budget"})], DEFAULT_POLICIES)
+    assert pols == ["R1", "B4", "Random", "M1", "R1-rel", "R1-rel-oracle", "R1:unlabeled", "B4:unlabeled"]
+    assert buds == []
+    assert needed_policies([_figure_with_terms({"policy": "M1", "selection": "fixed-k"})], DEFAULT_POLICIES) == (
+        ["M1"], [])
+
+
+def test_selected_figures_keep_the_items_label_unit_note_and_sample_size():
+    """Each figure carries its item's ref, label, unit, note and the paper's n (60 templates x 3 seeds per term
+    mean: 1440 for cp-mean/R1, 720 for h1/H1, 180 for classic-r1-b4/R1)."""
+    from crossprofile_lib.paper_figures import load_paper_figures
+    figs = {f.ref: f for f in select_figures()}
+    assert figs["cp-mean/R1"].n == 1440 and figs["h1/H1"].n == 720 and figs["classic-r1-b4/R1"].n == 180
+    items = {it.ref: it for it in load_paper_figures()}
+    for ref, f in figs.items():
+        it = items[ref]
+        assert (f.label, f.unit, f.note, f.n) == (it.label, it.unit, it.note, it.n)
+    assert figs["cp-mean/R1"].kind == "decision" and figs["cp-mean/R1"].outcome == "correct"
+    assert {f.kind for f in figs.values()} == {"decision", "memory"}
+
+
+def test_memory_table_sets_each_paper_value_beside_the_ledgers(dev):
+    """One row per (memory figure, paper model): figure, unit, the model's short name, the paper value and the
+    ledger's estimate with its interval; no memory figures, an empty table."""
+    from crossprofile_lib.paperfit.report import _memory_table
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+    dec, design, fm, F, S = dev
+    mem = [f for f in select_figures() if f.kind == "memory"]
+    boot = TemplateBootstrap.draw(design.units, 30, np.random.default_rng(1))
+    t = _memory_table(design, mem, boot)
+    assert list(t.columns) == ["figure", "unit", "paper_model", "paper", "ledger", "lo", "hi"]
+    assert len(t) == sum(len(f.paper) for f in mem)
+    want = [(f.ref, f.unit, {"Qwen2.5-7B-Instruct": "Qwen", "Llama-3.1-8B-Instruct": "Llama",
+                             "DeepSeek-V4.1-Flash": "Flash", "DeepSeek-V4-Pro": "Pro"}.get(m, m), v)
+            for f in mem for m, v in f.paper.items()]
+    assert list(t[["figure", "unit", "paper_model", "paper"]].itertuples(index=False, name=None)) == want
+    ok = t.ledger.notna()
+    assert ok.any() and (t.lo[ok] <= t.ledger[ok] + 1e-9).all() and (t.ledger[ok] <= t.hi[ok] + 1e-9).all()
+    # one figure's rows share its ledger value
+    assert t.groupby("figure").ledger.nunique(dropna=False).max() == 1
+    assert _memory_table(design, [], boot).empty
