@@ -1579,3 +1579,39 @@ def test_a_file_no_entry_of_which_can_be_exported_is_named_with_the_reason(tmp_p
     assert str(e.value) == f"call cache {junk}: no entries can be read (DatabaseError: file is not a database)" + \
         _recover(junk)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# http_faults.retry_pause: its defaults, the announcement's threshold and wording without a status
+
+def test_a_retry_after_past_the_default_cap_of_120_s_is_not_waited_for():
+    from crossprofile_lib.backends.http_faults import RetryAfterTooLong
+    bare = SimpleNamespace()  # no name, no max_retries, no cap of its own
+    with pytest.raises(RetryAfterTooLong, match=r"asking to wait 121 s .* longer than the cap of 120 s \("):
+        retry_pause(bare, _state(_status_error(openai.RateLimitError, 429, {"retry-after": "121"})), lambda s: 0.0)
+
+
+def test_a_wait_is_announced_only_above_five_seconds_naming_the_error_without_a_status(capsys):
+    bare = SimpleNamespace()
+    assert retry_pause(bare, _state(ValueError("x"), 1), lambda s: 5.0) == 5.0
+    assert capsys.readouterr().err == ""  # five seconds: not announced
+    assert retry_pause(bare, _state(ValueError("x"), 2), lambda s: 5.5) == 5.5
+    assert capsys.readouterr().err == "backend: waiting 6 s before retry 2 of ?: backoff after ValueError\n"
+    assert bare._wait_shown == 2
+    assert retry_pause(bare, _state(ValueError("x"), 2), lambda s: 8.0) == 8.0  # the same wave: said once
+    assert retry_pause(bare, _state(ValueError("x"), 3), lambda s: 8.0) == 8.0  # the next: said again
+    assert capsys.readouterr().err == "backend: waiting 8 s before retry 3 of ?: backoff after ValueError\n"
+
+
+def test_a_pause_before_any_outcome_is_the_backoff():
+    state = SimpleNamespace(outcome=None, attempt_number=1)
+    assert retry_pause(SimpleNamespace(), state, lambda s: 2.5) == 2.5
+
+
+def test_the_ledgers_stances_are_read_from_the_templates_facts(hospital):
+    task = make_task(hospital, "PSP", 0)
+    cl = claim_list(scripted_discussion(task))
+    got = ReferenceDecider().stances(task, cl)
+    assert len(got) == len(cl.claims) and any(s is not None for s in got)
+    for c, s in zip(cl.claims, got):
+        f = None if c.fact_id is None else hospital.fact(c.fact_id)
+        assert (s is None) if f is None else (s.option, s.polarity, s.relevant) == (f.about, f.polarity, f.relevant)
