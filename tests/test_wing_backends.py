@@ -1615,3 +1615,58 @@ def test_the_ledgers_stances_are_read_from_the_templates_facts(hospital):
     for c, s in zip(cl.claims, got):
         f = None if c.fact_id is None else hospital.fact(c.fact_id)
         assert (s is None) if f is None else (s.option, s.polarity, s.relevant) == (f.about, f.polarity, f.relevant)
+
+
+# LLMBackend.decide: one format retry for an unparsable answer, every Decision field, what the cache keeps
+
+class _Scripted(LLMBackend):
+    """A provider answering each purpose's calls from its own list, in order."""
+
+    provider = "scripted"
+
+    def __init__(self, *a, answers=None, **kw):
+        super().__init__(*a, **kw)
+        self.answers, self.sent = answers, []
+
+    def identity(self):
+        return {"provider": self.provider, "model": self.model}
+
+    def _complete(self, requests, on_done):
+        for j, r in enumerate(requests):
+            self.sent.append(r.purpose)
+            on_done(j, self.answers[r.purpose].pop(0))
+
+
+def test_a_decision_is_read_after_one_format_retry_and_every_field_says_how(hospital, tmp_path):
+    answers = {"decision": [ChatResult(text="Hmm, hard to say.", retries=1, latency_s=0.5),
+                            ChatResult(text="Decision: C", latency_s=0.25), ChatResult(text="", error="HTTP 500"),
+                            ChatResult(text="maybe")],
+               "decision-retry": [ChatResult(text="Decision: B", retries=2, latency_s=1.0),
+                                  ChatResult(text="still unsure", latency_s=0.5)]}
+    b = _Scripted("m", cache=tmp_path / "c", answers=answers)
+    rs = [_ledger_request(hospital, "PSP", 0, "ALL"), _ledger_request(hospital, "PPP", 1, "ALL"),
+          _ledger_request(hospital, "PPP", 2, "ALL"), _ledger_request(hospital, "PSP", 3, "ALL")]
+    assert [r.option_order for r in rs[:3]] == [("corvane", "helix", "medora"), ("helix", "medora", "corvane"),
+                                                ("medora", "corvane", "helix")]
+    got = b.decide(rs)
+    base = {"prompt_file": "decision_v1.txt", "cached": False, "letter_logprobs": "", "letters_missing": ""}
+    for d in got:
+        assert len(d.meta.pop("prompt_sha")) == 16
+    assert [(d.option, d.letter, d.invalid, d.raw, d.meta) for d in got] == [
+        ("helix", "B", False, "Decision: B", {**base, "retries": 3, "format_retry": True, "error": "", "latency_s": 1.5}),
+        ("corvane", "C", False, "Decision: C", {**base, "retries": 0, "format_retry": False, "error": "",
+                                                "latency_s": 0.25}),
+        (None, None, False, "", {**base, "retries": 0, "format_retry": False, "error": "HTTP 500", "latency_s": 0.0}),
+        (None, None, True, "still unsure", {**base, "retries": 0, "format_retry": True, "error": "", "latency_s": 0.5})]
+    assert b.sent == ["decision"] * 4 + ["decision-retry"] * 2  # the failed call is not retried for its format
+    assert (b.stats["decisions"], b.stats["invalid"], b.stats["errors"]) == (4, 1, 1)
+    db = sqlite3.connect(tmp_path / "c" / "calls.sqlite")
+    stored = sorted(db.execute("SELECT purpose, text, parsed FROM calls").fetchall(), key=lambda r: r[:2])
+    db.close()
+    assert stored == [("decision", "Decision: C", "C"), ("decision", "Hmm, hard to say.", None),
+                      ("decision", "maybe", None), ("decision-retry", "Decision: B", "B"),
+                      ("decision-retry", "still unsure", None)]
+    again = b.decide(rs[:2])  # from the cache: nothing sent, the same decisions, marked cached
+    assert b.sent == ["decision"] * 4 + ["decision-retry"] * 2
+    assert [(d.letter, d.meta["cached"], d.meta["retries"], d.meta["format_retry"]) for d in again] == [
+        ("B", True, 3, True), ("C", True, 0, False)]
