@@ -718,3 +718,65 @@ def test_an_address_is_found_and_described_as_one():
 ])
 def test_a_comparison_is_named_by_its_kind_with_the_nearest_set_reference(text, n, expected):
     assert hints.find_comparison(text, n) == expected
+
+
+def test_a_fact_about_the_third_option_moves_neither_the_lead_nor_the_tone():
+    from crossprofile_lib.task.evidence import Composition, composition
+    facts = {"s1": SimpleNamespace(role="support", about="A", relevant=True, polarity=1),
+             "d1": SimpleNamespace(role="decoy", about="B", relevant=True, polarity=1),
+             "x1": SimpleNamespace(role="support", about="C", relevant=True, polarity=1),     # third option
+             "i1": SimpleNamespace(role="irrelevant", about="C", relevant=False, polarity=1),  # third option
+             "i2": SimpleNamespace(role="irrelevant", about="A", relevant=False, polarity=-1)}
+    task = SimpleNamespace(template=SimpleNamespace(fact=facts.__getitem__, correct_option="A", decoy_option="B"))
+    memory = SimpleNamespace(kept_facts=lambda: tuple((f, 1) for f in facts))
+    # lead: +1 (s1) - 1 (d1) + 0 (x1); tone: 0 (i1) - 1 (i2)
+    assert composition(task, memory) == Composition(2, 1, 2, 0, -1)
+
+
+def test_claims_merge_on_lower_cased_text_so_a_sharp_s_and_ss_stay_two_claims():
+    from crossprofile_lib.task.discussion import claim_list_from_utterances
+    utt = [Utterance(0, "A10", "Die Stra\u00dfe ist breit."),
+           Utterance(1, "A2", "Die Strasse ist breit."),     # 'STRASSE' in capitals: not the same under lower()
+           Utterance(2, "A1", "die  STRASSE ist breit."),    # white space and case: the same as line 1
+           Utterance(3, "A2", "Die Stra\u00dfe ist breit.")]
+    cl = claim_list_from_utterances(utt, ("A1", "A2", "A3", "A10"), ("A1", "A2", "A3", "A10"))
+    assert cl == ClaimList(
+        (Claim("Die Stra\u00dfe ist breit.", ("A2", "A10"), 0, None, "A10"),
+         Claim("Die Strasse ist breit.", ("A1", "A2"), 1, None, "A2")),
+        ("A1", "A2", "A3", "A10"), ("A1", "A2", "A3", "A10"),
+        (("A1", (1,)), ("A2", (1, 0)), ("A3", ()), ("A10", (0,))))
+
+
+def test_markup_in_a_text_is_quoted_by_its_first_twelve_characters(tmp_path):
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data["facts"][2]["text"] = "Medora sent us <script>alert(1)</script> twice last year."
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(p)
+    assert (ei.value.field, ei.value.rule) == ("facts[2].text", "schema (markup)")
+    assert ei.value.detail == ("markup is not allowed in template text (found '<script>aler'): write plain text, "
+                               "as it reaches prompts and the book's pages")
+
+
+def test_a_template_without_twelve_facts_is_refused_with_the_count_found(hospital):
+    with pytest.raises(TemplateError) as ei:
+        validate_template(hospital.model_copy(update={"facts": hospital.facts[:11]}), "x.yaml")
+    assert str(ei.value) == "x.yaml: field 'facts': rule 4 (role structure): expected 12 facts, found 11"
+
+
+def test_load_templates_refuses_a_repeated_id_under_the_unique_id_rule(tmp_path):
+    from crossprofile_lib.task.templates import load_templates
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text(HOSPITAL.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_templates([tmp_path / "a.yaml", tmp_path / "b.yaml"])
+    assert str(ei.value) == (f"{tmp_path / 'b.yaml'}: field 'id': unique template id: "
+                             f"template id 'dev-hospital-01' also used by {tmp_path / 'a.yaml'}")
+
+
+def test_role_blindness_fits_quietly(dev_templates, capfd):
+    from crossprofile_lib.task.roleblind import role_blindness
+    role_blindness(dev_templates, n_folds=2)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""        # the check's table is the only output: no optimiser chatter
