@@ -1670,3 +1670,74 @@ def test_a_decision_is_read_after_one_format_retry_and_every_field_says_how(hosp
     assert b.sent == ["decision"] * 4 + ["decision-retry"] * 2
     assert [(d.letter, d.meta["cached"], d.meta["retries"], d.meta["format_retry"]) for d in again] == [
         ("B", True, 3, True), ("C", True, 0, False)]
+
+
+# llm: the stance and relevance schemas whole, the stance and relevance answers' rules
+
+def test_the_stance_schema_is_this_object_for_two_claims_and_three_letters():
+    assert stance_schema(2, ("A", "B", "C")) == {
+        "type": "object", "additionalProperties": False, "required": ["stances"],
+        "properties": {"stances": {"type": "array", "maxItems": 2, "items": {
+            "type": "object", "additionalProperties": False, "required": ["n", "option", "direction", "criterion"],
+            "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 2},
+                           "option": {"type": "string", "enum": ["A", "B", "C"]},
+                           "direction": {"type": "string", "enum": ["for", "against"]},
+                           "criterion": {"type": "boolean"}}}}}}
+
+
+def test_the_relevance_schema_is_this_object_for_five_claims():
+    from crossprofile_lib.backends.llm import relevance_schema
+    assert relevance_schema(5) == {
+        "type": "object", "additionalProperties": False, "required": ["relevant"],
+        "properties": {"relevant": {"type": "array", "maxItems": 5,
+                                    "items": {"type": "integer", "minimum": 1, "maximum": 5}}}}
+
+
+ORDER = ("helix", "corvane", "medora")
+
+
+def _st(option, polarity, relevant):
+    return (option, polarity, relevant)
+
+
+def _flat(got):
+    return None if got is None else tuple(None if s is None else (s.option, s.polarity, s.relevant) for s in got)
+
+
+@pytest.mark.parametrize("items, want", [
+    ([{"n": 1, "option": "A", "direction": "for", "criterion": True},
+      {"n": 3, "option": "C", "direction": "against", "criterion": False}],
+     (_st("helix", 1, True), None, _st("medora", -1, False))),
+    ([{"n": 2, "option": "B", "direction": "for", "criterion": False},
+      {"n": 2, "option": "A", "direction": "against", "criterion": True}],  # a number given twice: the first kept
+     (None, _st("corvane", 1, False), None)),
+    ([{"n": 0, "option": "A", "direction": "for", "criterion": True},     # numbers outside 1..3
+      {"n": 4, "option": "A", "direction": "for", "criterion": True},
+      {"n": "1", "option": "A", "direction": "for", "criterion": True},   # not an integer
+      {"n": 1, "option": "D", "direction": "for", "criterion": True},     # no such letter
+      {"n": 2, "option": "B", "direction": "up", "criterion": True},      # no such direction
+      {"n": 3, "option": "C", "direction": "for", "criterion": 1},        # not a boolean
+      ["n", 1], "B"],                                                      # not objects
+     (None, None, None)),
+    ([{"n": 1, "option": "A", "direction": "for", "criterion": 1},        # dropped: the next entry for n=1 counts
+      {"n": 1, "option": "C", "direction": "against", "criterion": True}],
+     (_st("medora", -1, True), None, None)),
+    ([], (None, None, None)),
+])
+def test_a_stance_answer_keeps_one_well_formed_stance_per_claim_number(items, want):
+    assert _flat(parse_stances("Stances: " + json.dumps({"stances": items}) + " end", 3, ORDER)) == want
+
+
+@pytest.mark.parametrize("text", ["no JSON here", '{"stances": {"n": 1}}', '{"stances": [1, }', '[{"n": 1}]', "",
+                                  '{"other": []}'])
+def test_a_stance_answer_without_a_stances_list_is_none(text):
+    assert parse_stances(text, 3, ORDER) is None
+
+
+@pytest.mark.parametrize("text, want", [
+    ('{"relevant": [3, 1, 3]}', [0, 2]), ('{"relevant": [0, 2, 6, true, "4"]}', [1]), ('{"relevant": []}', []),
+    ("Relevant: [2, 5]", [1, 4]), ("RELEVANT 4 , 1", [0, 3]), ("relevant: none", []), ("all irrelevant", None), ("nothing", None),
+])
+def test_a_relevance_answer_gives_the_zero_based_claims_within_range(text, want):
+    from crossprofile_lib.backends.llm import parse_relevance
+    assert parse_relevance(text, 5) == want
