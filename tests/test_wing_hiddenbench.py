@@ -5,6 +5,7 @@ refused) and the group vote's strict majority; hand-checked cases whose outcome 
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pandas as pd
@@ -610,3 +611,187 @@ def test_grey_claims_of_a_natural_session_are_put_to_the_sessions_model(tasks):
     s = rec["rows"]["sessions"][0]
     assert (s["n_claims_raw"], s["n_claims"], s["merges_confirmed"]) == (6, 2, 1)
     assert rec["artefacts"]["merge"] == dict(cluster=[0, 0, 1, 1, 1, 1], confirmed=[[1, 0, True], [2, 0, False]])
+
+
+# -- a natural session's whole record, written out by hand (task 1, seed 1) -------------------------------------
+# seed 1 puts the options in the order O2, O3, O1 (A Birch Foods, B Cedar Kitchen, C Amber Catering): the correct
+# letter is B, not the letter of the correct option's index; the speaking order is A1, A3, A2. A1 answers every vote
+# with junk (retried, still invalid), A3 only the first time (its retry is read), A2's round-2 message is empty.
+
+AMBER_H = "Amber Catering had its food safety licence suspended last week after a failed inspection."
+BIRCH_H = "Birch Foods cannot supply vegetarian dishes, and a third of the staff are vegetarian."
+CEDAR_H = "The head chef of Cedar Kitchen ran the picnic kitchen for the company's previous caterer for five years."
+JUNK = "I think we should go with the first one!"
+
+
+def _marked_backend(tasks, fail=None):
+    """The scripted backend with call bookkeeping a session records: extraction answers come from the cache, message
+    calls took 2 retries, each answer's completion tokens are its words; ``fail``: A3's call of that purpose fails."""
+    import dataclasses
+
+    from hiddenbench_fake import ScriptedBackend
+
+    class Marked(ScriptedBackend):
+        def chat(self, requests):
+            out = []
+            for r, o in zip(requests, super().chat(requests)):
+                who = r.messages[0]["content"]
+                if r.purpose == "hb-message-r2" and "You are A2" in who:
+                    o = ChatResult("")
+                if r.purpose == fail and "You are A3" in who:
+                    o = ChatResult("", error="HTTP 503: busy")
+                out.append(dataclasses.replace(o, cached=r.purpose == "hb-extract",
+                                               retries=2 if r.purpose.startswith("hb-message") else 0,
+                                               completion_tokens=len(o.text.split())))
+            return out
+    return Marked(tasks, junk={"A1"}, junk_once={"A3"})
+
+
+def _natural_record(tasks, fail=None):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.common import PolicyPlan
+    from crossprofile_lib.hiddenbench.natural import run_natural_chunk
+    fake = _marked_backend(tasks, fail)
+    plan = PolicyPlan.for_backend(["R1", "EMPTY"], fake, "natural")
+    [rec] = run_natural_chunk([(tasks[0], 1, get_ablation("baseline"))], plan, ["0.6"], fake, {"run": "x"})
+    return rec
+
+
+_COMMON = dict(run="x", protocol="natural", task_id="1", task_name="FIXTURE picnic caterer", n_agents=3, n_options=3,
+               seed=1, ablation="baseline")
+
+
+def _vote_rows(error=""):
+    rows = []
+    # (agent, position, phase, letter, answer, correct, invalid, retried)
+    for a, pos, phase, letter, answer, ok, invalid, retried in [
+            ("A1", 0, "initial", "", "", False, True, True), ("A3", 1, "initial", "A", "Birch Foods", False, False, True),
+            ("A2", 2, "initial", "A", "Birch Foods", False, False, False),
+            ("A1", 0, "final", "", "", False, True, True), ("A3", 1, "final", "B", "Cedar Kitchen", True, False, True),
+            ("A2", 2, "final", "B", "Cedar Kitchen", True, False, False)]:
+        rows.append(dict(_COMMON, agent=a, speaking_position=pos, phase=phase, vote_letter=letter, vote=answer,
+                         correct=None if error else ok, invalid=invalid, retried=retried, error=error))
+    return rows
+
+
+def _decision_rows(error=""):
+    memory = dict(t_all=160, label_format="full", n_hidden=3, option_order="O2,O3,O1", decided=True, invalid=False,
+                  memory_truncated=False, error=error)
+    r1 = dict(_COMMON, policy="R1", base_policy="R1", selection="budget", budget_label="0.6", budget_ratio=0.6,
+              budget_tokens=96, memory_kind="claims", memory_tokens=71, n_kept=3, kept_hidden=3, kept_shared=0,
+              hidden_retention=1.0, profile_complete=True, memory_sha="f879f932a7fd4d90", decision="O3",
+              decision_letter="B", decision_answer="Cedar Kitchen", correct=None if error else True,
+              decision_raw="Decision: B", **memory)
+    empty = dict(_COMMON, policy="EMPTY", base_policy="EMPTY", selection="unbudgeted", budget_label="none",
+                 budget_tokens=-1, memory_kind="empty", memory_tokens=0, n_kept=0, kept_hidden=0, kept_shared=0,
+                 hidden_retention=0.0, profile_complete=False, memory_sha="e3b0c44298fc1c14", decision="O2",
+                 decision_letter="A", decision_answer="Birch Foods", correct=None if error else False,
+                 decision_raw="Decision: A", **memory)
+    return r1, empty
+
+
+def _same_rows(got, want):
+    assert [set(g) for g in got] == [set(w) for w in want]
+    for g, w in zip(got, want):
+        for k, v in w.items():
+            if isinstance(v, float) and v != v:
+                assert g[k] != g[k], k
+            else:
+                assert g[k] == v and type(g[k]) is type(v), (k, g[k], v)
+
+
+def test_a_natural_sessions_rows_count_its_votes_messages_claims_and_calls(tasks):
+    rec = _natural_record(tasks)
+    assert {k: rec[k] for k in ("protocol", "task_id", "seed", "ablation", "errors")} == dict(
+        protocol="natural", task_id="1", seed=1, ablation="baseline", errors=0)
+    _same_rows(rec["rows"]["votes"], _vote_rows())
+    [s] = rec["rows"]["sessions"]
+    # final votes: A1 invalid, A3 and A2 B (Cedar Kitchen, O3): 2 of 3 valid, a strict majority of the 3 agents
+    _same_rows([s], [dict(
+        _COMMON, group_vote="Cedar Kitchen", group_correct=True, group_invalid=False, group_tie=False,
+        group_strict_majority=True, n_valid_final_votes=2, initial_accuracy=0.0, final_accuracy=2 / 3,
+        initial_invalid=1, final_invalid=1, vote_retries=4, n_hidden=3, hidden_disclosed=3, disclosure_rate=1.0,
+        holder_disclosure_rate=1.0, n_messages=6, empty_messages=1, n_claims_raw=5, n_claims=3,
+        extraction_retries=0, extraction_fallbacks=0, merges_confirmed=0, chat_calls=21, chat_cached=5,
+        chat_errors=0, error="")])
+    r1, empty = _decision_rows()
+    r1_nan = dict(empty, budget_ratio=float("nan"))
+    _same_rows(rec["rows"]["decisions"], [r1, r1_nan])
+
+
+def test_a_failed_call_makes_a_natural_sessions_results_missing_not_wrong(tasks):
+    rec = _natural_record(tasks, fail="hb-vote-final")
+    err = "1 of 21 calls of the session failed: HTTP 503: busy"
+    # 6 vote rows, the session row and 2 decision rows carry the error
+    assert rec["errors"] == 9
+    _same_rows(rec["rows"]["votes"], _vote_rows(err))
+    [s] = rec["rows"]["sessions"]
+    assert s["error"] == err and s["chat_errors"] == 1 and s["chat_calls"] == 21
+    assert s["group_correct"] is None and s["group_vote"] == "Cedar Kitchen" and s["group_invalid"] is False
+    assert s["initial_accuracy"] != s["initial_accuracy"] and s["final_accuracy"] != s["final_accuracy"]
+    r1, empty = _decision_rows(err)
+    _same_rows(rec["rows"]["decisions"], [r1, dict(empty, budget_ratio=float("nan"))])
+    assert [m["error"] for m in rec["artefacts"]["memories"]] == [err, err]
+    assert [(c["purpose"], c["agent"], c["error"]) for c in rec["artefacts"]["calls"] if c["error"]] == [
+        ("hb-vote-final", "A3", "HTTP 503: busy")]
+
+
+def test_a_natural_sessions_artefacts_hold_every_vote_message_claim_and_call(tasks):
+    a = _natural_record(tasks)["artefacts"]
+    assert a["speaking_order"] == ["A1", "A3", "A2"] and a["correct_letter"] == "B"
+    assert a["options"] == {"A": "Birch Foods", "B": "Cedar Kitchen", "C": "Amber Catering"}
+    sure = 'Sure. {"vote": "%s", "rationale": "Based on what I know."}'
+    why = "Based on what I know."
+    assert a["votes"] == [
+        dict(agent="A1", phase="initial", letter=None, rationale="", invalid=True, retried=True, raw=[JUNK, JUNK]),
+        dict(agent="A3", phase="initial", letter="A", rationale=why, invalid=False, retried=True,
+             raw=[JUNK, sure % "A"]),
+        dict(agent="A2", phase="initial", letter="A", rationale=why, invalid=False, retried=False, raw=[sure % "A"]),
+        dict(agent="A1", phase="final", letter=None, rationale="", invalid=True, retried=True, raw=[JUNK, JUNK]),
+        dict(agent="A3", phase="final", letter="B", rationale=why, invalid=False, retried=True,
+             raw=[JUNK, sure % "B"]),
+        dict(agent="A2", phase="final", letter="B", rationale=why, invalid=False, retried=False, raw=[sure % "B"])]
+    said = {"A1": AMBER_H, "A3": CEDAR_H, "A2": BIRCH_H}
+    want = [dict(index=k, round=1 + k // 3, speaker=sp, text=f"I know that {said[sp]} I favour A.",
+                 raw=f"A9: I know that {said[sp]} I favour A.") for k, sp in enumerate(["A1", "A3", "A2", "A1", "A3"])]
+    assert a["messages"] == [*want, dict(index=5, round=2, speaker="A2", text="", raw="")]
+    # the empty message has no extraction; each other gives its hidden fact
+    assert a["extraction"] == [dict(message_index=k, speaker=sp, raw=[f"- {said[sp]}"], claims=[said[sp]],
+                                    readable=True, retried=False, fallback=False)
+                               for k, sp in enumerate(["A1", "A3", "A2", "A1", "A3"])]
+    assert a["raw_claims"] == [dict(speaker=sp, message_index=k, text=said[sp])
+                               for k, sp in enumerate(["A1", "A3", "A2", "A1", "A3"])]
+    assert a["merge"] == dict(cluster=[0, 1, 2, 0, 1], confirmed=[])
+    assert a["claims"] == [dict(text=AMBER_H, speakers=["A1"], first_mention=0, restates=["H1"]),
+                           dict(text=CEDAR_H, speakers=["A3"], first_mention=1, restates=["H3"]),
+                           dict(text=BIRCH_H, speakers=["A2"], first_mention=2, restates=["H2"])]
+    # H1 first in message 0, H2 (Birch, A2's) in message 2, H3 in message 1
+    assert a["disclosure"] == dict(disclosed=[True] * 3, by_holder=[True] * 3, first_message=[0, 2, 1])
+    assert a["group"] == dict(option="O3", tie=False, strict_majority=True)
+    assert a["memories"] == [
+        dict(policy="R1", budget="0.6", text=f"[A1] {AMBER_H}\n[A3] {CEDAR_H}\n[A2] {BIRCH_H}", tokens=71,
+             decision="B", invalid=False, raw="Decision: B", error=""),
+        dict(policy="EMPTY", budget="none", text="", tokens=0, decision="A", invalid=False, raw="Decision: A",
+             error="")]
+    nat, msg, ext = "natural/", "message_baseline_v1.txt", "extract_claims_v1.txt"
+    v, m, x = (0, 9), (2, 21), (0, 15)
+
+    def call(purpose, agent, prompt, retries_tokens, cached=False):
+        return dict(purpose=purpose, agent=agent, prompt_file=nat + prompt, cached=cached, error=None,
+                    retries=retries_tokens[0], completion_tokens=retries_tokens[1])
+    want_calls = [
+        *(call("hb-vote-initial", g, "vote_initial_v1.txt", v) for g in ("A1", "A3", "A2")),
+        *(call("hb-vote-initial-retry", g, "vote_retry_v1.txt", v) for g in ("A1", "A3")),
+        call("hb-message-r1", "A1", msg, m), call("hb-message-r1", "A3", msg, (2, 25)),
+        call("hb-message-r1", "A2", msg, m),
+        call("hb-message-r2", "A1", msg, m), call("hb-message-r2", "A3", msg, (2, 25)),
+        call("hb-message-r2", "A2", msg, (2, 0)),
+        *(call("hb-vote-final", g, "vote_final_v1.txt", v) for g in ("A1", "A3", "A2")),
+        *(call("hb-vote-final-retry", g, "vote_retry_v1.txt", v) for g in ("A1", "A3")),
+        call("hb-extract", "A1", ext, x, True), call("hb-extract", "A3", ext, (0, 19), True),
+        call("hb-extract", "A2", ext, x, True),
+        call("hb-extract", "A1", ext, x, True), call("hb-extract", "A3", ext, (0, 19), True)]
+    assert [{k: c[k] for k in c if k != "rendered_sha"} for c in a["calls"]] == want_calls
+    # each call's rendered prompt by its hash (16 hex digits): the three agents' initial votes see different facts
+    shas = [c["rendered_sha"] for c in a["calls"]]
+    assert all(re.fullmatch("[0-9a-f]{16}", h) for h in shas) and len(set(shas[:3])) == 3
