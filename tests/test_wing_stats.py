@@ -584,3 +584,95 @@ def test_the_tables_order_variants_and_cells_by_name_even_from_a_categorical_col
     assert c["cell"].tolist() == ["classic", "mirror", "classic", "mirror"]
     assert c["outcome"].tolist() == ["correct", "correct", "chose_decoy", "chose_decoy"]
     assert c["estimate"].tolist() == pytest.approx([100.0, 50.0, 0.0, 50.0])
+
+
+# --- issue 55, fresh sample 58: GEE's reports, the net-lead subset, a two-policy formula -----------------------------
+
+GEE_FORMULA = "y ~ net_lead + irrelevant_tone + C(policy, Treatment('R1'))"
+
+
+def test_a_gee_fit_refused_for_too_few_templates_is_named_gee_logit_not_fitted():
+    from crossprofile_lib.stats.netlead import gee_logit
+
+    r = gee_logit(_synthetic(T=3))
+    assert r["method"] == "GEE logit (not fitted)" and r["reference_policy"] == "R1"
+    assert r["error"] == ("not fitted: 3 template(s); this fit needs at least 10 "
+                          "(see crossprofile_lib/stats/netlead.py)")
+
+
+def test_a_gee_fit_uses_r1_as_reference_by_default_and_names_its_exchangeable_working_correlation():
+    from crossprofile_lib.stats.netlead import gee_logit
+
+    df = _synthetic(T=12)
+    r = gee_logit(df)
+    assert r["reference_policy"] == "R1" and r["formula"] == GEE_FORMULA
+    assert r["method"] == "GEE logit, template clusters, exchangeable working correlation, robust covariance"
+    assert r["n"] == 720 and r["wald"]["df"] == 3   # 12 templates x 4 policies x 15 rows
+    assert sorted(r["terms"]["term"]) == sorted(["Intercept", "net_lead", "irrelevant_tone", "policy[B4]",
+                                                 "policy[M1]", "policy[Random]"])
+
+
+def test_a_gee_fit_no_working_correlation_can_do_is_reported_failed_with_each_ones_error(monkeypatch):
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+
+    from crossprofile_lib.stats.netlead import gee_logit
+
+    def from_formula(formula, groups, data, family, cov_struct):
+        raise ValueError(f"cannot fit {type(cov_struct).__name__}")
+    monkeypatch.setattr(GEE, "from_formula", staticmethod(from_formula))
+    r = gee_logit(_synthetic(T=12), "B4")
+    assert set(r) == {"method", "formula", "reference_policy", "terms", "policy_significant", "wald", "warnings"}
+    assert r["method"] == "GEE (failed)" and r["reference_policy"] == "B4"
+    assert r["formula"] == "y ~ net_lead + irrelevant_tone + C(policy, Treatment('B4'))"
+    assert r["warnings"] == ["exchangeable: cannot fit Exchangeable", "independence: cannot fit Independence"]
+    assert r["terms"].empty and r["wald"] is None and r["policy_significant"] is None
+
+
+def test_a_gee_working_correlation_that_failed_keeps_its_error_among_the_used_fits_warnings(monkeypatch):
+    from statsmodels.genmod.cov_struct import Exchangeable
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+
+    from crossprofile_lib.stats.netlead import gee_logit
+
+    real = GEE.from_formula
+
+    def from_formula(formula, groups, data, family, cov_struct):
+        if isinstance(cov_struct, Exchangeable):
+            raise np.linalg.LinAlgError("Singular matrix")
+        return real(formula, groups=groups, data=data, family=family, cov_struct=cov_struct)
+    monkeypatch.setattr(GEE, "from_formula", staticmethod(from_formula))
+    r = gee_logit(_synthetic(T=12))
+    assert r["method"] == "GEE logit, template clusters, independence working correlation, robust covariance"
+    assert r["warnings"] == ["exchangeable: Singular matrix"] and r["n"] == 720
+
+
+def test_the_net_lead_subset_names_the_settings_field_of_an_unknown_column():
+    from crossprofile_lib.stats.netlead import subset
+
+    df = _synthetic(T=2)
+    assert len(subset(df, {"policy": ["R1", "B4"]})) == 60 and subset(df, None) is df
+    with pytest.raises(PreregError) as e:
+        subset(df, {"budget": "0.6"})
+    assert str(e.value) == ("<settings>: field 'where.budget': column: "
+                            "the results table has no column 'budget'")
+
+
+def test_the_net_lead_analysis_reports_the_rows_filter_it_used():
+    from crossprofile_lib.stats.netlead import net_lead_analysis
+
+    df = _synthetic(T=2)
+    boot = TemplateBootstrap(("t00", "t01"), np.array([[0, 1], [1, 1]]))
+    a = net_lead_analysis(df, boot, where={"policy": "B4"}, regressions=False)
+    assert a["where"] == {"policy": "B4"} and a["n"] == 30
+    assert net_lead_analysis(df, boot, regressions=False)["where"] == {}
+
+
+def test_two_policies_are_compared_in_the_formula_against_the_reference():
+    from crossprofile_lib.stats.netlead import gee_logit
+
+    df = _synthetic(T=12, pols=("R1", "B4"))
+    g = gee_logit(df)
+    assert g["formula"] == GEE_FORMULA and list(g["terms"]["term"]).count("policy[B4]") == 1
+    fe = fixed_effects_logit(df)
+    assert fe["formula"] == GEE_FORMULA + " + C(template_id)" and fe["wald"]["df"] == 1
+    assert fe["warnings"] == []
