@@ -453,3 +453,98 @@ def test_memory_table_sets_each_paper_value_beside_the_ledgers(dev):
     # one figure's rows share its ledger value
     assert t.groupby("figure").ledger.nunique(dropna=False).max() == 1
     assert _memory_table(design, [], boot).empty
+
+
+def test_draw_keeps_decoy_within_what_correct_leaves():
+    """P(decoy) is clipped to 1 - P(correct): at c = .7, d = .5 the draw is (.7, .3, 0), so c + d is 100 in every
+    draw and c averages 70 (not .7 / 1.2 = 58.3 as with d left at .5 and renormalised)."""
+    S = _one_atom("plus")
+    Y = S.draw(np.array([0.7]), np.array([0.5]), 1.0, 4000, np.random.default_rng(0), rounding=None)
+    assert Y.shape == (4000, 2)
+    assert np.all(Y[:, 1] == pytest.approx(100.0))
+    assert Y[:, 0].mean() == pytest.approx(70.0, abs=0.5)
+    # proportions outside [0, 1] are clipped: c = 1 always draws 100
+    Y = S.draw(np.array([1.2]), np.array([-0.1]), 1.0, 50, np.random.default_rng(0), rounding=None)
+    assert np.all(Y == 100.0)
+    # c = 0, d = 0: every decision is the third option
+    Y = S.draw(np.array([0.0]), np.array([0.0]), 1.0, 50, np.random.default_rng(0), rounding=None)
+    assert np.all(Y == 0.0)
+
+
+def test_draw_counts_whole_decisions_at_least_one_and_rounds_as_published():
+    """m = max(rint(kappa n), 1) decisions: kappa .02 of 100 is 2 (figures 0, 50, 100), kappa .004 rounds to 0 and
+    is taken as 1 (0 or 100); kappa .03 gives thirds, 33.3 at the published 0.1, 35 at 5, 33.33... unrounded."""
+    S = _one_atom("plus")
+    rng = np.random.default_rng(1)
+    two = S.draw(np.array([0.5]), np.array([0.3]), 0.02, 2000, rng, rounding=None)
+    assert set(np.unique(two[:, 0])) == {0.0, 50.0, 100.0}
+    one = S.draw(np.array([0.5]), np.array([0.3]), 0.004, 2000, rng, rounding=None)
+    assert set(np.unique(one[:, 0])) == {0.0, 100.0}
+    thirds = {0.0, 100 / 3, 200 / 3, 100.0}
+    raw = S.draw(np.array([0.5]), np.array([0.3]), 0.03, 2000, np.random.default_rng(2), rounding=None)
+    assert set(np.round(np.unique(raw[:, 0]), 9)) == {round(x, 9) for x in thirds}
+    pub = S.draw(np.array([0.5]), np.array([0.3]), 0.03, 2000, np.random.default_rng(2))
+    assert set(np.round(np.unique(pub[:, 0]), 9)) == {0.0, 33.3, 66.7, 100.0}
+    five = S.draw(np.array([0.5]), np.array([0.3]), 0.03, 2000, np.random.default_rng(2), rounding=5.0)
+    assert set(np.unique(five[:, 0])) == {0.0, 35.0, 65.0, 100.0}
+
+
+def test_covariance_gives_a_proportion_at_zero_or_one_half_a_decision_by_hand():
+    """eps = 0.5 / m with m = max(kappa n, 1): at c = d = 0 and m = 100, c = d = .005 and Var(100 c) =
+    1e4 x .005 x .995 / 100 = .4975; at m = 1 (kappa .001) eps is .5, Var(100 c) = 2500. ``used`` keeps only
+    those figures' rows and columns."""
+    S = _one_atom("plus")
+    V = S.covariance(np.array([0.0]), np.array([0.0]), 1.0)
+    assert V[0, 0] == pytest.approx(0.4975)
+    assert V[1, 1] == pytest.approx(1e4 * 0.01 * 0.99 / 100)          # c + d = .01 as one binomial
+    assert S.covariance(np.array([0.0]), np.array([0.0]), 0.001)[0, 0] == pytest.approx(2500.0)
+    # c = 1, d = 0: c = .995, d = .005, c + d = 1 exactly, no variance
+    V1 = S.covariance(np.array([1.0]), np.array([0.0]), 1.0)
+    assert V1[0, 0] == pytest.approx(0.4975) and V1[1, 1] == pytest.approx(0.0, abs=1e-12)
+    Vu = S.covariance(np.array([0.5]), np.array([0.3]), 1.0, used=[False, True])
+    assert Vu.shape == (1, 1) and Vu[0, 0] == pytest.approx(16.0)
+    Vu0 = S.covariance(np.array([0.5]), np.array([0.3]), 1.0, used=np.array([1, 0]))
+    assert Vu0.shape == (1, 1) and Vu0[0, 0] == pytest.approx(25.0)
+
+
+def test_fit_cache_is_keyed_by_every_input_and_reads_back_what_it_wrote(tmp_path, monkeypatch):
+    """The fit's cache entry is named for every input (design seeds, figures, resamples, boot seed, models, recovery,
+    profiles, template resamples, recovery draws, sampling): each change is another entry, the same inputs read
+    the entry back (numpy values in info written as plain JSON)."""
+    import pandas as pd
+
+    import crossprofile_lib.paperfit.report as R
+    from crossprofile_lib.paper_figures import load_paper_figures
+    calls = []
+
+    def fake_fit(figs, pols, buds, templates, seeds, resamples, boot_seed, cache_dir, models, *rest):
+        calls.append((list(seeds), resamples, boot_seed, models))
+        t = pd.DataFrame({"x": [1.0]})
+        return R.PaperFit(t, t, t, t, t, info=dict(seeds=list(seeds), a=np.arange(3), f=np.float64(0.5),
+                                                   b=np.bool_(True), fits={}))
+    monkeypatch.setattr(R, "_fit", fake_fit)
+    items = load_paper_figures()
+
+    def key(**kw):
+        base = dict(templates=DEV, seeds=[0], cache_dir=tmp_path, models=[Q], resamples=10, boot_seed=0,
+                    with_recovery=True, with_profiles=True, template_resamples=0, recovery_draws=20, sampling=None)
+        base.update(kw)
+        out = fit_paper(**base)
+        return out.info["fit_key"], out.info["fit_cache_hit"], out
+
+    k0, hit, first = key()
+    assert not hit and len(k0) == 20 and (tmp_path / f"fit-{k0}" / "info.json").exists()
+    again, hit, back = key()
+    assert again == k0 and hit and len(calls) == 1
+    assert back.info["a"] == [0, 1, 2] and back.info["f"] == 0.5 and back.info["b"] is True
+    assert back.info["seeds"] == [0] and list(back.params.x) == [1.0]
+    others = [key(seeds=[0, 1]), key(resamples=11), key(boot_seed=1), key(models=[FLASH]), key(models=None),
+              key(with_recovery=False), key(with_profiles=False), key(template_resamples=3), key(recovery_draws=7),
+              key(sampling={Q: {"templates": 15, "seeds": 1}}),
+              key(items=[it for it in items if it.figure_id != "h1"])]
+    keys = [k for k, _, _ in others]
+    assert not any(h for _, h, _ in others) and len(set(keys) | {k0}) == len(keys) + 1
+    assert calls[1:3] == [([0, 1], 10, 0, [Q]), ([0], 11, 0, [Q])] and calls[3][2] == 1
+    # without the cache: computed again, nothing written for it
+    k, hit, _ = key(boot_seed=2, use_cache=False)
+    assert not hit and not (tmp_path / f"fit-{k}").exists()
