@@ -1741,3 +1741,74 @@ def test_a_stance_answer_without_a_stances_list_is_none(text):
 def test_a_relevance_answer_gives_the_zero_based_claims_within_range(text, want):
     from crossprofile_lib.backends.llm import parse_relevance
     assert parse_relevance(text, 5) == want
+
+
+# CallCache.__init__ and _open_readonly: where the file goes, how it is opened, a read-only one replayed
+
+def test_a_new_cache_is_made_in_its_folder_with_the_write_ahead_log_and_its_side_tables(tmp_path):
+    c = CallCache(tmp_path / "a" / "b")
+    try:
+        assert c.path == str(tmp_path / "a" / "b" / "calls.sqlite") and c.readonly == ""
+        assert c._db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert c._db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        assert sorted(r[0] for r in c._db.execute("SELECT name FROM sqlite_master WHERE type='table'")) == [
+            "calls", "served_models", "token_counts"]
+    finally:
+        c.close()
+    m = CallCache(":memory:")
+    assert m.path == ":memory:" and len(m) == 0
+
+
+@pytest.mark.parametrize("name", ["mine.db", "mine.sqlite"])
+def test_a_cache_file_named_directly_is_used_as_it_is(name, tmp_path):
+    c = CallCache(tmp_path / "made")
+    c.put("k", ChatRequest((USER,)), ChatResult(text="Decision: A"), {"provider": "p", "model": "m"}, "generate")
+    c.close()
+    (tmp_path / "made" / "calls.sqlite").rename(tmp_path / name)
+    c = CallCache(tmp_path / name)
+    assert c.path == str(tmp_path / name) and len(c) == 1 and c.get_many(["k"])["k"].text == "Decision: A"
+    c.close()
+
+
+def test_a_cache_folder_that_cannot_be_made_is_refused_naming_it(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(cache_mod.CacheError) as e:
+        CallCache(tmp_path / "file" / "sub")
+    assert str(e.value) == (f"call cache folder {tmp_path / 'file' / 'sub'}: cannot be made ([Errno 20] Not a "
+                            f"directory: '{tmp_path / 'file' / 'sub'}'); choose another --cache")
+
+
+def test_a_file_that_is_no_cache_is_refused_with_the_recovery(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"y" * 200)
+    with pytest.raises(cache_mod.CacheError) as e:
+        CallCache(junk)
+    assert str(e.value) == (f"call cache {junk}: not a SQLite database (its first bytes are not the SQLite header)"
+                            + _recover(junk))
+
+
+def test_a_read_only_cache_replays_its_calls_and_refuses_to_make_new_ones(tmp_path, capsys):
+    c = CallCache(tmp_path)
+    c.put("k", ChatRequest((USER,)), ChatResult(text="Decision: A"), {"provider": "p", "model": "m"}, "generate")
+    c.close()
+    f = tmp_path / "calls.sqlite"
+    f.chmod(0o444)
+    try:
+        c = CallCache(tmp_path)
+        why = ("read-only (mode -r--r--r--): finished calls could not be stored; make it writable (chmod u+w) or "
+               "point --cache at a copy")
+        assert c.readonly == why
+        assert capsys.readouterr().err == (f"notice: call cache {f} is read-only (mode -r--r--r--): replaying the "
+                                           f"calls it holds; a call it does not hold stops the run before it is sent\n")
+        assert c.get_many(["k", "other"])["k"].text == "Decision: A" and len(c) == 1
+        c.will_store(0)  # nothing to make: fine
+        with pytest.raises(CacheStorageError) as e:
+            c.put("k2", ChatRequest((USER,)), ChatResult(text="Decision: B"), {"provider": "p", "model": "m"},
+                  "generate")
+        assert str(e.value) == (f"call cache {f}: 1 call it does not hold would have to be made, so none is sent (a "
+                                f"read-only cache replays only what it holds); it is {why}")
+        with pytest.raises(CacheStorageError, match=r": 3 calls it does not hold would have to be made"):
+            c.will_store(3)
+        c.close()
+    finally:
+        f.chmod(0o644)
