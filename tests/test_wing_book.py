@@ -985,3 +985,23 @@ def test_first_finding_whole_box_from_a_hand_set_composition(monkeypatch):
     assert h.first_finding(SimpleNamespace(ref=None)).data == (
         '<div class="admonition warning"><p class="admonition-title">No reference run</p><p>This build has no '
         "reference run to set beside the paper.</p></div>")
+
+
+def test_hb_takeaways_one_line_per_estimated_quantity_of_each_model_beside_its_paper_value(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    from crossprofile_lib.book.paper import paper_text
+    calls = []
+    monkeypatch.setattr(hb, "bootstrap", lambda r, n, seed: calls.append((r.label, n, seed)) or f"BOOT[{r.label}]")
+    got = {("hb-r1-b3/R1", "BOOT[openai (? mode)]"): dict(estimate=61.25, lo=52.0, hi=70.5),
+           ("hb-r1-b3/B3", "BOOT[openai (? mode)]"): dict(estimate=float("nan"), lo=float("nan"), hi=float("nan")),
+           ("hb-r1-b3/R1 - B3", "BOOT[openai (? mode)]"): dict(estimate=-3.0, lo=-9.5, hi=4.0)}
+    monkeypatch.setattr(hb, "suite_values", lambda items, r, boot, data: [
+        got.get((it.ref, boot)) if data == "hiddenbench" else pytest.fail(data) for it in items])
+    q = _model_run()
+    lines = hb.hb_takeaways(None, [None, q], 5000, 3)
+    assert calls == [("openai (? mode)", 2000, 3)]                     # at most 2000 resamples, the seed passed on
+    assert lines == [
+        f"openai (? mode): R1 = <b>61.2</b> [52.0, 70.5] (paper, same model: {paper_text('hb-r1-b3/R1', run=q)}).",
+        f"openai (? mode): R1 - B3 = <b>-3.0</b> [-9.5, 4.0] (paper, same model: {paper_text('hb-r1-b3/R1 - B3', run=q)})."]
+    assert hb.hb_takeaways(None, q, 10, 0) == lines                    # one run as well as a list
+    assert calls[-1] == ("openai (? mode)", 10, 0)
