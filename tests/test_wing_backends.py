@@ -1812,3 +1812,59 @@ def test_a_read_only_cache_replays_its_calls_and_refuses_to_make_new_ones(tmp_pa
         c.close()
     finally:
         f.chmod(0o644)
+
+
+# cache.call_key: the hashed text written out; check_cache's report
+
+def test_a_calls_key_is_the_sha256_of_its_sorted_compact_utf8_json():
+    import hashlib
+    r = ChatRequest(({"role": "user", "content": "Quelle option ? Décision : ?"},))
+    blob = ('{"choices":null,"decision_mode":"grammar","identity":{"model":"deepseek-chat","provider":"deepseek"},'
+            '"json_schema":null,"max_tokens":512,"messages":[{"content":"Quelle option ? Décision : ?","role":"user"}],'
+            '"stop":null,"temperature":0.0,"v":1}')
+    want = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    assert call_key({"provider": "deepseek", "model": "deepseek-chat"}, r, "grammar") == want
+    assert want == "ef947e1ee61e6a710281bc2df257e66f5240bc8433f181500fa19ed4fc28d7c8"
+
+
+def test_every_field_of_a_call_changes_its_key_but_its_purpose_and_prompt_file():
+    ident = {"provider": "openai", "model": "m"}
+    r = ChatRequest((USER,), choices=("A", "B"), stop=("\n",))
+    k = call_key(ident, r, "generate")
+    changed = [dataclasses.replace(r, messages=({"role": "user", "content": "other"},)),
+               dataclasses.replace(r, max_tokens=511), dataclasses.replace(r, temperature=0.5),
+               dataclasses.replace(r, choices=("A", "C")), dataclasses.replace(r, choices=None),
+               dataclasses.replace(r, json_schema={"type": "object"}), dataclasses.replace(r, stop=None),
+               dataclasses.replace(r, stop=("\n\n",))]
+    assert len({k, *(call_key(ident, c, "generate") for c in changed)}) == len(changed) + 1
+    assert call_key(ident, r, "score") != k and call_key({**ident, "model": "n"}, r, "generate") != k
+    assert call_key(ident, dataclasses.replace(r, purpose="b3", prompt_file="x.txt"), "generate") == k
+    assert call_key(ident, dataclasses.replace(r, choices=["A", "B"], stop=["\n"]), "generate") == k  # lists as tuples
+
+
+def _bad_rows(tmp_path, n_bad):
+    c = CallCache(tmp_path)
+    for i in range(3):
+        c.put(f"k{i}", ChatRequest(({"role": "user", "content": f"q{i}"},)), ChatResult(text="Decision: A"),
+              {"provider": "p", "model": "m"}, "generate")
+    c.close()
+    db = sqlite3.connect(tmp_path / "calls.sqlite")
+    for i in range(n_bad):
+        db.execute("UPDATE calls SET meta = '{not json' WHERE key = ?", (f"k{i}",))
+    db.commit()
+    db.close()
+    return str(tmp_path / "calls.sqlite")
+
+
+@pytest.mark.parametrize("n_bad, problem", [(0, None), (1, "1 entry do not decode"), (2, "2 entries do not decode")])
+def test_a_cache_check_counts_its_entries_and_names_those_that_do_not_decode(n_bad, problem, tmp_path):
+    f = _bad_rows(tmp_path, n_bad)
+    assert check_cache(tmp_path) == {"file": f, "ok": n_bad == 0, "problem": problem, "entries": 3,
+                                     "bad_rows": [f"k{i}" for i in range(n_bad)]}
+
+
+def test_a_cache_check_of_a_file_that_cannot_be_read_gives_the_reason_and_no_count(tmp_path):
+    (tmp_path / "junk.sqlite").write_bytes(b"z" * 300)
+    assert check_cache(tmp_path / "junk.sqlite") == {
+        "file": str(tmp_path / "junk.sqlite"), "ok": False, "entries": None, "bad_rows": [],
+        "problem": "not a SQLite database (its first bytes are not the SQLite header)"}
