@@ -780,3 +780,78 @@ def test_role_blindness_fits_quietly(dev_templates, capfd):
     role_blindness(dev_templates, n_folds=2)
     out, err = capfd.readouterr()
     assert out == "" and err == ""        # the check's table is the only output: no optimiser chatter
+
+
+def _facts(t, **changes):
+    """``t`` with the facts named by index changed (``F02={"about": "medora"}``), unchecked."""
+    return t.model_copy(update={"facts": tuple(f.model_copy(update=changes.get(f.id, {})) for f in t.facts)})
+
+
+def _criteria(t, n):
+    from crossprofile_lib.task.templates import Criterion
+    crit = (*t.criteria, *(Criterion(id=f"c{i}", name=f"criterion {i}") for i in range(n - len(t.criteria))))
+    return t.model_copy(update={"criteria": crit[:n]})
+
+
+# dev-hospital-01: options corvane, helix (correct), medora; decoy corvane; criteria reliability, service, cost;
+# F01 decoy corvane +1, F02 support helix +1, F03 irrelevant medora +1, F04 support corvane -1, F05 decoy helix -1,
+# F06 support helix +1, F07 irrelevant corvane +1, F08 decoy corvane +1, F09 support helix +1,
+# F10 irrelevant helix -1, F11 support corvane -1, F12 irrelevant medora -1
+TEMPLATE_REFUSALS = [
+    (lambda t: t.model_copy(update={"options": (*t.options[:2], t.options[1])}),
+     "options", "rule 4 (role structure)", "option ids are not distinct: ['corvane', 'helix', 'helix']"),
+    (lambda t: t.model_copy(update={"correct_option": "nowhere"}),
+     "correct_option", "rule 4 (role structure)", "'nowhere' is not an option id"),
+    (lambda t: t.model_copy(update={"decoy_option": "nowhere"}),
+     "decoy_option", "rule 4 (role structure)", "'nowhere' is not an option id"),
+    (lambda t: t.model_copy(update={"decoy_option": "helix"}),
+     "decoy_option", "rule 4 (role structure)", "decoy option equals the correct option"),
+    (lambda t: _criteria(t, 1), "criteria", "rule 4 (role structure)", "expected 2-6 criteria, found 1"),
+    (lambda t: _criteria(t, 7), "criteria", "rule 4 (role structure)", "expected 2-6 criteria, found 7"),
+    (lambda t: _facts(t, F03={"id": "F13"}),
+     "facts[2].id", "rule 4 (role structure)", "fact id 'F13' is not neutral (expected F01-F12)"),
+    (lambda t: _facts(t, F02={"id": "F01"}), "facts[1].id", "rule 4 (role structure)", "duplicate fact id 'F01'"),
+    (lambda t: _facts(t, F04={"text": t.facts[1].text.upper()}),
+     "facts[3].text", "rule 4 (role structure)", "same text as facts[1]"),
+    (lambda t: _facts(t, F06={"criterion": None}),
+     "facts[5].criterion", "rule 4 (role structure)", "a support fact must name a criterion"),
+    (lambda t: _facts(t, F05={"criterion": "speed"}),
+     "facts[4].criterion", "rule 4 (role structure)", "'speed' is not a criterion id"),
+    (lambda t: _facts(t, F07={"criterion": "cost"}),
+     "facts[6].criterion", "rule 4 (role structure)", "an irrelevant fact bears on no criterion (use null)"),
+    (lambda t: _facts(t, F06={"polarity": -1}), "facts", "rule 1 (all facts: correct wins strictly)",
+     "scores {'corvane': 0, 'helix': 0, 'medora': 0}; expected 'helix' to win strictly"),
+    (lambda t: _facts(t, F08={"about": "medora"}), "facts", "rule 2 (decoy group only: decoy wins strictly)",
+     "scores {'corvane': 1, 'helix': -1, 'medora': 1}; expected 'corvane' to win strictly"),
+    (lambda t: _facts(t, F02={"about": "medora"}, F04={"about": "medora", "polarity": 1}, F05={"about": "medora"}),
+     "facts", "rule 3 (support group only: correct wins strictly)",
+     "scores {'corvane': -1, 'helix': 2, 'medora': 2}; expected 'helix' to win strictly"),
+    (lambda t: _facts(t, F02={"about": "medora", "polarity": -1}),
+     "facts[1].about", "rule 4 (role structure)", "a support fact must be about the correct or the decoy option"),
+    (lambda t: _facts(t, F05={"polarity": 1}),
+     "facts[4].polarity", "rule 4 (role structure)", "no decoy fact may have polarity +1 about the correct option"),
+    (lambda t: _facts(t, F03={"polarity": -1}),
+     "facts", "rule 4 (role structure)", "expected 2 irrelevant facts with polarity +1, found 1"),
+    (lambda t: _facts(t, F09={"about": "corvane", "polarity": -1}), "facts", "rule 4 (role structure)",
+     "expected 3 support facts with polarity +1 about the correct option, found 2"),
+    (lambda t: _facts(t, F03={"text": "The sponsor of the charity cycling race is well known locally."}),
+     "facts[2].text", "rule 5 (hint check)", "the fact does not name the option it is about ('Medora Devices')"),
+    (lambda t: _facts(t, F03={"text": "Medora Devices and Helix Infusion Systems share a car park by the lake."}),
+     "facts[2].text", "rule 5 (hint check)",
+     "the fact names several options ['helix', 'medora']: facts must not compare options"),
+    (lambda t: t.model_copy(update={"title": "The winner of the pump tender"}),
+     "title", "rule 5 (hint check)", "hint word 'winner' gives the answer away"),
+]
+
+
+@pytest.mark.parametrize("change, field, rule, detail", TEMPLATE_REFUSALS)
+def test_a_broken_template_is_refused_naming_field_rule_and_what_was_found(hospital, change, field, rule, detail):
+    with pytest.raises(TemplateError) as ei:
+        validate_template(change(hospital), "h.yaml")
+    assert (ei.value.path, ei.value.field, ei.value.rule, ei.value.detail) == ("h.yaml", field, rule, detail)
+
+
+def test_two_and_six_criteria_are_allowed(hospital):
+    assert validate_template(_criteria(hospital, 6), "h.yaml") == []
+    with pytest.raises(TemplateError, match="'cost' is not a criterion id"):
+        validate_template(_criteria(hospital, 2), "h.yaml")     # two criteria pass the count, then F05 names cost
