@@ -676,3 +676,68 @@ def test_two_policies_are_compared_in_the_formula_against_the_reference():
     fe = fixed_effects_logit(df)
     assert fe["formula"] == GEE_FORMULA + " + C(template_id)" and fe["wald"]["df"] == 1
     assert fe["warnings"] == []
+
+
+# --- issue 55, fresh sample 58: task headroom's decided rows, NaN groups and non-rate outcomes, choice patterns -------
+
+def _decisions(rows):
+    return pd.DataFrame(rows, columns=["task_id", "policy", "decided", "correct"])
+
+
+def test_task_headroom_counts_only_decided_all_and_empty_rows():
+    from crossprofile_lib.stats.headroom import task_headroom
+
+    rows = []
+    for t in ("t1", "t2", "t3"):
+        rows += [(t, "ALL", True, True), (t, "EMPTY", True, False),
+                 (t, "ALL", False, False), (t, "EMPTY", False, True)]   # undecided: left out
+    h = task_headroom(_decisions(rows), np.random.default_rng(0), 50)
+    assert (h.estimate, h.lo, h.hi, h.n_units) == (100.0, 100.0, 100.0, 3)
+    # a decided row of another policy does not make the check fail
+    rows.append(("t1", "B4", True, True))
+    assert task_headroom(_decisions(rows), np.random.default_rng(0), 50).estimate == 100.0
+    # only undecided EMPTY rows: nothing to check
+    only = [r for r in rows if r[1] != "EMPTY" or not r[2]]
+    assert task_headroom(_decisions(only), np.random.default_rng(0), 50) is None
+
+
+def test_a_group_with_a_missing_key_is_its_own_row_and_a_numeric_outcome_is_not_scaled_to_percent():
+    from crossprofile_lib.stats.tables import means_table
+
+    df = pd.DataFrame(dict(template_id=["a", "a", "b", "b"], budget_label=["0.6", "0.6", None, None],
+                           correct=[True, False, True, True], tokens=[10, 20, 30, 50]))
+    t = means_table(df, ["budget_label"], ["correct", "tokens"], _boot())
+    got = {(o, "none" if pd.isna(b) else b): (n, e) for o, b, n, e in t[["outcome", "budget_label", "n", "estimate"]]
+           .itertuples(index=False)}
+    assert got == {("correct", "0.6"): (2, 50.0), ("correct", "none"): (2, 100.0),
+                   ("tokens", "0.6"): (2, 15.0), ("tokens", "none"): (2, 40.0)}
+
+
+def _pattern_choices(n=400):
+    """Decisions over four fixed feature tables (3 options x 4 features): at most 4 x 3 = 12 choice patterns."""
+    from crossprofile_lib.stats.socialproof import ChoiceData
+    base = np.array([[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]],
+                     [[0, 0, 0, 1], [1, 1, 0, 0], [0, 0, 0, 0]],
+                     [[2, 0, 1, 0], [0, 2, 0, 1], [1, 1, 1, 1]],
+                     [[0, 1, 1, 0], [1, 0, 0, 1], [0, 0, 2, 0]]], dtype=float)
+    rng = np.random.default_rng(0)
+    X = base[np.arange(n) % 4]
+    u = 2.0 * (X[..., 0] + 0.5 * X[..., 1] + 0.3 * (X[..., 2] + 0.5 * X[..., 3]))
+    p = np.exp(u - u.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    choice = np.array([rng.choice(3, p=row) for row in p])
+    # the same decisions again with the options listed in another order: the same patterns
+    X2, c2 = np.roll(X, 1, axis=1), (choice + 1) % 3
+    tmpl = np.array([f"t{i % 8}" for i in range(n)])
+    return ChoiceData(np.concatenate([X, X2]), np.concatenate([choice, c2]), np.concatenate([tmpl, tmpl]),
+                      np.ones(2 * n)), len(set(zip(np.arange(n) % 4, choice)))
+
+
+def test_the_social_proof_fit_counts_distinct_choice_patterns_whatever_the_options_order():
+    from crossprofile_lib.stats.socialproof import fit_social_proof
+
+    data, combos = _pattern_choices()
+    assert combos == 12       # every (feature table, chosen option) pair occurs
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 5, np.random.default_rng(0))
+    r = fit_social_proof(data, boot, 5)
+    assert r["n_patterns"] == 12 and r["n_decisions"] == 800 and r["resamples"] == 5
