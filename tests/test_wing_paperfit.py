@@ -548,3 +548,74 @@ def test_fit_cache_is_keyed_by_every_input_and_reads_back_what_it_wrote(tmp_path
     # without the cache: computed again, nothing written for it
     k, hit, _ = key(boot_seed=2, use_cache=False)
     assert not hit and not (tmp_path / f"fit-{k}").exists()
+
+
+def test_a_fits_tables_and_info_by_rule(dev, cache):
+    """One model's fit (Qwen on the dev design, seed 0) read table by table: the parameter rows in PARAMS order,
+    each figure's row (its unit, the paper value, the fit at theta, residual = fit - paper, z = residual / sd, the
+    paper's own n at the paper's 60 x 3 sample or kappa x this design's rows, linked groups numbered from 1), the
+    recovery rows (recovery_draws 0 still refits once per truth: three known points and the fit) and the info."""
+    import math
+
+    from scipy.stats import chi2
+
+    dec, design, fm, F, S = dev
+    res = fit_paper(templates=DEV, seeds=[0], cache_dir=cache, models=[Q], resamples=3, use_cache=False,
+                    with_profiles=False, with_recovery=True, recovery_draws=0)
+    info, f = res.info, res.info["fits"][Q]
+    th = np.array(f["theta"])
+    # parameters
+    assert list(res.params.columns) == ["model", "parameter", "estimate", "lo", "hi", "profile_lo", "profile_hi",
+                                        "template_lo", "template_hi", "at_bound"]
+    assert list(res.params.parameter) == ["social_proof", "irrelevant_weight", "inverse_temperature"]
+    assert set(res.params.model) == {"Qwen"} and np.allclose(res.params.estimate, th)
+    assert res.params.profile_lo.isna().all() and res.params.template_lo.isna().all()
+    assert np.isfinite(res.params[["lo", "hi"]].to_numpy()).all()
+    # the fit's summary
+    assert f["chi2"] == f["loss"] and f["df"] == f["n_independent"] - 3 and f["kappa"] == pytest.approx(18.0)
+    assert f["p_fit"] == pytest.approx(float(chi2.sf(f["loss"], f["df"])))
+    y = np.array([g.paper.get(Q, np.nan) for g in dec])
+    used = ~np.isnan(y) & fm.estimable
+    assert f["n_figures"] == int(used.sum()) and f["unconverged_template_refits"] == 0
+    assert f["model"] == f"reference-decider(sp={th[0]:.3g},irr={th[1]:.3g},beta={th[2]:.3g})"
+    assert f["linked_groups"] == S.linkage(used)["groups"]
+    # figures
+    fig = res.figures.set_index("figure")
+    assert list(res.figures.columns) == ["model", "figure", "unit", "paper", "n", "n_source", "sd", "fit", "lo", "hi",
+                                         "residual", "z", "loo", "linked", "role"]
+    assert list(fig.index) == [g.ref for g in dec] and set(fig.model) == {"Qwen"}
+    assert list(fig.unit) == [g.unit for g in dec]
+    assert np.allclose(fig.fit, F.predict(th), equal_nan=True)
+    ok = fig.role == "fitted"
+    assert ok.sum() == used.sum() and np.allclose(fig.paper[ok], y[used])
+    assert np.allclose(fig.residual[ok], (fig.fit - fig.paper)[ok])
+    assert np.allclose(fig.z[ok], ((fig.fit - fig.paper) / fig.sd)[ok])
+    for i, g in enumerate(dec):
+        if g.n is not None:
+            assert fig.n_source[g.ref] == "paper" and fig.n[g.ref] == pytest.approx(g.n)
+        else:
+            assert fig.n_source[g.ref] == "this suite's design"
+            assert fig.n[g.ref] == pytest.approx(18.0 * S.n_term[i], nan_ok=True)
+    groups = f["linked_groups"]
+    for k, refs in enumerate(groups):
+        for ref in refs:
+            assert fig.linked[ref] == f"group {k + 1}"
+    assert set(fig.linked[~ok]) <= {""} and (fig.linked != "").sum() == sum(len(r) for r in groups)
+    # recovery
+    rec = res.recovery
+    assert list(rec.model) == ["Qwen"] * 4 and (rec.draws == 1).all()
+    assert [tuple(r) for r in rec[["social_proof_true", "irrelevant_weight_true", "inverse_temperature_true"]]
+            .to_numpy()[:3]] == [(0.5, 0.0, 2.0), (1.0, 0.5, 1.0), (0.0, -0.5, 4.0)]
+    assert np.allclose(rec.iloc[3][["social_proof_true", "irrelevant_weight_true", "inverse_temperature_true"]]
+                       .to_numpy(dtype=float), th)
+    assert np.allclose(rec.social_proof_lo, rec.social_proof_fit) and np.allclose(rec.social_proof_hi,
+                                                                                  rec.social_proof_fit)
+    # info
+    assert info["backend"] == "ledger" and info["templates"] == DEV and info["seeds"] == [0]
+    assert info["n_templates"] == len(design.units) and info["n_decisions"] == len(design.rows)
+    assert info["n_patterns"] == design.Xp.shape[0] and info["n_atoms"] == S.n_atoms
+    assert info["aliases"] == list(S.aliases) and info["tokenizer_spec"] is None
+    assert info["resamples"] == 3 and info["template_resamples"] == 0 and info["recovery_draws"] == 0
+    assert info["boot_seed"] == 0 and info["cache_key"] == design.key and info["cache_hit"] is True
+    assert info["interval"] == "parametric bootstrap (the paper's figures redrawn at the paper's sample sizes)"
+    assert set(info["seconds"]) == {"design", "fit", "total"} and not math.isnan(info["seconds"]["total"])
