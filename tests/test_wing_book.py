@@ -1005,3 +1005,36 @@ def test_hb_takeaways_one_line_per_estimated_quantity_of_each_model_beside_its_p
         f"openai (? mode): R1 - B3 = <b>-3.0</b> [-9.5, 4.0] (paper, same model: {paper_text('hb-r1-b3/R1 - B3', run=q)})."]
     assert hb.hb_takeaways(None, q, 10, 0) == lines                    # one run as well as a list
     assert calls[-1] == ("openai (? mode)", 10, 0)
+
+
+def test_paper_beside_run_rows_per_estimated_item_and_paper_model(monkeypatch):
+    import crossprofile_lib.book.headline as h
+    items = {it.ref: it for it in h.headline_items()}
+    pick = [items[k] for k in ("cp-mean/R1", "cp-mean/Random", "h1/H1", "mirror-r1-b4/R1 - B4")]
+    vals = {"cp-mean/R1": dict(estimate=10.0, lo=5.0, hi=15.0), "h1/H1": dict(estimate=-2.5, lo=-4.0, hi=-1.0),
+            "cp-mean/Random": dict(estimate=float("nan"), lo=1.0, hi=2.0),          # not estimated: no row
+            "mirror-r1-b4/R1 - B4": dict(estimate=-30.0, lo=-40.0, hi=-20.0)}
+    monkeypatch.setattr(h, "suite_values", lambda its, r, boot: [vals.get(it.ref) for it in its]
+                        if boot == f"BOOT[{r.label}]" else pytest.fail("not the run's bootstrap"))
+    ref = run()
+    ref.boot = f"BOOT[{ref.label}]"
+    assert h.paper_beside_run(pick, ref).to_dict("records") == [
+        dict(quantity="R1, mean of 8 variants", unit="%", estimate=10.0, lo=5.0, hi=15.0,
+             paper_model="Qwen2.5-7B-Instruct", paper=64.0),
+        dict(quantity="R1, mean of 8 variants", unit="%", estimate=10.0, lo=5.0, hi=15.0,
+             paper_model="Llama-3.1-8B-Instruct", paper=63.0),
+        dict(quantity="H1", unit="points", estimate=-2.5, lo=-4.0, hi=-1.0, paper_model="Qwen2.5-7B-Instruct", paper=64.6),
+        dict(quantity="H1", unit="points", estimate=-2.5, lo=-4.0, hi=-1.0, paper_model="Llama-3.1-8B-Instruct", paper=62.6),
+        dict(quantity="H1", unit="points", estimate=-2.5, lo=-4.0, hi=-1.0, paper_model="DeepSeek-V4.1-Flash", paper=62.6),
+        dict(quantity="R1 - B4, mirror cell SPS", unit="points", estimate=-30.0, lo=-40.0, hi=-20.0,
+             paper_model="Qwen2.5-7B-Instruct", paper=-73.9)]
+    q = _model_run()
+    q = Run(q.path, q.df.assign(variant=["PSP", "SPS", "PPP", "SSS"] * 100), q.header)   # a 4-variant sample
+    q.boot = f"BOOT[{q.label}]"
+    assert h.paper_beside_run(pick, q).to_dict("records") == [      # beside its own paper model only
+        dict(quantity="R1, mean of 4 variants (of 8)", unit="%", estimate=10.0, lo=5.0, hi=15.0,
+             paper_model="Qwen2.5-7B-Instruct", paper=64.0),
+        dict(quantity="H1", unit="points", estimate=-2.5, lo=-4.0, hi=-1.0, paper_model="Qwen2.5-7B-Instruct", paper=64.6),
+        dict(quantity="R1 - B4, mirror cell SPS", unit="points", estimate=-30.0, lo=-40.0, hi=-20.0,
+             paper_model="Qwen2.5-7B-Instruct", paper=-73.9)]
+    assert h.paper_beside_run([items["cp-mean/Random"]], q).empty
