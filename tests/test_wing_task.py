@@ -855,3 +855,44 @@ def test_two_and_six_criteria_are_allowed(hospital):
     assert validate_template(_criteria(hospital, 6), "h.yaml") == []
     with pytest.raises(TemplateError, match="'cost' is not a criterion id"):
         validate_template(_criteria(hospital, 2), "h.yaml")     # two criteria pass the count, then F05 names cost
+
+
+def _paraphrased(t, **extra):
+    """``t`` with two paraphrases per fact ('Also, <text>' and '<text> Indeed.'), ``F03=[...]`` replacing a fact's."""
+    return _facts(t, **{f.id: {"paraphrases": tuple(extra.get(f.id, (f"Also, {f.text}", f"{f.text} Indeed.")))}
+                        for f in t.facts})
+
+
+PARAPHRASE_REFUSALS = [
+    (dict(F03=["Also, Medora Devices sponsors a race."]), "facts[2].paraphrases", "rule 6 (paraphrases)",
+     "fact F03 has 1 paraphrase(s); a template with paraphrases gives every fact at least 2"),
+    (dict(F04=["Corvane Medical was slow to send an engineer.", "CORVANE MEDICAL WAS SLOW TO SEND AN ENGINEER."]),
+     "facts[3].paraphrases[1]", "rule 6 (paraphrases)", "fact F04: paraphrase 1 repeats paraphrase 0"),
+    (dict(F04=["Corvane Medical was slow to send an engineer.", "{upper}"]),
+     "facts[3].paraphrases[1]", "rule 6 (paraphrases)", "fact F04: paraphrase 1 repeats its text"),
+    (dict(F03=["Medora Devices sponsors a local cycling race.", "Medora Devices is the best sponsor in town."]),
+     "facts[2].paraphrases[1]", "rule 5 (hint check)", "fact F03, paraphrase 1: hint word 'best' gives the answer away"),
+    (dict(F01=["Corvane Medical pumps passed inspections.", "Corvane Medical pumps passed every inspection.",
+               "The pumps passed every inspection at three sites."]),
+     "facts[0].paraphrases[2]", "rule 5 (hint check)",
+     "fact F01, paraphrase 2: the fact does not name the option it is about ('Corvane Medical')"),
+]
+
+
+@pytest.mark.parametrize("extra, field, rule, detail", PARAPHRASE_REFUSALS)
+def test_a_paraphrase_breaking_rule_5_or_6_is_named_by_fact_and_number(hospital, extra, field, rule, detail):
+    from crossprofile_lib.task.templates import check_paraphrases
+    extra = {k: [p.replace("{upper}", hospital.facts[3].text.upper()) for p in v] for k, v in extra.items()}
+    t = _paraphrased(hospital, **extra)
+    with pytest.raises(TemplateError) as ei:
+        check_paraphrases(t, "h.yaml")
+    assert (ei.value.path, ei.value.field, ei.value.rule, ei.value.detail) == ("h.yaml", field, rule, detail)
+    with pytest.raises(TemplateError) as ei:
+        validate_template(t, "h.yaml")
+    assert (ei.value.field, ei.value.detail) == (field, detail)
+
+
+def test_paraphrases_are_optional_but_two_each_pass(hospital):
+    from crossprofile_lib.task.templates import check_paraphrases
+    assert check_paraphrases(hospital, "h.yaml") is None
+    assert validate_template(_paraphrased(hospital), "h.yaml") == []
