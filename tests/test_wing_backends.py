@@ -1868,3 +1868,59 @@ def test_a_cache_check_of_a_file_that_cannot_be_read_gives_the_reason_and_no_cou
     assert check_cache(tmp_path / "junk.sqlite") == {
         "file": str(tmp_path / "junk.sqlite"), "ok": False, "entries": None, "bad_rows": [],
         "problem": "not a SQLite database (its first bytes are not the SQLite header)"}
+
+
+# OpenAICompatBackend.request_fields and _constraint: what is sent, whole, per mode and constraint style
+
+SAMPLED = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "repeat_penalty": 1.0,
+           "repetition_penalty": 1.0}
+
+
+def test_a_generate_call_sends_its_messages_limits_sampling_and_stop(tmp_path):
+    r = ChatRequest((USER,), max_tokens=64, stop=("\n\n",), json_schema={"type": "object"})
+    assert _backend(tmp_path).request_fields(r) == ("chat", {
+        "model": "fake", "messages": [USER], "max_tokens": 64, "temperature": 0.0, "extra_body": SAMPLED,
+        "stop": ["\n\n"]})  # generate mode: no constraint, not even for a JSON-schema call
+    assert _backend(tmp_path, sampling="server").request_fields(ChatRequest((USER,), temperature=0.7)) == ("chat", {
+        "model": "fake", "messages": [USER], "max_tokens": 512, "temperature": 0.7, "extra_body": None})
+    assert _backend(tmp_path, sampling="server", extra_body={"seed": 7}).request_fields(ChatRequest((USER,))) == (
+        "chat", {"model": "fake", "messages": [USER], "max_tokens": 512, "temperature": 0.0,
+                 "extra_body": {"seed": 7}})
+
+
+@pytest.mark.parametrize("style, keys", [("gbnf", ["grammar"]), ("vllm", ["structured_outputs", "guided_regex"]),
+                                         ("both", ["grammar", "structured_outputs", "guided_regex"])])
+def test_a_grammar_decision_is_constrained_in_the_styles_own_fields(style, keys, tmp_path):
+    from crossprofile_lib.backends.llm import decision_gbnf, decision_regex
+    b = _backend(tmp_path, decision_mode="grammar", grammar_style=style, sampling="server", reason_chars=120)
+    r = ChatRequest((USER,), max_tokens=200, choices=("A", "B", "C"))
+    endpoint, fields = b.request_fields(r)
+    rx = decision_regex(("A", "B", "C"), 120)
+    full = {"grammar": decision_gbnf(("A", "B", "C"), 120), "structured_outputs": {"regex": rx}, "guided_regex": rx}
+    assert endpoint == "chat" and fields["extra_body"] == {k: full[k] for k in keys}
+    assert "120" in rx and "120" in full["grammar"]  # the reason's length is the backend's reason_chars
+    assert b.request_fields(ChatRequest((USER,), max_tokens=200))[1]["extra_body"] is None  # no choices: free
+
+
+@pytest.mark.parametrize("mode", ["grammar", "score"])
+@pytest.mark.parametrize("style, keys", [("gbnf", ["grammar"]), ("vllm", ["structured_outputs", "guided_json"]),
+                                         ("both", ["grammar", "structured_outputs", "guided_json"])])
+def test_a_json_schema_call_is_constrained_in_grammar_and_score_modes(mode, style, keys, tmp_path):
+    from crossprofile_lib.task.llama_engine import json_schema_gbnf
+    schema = stance_schema(2, ("A", "B"))
+    b = OpenAICompatBackend("fake", decision_mode=mode, base_url=LOCAL, cache=tmp_path / "c", tokenizer="offline",
+                            grammar_style=style, sampling="server", chat_template="chatml")
+    endpoint, fields = b.request_fields(ChatRequest((USER,), max_tokens=80, json_schema=schema, choices=("A", "B")))
+    full = {"grammar": json_schema_gbnf(schema), "structured_outputs": {"json": schema}, "guided_json": schema}
+    assert endpoint == "chat" and fields["max_tokens"] == 80 and fields["extra_body"] == {k: full[k] for k in keys}
+
+
+def test_a_scored_call_with_a_template_on_vllm_sends_the_rendered_text_without_special_tokens(server, tmp_path):
+    _, url = server(owned_by="vllm")
+    b = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c", chat_template="chatml",
+                            named_logprobs=False, sampling="server", **FAST)
+    r = ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1, choices=("A", "B", "C"))
+    assert b.request_fields(r) == ("completions", {
+        "model": "fake", "prompt": "<|im_start|>user\nWhich option? Decision: ?<|im_end|>\n<|im_start|>assistant\n"
+                                   "Decision:", "max_tokens": 1, "temperature": 0.0, "logprobs": 20,
+        "extra_body": {"add_special_tokens": False}})
