@@ -624,21 +624,27 @@ CEDAR_H = "The head chef of Cedar Kitchen ran the picnic kitchen for the company
 JUNK = "I think we should go with the first one!"
 
 
-def _marked_backend(tasks, fail=None):
+def _marked_backend(tasks, fail=None, answers=None, mode="generate"):
     """The scripted backend with call bookkeeping a session records: extraction answers come from the cache, message
-    calls took 2 retries, each answer's completion tokens are its words; ``fail``: A3's call of that purpose fails."""
+    calls took 2 retries, each answer's completion tokens are its words; ``fail``: A3's call of that purpose fails;
+    ``answers``: {(purpose, agent): reply} overrides; ``mode``: its decision mode."""
     import dataclasses
 
     from hiddenbench_fake import ScriptedBackend
 
     class Marked(ScriptedBackend):
+        decision_mode = mode
+
         def chat(self, requests):
             out = []
             for r, o in zip(requests, super().chat(requests)):
                 who = r.messages[0]["content"]
-                if r.purpose == "hb-message-r2" and "You are A2" in who:
+                agent = "".join(re.findall(r"You are (A\d+)", who)[:1])    # "" for a call without a system prompt
+                if r.purpose == "hb-message-r2" and agent == "A2":
                     o = ChatResult("")
-                if r.purpose == fail and "You are A3" in who:
+                if (r.purpose, agent) in (answers or {}):
+                    o = ChatResult(answers[(r.purpose, agent)])
+                if r.purpose == fail and agent == "A3":
                     o = ChatResult("", error="HTTP 503: busy")
                 out.append(dataclasses.replace(o, cached=r.purpose == "hb-extract",
                                                retries=2 if r.purpose.startswith("hb-message") else 0,
@@ -647,11 +653,11 @@ def _marked_backend(tasks, fail=None):
     return Marked(tasks, junk={"A1"}, junk_once={"A3"})
 
 
-def _natural_record(tasks, fail=None):
+def _natural_record(tasks, fail=None, answers=None, mode="generate"):
     from crossprofile_lib.hiddenbench.ablations import get_ablation
     from crossprofile_lib.hiddenbench.common import PolicyPlan
     from crossprofile_lib.hiddenbench.natural import run_natural_chunk
-    fake = _marked_backend(tasks, fail)
+    fake = _marked_backend(tasks, fail, answers, mode)
     plan = PolicyPlan.for_backend(["R1", "EMPTY"], fake, "natural")
     [rec] = run_natural_chunk([(tasks[0], 1, get_ablation("baseline"))], plan, ["0.6"], fake, {"run": "x"})
     return rec
@@ -795,3 +801,26 @@ def test_a_natural_sessions_artefacts_hold_every_vote_message_claim_and_call(tas
     # each call's rendered prompt by its hash (16 hex digits): the three agents' initial votes see different facts
     shas = [c["rendered_sha"] for c in a["calls"]]
     assert all(re.fullmatch("[0-9a-f]{16}", h) for h in shas) and len(set(shas[:3])) == 3
+
+
+def test_a_session_without_a_valid_final_vote_has_no_group_answer_and_counts_each_phase(tasks):
+    # A2's first vote is B (Cedar Kitchen, right); every final vote and its retry is junk; the ledger decides nothing
+    junk = {(p, a): JUNK for p in ("hb-vote-final", "hb-vote-final-retry") for a in ("A2", "A3")}
+    rec = _natural_record(tasks, answers={("hb-vote-initial", "A2"): '{"vote": "B"}', **junk}, mode="ledger")
+    [s] = rec["rows"]["sessions"]
+    assert (s["group_vote"], s["group_correct"], s["group_invalid"], s["group_tie"], s["group_strict_majority"],
+            s["n_valid_final_votes"]) == ("", False, True, False, False, 0)
+    assert (s["initial_accuracy"], s["final_accuracy"]) == (1 / 3, 0.0)
+    assert (s["initial_invalid"], s["final_invalid"], s["vote_retries"]) == (1, 3, 5)
+    assert [(v["phase"], v["agent"], v["vote_letter"], v["vote"], v["correct"], v["invalid"])
+            for v in rec["rows"]["votes"]] == [
+        ("initial", "A1", "", "", False, True), ("initial", "A3", "A", "Birch Foods", False, False),
+        ("initial", "A2", "B", "Cedar Kitchen", True, False),
+        ("final", "A1", "", "", False, True), ("final", "A3", "", "", False, True), ("final", "A2", "", "", False, True)]
+    assert rec["artefacts"]["group"] == dict(option=None, tie=False, strict_majority=False)
+    # under the ledger no decision is made: the memories keep None, the rows are undecided
+    assert [(m["policy"], m["decision"], m["invalid"], m["raw"], m["error"]) for m in rec["artefacts"]["memories"]] == [
+        ("R1", None, None, None, ""), ("EMPTY", None, None, None, "")]
+    assert [(r["decided"], r["decision"], r["correct"], r["invalid"], r["decision_raw"])
+            for r in rec["rows"]["decisions"]] == [(False, "", None, False, "")] * 2
+    assert rec["errors"] == 0
