@@ -1038,3 +1038,34 @@ def test_paper_beside_run_rows_per_estimated_item_and_paper_model(monkeypatch):
         dict(quantity="R1 - B4, mirror cell SPS", unit="points", estimate=-30.0, lo=-40.0, hi=-20.0,
              paper_model="Qwen2.5-7B-Instruct", paper=-73.9)]
     assert h.paper_beside_run([items["cp-mean/Random"]], q).empty
+
+
+@pytest.mark.parametrize("passes, n_tasks, flagged, expected", [
+    (True, 12, False, "smol: confirmatory (headroom ALL - EMPTY = 21.5 points [16.0, 27.0] over 12 tasks; the lower "
+                      "bound must exceed 15)."),
+    (True, 10, False, "smol: confirmatory (headroom ALL - EMPTY = 21.5 points [16.0, 27.0] over 10 tasks; the lower "
+                      "bound must exceed 15)."),                                    # 10 tasks are enough
+    (False, 12, False, "smol: exploratory (headroom ALL - EMPTY = 21.5 points [16.0, 27.0] over 12 tasks; the lower "
+                       "bound must exceed 15)."),
+    (True, 9, False, "smol: exploratory (headroom ALL - EMPTY = 21.5 points [16.0, 27.0] over 9 tasks; the lower "
+                     "bound must exceed 15; only 9 tasks, too few for the check to mean much)."),
+    (True, 12, True, "smol: exploratory (headroom ALL - EMPTY = 21.5 points [16.0, 27.0] over 12 tasks; the lower "
+                     "bound must exceed 15; its accuracies are not above chance)."),
+    (False, 12, True, "smol: exploratory (headroom ALL - EMPTY = 21.5 points [16.0, 27.0] over 12 tasks; the lower "
+                      "bound must exceed 15)."),
+    (None, 0, False, "smol: exploratory (headroom not measured: no ALL and EMPTY decisions).")])
+def test_hb_status_sentence_confirmatory_only_with_headroom_enough_tasks_and_signal(monkeypatch, passes, n_tasks,
+                                                                                   flagged, expected):
+    import crossprofile_lib.book.hbtables as hb
+    seen = []
+
+    def headroom(d, rng):
+        seen.append((d, int(rng.integers(10 ** 6))))
+        return None if passes is None else SimpleNamespace(passes=passes, n_tasks=n_tasks, difference=21.5, low=16.0,
+                                                           high=27.0)
+    monkeypatch.setattr(hb, "headroom", headroom)
+    monkeypatch.setattr(hb, "hb_as_run", lambda h, protocol: "RUN" if protocol == "controlled" else None)
+    monkeypatch.setattr(hb, "near_chance", lambda r: flagged if r == "RUN" else pytest.fail("run"))
+    smol = SimpleNamespace(label="smol", decisions=lambda protocol: f"D[{protocol}]")
+    assert hb.hb_status(smol, 5) == expected
+    assert seen == [("D[controlled]", 670790)]                 # the controlled decisions, resampled with seed 5
