@@ -1924,3 +1924,55 @@ def test_a_scored_call_with_a_template_on_vllm_sends_the_rendered_text_without_s
         "model": "fake", "prompt": "<|im_start|>user\nWhich option? Decision: ?<|im_end|>\n<|im_start|>assistant\n"
                                    "Decision:", "max_tokens": 1, "temperature": 0.0, "logprobs": 20,
         "extra_body": {"add_special_tokens": False}})
+
+
+# cache_file._decode and _header_problem: a stored row read back, a damaged one named; a truncated file measured
+
+def test_a_stored_row_is_read_back_whole_and_marked_cached():
+    row = ("k" * 64, "Decision: B", 2, 30, 4, 1.5, '{"A": -2.0, "B": -0.1}', '{"url": 1}', "B")
+    res = cache_file_mod._decode("/c.sqlite", row)
+    assert res == ChatResult(text="Decision: B", cached=True, retries=2, prompt_tokens=30, completion_tokens=4,
+                             latency_s=1.5, choice_logprobs={"A": -2.0, "B": -0.1}, meta={"url": 1, "parsed": "B"})
+    bare = cache_file_mod._decode("/c.sqlite", ("k", "x", None, None, None, None, None, None, None))
+    assert bare == ChatResult(text="x", cached=True, retries=0, prompt_tokens=0, completion_tokens=0, latency_s=0.0,
+                              choice_logprobs=None, meta={})
+    assert type(bare.latency_s) is float and type(bare.retries) is int
+
+
+@pytest.mark.parametrize("change, why", [
+    ({6: "[1, 2]"}, "ValueError: meta/choice_logprobs must be JSON objects and text a string"),
+    ({7: '"just text"'}, "ValueError: meta/choice_logprobs must be JSON objects and text a string"),
+    ({1: 5}, "ValueError: meta/choice_logprobs must be JSON objects and text a string"),
+    ({7: "{not json"}, "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ({2: "two"}, "ValueError: invalid literal for int() with base 10: 'two'"),
+])
+def test_a_row_that_does_not_decode_is_named_by_its_keys_start(change, why):
+    row = ["0123456789abcdef" + "f" * 48, "Decision: B", 0, 0, 0, 0.0, None, None, None]
+    for i, v in change.items():
+        row[i] = v
+    with pytest.raises(cache_file_mod.CacheError) as e:
+        cache_file_mod._decode("/c.sqlite", tuple(row))
+    assert str(e.value) == (f"call cache /c.sqlite: entry 0123456789abcdef... does not decode ({why}); the file was "
+                            f"edited or damaged" + _recover("/c.sqlite"))
+
+
+def _header(page_size: int, pages: int) -> bytes:
+    head = bytearray(b"SQLite format 3\x00" + bytes(84))
+    head[16:18] = page_size.to_bytes(2, "big")
+    head[28:32] = pages.to_bytes(4, "big")
+    return bytes(head)
+
+
+def test_a_file_shorter_than_its_header_says_is_truncated(tmp_path):
+    f = tmp_path / "c.sqlite"
+    f.write_bytes(_header(4096, 3) + bytes(8000))  # 8100 of 12288 bytes
+    assert cache_file_mod._header_problem(f, 8100) == "truncated (8100 bytes; its header says 3 pages of 4096 bytes = 12288)"
+    assert cache_file_mod._header_problem(f, 12288) is None
+    f.write_bytes(_header(1, 2) + bytes(100))  # a page size of 1 means 65536
+    assert cache_file_mod._header_problem(f, 200) == "truncated (200 bytes; its header says 2 pages of 65536 bytes = 131072)"
+    f.write_bytes(_header(4096, 0) + bytes(10))  # no page count: nothing to compare
+    assert cache_file_mod._header_problem(f, 110) is None
+    f.write_bytes(_header(4096, 3)[:60])
+    assert cache_file_mod._header_problem(f, 60) == "truncated (60 bytes, shorter than a SQLite header)"
+    f.write_bytes(b"SQLite format 2\x00" + bytes(200))
+    assert cache_file_mod._header_problem(f, 216) == "not a SQLite database (its first bytes are not the SQLite header)"
