@@ -896,3 +896,33 @@ def test_paraphrases_are_optional_but_two_each_pass(hospital):
     from crossprofile_lib.task.templates import check_paraphrases
     assert check_paraphrases(hospital, "h.yaml") is None
     assert validate_template(_paraphrased(hospital), "h.yaml") == []
+
+
+DOMAINS_REFUSALS = [
+    ("- ferry operator\n", "<file>", "a domains file holds one key, 'domains', with a list of names"),
+    ("{}\n", "<file>", "a domains file holds one key, 'domains', with a list of names"),
+    ("domains: []\n", "domains", "'domains' must be a non-empty list of names"),
+    ("domains: ferry operator\n", "domains", "'domains' must be a non-empty list of names"),
+    ("domains: [ferry operator, 7]\n", "domains[1]", "'7' is not a domain name (plain text, 1-80 characters)"),
+    ("domains: [ferry operator, '   ']\n", "domains[1]", "'   ' is not a domain name (plain text, 1-80 characters)"),
+    (f"domains: [{'x' * 81}]\n", "domains[0]", f"{'x' * 40!r} is not a domain name (plain text, 1-80 characters)"),
+    ("domains: [a <b> firm]\n", "domains[0]", "'a <b> firm' is not a domain name (plain text, 1-80 characters)"),
+    ("domains: [R&D lab]\n", "domains[0]", "'R&D lab' is not a domain name (plain text, 1-80 characters)"),
+    ("domains: [ferry operator, 'ferry   operator']\n", "domains[1]",
+     "domain 'ferry   operator' is listed twice"),
+]
+
+
+@pytest.mark.parametrize("text, field, detail", DOMAINS_REFUSALS)
+def test_a_domains_file_is_refused_naming_the_entry_and_what_is_wrong(tmp_path, text, field, detail):
+    p = tmp_path / "domains.yaml"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        read_domains(p)
+    assert (ei.value.path, ei.value.field, ei.value.rule, ei.value.detail) == (str(p), field, "domains file", detail)
+
+
+def test_a_domains_file_lists_names_with_white_space_collapsed_up_to_80_characters(tmp_path):
+    p = tmp_path / "domains.yaml"
+    p.write_text(f"domains: ['  ferry\toperator ', {'y' * 80}]\n", encoding="utf-8")     # a tab
+    assert read_domains(p) == ("ferry operator", "y" * 80)
