@@ -741,3 +741,64 @@ def test_the_social_proof_fit_counts_distinct_choice_patterns_whatever_the_optio
     boot = TemplateBootstrap.draw(sorted(set(data.template)), 5, np.random.default_rng(0))
     r = fit_social_proof(data, boot, 5)
     assert r["n_patterns"] == 12 and r["n_decisions"] == 800 and r["resamples"] == 5
+
+
+# --- issue 55, fresh sample 58: the verdict table and its display, whole ---------------------------------------------
+
+def _rows(df):
+    return [tuple("nan" if isinstance(x, float) and math.isnan(x) else x for x in r)
+            for r in df.itertuples(index=False)]
+
+
+def test_the_verdict_table_has_one_row_per_family_and_fit_with_each_tests_numbers_and_agreement():
+    nan = math.nan
+    fits = dict(
+        fixed=dict(method="F", policy_significant=True, wald=dict(chi2=9.0, df=3, p=0.03)),
+        lr=dict(method="L", policy_significant=True, lr=dict(chi2=8.0, df=3, p=0.04)),
+        ml=dict(method="M", policy_significant=None, lr=None),
+        mixed=dict(method="X", policy_significant=False,
+                   terms=pd.DataFrame(dict(term=["a", "policy[B4]", "policy[M1]"], p_holm=[nan, 0.6, 0.2]))),
+        gee=dict(method="G", policy_significant=True, wald=dict(chi2=7.5, df=2, p=0.02)),
+        secondary=dict(fixed=dict(method="F2", policy_significant=False, wald=dict(chi2=1.0, df=4, p=0.9)),
+                       lr=dict(method="L2", policy_significant=None, lr=None)),
+        families=dict(primary=dict(family="copy", note="n1"), secondary=dict(family="all", note="n2")))
+    v = verdict_table(fits)
+    assert list(v.columns) == ["family", "fit", "role", "test", "method", "statistic", "df", "p",
+                               "policy_significant", "agrees_with_primary", "note"]
+    assert _rows(v) == [
+        ("copy", "fixed", "primary", "joint Wald, cluster-robust", "F", 9.0, 3.0, 0.03, True, True, "n1"),
+        ("copy", "lr", "robustness", "likelihood ratio", "L", 8.0, 3.0, 0.04, True, True, "n1"),
+        ("copy", "ml", "paper's model", "likelihood ratio", "M", "nan", "nan", "nan", None, None, "n1"),
+        ("copy", "mixed", "robustness", "any policy term, Holm", "X", "nan", 2.0, 0.2, False, False, "n1"),
+        ("copy", "gee", "robustness", "joint Wald, robust", "G", 7.5, 2.0, 0.02, True, True, "n1"),
+        ("all", "fixed", "secondary", "joint Wald, cluster-robust", "F2", 1.0, 4.0, 0.9, False, False, "n2"),
+        ("all", "lr", "secondary", "likelihood ratio", "L2", "nan", "nan", "nan", None, None, "n2")]
+
+
+def test_the_verdict_table_without_a_primary_verdict_or_families_leaves_agreement_and_labels_empty():
+    fits = dict(fixed=dict(method="F", policy_significant=None, lr=None),
+                gee=dict(method="G", policy_significant=False, wald=dict(chi2=0.5, df=1, p=0.48)))
+    assert _rows(verdict_table(fits)) == [
+        ("", "fixed", "primary", "joint Wald, cluster-robust", "F", "nan", "nan", "nan", None, None, ""),
+        ("", "gee", "robustness", "joint Wald, robust", "G", 0.5, 1.0, 0.48, False, None, "")]
+    assert verdict_table({}).empty
+
+
+def test_the_verdict_display_formats_p_at_its_thresholds_and_gathers_each_familys_separated_levels_and_note():
+    verdict = pd.DataFrame(dict(family=["copy", "copy", "all"], fit=["fixed", "lr", "fixed"],
+                                role=["primary", "robustness", "secondary"], test=["w", "lr", "w"],
+                                statistic=[3.14159, 0.004, 2.5], df=[1.0, 2.0, 3.0], p=[0.001, 0.05, 0.00099],
+                                policy_significant=[True, None, False]))
+    sep1 = pd.DataFrame(dict(policy=["R1-rel"], n=[15], correct=[15], accuracy=[100.0], separation=["all correct"],
+                             extra=[1]))
+    sep2 = pd.DataFrame(dict(policy=["M1"], n=[9], correct=[0], accuracy=[0.0], separation=["all wrong"]))
+    analysis = dict(verdict=verdict, families=dict(primary=dict(family="copy", separated=sep1, note=""),
+                                                   secondary=dict(family="all", separated=sep2, note="M1 apart")))
+    t, s, notes = verdict_display(analysis)
+    assert _rows(t) == [("copy", "fixed", "primary", "w", 3.14, 1.0, "0.001", "policy matters"),
+                        ("copy", "lr", "robustness", "lr", 0.0, 2.0, "0.050", "not tested"),
+                        ("all", "fixed", "secondary", "w", 2.5, 3.0, "< 0.001", "not significant")]
+    assert _rows(s) == [("copy", "R1-rel", 15, 15, 100.0, "all correct"), ("all", "M1", 9, 0, 0.0, "all wrong")]
+    assert notes == ["all: M1 apart"]
+    assert [x.empty if hasattr(x, "empty") else x for x in verdict_display(dict(verdict=verdict.iloc[:0]))] == \
+        [True, True, []]
