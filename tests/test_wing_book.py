@@ -1069,3 +1069,29 @@ def test_hb_status_sentence_confirmatory_only_with_headroom_enough_tasks_and_sig
     smol = SimpleNamespace(label="smol", decisions=lambda protocol: f"D[{protocol}]")
     assert hb.hb_status(smol, 5) == expected
     assert seen == [("D[controlled]", 670790)]                 # the controlled decisions, resampled with seed 5
+
+
+def test_exact_composition_of_hand_made_rows_only_r1_classic_at_the_shown_budget(monkeypatch):
+    import crossprofile_lib.book.headline as h
+    rows = [  # policy, variant, budget, template, support, decoy, irrelevant
+        ("R1", "PSP", "0.6", "t1", 5, 0, 4), ("R1", "PSP", "0.6", "t2", 4, 1, 4), ("R1", "PSP", "0.6", "t1", 5, 0, 4),
+        ("R1", "SPS", "0.6", "t3", 1, 1, 1), ("B4", "PSP", "0.6", "t4", 2, 2, 2), ("R1", "PSP", "0.3", "t5", 3, 3, 3)]
+    df = pd.DataFrame(rows, columns=["policy", "variant", "budget_label", "template_id", "kept_support", "kept_decoy",
+                                     "kept_irrelevant"])
+    ref = Run(Path("runs/x"), df.assign(backend="ledger", model="reference"),
+              {"backend": "ledger", "model": "reference", "tokenizer": "qwen2.5"})
+    loaded = []
+    monkeypatch.setattr(h, "load_templates", lambda paths: loaded.append(paths) or [
+        SimpleNamespace(id=i) for i in ("t1", "t2", "t3", "t4", "t5", "t6")])
+    monkeypatch.setattr(h, "get_tokenizer", lambda name: name if name == "qwen2.5" else (_ for _ in ()).throw(
+        OSError("no such tokenizer")))
+    fit = {"t1": (5, 0, 4), "t2": (5, 0, 4)}
+    monkeypatch.setattr(h, "classic_fit", lambda t, tok: SimpleNamespace(kept=fit[t.id]) if tok == "qwen2.5" else None)
+    ch = SimpleNamespace(ref=ref, budget=lambda r: "0.6" if r is ref else pytest.fail("run"),
+                         params=SimpleNamespace(templates=[Path("templates/dev")]))
+    assert h.exact_composition(ch) == dict(mean=(14 / 3, 1 / 3, 4.0), n=3, exact=2, templates=2,
+                                           counts={"Qwen2.5": 2}, missing={"Llama-3.1": "OSError"},
+                                           pricing="qwen2.5", budget="0.6")
+    assert loaded == [["templates/dev"]]                                # the chapter's templates, as strings
+    fit["t2"] = (4, 1, 4)
+    assert h.exact_composition(ch)["counts"] == {"Qwen2.5": 1}
