@@ -926,3 +926,46 @@ def test_a_domains_file_lists_names_with_white_space_collapsed_up_to_80_characte
     p = tmp_path / "domains.yaml"
     p.write_text(f"domains: ['  ferry\toperator ', {'y' * 80}]\n", encoding="utf-8")     # a tab
     assert read_domains(p) == ("ferry operator", "y" * 80)
+
+
+def test_an_unforeseen_error_is_a_failed_verdict_and_the_other_files_still_get_theirs(tmp_path, monkeypatch):
+    import crossprofile_lib.task.validate as validate
+    for name in ("a.yaml", "b.yaml", "c.yaml"):
+        (tmp_path / name).write_text(HOSPITAL.read_text(encoding="utf-8"), encoding="utf-8")
+    real = validate.load_template
+
+    def load(p, **kw):
+        if Path(p).name == "a.yaml":
+            raise RuntimeError("boom")
+        return real(p, **kw)
+
+    monkeypatch.setattr(validate, "load_template", load)
+    a, b, c = validate_paths([tmp_path])
+    assert str(a.error) == (f"{tmp_path / 'a.yaml'}: field '<file>': internal error: RuntimeError: boom "
+                            f"(a validator bug: please report it with the file)")
+    assert b.ok and b.template.id == "dev-hospital-01"     # a failed file does not claim the id
+    assert c.error.rule == "unique template id" and c.error.detail == (
+        f"template id 'dev-hospital-01' also used by {tmp_path / 'b.yaml'}")
+    assert validate.summary([a, b, c]) == "1 templates valid, 2 invalid (1 domains)"
+
+
+def test_the_design_check_runs_on_each_paraphrase_set_naming_the_paraphrase(tmp_path, monkeypatch, hospital):
+    import crossprofile_lib.task.validate as validate
+    (tmp_path / "h.yaml").write_text(HOSPITAL.read_text(encoding="utf-8"), encoding="utf-8")
+    checked = []
+
+    def cell(t, design, path):
+        checked.append(t.facts[3].text)
+        if t.facts[3].text.endswith("Indeed."):
+            raise TemplateError(path, "facts[3].text", "design check", "too long")
+
+    monkeypatch.setattr(validate, "check_classic_cell", cell)
+    monkeypatch.setattr(validate, "load_template", lambda p, **kw: _paraphrased(hospital))
+    (v,) = validate_paths([tmp_path / "h.yaml"], design=("tok",))
+    f4 = hospital.facts[3].text
+    assert checked == [f4, f"Also, {f4}", f"{f4} Indeed."]      # the facts, then each paraphrase set
+    assert (v.error.field, v.error.rule, v.error.detail) == ("facts[3].paraphrases[1]", "design check",
+                                                             "paraphrase set 1: too long")
+    checked.clear()
+    (v,) = validate_paths([tmp_path / "h.yaml"], n_options=3)          # no design: no check
+    assert v.ok and checked == []
