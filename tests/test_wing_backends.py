@@ -1976,3 +1976,73 @@ def test_a_file_shorter_than_its_header_says_is_truncated(tmp_path):
     assert cache_file_mod._header_problem(f, 60) == "truncated (60 bytes, shorter than a SQLite header)"
     f.write_bytes(b"SQLite format 2\x00" + bytes(200))
     assert cache_file_mod._header_problem(f, 216) == "not a SQLite database (its first bytes are not the SQLite header)"
+
+
+# concurrency: URLLimit.observe traced answer by answer; Pool's start, workers and record
+
+def test_a_urls_limit_doubles_in_slow_start_halves_on_overload_then_grows_by_one():
+    u = URLLimit()
+    assert (u.limit, u.slow_start, u.peak) == (4.0, True, 4.0)
+    for _ in range(3):
+        u.observe("ok", 1.0)
+    assert u.limit == 4.0 and u.window_done == 3
+    u.observe("ok", 1.0)  # a window of int(limit) answers: doubled
+    assert (u.limit, u.window_done, u.peak) == (8.0, 0, 8.0)
+    for _ in range(8):
+        u.observe("ok", 1.0)
+    assert (u.limit, u.answers) == (16.0, 12)
+    u.observe("overload", 9.0)  # halved; slow start over
+    assert (u.limit, u.slow_start, u.overloads, u.last_cut, u.peak) == (8.0, False, 1, 13, 16.0)
+    u.observe("overload", 9.0)  # within the window of the last cut: not cut again
+    assert (u.limit, u.overloads, u.answers) == (8.0, 2, 14)
+    u.observe("neutral", 50.0)  # neither latency nor limit
+    assert (u.limit, u.smoothed, u.answers, u.window_done) == (8.0, 1.0, 15, 0)
+    for _ in range(7):
+        u.observe("ok", 1.0)
+    assert u.limit == 8.0
+    u.observe("ok", 1.0)  # additive increase
+    assert (u.limit, u.queueing, u.overloads) == (9.0, 0, 2)
+
+
+def test_latency_between_rise_and_cut_times_the_baseline_is_queueing_without_a_cut():
+    u = URLLimit()
+    u.observe("ok", 1.0)
+    u.observe("ok", 3.0)  # smoothed 1.4: under 1.5 times the baseline
+    assert (u.queueing, u.slow_start) == (0, True)
+    u.observe("ok", 2.4)  # smoothed 0.8 * 1.4 + 0.2 * 2.4 = 1.6: over 1.5, under 2
+    assert u.smoothed == pytest.approx(1.6)
+    assert (u.queueing, u.slow_start, u.limit) == (1, False, 4.0)
+    u.observe("ok", 1.6)  # smoothed 1.6 again: still queueing, and the window is not counted toward growth
+    assert (u.queueing, u.limit) == (2, 4.0)
+
+
+def test_a_limit_never_falls_below_one_nor_rises_past_its_ceiling():
+    low = URLLimit(limit=1.0, peak=1.0)
+    low.observe("overload", 1.0)
+    assert low.limit == 1.0
+    top = URLLimit(limit=6.0, ceiling=6, peak=6.0)
+    for _ in range(12):
+        top.observe("ok", 1.0)
+    assert top.limit == 6.0
+    near = URLLimit(limit=5.0, ceiling=6, peak=5.0)
+    for _ in range(5):
+        near.observe("ok", 1.0)
+    assert (near.limit, near.peak) == (6.0, 6.0)  # doubled, held at the ceiling
+
+
+def test_a_pool_starts_each_url_at_four_or_its_ceiling_and_records_where_each_went():
+    pool = Pool(2, "auto")
+    assert [(u.limit, u.peak, u.ceiling) for u in pool.urls] == [(4.0, 4.0, 128)] * 2 and pool.workers == 256
+    small = Pool(1, "auto", ceiling=2)
+    assert (small.urls[0].limit, small.urls[0].peak, small.workers) == (2.0, 2.0, 2)
+    for _ in range(4):
+        pool.urls[1].observe("ok", 1.0)
+    pool.urls[0].observe("overload", 1.0)
+    assert pool.record(["http://a/v1", "http://b/v1"]) == {
+        "mode": "auto", "rule": "AIMD per base URL on latency, 429/503 and timeouts", "start": 4, "ceiling": 128,
+        "rise": 1.5, "cut": 2.0,
+        "per_url": [{"base_url": "http://a/v1", "final": 2, "peak": 4, "answers": 1, "overloads": 1, "queueing": 0},
+                    {"base_url": "http://b/v1", "final": 8, "peak": 8, "answers": 4, "overloads": 0, "queueing": 0}]}
+    fixed = Pool(3, 5)
+    assert (fixed.adaptive, fixed.total, fixed.workers) == (False, 5, 5)
+    assert fixed.record(["x", "y", "z"]) == {"mode": "fixed", "concurrency": 5}
