@@ -802,3 +802,74 @@ def test_the_verdict_display_formats_p_at_its_thresholds_and_gathers_each_family
     assert notes == ["all: M1 apart"]
     assert [x.empty if hasattr(x, "empty") else x for x in verdict_display(dict(verdict=verdict.iloc[:0]))] == \
         [True, True, []]
+
+
+# --- issue 55, fresh sample 58: a preregistration compiled whole, its refusals' messages, an extra file merged --------
+
+def test_a_prereg_document_compiles_to_contrasts_with_inherited_defaults_merged_filters_and_families():
+    from crossprofile_lib.stats.prereg import Contrast, Term
+    doc = {"version": 1,
+           "defaults": {"outcome": "chose_decoy", "scale": 10, "where": {"budget_label": "0.6", "variant": "PSP"}},
+           "families": {"main": None, "side": {"correction": "none", "alpha": 0.1}},
+           "settings": {"primary_budget": "0.4"},
+           "contrasts": [
+               {"id": "A", "title": "first", "family": "main", "where": {"variant": None, "cell": "x"},
+                "terms": [{"weight": 1, "where": {"policy": "R1"}}, {"weight": -1, "where": {"cell": None}}]},
+               {"id": "B", "outcome": "correct", "scale": 100, "test_value": 5, "note": "n",
+                "paper": {"gpt": 1.5}, "terms": [{"weight": 0.5}]}]}
+    p = parse_prereg(doc, "f.yaml")
+    assert p.source == "f.yaml"
+    assert p.contrasts == (
+        Contrast("A", (Term(1.0, {"budget_label": "0.6", "cell": "x", "policy": "R1"}),
+                       Term(-1.0, {"budget_label": "0.6"})), "first", "main", "chose_decoy", 10.0, 0.0, None, ""),
+        Contrast("B", (Term(0.5, {"budget_label": "0.6", "variant": "PSP"}),), "", None, "correct", 100.0, 5.0,
+                 {"gpt": 1.5}, "n"))
+    assert set(p.families) == {"main", "side"}
+    assert (p.families["main"].correction, p.families["main"].alpha) == ("holm", 0.05)
+    assert (p.families["side"].correction, p.families["side"].alpha) == ("none", 0.1)
+    assert p.settings["primary_budget"] == "0.4" and p.settings["headroom_min_points"] == 15.0
+    assert p.settings["social_proof_where"] == {}
+
+
+def test_prereg_refusals_name_the_file_the_contrast_field_and_what_is_wrong():
+    def msg(doc):
+        with pytest.raises(PreregError) as e:
+            parse_prereg(doc, "p.yaml")
+        return str(e.value)
+    assert msg({"contrasts": [_contrast(), _contrast()]}) == \
+        "p.yaml: field 'contrasts[1].id': unique: id 'c1' is used twice"
+    assert msg({"contrasts": [_contrast(family="fam")]}) == \
+        "p.yaml: field 'contrasts[0].family': declared: family 'fam' is not under 'families' (declared: none)"
+    assert msg({"families": {"a": None, "b": None}, "contrasts": [_contrast(), _contrast(id="c2", family="fam")]}) == \
+        "p.yaml: field 'contrasts[1].family': declared: family 'fam' is not under 'families' (declared: a, b)"
+    m = msg({"contrasts": [_contrast(paper="no-such-figure/item")]})
+    assert m.startswith("p.yaml: field 'contrasts[0].paper': paper reference: ")
+
+
+def test_an_extra_file_merges_over_the_main_documents_defaults_and_families(tmp_path):
+    from crossprofile_lib.stats.prereg import merge_extra
+    main_doc = {"version": 1, "defaults": {"where": {"budget_label": "0.6"}}, "families": {"main": {"alpha": 0.1}},
+                "contrasts": [_contrast(id="m1")]}
+    base = parse_prereg(main_doc, "main.yaml")
+    out = merge_extra(base, main_doc, {"families": {"main": {"alpha": 0.1}, "x": None},
+                                       "contrasts": [_contrast(id="e1", family="main")]}, "extra.yaml")
+    assert [c.id for c in out.contrasts] == ["m1", "e1"] and out.source == "main.yaml + extra.yaml"
+    assert out.contrasts[1].terms[0].where == {"budget_label": "0.6", "policy": "R1"}   # the main file's defaults
+    assert set(out.families) == {"main", "x"} and out.families["main"].alpha == 0.1 and out.settings == base.settings
+    own = merge_extra(base, main_doc, {"defaults": {"outcome": "kept"}, "contrasts": [_contrast(id="e2")]}, "e.yaml")
+    assert own.contrasts[1].terms[0].where == {"policy": "R1"} and own.contrasts[1].outcome == "kept"
+
+    def msg(doc):
+        with pytest.raises(PreregError) as e:
+            merge_extra(base, main_doc, doc, "e.yaml")
+        return str(e.value)
+    assert msg(["x"]) == "e.yaml: field '<top>': type: the file must be a mapping with a 'contrasts' list"
+    assert msg({"families": {"main": {"alpha": 0.2}}, "contrasts": [_contrast(id="e3")]}) == \
+        "e.yaml: field 'families.main': unique: family 'main' is declared differently in main.yaml"
+    assert msg({"contrasts": [_contrast(id="e4"), _contrast(id="m1")]}) == \
+        "e.yaml: field 'contrasts[1].id': unique: id 'm1' is already used in main.yaml"
+    assert msg({"settings": {}, "contrasts": [_contrast(id="e5")]}) == (
+        "e.yaml: field 'settings': extra file: the analysis settings come from the main preregistration file "
+        "(main.yaml); an extra file adds contrasts (and families)")
+    assert msg({"version": 1, "bogus": 1, "contrasts": [_contrast(id="e6")]}).startswith(
+        "e.yaml: field 'bogus': unknown key")
