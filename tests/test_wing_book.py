@@ -1095,3 +1095,27 @@ def test_exact_composition_of_hand_made_rows_only_r1_classic_at_the_shown_budget
     assert loaded == [["templates/dev"]]                                # the chapter's templates, as strings
     fit["t2"] = (4, 1, 4)
     assert h.exact_composition(ch)["counts"] == {"Qwen2.5": 1}
+
+
+def test_random_line_whole_lines_per_run_and_the_reference_deciders_why(monkeypatch):
+    from crossprofile_lib.book.headline import headline_takeaways, random_line
+    from crossprofile_lib.book.paper import paper_text
+    ch, ref, _ = _rel_setup(monkeypatch)
+    q = _model_run()
+    ch.shown = [ref, q]
+    lines = random_line(ch, {ref.label: _holm(), q.label: _holm().assign(estimate=[1.0, 2.0, 3.0])})
+    assert lines == [
+        "reference decider (ledger): over its 4 variants (of 8) R1 - Random = <b>-4.5 [-9.0, 1.5]</b> points "
+        "<reference decider (ledger)>; the paper finds R1 no better than random "
+        f"({paper_text('cp-mean/H2: R1 - Random')}).",
+        "WHY[MECH[0.5]|cp-mean/H2: R1 - Random|-4.5]",
+        "openai (? mode): over all eight variants R1 - Random = <b>2.0 [-9.0, 1.5]</b> points <openai (? mode)>; the "
+        f"paper finds R1 no better than random ({paper_text('cp-mean/H2: R1 - Random', run=q)})."]
+    assert random_line(ch, {q.label: _holm(False)}) == []          # a run without H2, or without contrasts: no line
+    # the headline takeaways carry these lines only when given the contrasts
+    ch.shown = [ref]
+    monkeypatch.setattr("crossprofile_lib.book.headline.headline_line", lambda c, r, t: f"HEAD[{r.label}]")
+    monkeypatch.setattr("crossprofile_lib.book.headline.model_signal", lambda r, boot: SimpleNamespace(ok=True))
+    assert headline_takeaways(ch, {ref.label: cells()}, {ref.label: _holm()}) == ["HEAD[reference decider (ledger)]",
+                                                                                 *lines[:2]]
+    assert headline_takeaways(ch, {ref.label: cells()}) == ["HEAD[reference decider (ledger)]"]
