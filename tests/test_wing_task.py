@@ -969,3 +969,51 @@ def test_the_design_check_runs_on_each_paraphrase_set_naming_the_paraphrase(tmp_
     checked.clear()
     (v,) = validate_paths([tmp_path / "h.yaml"], n_options=3)          # no design: no check
     assert v.ok and checked == []
+
+
+class _FixedRng:
+    """An rng whose draws are fixed: integers(n) gives 0, random() gives ``u``."""
+
+    def __init__(self, u):
+        self.u = u
+
+    def integers(self, n):
+        return 0
+
+    def random(self):
+        return self.u
+
+
+def _expected_messy(task, filler):
+    """Each fact line in the scripted order, its wording: unused ones first, then any but the last used."""
+    from crossprofile_lib.task.discussion import turns
+    used, lines = {}, []
+    for speaker, held in turns(task):
+        for f in held:
+            before = used.setdefault(f.id, [])
+            k = next((k for k in range(3) if k not in before), None)
+            k = k if k is not None else next(k for k in range(3) if k != before[-1])
+            before.append(k)
+            lines.append((speaker, (f.text, f"Also, {f.text}", f"{f.text} Indeed.")[k], f.id, k))
+            if filler:
+                lines.append((speaker, "I agree with that.", None, -1))
+    return lines
+
+
+@pytest.mark.parametrize("u, rate, filler", [(0.5, 0.5, False), (0.4999, 0.5, True), (0.0, 0.0, False),
+                                             (0.9999, 1.0, True)])
+def test_a_filler_follows_a_fact_line_only_when_the_draw_is_below_the_rate(hospital, u, rate, filler):
+    task = make_task(_paraphrased(hospital), "PSP", 1)
+    mt = messy_discussion(task, rate, rng=_FixedRng(u))
+    got = [(x.speaker, x.text, f, k) for x, f, k in zip(mt.transcript.utterances, mt.truth, mt.wording)]
+    assert got == _expected_messy(task, filler)
+    assert [x.position for x in mt.transcript.utterances] == list(range(len(got)))
+    assert any(k == 2 for *_, k in got)       # some fact is said three times: every wording is used
+
+
+def test_a_fact_without_two_paraphrases_is_refused_for_the_messy_protocol(hospital):
+    t = _facts(_paraphrased(hospital), F05={"paraphrases": ("Also, Helix quoted a contract.",)})
+    with pytest.raises(ValueError) as ei:
+        messy_discussion(make_task(t, "PSP", 1))
+    assert str(ei.value) == ("template dev-hospital-01: fact F05 has 1 paraphrase(s); the messy protocol needs at "
+                             "least 2 per fact (template field facts[].paraphrases)")
