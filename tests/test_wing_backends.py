@@ -2046,3 +2046,67 @@ def test_a_pool_starts_each_url_at_four_or_its_ceiling_and_records_where_each_we
     fixed = Pool(3, 5)
     assert (fixed.adaptive, fixed.total, fixed.workers) == (False, 5, 5)
     assert fixed.record(["x", "y", "z"]) == {"mode": "fixed", "concurrency": 5}
+
+
+# http_faults.RetryWaves: one stderr line per new wave, or the bar's description
+
+class _Waves:
+    def __init__(self, bar=None):
+        from crossprofile_lib.backends.http_faults import RetryWaves
+        self.w = type("W", (RetryWaves,), {})()
+        self.w.name, self.w.shown_urls, self.w.max_retries = "openai/fake", "http://s/v1", 4
+        self.w._waves, self.w._wave_shown, self.w._last_error = {}, 0, ""
+        self.w._scrub = lambda text: text.replace("Secret", "***")
+        if bar is not None:
+            self.w._bar = bar
+
+
+class _Bar:
+    def __init__(self, desc, disable=False):
+        self.desc, self.disable, self.shown = desc, disable, []
+
+    def set_description_str(self, text, refresh=True):
+        self.shown.append(text)
+
+
+def test_each_new_retry_wave_is_one_line_naming_the_calls_the_wave_and_the_last_error(capsys):
+    w = _Waves().w
+    w._retrying(0, _state(ValueError("x"), 1))
+    w._retrying(1, _state(KeyError("x"), 1))  # the same wave: no new line
+    w._retrying(0, _state(TimeoutError("x"), 2))
+    w._retry_done(1)
+    w._retry_done(7)  # not retrying: nothing
+    w._retry_done(0)
+    assert capsys.readouterr().err == (
+        "openai/fake: retrying 1 call (wave 1/4; last: ValueError) at http://s/v1\n"
+        "openai/fake: retrying 2 calls (wave 2/4; last: TimeoutError) at http://s/v1\n")
+    assert w._waves == {} and w._wave_shown == 2
+
+
+def test_the_last_error_is_scrubbed_and_empty_without_an_outcome(capsys):
+    w = _Waves().w
+    secret = type("SecretLeak", (Exception,), {})
+    w._retrying(3, _state(secret("x"), 1))
+    assert w._last_error == "***Leak"
+    w._retrying(4, SimpleNamespace(outcome=None, attempt_number=2))
+    assert w._last_error == ""
+    assert capsys.readouterr().err.splitlines() == [
+        "openai/fake: retrying 1 call (wave 1/4; last: ***Leak) at http://s/v1",
+        "openai/fake: retrying 2 calls (wave 2/4; last: ) at http://s/v1"]
+
+
+def test_a_shown_bar_carries_the_waves_after_its_own_description_and_drops_them_when_done(capsys):
+    bar = _Bar("openai/fake decision")
+    w = _Waves(bar).w
+    w._retrying(0, _state(ValueError("x"), 1))
+    bar.desc = "changed by the bar itself"  # the base is the description the bar had first
+    w._retrying(0, _state(ValueError("x"), 2))
+    w._retry_done(0)
+    assert bar.shown == ["openai/fake decision | retrying 1 call (wave 1/4; last: ValueError)",
+                         "openai/fake decision | retrying 1 call (wave 2/4; last: ValueError)",
+                         "openai/fake decision"]
+    assert capsys.readouterr().err == ""
+    hidden = _Bar("x", disable=True)
+    w2 = _Waves(hidden).w
+    w2._retrying(0, _state(ValueError("x"), 1))
+    assert hidden.shown == [] and capsys.readouterr().err.startswith("openai/fake: retrying 1 call (wave 1/4")
