@@ -619,3 +619,46 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
     assert info["boot_seed"] == 0 and info["cache_key"] == design.key and info["cache_hit"] is True
     assert info["interval"] == "parametric bootstrap (the paper's figures redrawn at the paper's sample sizes)"
     assert set(info["seconds"]) == {"design", "fit", "total"} and not math.isnan(info["seconds"]["total"])
+
+
+def test_fit_recovers_the_theta_its_figures_were_predicted_at(dev):
+    """Oracle: figures predicted at a known interior theta fit back to it with loss ~ 0 and no bound hit - from the
+    grid, from a given start, whitened, with one parameter held at its true value, and for a template count row
+    W (the figures then predicted with W)."""
+    dec, design, fm, F, S = dev
+    t0 = np.array([0.4, -0.3, 3.0])
+    y = F.predict(t0)
+    used = fm.estimable & np.isfinite(y)
+    assert used.sum() > 10
+    f = F.fit(y, used)
+    assert np.allclose(f["theta"], t0, rtol=1e-4, atol=1e-5) and f["loss"] < 1e-8 and f["rmse"] < 1e-4
+    assert f["at_bound"] == [False, False, False] and f["success"] and f["nfev"] >= 1
+    g = F.fit(y, used, start=(1.0, 0.5, 1.0))
+    assert np.allclose(g["theta"], t0, rtol=1e-4, atol=1e-5)
+    pc, pd_ = S.proportions(design.probability(t0))
+    H = whitener(S.covariance(pc, pd_, 18.0)[np.ix_(used, used)])
+    h = F.fit(y, used, H=H)
+    assert np.allclose(h["theta"], t0, rtol=1e-4, atol=1e-5) and h["loss"] < 1e-8
+    for k in range(3):
+        held = F.fit(y, used, fixed=(k, float(t0[k])))
+        assert held["theta"][k] == pytest.approx(t0[k], rel=1e-12)
+        assert np.allclose(held["theta"], t0, rtol=1e-4, atol=1e-5)
+    W = 1.0 + (np.arange(len(fm.units)) % 3)
+    yw = F.predict(t0, W)
+    assert not np.allclose(yw[used], y[used])
+    w = F.fit(yw, used, W=W)
+    assert np.allclose(w["theta"], t0, rtol=1e-4, atol=1e-5) and w["loss"] < 1e-8
+
+
+def test_a_fit_pushed_past_a_bound_stops_on_it_and_says_so(dev):
+    """Figures predicted past a bound fit onto that bound, flagged at_bound for that parameter only: s = 5.5 fits
+    to s = 5 (w, beta still near 0.3, 3), w = -3.5 to w = -3, beta = 0.01 to beta = 0.02."""
+    dec, design, fm, F, S = dev
+    for t, k, edge in [((5.5, 0.3, 3.0), 0, 5.0), ((0.4, -3.5, 3.0), 1, -3.0), ((0.4, -0.3, 0.01), 2, 0.02)]:
+        y = F.predict(np.array(t))
+        used = fm.estimable & np.isfinite(y)
+        f = F.fit(y, used)
+        assert f["theta"][k] == pytest.approx(edge, rel=1e-6)
+        assert f["at_bound"] == [j == k for j in range(3)] and f["loss"] > 0
+        if k == 0:
+            assert f["theta"][1:] == pytest.approx([0.3, 3.0], rel=1e-3)
