@@ -873,3 +873,35 @@ def test_an_extra_file_merges_over_the_main_documents_defaults_and_families(tmp_
         "(main.yaml); an extra file adds contrasts (and families)")
     assert msg({"version": 1, "bogus": 1, "contrasts": [_contrast(id="e6")]}).startswith(
         "e.yaml: field 'bogus': unknown key")
+
+
+# --- issue 55, fresh sample 58: the fit cache's stored form and what it cannot store ----------------------------------
+
+def test_a_cached_fit_is_stored_as_plain_json_with_frames_split_into_columns_and_rows(tmp_path):
+    import json
+
+    from crossprofile_lib.stats.cache import FitCache
+    c = FitCache(tmp_path)
+    value = {"t": pd.DataFrame(dict(a=[1, 2], b=["x", "y"])), "flag": np.bool_(True), "na": pd.NA, "tup": (1, 2.5),
+             "arr": np.array([3, 4]), 7: "seven"}
+    assert c.get("f", {"k": 1}, lambda: value) is value
+    (entry,) = tmp_path.glob("f-*.json")
+    assert len(entry.name) == len("f-") + 32 + len(".json")
+    assert json.loads(entry.read_text()) == {"t": {"__frame__": {"columns": ["a", "b"], "data": [[1, "x"], [2, "y"]]}},
+                                             "flag": True, "na": None, "tup": [1, 2.5], "arr": [3, 4], "7": "seven"}
+    back = c.get("f", {"k": 1}, lambda: None)
+    assert c.hits == 1 and c.misses == 1 and back["tup"] == [1, 2.5] and back["7"] == "seven"
+    assert back["t"].to_dict(orient="list") == {"a": [1, 2], "b": ["x", "y"]}
+
+
+def test_a_fit_the_cache_cannot_store_is_returned_and_the_reason_kept(tmp_path):
+    from crossprofile_lib.stats.cache import FitCache
+    c = FitCache(tmp_path)
+    assert c.get("f", {"k": 1}, lambda: {"s": {1, 2}}) == {"s": {1, 2}}
+    assert c.write_error == f"cannot write the stats cache {tmp_path}: cannot cache a value of type set"
+    c2 = FitCache(tmp_path)
+    assert c2.get("g", {"k": 1}, lambda: {"__frame__": 1}) == {"__frame__": 1}
+    assert c2.write_error == f"cannot write the stats cache {tmp_path}: reserved key __frame__"
+    assert list(tmp_path.iterdir()) == [] and c2.misses == 1 and c2.hits == 0
+    off = FitCache(None)
+    assert off.get("f", lambda: 1 / 0, lambda: "computed") == "computed" and off.misses == 1
