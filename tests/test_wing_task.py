@@ -1017,3 +1017,27 @@ def test_a_fact_without_two_paraphrases_is_refused_for_the_messy_protocol(hospit
         messy_discussion(make_task(t, "PSP", 1))
     assert str(ei.value) == ("template dev-hospital-01: fact F05 has 1 paraphrase(s); the messy protocol needs at "
                              "least 2 per fact (template field facts[].paraphrases)")
+
+
+def test_merge_quality_counts_fact_less_pairs_against_precision_and_only_shared_facts_in_the_rates():
+    from crossprofile_lib.task.extraction import MergeQuality
+    lines = [("A1", "u0", "f1"), ("A2", "u1", "f1"), ("A1", "u2", None), ("A3", "u3", None),
+             ("A1", "u4", "f2"), ("A1", "u5", "f2"), ("A2", "u6", "f3"), ("A3", "u7", "f3")]
+    mt = transcript(lines)
+    claims = ClaimList((Claim("u0", ("A1", "A2", "A3"), 0, None), Claim("u4", ("A1",), 4, "f2"),
+                        Claim("u5", ("A1",), 5, "f2"), Claim("u6", ("A2",), 6, "f3"), Claim("u7", ("A3",), 7, "f3")),
+                       ("A1", "A2", "A3"))
+    ex = SimpleNamespace(members=((0, 1, 2, 3), (4,), (5,), (6,), (7,)), claims=claims)
+    # merged pairs with a fact: (0,1) right, (0,2) (0,3) (1,2) (1,3) wrong, (2,3) fact-less: skipped -> 1/5
+    # same-fact pairs: f1 (0,1) merged, f2 (4,5) and f3 (6,7) split -> 1/3
+    # facts said by 2+ speakers: f1 (one claim, of 3 speakers) and f3 (two claims of one speaker): split 1/2, rare 1/2
+    assert merge_quality(mt, ex) == MergeQuality(0.2, 1 / 3, 0.5, 0.5, 5, 4)
+
+
+def test_merge_quality_is_nan_where_there_is_nothing_to_count():
+    mt = transcript([("A1", "u0", None), ("A2", "u1", None), ("A1", "u2", "f1")])
+    ex = SimpleNamespace(members=((0, 1), (2,)), claims=ClaimList((Claim("u0", ("A1", "A2"), 0),
+                                                                    Claim("u2", ("A1",), 2, "f1")), ("A1", "A2")))
+    q = merge_quality(mt, ex)
+    assert all(math.isnan(x) for x in (q.precision, q.recall, q.split_rate, q.rare_rate))
+    assert (q.n_claims, q.n_fact_claims) == (2, 1)
