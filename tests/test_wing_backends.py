@@ -2110,3 +2110,55 @@ def test_a_shown_bar_carries_the_waves_after_its_own_description_and_drops_them_
     w2 = _Waves(hidden).w
     w2._retrying(0, _state(ValueError("x"), 1))
     assert hidden.shown == [] and capsys.readouterr().err.startswith("openai/fake: retrying 1 call (wave 1/4")
+
+
+# the ledger: its name, its scores by hand, the soft choice, what it cannot do
+
+_FACTS = {"f1": SimpleNamespace(about="a", polarity=1, relevant=True),
+          "f2": SimpleNamespace(about="b", polarity=-1, relevant=False),
+          "f3": SimpleNamespace(about="a", polarity=1, relevant=True),
+          "f4": SimpleNamespace(about="c", polarity=1, relevant=True)}
+
+
+def _ledger_req(kept, order=("b", "a", "c")):
+    template = SimpleNamespace(fact=_FACTS.__getitem__)
+    task = SimpleNamespace(template=template, seed=3, task_id="t-1")
+    memory = SimpleNamespace(kept_facts=lambda: list(kept),
+                             kept=[SimpleNamespace(fact_id=f, text=f"line {f}") for f, _ in kept])
+    return SimpleNamespace(task=task, memory=memory, option_order=order)
+
+
+def test_the_ledgers_name_shows_its_three_settings():
+    assert ReferenceDecider().model == "reference-decider(sp=0,irr=0,beta=inf)"
+    assert ReferenceDecider(social_proof=0.5, irrelevant_weight=0.25, inverse_temperature=2).model == \
+        "reference-decider(sp=0.5,irr=0.25,beta=2)"
+
+
+def test_the_ledgers_scores_weigh_irrelevant_facts_and_restatements_by_its_settings():
+    d = ReferenceDecider(social_proof=0.5, irrelevant_weight=0.25)
+    r = _ledger_req([("f1", 1), ("f2", 2), ("f3", 3), ("f4", 0)])
+    # b: -1 * 0.25 * (1 + 0.5 * 1) = -0.375; a: 1 * (1 + 0) + 1 * (1 + 0.5 * 2) = 3; c: 1 * (1 + 0.5 * 0) = 1
+    assert d.option_scores(r.task, r.memory, r.option_order).tolist() == [-0.375, 3.0, 1.0]
+    plain = ReferenceDecider()  # irrelevant facts weigh nothing, restatements count once
+    assert plain.option_scores(r.task, r.memory, r.option_order).tolist() == [0.0, 2.0, 1.0]
+    got = d.decide_one(r)
+    assert (got.option, got.letter, got.invalid, got.raw) == ("a", "B", False, "scores=[-0.375, 3.0, 1.0]")
+
+
+def test_a_finite_inverse_temperature_draws_by_the_softmax_of_the_scores():
+    sharp = ReferenceDecider(inverse_temperature=1e6)
+    assert {sharp.decide_one(_ledger_req([("f4", 1)], order=o)).option for o in (("a", "b", "c"), ("c", "a", "b"))} \
+        == {"c"}  # a large one: the best always
+    flat = ReferenceDecider(inverse_temperature=0)
+    picks = {flat.decide_one(SimpleNamespace(**{**vars(_ledger_req([("f4", 1)])), "task": SimpleNamespace(
+        template=SimpleNamespace(fact=_FACTS.__getitem__), seed=s, task_id="t-1")})).option for s in range(40)}
+    assert picks == {"a", "b", "c"}  # zero: every option alike, whatever the scores
+
+
+def test_the_ledger_makes_no_calls_and_refuses_a_generated_summary():
+    d = ReferenceDecider()
+    assert d.prefetch(relevance=[1], summaries=[2], stances=[3]) is None
+    with pytest.raises(ValueError) as e:
+        d.summarise(None, 100)
+    assert str(e.value) == "B3 is a generated summary: it needs a model backend, not the reference decider"
+    assert [x.option for x in d.decide([_ledger_req([("f4", 1)]), _ledger_req([("f1", 1)])])] == ["c", "a"]
