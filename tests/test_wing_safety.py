@@ -858,3 +858,51 @@ def test_a_file_is_read_at_most_one_byte_past_its_limit(tmp_path, monkeypatch):
     p = tmp_path / "f.txt"
     p.write_text("abc")
     assert text_input.read_bytes(p, 10) == b"abc" and asked == [11]
+
+
+def test_a_missing_or_oversized_lock_file_reads_as_no_holder(tmp_path):
+    """Only the first 64 KiB of a lock file is read: a larger one (valid JSON past that) is no lock record."""
+    from crossprofile_lib.safety.outputs import _read_lock
+    assert _read_lock(tmp_path / "none") == {}
+    p = tmp_path / "lock"
+    p.write_text('{"pid": 12, "pad": "' + "x" * (64 * 1024) + '"}')
+    assert _read_lock(p) == {}
+    p.write_text('{"pid": 12, "pad": "' + "x" * (64 * 1024 - 40) + '"}')
+    assert _read_lock(p)["pid"] == 12
+
+
+def test_a_process_whose_name_holds_a_parenthesis_has_its_start_read(tmp_path):
+    """/proc/PID/stat puts the command name in parentheses; a name such as 'a) 1 2 3' must not shift the fields."""
+    import os
+    import subprocess
+    import sys
+
+    from crossprofile_lib.safety.outputs import _process_start
+    odd = tmp_path / "a) 1 2 3"
+    odd.symlink_to(os.path.realpath(sys.executable))
+    me = _process_start(os.getpid())
+    child = subprocess.Popen([str(odd), "-I", "-S", "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        with open(f"/proc/{child.pid}/stat", "rb") as fh:
+            assert fh.read().startswith(f"{child.pid} (a) 1 2 3) ".encode())
+        started = _process_start(child.pid)
+        plain = subprocess.Popen([sys.executable, "-I", "-S", "-c", "pass"])
+        later = _process_start(plain.pid)
+        plain.wait()
+    finally:
+        child.communicate(b"")
+    assert started is not None and later is not None and me <= started <= later
+
+
+def test_the_write_probe_is_a_hidden_file_in_the_folder_itself_and_is_removed(tmp_path, monkeypatch):
+    import os
+
+    from crossprofile_lib.safety.outputs import _probe
+    removed = []
+    real_unlink = os.unlink
+    monkeypatch.setattr(os, "unlink", lambda p, *a, **k: (removed.append(str(p)), real_unlink(p, *a, **k)))
+    _probe(tmp_path)
+    assert len(removed) == 1 and os.path.dirname(removed[0]) == str(tmp_path)
+    assert os.path.basename(removed[0]).startswith(".write-probe.") and os.listdir(tmp_path) == []
+    with pytest.raises(FileNotFoundError):
+        _probe(tmp_path / "missing")
