@@ -1119,3 +1119,20 @@ def test_random_line_whole_lines_per_run_and_the_reference_deciders_why(monkeypa
     assert headline_takeaways(ch, {ref.label: cells()}, {ref.label: _holm()}) == ["HEAD[reference decider (ledger)]",
                                                                                  *lines[:2]]
     assert headline_takeaways(ch, {ref.label: cells()}) == ["HEAD[reference decider (ledger)]"]
+
+
+def test_one_session_whole_block_indented_json_cut_at_20000_characters(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    recs = {"natural": [dict(task_id="7", seed=2, ablation="no-memory", votes=[1], rows=[9], when=Path("x"))]}
+    monkeypatch.setattr(hb, "iter_artefacts", lambda path, kind: iter(recs.get(kind, [])) if path == "P" else iter([]))
+    h = SimpleNamespace(path="P", label="smol", header={"data_source": "fixture"})
+    assert hb.one_session(h).data == (
+        "<details><summary>Session 7 / seed 2 / no-memory: votes, messages, claims, memories, decisions (smol, data "
+        "fixture)</summary><pre style='white-space: pre-wrap'>{\n &quot;task_id&quot;: &quot;7&quot;,\n &quot;seed&quot;: "
+        "2,\n &quot;ablation&quot;: &quot;no-memory&quot;,\n &quot;votes&quot;: [\n  1\n ],\n &quot;when&quot;: "
+        "&quot;x&quot;\n}</pre></details>")
+    recs["natural"] = [dict(notes="a" * 30000)]
+    out = hb.one_session(h).data        # the JSON text '{\n "notes": "aaa...' cut to 20000 characters, then escaped
+    assert out == ("<details><summary>Session ? / seed ? / ?: votes, messages, claims, memories, decisions (smol, data "
+                   "fixture)</summary><pre style='white-space: pre-wrap'>{\n &quot;notes&quot;: &quot;" + "a" * 19987
+                   + "</pre></details>")
