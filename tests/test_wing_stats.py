@@ -905,3 +905,35 @@ def test_a_fit_the_cache_cannot_store_is_returned_and_the_reason_kept(tmp_path):
     assert list(tmp_path.iterdir()) == [] and c2.misses == 1 and c2.hits == 0
     off = FitCache(None)
     assert off.get("f", lambda: 1 / 0, lambda: "computed") == "computed" and off.misses == 1
+
+
+# --- issue 55, fresh sample 58: the headroom check whole ---------------------------------------------------------------
+
+def test_the_headroom_is_all_minus_empty_in_points_with_the_resampled_templates_interval_and_verdict():
+    from crossprofile_lib.stats.headroom import headroom
+    # a: ALL 1, EMPTY 0; b: ALL 1 and 0, EMPTY 1. Point: ALL 2/3, EMPTY 1/2 -> 16.67 points.
+    # resamples (a, b), (a, a), (b, b): 16.67, 100 - 0 = 100, 50 - 100 = -50; 2.5th and 97.5th percentiles
+    # (linear, of -50, 16.67, 100): -50 + 0.05 * 66.67 = -46.67 and 16.67 + 0.95 * 83.33 = 95.83
+    df = pd.DataFrame(dict(template_id=["a", "a", "b", "b", "b", "b"], policy=["ALL", "EMPTY", "ALL", "ALL", "EMPTY",
+                                                                             "B4"],
+                           correct=[True, False, True, False, True, False]))
+    h = headroom(df, _boot(), min_points=15)
+    d = h.as_dict()
+    assert set(d) == {"estimate", "lo", "hi", "min_points", "n_units", "reason", "passed", "status"}
+    assert d["estimate"] == pytest.approx(50 / 3) and d["lo"] == pytest.approx(-140 / 3)
+    assert d["hi"] == pytest.approx(575 / 6) and d["n_units"] == 2 and d["min_points"] == 15.0
+    assert d["reason"] == "ALL - EMPTY lower bound -46.7 <= 15 points"
+    assert d["passed"] is False and d["status"] == "exploratory" and h["status"] == "exploratory" and len(h) == 8
+    none = headroom(df[df.policy != "EMPTY"], _boot(), min_points=12.5).as_dict()
+    assert none == dict(estimate=None, lo=None, hi=None, min_points=12.5, n_units=0,
+                        reason="the run has no ALL and EMPTY rows to check headroom", passed=False,
+                        status="exploratory")
+
+
+def test_a_headroom_bound_passes_only_strictly_above_the_threshold_after_rounding_away_float_noise():
+    from crossprofile_lib.stats.headroom import Headroom
+    on = Headroom.of(20.0, 15.0000000001, 30.0, 15, 4)
+    assert on.passed is False and on.reason == "ALL - EMPTY lower bound 15.0 <= 15 points"
+    above = Headroom.of(20.0, 15.001, 30.0, 15, 4)
+    assert above.passed is True and above.reason == "" and above.status == "confirmatory"
+    assert (above.difference, above.low, above.high, above.passes, above.n_tasks) == (20.0, 15.001, 30.0, True, 4)
