@@ -1041,3 +1041,30 @@ def test_merge_quality_is_nan_where_there_is_nothing_to_count():
     q = merge_quality(mt, ex)
     assert all(math.isnan(x) for x in (q.precision, q.recall, q.split_rate, q.rare_rate))
     assert (q.n_claims, q.n_fact_claims) == (2, 1)
+
+
+def test_the_probe_names_each_paths_odd_answer_and_remembers_what_it_found(tokenize_server):
+    def answer(path, body):
+        if path == "/extras/tokenize":
+            return 200, {"ids": [1, 2]}                  # neither 'tokens' nor 'count'
+        if "prompt" in body:
+            return 200, {"tokens": []}                   # vllm's body: no tokens
+        return 200, {"count": 5 if body["content"] else 2}   # llama.cpp's: a count, 2 for the empty text
+    srv, url = tokenize_server(answer)
+    tok, why, state = _probe_one(url, "m-odd", None, 5.0)
+    assert state == "found" and why == f"llama.cpp endpoint {url.removesuffix('/v1')}/tokenize" and tok.offset == 2
+    n = len(srv.seen)
+    assert _probe_one(url, "m-odd", None, 5.0) == (tok, why, state) and len(srv.seen) == n   # asked once per process
+    _, url2 = tokenize_server(lambda path, body: (200, {"ids": []}) if path == "/extras/tokenize" else
+                              (200, {"tokens": []}) if "prompt" in body else (200, {"count": 0}))
+    assert _probe_one(url2, "m-odd", None, 5.0) == (
+        None, "no tokenize endpoint answered: tried /extras/tokenize (llama-cpp-python: answer has neither 'tokens' "
+              "nor 'count'); /tokenize (vllm: no tokens); /tokenize (llama.cpp: no tokens)", "no-endpoint")
+
+
+def test_a_403_is_a_refused_key_and_is_asked_again_next_time(tokenize_server):
+    srv, url = tokenize_server(lambda path, body: (403, {}))
+    for _ in range(2):
+        assert _probe_one(url, "m-403", "sk-x", 5.0) == (
+            None, "the server refused the key: /extras/tokenize (llama-cpp-python: HTTP 403)", "refused")
+    assert len(srv.seen) == 2
