@@ -2162,3 +2162,38 @@ def test_the_ledger_makes_no_calls_and_refuses_a_generated_summary():
         d.summarise(None, 100)
     assert str(e.value) == "B3 is a generated summary: it needs a model backend, not the reference decider"
     assert [x.option for x in d.decide([_ledger_req([("f4", 1)]), _ledger_req([("f1", 1)])])] == ["c", "a"]
+
+
+# OpenAICompatBackend._honoured: whether a constrained answer kept to its constraint
+
+@pytest.mark.parametrize("text, finish, max_tokens, kept", [
+    ("Cheaper.\nDecision: B", "stop", 200, True),
+    ("Cheaper.\nDecision: B\n\n", "stop", 200, True),        # trailing blank lines are not the answer
+    ("Decision: B", "stop", 200, False),                     # no reason line
+    ("Cheaper.\nDecision: D", "stop", 200, False),           # not a choice
+    ("x" * 51 + "\nDecision: A", "stop", 200, False),        # a reason longer than reason_chars
+    ("x" * 50 + "\nDecision: A", "stop", 200, True),
+    ("Cheaper because", "length", 65, True),                 # cut off where the reason could not fit (65 < 50 + 16)
+    ("Cheaper because", "length", 66, False),                # cut off with room for it: broken
+])
+def test_a_grammar_decision_kept_its_constraint_unless_cut_where_it_could_not_fit(text, finish, max_tokens, kept,
+                                                                                   tmp_path):
+    b = _backend(tmp_path, decision_mode="grammar", grammar_style="gbnf", reason_chars=50)
+    assert b._honoured(ChatRequest((USER,), max_tokens=max_tokens, choices=("A", "B", "C")), text, finish) is kept
+
+
+@pytest.mark.parametrize("text, finish, kept", [
+    ('{"relevant": [1, 2]}', "stop", True), ('{"relevant": [9]}', "stop", False), ("not json", "stop", False),
+    ('  {"relevant": [1,', "length", True), ("Sure: {", "length", False),
+])
+def test_a_json_answer_kept_its_schema_or_was_cut_after_starting_as_json(text, finish, kept, tmp_path):
+    from crossprofile_lib.backends.llm import relevance_schema
+    b = _backend(tmp_path, decision_mode="grammar", grammar_style="vllm")
+    assert b._honoured(ChatRequest((USER,), max_tokens=20, json_schema=relevance_schema(3)), text, finish) is kept
+
+
+def test_an_unconstrained_answer_always_kept_its_constraint(tmp_path):
+    r = ChatRequest((USER,), max_tokens=20, choices=("A", "B"))
+    assert _backend(tmp_path)._honoured(r, "anything", "length") is True  # generate mode: no constraint
+    assert _backend(tmp_path, decision_mode="grammar", grammar_style="gbnf")._honoured(
+        ChatRequest((USER,), max_tokens=20), "free text", "stop") is True  # no choices, no schema
