@@ -1068,3 +1068,21 @@ def test_a_403_is_a_refused_key_and_is_asked_again_next_time(tokenize_server):
         assert _probe_one(url, "m-403", "sk-x", 5.0) == (
             None, "the server refused the key: /extras/tokenize (llama-cpp-python: HTTP 403)", "refused")
     assert len(srv.seen) == 2
+
+
+def test_the_model_levels_groups_are_sorted_emptied_and_a_line_it_leaves_out_is_in_no_claim():
+    mt = transcript()
+    seen = []
+
+    def extractor(utt):
+        seen.append(utt)
+        return [[6, 3], [], [4, 0, 1, 2]]          # unsorted, an empty group, line 5 left out
+
+    ex = extract(mt, "model", None, ("A1", "A2", "A3", "A4"), extractor=extractor)
+    assert seen == [mt.utterances] and ex.level == "model"
+    assert ex.members == ((0, 1, 2, 4), (3, 6))
+    assert ex.claims == ClaimList(
+        (Claim("The oven is OLD.", ("A1", "A2", "A3", "A4"), 0, "f1", "A1"),
+         Claim("The flour is damp.", ("A2", "A3"), 3, "f2", "A2")),
+        ("A1", "A2", "A3", "A4"), ("A1", "A2", "A3", "A4"),
+        (("A1", (0,)), ("A2", (0, 1)), ("A3", (0, 1)), ("A4", (0,))))
