@@ -1136,3 +1136,38 @@ def test_one_session_whole_block_indented_json_cut_at_20000_characters(monkeypat
     assert out == ("<details><summary>Session ? / seed ? / ?: votes, messages, claims, memories, decisions (smol, data "
                    "fixture)</summary><pre style='white-space: pre-wrap'>{\n &quot;notes&quot;: &quot;" + "a" * 19987
                    + "</pre></details>")
+
+
+def test_summary_keeps_a_verdict_up_to_its_first_parenthesis():
+    from crossprofile_lib.book.compare import FINDINGS, summary
+    t = pd.DataFrame({"run": ["m", "m"], "finding holds?": [
+        "not judged: exploratory (headroom failed (ALL - EMPTY 3.0 points))", "does not hold"]})
+    assert summary([(FINDINGS[0], t)]).to_dict() == {"m": {FINDINGS[0].title: "not judged: exploratory; does not hold"}}
+
+
+def test_coverage_note_whole_sentences():
+    from crossprofile_lib.book.compare import coverage_note
+    assert coverage_note([run()]) == (
+        "This build ran no language model: every table shows the reference decider only (a normative evidence counter, "
+        "not a model) beside the paper's values for each of the paper's models.")
+    smol, tiny = _model_run("smol<1>", 4), _model_run("tiny", 4)
+    tiny.tag = "t"
+    assert coverage_note([run(), smol, tiny]) == (
+        f"<b>No GPU model ran for this build, and none of its runs is one of the paper's models</b> (openai (? mode), "
+        f"{tiny.label.replace('<', '&lt;').replace('>', '&gt;')}): no paper value is set beside them, and their rows show "
+        "the pipeline running, not the paper's effects. Rerun with BACKENDS= on a GPU machine or import its run folders "
+        "with RUNS= to fill the paper's columns.")
+    q = _model_run()
+    q.tag = "q"
+    assert coverage_note([run(), smol, q]) == (
+        f"This build's runs of the paper's models: {q.label} = Qwen2.5-7B-Instruct. Each is set beside its own paper "
+        "values only.")
+
+
+def test_net_lead_message_names_each_runs_lowest_and_highest_lead_in_order():
+    from crossprofile_lib.book.compare import net_lead_message
+    a = pd.DataFrame({"net_lead": [4, -3, 1], "estimate": [91.6, 12.4, 50.0], "n": [5, 7, 3]})
+    b = pd.DataFrame({"net_lead": [0, -1], "estimate": [66.0, 33.3], "n": [4, 0]})
+    c = pd.DataFrame({"net_lead": [1], "estimate": [10.0], "n": [0]})
+    assert net_lead_message({"ref": a, "empty": c, "m<1>": b}) == (
+        "Accuracy by net lead, lowest to highest: ref 12% at -3 to 92% at +4; m<1> 66% at +0 to 66% at +0")
