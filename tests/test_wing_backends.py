@@ -2197,3 +2197,88 @@ def test_an_unconstrained_answer_always_kept_its_constraint(tmp_path):
     assert _backend(tmp_path)._honoured(r, "anything", "length") is True  # generate mode: no constraint
     assert _backend(tmp_path, decision_mode="grammar", grammar_style="gbnf")._honoured(
         ChatRequest((USER,), max_tokens=20), "free text", "stop") is True  # no choices, no schema
+
+
+# OpenAICompatBackend._send: an answer read from the client's response, or the fault it is
+
+def _client(chat=None, completion=None):
+    async def chat_create(**fields):
+        return chat
+
+    async def completion_create(**fields):
+        return completion
+    return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=chat_create)),
+                           completions=SimpleNamespace(create=completion_create))
+
+
+def _chat_resp(text, finish="stop", usage=None):
+    return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text), finish_reason=finish)],
+                           usage=usage)
+
+
+def test_a_chat_answer_is_its_text_and_usage(tmp_path):
+    b = _backend(tmp_path)
+    res = asyncio.run(b._send(_client(chat=_chat_resp("Decision: A", usage=SimpleNamespace(
+        prompt_tokens=31, completion_tokens=4))), ChatRequest((USER,))))
+    assert (res.text, res.prompt_tokens, res.completion_tokens, res.choice_logprobs, res.error) == (
+        "Decision: A", 31, 4, None, None)
+    assert res.latency_s >= 0.0
+
+
+@pytest.mark.parametrize("resp, message", [
+    (_chat_resp("  \n"), "chat completion with empty content"),
+    (_chat_resp(None), "chat completion with empty content"),
+    (SimpleNamespace(choices=[], usage=None), "chat completion without choices (IndexError)"),
+    (SimpleNamespace(choices=None, usage=None), "chat completion without choices (TypeError)"),
+])
+def test_a_chat_answer_without_text_is_a_malformed_response(resp, message, tmp_path):
+    from crossprofile_lib.backends.http_faults import MalformedResponse
+    with pytest.raises(MalformedResponse) as e:
+        asyncio.run(_backend(tmp_path)._send(_client(chat=resp), ChatRequest((USER,))))
+    assert str(e.value) == message
+
+
+def test_an_answer_breaking_its_grammar_is_named_with_its_purpose_style_and_start(tmp_path):
+    from crossprofile_lib.backends.http_faults import ConstraintBroken
+    b = _backend(tmp_path, decision_mode="grammar", grammar_style="both", reason_chars=50)
+    r = ChatRequest((USER,), max_tokens=200, choices=("A", "B"), purpose="decision")
+    with pytest.raises(ConstraintBroken) as e:
+        asyncio.run(b._send(_client(chat=_chat_resp("I pick " + "x" * 200)), r))
+    assert str(e.value) == "the answer breaks the decision call's constraint (grammar_style=both): 'I pick " + \
+        "x" * 113 + "'"
+    ok = asyncio.run(b._send(_client(chat=_chat_resp("Fine.\nDecision: B")), r))
+    assert ok.text == "Fine.\nDecision: B"
+
+
+SCORED = ChatRequest((USER, {"role": "assistant", "content": "Decision:"}), max_tokens=1, choices=("A", "B", "C"))
+
+
+def _completion(logprobs):
+    return SimpleNamespace(choices=[SimpleNamespace(logprobs=logprobs)], usage=SimpleNamespace(
+        prompt_tokens=12, completion_tokens=1))
+
+
+@pytest.mark.parametrize("logprobs", [
+    SimpleNamespace(top_logprobs=[{" A": -0.9, "A": -0.7, "B": -1.2, "x": 0.0}]),  # OpenAI's text completions
+    SimpleNamespace(top_logprobs=None, content=[{"top_logprobs": [{"token": "A", "logprob": -0.7},  # llama-server's
+                                                                  {"token": " B", "logprob": -1.2}]}]),
+])
+def test_a_scored_answer_is_the_prefill_and_the_likeliest_choice_with_each_choices_log_probability(logprobs,
+                                                                                                    tmp_path):
+    b = _backend(tmp_path, decision_mode="score", chat_template="chatml", tokenize_timeout=5)
+    res = asyncio.run(b._send(_client(completion=_completion(logprobs)), SCORED))
+    assert (res.text, res.choice_logprobs, res.prompt_tokens, res.completion_tokens) == (
+        "Decision: A", {"A": -0.7, "B": -1.2}, 12, 1)
+
+
+@pytest.mark.parametrize("logprobs, message", [
+    (None, "completion without top_logprobs (AttributeError)"),
+    (SimpleNamespace(top_logprobs=[]), "completion without top_logprobs (IndexError)"),
+    (SimpleNamespace(top_logprobs=[{}]), "completion with empty top_logprobs"),
+])
+def test_a_scored_answer_without_log_probabilities_is_a_malformed_response(logprobs, message, tmp_path):
+    from crossprofile_lib.backends.http_faults import MalformedResponse
+    b = _backend(tmp_path, decision_mode="score", chat_template="chatml", tokenize_timeout=5)
+    with pytest.raises(MalformedResponse) as e:
+        asyncio.run(b._send(_client(completion=_completion(logprobs)), SCORED))
+    assert str(e.value) == message
