@@ -1086,3 +1086,27 @@ def test_the_model_levels_groups_are_sorted_emptied_and_a_line_it_leaves_out_is_
          Claim("The flour is damp.", ("A2", "A3"), 3, "f2", "A2")),
         ("A1", "A2", "A3", "A4"), ("A1", "A2", "A3", "A4"),
         (("A1", (0,)), ("A2", (0, 1)), ("A3", (0, 1)), ("A4", (0,))))
+
+
+@pytest.mark.parametrize("variant, seed, n_agents", [("PSP", 3, 4), ("PSP", 11, 5)])
+def test_a_tasks_holders_and_turns_come_from_their_named_seeded_streams(hospital, variant, seed, n_agents):
+    from crossprofile_lib.rng import stream
+    from crossprofile_lib.task.discussion import Task, scripted_discussion, turns
+    from crossprofile_lib.task.variants import Variant, assign_holders
+    v = Variant(variant)
+    holders = assign_holders(hospital, v, n_agents, stream(seed, hospital.id, "holders", variant, n_agents))
+    task = make_task(hospital, variant, seed, n_agents)
+    assert task == Task(hospital, v, seed, n_agents, holders)
+    assert make_task(hospital, v, seed, n_agents) == task              # a Variant or its name
+    rng = stream(seed, hospital.id, "discussion", variant, n_agents)
+    agents = [f"A{i}" for i in range(1, n_agents + 1)]
+    order = [agents[i] for i in rng.permutation(n_agents)]
+    expected = []
+    for s in order:
+        held = [f for f in hospital.facts if s in holders[f.id]]
+        expected.append((s, [held[j] for j in rng.permutation(len(held))]))
+    assert turns(task) == expected
+    tr = scripted_discussion(task)
+    assert tr.speaker_order == tuple(order)
+    assert [(u.position, u.speaker, u.text, u.fact_id) for u in tr.utterances] == [
+        (i, s, f.text, f.id) for i, (s, f) in enumerate((s, f) for s, held in expected for f in held)]
