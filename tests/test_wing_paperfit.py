@@ -662,3 +662,67 @@ def test_a_fit_pushed_past_a_bound_stops_on_it_and_says_so(dev):
         assert f["at_bound"] == [j == k for j in range(3)] and f["loss"] > 0
         if k == 0:
             assert f["theta"][1:] == pytest.approx([0.3, 3.0], rel=1e-3)
+
+
+def test_target_probability_is_the_softmax_of_the_decision_rule_by_hand():
+    """u = beta (x0 + s x1 + w (x2 + s x3)); P(target) = 1 / (1 + sum_k exp(u_k - u_target)). Each pattern puts one
+    feature on one option: at (s, w, beta) = (0.5, -1, 2) the differences are -2 (x0 on the target), s beta = 1
+    (x1 on the other), w beta = -2 (x2), w s beta = -1 (x3); two others with x0 = 1 give 1 / (1 + 2)."""
+    from crossprofile_lib.paperfit.ledger import target_probability, target_probability_diff
+    Xp = np.zeros((5, 3, 4))
+    Xp[0, 0, 0] = 1.0                 # target x0 = 1, others 0: exp(-2) twice
+    Xp[1, 1, 1] = 1.0                 # x1 on option 1
+    Xp[2, 1, 2] = 1.0                 # x2 on option 1
+    Xp[3, 2, 3] = 1.0                 # x3 on option 2
+    Xp[4, 1, 0] = Xp[4, 2, 0] = 1.0   # x0 on both others: exp(2) twice
+    th = np.array([0.5, -1.0, 2.0])
+    e = np.exp
+    want = [1 / (1 + 2 * e(-2)), 1 / (2 + e(1)), 1 / (2 + e(-2)), 1 / (2 + e(-1)), 1 / (1 + 2 * e(2))]
+    p = target_probability(Xp, th)
+    assert p.shape == (5,) and p == pytest.approx(want, rel=1e-12)
+    # several thetas: one row each, the same in chunks of one; beta = 0: every option equally likely
+    T = np.array([th, [0.0, 0.0, 0.0], [2.0, 1.0, 1.0]])
+    G = target_probability(Xp, T)
+    assert G.shape == (3, 5) and G[0] == pytest.approx(want) and G[1] == pytest.approx([1 / 3] * 5)
+    assert G[2, 3] == pytest.approx(1 / (2 + e(2.0)))          # w s beta = 2
+    assert np.array_equal(target_probability_diff(Xp[:, 1:] - Xp[:, :1], T, chunk=1), G)
+    # an overflowing exponent gives probability 0, not NaN
+    with np.errstate(over="ignore"):
+        assert target_probability(Xp, np.array([0.0, 0.0, 1000.0]))[4] == 0.0
+
+
+def test_grid_points_run_social_proof_slowest():
+    from crossprofile_lib.paperfit.ledger import GRID, grid_points
+    g = {"social_proof": (0.0, 1.0), "irrelevant_weight": (0.5,), "inverse_temperature": (1.0, 2.0)}
+    assert grid_points(g).tolist() == [[0.0, 0.5, 1.0], [0.0, 0.5, 2.0], [1.0, 0.5, 1.0], [1.0, 0.5, 2.0]]
+    assert grid_points().shape == (17 * 13 * 13, 3) and grid_points()[0].tolist() == [-0.3, -3.0, 0.05]
+    assert GRID["inverse_temperature"][-1] == 40.0
+
+
+def test_a_cached_design_reads_back_everything_it_was_built_with(tmp_path):
+    """The cache entry holds the rows, patterns, grid probabilities, key and config: read back equal, flagged
+    from_cache; the key's config lists the seeds, policies, budgets, agents, tokenizer ('default') and the grid."""
+    from crossprofile_lib.paperfit.ledger import FORMULA, grid_points, target_probability
+    g = {"social_proof": (0.0, 1.0), "irrelevant_weight": (0.5,), "inverse_temperature": (1.0, 2.0)}
+    pols = ["R1", "B4"]
+    _, buds = needed_policies(select_figures(), DEFAULT_POLICIES)
+    built = load_or_build(DEV[:1], [0], pols, buds[:1], tmp_path, grid=g)
+    back = load_or_build(DEV[:1], [0], pols, buds[:1], tmp_path, grid=g)
+    assert not built.from_cache and back.from_cache and back.key == built.key
+    assert built.p_grid.shape == (4, built.Xp.shape[0])
+    assert np.allclose(built.p_grid, target_probability(built.Xp, grid_points(g)))
+    assert np.array_equal(back.p_grid, built.p_grid) and np.array_equal(back.Xp, built.Xp)
+    assert all(np.array_equal(back.pattern[k], built.pattern[k]) for k in ("correct", "chose_decoy"))
+    assert back.rows.equals(built.rows) and back.grid == g and back.config == built.config
+    cfg = built.config
+    assert cfg["seeds"] == [0] and cfg["policies"] == pols and cfg["budgets"] == [str(buds[0])]
+    assert cfg["n_agents"] == 4 and cfg["tokenizer"] == "default" and cfg["formula"] == FORMULA
+    assert cfg["grid"] == {"inverse_temperature": [1.0, 2.0], "irrelevant_weight": [0.5], "social_proof": [0.0, 1.0]}
+    assert len(cfg["templates"]) >= 1 and all(len(t) == 16 for t in cfg["templates"])
+    # another seed, policy, agents count, tokenizer or grid: another entry
+    from crossprofile_lib.paperfit.ledger import cache_key
+    base = (DEV[:1], [0], pols, buds[:1], 4, None, g)
+    assert cache_key(*base) == (built.key, built.config)
+    for i, other in [(1, [1]), (2, ["R1"]), (3, ["b0"]), (4, 3), (5, "gpt2"),
+                     (6, dict(g, inverse_temperature=(1.0, 3.0)))]:
+        assert cache_key(*base[:i], other, *base[i + 1:])[0] != built.key, i
