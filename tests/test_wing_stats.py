@@ -937,3 +937,48 @@ def test_a_headroom_bound_passes_only_strictly_above_the_threshold_after_roundin
     above = Headroom.of(20.0, 15.001, 30.0, 15, 4)
     assert above.passed is True and above.reason == "" and above.status == "confirmatory"
     assert (above.difference, above.low, above.high, above.passes, above.n_tasks) == (20.0, 15.001, 30.0, True, 4)
+
+
+# --- issue 55, fresh sample 58: a net-lead family prepared whole ------------------------------------------------------
+
+DUP_RULE = ("same task (template, variant, seed), budget, memory text (memory_sha) and decision as a row of "
+            "a policy earlier in the family order: one decision call counted twice")
+
+
+def _family_rows():
+    spec = [("R1", "m1", "a", True), ("B4", "m1", "a", True), ("Random", "m2", "b", False), ("M1", "m2", "b", False),
+            ("M1", "m3", "a", True), ("ALL", "m1", "a", False), ("R1", "m5", "a", False), ("Random", "m6", "a", True),
+            ("M1", "m7", "a", False), ("BAL", "m4", "c", True), ("EMPTY", "m8", "c", False)]
+    return pd.DataFrame([dict(template_id="t1", variant="PSP", seed=0, budget_label="0.6", memory_sha=m, decision=dec,
+                              policy=p, correct=c) for p, m, dec, c in spec])
+
+
+def test_the_copy_family_drops_later_duplicates_keeps_their_origin_and_falls_back_to_its_first_policy():
+    f = prepare_family(_family_rows(), "copy", "B4")
+    assert f["family"] == "copy policies (R1, B4, Random, M1)"
+    assert list(f["rows"].index) == [0, 2, 4, 6, 7, 8] and f["policies"] == ["R1", "Random", "M1"]
+    assert f["reference"] == "R1" and f["separated"].empty
+    assert f["duplicates"] == dict(rule=DUP_RULE, dropped=2, by_policy={"B4": 1, "M1": 1},
+                                   kept_as={"B4": {"R1": 1}, "M1": {"Random": 1}}, note="")
+    assert f["note"] == "2 duplicate decisions dropped (B4: 1, M1: 1)"
+
+
+def test_every_budgeted_policy_family_reports_separated_levels_apart_with_their_counts():
+    f = prepare_family(_family_rows(), "all", "Random")
+    assert f["family"] == "every budgeted policy in the rows" and f["reference"] == "Random"
+    assert f["duplicates"]["dropped"] == 3 and f["duplicates"]["kept_as"]["ALL"] == {"R1": 1}
+    assert _rows(f["separated"]) == [("BAL", 1, 1, 100.0, "all correct"), ("EMPTY", 1, 0, 0.0, "all wrong")]
+    assert list(f["rows"].index) == [0, 2, 4, 6, 7, 8] and f["policies"] == ["R1", "Random", "M1"]
+    assert f["note"] == ("3 duplicate decisions dropped (B4: 1, M1: 1, ALL: 1); "
+                         "BAL separated (all correct, 1 of 1): reported apart, not tested; "
+                         "EMPTY separated (all wrong, 0 of 1): reported apart, not tested")
+
+
+def test_a_table_without_the_memory_text_drops_no_duplicates_and_says_which_column_it_lacks():
+    f = prepare_family(_family_rows().drop(columns=["memory_sha", "seed"]), "copy")
+    assert f["duplicates"] == dict(rule=DUP_RULE, dropped=0, by_policy={}, kept_as={},
+                                   note="no duplicates dropped: the table has no seed, memory_sha column")
+    # with its duplicate kept, B4's one row is all correct: separated
+    assert f["note"] == ("no duplicates dropped: the table has no seed, memory_sha column; "
+                         "B4 separated (all correct, 1 of 1): reported apart, not tested")
+    assert len(f["rows"]) == 7 and f["policies"] == ["R1", "Random", "M1"]
