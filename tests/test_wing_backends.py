@@ -2282,3 +2282,48 @@ def test_a_scored_answer_without_log_probabilities_is_a_malformed_response(logpr
     with pytest.raises(MalformedResponse) as e:
         asyncio.run(b._send(_client(completion=_completion(logprobs)), SCORED))
     assert str(e.value) == message
+
+
+# OpenAICompatBackend._call and _constraint_broken: broken answers counted, the run stopped saying why
+
+def _decision(i):
+    return ChatRequest(({"role": "user", "content": f"question {i}"},), max_tokens=600, choices=("A", "B", "C"))
+
+
+def test_answers_breaking_the_constraint_stop_the_run_after_constraint_failures_naming_the_fix(server, tmp_path):
+    from crossprofile_lib.backends.http_faults import ConstraintNotHonoured
+    fake, url = server(chat_text="I like B")
+    b = OpenAICompatBackend("fake", decision_mode="grammar", base_url=url, cache=tmp_path / "c", concurrency=1,
+                            grammar_style="gbnf", constraint_failures=2, **FAST)
+    with pytest.raises(ConstraintNotHonoured) as e:
+        b.chat([_decision(i) for i in range(4)])
+    assert str(e.value) == (
+        f"backend openai/fake: the server at {url} did not honour the output constraint: 2 answers broke it (the "
+        f"answer breaks the decision call's constraint (grammar_style=gbnf): 'I like B'); none was recorded as an "
+        f"answer. The server is of unknown kind (GET /v1/models names no vLLM or llama.cpp) and was sent "
+        f"grammar_style=gbnf (grammar_style=gbnf); vLLM understands grammar_style=vllm (structured_outputs), "
+        f"llama.cpp grammar_style=gbnf: pass --backend-option grammar_style=... (constraint_failures=2); no finished "
+        f"call is lost (they are in the call cache {tmp_path / 'c' / 'calls.sqlite'})")
+    assert fake.answered == 2 and len(CallCache(tmp_path / "c")) == 0  # not retried, nothing stored
+
+
+def test_one_broken_answer_under_the_limit_is_an_error_row(server, tmp_path):
+    _, url = server(chat_text="I like B", owned_by="llamacpp")
+    b = OpenAICompatBackend("fake", decision_mode="grammar", base_url=url, cache=tmp_path / "c", concurrency=1,
+                            **FAST)
+    res, = b.chat([_decision(0)])
+    assert res.text == "" and res.retries == 0
+    assert res.error == "ConstraintBroken: the answer breaks the decision call's constraint (grammar_style=gbnf): " \
+                        "'I like B'"
+    assert b._broken == 1 and b.stats["errors"] == 1
+
+
+def test_a_retried_call_reports_its_retries_and_the_url_that_answered(server, tmp_path):
+    _, url = server(fail_first=2, fail_status=503)
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", max_retries=3, concurrency=1, **FAST)
+    res, = b.chat([ChatRequest((USER,))])
+    assert res.error is None and res.retries == 2 and res.meta.get("base_url_index") == 0
+    _, url2 = server(fail_first=5, fail_status=503)
+    b2 = OpenAICompatBackend("fake", base_url=url2, cache=tmp_path / "c2", max_retries=1, concurrency=1, **FAST)
+    res, = b2.chat([ChatRequest((USER,))])
+    assert res.retries == 1 and res.error.startswith("InternalServerError: Error code: 503")
