@@ -1110,3 +1110,27 @@ def test_a_tasks_holders_and_turns_come_from_their_named_seeded_streams(hospital
     assert tr.speaker_order == tuple(order)
     assert [(u.position, u.speaker, u.text, u.fact_id) for u in tr.utterances] == [
         (i, s, f.text, f.id) for i, (s, f) in enumerate((s, f) for s, held in expected for f in held)]
+
+
+def test_option_features_add_polarity_and_extra_speakers_in_the_relevant_or_irrelevant_columns(hospital):
+    from crossprofile_lib.task.evidence import decode_features, encode_features, option_features
+    kept = (("F02", 3), ("F04", 1), ("F03", 2), ("F10", 0))
+    task = SimpleNamespace(template=hospital)
+    x = option_features(task, SimpleNamespace(kept_facts=lambda: kept), ("helix", "corvane", "medora"))
+    # F02 support helix +1 by 3 speakers; F04 support corvane -1 by 1; F03 irrelevant medora +1 by 2;
+    # F10 irrelevant helix -1 by none (counts as one)
+    assert encode_features(x) == "1,2,-1,0;-1,0,0,0;0,0,1,1"
+    assert (decode_features("1,2,-1,0;-1,0,0,0;0,0,1,1") == x).all()
+
+
+def test_fact_features_count_digits_and_tone_words_in_any_case(hospital):
+    from crossprofile_lib.task.roleblind import fact_features
+    from crossprofile_lib.task.tokenizer import default_tokenizer
+    text = "Corvane Medical PASSED 12 safety checks but was Late twice, with 3 complaints."
+    t = _facts(hospital, F01={"text": text})
+    x = fact_features(t)
+    assert x.shape == (12, 7)
+    # tokens, digits (1, 2, 3), any digit, positive words (passed), negative (late, complaints), about the first
+    # option (corvane), constant
+    assert x[0].tolist() == [default_tokenizer().count(text), 3.0, 1.0, 1.0, 2.0, 1.0, 1.0]
+    assert x[1, 5] == 0.0 and x[1, 6] == 1.0                   # F02 is about helix, not the first option
