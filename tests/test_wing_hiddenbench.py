@@ -824,3 +824,68 @@ def test_a_session_without_a_valid_final_vote_has_no_group_answer_and_counts_eac
     assert [(r["decided"], r["decision"], r["correct"], r["invalid"], r["decision_raw"])
             for r in rec["rows"]["decisions"]] == [(False, "", None, False, "")] * 2
     assert rec["errors"] == 0
+
+
+def test_a_runs_header_counts_sessions_rows_and_resumes_by_chunk(tasks, tmp_path, capsys):
+    import hashlib
+    import json
+
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.importer import FIXTURE_PATH
+    from crossprofile_lib.hiddenbench.run import HBConfig, iter_artefacts, run_hiddenbench
+    from crossprofile_lib.prompts import prompt_dir
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["controlled", "natural"], seeds=[0, 1], ablations=["baseline"],
+                   policies=["R1", "EMPTY"], tasks=[tasks[0].id, tasks[1].id], batch_tasks=1)
+    h = run_hiddenbench(cfg, tmp_path, backend=ScriptedBackend(tasks, junk={"A1"}), progress=True)
+    # one progress line per chunk of one task: sessions so far (2 seeds a task)
+    assert capsys.readouterr().out.splitlines() == [
+        "[hiddenbench controlled] 1: 2 new, 0 resumed", "[hiddenbench controlled] 2: 4 new, 0 resumed",
+        "[hiddenbench natural] 1: 2 new, 0 resumed", "[hiddenbench natural] 2: 4 new, 0 resumed"]
+    assert json.loads((tmp_path / "hiddenbench_run.json").read_text()) == json.loads(json.dumps(h, default=str))
+    assert (h["data_source"], h["data_is_fixture"], h["data_path"], h["n_tasks"], h["n_tasks_in_file"]) == (
+        "fixture", True, str(FIXTURE_PATH), 2, 6)
+    assert h["data_sha256"] == hashlib.sha256(FIXTURE_PATH.read_bytes()).hexdigest()
+    assert h["malformed_records"] == [] and h["data_notes"][0].startswith("no --hiddenbench PATH and no $HIDDENBENCH_PATH")
+    assert (h["errors"], h["failed_sessions"], h["model"], h["decision_mode"]) == (0, 0, "fake-v1", "generate")
+    assert len(h["prompts"]) == 11 and all(
+        v == hashlib.sha256((prompt_dir() / k).read_bytes()).hexdigest() for k, v in h["prompts"].items())
+    c, n = h["protocols"]["controlled"], h["protocols"]["natural"]
+    ctl = dict(errors={"decisions": 0}, failed_sessions=0, headroom=None, policies=["R1", "EMPTY"],
+               rows={"decisions": 8}, sessions_resumed=0, sessions_run=4, skipped_policies={})
+    assert {k: v for k, v in c.items() if k != "config_sha"} == ctl
+    # natural: 2 seeds x (3 + 4 agents) x 2 phases = 28 votes; A1 junk in each of 4 sessions, both phases: 8 invalid
+    nat = dict(ctl, errors={"decisions": 0, "sessions": 0, "votes": 0}, rows={"decisions": 8, "sessions": 4, "votes": 28},
+               invalid_votes=8, vote_retries=8, extraction_fallbacks=0, chat_errors=0)
+    assert {k: v for k, v in n.items() if k != "config_sha"} == nat
+    assert c["config_sha"] != n["config_sha"] and re.fullmatch("[0-9a-f]{16}", c["config_sha"])
+    assert {r["config_sha"] for r in iter_artefacts(tmp_path, "natural", None)} == {n["config_sha"]}
+    # the same configuration again: every session on file is resumed, none run
+    h2 = run_hiddenbench(cfg, tmp_path, backend=ScriptedBackend(tasks, junk={"A1"}, fail_on_call=True), progress=True)
+    assert capsys.readouterr().out.splitlines() == [
+        "[hiddenbench controlled] 1: 0 new, 2 resumed", "[hiddenbench controlled] 2: 0 new, 4 resumed",
+        "[hiddenbench natural] 1: 0 new, 2 resumed", "[hiddenbench natural] 2: 0 new, 4 resumed"]
+    assert h2["protocols"]["natural"] == dict(nat, config_sha=n["config_sha"], sessions_run=0, sessions_resumed=4)
+    # without resume the sessions file starts over: 4 records, not 8
+    h3 = run_hiddenbench(dataclasses_replace(cfg, resume=False, protocols=["controlled"]), tmp_path,
+                         backend=ScriptedBackend(tasks))
+    assert h3["protocols"]["controlled"]["sessions_run"] == 4 and list(h3["protocols"]) == ["controlled"]
+    assert len((tmp_path / "artefacts" / "controlled.jsonl").read_text().splitlines()) == 4
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+    return dataclasses.replace(obj, **kw)
+
+
+def test_a_file_without_a_valid_task_names_its_first_malformed_records(tmp_path):
+    import json
+
+    from crossprofile_lib.hiddenbench.run import HBConfig, run_hiddenbench
+    f = tmp_path / "hb.json"
+    f.write_text(json.dumps([_record(id=k, description="DROP") for k in range(1, 5)]))
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["controlled"], seeds=[0], policies=["R1"], hiddenbench=str(f))
+    with pytest.raises(ValueError) as e:
+        run_hiddenbench(cfg, tmp_path / "out")
+    assert str(e.value) == (f"{f}: no valid task to run (4 malformed record(s): {f}: task 1: field 'description': missing; "
+                            f"{f}: task 2: field 'description': missing; {f}: task 3: field 'description': missing; ...)")
