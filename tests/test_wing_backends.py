@@ -2327,3 +2327,42 @@ def test_a_retried_call_reports_its_retries_and_the_url_that_answered(server, tm
     b2 = OpenAICompatBackend("fake", base_url=url2, cache=tmp_path / "c2", max_retries=1, concurrency=1, **FAST)
     res, = b2.chat([ChatRequest((USER,))])
     assert res.retries == 1 and res.error.startswith("InternalServerError: Error code: 503")
+
+
+# LLMBackend.chat: the batch sent once per distinct call, what is counted, what the bar says
+
+class _Moody(_Echo):
+    """_Echo, but ``retry ...`` prompts took two retries and ``fail ...`` ones failed."""
+
+    def _complete(self, requests, on_done):
+        self.batches.append([r.messages[0]["content"] for r in requests])
+        for j, r in enumerate(requests):
+            text = r.messages[0]["content"]
+            on_done(j, ChatResult(text="", error="HTTP 500") if text.startswith("fail") else
+                    ChatResult(text=text, retries=2 if text.startswith("retry") else 0))
+
+
+def _ask(*texts, purpose="decision"):
+    return [ChatRequest(({"role": "user", "content": t},), purpose=purpose) for t in texts]
+
+
+def test_a_batch_sends_each_distinct_call_once_and_counts_hits_duplicates_retries_and_errors(tmp_path):
+    b = _Moody("m", cache=tmp_path / "c")
+    got = b.chat(_ask("q1", "retry q2", "q1", "fail q3"))
+    assert [r.text for r in got] == ["q1", "retry q2", "q1", ""] and got[3].error == "HTTP 500"
+    assert b.batches == [["q1", "retry q2", "fail q3"]]
+    assert dict(b.stats) == {"cached": 0, "deduplicated": 1, "calls": 3, "retries": 2, "errors": 1}
+    got = b.chat(_ask("retry q2", "q4", "q4", "q1", "fail q3"))
+    assert [r.text for r in got] == ["retry q2", "q4", "q4", "q1", ""] and got[0].cached and not got[1].cached
+    assert b.batches[1] == ["q4", "fail q3"]  # a failed call is not kept: asked again
+    assert dict(b.stats) == {"cached": 2, "deduplicated": 2, "calls": 5, "retries": 2, "errors": 2}
+    assert b.chat([]) == [] and len(b.batches) == 2
+
+
+def test_a_progress_bar_names_the_backend_and_the_purposes_of_the_calls_sent(tmp_path, capsys):
+    b = _Moody("m", cache=tmp_path / "c", progress=True)
+    b.chat(_ask("q1", purpose="stance") + _ask("q2", purpose="decision"))
+    assert "echo/m decision+stance" in capsys.readouterr().err
+    quiet = _Moody("m", cache=tmp_path / "q")
+    quiet.chat(_ask("q1"))
+    assert capsys.readouterr().err == ""
