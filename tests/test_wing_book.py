@@ -1171,3 +1171,19 @@ def test_net_lead_message_names_each_runs_lowest_and_highest_lead_in_order():
     c = pd.DataFrame({"net_lead": [1], "estimate": [10.0], "n": [0]})
     assert net_lead_message({"ref": a, "empty": c, "m<1>": b}) == (
         "Accuracy by net lead, lowest to highest: ref 12% at -3 to 92% at +4; m<1> 66% at +0 to 66% at +0")
+
+
+def test_net_lead_tables_without_a_chapter_read_every_row_and_bootstrap_a_run_without_one(monkeypatch):
+    from crossprofile_lib.book import compare
+    from crossprofile_lib.book.models import ModelVerdict
+    monkeypatch.setattr(compare, "accuracy_by_net_lead", lambda d, boot: (len(d), boot))
+    monkeypatch.setattr(compare, "bootstrap", lambda r, n, seed: f"BOOT[{r.label}, {n}, {seed}]")
+    monkeypatch.setattr(compare, "headroom_verdict", lambda r: ModelVerdict("confirmatory" if r.is_reference else
+                                                                            "exploratory"))
+    from crossprofile_lib.book.runs import bootstrap
+    ref, q = run(), _model_run("smol", 8)
+    q.boot = own = bootstrap(q, 20, 0)
+    empty = Run(Path("runs/e"), pd.DataFrame({"backend": pd.Series([], dtype=str)}), {"backend": "openai"})
+    assert compare.net_lead_tables([ref, empty, q]) == {
+        "reference decider (not a model)": (1, "BOOT[reference decider (ledger), 200, 0]"),
+        "openai (? mode) · near chance (exploratory: no headroom)": (8, own)}   # 75% with ALL and EMPTY alike
