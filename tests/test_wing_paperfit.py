@@ -726,3 +726,60 @@ def test_a_cached_design_reads_back_everything_it_was_built_with(tmp_path):
     for i, other in [(1, [1]), (2, ["R1"]), (3, ["b0"]), (4, 3), (5, "gpt2"),
                      (6, dict(g, inverse_temperature=(1.0, 3.0)))]:
         assert cache_key(*base[:i], other, *base[i + 1:])[0] != built.key, i
+
+
+def _sampling_from(L: np.ndarray, refs) -> Sampling:
+    A = L.shape[0] // 2
+    z = sparse.csr_matrix((A, 1))
+    return Sampling(tuple(refs), np.full(A, 100.0), z, z, L, np.full(L.shape[1], 100.0), ())
+
+
+def test_linkage_counts_independent_figures_and_links_those_sharing_a_null_vector_by_hand():
+    """Two atoms (rows c0, c1, d0, d1 of L): a = 100 c0, b = 100 c0 (a's duplicate), c = 100 c1, d = 100 d1,
+    e = 100 (c0 + c1). Rank 3; a-b and a-c-e are dependent, so one group a, b, c, e (d stands alone). Without b and e
+    all four are independent. A figure differing by 1e-4 d0 is not a duplicate (exact dependence only)."""
+    L = np.zeros((4, 5))
+    L[0, 0] = L[0, 1] = L[1, 2] = L[3, 3] = 100.0
+    L[0, 4] = L[1, 4] = 100.0
+    S = _sampling_from(L, "abcde")
+    lk = S.linkage([True] * 5)
+    assert (lk["n_figures"], lk["n_independent"], lk["groups"]) == (5, 3, [["a", "b", "c", "e"]])
+    assert lk["null"].shape == (2, 5) and np.allclose(lk["null"] @ L.T, 0.0)
+    two = S.linkage([True, True, False, True, False])
+    assert (two["n_figures"], two["n_independent"], two["groups"]) == (3, 2, [["a", "b"]])
+    none = S.linkage(np.array([1, 0, 1, 1, 0]))
+    assert (none["n_figures"], none["n_independent"], none["groups"]) == (3, 3, [])
+    L2 = L.copy()
+    L2[2, 1] = 1e-2                           # b = 100 c0 + 0.01 d0: not a's duplicate
+    lk2 = _sampling_from(L2, "abcde").linkage([True, True, False, True, False])
+    assert lk2["n_independent"] == 3 and lk2["groups"] == []
+    # two separate pairs: two groups, in the order of their first figure
+    L3 = np.zeros((4, 4))
+    L3[0, 0] = L3[1, 1] = 50.0
+    L3[1, 2] = L3[0, 3] = 100.0
+    lk3 = _sampling_from(L3, "wxyz").linkage([True] * 4)
+    assert lk3["n_independent"] == 2 and lk3["groups"] == [["w", "z"], ["x", "y"]]
+
+
+def test_profile_holds_each_value_starting_from_its_neighbours_optimum(dev, monkeypatch):
+    """The sweep goes up from the estimate over the values at or above it, then down over those below, each fit
+    held at its value and started where the previous one ended (the first of each sweep at the estimate, with the
+    held parameter set to the value even when theta is given as integers); the answers land in the values' order."""
+    dec, design, fm, F, S = dev
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    used = ~np.isnan(y) & fm.estimable
+    calls, real = [], Fitter.fit
+
+    def spy(self, y, used, W=None, start=None, fixed=None, H=None):
+        out = real(self, y, used, W, start, fixed, H)
+        calls.append((None if start is None else np.array(start, dtype=float), fixed, out["theta"].copy(),
+                      out["loss"]))
+        return out
+    monkeypatch.setattr(Fitter, "fit", spy)
+    full = dict(theta=[0, 0, 2])                     # integers: the held value must not be truncated
+    values = [0.75, -0.25, 0.25, 0.5]
+    out = F.profile(y, used, full, 0, values)
+    assert [c[1] for c in calls] == [(0, 0.25), (0, 0.5), (0, 0.75), (0, -0.25)]
+    assert calls[0][0].tolist() == [0.25, 0.0, 2.0] and calls[3][0].tolist() == [-0.25, 0.0, 2.0]
+    assert calls[1][0].tolist() == [0.5, *calls[0][2][1:]] and calls[2][0].tolist() == [0.75, *calls[1][2][1:]]
+    assert out.tolist() == [calls[2][3], calls[3][3], calls[0][3], calls[1][3]]
