@@ -1186,4 +1186,4 @@ def test_net_lead_tables_without_a_chapter_read_every_row_and_bootstrap_a_run_wi
     empty = Run(Path("runs/e"), pd.DataFrame({"backend": pd.Series([], dtype=str)}), {"backend": "openai"})
     assert compare.net_lead_tables([ref, empty, q]) == {
         "reference decider (not a model)": (1, "BOOT[reference decider (ledger), 200, 0]"),
-        "openai (? mode) · near chance (exploratory: no headroom)": (8, own)}   # 75% with ALL and EMPTY alike
+        "openai (? mode) · near chance (exploratory: no headroom)": (8, own)}
