@@ -1134,3 +1134,48 @@ def test_fact_features_count_digits_and_tone_words_in_any_case(hospital):
     # option (corvane), constant
     assert x[0].tolist() == [default_tokenizer().count(text), 3.0, 1.0, 1.0, 2.0, 1.0, 1.0]
     assert x[1, 5] == 0.0 and x[1, 6] == 1.0                   # F02 is about helix, not the first option
+
+
+_CHARS = SimpleNamespace(name="chars", count=len)        # one token per character ('\n' is one)
+
+
+def _sized(t, private, decoy, **by_id):
+    """``t`` with each fact's text ``'F01 xxxx'`` of ``private`` or ``decoy`` characters (``F03=200`` for one)."""
+    def size(f):
+        return by_id.get(f.id, decoy if f.role == "decoy" else private)
+    return _facts(t, **{f.id: {"text": f"{f.id} {'x' * (size(f) - 4)}"} for f in t.facts})
+
+
+def test_the_classic_fit_prices_private_lines_at_their_dearest_label_and_decoys_with_every_label(hospital):
+    from crossprofile_lib.task.design_check import ClassicFit, Line, classic_fit
+    t = _sized(hospital, 9, 9)
+    # ten agents: '[A1,...,A10] ' is 33 characters, a line 9 more and a newline: 43; t_all 12 x 43 = 516,
+    # budget floor(0.6 x 516) = 309; a private line '[A10] F02 xxxxx\n' 16, at '[A1]' 15
+    fit = classic_fit(t, _CHARS, n_agents=10)
+    assert fit == ClassicFit("dev-hospital-01", "chars", 516, 309,
+                             tuple(Line(f"facts[{i}]", f.id, f.role, 16, 15) for i, f in enumerate(t.facts)
+                                   if f.role != "decoy"),
+                             tuple(Line(f"facts[{i}]", f.id, "decoy", 43, 43) for i in (0, 4, 7)
+                                   for f in [t.facts[i]]))
+    assert (fit.private_cost, fit.left) == (144, 309 - 135)
+
+
+def test_the_classic_cell_names_a_decoy_that_fits_or_private_lines_over_the_budget(hospital):
+    from crossprofile_lib.task.design_check import RULE, check_classic_cell, classic_fit
+    # four agents: private lines 4 + 1 + n + 1, decoy lines 13 + 1 + n + 1
+    held = classic_fit(_sized(hospital, 16, 9), _CHARS)   # t_all 9 x 31 + 3 x 24 = 351, budget 210, private 198
+    assert (held.budget, held.private_cost, held.left, held.problem(), held.kept) == (210, 198, 12, None, (5, 0, 4))
+    assert check_classic_cell(_sized(hospital, 16, 9), [_CHARS]) == [held]
+    fits = classic_fit(_sized(hospital, 9, 9), _CHARS)    # t_all 288, budget 172, private 135, left 37
+    assert fits.problem() == ("facts[0]", "under tokenizer chars the decoy line facts[0] (F01) costs 24 tokens and "
+                              "fits in the 37 left of the budget 172 after the nine private lines: R1 would keep a "
+                              "decoy; lengthen that decoy fact or the private facts")
+    assert fits.kept == (5, 1, 4)
+    with pytest.raises(TemplateError) as ei:
+        check_classic_cell(_sized(hospital, 9, 9, F03=200), [_CHARS], "h.yaml")
+    # t_all 11 x 24 + 215 = 479, budget 287; private 8 x 15 + 206 = 326, 39 over
+    assert (ei.value.path, ei.value.field, ei.value.rule) == ("h.yaml", "facts[2].text", RULE)
+    assert ei.value.detail == (
+        "template dev-hospital-01: under tokenizer chars the nine private lines cost 326 tokens, over the budget 287 "
+        "(floor(0.6 x 479)) by 39: R1 would drop a private line (the longest is facts[2] (F03, irrelevant), "
+        "206 tokens); shorten private facts or lengthen decoy facts")
