@@ -982,3 +982,61 @@ def test_a_table_without_the_memory_text_drops_no_duplicates_and_says_which_colu
     assert f["note"] == ("no duplicates dropped: the table has no seed, memory_sha column; "
                          "B4 separated (all correct, 1 of 1): reported apart, not tested")
     assert len(f["rows"]) == 7 and f["policies"] == ["R1", "Random", "M1"]
+
+
+# --- issue 55, fresh sample 58: the analysis set, the run status, the relevance fallback, whole -----------------------
+
+SET_RULE = "formal = template ids of the files under templates/formal/"
+
+
+def test_the_formal_analysis_set_drops_development_templates_and_records_the_counts():
+    from crossprofile_lib.stats.analysis_set import select_analysis_set
+    df = pd.DataFrame(dict(template_id=["f1", "f1", "f2", "d1", "d1", "d2"], x=range(6)))
+    rows, rec = select_analysis_set(df, "formal", {"f1", "f2"})
+    assert list(rows.index) == [0, 1, 2]
+    assert rec == dict(rule=SET_RULE, formal_templates=2, development_templates=2, rows_dropped=3, name="formal",
+                       n_templates=2)
+    rows, rec = select_analysis_set(df, "all", {"f1", "f2"})
+    assert rows is df and rec == dict(rule=SET_RULE, formal_templates=2, development_templates=2, rows_dropped=0,
+                                      name="all (formal and development templates)", n_templates=4)
+    assert select_analysis_set(df, "formal", set())[1]["name"] == "development templates only"
+    assert select_analysis_set(df.iloc[:3], "formal", {"f1", "f2"})[1] == dict(
+        rule=SET_RULE, formal_templates=2, development_templates=0, rows_dropped=0, name="formal", n_templates=2)
+    with pytest.raises(ValueError) as e:
+        select_analysis_set(df, "dev", {"f1"})
+    assert str(e.value) == "analysis set 'dev': must be one of formal, all"
+
+
+def test_the_run_status_lists_every_reason_its_results_are_exploratory():
+    from crossprofile_lib.stats.analysis_set import run_status
+    assert run_status({"passed": True}, {"name": "formal"}, 10) == ("confirmatory", [])
+    assert run_status({"passed": False, "reason": "ALL - EMPTY lower bound 3.0 <= 15 points"},
+                      {"name": "all (formal and development templates)"}, 9) == (
+        "exploratory", ["ALL - EMPTY lower bound 3.0 <= 15 points", "too few templates (9 < 10)",
+                        "analysis set: all (formal and development templates)"])
+    assert run_status({}, {}, 12) == ("exploratory", ["headroom check failed", "analysis set: None"])
+
+
+def test_the_relevance_fallback_rate_counts_each_task_once_per_backend_and_skips_failed_calls():
+    from crossprofile_lib.stats.analysis_set import fallback_lines, relevance_fallback
+    base = dict(template_id="t", variant="PSP", relevance_filter="model", error="")
+    rows = [dict(base, backend="b1", seed=0, relevance_invalid=True),
+            dict(base, backend="b1", seed=0, relevance_invalid=False),     # same task: one call, invalid
+            dict(base, backend="b1", seed=1, relevance_invalid=False),
+            dict(base, backend="b1", seed=2, relevance_invalid=True, error="timeout"),   # failed: not counted
+            dict(base, backend="b1", seed=3, relevance_invalid=True, relevance_filter="keyword"),
+            dict(base, backend="a0", seed=0, relevance_invalid=False)]
+    fb = relevance_fallback(pd.DataFrame(rows))
+    assert fb == {"a0": {"calls": 1, "invalid": 0, "rate": 0.0, "high": False},
+                  "b1": {"calls": 2, "invalid": 1, "rate": 0.5, "high": True}}
+    assert list(fb) == ["a0", "b1"]
+    assert fallback_lines(fb) == [
+        "a0: relevance filter (R1-rel, BAL): 0 of 1 answers unusable (0.0%; relevance_invalid), R1-rel falls back "
+        "to R1 there",
+        "warning: b1: relevance filter (R1-rel, BAL): 1 of 2 answers unusable (50.0%; relevance_invalid), R1-rel "
+        "falls back to R1 there; above 10% this biases H3 (R1-rel - R1) toward 0: use --decision-mode grammar or "
+        "score (constrained JSON) or a stronger model"]
+    no_backend = relevance_fallback(pd.DataFrame(rows).drop(columns=["backend"]))
+    # without a backend column every row is one model's: a0's seed-0 task is b1's (one call, invalid)
+    assert no_backend == {"model": {"calls": 2, "invalid": 1, "rate": 0.5, "high": True}}
+    assert relevance_fallback(pd.DataFrame(rows).drop(columns=["seed"])) == {}
