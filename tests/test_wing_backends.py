@@ -2366,3 +2366,54 @@ def test_a_progress_bar_names_the_backend_and_the_purposes_of_the_calls_sent(tmp
     quiet = _Moody("m", cache=tmp_path / "q")
     quiet.chat(_ask("q1"))
     assert capsys.readouterr().err == ""
+
+
+# CallCache.put, copy, set_parsed: the row stored, what is never stored
+
+def _rows(folder):
+    db = sqlite3.connect(Path(folder) / "calls.sqlite")
+    try:
+        cols = ("key", "provider", "model", "base_url", "decision_mode", "purpose", "prompt_file", "text", "parsed",
+                "retries", "prompt_tokens", "completion_tokens", "latency_s", "choice_logprobs", "meta")
+        return [dict(zip(cols, r)) for r in db.execute(f"SELECT {','.join(cols)} FROM calls ORDER BY key")]
+    finally:
+        db.close()
+
+
+def test_a_stored_call_keeps_every_field_of_its_result_and_request(tmp_path):
+    c = CallCache(tmp_path)
+    r = ChatRequest((USER,), purpose="stance", prompt_file="stance_v1.txt")
+    c.put("k1", r, ChatResult(text="Decision: B", retries=2, prompt_tokens=30, completion_tokens=4, latency_s=1.25,
+                              choice_logprobs={"A": -1.5, "B": -0.25}, meta={"where": Path("/x")}),
+          {"provider": "openai", "model": "m", "base_url": URL}, "score")
+    c.put("k2", ChatRequest((USER,)), ChatResult(text="Decision: A"), {}, "generate")
+    c.close()
+    assert _rows(tmp_path) == [
+        {"key": "k1", "provider": "openai", "model": "m", "base_url": "https://***@llm.example/v1?key=***&api-version=2024",
+         "decision_mode": "score", "purpose": "stance", "prompt_file": "stance_v1.txt", "text": "Decision: B",
+         "parsed": None, "retries": 2, "prompt_tokens": 30, "completion_tokens": 4, "latency_s": 1.25,
+         "choice_logprobs": '{"A": -1.5, "B": -0.25}', "meta": '{"where": "/x"}'},
+        {"key": "k2", "provider": "", "model": "", "base_url": "null", "decision_mode": "generate",
+         "purpose": "decision", "prompt_file": "", "text": "Decision: A", "parsed": None, "retries": 0,
+         "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0, "choice_logprobs": None, "meta": None}]
+
+
+def test_a_failed_or_blank_answer_is_never_stored(tmp_path):
+    c = CallCache(tmp_path)
+    for i, res in enumerate([ChatResult(text="Decision: A", error="HTTP 500"), ChatResult(text=""),
+                             ChatResult(text="  \n ")]):
+        c.put(f"k{i}", ChatRequest((USER,)), res, {"provider": "p", "model": "m"}, "generate")
+    assert len(c) == 0
+    c.close()
+
+
+def test_an_entry_copied_under_a_new_key_keeps_its_fields_and_a_parsed_answer_is_recorded(tmp_path):
+    c = CallCache(tmp_path)
+    c.put("old", ChatRequest((USER,), purpose="stance"), ChatResult(text="Decision: C", retries=1),
+          {"provider": "p", "model": "m"}, "grammar")
+    c.copy("old", "new")
+    c.copy("missing", "other")  # nothing to copy: nothing made
+    c.set_parsed("new", "C")
+    c.close()
+    old, new = sorted(_rows(tmp_path), key=lambda r: r["key"], reverse=True)
+    assert new == {**old, "key": "new", "parsed": "C"} and old["parsed"] is None and len(_rows(tmp_path)) == 2
