@@ -1011,3 +1011,80 @@ def test_a_missing_template_file_lists_at_most_three_files_of_that_id_found(own_
     assert e.value.problem == (f"{_key(hosp, 0)}: rule template hashes: no template file with the SHA-256 run.json "
                                f"records for dev-hospital-01 ({want[:12]}...) is here; found {found} (pass the "
                                f"run's templates with --templates), so its answer key cannot be recomputed")
+
+
+# --- pipeline: a unit's memories, one per policy and budget (unbudgeted policies once) -------------------------------
+
+def test_memories_are_one_per_policy_and_budget_keyed_by_prefix_policy_and_budget_label(hospital):
+    from crossprofile_lib.config import Budget
+    from crossprofile_lib.run.pipeline import memories, specs_of
+    u = build_task(hospital, "PSP", 0, tokenizer=default_tokenizer())
+    assert u.t_all == 396
+    asked = []
+
+    def rng_for(spec, key):
+        asked.append((spec.name, key))
+        return policy_rng(0)(spec, key)
+    items = list(memories(u, specs_of(["R1", "ALL", "R1-rel-oracle", "BAL-oracle", "Random"]),
+                          [Budget("0.4"), Budget("128t")], ReferenceDecider(tokenizer=default_tokenizer()), "K",
+                          rng_for))
+    got = [(m.spec.name, m.budget.label if m.budget else None, m.budget_tokens, m.key, m.relevance is not None,
+            m.relevance_kind, m.stance_kind, m.memory.n_kept) for m in items]
+    assert got == [("R1", "0.4", 158, "K/R1/0.4", False, "", "", 6),            # 0.4 x 396 = 158.4
+                   ("R1", "128t", 128, "K/R1/128t", False, "", "", 5),
+                   ("ALL", None, None, "K/ALL/-", False, "", "", 12),
+                   ("R1-rel-oracle", "0.4", 158, "K/R1-rel-oracle/0.4", True, "oracle", "", 6),
+                   ("R1-rel-oracle", "128t", 128, "K/R1-rel-oracle/128t", True, "oracle", "", 5),
+                   ("BAL-oracle", "0.4", 158, "K/BAL-oracle/0.4", False, "", "oracle", 5),
+                   ("BAL-oracle", "128t", 128, "K/BAL-oracle/128t", False, "", "oracle", 5),
+                   ("Random", "0.4", 158, "K/Random/0.4", False, "", "", 6),
+                   ("Random", "128t", 128, "K/Random/128t", False, "", "", 5)]
+    assert asked == [(n, k) for n, _, _, k, *_ in got]
+    assert [m.memory.tokens for m in items] == [141, 117, 315, 152, 119, 136, 127, 156, 127]
+
+
+def test_a_model_runs_report_counts_calls_invalid_answers_missing_letters_and_prints_the_headroom_verdict(
+        ledger_rows, capsys):
+    df, _ = ledger_rows
+    d = df[df.policy.isin(["R1", "ALL", "EMPTY"])].reset_index(drop=True)
+    d.loc[[0, 4], "invalid"] = True
+    header = {"errors": 1}
+    _report_model_run(d, SimpleNamespace(name="openai/m", decision_mode="score",
+                                         stats={"calls": 5, "cached": 1, "letters_missing": 2}), header)
+    assert capsys.readouterr().out.splitlines() == [
+        "openai/m [score]: 5 model calls, 1 cache hits, 2 invalid answers, 1 errors",
+        "score mode: 2 decisions had option letters outside the log-probabilities the server returned (top 20); "
+        "they count as -inf (column letters_missing)",
+        "headroom check: ALL - EMPTY = +100.0 points (95% CI +100.0 to +100.0); PASS -> results are confirmatory"]
+    assert header["calls"] == {"cached": 1, "calls": 5, "letters_missing": 2} and header["status"] == "confirmatory"
+    same = d.assign(correct=d.correct | (d.policy == "EMPTY"))          # EMPTY as right as ALL: no headroom
+    header = {"errors": 0}
+    _report_model_run(same, SimpleNamespace(name="openai/m", decision_mode="generate", stats={}), header)
+    assert capsys.readouterr().out.splitlines() == [
+        "openai/m [generate]: 0 model calls, 0 cache hits, 2 invalid answers, 0 errors",
+        "headroom check: ALL - EMPTY = +0.0 points (95% CI +0.0 to +0.0); FAIL -> results are exploratory"]
+    assert header["calls"] == {} and header["status"] == "exploratory" and header["headroom"]["passed"] is False
+    header = {"errors": 0}
+    _report_model_run(d[d.policy == "R1"], SimpleNamespace(name="m", decision_mode="generate", stats={}), header)
+    assert capsys.readouterr().out.splitlines()[-1] == ("headroom check: not run (the run has no ALL and EMPTY rows "
+                                                        "to check headroom); results are exploratory")
+    assert header["headroom"]["estimate"] is None and header["status"] == "exploratory"
+
+
+def test_the_run_header_counts_rows_failed_calls_and_invalid_answers_and_a_ledger_run_has_no_model_fields(tmp_path):
+    cfg = dict(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["0.6"], variants=["PSP"],
+               policies=["R1", "ALL", "EMPTY"])
+    replies = iter([ChatResult("", error="HTTP 500: down"), "no idea", "Decision: B", "still no idea"])  # retry last
+    df, header = run_to_dir(RunConfig(backend="scripted/s1", **cfg), tmp_path / "m",
+                            backend=Scripted(lambda r: next(replies)))
+    assert df[["policy", "error", "invalid", "decision"]].values.tolist() == [
+        ["R1", "HTTP 500: down", False, ""], ["ALL", "", True, ""], ["EMPTY", "", False, "helix"]]
+    assert (header["rows"], header["errors"], header["invalid"]) == (3, 1, 1)
+    assert header["cache"] == ":memory:" and header["calls"]["calls"] == 4 and header["status"] == "exploratory"
+    written = json.loads((tmp_path / "m" / "run.json").read_text())
+    assert (written["rows"], written["errors"], written["invalid"]) == (3, 1, 1)
+    _, header = run_to_dir(RunConfig(**cfg), tmp_path / "l")
+    assert (header["rows"], header["errors"], header["invalid"]) == (3, 0, 0)
+    assert not {"cache", "calls", "headroom", "status"} & set(header)
+    assert header["templates_sha256"] == {"dev-hospital-01": file_sha256(ROOT / "templates" / "dev" /
+                                                                         "dev-hospital-01.yaml")}
