@@ -1040,3 +1040,21 @@ def test_the_relevance_fallback_rate_counts_each_task_once_per_backend_and_skips
     # without a backend column every row is one model's: a0's seed-0 task is b1's (one call, invalid)
     assert no_backend == {"model": {"calls": 2, "invalid": 1, "rate": 0.5, "high": True}}
     assert relevance_fallback(pd.DataFrame(rows).drop(columns=["seed"])) == {}
+
+
+# --- issue 55, fresh sample 58: the interval formatter's digits and missing mark through a pivot ----------------------
+
+def test_a_ci_pivot_writes_every_cell_with_the_digits_and_missing_mark_asked_for():
+    from crossprofile_lib.stats.format import ci_column, ci_pivot
+    t = pd.DataFrame(dict(policy=["B4", "R1", "B4"], budget=["0.6", "0.6", "0.4"], cell=["x", "y", "y"],
+                          estimate=[1.234, np.nan, 3.0], lo=[1.0, np.nan, np.nan], hi=[1.5, np.nan, np.nan]),
+                     index=[7, 8, 9])
+    c = ci_column(t, 2, "-")
+    assert c.to_dict() == {7: "1.23 [1.00, 1.50]", 8: "-", 9: "3.00"}
+    assert ci_column(t).to_dict() == {7: "1.2 [1.0, 1.5]", 8: "n/a", 9: "3.0"}
+    p = ci_pivot(t, ["policy", "budget"], "cell", digits=2, missing="-")
+    assert list(p.index) == [("B4", "0.6"), ("R1", "0.6"), ("B4", "0.4")] and list(p.columns) == ["x", "y"]
+    assert p.to_numpy().tolist() == [["1.23 [1.00, 1.50]", ""], ["", "-"], ["", "3.00"]]
+    q = ci_pivot(t, "budget", "policy")
+    assert list(q.index) == ["0.6", "0.4"] and list(q.columns) == ["B4", "R1"]
+    assert q.to_numpy().tolist() == [["1.2 [1.0, 1.5]", "n/a"], ["3.0", ""]]
