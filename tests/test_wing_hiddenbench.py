@@ -319,6 +319,9 @@ def test_a_failed_call_fails_every_row_of_its_natural_session(tasks, tmp_path):
     assert s["error"].startswith("1 of ") and s["error"].endswith("calls of the session failed: HTTP 500: boom")
     assert s["group_correct"] is None and all(v["correct"] is None for v in bad[0]["rows"]["votes"])
     assert all(d["error"] for d in bad[0]["rows"]["decisions"])
+    # no headroom from a decisions table with failed calls: the header says why
+    nat = h["protocols"]["natural"]
+    assert nat["headroom"] is None and nat["headroom_note"] == "not computed: the decisions table holds failed model calls"
 
 
 def test_the_configuration_hash_names_the_tokenizer_and_the_protocols_settings():
@@ -889,3 +892,44 @@ def test_a_file_without_a_valid_task_names_its_first_malformed_records(tmp_path)
         run_hiddenbench(cfg, tmp_path / "out")
     assert str(e.value) == (f"{f}: no valid task to run (4 malformed record(s): {f}: task 1: field 'description': missing; "
                             f"{f}: task 2: field 'description': missing; {f}: task 3: field 'description': missing; ...)")
+
+
+def test_a_runs_rows_name_the_data_and_backend_and_its_header_the_headroom_and_redacted_record(tasks, tmp_path, capsys):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.run import HBConfig, read_tables, run_hiddenbench
+
+    class Recording(ScriptedBackend):
+        def record(self):
+            return {"sampling": {"api_key": "sk-abcdefghijklmnopqrstuvwx", "temperature": 0.0}, "engine": "fake 1"}
+    # no task ids: the first ``limit`` tasks of the file; ALL restates every hidden fact (right), EMPTY none (wrong)
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["controlled"], seeds=[0], policies=["ALL", "EMPTY"], limit=3)
+    h = run_hiddenbench(cfg, tmp_path, backend=Recording(tasks))
+    assert capsys.readouterr().out == ""                                 # no progress unless asked
+    assert h["n_tasks"] == 3 and h["sampling"] == {"api_key": "***", "temperature": 0.0} and h["engine"] == "fake 1"
+    assert h["protocols"]["controlled"]["headroom"] == dict(estimate=100.0, lo=100.0, hi=100.0, min_points=15.0,
+                                                            n_units=3, reason="", passed=True, status="confirmatory")
+    assert "headroom_note" not in h["protocols"]["controlled"]
+    d = read_tables(tmp_path, "controlled")["decisions"]
+    assert list(d.task_id) == ["1", "1", "2", "2", "3", "3"] and list(d.policy) == ["ALL", "EMPTY"] * 3
+    assert list(d.correct) == [True, False] * 3
+    for col, value in dict(data_source="fixture", backend="scripted/fake-v1", model="fake-v1", decision_mode="generate",
+                           tokenizer="offline-bpe-approx-v1").items():
+        assert list(d[col]) == [value] * 6, col
+
+
+def test_a_natural_run_passes_its_word_limit_and_constrained_votes_to_the_sessions(tasks, tmp_path):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.natural import message_max_tokens
+    from crossprofile_lib.hiddenbench.run import HBConfig, run_hiddenbench
+    fake = ScriptedBackend(tasks)
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["natural"], seeds=[0], ablations=["baseline"],
+                   policies=["EMPTY"], tasks=[tasks[0].id], max_words=12, constrained_votes=True)
+    run_hiddenbench(cfg, tmp_path, backend=fake)
+    votes = [r for r in fake.requests if r.purpose.startswith("hb-vote")]
+    messages = [r for r in fake.requests if r.purpose.startswith("hb-message")]
+    assert len(votes) == 6 and all(r.json_schema is not None for r in votes)
+    # the cap: 3/2 tokens a word plus 16, 34 for 12 words (106 for the default 60)
+    assert len(messages) == 6 and {r.max_tokens for r in messages} == {34} and message_max_tokens(60) == 106
+    assert all("in at most 12 words" in r.messages[-1]["content"] for r in messages)
