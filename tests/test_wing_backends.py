@@ -859,6 +859,7 @@ def test_an_openai_backends_defaults_are_the_documented_ones(tmp_path):
                    "tokenizer_fallback": "error", "grammar_style": "auto", "extra_body": {}, "template": None,
                    "base_urls": [LOCAL], "shown_urls": LOCAL}
     assert (b.name, b.decision_mode, b.tokenizer_source) == ("openai/fake", "generate", "given: offline-bpe-approx-v1")
+    assert (b.max_tokens, b.reason_chars, b.decision_prompt, b.progress, b.model) == (512, 400, "default", False, "fake")
 
 
 OWNER = "backend openai/fake:"
@@ -895,6 +896,14 @@ _OPTION_REFUSALS = [
     ("sampling", "greedy", "sampling 'greedy' is not one of paper, server"),
     ("tokenizer_fallback", "guess", "tokenizer_fallback 'guess' is not one of error, offline"),
     ("grammar_style", "xml", "grammar_style 'xml' is not one of auto, gbnf, vllm, both"),
+    ("max_tokens", 0, "option max_tokens=0: must be at least 1"),
+    ("max_tokens", 1_000_001, "option max_tokens=1000001: must be at most 1e+06"),
+    ("max_tokens", 1.5, "option max_tokens=1.5: must be an integer, not float"),
+    ("reason_chars", 0, "option reason_chars=0: must be at least 1"),
+    ("reason_chars", 100_001, "option reason_chars=100001: must be at most 100000"),
+    ("reason_chars", 2.5, "option reason_chars=2.5: must be an integer, not float"),
+    ("decision_prompt", "terse", "decision_prompt 'terse' is not one of default, labels-not-evidence"),
+    ("decision_mode", "ledger", "decision_mode 'ledger' is not one of generate, grammar, score"),
 ]
 
 
@@ -910,7 +919,8 @@ _OPTION_EDGES = [
     ("timeout", [0.001, 86_400]), ("concurrency", [1, 1024, 2.0]), ("max_concurrency", [1, 1024]),
     ("stop_on_refusal", [0, 1_000_000]), ("tokenize_timeout", [0.001, 86_400]), ("max_retries", [0, 100]),
     ("retry_wait", [0, 3600]), ("retry_wait_max", [0, 3600]), ("retry_after_max", [0, 86_400]),
-    ("circuit_breaker", [0, 1_000_000]), ("constraint_failures", [1, 1_000_000]),
+    ("circuit_breaker", [0, 1_000_000]), ("constraint_failures", [1, 1_000_000]), ("max_tokens", [1, 1_000_000]),
+    ("reason_chars", [1, 100_000]),
 ]
 
 
