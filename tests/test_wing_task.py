@@ -1179,3 +1179,49 @@ def test_the_classic_cell_names_a_decoy_that_fits_or_private_lines_over_the_budg
         "template dev-hospital-01: under tokenizer chars the nine private lines cost 326 tokens, over the budget 287 "
         "(floor(0.6 x 479)) by 39: R1 would drop a private line (the longest is facts[2] (F03, irrelevant), "
         "206 tokens); shorten private facts or lengthen decoy facts")
+
+
+def test_a_server_tokenizer_asks_each_servers_root_endpoint_and_shows_it_without_credentials():
+    t = ServerTokenizer(["http://h:1/v1/", "https://u:pw@h:2"], "m", "vllm", timeout=3, retries="2", retry_wait=0)
+    assert t.urls == ["http://h:1/tokenize", "https://u:pw@h:2/tokenize"] and t.url == "http://h:1/tokenize"
+    assert t.shown_url == "http://h:1/tokenize, https://***@h:2/tokenize" and t.name == "server:vllm:m"
+    assert (t.timeout, t.retries, t.retry_wait, t.offset, t.sources) == (3.0, 2, 0.0, 0, {"store": 0, "server": 0})
+    one = ServerTokenizer("http://h:1/", "m", "llama.cpp")
+    assert one.urls == ["http://h:1/tokenize"] and (one.timeout, one.retries, one.retry_wait) == (30.0, 3, 1.0)
+    x = ServerTokenizer("http://h:1", "m", "llama-cpp-python")
+    assert x.urls == ["http://h:1/extras/tokenize"] and x.name == "server:llama-cpp-python:m"
+    with pytest.raises(ValueError) as ei:
+        ServerTokenizer("http://h", "m", "x")
+    assert str(ei.value) == "unknown tokenize endpoint kind 'x' (known: llama-cpp-python, vllm, llama.cpp)"
+
+
+def test_the_key_empty_sends_no_authorization(tokenize_server):
+    srv, url = tokenize_server(_vllm(bos=0))
+    assert ServerTokenizer(url, "m", "vllm", api_key="EMPTY").count("two words") == 2
+    assert srv.seen[-1][2] is None
+    assert ServerTokenizer(url, "m", "vllm", api_key="sk-9").count("three more words") == 3
+    assert srv.seen[-1][2] == "Bearer sk-9"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("server", "tokenizer 'server' needs an HTTP backend (openai/..., deepseek/..., vllm/...)"),
+    ("auto:x", "tokenizer 'auto:x' needs an HTTP backend (openai/..., deepseek/..., vllm/...)"),
+    ("gguf:/nonexistent/x.gguf", "tokenizer 'gguf:/nonexistent/x.gguf': /nonexistent/x.gguf does not exist"),
+    ("hf:/nonexistent", "tokenizer 'hf:/nonexistent': /nonexistent does not exist"),
+])
+def test_a_tokenizer_spec_that_cannot_be_had_here_is_refused_saying_why(spec, message):
+    with pytest.raises(ValueError) as ei:
+        get_tokenizer(spec)
+    assert str(ei.value) == message
+
+
+def test_an_unknown_tokenizer_is_refused_listing_the_choices(tmp_path):
+    from crossprofile_lib.task import vocabs
+    for spec in ("nonesuch-tok", str(tmp_path / "nothing-here")):      # a name, a path to nothing
+        with pytest.raises(ValueError) as ei:
+            get_tokenizer(spec)
+        assert str(ei.value).startswith(f"unknown tokenizer '{spec}' (use qwen2.5 or llama-3.1 ")
+        assert str(ei.value).endswith(f"gguf:PATH, hf:FOLDER or PATH/tokenizer.json, a name listed in "
+                                      f"{vocabs.tokenizers_dir() / vocabs.USER_NAMES}, or, for HTTP backends, "
+                                      f"server or auto)")
+    assert get_tokenizer(None) is get_tokenizer("offline") is get_tokenizer("")
