@@ -783,3 +783,73 @@ def test_profile_holds_each_value_starting_from_its_neighbours_optimum(dev, monk
     assert calls[0][0].tolist() == [0.25, 0.0, 2.0] and calls[3][0].tolist() == [-0.25, 0.0, 2.0]
     assert calls[1][0].tolist() == [0.5, *calls[0][2][1:]] and calls[2][0].tolist() == [0.75, *calls[1][2][1:]]
     assert out.tolist() == [calls[2][3], calls[3][3], calls[0][3], calls[1][3]]
+
+
+def test_whitener_is_the_square_root_of_the_pseudo_inverse_by_hand():
+    """H' H = V+: diag(4, 1) gives rows (1/2, 0) and (0, 1) (up to sign and order); the rank-one [[1, 1], [1, 1]]
+    one row with H' H = 1/4 everywhere; an eigenvalue below 1e-8 of the largest is dropped; V is symmetrised first;
+    zero, no rows."""
+    H = whitener(np.diag([4.0, 1.0]))
+    assert H.shape == (2, 2) and np.allclose(H.T @ H, np.diag([0.25, 1.0]))
+    assert sorted(np.abs(H).max(axis=1).tolist()) == [0.5, 1.0]
+    H1 = whitener(np.ones((2, 2)))
+    assert H1.shape == (1, 2) and np.allclose(H1.T @ H1, 0.25)
+    Hs = whitener(np.diag([1.0, 1e-9]))
+    assert Hs.shape == (1, 2) and np.allclose(Hs.T @ Hs, np.diag([1.0, 0.0]))
+    assert whitener(np.diag([1.0, 1e-7])).shape == (2, 2)
+    Ha = whitener(np.array([[2.0, 1.0], [0.0, 2.0]]))
+    assert np.allclose(Ha.T @ Ha, np.linalg.inv(np.array([[2.0, 0.5], [0.5, 2.0]])))
+    assert whitener(np.zeros((2, 2))).shape == (0, 2)
+
+
+def test_leave_one_out_refits_without_each_used_figure_and_predicts_it(dev, monkeypatch):
+    """For each used figure: refine from the full fit without it (weighted by V without its row and column when V is
+    given) and that fit's prediction of it; unused figures, and a figure whose removal leaves none, are NaN."""
+    dec, design, fm, F, S = dev
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    ok = np.flatnonzero(~np.isnan(y) & fm.estimable)[:4]
+    used = np.zeros(len(y), dtype=bool)
+    used[ok] = True
+    full = F.fit(y, used)
+    seen, real = [], Fitter.refine
+
+    def spy(self, y, u, start, H=None):
+        out = real(self, y, u, start, H)
+        seen.append((np.array(u), np.array(start), H, out["theta"]))
+        return out
+    monkeypatch.setattr(Fitter, "refine", spy)
+    V = np.diag(np.arange(1.0, len(y) + 1))
+    loo = F.leave_one_out(y, used, full, V)
+    assert len(seen) == 4 and np.isnan(np.delete(loo, ok)).all()
+    for j, (u, start, H, th) in zip(ok, seen):
+        want = used.copy()
+        want[j] = False
+        assert np.array_equal(u, want) and np.allclose(start, full["theta"])
+        assert np.allclose(H.T @ H, np.diag(1 / np.arange(1.0, len(y) + 1)[want]))
+        assert loo[j] == pytest.approx(F.predict(th)[j])
+    seen.clear()
+    F.leave_one_out(y, used, full)
+    assert all(H is None for _, _, H, _ in seen)
+    one = np.zeros(len(y), dtype=bool)
+    one[ok[0]] = True
+    seen.clear()
+    assert np.isnan(F.leave_one_out(y, one, full)).all() and seen == []
+
+
+def test_refit_many_fits_each_row_from_the_start_and_counts_the_unconverged(dev, monkeypatch):
+    dec, design, fm, F, S = dev
+    t0 = np.array([0.4, -0.3, 3.0])
+    y = F.predict(t0)
+    used = fm.estimable & np.isfinite(y)
+    th, pr, failed = F.refit_many(np.vstack([y, y]), used, (1.0, 0.5, 1.0))
+    assert th.shape == (2, 3) and np.allclose(th, [t0, t0], rtol=1e-4, atol=1e-5) and failed == 0
+    assert np.allclose(pr[:, used], [y[used], y[used]], rtol=1e-5, atol=1e-6)
+    W = np.vstack([np.ones(len(fm.units)), 1.0 + (np.arange(len(fm.units)) % 3)])
+    yw = F.predict(t0, W[1])
+    th, pr, failed = F.refit_many(np.vstack([y, yw]), used, (1.0, 0.5, 1.0), W=W)
+    assert np.allclose(th, [t0, t0], rtol=1e-4, atol=1e-5)
+    assert np.allclose(pr[1, used], yw[used], rtol=1e-5, atol=1e-6)
+    import crossprofile_lib.paperfit.fit as fitmod
+    real = Fitter.fit
+    monkeypatch.setattr(fitmod.Fitter, "fit", lambda self, *a, **k: dict(real(self, *a, **k), success=False))
+    assert F.refit_many(np.vstack([y, y, y]), used, t0)[2] == 3
