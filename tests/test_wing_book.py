@@ -1187,3 +1187,38 @@ def test_net_lead_tables_without_a_chapter_read_every_row_and_bootstrap_a_run_wi
     assert compare.net_lead_tables([ref, empty, q]) == {
         "reference decider (not a model)": (1, "BOOT[reference decider (ledger), 200, 0]"),
         "openai (? mode) · near chance (exploratory: no headroom)": (8, own)}
+
+
+def test_r1_b3_table_caps_resamples_and_keeps_only_the_same_models_paper_columns(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    seen = []
+    cols = pd.MultiIndex.from_tuples([("quantity", ""), ("paper", "Qwen2.5-7B-Instruct"), ("paper", "Llama-3.1-8B-Instruct"),
+                                      ("this suite", "q"), ("result", "")])
+
+    def paper_vs_suite(items, runs, n_resamples, seed):
+        seen.append(([it.ref for it in items], {k: [r.label for r in v] for k, v in runs.items()}, n_resamples, seed))
+        return pd.DataFrame([["R1", 70.0, 60.0, 55.0, "x"], ["B3", 50.0, 40.0, 45.0, "y"]], columns=cols)
+    monkeypatch.setattr(hb, "paper_vs_suite", paper_vs_suite)
+    q = _model_run()
+    t = hb.r1_b3_table(q, 5000, 4)
+    assert seen == [(["hb-r1-b3/R1", "hb-r1-b3/B3", "hb-r1-b3/R1 - B3, mean over budgets", "hb-r1-b3/R1 - B3"],
+                     {"hiddenbench": ["openai (? mode)"]}, 2000, 4)]
+    assert list(t.columns) == [("paper", "Qwen2.5-7B-Instruct"), ("this suite", "q")]
+    assert list(t.index) == ["R1", "B3"] and t.to_numpy().tolist() == [[70.0, 55.0], [50.0, 45.0]]
+    hb.r1_b3_table(q, 300, 0)
+    assert seen[-1][2:] == (300, 0)
+    assert list(hb.r1_b3_table(run(), 300, 0).columns) == [("paper", "Qwen2.5-7B-Instruct"),
+                                                          ("paper", "Llama-3.1-8B-Instruct"), ("this suite", "q")]
+
+
+def test_by_decider_stacks_each_runs_cells_at_its_budget_for_the_outcome_asked():
+    from crossprofile_lib.book.headline import by_decider
+    ref, sp = run(), run(label_model="reference, social proof")
+    sp.tag = "sp"
+    ch = SimpleNamespace(at=lambda r, t: t.assign(at=r.label) if isinstance(r, Run) else pytest.fail("run"))
+    b = by_decider(ch, [ref, sp], {ref.label: cells(), sp.label: cells(dict(CELLS, R1=(1.0, 2.0)))}, ["R1"])
+    assert b[["run", "at", "cell", "estimate"]].to_numpy().tolist() == [
+        [ref.label, ref.label, "classic (PSP)", 80.0], [ref.label, ref.label, "mirror (SPS)", 30.0],
+        [sp.label, sp.label, "classic (PSP)", 1.0], [sp.label, sp.label, "mirror (SPS)", 2.0]]
+    d = by_decider(ch, [ref], {ref.label: cells()}, ["R1", "B4"], "chose_decoy")
+    assert d[["policy", "estimate"]].to_numpy().tolist() == [["R1", 20.0], ["B4", 40.0]]
