@@ -1058,3 +1058,44 @@ def test_a_ci_pivot_writes_every_cell_with_the_digits_and_missing_mark_asked_for
     q = ci_pivot(t, "budget", "policy")
     assert list(q.index) == ["0.6", "0.4"] and list(q.columns) == ["B4", "R1"]
     assert q.to_numpy().tolist() == [["1.2 [1.0, 1.5]", "n/a"], ["3.0", ""]]
+
+
+# --- issue 55, fresh sample 58: the cell and relevance tables whole ----------------------------------------------------
+
+def _approx_rows(df):
+    return [tuple(round(x, 6) if isinstance(x, float) else x for x in r) for r in _rows(df)]
+
+
+def test_the_cell_table_gives_accuracy_and_decoy_rate_per_policy_and_cell_with_the_pooled_cells_after_each():
+    from crossprofile_lib.stats.tables import cell_table
+    df = pd.DataFrame(dict(template_id=["a", "b", "a", "a", "b"], policy=["R1", "R1", "R1", "R1", "B4"],
+                           budget_label="0.6", cell=["classic", "classic", "mirror", "other", "classic"],
+                           pooled_cell=["classic", "classic", "mirror", "", "classic"],
+                           correct=[True, False, True, False, True], chose_decoy=[False, True, False, False, False]))
+    t = cell_table(df, _boot(), pooled=True)
+    assert list(t.columns) == ["policy", "budget_label", "cell", "outcome", "n", "estimate", "lo", "hi"]
+    # R1 classic: a 1, b 0 -> 50; resamples (a, b) 50, (a, a) 100, (b, b) 0 -> [2.5, 97.5]; a cell of one template:
+    # the resample without it is undefined, the others give its mean
+    full, one, zero = (50.0, 2.5, 97.5), (100.0, 100.0, 100.0), (0.0, 0.0, 0.0)
+    assert _approx_rows(t) == [
+        ("R1", "0.6", "classic", "correct", 2, *full), ("R1", "0.6", "classic (pooled)", "correct", 2, *full),
+        ("R1", "0.6", "mirror", "correct", 1, *one), ("R1", "0.6", "mirror (pooled)", "correct", 1, *one),
+        ("B4", "0.6", "classic", "correct", 1, *one), ("B4", "0.6", "classic (pooled)", "correct", 1, *one),
+        ("R1", "0.6", "classic", "chose_decoy", 2, *full), ("R1", "0.6", "classic (pooled)", "chose_decoy", 2, *full),
+        ("R1", "0.6", "mirror", "chose_decoy", 1, *zero), ("R1", "0.6", "mirror (pooled)", "chose_decoy", 1, *zero),
+        ("B4", "0.6", "classic", "chose_decoy", 1, *zero), ("B4", "0.6", "classic (pooled)", "chose_decoy", 1, *zero)]
+    assert len(cell_table(df, _boot())) == 6
+
+
+def test_the_relevance_table_is_each_filters_precision_and_recall_in_percent_once_per_task():
+    from crossprofile_lib.stats.tables import relevance_table
+    df = pd.DataFrame(dict(template_id=["a", "a", "b", "a", "b", "b"], variant="PSP", seed=[0, 0, 0, 0, 0, 1],
+                           relevance_filter=["keyword", "keyword", "keyword", "model", "", "model"],
+                           relevance_precision=[0.5, 0.9, 1.0, 0.25, 1.0, np.nan],
+                           relevance_recall=[1.0, 0.1, 0.5, 0.75, 1.0, 0.5]))
+    t = relevance_table(df, _boot())
+    # keyword: a 50 / 100, b 100 / 50 (a's second row is the same task): 75 either way, resamples 75, a-only, b-only
+    assert _approx_rows(t) == [("keyword", "precision", 2, 75.0, 51.25, 98.75), ("model", "precision", 1, 25.0, 25.0, 25.0),
+                               ("keyword", "recall", 2, 75.0, 51.25, 98.75), ("model", "recall", 1, 75.0, 75.0, 75.0)]
+    assert relevance_table(df.drop(columns=["relevance_filter"]), _boot()).empty
+    assert relevance_table(df.iloc[[4, 5]], _boot()).empty
