@@ -1225,3 +1225,33 @@ def test_an_unknown_tokenizer_is_refused_listing_the_choices(tmp_path):
                                       f"{vocabs.tokenizers_dir() / vocabs.USER_NAMES}, or, for HTTP backends, "
                                       f"server or auto)")
     assert get_tokenizer(None) is get_tokenizer("offline") is get_tokenizer("")
+
+
+def _dead_url():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                          # nothing listens there now
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_probe_servers_sums_up_the_urls_outcomes_refused_first_then_found_then_unreachable(tokenize_server):
+    dead = _dead_url()
+    _, none404 = tokenize_server(lambda path, body: (404, {}))
+    _, found = tokenize_server(_vllm(bos=0))
+    _, refused = tokenize_server(lambda path, body: (401, {}))
+    no_ep = ("no tokenize endpoint answered: tried /extras/tokenize (llama-cpp-python: HTTP 404); "
+             "/tokenize (vllm: HTTP 404); /tokenize (llama.cpp: HTTP 404)")
+    cut = "the server cannot be reached: /extras/tokenize (ConnectionRefusedError)"
+    assert probe_servers([dead, none404], "m-mix") == (None, f"{dead}: {cut}; {none404}: {no_ep}", "no-endpoint")
+    assert probe_servers([dead], "m-dead") == (None, f"{dead}: {cut}", "unreachable")
+    tok, why, state = probe_servers([found, refused], "m-ref", api_key="sk-r")
+    assert (tok, state) == (None, "refused") and why == (
+        f"{found}: vllm endpoint {found.removesuffix('/v1')}/tokenize; "
+        f"{refused}: the server refused the key: /extras/tokenize (llama-cpp-python: HTTP 401)")
+    tok, why, state = probe_servers([none404, found], "m-one")
+    assert state == "found" and why == f"vllm endpoint {found.removesuffix('/v1')}/tokenize" and tok.count("a b c") == 3
+    secret = found.replace("http://", "http://u:pw@")
+    assert probe_servers([secret], "m-secret")[1] == f"vllm endpoint {found.removesuffix('/v1')}/tokenize".replace(
+        "http://", "http://***@")
