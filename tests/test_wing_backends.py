@@ -2427,3 +2427,39 @@ def test_an_entry_copied_under_a_new_key_keeps_its_fields_and_a_parsed_answer_is
     c.close()
     old, new = sorted(_rows(tmp_path), key=lambda r: r["key"], reverse=True)
     assert new == {**old, "key": "new", "parsed": "C"} and old["parsed"] is None and len(_rows(tmp_path)) == 2
+
+
+# OpenAICompatBackend._options_identity and stored_identity: the options that change answers, per mode
+
+def test_the_options_in_a_calls_identity_are_those_its_mode_uses(tmp_path):
+    chatml = ChatTemplate.from_spec("chatml").sha
+    g = _backend(tmp_path, decision_mode="grammar", grammar_style="gbnf", reason_chars=300, extra_body={"seed": 1},
+                 chat_template="chatml")
+    assert g._options_identity() == {"chat_template": chatml, "grammar_style": "gbnf", "reason_chars": 300,
+                                     "extra_body": {"seed": 1}}
+    s = _backend(tmp_path, decision_mode="score", grammar_style="vllm", reason_chars=300, chat_template="chatml",
+                 tokenize_timeout=5)
+    assert s._options_identity() == {"chat_template": chatml, "grammar_style": "vllm", "reason_chars": None,
+                                     "extra_body": None}
+    assert _backend(tmp_path, reason_chars=300, grammar_style="both")._options_identity() == {
+        "chat_template": None, "grammar_style": None, "reason_chars": None, "extra_body": None}
+
+
+def test_score_mode_on_vllm_names_its_letter_log_probabilities_in_the_identity(server, tmp_path):
+    _, url = server(owned_by="vllm")
+    named = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c", **FAST)
+    assert named._options_identity() == {"chat_template": None, "grammar_style": "vllm", "reason_chars": None,
+                                         "extra_body": None, "letter_logprobs": "named"}
+    top = OpenAICompatBackend("fake", decision_mode="score", base_url=url, cache=tmp_path / "c",
+                              named_logprobs=False, **FAST)
+    assert "letter_logprobs" not in top._options_identity()
+
+
+def test_the_stored_identity_adds_the_redacted_base_url_or_the_sorted_list(tmp_path):
+    one = _backend(tmp_path, sampling="server", tokenize_timeout=5)
+    base = {"provider": "openai", "model": "fake", "served": None, "sampling": "server", "chat_template": None,
+            "grammar_style": None, "reason_chars": None, "extra_body": None}
+    assert one.stored_identity() == {**base, "base_url": LOCAL}
+    two = OpenAICompatBackend("fake", base_url=f"{LOCAL},http://127.0.0.1:8/v1", cache=tmp_path / "c",
+                              tokenizer="offline", sampling="server", tokenize_timeout=5)
+    assert two.stored_identity() == {**base, "base_url": ["http://127.0.0.1:8/v1", LOCAL]}
