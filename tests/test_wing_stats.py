@@ -1099,3 +1099,21 @@ def test_the_relevance_table_is_each_filters_precision_and_recall_in_percent_onc
                                ("keyword", "recall", 2, 75.0, 51.25, 98.75), ("model", "recall", 1, 75.0, 75.0, 75.0)]
     assert relevance_table(df.drop(columns=["relevance_filter"]), _boot()).empty
     assert relevance_table(df.iloc[[4, 5]], _boot()).empty
+
+
+def test_support_shared_minus_private_gives_each_all_policy_its_difference_interval_and_p():
+    rows = [("ALL", "a", "shared", True), ("ALL", "a", "shared", True), ("ALL", "b", "shared", True),
+            ("ALL", "a", "private", False), ("ALL", "a", "private", True), ("ALL", "b", "private", False),
+            ("ALL:unlabeled", "a", "shared", True), ("ALL:unlabeled", "b", "shared", False),
+            ("ALL:unlabeled", "a", "private", False), ("ALL:unlabeled", "b", "private", False),
+            ("ALL:shuffled", "a", "shared", True), ("R1", "a", "private", True)]
+    df = pd.DataFrame(rows, columns=["policy", "template_id", "support_attr", "correct"])
+    t = support_shared_minus_private(df, _boot())
+    assert list(t.columns) == ["policy", "contrast", "n", "estimate", "lo", "hi", "p"]
+    # ALL: 100 - 33.3 = 66.7; resamples (a, a) 100 - 50, (b, b) 100 - 0: [50.83, 98.33]; p = 2 (0 + 1) / 4
+    # ALL:unlabeled: 50 - 0; resamples (a, a) 100, (b, b) 0: [2.5, 97.5]; one resample at 0: p = 2 (1 + 1) / 4
+    assert _approx_rows(t) == [
+        ("ALL", "support shared - support private", 3, round(200 / 3, 6), round(305 / 6, 6), round(295 / 3, 6), 0.5),
+        ("ALL:unlabeled", "support shared - support private", 2, 50.0, 2.5, 97.5, 1.0)]
+    assert support_shared_minus_private(df[df.policy == "R1"], _boot()).empty
+    assert support_shared_minus_private(df[df.policy == "ALL:shuffled"], _boot()).empty
