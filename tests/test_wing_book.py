@@ -1222,3 +1222,26 @@ def test_by_decider_stacks_each_runs_cells_at_its_budget_for_the_outcome_asked()
         [sp.label, sp.label, "classic (PSP)", 1.0], [sp.label, sp.label, "mirror (SPS)", 2.0]]
     d = by_decider(ch, [ref], {ref.label: cells()}, ["R1", "B4"], "chose_decoy")
     assert d[["policy", "estimate"]].to_numpy().tolist() == [["R1", 20.0], ["B4", 40.0]]
+
+
+def test_noisy_filter_grid_order_arguments_and_euclidean_distance_by_hand(monkeypatch):
+    import crossprofile_lib.book.headline as h
+    calls = []
+    monkeypatch.setattr(h, "paper_filter", lambda: {"precision": 0.85, "recall": 0.75, "composition": [5.0, 0.0, 4.0]})
+    kept = {(0.85, 0.75): (2.0, 4.0, 4.0), (1.0, 1.0): (5.0, 0.0, 4.0)}        # distance 5 (3-4-5) and 0
+
+    def comps(tpl, tok, p, r, seeds, budget, draws):
+        calls.append((tpl, tok, p, r, seeds, budget, draws))
+        return (p, r)
+    monkeypatch.setattr(h, "tiering_compositions", comps)
+    monkeypatch.setattr(h, "tiering_summary", lambda pr: pd.DataFrame(
+        [dict(precision=pr[0], recall=pr[1], **dict(zip(KEPT_COLS, kept.get(pr, (6.0, 2.0, 5.0)))))]))
+    rows = h.noisy_filter_grid("TPL", "TOK", [3], "0.3", draws=2)
+    grid = [(0.85, 0.75)] + [(p, r) for p in (1.0, 0.9, 0.8, 0.7) for r in (1.0, 0.9, 0.8, 0.7)]
+    assert calls == [("TPL", "TOK", p, r, [3], "0.3", 2) for p, r in grid]
+    assert list(zip(rows.precision, rows.recall)) == grid and list(rows.index) == list(range(17))
+    assert rows["distance to the paper"].tolist() == pytest.approx([5.0, 0.0] + [6 ** 0.5] * 15)   # (1, 2, 1)
+    assert h.noisy_filter_grid("TPL", "TOK", [3], "0.3") is not None and calls[-1][-1] == 5         # 5 draws by default
+
+
+KEPT_COLS = ("kept_support", "kept_decoy", "kept_irrelevant")
