@@ -1088,3 +1088,44 @@ def test_the_run_header_counts_rows_failed_calls_and_invalid_answers_and_a_ledge
     assert not {"cache", "calls", "headroom", "status"} & set(header)
     assert header["templates_sha256"] == {"dev-hospital-01": file_sha256(ROOT / "templates" / "dev" /
                                                                          "dev-hospital-01.yaml")}
+
+
+def test_the_plan_asks_one_filter_and_one_stance_call_per_unit_and_a_summary_per_unit_and_budget():
+    two = ["templates/dev/dev-hospital-01.yaml", "templates/dev/dev-bridge-contractor-01.yaml"]
+    cfg = dict(templates=two, seeds=[0, 1], variants=["PSP"], budgets=["0.4", "0.8"])      # 4 units, 2 budgets
+    plan = call_plan(RunConfig(policies=["B3", "R1-rel", "BAL"], **cfg))
+    assert plan["calls"] == {"b3": 8, "decision": 18, "relevance": 4, "stance": 4, "total": 34}
+    assert (plan["decisions"], plan["deduplicated_decisions"], plan["distinct_decision_prompts"]) == (24, 6, 18)
+    assert plan["per_policy"] == {"B3": 8, "R1-rel": 8, "BAL": 2}
+    plan = call_plan(RunConfig(policies=["R1-rel-oracle", "BAL-oracle", "R1"], **cfg))   # oracle inputs: no calls
+    assert plan["calls"] == {"decision": 16, "total": 16}
+    assert (plan["templates"], plan["variants"], plan["seeds"]) == (2, 1, 2)
+
+
+def test_the_dry_run_widens_to_the_longest_policy_and_in_score_mode_promises_no_retries():
+    plan = {"decision_mode": "score", "templates": 10, "variants": 8, "seeds": 30, "decisions": 12_000,
+            "per_policy": {"R1-rel-oracle:unlabeled": 6_000, "BAL": 1_500}, "tokenizer": "vocab:qwen2.5",
+            "calls": {"decision": 7_500, "stance": 2_400, "total": 9_900}}
+    assert describe(plan, "openai/m", "paper grid", rate=(1.5, "measured")) == [
+        "dry run: openai/m (score mode); paper grid; 2,400 task units, 12,000 decisions",
+        "  policy                   decision calls",
+        "  R1-rel-oracle:unlabeled       6,000",
+        "  BAL                           1,500",
+        "  BAL stances                   2,400",
+        "total: 9,900 model calls; a fresh cache (calls already cached are not sent); budgets priced with "
+        "vocab:qwen2.5",
+        "estimate: 9,900 calls at 1.50 calls/s = 1 h 50 min (rate: measured)"]
+    assert describe(plan, "ledger", "g", model_calls=False) == [
+        "dry run: ledger (score mode); g; 2,400 task units, 12,000 decisions",
+        "total: 12,000 decisions; the reference decider makes no model calls"]
+
+
+def test_a_burst_is_twenty_or_more_calls_at_most_120_s_apart_over_a_positive_span():
+    every_120 = [120.0 * i for i in range(20)]                  # 20 calls, gaps of exactly 120 s: one burst
+    rate, src = measured_rate(_Timeline(every_120), "p", "m")
+    assert rate == 19 / 2280 and src.startswith("measured on 20 calls of p/m stored in /c/calls.sqlite, ending ")
+    assert src.endswith("1970-01-01 00:38 UTC")                  # the last call: 2280 s
+    assert measured_rate(_Timeline([120.5 * i for i in range(20)]), "p", "m") is None     # each gap ends a burst
+    assert measured_rate(_Timeline([5.0] * 25), "p", "m") is None                         # no time span
+    late = [0.0] * 5 + [500.0 + i for i in range(20)]           # the latest burst: the last 20 calls, 1 s apart
+    assert measured_rate(_Timeline(late), "p", "m")[0] == 1.0
