@@ -2463,3 +2463,26 @@ def test_the_stored_identity_adds_the_redacted_base_url_or_the_sorted_list(tmp_p
     two = OpenAICompatBackend("fake", base_url=f"{LOCAL},http://127.0.0.1:8/v1", cache=tmp_path / "c",
                               tokenizer="offline", sampling="server", tokenize_timeout=5)
     assert two.stored_identity() == {**base, "base_url": ["http://127.0.0.1:8/v1", LOCAL]}
+
+
+def test_the_prompt_token_probe_of_a_server_without_ids_says_so(server, tmp_path):
+    _, url = server()
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    with pytest.raises(ValueError) as e:
+        b.prompt_token_ids(ChatRequest((USER,)))
+    assert str(e.value) == "backend openai/fake: the server returned no prompt_token_ids (a vLLM server does)"
+
+
+# CallCache.get_many: read in chunks of 500, duplicates once, blank answers never a hit
+
+def test_more_keys_than_one_query_holds_are_all_found(tmp_path):
+    c = CallCache(tmp_path)
+    rows = [(f"k{i:04d}", 0.0, "p", "m", None, "generate", "decision", "", "sha", f"Decision: {i}", None, 0, 0, 0, 0.0,
+             None, None) for i in range(1001)]
+    rows.append(("blank", 0.0, "p", "m", None, "generate", "decision", "", "sha", "  ", None, 0, 0, 0, 0.0, None, None))
+    c._db.executemany(f"INSERT INTO calls VALUES ({','.join('?' * 17)})", rows)
+    keys = [r[0] for r in rows] + ["k0000", "absent"]
+    got = c.get_many(keys)
+    assert len(got) == 1001 and got["k1000"].text == "Decision: 1000" and got["k0499"].text == "Decision: 499"
+    assert "blank" not in got and "absent" not in got and all(r.cached for r in got.values())
+    c.close()
