@@ -1245,3 +1245,31 @@ def test_noisy_filter_grid_order_arguments_and_euclidean_distance_by_hand(monkey
 
 
 KEPT_COLS = ("kept_support", "kept_decoy", "kept_irrelevant")
+
+
+def test_cell_rows_single_cells_then_pooled_ones_labelled(monkeypatch):
+    calls = []
+
+    def means_table(d, by, outcomes, boot):
+        calls.append((by, list(outcomes), boot))
+        g = d.groupby(by, sort=True).size().reset_index(name="estimate")
+        return g.assign(outcome="+".join(outcomes), lo=0.0, hi=100.0)
+    monkeypatch.setattr(tables, "means_table", means_table)
+    df = pd.DataFrame({"policy": ["R1", "R1", "R1", "B4"], "budget_label": ["0.6"] * 4,
+                       "cell": ["classic", "mirror", "other", "classic"],
+                       "pooled_cell": ["classic", "classic", "mirror", "other"]})
+    r = Run(Path("runs/x"), df.assign(backend="ledger", model="reference"), {"backend": "ledger"})
+    t = tables.cell_rows(r, "BOOT", ["correct", "chose_decoy"])
+    assert calls == [(["policy", "budget_label", "cell"], ["correct", "chose_decoy"], "BOOT"),
+                     (["policy", "budget_label", "pooled_cell"], ["correct", "chose_decoy"], "BOOT")]
+    assert t[["policy", "cell", "estimate", "outcome"]].to_numpy().tolist() == [
+        ["B4", "classic (PSP)", 1, "correct+chose_decoy"], ["R1", "classic (PSP)", 1, "correct+chose_decoy"],
+        ["R1", "mirror (SPS)", 1, "correct+chose_decoy"],
+        ["R1", "pooled classic (PS*)", 2, "correct+chose_decoy"], ["R1", "pooled mirror (SP*)", 1, "correct+chose_decoy"]]
+    assert list(t.index) == list(range(5))
+    single = tables.cell_rows(r, "BOOT", pooled=False)
+    assert calls[-1] == (["policy", "budget_label", "cell"], ["correct"], "BOOT") and len(single) == 3
+    no_pooled = Run(r.path, r.df.drop(columns="pooled_cell"), r.header)
+    assert len(tables.cell_rows(no_pooled, "BOOT")) == 3
+    none = tables.cell_rows(Run(r.path, r.df.assign(cell="other", pooled_cell="other"), r.header), "BOOT")
+    assert none.empty and list(none.columns) == ["policy", "budget_label", "cell", "outcome", "estimate", "lo", "hi"]
