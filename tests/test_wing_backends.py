@@ -2486,3 +2486,35 @@ def test_more_keys_than_one_query_holds_are_all_found(tmp_path):
     assert len(got) == 1001 and got["k1000"].text == "Decision: 1000" and got["k0499"].text == "Decision: 499"
     assert "blank" not in got and "absent" not in got and all(r.cached for r in got.values())
     c.close()
+
+
+# cache.vacuum_cache: the sizes it reports, the files it refuses
+
+def test_a_vacuum_reports_the_size_with_its_write_ahead_log_before_and_the_files_size_after(tmp_path):
+    c = CallCache(tmp_path)
+    for i in range(40):
+        c.put(f"k{i}", ChatRequest(({"role": "user", "content": f"q{i}" + "x" * 400},)),
+              ChatResult(text="Decision: A " + "y" * 400), {"provider": "p", "model": "m"}, "generate")
+    c._db.execute("DELETE FROM calls WHERE key != 'k0'")
+    f = tmp_path / "calls.sqlite"
+    before = f.stat().st_size + Path(f"{f}-wal").stat().st_size
+    assert Path(f"{f}-wal").stat().st_size > 0
+    got = cache_mod.vacuum_cache(tmp_path)
+    assert got == (before, f.stat().st_size) and got[1] < got[0]
+    c.close()
+
+
+def test_a_vacuum_of_a_file_that_is_no_sound_writable_cache_is_refused_naming_why(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"q" * 150)
+    with pytest.raises(cache_mod.CacheError) as e:
+        cache_mod.vacuum_cache(junk)
+    assert str(e.value) == f"call cache {junk}: not a SQLite database (its first bytes are not the SQLite header)" + \
+        _recover(junk)
+    f = _sound(tmp_path / "ro")
+    f.chmod(0o444)
+    try:
+        with pytest.raises(cache_mod.CacheError, match=r"read-only \(mode -r--r--r--\)"):
+            cache_mod.vacuum_cache(f)
+    finally:
+        f.chmod(0o644)
