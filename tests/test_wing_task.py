@@ -1255,3 +1255,34 @@ def test_probe_servers_sums_up_the_urls_outcomes_refused_first_then_found_then_u
     secret = found.replace("http://", "http://u:pw@")
     assert probe_servers([secret], "m-secret")[1] == f"vllm endpoint {found.removesuffix('/v1')}/tokenize".replace(
         "http://", "http://***@")
+
+
+def test_role_blindness_holds_out_domains_by_sorted_name_and_fits_bfgs_quietly(dev_templates, monkeypatch):
+    import statsmodels.api as sm
+
+    from crossprofile_lib.task.roleblind import RoleBlindness, role_blindness
+    by_id = {t.id: t for t in dev_templates}
+    hosp, bus, bridge = by_id["dev-hospital-01"], by_id["dev-bus-route-01"], by_id["dev-bridge-contractor-01"]
+    fits = []
+
+    class Recorder:                                # a fit that always predicts 'decoy'
+        def __init__(self, y, Z):
+            fits.append([list(np.asarray(y)), np.asarray(Z).shape])
+
+        def fit(self, **kw):
+            fits[-1].append(kw)
+            return SimpleNamespace(predict=lambda Z: np.tile([0.0, 1.0, 0.0], (len(Z), 1)))
+
+    monkeypatch.setattr(sm, "MNLogit", Recorder)
+    rb = role_blindness([hosp, bus, bridge], n_folds=5)
+
+    def roles(t):
+        return [("support", "decoy", "irrelevant").index(f.role) for f in t.facts]
+    # domains sorted: bridge contractor (fold 0), bus route (fold 1), hospital equipment procurement (fold 2);
+    # folds 3 and 4 hold no domain; training rows keep the templates' order
+    kw = {"disp": 0, "maxiter": 200, "method": "bfgs"}
+    assert fits == [[roles(hosp) + roles(bus), (24, 7), kw], [roles(hosp) + roles(bridge), (24, 7), kw],
+                    [roles(bus) + roles(bridge), (24, 7), kw]]
+    assert rb == RoleBlindness(0.25, 5 / 12, 36, 3, {"support": 0.0, "decoy": 1.0, "irrelevant": 0.0})
+    rb2 = role_blindness([hosp, bus, bridge], n_folds=2)          # bridge and hospital share fold 0
+    assert [f[0] for f in fits[3:]] == [roles(bus), roles(hosp) + roles(bridge)] and rb2.n_folds == 2
