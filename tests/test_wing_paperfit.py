@@ -283,7 +283,11 @@ def test_jacobian_stays_finite_where_the_choice_odds_overflow(dev):
     with np.errstate(over="ignore"):
         e = np.exp(np.array([50.0, 250.0, 750.0, 750.0]) @ F._D.reshape(-1, 4).T)
     assert np.isinf(e).any()                                  # the case is the one the rule is for
-    pred, jac = F.predict_batch_jac(z, W)
+    import warnings
+    with warnings.catch_warnings():                           # and silently: no RuntimeWarning reaches the user
+        warnings.simplefilter("error", RuntimeWarning)
+        pred, jac = F.predict_batch_jac(z, W)
+        F.predict_batch_jac(z, np.vstack([np.zeros(len(fm.units)), W[1]]))     # an empty count row: 0 / 0
     est = fm.estimable
     assert np.isfinite(jac[:, est]).all() and np.isfinite(pred[:, est]).all()
     assert np.allclose(pred[1], F.predict(np.array([0.1, 0.2, 2.0])), equal_nan=True)
