@@ -1117,3 +1117,61 @@ def test_support_shared_minus_private_gives_each_all_policy_its_difference_inter
         ("ALL:unlabeled", "support shared - support private", 2, 50.0, 2.5, 97.5, 1.0)]
     assert support_shared_minus_private(df[df.policy == "R1"], _boot()).empty
     assert support_shared_minus_private(df[df.policy == "ALL:shuffled"], _boot()).empty
+
+
+# --- issue 55, fresh sample 58: the social-proof likelihood, its gradient and Hessian against an independent oracle -----
+
+def _ll_oracle(theta, Xp, weight):
+    """The conditional logit's log-likelihood written out: option utility beta (own + s social + w (irrelevant +
+    s irrelevant social)), the chosen option first."""
+    from scipy.special import logsumexp
+    s, w, beta = theta
+    u = beta * (Xp[..., 0] + s * Xp[..., 1] + w * (Xp[..., 2] + s * Xp[..., 3]))
+    return float(weight @ (u[:, 0] - logsumexp(u, axis=1)))
+
+
+@pytest.mark.parametrize("K", [2, 3, 4])
+def test_the_batched_likelihood_gradient_and_hessian_match_the_written_out_likelihood(K):
+    from crossprofile_lib.stats.socialproof import _derivs, log_likelihood
+    rng = np.random.default_rng(K)
+    Xp = rng.integers(-2, 3, size=(25, K, 4)).astype(float)
+    Wp = rng.integers(0, 5, size=(3, 25)).astype(float)
+    th = np.array([[0.3, 0.7, 1.5], [0.9, 0.1, 0.4], [0.5, 0.5, 3.0]])
+    ll, g, H = _derivs(th, Xp, Wp)
+    assert _derivs(th, Xp, Wp, hess=False)[1:] == (None, None)
+    h = 1e-5
+    for b in range(3):
+        want = _ll_oracle(th[b], Xp, Wp[b])
+        assert ll[b] == pytest.approx(want, rel=1e-10)
+        ll1, g1 = log_likelihood(th[b], Xp, Wp[b])
+        assert ll1 == pytest.approx(want, rel=1e-10)
+        fd = [(_ll_oracle(th[b] + h * e, Xp, Wp[b]) - _ll_oracle(th[b] - h * e, Xp, Wp[b])) / (2 * h) for e in np.eye(3)]
+        assert g[b] == pytest.approx(fd, rel=1e-5, abs=1e-5) and g1 == pytest.approx(fd, rel=1e-5, abs=1e-5)
+        fd2 = np.array([(_derivs(th[b:b + 1] + h * e, Xp, Wp[b:b + 1])[1][0]
+                         - _derivs(th[b:b + 1] - h * e, Xp, Wp[b:b + 1])[1][0]) / (2 * h) for e in np.eye(3)])
+        assert H[b] == pytest.approx(fd2, rel=1e-4, abs=1e-4)
+        assert np.allclose(H[b], H[b].T)
+
+
+def test_unique_rows_match_numpys_unique_rows_and_canonical_patterns_ignore_the_options_order():
+    from crossprofile_lib.stats.socialproof import canonical, unique_rows
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2, 3, size=(200, 4)).astype(float)
+    u, inv = unique_rows(a)
+    want_u, want_inv = np.unique(a, axis=0, return_inverse=True)
+    assert np.array_equal(u, want_u) and np.array_equal(inv.ravel(), want_inv.ravel())
+    assert np.array_equal(u[inv.ravel()], a)
+    e_u, e_inv = unique_rows(a[:0])
+    assert e_u.shape == (0, 4) and len(e_inv) == 0
+    # canonical: the chosen option's features first, then the others sorted (lexicographically by feature)
+    X = np.array([[[0, 1, 0, 0], [2, 0, 0, 1], [1, 1, 1, 1]]], dtype=float)
+    assert canonical(X, np.array([1])).tolist() == [[2, 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1]]
+    assert canonical(X[:, [2, 0, 1]], np.array([2])).tolist() == [[2, 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1]]
+    assert canonical(X, np.array([0])).tolist() == [[0, 1, 0, 0, 1, 1, 1, 1, 2, 0, 0, 1]]
+    Xs = rng.integers(-2, 3, size=(50, 4, 4)).astype(float)
+    ch = rng.integers(0, 4, 50)
+    perm = rng.permutation(4)
+    inv_perm = np.argsort(perm)
+    assert np.array_equal(canonical(Xs, ch), canonical(Xs[:, perm], inv_perm[ch]))
+    neg = np.array([[[-2, 0, 0, 0], [1, -1, 0, 0], [1, -2, 0, 0]]], dtype=float)
+    assert canonical(neg, np.array([0])).tolist() == [[-2, 0, 0, 0, 1, -2, 0, 0, 1, -1, 0, 0]]
