@@ -2518,3 +2518,36 @@ def test_a_vacuum_of_a_file_that_is_no_sound_writable_cache_is_refused_naming_wh
             cache_mod.vacuum_cache(f)
     finally:
         f.chmod(0o644)
+
+
+# cache_file.environment_problem: which failures are the cache's surroundings, named
+
+@pytest.mark.parametrize("exc, said", [
+    (sqlite3.OperationalError("database or disk is full"), "the disk holding it is full: free some space and rerun"),
+    (sqlite3.OperationalError("Disk quota exceeded"), "the disk quota is exhausted: free some space and rerun"),
+    (sqlite3.OperationalError("attempt to write a readonly database"),
+     "it or its folder is read-only: make both writable (SQLite also writes FILE-wal and FILE-shm next to it) or "
+     "point --cache at a writable copy"),
+    (sqlite3.OperationalError("readonly database"),
+     "it or its folder is read-only: make both writable or point --cache at a writable copy"),
+    (sqlite3.OperationalError("unable to open database file"),
+     "it cannot be opened for writing (its folder may be read-only or full: SQLite writes FILE-wal and FILE-shm next "
+     "to it)"),
+    (sqlite3.OperationalError("disk I/O error"), "the disk reported an I/O error (full, read-only or failing?)"),
+    (OSError(28, "No space left on device"), "No space left on device (ENOSPC)"),
+    (OSError(122, "Disk quota exceeded"), "the disk quota is exhausted: free some space and rerun"),
+    (OSError(30, "Read-only file system"), "Read-only file system (EROFS)"),
+    (OSError(13, "Permission denied"), "Permission denied (EACCES)"),
+    (OSError(1, "Operation not permitted"), "Operation not permitted (EPERM)"),
+    (OSError(2, "No such file or directory"), None),
+    (sqlite3.OperationalError("no such table: calls"), None),
+    (ValueError("database"), None),
+])
+def test_a_failure_of_the_caches_surroundings_is_named_and_any_other_is_not(exc, said):
+    assert cache_file_mod.environment_problem(exc) == said
+
+
+def test_a_read_only_message_on_a_writable_file_system_is_not_called_a_read_only_mount(tmp_path):
+    e = sqlite3.OperationalError("attempt to write a readonly database")
+    assert cache_file_mod.environment_problem(e, tmp_path / "calls.sqlite").startswith("it or its folder is read-only")
+    assert cache_file_mod.read_only_fs(tmp_path) is False
