@@ -1273,3 +1273,29 @@ def test_cell_rows_single_cells_then_pooled_ones_labelled(monkeypatch):
     assert len(tables.cell_rows(no_pooled, "BOOT")) == 3
     none = tables.cell_rows(Run(r.path, r.df.assign(cell="other", pooled_cell="other"), r.header), "BOOT")
     assert none.empty and list(none.columns) == ["policy", "budget_label", "cell", "outcome", "estimate", "lo", "hi"]
+
+
+def test_social_proof_fit_passes_recorded_data_else_the_rebuild_and_the_runs_bootstrap(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tables, "resolve", lambda t: Path("/root") / t)
+    monkeypatch.setattr(tables, "bootstrap", lambda r, n: f"BOOT[{n}]")
+    monkeypatch.setattr(tables, "fit_social_proof", lambda data, boot, n: calls.append((data, boot, n)) or {"w": 0.5})
+    recorded = {"yes": ("DATA", {"source": "recorded"})}
+    monkeypatch.setattr(tables, "recorded_choice_data", lambda df: recorded.get(df.attrs.get("k")))
+    monkeypatch.setattr(tables, "rebuild_choice_data", lambda df, cfg, templates: (
+        "REBUILT", {"source": "rebuilt", "cfg": cfg, "templates": templates}))
+    df = pd.DataFrame({"backend": ["ledger"]})
+    df.attrs["k"] = "yes"
+    r = Run(Path("runs/x"), df, {"backend": "ledger", "config": {"templates": ["tA", "tB"]}})
+    assert tables.social_proof_fit(r, 30) == {"w": 0.5, "rebuild": {"source": "recorded"}}
+    assert calls[-1] == ("DATA", "BOOT[30]", 30)
+    r.boot = "OWN"
+    tables.social_proof_fit(r, None)
+    assert calls[-1] == ("DATA", "OWN", None)
+    bare = Run(Path("runs/x"), pd.DataFrame({"backend": ["ledger"]}), {"backend": "ledger"})
+    assert tables.social_proof_fit(bare, None) == {"w": 0.5, "rebuild": {"source": "rebuilt", "cfg": {},
+                                                                          "templates": ["/root/templates"]}}
+    assert calls[-1] == ("REBUILT", "BOOT[1000]", None)                  # no count: 1000 resamples for the bootstrap
+    withcfg = Run(Path("runs/x"), pd.DataFrame({"backend": ["ledger"]}), {"backend": "ledger",
+                                                                          "config": {"templates": ["tA", "tB"]}})
+    assert tables.social_proof_fit(withcfg, 7)["rebuild"]["templates"] == ["/root/tA", "/root/tB"]
