@@ -933,3 +933,68 @@ def test_a_natural_run_passes_its_word_limit_and_constrained_votes_to_the_sessio
     # the cap: 3/2 tokens a word plus 16, 34 for 12 words (106 for the default 60)
     assert len(messages) == 6 and {r.max_tokens for r in messages} == {34} and message_max_tokens(60) == 106
     assert all("in at most 12 words" in r.messages[-1]["content"] for r in messages)
+
+
+_ANSWERS_11 = [f"Option {k}" for k in range(11)]
+
+
+@pytest.mark.parametrize("rec, message", [
+    ([1], "hb.json: task #4: field '<record>': must be a JSON object, found list"),
+    ("DROP-id", "hb.json: task #4: field 'id': missing"),
+    (dict(id=True), "hb.json: task #4: field 'id': must be an integer or a non-empty string, found True"),
+    (dict(id="  "), "hb.json: task #4: field 'id': must be an integer or a non-empty string, found '  '"),
+    (dict(id=2.5), "hb.json: task #4: field 'id': must be an integer or a non-empty string, found 2.5"),
+    (dict(id=" 9 ", name=3), "hb.json: task 9: field 'name': must be a string"),
+    (dict(description="DROP"), "hb.json: task 7: field 'description': missing"),
+    (dict(description="  "), "hb.json: task 7: field 'description': must be a non-empty string"),
+    (dict(shared_information="DROP"), "hb.json: task 7: field 'shared_information': missing"),
+    (dict(shared_information="Amber is near."),
+     "hb.json: task 7: field 'shared_information': must be a list of strings, found str"),
+    (dict(hidden_information=["Amber lost its licence.", " "]),
+     "hb.json: task 7: field 'hidden_information[1]': must be a non-empty string"),
+    (dict(hidden_information=["Amber lost its licence."]),
+     "hb.json: task 7: field 'hidden_information': needs at least 2 entries, found 1"),
+    (dict(possible_answers=["Amber"]), "hb.json: task 7: field 'possible_answers': needs 2 to 10 entries, found 1"),
+    (dict(possible_answers=_ANSWERS_11), "hb.json: task 7: field 'possible_answers': needs 2 to 10 entries, found 11"),
+    (dict(possible_answers=["Amber", "AMBER ", "Cedar"]), "hb.json: task 7: field 'possible_answers': answers must be distinct"),
+    (dict(correct_answer="DROP"), "hb.json: task 7: field 'correct_answer': missing"),
+    (dict(correct_answer=3), "hb.json: task 7: field 'correct_answer': must be a string, found int"),
+    (dict(correct_answer="Dune"),
+     "hb.json: task 7: field 'correct_answer': 'Dune' is not one of possible_answers ['Amber', 'Birch', 'Cedar']"),
+    (dict(rationale=["why"]), "hb.json: task 7: field 'rationale': must be a string or null"),
+])
+def test_each_malformed_field_is_refused_with_the_whole_message(rec, message):
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError, parse_record
+    if rec == "DROP-id":
+        rec = _record(id="DROP")
+    elif isinstance(rec, dict):
+        rec = _record(**rec)
+    with pytest.raises(HiddenBenchError) as e:
+        parse_record(rec, 4, "hb.json")
+    assert str(e.value) == message
+
+
+def test_a_record_without_a_path_is_named_hiddenbench_and_the_json_checks_name_a_usable_id():
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchError, parse_record
+    with pytest.raises(HiddenBenchError) as e:
+        parse_record("text", 0)
+    assert str(e.value) == "<hiddenbench>: task #0: field '<record>': must be a JSON object, found str"
+    # an id of at most 80 characters, not blank, not a bool, names the task; else the record's place
+    for rid, shown in ((" 12 ", "12"), (True, "#3"), ("x" * 81, "#3"), ("y" * 80, "y" * 80), ("  ", "#3")):
+        with pytest.raises(HiddenBenchError) as e:
+            parse_record(_record(id=rid, extra="bell\x07"), 3, "hb.json")
+        assert (e.value.path, e.value.task, e.value.field) == ("hb.json", shown, "extra")
+        assert str(e.value).startswith(f"hb.json: task {shown}: field 'extra': ")
+
+
+def test_a_good_record_is_read_with_its_white_space_collapsed():
+    from crossprofile_lib.hiddenbench.importer import HiddenBenchTask, parse_record
+    t = parse_record(_record(id=" 8 ", name="  Picnic\t day ", description="Pick  a\ncaterer.", shared_information=[],
+                             possible_answers=["Amber  Catering", "Birch", "Cedar"], correct_answer="amber catering",
+                             rationale="Amber is near."), 0, "hb.json")
+    assert t == HiddenBenchTask("8", "Picnic day", "Pick a caterer.", (),
+                                ("Amber lost its licence.", "Birch has no vegetarian food."),
+                                ("Amber Catering", "Birch", "Cedar"), "Amber Catering", "Amber is near.")
+    assert parse_record(_record(name="DROP"), 0).name == ""
+    ten = [f"Option {k}" for k in range(10)]                              # MAX_OPTIONS answers are allowed
+    assert parse_record(_record(possible_answers=ten, correct_answer="option 9"), 0).correct_answer == "Option 9"
