@@ -1286,3 +1286,43 @@ def test_role_blindness_holds_out_domains_by_sorted_name_and_fits_bfgs_quietly(d
     assert rb == RoleBlindness(0.25, 5 / 12, 36, 3, {"support": 0.0, "decoy": 1.0, "irrelevant": 0.0})
     rb2 = role_blindness([hosp, bus, bridge], n_folds=2)          # bridge and hospital share fold 0
     assert [f[0] for f in fits[3:]] == [roles(bus), roles(hosp) + roles(bridge)] and rb2.n_folds == 2
+
+
+class _ReversingRng:
+    """permutation(n) gives n-1, ..., 0."""
+
+    def permutation(self, n):
+        return np.arange(n)[::-1]
+
+
+def test_private_facts_go_round_the_rotated_agents_role_by_role_and_shared_ones_to_all(hospital):
+    from crossprofile_lib.task.variants import Variant, assign_holders
+    all4 = ("A1", "A2", "A3", "A4")
+    got = assign_holders(hospital, Variant("PSP"), 4, _ReversingRng())
+    # rotation A4 A3 A2 A1; support F11 F09 F06 F04 F02 take A4 A3 A2 A1 A4; the decoys are shared; irrelevant
+    # F12 F10 F07 F03 go on from the cursor: A3 A2 A1 A4
+    assert list(got.items()) == [("F01", all4), ("F02", ("A4",)), ("F03", ("A4",)), ("F04", ("A1",)), ("F05", all4),
+                                 ("F06", ("A2",)), ("F07", ("A1",)), ("F08", all4), ("F09", ("A3",)),
+                                 ("F10", ("A2",)), ("F11", ("A4",)), ("F12", ("A3",))]
+    sps = assign_holders(hospital, Variant("SPS"), 4, _ReversingRng())
+    # the decoys alone are private: F08 F05 F01 take A4 A3 A2
+    assert {f: h for f, h in sps.items() if h != all4} == {"F08": ("A4",), "F05": ("A3",), "F01": ("A2",)}
+
+
+def test_a_kept_fact_counts_once_with_its_most_speakers_in_kept_order():
+    from crossprofile_lib.task.memory import Memory
+    kept = (Claim("f1 a", ("A1",), 0, "f1"), Claim("chat", ("A2",), 1), Claim("f2", ("A1",), 2, "f2"),
+            Claim("f1 b", ("A3",), 3, "f1"))
+    m = Memory("R1", "claims", kept, (2, 3, 2, 4), "", 0)
+    assert m.kept_facts() == (("f1", 4), ("f2", 2))
+    m = Memory("R1", "claims", kept, (4, 3, 1, 2), "", 0)
+    assert m.kept_facts() == (("f1", 4), ("f2", 1)) and m.n_kept == 4
+
+
+def test_template_tone_sums_irrelevant_polarities_for_the_correct_option_minus_the_decoy(hospital):
+    from crossprofile_lib.task.evidence import template_tone
+    # irrelevant: F03 medora +1 (0), F07 corvane = decoy +1 (-1), F10 helix = correct -1 (-1), F12 medora -1 (0)
+    assert template_tone(hospital) == -2
+    assert template_tone(_facts(hospital, F10={"polarity": 1})) == 0
+    assert template_tone(_facts(hospital, F10={"polarity": 1}, F07={"polarity": -1}, F03={"about": "helix"})) == 3
+    assert template_tone(_facts(hospital, F02={"polarity": -1})) == -2          # relevant facts do not count
