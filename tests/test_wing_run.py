@@ -1129,3 +1129,47 @@ def test_a_burst_is_twenty_or_more_calls_at_most_120_s_apart_over_a_positive_spa
     assert measured_rate(_Timeline([5.0] * 25), "p", "m") is None                         # no time span
     late = [0.0] * 5 + [500.0 + i for i in range(20)]           # the latest burst: the last 20 calls, 1 s apart
     assert measured_rate(_Timeline(late), "p", "m")[0] == 1.0
+
+
+class _RecordingBackend(SimpleNamespace):
+    def record(self):
+        return {"request_fields": {"temperature": 0, "api_key": "sk-secret123456"}, "served_model": "m-2025"}
+
+
+def test_the_run_header_names_the_backend_its_tokenizer_and_version_and_redacts_the_backends_record():
+    from crossprofile_lib import __version__
+    from crossprofile_lib.run.results import run_header
+    h = run_header(RunConfig(policies=["R1"], **SMALL), ReferenceDecider())
+    assert h["git_commit"] and isinstance(h["git_commit"], str)
+    assert {k: v for k, v in h.items() if k not in ("config", "git_commit")} == {
+        "backend": "ledger", "model": "reference-decider(sp=0,irr=0,beta=inf)", "decision_mode": "ledger",
+        "tokenizer": "offline-bpe-approx-v1", "tokenizer_source": "given (--tokenizer) or the offline default",
+        "package_version": __version__}
+    assert h["config"]["policies"] == ("R1",) and h["config"]["seeds"] == (0,) and "protocol" not in h["config"]
+    b = _RecordingBackend(name="openai/m", model="m", decision_mode="generate", tokenizer=SimpleNamespace(name="tok"),
+                          tokenizer_source="src")
+    h = run_header(RunConfig(backend="openai/m", policies=["R1"], **SMALL), b)
+    assert {k: v for k, v in h.items() if k not in ("config", "git_commit")} == {
+        "backend": "openai/m", "model": "m", "decision_mode": "generate", "tokenizer": "tok",
+        "tokenizer_source": "src", "package_version": __version__,
+        "request_fields": {"temperature": 0, "api_key": "***"}, "served_model": "m-2025"}
+
+
+def test_the_run_header_is_read_beside_the_results_file_and_must_be_a_json_object(tmp_path):
+    from crossprofile_lib.run.results import read_header
+    f = tmp_path / "run.json"
+    for arg in (tmp_path, tmp_path / "results.parquet"):
+        with pytest.raises(ResultsError) as e:
+            read_header(arg)
+        assert str(e.value) == f"{f}: no run header"
+    f.write_text("[1]")
+    with pytest.raises(ResultsError) as e:
+        read_header(tmp_path / "results.parquet")
+    assert str(e.value) == f"{f}: must be a JSON object (the run header), found a list"
+    f.write_text("{bad")
+    with pytest.raises(ResultsError) as e:
+        read_header(tmp_path)
+    assert str(e.value) == (f"{f}: field '<file>': json (syntax): not valid JSON: Expecting property name enclosed in "
+                            f"double quotes (line 1, column 2)")
+    f.write_text('{"rows": 3, "config": {}}')
+    assert read_header(tmp_path / "results.parquet") == {"rows": 3, "config": {}}
