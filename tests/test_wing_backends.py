@@ -2551,3 +2551,32 @@ def test_a_read_only_message_on_a_writable_file_system_is_not_called_a_read_only
     e = sqlite3.OperationalError("attempt to write a readonly database")
     assert cache_file_mod.environment_problem(e, tmp_path / "calls.sqlite").startswith("it or its folder is read-only")
     assert cache_file_mod.read_only_fs(tmp_path) is False
+
+
+# ChatTemplate: its sha, the tojson filter, the prefill, add_generation_prompt, raise_exception
+
+def test_a_templates_sha_covers_its_source_and_special_tokens():
+    import hashlib
+    t = ChatTemplate("{{ bos_token }}x", "<s>", "</s>")
+    assert t.sha == hashlib.sha256("{{ bos_token }}x\0<s>\0</s>".encode()).hexdigest()[:16]
+    assert len({t.sha, ChatTemplate("{{ bos_token }}x", "<s>", "").sha, ChatTemplate("{{ bos_token }}x").sha}) == 3
+    assert (t.source, t.bos_token, t.eos_token, t.name) == ("{{ bos_token }}x", "<s>", "</s>", f"template:{t.sha}")
+
+
+def test_a_template_renders_json_without_escaping_and_asks_for_the_generation_prompt():
+    t = ChatTemplate("{% for m in messages %}{{ m | tojson }}{% endfor %}|{{ add_generation_prompt }}|"
+                     "{{ eos_token }}", eos_token="</s>")
+    msg = {"role": "user", "content": "Quelle décision ?"}
+    assert t.render([msg]) == '{"role": "user", "content": "Quelle décision ?"}|True|</s>'
+    # the last message, when the assistant's, is the prefill: appended after the rendered prompt, not rendered
+    assert t.render([msg, {"role": "assistant", "content": "Decision:"}]) == \
+        '{"role": "user", "content": "Quelle décision ?"}|True|</s>Decision:'
+    assert t.render([{"role": "assistant", "content": "A"}, msg]) == \
+        '{"role": "assistant", "content": "A"}{"role": "user", "content": "Quelle décision ?"}|True|</s>'
+
+
+def test_a_templates_raise_exception_is_a_value_error_naming_the_chat_template():
+    t = ChatTemplate("{{ raise_exception('no system role') }}")
+    with pytest.raises(ValueError) as e:
+        t.render([USER])
+    assert str(e.value) == "chat template: no system role"
