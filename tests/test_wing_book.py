@@ -1299,3 +1299,22 @@ def test_social_proof_fit_passes_recorded_data_else_the_rebuild_and_the_runs_boo
     withcfg = Run(Path("runs/x"), pd.DataFrame({"backend": ["ledger"]}), {"backend": "ledger",
                                                                           "config": {"templates": ["tA", "tB"]}})
     assert tables.social_proof_fit(withcfg, 7)["rebuild"]["templates"] == ["/root/tA", "/root/tB"]
+
+
+def test_label_effect_rows_by_hand_cells_then_all_variants_then_pooled(monkeypatch):
+    calls = []
+
+    def label_effects(df, boot):
+        calls.append((list(df["cell"]), boot))
+        return pd.DataFrame({"cell": list(dict.fromkeys(df["cell"])) + ["all"], "effect": range(len(set(df["cell"])) + 1)})
+    monkeypatch.setattr(tables, "label_effects", label_effects)
+    df = pd.DataFrame({"cell": ["classic", "other", "mirror"], "pooled_cell": ["mirror", "classic", "x"]})
+    r = Run(Path("runs/x"), df.assign(backend="ledger"), {"backend": "ledger"})
+    t = tables.label_effect_rows(r, "BOOT")
+    assert calls == [(["classic", "other", "mirror"], "BOOT"), (["mirror", "classic", "x"], "BOOT")]
+    assert t.to_dict("list") == {"cell": ["classic (PSP)", "mirror (SPS)", "all variants", "pooled mirror (SP*)",
+                                          "pooled classic (PS*)"], "effect": [0, 2, 3, 0, 1]}
+    assert tables.label_effect_rows(r, "BOOT", pooled=False)["cell"].tolist() == ["classic (PSP)", "mirror (SPS)",
+                                                                                  "all variants"]
+    monkeypatch.setattr(tables, "label_effects", lambda df, boot: pd.DataFrame())
+    assert tables.label_effect_rows(r, "BOOT").empty
