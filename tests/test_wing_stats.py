@@ -1175,3 +1175,44 @@ def test_unique_rows_match_numpys_unique_rows_and_canonical_patterns_ignore_the_
     assert np.array_equal(canonical(Xs, ch), canonical(Xs[:, perm], inv_perm[ch]))
     neg = np.array([[[-2, 0, 0, 0], [1, -1, 0, 0], [1, -2, 0, 0]]], dtype=float)
     assert canonical(neg, np.array([0])).tolist() == [[-2, 0, 0, 0, 1, -2, 0, 0, 1, -1, 0, 0]]
+
+
+def test_the_social_proof_fit_reports_its_likelihood_resample_count_and_a_deterministic_decider_without_intervals():
+    from crossprofile_lib.stats.socialproof import ChoiceData, fit_social_proof
+    data, _ = _pattern_choices()
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 7, np.random.default_rng(1))
+    r = fit_social_proof(data, boot, None)
+    t = r["table"]
+    assert list(t.columns) == ["parameter", "estimate", "lo", "hi", "p", "at_bound", "resamples_at_bound"]
+    assert t["parameter"].tolist() == ["social_proof", "irrelevant_weight", "inverse_temperature"]
+    assert r["resamples"] == 7 and r["refit_resamples"] == 0 and r["note"] == "" and r["deterministic"] is False
+    est = t["estimate"].to_numpy()
+    assert r["log_likelihood"] == pytest.approx(_ll_oracle(est, _chosen_first(data), np.ones(len(data))), rel=1e-9)
+    assert np.isnan(t["p"].iloc[2]) and t["p"].iloc[:2].notna().all() and (t["lo"] <= t["hi"]).all()
+    assert t["at_bound"].tolist() == [False, False, False] and t["resamples_at_bound"].tolist() == [0, 0, 0]
+    assert fit_social_proof(data, boot, 3)["resamples"] == 3 and fit_social_proof(data, boot, 0)["resamples"] == 1
+
+    # a decider that always takes the option with the highest own + 0.5 social score: beta runs to its bound
+    rng = np.random.default_rng(2)
+    X = rng.integers(-2, 3, size=(300, 3, 4)).astype(float)
+    score = X[..., 0] + 0.5 * X[..., 1]
+    srt = np.sort(score, axis=1)
+    keep = srt[:, -1] > srt[:, -2]
+    det = ChoiceData(X[keep], score[keep].argmax(axis=1), np.array([f"t{i % 4}" for i in range(int(keep.sum()))]),
+                     np.ones(int(keep.sum())))
+    d = fit_social_proof(det, TemplateBootstrap.draw(sorted(set(det.template)), 5, np.random.default_rng(0)), 5)
+    assert d["deterministic"] is True and d["resamples"] == 0 and d["refit_resamples"] == 0
+    assert d["table"]["lo"].isna().all() and d["table"]["p"].isna().all()
+    assert d["table"]["estimate"].iloc[2] >= 10 and d["table"]["resamples_at_bound"].tolist() == [0, 0, 0]
+    assert d["note"] == ("inverse temperature >= 10: the decisions are (almost) deterministic in the features; s and w "
+                         "are only bounded by them, not point-identified, so no bootstrap intervals are given")
+    empty = fit_social_proof(ChoiceData(X[:0], np.zeros(0, int), np.array([], dtype=str), np.ones(0)), boot, 5)
+    assert set(empty) == {"table", "n_decisions", "resamples", "deterministic", "note"}
+    assert empty["table"].empty and empty["n_decisions"] == 0 and empty["note"] == "no decisions to fit"
+
+
+def _chosen_first(data):
+    """Each decision's features with the chosen option moved first (the others' order does not matter)."""
+    X, c = data.X, data.choice
+    rows = np.arange(len(c))
+    return np.stack([X[rows, c]] + [X[rows, (c + j) % X.shape[1]] for j in range(1, X.shape[1])], axis=1)
