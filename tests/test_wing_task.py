@@ -1326,3 +1326,19 @@ def test_template_tone_sums_irrelevant_polarities_for_the_correct_option_minus_t
     assert template_tone(_facts(hospital, F10={"polarity": 1})) == 0
     assert template_tone(_facts(hospital, F10={"polarity": 1}, F07={"polarity": -1}, F03={"about": "helix"})) == 3
     assert template_tone(_facts(hospital, F02={"polarity": -1})) == -2          # relevant facts do not count
+
+
+@pytest.mark.parametrize("value, detail", [
+    (True, "polarity must be the integer -1 or 1, not bool 'True'"),
+    (1.0, "polarity must be the integer -1 or 1, not float '1.0'"),
+    ("1", "polarity must be the integer -1 or 1, not str '1'"),
+    (12345678901234567890123.5, "polarity must be the integer -1 or 1, not float '1.2345678901234568e+'"),  # 20 chars
+])
+def test_a_polarity_that_is_not_an_integer_is_refused_naming_its_type(tmp_path, value, detail):
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data["facts"][0]["polarity"] = value
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(p)
+    assert (ei.value.field, ei.value.rule, ei.value.detail) == ("facts[0].polarity", "schema (strict type)", detail)
