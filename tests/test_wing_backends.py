@@ -2580,3 +2580,33 @@ def test_a_templates_raise_exception_is_a_value_error_naming_the_chat_template()
     with pytest.raises(ValueError) as e:
         t.render([USER])
     assert str(e.value) == "chat template: no system role"
+
+
+# ChatTemplate.from_spec: every spec it refuses, word for word
+
+def test_every_chat_template_spec_that_cannot_be_used_is_refused_naming_it_and_why(tmp_path):
+    (tmp_path / "bad.jinja").write_text("{% for m in messages %}")
+    (tmp_path / "boom.jinja").write_text("{{ messages[5].content }}")
+    (tmp_path / "x.gguf").write_bytes(b"NOPE" + bytes(20))
+    (tmp_path / "f.txt").write_text("plain {{ messages[0]['content'] }}")
+    cases = {
+        str(tmp_path / "nothing.jinja"): "not chatml, gguf:PATH, hf:FOLDER or an existing file",
+        f"hf:{tmp_path / 'nofolder'}": f"'{tmp_path / 'nofolder'}' is not a folder (hf:FOLDER names the folder holding "
+                                       f"tokenizer_config.json)",
+        f"hf:{tmp_path / 'f.txt'}": f"'{tmp_path / 'f.txt'}' is not a folder (hf:FOLDER names the folder holding "
+                                    f"tokenizer_config.json)",
+        f"gguf:{tmp_path / 'x.gguf'}": "not a GGUF file (its first bytes are not 'GGUF')",
+        str(tmp_path / "bad.jinja"): "not a valid Jinja template (line 1: Unexpected end of template. Jinja was looking "
+                                     "for the following tags: 'endfor' or 'else'. The innermost block that needs to be "
+                                     "closed is 'for'.)",
+        str(tmp_path / "boom.jinja"): "cannot render a user message (UndefinedError: list object has no element 5)",
+        str(tmp_path): "is a folder, not a file",
+    }
+    for spec, why in cases.items():
+        with pytest.raises(ValueError) as e:
+            ChatTemplate.from_spec(spec)
+        assert str(e.value) == f"chat_template '{spec}': {why}"
+    t = ChatTemplate.from_spec(str(tmp_path / "f.txt"))
+    assert (t.name, t.bos_token, t.eos_token, t.render([USER])) == ("f.txt", "", "", "plain Which option? Decision: ?")
+    c = ChatTemplate.from_spec("chatml")
+    assert (c.name, c.bos_token, c.eos_token) == ("chatml", "", "<|im_end|>")
