@@ -1342,3 +1342,23 @@ def test_a_polarity_that_is_not_an_integer_is_refused_naming_its_type(tmp_path, 
     with pytest.raises(TemplateError) as ei:
         load_template(p)
     assert (ei.value.field, ei.value.rule, ei.value.detail) == ("facts[0].polarity", "schema (strict type)", detail)
+
+
+@pytest.mark.parametrize("text, folded", [
+    ("\ufb01nest", "finest"),                        # a ligature: NFKC
+    ("\uff22\uff45\uff53\uff54", "Best"),            # full-width letters, case kept
+    ("caf\u00e9", "cafe"),                           # a precomposed accent
+    ("na\u0308ive", "naive"),                        # a combining one
+    ("b\u0435st", "best"),                           # a Cyrillic look-alike
+    ("\u0391cme BEST", "Acme BEST"),                 # a Greek capital alpha
+    ("x\u00b2 \u2460", "x2 1"),                      # super-script and circled digits
+    ("Zo\u00eb\u200d", "Zoe"),                       # a zero-width joiner (Cf)
+])
+def test_fold_reads_text_as_a_reader_sees_it(text, folded):
+    assert hints.fold(text) == folded
+
+
+@pytest.mark.parametrize("text", ["This is the \ufb01nest b\u0435st offer", "A \uff22\uff45\uff53\uff54 buy"])
+def test_a_hint_behind_compatibility_characters_is_found_as_disguised(fresh_hint_caches, text):
+    h = hints.find_hint(text)
+    assert h == hints.Hint("best", "best", True)
