@@ -1318,3 +1318,15 @@ def test_label_effect_rows_by_hand_cells_then_all_variants_then_pooled(monkeypat
                                                                                   "all variants"]
     monkeypatch.setattr(tables, "label_effects", lambda df, boot: pd.DataFrame())
     assert tables.label_effect_rows(r, "BOOT").empty
+
+
+def test_central_cells_per_shown_run_its_correct_rows_without_pooled_cells_at_its_budget(monkeypatch):
+    import crossprofile_lib.book.headline as h
+    ref, sp = run(), run(label_model="reference, social proof")
+    sp.tag = "sp"
+    ref.boot, sp.boot = "B0", "B1"
+    monkeypatch.setattr(h, "cell_rows", lambda r, boot, outs, pooled: f"ROWS[{r.label}|{boot}|{outs}|{pooled}]")
+    ch = SimpleNamespace(shown=[ref, sp], at=lambda r, t: f"AT[{r.label}]{t}" if isinstance(r, Run) else pytest.fail("run"))
+    assert h.central_cells(ch) == {
+        ref.label: f"AT[{ref.label}]ROWS[{ref.label}|B0|['correct']|False]",
+        sp.label: f"AT[{sp.label}]ROWS[{sp.label}|B1|['correct']|False]"}
