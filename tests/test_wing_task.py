@@ -1362,3 +1362,17 @@ def test_fold_reads_text_as_a_reader_sees_it(text, folded):
 def test_a_hint_behind_compatibility_characters_is_found_as_disguised(fresh_hint_caches, text):
     h = hints.find_hint(text)
     assert h == hints.Hint("best", "best", True)
+
+
+@pytest.mark.parametrize("rate, shown", [(-0.1, "-0.1"), (1.5, "1.5"), (float("nan"), "nan"), (1.0000001, "1.0000001")])
+def test_an_opinion_rate_outside_0_to_1_is_refused_saying_what_it_is(rate, shown):
+    from crossprofile_lib.task.messy import check_opinion_rate
+    with pytest.raises(ValueError) as ei:
+        check_opinion_rate(rate)
+    assert str(ei.value) == (f"opinion rate {shown} is not in [0, 1] (the share of fact lines followed by a "
+                             f"fact-less line)")
+
+
+def test_an_opinion_rate_from_0_to_1_inclusive_is_taken_as_a_float():
+    from crossprofile_lib.task.messy import check_opinion_rate
+    assert [repr(check_opinion_rate(v)) for v in (0, 1, "0.3", 0.25)] == ["0.0", "1.0", "0.3", "0.25"]
