@@ -1173,3 +1173,30 @@ def test_the_run_header_is_read_beside_the_results_file_and_must_be_a_json_objec
                             f"double quotes (line 1, column 2)")
     f.write_text('{"rows": 3, "config": {}}')
     assert read_header(tmp_path / "results.parquet") == {"rows": 3, "config": {}}
+
+
+class _Draws:
+    """A generator stand-in: random(n) gives the next of the given draws, which must have length n."""
+
+    def __init__(self, *draws):
+        self.draws = list(draws)
+
+    def random(self, n):
+        d = self.draws.pop(0)
+        assert len(d) == n
+        return np.array(d)
+
+
+def test_the_noisy_filter_keeps_relevant_claims_below_recall_and_lets_others_in_below_q():
+    # truth {1, 3, 5} of 8: kept where the draw < 0.8; q = 3 * 0.8 * (1 - 0.5) / (0.5 * 5 others) = 0.48
+    got = rf.noisy_filter(frozenset({5, 1, 3}), 8, 0.5, 0.8, _Draws([0.1, 0.85, 0.79], [0.47, 0.49, 0.9, 0.0, 0.5]))
+    assert got == frozenset({1, 5, 0, 6})
+    # q = 1 * 1.0 * 0.9 / (0.1 * 2) = 4.5, capped at 1: every other claim is let in
+    assert rf.noisy_filter(frozenset({0}), 3, 0.1, 1.0, _Draws([0.999], [0.999, 0.5])) == frozenset({0, 1, 2})
+    # precision 1: q = 0, nothing else is let in; no other claims: q is 0 and no draw is spent on them
+    assert rf.noisy_filter(frozenset({2}), 4, 1.0, 0.0, _Draws([0.0], [0.0, 0.0, 0.0])) == frozenset()
+    assert rf.noisy_filter(frozenset({0, 1}), 2, 0.5, 0.5, _Draws([0.2, 0.7], [])) == frozenset({0})
+    for p, r in ((0.0, 0.5), (1.01, 0.5), (0.5, -0.1), (0.5, 1.01)):
+        with pytest.raises(ValueError) as e:
+            rf.noisy_filter(frozenset({0}), 3, p, r, _Draws())
+        assert str(e.value) == "precision must be in (0, 1] and recall in [0, 1]"
