@@ -748,6 +748,16 @@ def test_an_atomic_text_file_is_utf8_whatever_the_locale(tmp_path):
     import os
     import subprocess
     import sys
+
+    from crossprofile_lib.safety import redact
+    from crossprofile_lib.safety.outputs import write_text_atomic
+    here = tmp_path / "here.txt"
+    redact.register_secret("zq9wv8kk")
+    try:
+        write_text_atomic(here, "caf\u00e9 key zq9wv8kk")
+    finally:
+        redact._REGISTERED.discard("zq9wv8kk")
+    assert here.read_bytes() == f"caf\u00e9 key {MASK}".encode() and os.listdir(tmp_path) == ["here.txt"]
     dest = tmp_path / "out.txt"
     env = dict(os.environ, LC_ALL="POSIX", LANG="POSIX", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
     code = ("import sys; from crossprofile_lib.safety.outputs import write_text_atomic; "
@@ -906,3 +916,24 @@ def test_the_write_probe_is_a_hidden_file_in_the_folder_itself_and_is_removed(tm
     assert os.path.basename(removed[0]).startswith(".write-probe.") and os.listdir(tmp_path) == []
     with pytest.raises(FileNotFoundError):
         _probe(tmp_path / "missing")
+
+
+def test_the_umask_is_read_from_proc_without_setting_it_and_else_set_to_022_for_an_instant(monkeypatch):
+    """Read from /proc/self/status no thread sees the umask change; only where /proc cannot be read is it set
+    (to 022, then straight back)."""
+    import os
+
+    from crossprofile_lib.safety import outputs
+    calls = []
+    real_umask = os.umask
+    monkeypatch.setattr(os, "umask", lambda m: (calls.append(m), real_umask(m))[1])
+    old = real_umask(0o027)
+    try:
+        assert outputs.current_umask() == 0o027 and calls == []
+
+        def gone(*a, **k):
+            raise FileNotFoundError(2, "No such file or directory")
+        monkeypatch.setattr(outputs, "open", gone, raising=False)
+        assert outputs.current_umask() == 0o027 and calls == [0o022, 0o027]
+    finally:
+        real_umask(old)
