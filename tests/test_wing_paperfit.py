@@ -857,3 +857,32 @@ def test_refit_many_fits_each_row_from_the_start_and_counts_the_unconverged(dev,
     real = Fitter.fit
     monkeypatch.setattr(fitmod.Fitter, "fit", lambda self, *a, **k: dict(real(self, *a, **k), success=False))
     assert F.refit_many(np.vstack([y, y, y]), used, t0)[2] == 3
+
+
+def test_sampling_map_reproduces_the_figures_from_atom_proportions(dev):
+    """Oracle: the figures built from the atoms' mean proportions through L are the figure matrix's predictions at
+    any theta (an aliased term predicts as the term it is aliased to); the atoms partition the rows in any term
+    (each pattern count row sums to its atom's size); n_term is the first term's row count."""
+    from crossprofile_lib.paperfit.fit import term_masks
+    dec, design, fm, F, S = dev
+    assert S.refs == tuple(f.ref for f in dec)
+    est = fm.estimable
+    for th in ([0.4, -0.3, 3.0], [1.5, 0.8, 0.7], [0.0, 0.0, 10.0]):
+        p = design.probability(np.array(th))
+        pc, pd_ = S.proportions(p)
+        assert np.allclose(S.figures(pc, pd_)[est], fm.predict(p)[est], rtol=1e-9, atol=1e-9)
+    masks = term_masks(design, dec)
+    inany = np.any([m for _, _, m, *_ in masks], axis=0)
+    # (an aliased term's own rows are left out: it takes its alias's rows)
+    assert 0 < S.n.sum() <= inany.sum() and S.n_atoms == len(S.n) and (S.n >= 1).all()
+    assert np.allclose(np.asarray(S.Pc.sum(axis=1)).ravel(), S.n)
+    assert np.allclose(np.asarray(S.Pd.sum(axis=1)).ravel(), S.n)
+    first = {i: m.sum() for i, k, m, *_ in masks if k == 0}
+    for i, f in enumerate(dec):
+        if first[i] > 0:
+            assert S.n_term[i] == first[i], f.ref
+        else:
+            assert np.isnan(S.n_term[i])
+    assert S.aliases and all(" predicts as " in a and a.endswith("(same choice patterns in every template)")
+                             for a in S.aliases)
+    assert "classic-labels/ALL unlabeled - ALL term 0" in " ".join(S.aliases)
