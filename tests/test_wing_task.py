@@ -1376,3 +1376,19 @@ def test_an_opinion_rate_outside_0_to_1_is_refused_saying_what_it_is(rate, shown
 def test_an_opinion_rate_from_0_to_1_inclusive_is_taken_as_a_float():
     from crossprofile_lib.task.messy import check_opinion_rate
     assert [repr(check_opinion_rate(v)) for v in (0, 1, "0.3", 0.25)] == ["0.0", "1.0", "0.3", "0.25"]
+
+
+def test_a_tokenize_request_keeps_the_query_reuses_its_connection_and_names_an_error_status(tokenize_server):
+    from crossprofile_lib.task.tokenizer import HTTPStatusError
+    srv, url = tokenize_server(lambda path, body: (200, {"tokens": [1, 2]}) if path.startswith("/tokenize")
+                               else (404, {}))
+    root = url.removesuffix("/v1")
+    t = ServerTokenizer(url, "m-q", "vllm", retries=0, retry_wait=0)
+    assert t._post({"prompt": "x"}, f"{root}/tokenize?lang=en") == {"tokens": [1, 2]}
+    assert srv.seen[-1][0] == "/tokenize?lang=en"
+    assert t.count("one") == 2
+    conn = t._conns[t.url]
+    assert t.count("two") == 2 and t._conns[t.url] is conn            # one keep-alive connection per URL
+    with pytest.raises(HTTPStatusError) as ei:
+        t._post({"prompt": "x"}, f"{root}/other")
+    assert ei.value.status == 404 and str(ei.value) == "HTTP 404"
