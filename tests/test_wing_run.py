@@ -1200,3 +1200,16 @@ def test_the_noisy_filter_keeps_relevant_claims_below_recall_and_lets_others_in_
         with pytest.raises(ValueError) as e:
             rf.noisy_filter(frozenset({0}), 3, p, r, _Draws())
         assert str(e.value) == "precision must be in (0, 1] and recall in [0, 1]"
+
+
+def test_results_are_written_as_parquet_without_the_index_and_run_json_sorted_indented_and_ending_in_a_newline(
+        ledger_rows, tmp_path):
+    df, _ = ledger_rows
+    part = df[df.policy == "ALL"]                                   # index 2, 6, 10, ...: not a range
+    out = tmp_path / "a" / "b"
+    path = write_results(part, out, {"z": 1, "a": [1, 2], "p": Path("x/y")})
+    assert path == out / "results.parquet"
+    back = pd.read_parquet(path)
+    assert list(back.columns) == list(part.columns) and back.index.tolist() == list(range(10))
+    pd.testing.assert_frame_equal(back, part.reset_index(drop=True), check_dtype=False)
+    assert (out / "run.json").read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "p": "x/y",\n  "z": 1\n}\n'
