@@ -1216,3 +1216,15 @@ def _chosen_first(data):
     X, c = data.X, data.choice
     rows = np.arange(len(c))
     return np.stack([X[rows, c]] + [X[rows, (c + j) % X.shape[1]] for j in range(1, X.shape[1])], axis=1)
+
+
+def test_an_ml_fit_refused_for_too_few_templates_names_its_quadrature_points_and_has_no_likelihood_ratio():
+    from crossprofile_lib.stats.netlead import ml_logit
+    r = ml_logit(_synthetic(T=4), "B4", n_points=7)
+    assert r["method"] == "ML random intercept per template, adaptive Gauss-Hermite (7 points) (not fitted)"
+    assert r["error"] == ("not fitted: 4 template(s); this fit needs at least 5 "
+                          "(see crossprofile_lib/stats/netlead.py)")
+    assert r["lr"] is None and r["reference_policy"] == "B4" and r["n"] == 240 and r["n_templates"] == 4
+    assert r["formula"] == "y ~ net_lead + irrelevant_tone + C(policy, Treatment('B4'))"
+    assert ml_logit(_synthetic(T=4))["method"].startswith("ML random intercept per template, adaptive Gauss-Hermite "
+                                                           "(15 points)")
