@@ -2342,13 +2342,13 @@ def test_a_retried_call_reports_its_retries_and_the_url_that_answered(server, tm
 # LLMBackend.chat: the batch sent once per distinct call, what is counted, what the bar says
 
 class _Moody(_Echo):
-    """_Echo, but ``retry ...`` prompts took two retries and ``fail ...`` ones failed."""
+    """_Echo, but ``retry ...`` prompts took two retries and those holding ``fail`` failed."""
 
     def _complete(self, requests, on_done):
         self.batches.append([r.messages[0]["content"] for r in requests])
         for j, r in enumerate(requests):
             text = r.messages[0]["content"]
-            on_done(j, ChatResult(text="", error="HTTP 500") if text.startswith("fail") else
+            on_done(j, ChatResult(text="", error="HTTP 500") if "fail" in text else
                     ChatResult(text=text, retries=2 if text.startswith("retry") else 0))
 
 
@@ -2610,3 +2610,60 @@ def test_every_chat_template_spec_that_cannot_be_used_is_refused_naming_it_and_w
     assert (t.name, t.bos_token, t.eos_token, t.render([USER])) == ("f.txt", "", "", "plain Which option? Decision: ?")
     c = ChatTemplate.from_spec("chatml")
     assert (c.name, c.bos_token, c.eos_token) == ("chatml", "", "<|im_end|>")
+
+
+# LLMBackend.relevance and stances: the answer read, an invalid or failed one counted and empty
+
+class _Claims:
+    def __init__(self, n):
+        self.claims = tuple(f"claim {i}" for i in range(n))
+
+    def __len__(self):
+        return len(self.claims)
+
+
+def test_a_relevance_answer_is_read_and_a_bad_or_failed_one_is_empty_and_marked(tmp_path):
+    b = _Moody("m", cache=tmp_path / "c")
+    got = b.relevance('{"relevant": [3, 1]}', _Claims(3))
+    assert (set(got), got.error, got.invalid) == ({0, 2}, "", False)
+    bad = b.relevance("no list here", _Claims(3))
+    assert (set(bad), bad.error, bad.invalid, b.stats["relevance_invalid"]) == (set(), "", True, 1)
+    failed = b.relevance("fail", _Claims(3))  # the call itself failed: an error, not an invalid answer
+    assert (set(failed), failed.error, failed.invalid, b.stats["relevance_invalid"]) == (set(), "HTTP 500", False, 1)
+
+
+def test_a_stance_answer_is_read_and_a_bad_or_failed_one_is_none_per_claim_and_counted(tmp_path, monkeypatch):
+    import crossprofile_lib.backends.llm as llm_mod
+    monkeypatch.setattr(llm_mod, "option_order", lambda task: ("helix", "corvane", "medora"))
+    b = _Moody("m", cache=tmp_path / "c")
+    answer = '{"stances": [{"n": 2, "option": "C", "direction": "for", "criterion": true}]}'
+    got = b.stances(answer, _Claims(2))
+    assert _flat(got) == (None, ("medora", 1, True)) and b.stats["stance_invalid"] == 0
+    assert b.stances("no JSON", _Claims(2)) == (None, None) and b.stats["stance_invalid"] == 1
+    assert b.stances("fail " + answer, _Claims(3)) == (None, None, None) and b.stats["stance_invalid"] == 2
+
+
+def test_a_cache_file_with_another_schema_is_named_with_what_it_lacks(tmp_path):
+    f = tmp_path / "other.sqlite"
+    db = sqlite3.connect(f)
+    db.execute("CREATE TABLE notes (x TEXT)")
+    db.commit()
+    db.close()
+    assert cache_file_mod.open_problem(f) == "no 'calls' table (tables: notes); not a call cache, or its table was dropped"
+    db = sqlite3.connect(f)
+    db.execute("DROP TABLE notes")
+    db.execute("CREATE TABLE calls (key TEXT, text TEXT, meta TEXT)")
+    db.commit()
+    db.close()
+    assert cache_file_mod.open_problem(f) == (
+        "wrong schema: table 'calls' lacks column(s) created, provider, model, base_url, decision_mode, purpose, "
+        "prompt_file, prompt_sha, parsed, retries, prompt_tokens, completion_tokens, latency_s, choice_logprobs")
+    empty = tmp_path / "bare.sqlite"
+    db = sqlite3.connect(empty)
+    db.execute("PRAGMA user_version = 1")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("DROP TABLE t")
+    db.commit()
+    db.close()
+    assert cache_file_mod.open_problem(empty) == \
+        "no 'calls' table (tables: none); not a call cache, or its table was dropped"
