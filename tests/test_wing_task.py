@@ -1392,3 +1392,28 @@ def test_a_tokenize_request_keeps_the_query_reuses_its_connection_and_names_an_e
     with pytest.raises(HTTPStatusError) as ei:
         t._post({"prompt": "x"}, f"{root}/other")
     assert ei.value.status == 404 and str(ei.value) == "HTTP 404"
+
+
+def test_a_count_is_retried_on_the_next_url_but_an_error_status_is_not_retried(tokenize_server):
+    busy, u1 = tokenize_server(lambda path, body: (500, {}))
+    ok, u2 = tokenize_server(lambda path, body: (200, {"tokens": [0] * 5}))
+    t = ServerTokenizer([u1, u2], "m-retry", "vllm", retries=1, retry_wait=0)
+    t.offset = 2
+    assert t.count("x") == 3 and (len(busy.seen), len(ok.seen)) == (1, 1)       # 5 less the offset
+    t.offset = 9
+    assert t.count("y") == 0                                                      # never below 0
+    gone, u3 = tokenize_server(lambda path, body: (404, {}))
+    t = ServerTokenizer(u3, "m-404", "vllm", retries=3, retry_wait=0)
+    with pytest.raises(TokenizerUnavailable) as ei:
+        t.count("z")
+    assert len(gone.seen) == 1
+    assert str(ei.value) == (
+        f"tokenizer server:vllm:m-404: the server's tokenize endpoint {u3.removesuffix('/v1')}/tokenize stopped "
+        f"answering after 4 attempts (HTTPStatusError: HTTP 404) and the call cache holds no count for this text; "
+        f"budgets cannot be priced with a different tokenizer mid-run: rerun when the server is back (finished calls "
+        f"and counts are kept), or pass --tokenizer qwen2.5, llama-3.1, PATH/tokenizer.json or gguf:PATH")
+    odd, u4 = tokenize_server(lambda path, body: (200, {"ids": []}))
+    t = ServerTokenizer(u4, "m-odd2", "vllm", retries=2, retry_wait=0)
+    with pytest.raises(TokenizerUnavailable, match=r"after 3 attempts \(ValueError: answer has neither"):
+        t.count("w")
+    assert len(odd.seen) == 3                                                     # an odd answer is retried
