@@ -1228,3 +1228,36 @@ def test_an_ml_fit_refused_for_too_few_templates_names_its_quadrature_points_and
     assert r["formula"] == "y ~ net_lead + irrelevant_tone + C(policy, Treatment('B4'))"
     assert ml_logit(_synthetic(T=4))["method"].startswith("ML random intercept per template, adaptive Gauss-Hermite "
                                                            "(15 points)")
+
+
+# --- issue 55, fresh sample 58: preregistered contrasts evaluated whole -------------------------------------------------
+
+def test_contrasts_are_estimated_tested_and_corrected_per_family_with_unestimable_ones_left_out():
+    from crossprofile_lib.stats.contrasts import evaluate_contrasts
+    df = pd.DataFrame(dict(template_id=["a", "a", "b", "b"], policy=["R1", "B4", "R1", "B4"],
+                           correct=[True, False, True, True]))
+    r1, b4 = {"policy": "R1"}, {"policy": "B4"}
+    pre = parse_prereg({"families": {"main": None, "side": {"correction": "none", "alpha": 0.6}}, "contrasts": [
+        {"id": "c1", "title": "R1 - B4", "family": "main", "terms": [{"weight": 1, "where": r1},
+                                                                   {"weight": -1, "where": b4}]},
+        {"id": "c2", "family": "main", "scale": 1, "test_value": -1, "terms": [{"weight": 1, "where": b4}]},
+        {"id": "c3", "family": "side", "paper": {"m": 2.0}, "terms": [{"weight": 1, "where": r1}]},
+        {"id": "c4", "terms": [{"weight": 1, "where": {"policy": "M1"}}]}]}, "p.yaml")
+    out = evaluate_contrasts(df, pre, _boot())
+    assert list(out.columns) == ["id", "title", "family", "outcome", "n_rows", "estimable", "reason", "paper",
+                                 "estimate", "lo", "hi", "p", "n_undefined", "p_adjusted", "reject", "correction",
+                                 "alpha"]
+    # c1: R1 100 - B4 50; resamples (a, b) 50, (a, a) 100 - 0, (b, b) 100 - 100: [2.5, 97.5]; one resample at 0:
+    # p = 2 (1 + 1) / 4 = 1. c2: B4 0.5 (scale 1), resamples 0.5, 0, 1; none <= -1: p = 2 / 4. Holm over (1, 0.5):
+    # 0.5 * 2 = 1, then 1. c3: R1 100 in every resample, p = 0.5, uncorrected at alpha 0.6: rejected.
+    assert _approx_rows(out.drop(columns=["paper"])) == [
+        ("c1", "R1 - B4", "main", "correct", 2, True, "", 50.0, 2.5, 97.5, 1.0, 0, 1.0, False, "holm", 0.05),
+        ("c2", "", "main", "correct", 2, True, "", 0.5, 0.025, 0.975, 0.5, 0, 1.0, False, "holm", 0.05),
+        ("c3", "", "side", "correct", 2, True, "", 100.0, 100.0, 100.0, 0.5, 0, 0.5, True, "none", 0.6),
+        ("c4", "", "", "correct", 0, False, "term 0: no rows with policy in ['M1'] (present: B4, R1)",
+         "nan", "nan", "nan", "nan", 3, "nan", False, "none", "nan")]
+    assert out["paper"].tolist() == [None, None, {"m": 2.0}, None] and out["reject"].dtype == bool
+    bad = parse_prereg({"contrasts": [{"id": "k", "outcome": "kept", "terms": [{"weight": 1}]}]}, "q.yaml")
+    with pytest.raises(PreregError) as e:
+        evaluate_contrasts(df, bad, _boot())
+    assert str(e.value) == "q.yaml: field 'contrasts[0].outcome': column: the results table has no column 'kept'"
