@@ -1213,3 +1213,22 @@ def test_results_are_written_as_parquet_without_the_index_and_run_json_sorted_in
     assert list(back.columns) == list(part.columns) and back.index.tolist() == list(range(10))
     pd.testing.assert_frame_equal(back, part.reset_index(drop=True), check_dtype=False)
     assert (out / "run.json").read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "p": "x/y",\n  "z": 1\n}\n'
+
+
+def _filter_rows(reply):
+    cfg = RunConfig(backend="scripted/s1", templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0],
+                    budgets=["0.6"], policies=["R1-rel", "R1"], variants=["PSP"])
+    df = run_grid(cfg, backend=Scripted(lambda r: reply if r.purpose == "relevance" else "Decision: A"))
+    return df.set_index("policy")
+
+
+def test_a_model_filters_failed_call_is_the_rows_error_and_its_answer_is_scored_against_the_roles():
+    df = _filter_rows(ChatResult("", error="HTTP 503: filter down"))
+    assert df.loc["R1-rel", "error"] == "HTTP 503: filter down" and df.loc["R1", "error"] == ""
+    assert (df.loc["R1-rel", "relevance_filter"], df.loc["R1", "relevance_filter"]) == ("model", "")
+    df = _filter_rows('{"relevant": [1, 2, 3]}')        # claims 1-3: two of the hospital's 5 + 3 relevant facts
+    r = df.loc["R1-rel"]
+    assert (r.error, bool(r.relevance_invalid), r.relevance_precision, r.relevance_recall) == ("", False, 2 / 3, 0.25)
+    assert np.isnan(df.loc["R1", "relevance_precision"]) and np.isnan(df.loc["R1", "relevance_recall"])
+    df = _filter_rows("no list here")
+    assert bool(df.loc["R1-rel", "relevance_invalid"]) and not bool(df.loc["R1", "relevance_invalid"])
