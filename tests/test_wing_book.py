@@ -1330,3 +1330,34 @@ def test_central_cells_per_shown_run_its_correct_rows_without_pooled_cells_at_it
     assert h.central_cells(ch) == {
         ref.label: f"AT[{ref.label}]ROWS[{ref.label}|B0|['correct']|False]",
         sp.label: f"AT[{sp.label}]ROWS[{sp.label}|B1|['correct']|False]"}
+
+
+def test_cell_gaps_prereg_document_per_present_policy(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(tables, "parse_prereg", lambda doc, name: seen.update(doc=doc, name=name) or "PRE")
+    monkeypatch.setattr(tables, "unit_column", lambda df: "UNIT")
+
+    def evaluate(df, pre, boot, template_col):
+        seen.update(pre=pre, boot=boot, col=template_col)
+        ids = [c["id"] for c in seen["doc"]["contrasts"]]
+        return pd.DataFrame({"id": ids, "estimate": [float(i + 1) for i in range(len(ids))]})
+    monkeypatch.setattr(tables, "evaluate_contrasts", evaluate)
+    r = Run(Path("runs/x"), pd.DataFrame({"policy": ["B4", "R1", "B4"], "backend": "ledger"}), {"backend": "ledger"})
+    res = tables.cell_gaps(r, "BOOT", ["R1", "NOPE", "B4"], budget="0.3")
+    assert seen["doc"] == {
+        "defaults": {"outcome": "correct", "scale": 100, "where": {"budget_label": ["0.3", "none"]}},
+        "contrasts": [
+            {"id": "R1|gap", "title": "R1: classic - mirror", "where": {"policy": "R1"},
+             "terms": [{"weight": 1, "where": {"cell": "classic"}}, {"weight": -1, "where": {"cell": "mirror"}}]},
+            {"id": "R1|mean", "title": "R1: mean over variants", "where": {"policy": "R1"},
+             "terms": [{"weight": 1, "where": {}}]},
+            {"id": "B4|gap", "title": "B4: classic - mirror", "where": {"policy": "B4"},
+             "terms": [{"weight": 1, "where": {"cell": "classic"}}, {"weight": -1, "where": {"cell": "mirror"}}]},
+            {"id": "B4|mean", "title": "B4: mean over variants", "where": {"policy": "B4"},
+             "terms": [{"weight": 1, "where": {}}]}]}
+    assert (seen["name"], seen["pre"], seen["boot"], seen["col"]) == ("<cell gaps>", "PRE", "BOOT", "UNIT")
+    assert res.to_dict("list") == {"id": ["R1|gap", "R1|mean", "B4|gap", "B4|mean"], "estimate": [1.0, 2.0, 3.0, 4.0],
+                                   "policy": ["R1", "R1", "B4", "B4"],
+                                   "quantity": ["classic - mirror (points)", "mean accuracy (%)"] * 2}
+    tables.cell_gaps(r, "BOOT", ["R1"])
+    assert seen["doc"]["defaults"]["where"] == {"budget_label": ["0.6", "none"]}    # the primary budget by default
