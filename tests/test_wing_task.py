@@ -1417,3 +1417,32 @@ def test_a_count_is_retried_on_the_next_url_but_an_error_status_is_not_retried(t
     with pytest.raises(TokenizerUnavailable, match=r"after 3 attempts \(ValueError: answer has neither"):
         t.count("w")
     assert len(odd.seen) == 3                                                     # an odd answer is retried
+
+
+SUP = "superlative over the option set"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Acme cut its price by 2.5 percent, the lowest of all.", hints.Comparison("lowest of all", SUP)),  # no cut at 2.5
+    ("Acme is the lowest bidder, and of the three, Bell is slow.",
+     hints.Comparison("lowest bidder, and of the three", SUP)),
+    ("Acme is the lowest bidder. Of the three, Bell is slow.", None),      # the sentences are apart
+    ("Acme is the lowest bidder; of the three, Bell is slow.", None),
+    ("Acme is the lowest bidder: of the three, Bell is slow.", None),
+    ("Acme is the lowest bidder! Of the three, Bell is slow.", None),
+    ("Acme is the lowest bidder? Of the three, Bell is slow.", None),
+    ("Acme runs the busiest junction in town.", None),
+    ("Acme is lower than last year's price.", None),
+    ("Acme serviced the pumps every other month.", None),
+    ("Acme had the highest score in the evaluation.", hints.Comparison("highest score in the evaluation", SUP)),
+    ("Acme had the highest score (by far) in the evaluation.", None),      # the clause ends at a bracket
+    ("Acme had the highest score, by far, in the evaluation.", None),      # or a comma
+    ("Acme was ranked first in the tender evaluation.",
+     hints.Comparison("ranked first in the tender", "ranking over the option set")),
+    ("Acme beat every other bidder on price.",
+     hints.Comparison("beat every other bidder", "comparison with the other options")),
+    ("Acme is cheaper than anyone else!", hints.Comparison("cheaper than anyone else", "comparison with the other options")),
+    ("Acme is as cheap as the rest.", hints.Comparison("as cheap as the rest", "comparison with the other options")),
+])
+def test_a_comparison_counts_only_within_its_sentence_or_clause(text, expected):
+    assert hints.find_comparison(text) == expected
