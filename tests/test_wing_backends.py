@@ -2667,3 +2667,66 @@ def test_a_cache_file_with_another_schema_is_named_with_what_it_lacks(tmp_path):
     db.close()
     assert cache_file_mod.open_problem(empty) == \
         "no 'calls' table (tables: none); not a call cache, or its table was dropped"
+
+
+# small rules: the prompt's sha, blank text, the cache folder, a model's basename, base URLs, decisions, choices
+
+def test_a_prompts_sha_is_of_its_contents_joined_by_blank_lines():
+    import hashlib
+
+    from crossprofile_lib.backends.cache import messages_sha
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Décide."}, {"role": "assistant"}]
+    assert messages_sha(msgs) == hashlib.sha256("Be brief.\n\nDécide.\n\n".encode("utf-8")).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("text, blank", [("", True), (None, True), (" \n\t", True), ("\u200b\ufeff\u200e", True),
+                                         (" a ", False), ("\u200bx", False), ("0", False)])
+def test_blank_text_shows_nothing_but_spaces_and_invisible_format_characters(text, blank):
+    from crossprofile_lib.backends.cache import is_blank
+    assert is_blank(text) is blank
+
+
+def test_a_cache_folder_inside_the_installed_package_is_refused(tmp_path):
+    from crossprofile_lib.backends.cache import cache_folder
+    pkg = Path(cache_mod.__file__).resolve().parents[1]
+    for inside in (pkg, pkg / "backends" / "cache"):
+        with pytest.raises(ValueError) as e:
+            cache_folder(inside)
+        assert str(e.value) == (f"cache folder {inside} is inside the installed package {pkg} (rule: set "
+                                f"CROSSPROFILE_CACHE to a folder outside the package)")
+    assert cache_folder(tmp_path / "c") == tmp_path / "c"
+
+
+@pytest.mark.parametrize("x, base", [("/models/Qwen2.5-7B", "Qwen2.5-7B"), ("org/model/", "model"), ("plain", "plain"),
+                                     ("", None), (None, None)])
+def test_a_models_basename_is_the_last_part_of_its_path(x, base):
+    from crossprofile_lib.backends.http_faults import _basename
+    assert _basename(x) == base
+
+
+@pytest.mark.parametrize("url, why", [
+    ("http://127.0.0.1:8000/v1", None), ("https://api.example/v1", None),
+    ("ftp://host/v1", "must start with http:// or https://"), ("127.0.0.1:8000", "must start with http:// or https://"),
+    ("http:///v1", "has no host name"), ("http://host:port/v1", "not a valid URL (Port could not be cast to integer "
+                                                                  "value as 'port')"),
+    ("http://[::1/v1", "not a valid URL (Invalid IPv6 URL)"),
+])
+def test_a_base_url_must_be_http_with_a_host_and_a_numeric_port(url, why):
+    from crossprofile_lib.backends.http_faults import base_url_problem
+    assert base_url_problem(url) == why
+
+
+@pytest.mark.parametrize("text, letter", [("Decision: A\nDecision: c", "C"), ("decision: b", "B"), ("Decision: D", None),
+                                          ("no decision", None), (None, None)])
+def test_the_decision_is_the_last_one_given_if_it_is_a_choice(text, letter):
+    from crossprofile_lib.backends.llm import parse_decision
+    assert parse_decision(text, ("A", "B", "C")) == letter
+
+
+def test_the_best_choice_is_the_likeliest_the_first_of_equals_and_none_without_any():
+    from crossprofile_lib.backends.llm import best_choice, choice_logprobs
+    assert best_choice({"A": -1.0, "B": -0.5, "C": -0.5}, ["A", "B", "C"]) == "B"
+    assert best_choice({"A": -1.0, "B": -0.5, "C": -0.5}, ["C", "B"]) == "C"
+    assert best_choice({"D": 0.0}, ["A", "B"]) is None and best_choice(None, ["A"]) is None
+    assert choice_logprobs({" A": -2.0, "A": -1.0, " B ": -3, "AB": 0.0}, ("A", "B")) == {"A": -1.0, "B": -3.0}
+    assert choice_logprobs({"A": -1.0, " A": -2.0}, ("A",)) == {"A": -1.0}
