@@ -1232,3 +1232,14 @@ def test_a_model_filters_failed_call_is_the_rows_error_and_its_answer_is_scored_
     assert np.isnan(df.loc["R1", "relevance_precision"]) and np.isnan(df.loc["R1", "relevance_recall"])
     df = _filter_rows("no list here")
     assert bool(df.loc["R1-rel", "relevance_invalid"]) and not bool(df.loc["R1", "relevance_invalid"])
+
+
+def test_a_fixed_budget_has_no_ratio_and_an_unbudgeted_policy_is_labelled_none_with_minus_one_tokens():
+    df = run_grid(RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0], budgets=["128t", "0.5"],
+                            variants=["PSP"], policies=["R1", "ALL", "EMPTY"]))
+    got = df[["policy", "budget_label", "budget_ratio", "budget_tokens", "memory_tokens", "n_kept",
+              "memory_kind"]].fillna(-9.0).values.tolist()
+    assert got == [["R1", "128t", -9.0, 128, 117, 5, "claims"],
+                   ["R1", "0.5", 0.5, 198, 191, 8, "claims"],              # 0.5 x T_all 396
+                   ["ALL", "none", -9.0, -1, 315, 12, "claims"],
+                   ["EMPTY", "none", -9.0, -1, 0, 0, "empty"]]
