@@ -998,3 +998,113 @@ def test_a_good_record_is_read_with_its_white_space_collapsed():
     assert parse_record(_record(name="DROP"), 0).name == ""
     ten = [f"Option {k}" for k in range(10)]                              # MAX_OPTIONS answers are allowed
     assert parse_record(_record(possible_answers=ten, correct_answer="option 9"), 0).correct_answer == "Option 9"
+
+
+# -- the controlled protocol's record, written out by hand (task 1, seed 1: options O2, O3, O1, speakers A1, A2, A3) --
+AMBER_S1 = "Amber Catering served the company's last two picnics without complaints."
+AMBER_S2 = "Amber Catering offers a ten percent discount for bookings made this month."
+CEDAR_S3 = "Cedar Kitchen is a new business that opened this year."
+
+
+def test_a_controlled_session_records_its_script_claims_memories_and_rows(tasks):
+    import hashlib
+
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.common import PolicyPlan, run_controlled_chunk
+    fake = ScriptedBackend(tasks)
+    plan = PolicyPlan.for_backend(["R1", "B4", "EMPTY"], fake, "controlled")
+    [rec] = run_controlled_chunk([(tasks[0], 1)], plan, ["0.3"], fake, {"run": "x"})
+    assert {k: rec[k] for k in ("protocol", "task_id", "seed", "ablation", "errors")} == dict(
+        protocol="controlled", task_id="1", seed=1, ablation="scripted", errors=0)
+    a = rec["artefacts"]
+    assert a["speaker_order"] == ["A1", "A2", "A3"]
+    # each speaker states the three shared facts and its hidden one, in a seeded order
+    assert [(u["speaker"], u["fact_id"]) for u in a["transcript"]] == [
+        ("A1", "S2"), ("A1", "H1"), ("A1", "S3"), ("A1", "S1"), ("A2", "S2"), ("A2", "S3"), ("A2", "S1"), ("A2", "H2"),
+        ("A3", "S2"), ("A3", "H3"), ("A3", "S1"), ("A3", "S3")]
+    assert a["transcript"][1] == dict(speaker="A1", text=AMBER_H, fact_id="H1")
+    everyone = ["A1", "A2", "A3"]
+    assert a["claims"] == [dict(text=AMBER_S2, speakers=everyone, fact_id="S2", first_mention=0),
+                           dict(text=AMBER_H, speakers=["A1"], fact_id="H1", first_mention=1),
+                           dict(text=CEDAR_S3, speakers=everyone, fact_id="S3", first_mention=2),
+                           dict(text=AMBER_S1, speakers=everyone, fact_id="S1", first_mention=3),
+                           dict(text=BIRCH_H, speakers=["A2"], fact_id="H2", first_mention=7),
+                           dict(text=CEDAR_H, speakers=["A3"], fact_id="H3", first_mention=9)]
+    r1_text = f"[A1] {AMBER_H}\n[A2] {BIRCH_H}"
+    b4_text = f"[A1,A2,A3] {AMBER_S2}\n[A1] {AMBER_H}"
+    # 48 tokens (0.3 of 160): R1 keeps two hidden facts, B4 the first-mentioned shared one and H1; A (Birch) is wrong
+    assert a["memories"] == [
+        dict(policy="R1", budget="0.3", text=r1_text, tokens=45, kept=["H1", "H2"], decision="A", raw="Decision: A",
+             error=""),
+        dict(policy="B4", budget="0.3", text=b4_text, tokens=46, kept=["S2", "H1"], decision="A", raw="Decision: A",
+             error=""),
+        dict(policy="EMPTY", budget="none", text="", tokens=0, kept=[], decision="A", raw="Decision: A", error="")]
+    common = dict(run="x", protocol="controlled", task_id="1", task_name="FIXTURE picnic caterer", n_agents=3,
+                  n_options=3, n_shared=3, seed=1, ablation="scripted", label_format="full", t_all=160,
+                  memory_truncated=False, n_hidden=3, option_order="O2,O3,O1", decided=True, decision="O2",
+                  decision_letter="A", decision_answer="Birch Foods", correct=False, invalid=False,
+                  decision_raw="Decision: A", error="")
+    budget = dict(selection="budget", budget_label="0.3", budget_ratio=0.3, budget_tokens=48, memory_kind="claims")
+    want = [dict(common, policy="R1", base_policy="R1", **budget, memory_tokens=45, n_kept=2, kept_hidden=2,
+                 kept_shared=0, hidden_retention=2 / 3, profile_complete=False,
+                 memory_sha=hashlib.sha256(r1_text.encode()).hexdigest()[:16]),
+            dict(common, policy="B4", base_policy="B4", **budget, memory_tokens=46, n_kept=2, kept_hidden=1,
+                 kept_shared=1, hidden_retention=1 / 3, profile_complete=False,
+                 memory_sha=hashlib.sha256(b4_text.encode()).hexdigest()[:16]),
+            dict(common, policy="EMPTY", base_policy="EMPTY", selection="unbudgeted", budget_label="none",
+                 budget_ratio=float("nan"), budget_tokens=-1, memory_kind="empty", memory_tokens=0, n_kept=0,
+                 kept_hidden=0, kept_shared=0, hidden_retention=0.0, profile_complete=False,
+                 memory_sha="e3b0c44298fc1c14")]
+    _same_rows(rec["rows"]["decisions"], want)
+
+
+def test_a_failed_summary_is_a_controlled_rows_error_and_the_ledger_decides_nothing(tasks):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.common import PolicyPlan, run_controlled_chunk
+
+    class DownSummaries(ScriptedBackend):
+        decision_mode = "ledger"
+
+        def chat(self, requests):
+            out = super().chat(requests)
+            return [ChatResult("", error="HTTP 500: down") if r.purpose == "b3" else o for r, o in zip(requests, out)]
+    fake = DownSummaries(tasks)
+    plan = PolicyPlan.for_backend(["B3", "EMPTY"], fake, "controlled")
+    recs = list(run_controlled_chunk([(tasks[0], 1), (tasks[1], 0)], plan, ["0.3"], fake, {}))
+    assert [(r["task_id"], r["seed"], r["errors"]) for r in recs] == [("1", 1, 1), ("2", 0, 1)]
+    for rec, n_agents in zip(recs, (3, 4)):
+        assert rec["artefacts"]["memories"] == [
+            dict(policy="B3", budget="0.3", text="", tokens=0, kept=[], decision=None, raw=None, error="HTTP 500: down"),
+            dict(policy="EMPTY", budget="none", text="", tokens=0, kept=[], decision=None, raw=None, error="")]
+        assert [(r["policy"], r["n_agents"], r["decided"], r["correct"], r["invalid"], r["error"])
+                for r in rec["rows"]["decisions"]] == [("B3", n_agents, False, None, False, "HTTP 500: down"),
+                                                       ("EMPTY", n_agents, False, None, False, "")]
+
+
+def test_controlled_memories_count_kept_facts_by_fact_id_and_a_cut_summary_is_truncated():
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.common import PolicyPlan, run_controlled_chunk
+    from crossprofile_lib.hiddenbench.importer import parse_record
+    # the shared fact restates hidden fact H2 word for word: by the text it would count as H2 kept, by id it is S1
+    t = parse_record(_record(shared_information=["Birch has no vegetarian food and no vegan food this season."]), 0)
+
+    class LongSummaries(ScriptedBackend):
+        def chat(self, requests):
+            out = super().chat(requests)
+            return [ChatResult("word " * 300) if r.purpose == "b3" else o for r, o in zip(requests, out)]
+    fake = LongSummaries([t])
+    plan = PolicyPlan.for_backend(["B4-k1", "ALL", "B3"], fake, "controlled")
+    [rec] = run_controlled_chunk([(t, 0)], plan, ["0.3"], fake, {})
+    rows = {r["policy"]: r for r in rec["rows"]["decisions"]}
+    b4 = rows["B4-k1"]
+    assert (b4["n_kept"], b4["kept_hidden"], b4["kept_shared"], b4["hidden_retention"]) == (1, 0, 1, 0.0)
+    assert rec["artefacts"]["memories"][0]["kept"] == ["S1"]
+    al = rows["ALL"]
+    assert (al["n_kept"], al["kept_hidden"], al["kept_shared"], al["profile_complete"], al["correct"]) == (3, 2, 1, True, True)
+    # a summary longer than its budget is cut to it: truncated
+    b3 = rows["B3"]
+    assert (b3["memory_kind"], b3["memory_truncated"], b3["error"]) == ("summary", True, "")
+    assert b3["memory_tokens"] <= b3["budget_tokens"] and b4["memory_truncated"] is False
