@@ -1261,3 +1261,27 @@ def test_contrasts_are_estimated_tested_and_corrected_per_family_with_unestimabl
     with pytest.raises(PreregError) as e:
         evaluate_contrasts(df, bad, _boot())
     assert str(e.value) == "q.yaml: field 'contrasts[0].outcome': column: the results table has no column 'kept'"
+
+
+def test_a_filter_that_matches_nothing_says_which_column_emptied_it_and_what_values_were_left():
+    from crossprofile_lib.stats.contrasts import row_mask
+    df = pd.DataFrame(dict(ok=[True, False, True], seed=[0, 1, 2], policy=["R1", "B4", "M1"],
+                           label=[f"v{i}" for i in range(3)]))
+    assert row_mask(df, {"ok": True})[0].tolist() == [True, False, True]
+    assert row_mask(df, {"ok": "True"})[0].tolist() == [False, False, False]    # a bool column takes bools only
+    assert row_mask(df, {"policy": 1})[0].tolist() == [False, False, False]     # a text column compares as text
+    assert row_mask(df, {"seed": "x"})[0].tolist() == [False, False, False]     # not a number: no match, no error
+    m, why = row_mask(df, {"ok": True, "policy": ["B4", "X"]})
+    assert m.tolist() == [False, False, False]
+    assert why == "no rows with policy in ['B4', 'X'] (present: M1, R1)"
+    assert row_mask(df.iloc[:0], {"policy": "R1"})[1] == "no rows"
+    many = pd.DataFrame(dict(label=[f"v{i:02d}" for i in range(15)]))
+    assert row_mask(many, {"label": "zz"})[1] == ("no rows with label in ['zz'] (present: "
+                                                 + ", ".join(f"v{i:02d}" for i in range(12)) + ")")
+    with pytest.raises(PreregError) as e:
+        row_mask(df, {"budget": 1}, "f.yaml", "contrasts[2].where")
+    assert str(e.value) == ("f.yaml: field 'contrasts[2].where.budget': column: "
+                            "the results table has no column 'budget'")
+    with pytest.raises(PreregError) as e:
+        row_mask(df, {"budget": 1})
+    assert str(e.value).startswith("<prereg>: field 'where.budget': column:")
