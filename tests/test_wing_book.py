@@ -1361,3 +1361,36 @@ def test_cell_gaps_prereg_document_per_present_policy(monkeypatch):
                                    "quantity": ["classic - mirror (points)", "mean accuracy (%)"] * 2}
     tables.cell_gaps(r, "BOOT", ["R1"])
     assert seen["doc"]["defaults"]["where"] == {"budget_label": ["0.6", "none"]}    # the primary budget by default
+
+
+def test_contrasts_with_holm_levels_by_hand_per_family_with_its_alpha(monkeypatch):
+    nan = float("nan")
+    pre = SimpleNamespace(families={"confirmatory": SimpleNamespace(alpha=0.1)})
+    seen = []
+    monkeypatch.setattr(tables, "at_budget", lambda p, budget: seen.append(("at", p, budget)) or p)
+    monkeypatch.setattr(tables, "load_prereg", lambda p=None: seen.append(("load", p)) or pre)
+    monkeypatch.setattr(tables, "TemplateBootstrap", lambda units, idx, level: SimpleNamespace(units=units, idx=idx,
+                                                                                              level=level))
+
+    def evaluate(df, p, boot):
+        assert p is pre and boot.units == "U" and boot.idx == "I"
+        w = 10 * getattr(boot, "level", 0.5)
+        return pd.DataFrame({"id": ["X1", "X2", "X3", "X4", "X5", "X6"],
+                             "family": ["confirmatory"] * 4 + ["exploratory", "other"],
+                             "estimable": [True, True, True, False, True, True],
+                             "p": [0.03, 0.01, nan, 0.2, 0.02, 0.04], "lo": [-w] * 6, "hi": [w] * 6})
+    monkeypatch.setattr(tables, "evaluate_contrasts", evaluate)
+    r = Run(Path("runs/x"), pd.DataFrame({"backend": ["ledger"]}), {"backend": "ledger"})
+    boot = SimpleNamespace(units="U", idx="I")
+    res = tables.contrasts_with_holm(r, boot, families=("confirmatory", "other"), prereg=pre, budget="0.3")
+    assert seen == [("at", pre, "0.3")]
+    assert list(res["id"]) == ["X1", "X2", "X3", "X4", "X6"] and list(res.index) == list(range(5))
+    # confirmatory (alpha 0.1, two tested): X2 (p 0.01) at 1 - 0.1/2, X1 at 1 - 0.1/1; other (alpha 0.05 by default)
+    assert res["holm_level"].tolist() == pytest.approx([0.9, 0.95, nan, nan, 0.95], nan_ok=True)
+    assert res["lo_holm"].tolist() == pytest.approx([-9.0, -9.5, nan, nan, -9.5], nan_ok=True)
+    assert res["hi_holm"].tolist() == pytest.approx([9.0, 9.5, nan, nan, 9.5], nan_ok=True)
+    assert res["lo"].tolist() == [-5.0] * 5                                  # the 95% columns: from the first pass
+    tables.contrasts_with_holm(r, boot, prereg="my.yaml")
+    assert seen[-2:] == [("load", "my.yaml"), ("at", pre, "0.6")]
+    only = tables.contrasts_with_holm(r, boot)                                 # the confirmatory family by default
+    assert list(only["id"]) == ["X1", "X2", "X3", "X4"] and seen[-2] == ("load", None)
