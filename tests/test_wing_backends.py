@@ -2730,3 +2730,52 @@ def test_the_best_choice_is_the_likeliest_the_first_of_equals_and_none_without_a
     assert best_choice({"D": 0.0}, ["A", "B"]) is None and best_choice(None, ["A"]) is None
     assert choice_logprobs({" A": -2.0, "A": -1.0, " B ": -3, "AB": 0.0}, ("A", "B")) == {"A": -1.0, "B": -3.0}
     assert choice_logprobs({"A": -1.0, " A": -2.0}, ("A",)) == {"A": -1.0}
+
+
+# CallCache's side tables: token counts per tokenizer, the served model, the call timeline
+
+def test_token_counts_are_kept_per_tokenizer_with_its_offset_apart(tmp_path):
+    c = CallCache(tmp_path)
+    s, other = c.token_store("server:vllm:m"), c.token_store("server:llama.cpp:m")
+    s.put("one two", 2)
+    s.put("three", 1)
+    s.put("one two", 3)  # replaced
+    s.offset = 1
+    other.put("one two", 5)
+    assert (s.get("one two"), s.get("three"), s.get("four"), s.offset, len(s)) == (3, 1, None, 1, 2)
+    assert (other.get("one two"), other.offset, len(other)) == (5, None, 1)
+    c.close()
+    again = CallCache(tmp_path).token_store("server:vllm:m")
+    assert (again.get("one two"), again.offset, len(again)) == (3, 1, 2)  # kept in the file
+
+
+def test_stored_tokenizers_ending_in_a_suffix_are_listed_most_recent_first(tmp_path):
+    c = CallCache(tmp_path)
+    rows = [("server:vllm:m@x", "a", 1, 10.0), ("server:llama.cpp:m@x", "a", 1, 30.0), ("server:vllm:m@x", "b", 1, 20.0),
+            ("server:vllm:other@x", "a", 1, 40.0), ("server:vllm:m@xy", "a", 1, 50.0), ("s_m@x", "a", 1, 5.0)]
+    c._db.executemany("INSERT INTO token_counts VALUES (?, ?, ?, ?)", rows)
+    assert c.stored_tokenizers(":m@x") == ["server:llama.cpp:m@x", "server:vllm:m@x"]
+    assert c.stored_tokenizers("_m@x") == ["s_m@x"]  # LIKE's wildcard '_' matches, the suffix must be exact
+    c.close()
+
+
+def test_the_served_model_is_recorded_per_provider_and_model_and_replaced(tmp_path):
+    c = CallCache(tmp_path)
+    assert c.served_model("openai", "m") is None
+    c.set_served_model("openai", "m", {"root": "r", "id": "m"})
+    c.set_served_model("deepseek", "m", {"id": "other"})
+    assert c.served_model("openai", "m") == {"id": "m", "root": "r"} and c.served_model("openai", "n") is None
+    c.set_served_model("openai", "m", {"id": "m2"})
+    assert c.served_model("openai", "m") == {"id": "m2"} and c.served_model("deepseek", "m") == {"id": "other"}
+    c._db.execute("UPDATE served_models SET served = 'not json' WHERE provider = 'deepseek'")
+    assert c.served_model("deepseek", "m") is None
+    c.close()
+
+
+def test_the_call_timeline_is_the_stored_calls_times_in_order(tmp_path):
+    c = CallCache(tmp_path)
+    rows = [(f"k{i}", t, p, "m", None, "generate", "decision", "", "sha", "x", None, 0, 0, 0, 0.0, None, None)
+            for i, (t, p) in enumerate([(30.0, "openai"), (10.0, "openai"), (None, "openai"), (20.0, "other")])]
+    c._db.executemany(f"INSERT INTO calls VALUES ({','.join('?' * 17)})", rows)
+    assert c.calls_timeline("openai", "m") == [10.0, 30.0] and c.calls_timeline("openai", "x") == []
+    c.close()
