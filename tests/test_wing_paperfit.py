@@ -886,3 +886,67 @@ def test_sampling_map_reproduces_the_figures_from_atom_proportions(dev):
     assert S.aliases and all(" predicts as " in a and a.endswith("(same choice patterns in every template)")
                              for a in S.aliases)
     assert "classic-labels/ALL unlabeled - ALL term 0" in " ".join(S.aliases)
+
+
+def _capture_starts(monkeypatch):
+    import crossprofile_lib.paperfit.fit as fitmod
+    starts, real = [], fitmod.least_squares
+
+    def spy(fun, x0, *a, **k):
+        starts.append(np.array(x0, dtype=float))
+        return real(fun, x0, *a, **k)
+    monkeypatch.setattr(fitmod, "least_squares", spy)
+    return starts
+
+
+def test_fit_starts_from_the_grid_point_of_least_loss_and_clips_a_given_start(dev, monkeypatch):
+    """Figures equal to one grid point's predictions start the fit at that point (in (s, w, log beta)); held at a
+    value, the start is the best of the grid points with the nearest value of that parameter; with a count row W
+    the grid predictions are W's; a given
+    start outside the bounds is clipped onto them."""
+    dec, design, fm, F, S = dev
+    starts = _capture_starts(monkeypatch)
+    used = fm.estimable & np.isfinite(F.pred_grid).all(axis=0)
+    gs = np.array(design.grid["social_proof"])
+    g0 = next(i for i, g in enumerate(F.grid) if g[0] == gs[3] and g[1] == 0.5 and 1.0 < g[2] < 4.0)
+    at = F.grid[g0]
+    log = lambda g: np.array([g[0], g[1], np.log(g[2])])      # noqa: E731
+    y = F.pred_grid[g0]
+    F.fit(y, used)
+    assert np.allclose(starts[-1], log(at))
+    F.fit(y, used, fixed=(0, float(gs[3]) + 1e-3))
+    assert np.allclose(starts[-1], log(at)[1:])               # s held: w and log beta are fitted
+    W = 1.0 + (np.arange(len(fm.units)) % 3)
+    yw = F.grid_predictions(W[None])[0][g0]
+    F.fit(yw, used, W=W)
+    assert np.allclose(starts[-1], log(at))
+    F.fit(y, used, start=(-1.0, -5.0, 0.001))
+    assert np.allclose(starts[-1], [-0.3, -3.0, np.log(0.02)])
+    F.fit(y, used, start=(6.0, 5.0, 100.0))
+    assert np.allclose(starts[-1], [5.0, 3.0, np.log(50.0)])
+
+
+def test_a_held_parameter_is_held_at_its_value_on_every_scale(dev):
+    """s and w are held as given (3.0, -2.5), beta as given though fitted on log beta (1.5 and 7.0); the other two
+    are fitted; rmse is of the residuals at the fit with the count row W when one is given."""
+    dec, design, fm, F, S = dev
+    y = F.predict(np.array([0.4, -0.3, 3.0]))
+    used = fm.estimable & np.isfinite(y)
+    assert F.fit(y, used, fixed=(0, 3.0))["theta"][0] == pytest.approx(3.0, rel=1e-12)
+    assert F.fit(y, used, fixed=(1, -2.5))["theta"][1] == pytest.approx(-2.5, rel=1e-12)
+    assert F.fit(y, used, fixed=(2, 1.5))["theta"][2] == pytest.approx(1.5, rel=1e-12)
+    assert F.fit(y, used, fixed=(2, 7.0))["theta"][2] == pytest.approx(7.0, rel=1e-12)
+    W = 1.0 + (np.arange(len(fm.units)) % 3)
+    yw = F.predict(np.array([0.4, -0.3, 3.0]), W) + np.where(np.arange(len(y)) % 2, 1.0, -1.0)
+    f = F.fit(yw, used, W=W)
+    r = F.predict(f["theta"], W)[used] - yw[used]
+    assert f["rmse"] == pytest.approx(float(np.sqrt(np.mean(r ** 2))), rel=1e-9) and f["rmse"] > 0.1
+
+
+def test_used_may_be_given_as_zeros_and_ones(dev):
+    dec, design, fm, F, S = dev
+    y = F.predict(np.array([0.4, -0.3, 3.0])) + 0.5
+    used = fm.estimable & np.isfinite(y)
+    a = F.fit(y, used)
+    b = F.fit(y, used.astype(int).tolist())
+    assert np.allclose(a["theta"], b["theta"]) and a["loss"] == pytest.approx(b["loss"])
