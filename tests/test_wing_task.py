@@ -1446,3 +1446,15 @@ SUP = "superlative over the option set"
 ])
 def test_a_comparison_counts_only_within_its_sentence_or_clause(text, expected):
     assert hints.find_comparison(text) == expected
+
+
+def test_the_oracle_level_states_each_fact_in_the_templates_words_renumbering_the_fact_lines():
+    mt = transcript()
+    tmpl = SimpleNamespace(fact=lambda fid: SimpleNamespace(text=f"T-{fid}"))
+    ex = extract(mt, "oracle", tmpl, ("A1", "A2", "A3", "A4"))
+    assert ex.level == "oracle" and ex.members == ((0, 1, 2, 4), (3, 6))
+    # the six fact lines (line 5 states none) are numbered 0-5: f2 first comes at 3
+    assert ex.claims == ClaimList((Claim("T-f1", ("A1", "A2", "A3", "A4"), 0, "f1", "A1"),
+                                   Claim("T-f2", ("A2", "A3"), 3, "f2", "A2")),
+                                  ("A1", "A2", "A3", "A4"), ("A1", "A2", "A3", "A4"),
+                                  (("A1", (0,)), ("A2", (0, 1)), ("A3", (0, 1)), ("A4", (0,))))
