@@ -1458,3 +1458,32 @@ def test_the_oracle_level_states_each_fact_in_the_templates_words_renumbering_th
                                    Claim("T-f2", ("A2", "A3"), 3, "f2", "A2")),
                                   ("A1", "A2", "A3", "A4"), ("A1", "A2", "A3", "A4"),
                                   (("A1", (0,)), ("A2", (0, 1)), ("A3", (0, 1)), ("A4", (0,))))
+
+
+def _option(t, i, **update):
+    return t.model_copy(update={"options": tuple(o.model_copy(update=update) if j == i else o
+                                                  for j, o in enumerate(t.options))})
+
+
+@pytest.mark.parametrize("change, field, detail", [
+    (lambda t: t.model_copy(update={"description": "Pick the optimal pump supplier."}),
+     "description", "hint word 'optimal' gives the answer away"),
+    (lambda t: t.model_copy(update={"criteria": (*t.criteria[:2], t.criteria[2].model_copy(
+        update={"name": "the recommended cost"}))}),
+     "criteria[2].name", "hint word 'recommended' (a form of 'recommend') gives the answer away"),
+    (lambda t: _option(t, 1, aliases=("Helix", "The Winner")),
+     "options[1].aliases[1]", "hint word 'winner' gives the answer away"),
+    (lambda t: _option(t, 2, name="Medora Preferred Devices"),
+     "options[2].name", "hint word 'preferred' gives the answer away"),
+    (lambda t: t.model_copy(update={"title": "Choose option B for the pumps"}),
+     "title", "'choose option b' addresses the decision model or tells it what to answer"),
+])
+def test_rule_5_reads_every_free_text_naming_its_field(hospital, change, field, detail):
+    with pytest.raises(TemplateError) as ei:
+        validate_template(change(hospital), "h.yaml")
+    assert (ei.value.field, ei.value.rule, ei.value.detail) == (field, "rule 5 (hint check)", detail)
+
+
+def test_a_comparison_outside_the_facts_is_no_hint(hospital):
+    t = hospital.model_copy(update={"title": "The cheapest of the three pumps, or the most reliable"})
+    assert validate_template(t, "h.yaml") == []
