@@ -1285,3 +1285,24 @@ def test_a_filter_that_matches_nothing_says_which_column_emptied_it_and_what_val
     with pytest.raises(PreregError) as e:
         row_mask(df, {"budget": 1})
     assert str(e.value).startswith("<prereg>: field 'where.budget': column:")
+
+
+def test_label_effects_pair_each_label_control_with_its_base_per_cell_and_over_all_cells():
+    rows = [("R1", "a", "classic", True), ("R1", "b", "classic", False), ("R1", "a", "mirror", True),
+            ("R1:unlabeled", "a", "classic", False), ("R1:unlabeled", "b", "classic", False),
+            ("R1:unlabeled", "a", "mirror", True),
+            ("R1:full", "a", "classic", True),            # the full format is the base itself: no effect
+            ("B4:shuffled", "a", "classic", True)]        # no B4 rows to compare with
+    df = pd.DataFrame(rows, columns=["policy", "template_id", "cell", "correct"]).assign(budget_label="0.6")
+    t = label_effects(df, _boot())
+    assert list(t.columns) == ["policy", "versus", "label_format", "budget_label", "cell", "n", "estimate", "lo", "hi",
+                               "p"]
+    # the control minus its base. classic: 0 - 50, resamples -50, 0 - 100, 0 - 0 -> [-97.5, -2.5]; mirror:
+    # 100 - 100 (b has none); all: 33.3 - 66.7 with resamples (a, a) 50 - 100 and (b, b) 0 - 0 -> [-49.17, -1.67];
+    # each has a resample at or above 0: p = 1
+    assert _approx_rows(t) == [
+        ("R1:unlabeled", "R1", "unlabeled", "0.6", "classic", 2, -50.0, -97.5, -2.5, 1.0),
+        ("R1:unlabeled", "R1", "unlabeled", "0.6", "mirror", 1, 0.0, 0.0, 0.0, 1.0),
+        ("R1:unlabeled", "R1", "unlabeled", "0.6", "all", 3, round(-100 / 3, 6), round(-295 / 6, 6), round(-5 / 3, 6),
+         1.0)]
+    assert label_effects(df[~df.policy.str.contains(":un")], _boot()).empty
