@@ -1243,3 +1243,21 @@ def test_a_fixed_budget_has_no_ratio_and_an_unbudgeted_policy_is_labelled_none_w
                    ["R1", "0.5", 0.5, 198, 191, 8, "claims"],              # 0.5 x T_all 396
                    ["ALL", "none", -9.0, -1, 315, 12, "claims"],
                    ["EMPTY", "none", -9.0, -1, 0, 0, "empty"]]
+
+
+def test_a_model_extraction_run_uses_the_extractor_it_is_given_once_per_unit_and_progress_is_the_callers():
+    cfg = RunConfig(backend="scripted/s1", templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0],
+                    budgets=["0.6"], policies=["ALL"], variants=["PSP"], protocol="messy", extraction="model")
+    seen = []
+
+    def one_claim_per_line(utterances):
+        seen.append(len(utterances))
+        return [[i] for i in range(len(utterances))]
+    backend = Scripted(lambda r: "Decision: A")
+    df = run_grid(cfg, backend=backend, extractor=one_claim_per_line, progress=True)
+    assert seen == [25] and backend.progress is True
+    r = df.iloc[0]
+    assert (r.extraction, r.n_claims, r.n_kept, r.merge_recall, r.split_rate) == ("model", 25, 25, 0.0, 1.0)
+    quiet = Scripted(lambda r: "Decision: A")
+    run_grid(RunConfig(backend="scripted/s1", policies=["ALL"], **SMALL), backend=quiet)
+    assert quiet.progress is False
