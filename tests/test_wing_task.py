@@ -1487,3 +1487,16 @@ def test_rule_5_reads_every_free_text_naming_its_field(hospital, change, field, 
 def test_a_comparison_outside_the_facts_is_no_hint(hospital):
     t = hospital.model_copy(update={"title": "The cheapest of the three pumps, or the most reliable"})
     assert validate_template(t, "h.yaml") == []
+
+
+def test_each_provenance_format_renders_its_label_and_the_speakers_it_reveals():
+    claims = [Claim("t0", ("A2", "A10"), 0, "f1", "A10"), Claim("t1", ("A1",), 8), Claim("t2", ("A1", "A3", "A4"), 11)]
+    assert render_lines(claims, "full", None) == [("[A2,A10] t0", 2), ("[A1] t1", 1), ("[A1,A3,A4] t2", 3)]
+    assert render_lines(claims, "unlabeled", None) == [("t0", 1), ("t1", 1), ("t2", 1)]
+    assert render_lines(claims, "first-speaker", None) == [("[A10] t0", 1), ("[A1] t1", 1), ("[A1] t2", 1)]
+    assert render_lines(claims, "claim-id", None) == [("[C01] t0", 1), ("[C09] t1", 1), ("[C12] t2", 1)]
+    assert render_lines(claims, "shuffled", _ReversingRng()) == [("[A1,A3,A4] t0", 3), ("[A1] t1", 1),
+                                                                   ("[A2,A10] t2", 2)]
+    with pytest.raises(ValueError) as ei:
+        render_lines(claims, "nope", None)
+    assert str(ei.value) == "unknown provenance format 'nope' (known: full, unlabeled, shuffled, first-speaker, claim-id)"
