@@ -1108,3 +1108,17 @@ def test_controlled_memories_count_kept_facts_by_fact_id_and_a_cut_summary_is_tr
     b3 = rows["B3"]
     assert (b3["memory_kind"], b3["memory_truncated"], b3["error"]) == ("summary", True, "")
     assert b3["memory_tokens"] <= b3["budget_tokens"] and b4["memory_truncated"] is False
+
+
+def test_controlled_random_and_relevance_policies_keep_their_seeded_and_relevant_claims(tasks):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.common import PolicyPlan, run_controlled_chunk
+    fake = ScriptedBackend(tasks)
+    plan = PolicyPlan.for_backend(["Random", "R1-rel-oracle", "R1-rel"], fake, "controlled")
+    assert plan.skipped == {}
+    [rec] = run_controlled_chunk([(tasks[0], 1)], plan, ["0.3"], fake, {})
+    # Random: the permutation seeded by (seed 1, "hb-policy", the task's key) fills 48 tokens with S2 and H1; the
+    # oracle (every HiddenBench fact relevant) and the model (the fake calls every claim relevant) leave R1's choice
+    assert [(m["policy"], m["kept"], m["error"]) for m in rec["artefacts"]["memories"]] == [
+        ("Random", ["S2", "H1"], ""), ("R1-rel-oracle", ["H1", "H2"], ""), ("R1-rel", ["H1", "H2"], "")]
