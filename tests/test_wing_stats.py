@@ -1306,3 +1306,19 @@ def test_label_effects_pair_each_label_control_with_its_base_per_cell_and_over_a
         ("R1:unlabeled", "R1", "unlabeled", "0.6", "all", 3, round(-100 / 3, 6), round(-295 / 6, 6), round(-5 / 3, 6),
          1.0)]
     assert label_effects(df[~df.policy.str.contains(":un")], _boot()).empty
+
+
+def test_accuracy_by_net_lead_lists_every_lead_from_minus_3_to_5_with_empty_ones_counted_zero():
+    from crossprofile_lib.stats.netlead import accuracy_by_net_lead, is_nondecreasing
+    df = pd.DataFrame(dict(template_id=["a", "b", "a", "a", "b"], net_lead=[0, 0, 2, 7, 7],
+                           correct=[True, False, True, False, True]))
+    t = accuracy_by_net_lead(df, _boot())
+    assert list(t.columns) == ["net_lead", "n", "estimate", "lo", "hi"]
+    assert t["net_lead"].tolist() == [-3, -2, -1, 0, 1, 2, 3, 4, 5, 7]
+    assert t["n"].tolist() == [0, 0, 0, 2, 0, 1, 0, 0, 0, 2]
+    got = {k: (e, lo, hi) for k, e, lo, hi in _approx_rows(t[t.n > 0][["net_lead", "estimate", "lo", "hi"]])}
+    assert got == {0: (50.0, 2.5, 97.5), 2: (100.0, 100.0, 100.0), 7: (50.0, 2.5, 97.5)}
+    assert t[t.n == 0]["estimate"].isna().all()
+    assert is_nondecreasing(t) is False                     # 50, 100, then 50
+    assert is_nondecreasing(t[t.net_lead < 5]) is True      # empty leads skipped
+    assert is_nondecreasing(pd.DataFrame(dict(net_lead=[1, 0], n=[1, 1], estimate=[50.0, 50.0 + 1e-10]))) is True
