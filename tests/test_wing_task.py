@@ -1500,3 +1500,20 @@ def test_each_provenance_format_renders_its_label_and_the_speakers_it_reveals():
     with pytest.raises(ValueError) as ei:
         render_lines(claims, "nope", None)
     assert str(ei.value) == "unknown provenance format 'nope' (known: full, unlabeled, shuffled, first-speaker, claim-id)"
+
+
+def test_design_tokenizers_fetch_no_vocabulary_unless_asked_and_say_why_one_is_missing(monkeypatch):
+    from crossprofile_lib.task import vocabs
+    from crossprofile_lib.task.design_check import DESIGN_PRICINGS, design_tokenizers
+    assert DESIGN_PRICINGS == ("qwen2.5", "llama-3.1", "smollm2", "offline")
+    monkeypatch.setattr(vocabs, "installed", lambda name: None)
+    toks, missing = design_tokenizers(("offline", "qwen2.5", "nonesuch"))
+    assert [t.name for t in toks] == ["offline-bpe-approx-v1"]
+    assert missing["qwen2.5"] == f"not installed in {vocabs.tokenizers_dir()} (crossprofile tokenizers fetch)"
+    assert missing["nonesuch"].startswith("unknown tokenizer 'nonesuch' (use ") and list(missing) == ["qwen2.5",
+                                                                                                     "nonesuch"]
+    loaded = []
+    monkeypatch.setattr("crossprofile_lib.task.design_check.get_tokenizer",
+                        lambda n: loaded.append(n) or SimpleNamespace(name=n))
+    toks, missing = design_tokenizers(("qwen2.5",), fetch=True)       # asked: fetched (here: a stand-in)
+    assert loaded == ["qwen2.5"] and [t.name for t in toks] == ["qwen2.5"] and missing == {}
