@@ -1394,3 +1394,31 @@ def test_contrasts_with_holm_levels_by_hand_per_family_with_its_alpha(monkeypatc
     assert seen[-2:] == [("load", "my.yaml"), ("at", pre, "0.6")]
     only = tables.contrasts_with_holm(r, boot)                                 # the confirmatory family by default
     assert list(only["id"]) == ["X1", "X2", "X3", "X4"] and seen[-2] == ("load", None)
+
+
+def test_grid_calls_by_hand_config_counts_and_a_seeded_token_sample(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(tables, "resolve", lambda t: Path("/r") / t)
+    monkeypatch.setattr(tables, "load_templates", lambda paths: seen.update(paths=paths) or ["T1", "T2"])
+    monkeypatch.setattr(tables, "ReferenceDecider", lambda: SimpleNamespace(tokenizer=SimpleNamespace(count=len)))
+
+    def build_requests(tpl, cfg, stub):
+        seen.update(tpl=tpl, cfg=cfg)
+        return [(SimpleNamespace(task=i, memory="m", option_order="o"), None) for i in range(10)]
+    monkeypatch.setattr(tables, "build_requests", build_requests)
+    monkeypatch.setattr(tables, "decision_prompt", lambda task, memory, order: SimpleNamespace(
+        text="x" * (task + 1) if (memory, order) == ("m", "o") else ""))        # request i: i + 1 tokens
+    g = tables.grid_calls(("tA",), (0, 1, 2), ("0.6", "0.3"), ["R1", "B3", "R1-rel-k7"])
+    cfg = seen["cfg"]
+    assert seen["paths"] == ["/r/tA"] and seen["tpl"] == ["T1", "T2"]
+    assert (cfg.backend, cfg.templates, cfg.seeds, tuple(map(str, cfg.budgets)), cfg.policies, cfg.variants,
+            cfg.n_agents) == ("ledger", ("tA",), (0, 1, 2), ("0.6", "0.3"), ("R1", "R1-rel-k7"),
+                              ("PPP", "PPS", "PSP", "PSS", "SPP", "SPS", "SSP", "SSS"), 4)
+    # 2 templates x 8 variants x 3 seeds = 48 tasks; B3: one summary per task and budget; every request's tokens
+    assert g == dict(tasks=48, decisions=10 + 96, relevance_calls=48, stance_calls=0, b3_calls=96, mean_prompt_tokens=5.5)
+    # a sample of 3 of the 10 requests: seed 0 draws requests 5, 9, 6 (6 + 10 + 7 tokens); seed 7 draws 7, 5, 6
+    assert tables.grid_calls(["tA"], [0], ["0.6"], ["R1"], sample=3)["mean_prompt_tokens"] == pytest.approx(23 / 3)
+    few = tables.grid_calls(["tA"], [0], ["0.6"], ["BAL"], variants=["PSP"], n_agents=3, sample=3, seed=7)
+    assert few == dict(tasks=2, decisions=10, relevance_calls=0, stance_calls=2, b3_calls=0, mean_prompt_tokens=7.0)
+    assert (seen["cfg"].variants, seen["cfg"].n_agents) == (("PSP",), 3)
+    assert tables.grid_calls(["tA"], [0], ["0.6"], ["BAL-oracle"], variants=["PSP"])["stance_calls"] == 0  # no model
