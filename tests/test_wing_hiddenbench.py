@@ -1122,3 +1122,42 @@ def test_controlled_random_and_relevance_policies_keep_their_seeded_and_relevant
     # oracle (every HiddenBench fact relevant) and the model (the fake calls every claim relevant) leave R1's choice
     assert [(m["policy"], m["kept"], m["error"]) for m in rec["artefacts"]["memories"]] == [
         ("Random", ["S2", "H1"], ""), ("R1-rel-oracle", ["H1", "H2"], ""), ("R1-rel", ["H1", "H2"], "")]
+
+
+def test_decision_columns_by_hand_a_decisions_own_error_fails_the_row(tasks):
+    from crossprofile_lib.hiddenbench.common import decision_columns, task_view
+    t = tasks[0]                                              # correct: Cedar Kitchen, O3
+    req = SimpleNamespace(task=task_view(t, 0))
+
+    def dec(option, letter, invalid=False, raw="Decision: X", meta=None):
+        return SimpleNamespace(option=option, letter=letter, invalid=invalid, raw=raw, meta=meta)
+    assert decision_columns(t, req, dec("O3", "C")) == dict(
+        decided=True, decision="O3", decision_letter="C", decision_answer="Cedar Kitchen", correct=True, invalid=False,
+        decision_raw="Decision: X", error="")
+    assert decision_columns(t, req, dec("O1", "A", meta={})) == dict(
+        decided=True, decision="O1", decision_letter="A", decision_answer="Amber Catering", correct=False,
+        invalid=False, decision_raw="Decision: X", error="")
+    # an invalid answer naming the right option is not correct
+    assert decision_columns(t, req, dec("O3", "C", invalid=True))["correct"] is False
+    # the decision's own failed call: its error joins the row's, correct is missing, invalid False
+    failed = decision_columns(t, req, dec("O3", "C", invalid=True, raw=None, meta={"error": "timeout"}), "HTTP 500")
+    assert failed == dict(decided=True, decision="O3", decision_letter="C", decision_answer="Cedar Kitchen",
+                          correct=None, invalid=False, decision_raw="", error="HTTP 500; timeout")
+    assert decision_columns(t, req, dec("O2", "B", meta={"error": "timeout"}))["error"] == "timeout"
+
+
+def test_a_backend_answering_the_wrong_number_of_requests_is_named(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Session, _chat
+
+    class Short:
+        name = "short"
+
+        def chat(self, requests):
+            return [ChatResult("x")] * (len(requests) - 1)
+    s = Session(tasks[0], 0, get_ablation("baseline"))
+    items = [(s, s.vote_request(a, "initial"), a) for a in s.agents]
+    with pytest.raises(RuntimeError) as e:
+        _chat(Short(), items)
+    assert str(e.value) == "backend short returned 2 results for 3 requests"
+    assert _chat(Short(), []) == [] and s.calls == []
