@@ -1517,3 +1517,17 @@ def test_design_tokenizers_fetch_no_vocabulary_unless_asked_and_say_why_one_is_m
                         lambda n: loaded.append(n) or SimpleNamespace(name=n))
     toks, missing = design_tokenizers(("qwen2.5",), fetch=True)       # asked: fetched (here: a stand-in)
     assert loaded == ["qwen2.5"] and [t.name for t in toks] == ["qwen2.5"] and missing == {}
+
+
+@pytest.mark.parametrize("text, name, named", [
+    ("HELIX pumps failed twice.", "Helix", True),            # any case
+    ("Helixon pumps failed twice.", "Helix", False),         # part of a longer word
+    ("The old-Helix line failed.", "Helix", True),           # a hyphen is no word character
+    ("Corvane Medical's pumps", "Corvane Medical", True),
+    ("AxB ran late.", "A.B", False),                         # the name is literal text, not a pattern
+    ("A.B ran late.", "A.B", True),
+    ("xHelix", "Helix", False),
+])
+def test_a_fact_names_an_option_as_a_whole_word_in_any_case(text, name, named):
+    from crossprofile_lib.task.templates import _mentions
+    assert _mentions(text, name) is named
