@@ -1322,3 +1322,26 @@ def test_accuracy_by_net_lead_lists_every_lead_from_minus_3_to_5_with_empty_ones
     assert is_nondecreasing(t) is False                     # 50, 100, then 50
     assert is_nondecreasing(t[t.net_lead < 5]) is True      # empty leads skipped
     assert is_nondecreasing(pd.DataFrame(dict(net_lead=[1, 0], n=[1, 1], estimate=[50.0, 50.0 + 1e-10]))) is True
+
+
+def test_the_composition_table_means_kept_facts_per_cell_then_over_all_cells_then_the_pooled_cells():
+    from crossprofile_lib.stats.tables import composition_table as tables_composition
+    df = pd.DataFrame(dict(template_id=["a", "b"], policy="R1", budget_label="0.6", cell=["classic", "mirror"],
+                           pooled_cell=["classic", ""], kept_support=[2, 4], kept_decoy=[1, 0], kept_irrelevant=[0, 2],
+                           retention=[0.4, 0.8]))
+    t = tables_composition(df, _boot(), pooled=True)
+    rows = _approx_rows(t[["outcome", "cell", "n", "estimate", "lo", "hi"]])
+    # counts are plain means (not percent); all cells: (a, b) the mean, (a, a) a's, (b, b) b's
+    assert rows == [
+        ("kept_support", "classic", 1, 2.0, 2.0, 2.0), ("kept_support", "mirror", 1, 4.0, 4.0, 4.0),
+        ("kept_support", "all", 2, 3.0, 2.05, 3.95),
+        ("kept_decoy", "classic", 1, 1.0, 1.0, 1.0), ("kept_decoy", "mirror", 1, 0.0, 0.0, 0.0),
+        ("kept_decoy", "all", 2, 0.5, 0.025, 0.975),
+        ("kept_irrelevant", "classic", 1, 0.0, 0.0, 0.0), ("kept_irrelevant", "mirror", 1, 2.0, 2.0, 2.0),
+        ("kept_irrelevant", "all", 2, 1.0, 0.05, 1.95),
+        ("retention", "classic", 1, 0.4, 0.4, 0.4), ("retention", "mirror", 1, 0.8, 0.8, 0.8),
+        ("retention", "all", 2, 0.6, 0.41, 0.79),
+        ("kept_support", "classic (pooled)", 1, 2.0, 2.0, 2.0), ("kept_decoy", "classic (pooled)", 1, 1.0, 1.0, 1.0),
+        ("kept_irrelevant", "classic (pooled)", 1, 0.0, 0.0, 0.0), ("retention", "classic (pooled)", 1, 0.4, 0.4, 0.4)]
+    assert len(tables_composition(df, _boot())) == 12
+    assert len(tables_composition(df.drop(columns=["pooled_cell"]), _boot(), pooled=True)) == 12
