@@ -1531,3 +1531,20 @@ def test_design_tokenizers_fetch_no_vocabulary_unless_asked_and_say_why_one_is_m
 def test_a_fact_names_an_option_as_a_whole_word_in_any_case(text, name, named):
     from crossprofile_lib.task.templates import _mentions
     assert _mentions(text, name) is named
+
+
+def test_a_paraphrase_sets_design_failure_outside_a_fact_text_keeps_its_field(tmp_path, monkeypatch, hospital):
+    import crossprofile_lib.task.validate as validate
+    (tmp_path / "h.yaml").write_text(HOSPITAL.read_text(encoding="utf-8"), encoding="utf-8")
+
+    def cell(t, design, path):
+        if t.facts[0].text.startswith("Also, "):
+            raise TemplateError(path, "facts", "design check", "over budget")
+
+    monkeypatch.setattr(validate, "check_classic_cell", cell)
+    monkeypatch.setattr(validate, "load_template", lambda p, **kw: _paraphrased(hospital))
+    (v,) = validate_paths([tmp_path / "h.yaml"], design=("tok",))
+    assert (str(v.error.path), v.error.field, v.error.detail) == (str(tmp_path / "h.yaml"), "facts",
+                                                                  "paraphrase set 0: over budget")
+    (v,) = validate_paths([tmp_path / "h.yaml"], n_options=4, design=("tok",))   # the design is for 3 options
+    assert v.ok
