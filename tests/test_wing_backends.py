@@ -2779,3 +2779,28 @@ def test_the_call_timeline_is_the_stored_calls_times_in_order(tmp_path):
     c._db.executemany(f"INSERT INTO calls VALUES ({','.join('?' * 17)})", rows)
     assert c.calls_timeline("openai", "m") == [10.0, 30.0] and c.calls_timeline("openai", "x") == []
     c.close()
+
+
+# Pool._pick: the URL with the most room from the preferred one on, another than the one that failed
+
+def test_a_slot_goes_to_the_url_with_most_room_from_the_preferred_one_and_never_the_one_that_failed():
+    pool = Pool(3, "auto")
+    pool.urls[0].inflight, pool.urls[1].inflight, pool.urls[2].inflight = 1, 3, 1  # room 3, 1, 3
+    assert [pool._pick(p, None) for p in (0, 1, 2)] == [0, 2, 2]  # ties: the first from the preferred one on
+    assert pool._pick(0, avoid=0) == 2 and pool._pick(2, avoid=2) == 0 and pool._pick(1, avoid=5) == 2
+    for u in pool.urls:
+        u.inflight = 4
+    assert pool._pick(0, None) is None  # no room anywhere: wait
+    one = Pool(1, "auto")
+    one.urls[0].inflight = 3
+    assert one._pick(0, avoid=0) == 0  # one URL: a retry goes back to it
+
+
+def test_a_fixed_pool_gives_the_preferred_url_while_under_its_total():
+    async def scenario():
+        pool = Pool(2, 3)
+        got = [await pool.acquire(j) for j in range(3)]
+        assert pool._pick(1, None) is None
+        await pool.release(got[0], "overload")
+        return got, pool._pick(1, None), pool.urls[0].limit
+    assert asyncio.run(scenario()) == ([0, 1, 0], 1, 4.0)  # a fixed pool's limits never move
