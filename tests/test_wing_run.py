@@ -1261,3 +1261,21 @@ def test_a_model_extraction_run_uses_the_extractor_it_is_given_once_per_unit_and
     quiet = Scripted(lambda r: "Decision: A")
     run_grid(RunConfig(backend="scripted/s1", policies=["ALL"], **SMALL), backend=quiet)
     assert quiet.progress is False
+
+
+def test_the_rebuild_takes_loaded_templates_the_runs_option_count_and_its_tokenizer(ledger_rows, dev_templates,
+                                                                                      named_vocabs):
+    df, cfg = ledger_rows
+    old = df.drop(columns=["option_features"])
+    data, info = rb.rebuild_choice_data(old, cfg, templates=dev_templates)          # loaded, not paths
+    assert info["used"] == 40 and len(data) == 40
+    with pytest.raises(ValueError) as e:
+        rb.rebuild_choice_data(old, dict(asdict(cfg), n_options=2), "templates/dev")
+    assert "expected 2 options, found 3" in str(e.value)
+    qcfg = RunConfig(policies=["R1", "ALL"], tokenizer="qwen2.5", templates=["templates/dev"], seeds=[0],
+                     budgets=["96t"], variants=["PSP"])                             # 96 of its tokens
+    qdf = run_grid(qcfg).drop(columns=["option_features"])
+    data, info = rb.rebuild_choice_data(qdf, asdict(qcfg), "templates/dev")
+    assert (info["used"], info["memory_mismatch"]) == (20, 0)
+    _, info = rb.rebuild_choice_data(qdf, dict(asdict(qcfg), tokenizer=None), "templates/dev")
+    assert info["memory_mismatch"] > 0                      # the offline tokenizer's budgets keep other claims
