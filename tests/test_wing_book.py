@@ -1422,3 +1422,27 @@ def test_grid_calls_by_hand_config_counts_and_a_seeded_token_sample(monkeypatch)
     assert few == dict(tasks=2, decisions=10, relevance_calls=0, stance_calls=2, b3_calls=0, mean_prompt_tokens=7.0)
     assert (seen["cfg"].variants, seen["cfg"].n_agents) == (("PSP",), 3)
     assert tables.grid_calls(["tA"], [0], ["0.6"], ["BAL-oracle"], variants=["PSP"])["stance_calls"] == 0  # no model
+
+
+def test_contrast_table_whole_rows_for_a_model_and_for_the_reference():
+    from crossprofile_lib.book.tables import contrast_table
+    nan = float("nan")
+    res = pd.DataFrame([dict(id="H1", title="H1: t", estimate=12.34, lo=3.14, hi=20.26, lo_holm=-1.04, hi_holm=22.0,
+                             holm_level=0.975, p=0.0123, p_adjusted=0.0246, reject=True,
+                             paper={"Qwen2.5-7B-Instruct": "31.5", "Llama-3.1-8B-Instruct": "20.0"}),
+                        dict(id="H2", title="H2: t", estimate=nan, lo=nan, hi=nan, lo_holm=nan, hi_holm=nan,
+                             holm_level=nan, p=nan, p_adjusted=nan, reject=False, paper="n/a")])
+    blank = {"95% interval": "–", "Holm-adjusted interval": "–", "p": "", "Holm p": "", "reject at 0.05": False}
+    assert contrast_table(res, _model_run()).to_dict("index") == {
+        "H1": {"contrast": "H1: t", "estimate (points)": "+12.3 ‹LM: Qwen2.5-7B-Instruct›", "95% interval": "[3.1, 20.3]",
+               "Holm-adjusted interval": "[-1.0, 22.0] (97.5%)", "p": "0.0123", "Holm p": "0.0246", "reject at 0.05": True,
+               "paper: Qwen2.5-7B-Instruct": "31.5"},
+        "H2": {"contrast": "H2: t", "estimate (points)": "–", **blank, "paper: Qwen2.5-7B-Instruct": ""}}
+    ref = contrast_table(res).to_dict("index")
+    assert ref["H1"] == {"contrast": "H1: t", "estimate (points)": 12.3, "95% interval": "[3.1, 20.3]",
+                         "Holm-adjusted interval": "[-1.0, 22.0] (97.5%)", "p": "0.0123", "Holm p": "0.0246",
+                         "reject at 0.05": True, "paper: Qwen2.5-7B-Instruct": "31.5", "paper: Llama-3.1-8B-Instruct": "20.0"}
+    h2 = ref["H2"]
+    est = h2.pop("estimate (points)")
+    assert est != est                                                                 # NaN: not estimated
+    assert h2 == {"contrast": "H2: t", **blank, "paper: Qwen2.5-7B-Instruct": "", "paper: Llama-3.1-8B-Instruct": ""}
