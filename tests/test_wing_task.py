@@ -1548,3 +1548,16 @@ def test_a_paraphrase_sets_design_failure_outside_a_fact_text_keeps_its_field(tm
                                                                   "paraphrase set 0: over budget")
     (v,) = validate_paths([tmp_path / "h.yaml"], n_options=4, design=("tok",))   # the design is for 3 options
     assert v.ok
+
+
+def test_each_fact_length_warning_is_also_issued_as_a_template_warning(hospital):
+    from crossprofile_lib.task.templates import TemplateWarning
+    sizes = {hospital.facts[2].text: 40, hospital.facts[6].text: 11}           # F03 over 30, F07 under 12
+    tok = SimpleNamespace(name="chars", count=lambda text: sizes.get(text, 20))
+    with pytest.warns(TemplateWarning) as rec:
+        msgs = validate_template(hospital, "x.yaml", tokenizer=tok)
+    assert msgs == ["x.yaml: field 'facts[2].text': fact length 40 tokens (chars) is outside 12-30; the paper's R1 "
+                    "composition in PSP at r=.6 may not hold",
+                    "x.yaml: field 'facts[6].text': fact length 11 tokens (chars) is outside 12-30; the paper's R1 "
+                    "composition in PSP at r=.6 may not hold"]
+    assert [str(w.message) for w in rec if w.category is TemplateWarning] == msgs
