@@ -2804,3 +2804,59 @@ def test_a_fixed_pool_gives_the_preferred_url_while_under_its_total():
         await pool.release(got[0], "overload")
         return got, pool._pick(1, None), pool.urls[0].limit
     assert asyncio.run(scenario()) == ([0, 1, 0], 1, 4.0)  # a fixed pool's limits never move
+
+
+# DeepSeek's preset, the paper's sampling fields, a refused connection told from a dropped one
+
+def test_a_retired_deepseek_model_is_warned_about_naming_the_date_and_the_models_to_use(tmp_path):
+    from crossprofile_lib.backends.openai_compat import RetiredModelWarning
+    with pytest.warns(RetiredModelWarning) as w:
+        DeepSeekBackend("deepseek-chat", base_url=LOCAL, cache=tmp_path / "c", tokenizer="offline")
+    assert str(w[0].message) == ("backend deepseek/deepseek-chat: DeepSeek retired the model id 'deepseek-chat' after "
+                                 "2026-07-24 (checked 2026-12-01); use deepseek/deepseek-flash (V4.1-Flash) or "
+                                 "deepseek/deepseek-v4-pro")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = DeepSeekBackend("deepseek-flash", base_url=LOCAL, cache=tmp_path / "c", tokenizer="offline")
+    # the paper's sampling without llama.cpp's and vLLM's penalty fields, thinking off
+    assert b.sampling_fields() == {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0,
+                                   "thinking": {"type": "disabled"}}
+    assert _backend(tmp_path, extra_body={"top_p": 0.5}).sampling_fields() == {**{"temperature": 0.0}, **SAMPLED,
+                                                                               "top_p": 0.5}
+
+
+def test_only_a_connection_no_server_took_is_a_connect_failure():
+    import socket
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+    def caused(cause):
+        e = openai.APIConnectionError(request=req)
+        e.__cause__ = cause
+        return e
+    assert _connect_failure(caused(httpx.ConnectError("refused"))) is True
+    assert _connect_failure(caused(httpx.ConnectTimeout("slow"))) is True
+    assert _connect_failure(caused(ConnectionRefusedError())) is True
+    assert _connect_failure(caused(socket.gaierror())) is True
+    assert _connect_failure(caused(httpx.ReadError("reset"))) is False  # a server was there
+    assert _connect_failure(caused(ConnectionResetError())) is False
+    assert _connect_failure(ValueError("x")) is False
+    e = openai.APIConnectionError(request=req)
+    e.__context__ = httpx.ConnectError("refused")
+    assert _connect_failure(e) is True  # the implicit context counts too
+
+
+@pytest.mark.parametrize("status, retried", [(408, True), (429, True), (500, True), (503, True), (400, False),
+                                             (401, False), (404, False), (422, False)])
+def test_timeouts_rate_limits_and_server_errors_are_retried_client_errors_not(status, retried):
+    from crossprofile_lib.backends.http_faults import _retryable
+    assert _retryable(_status_error(openai.APIStatusError, status, {})) is retried
+
+
+def test_connection_faults_and_malformed_answers_are_retried():
+    from crossprofile_lib.backends.http_faults import MalformedResponse, _retryable
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    for e in (openai.APITimeoutError(request=req), openai.APIConnectionError(request=req), MalformedResponse("x"),
+              json.JSONDecodeError("x", "", 0), asyncio.TimeoutError(), UnicodeDecodeError("utf-8", b"", 0, 1, "x")):
+        assert _retryable(e) is True
+    assert _retryable(ValueError("x")) is False
