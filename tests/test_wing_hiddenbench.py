@@ -1161,3 +1161,67 @@ def test_a_backend_answering_the_wrong_number_of_requests_is_named(tasks):
         _chat(Short(), items)
     assert str(e.value) == "backend short returned 2 results for 3 requests"
     assert _chat(Short(), []) == [] and s.calls == []
+
+
+_TASK1 = ("Task: A company of 60 staff must book one caterer for its summer picnic. The food must be safe, must include "
+          "vegetarian dishes, and must be served on the picnic day.\n\nOptions:\nA. Birch Foods\nB. Cedar Kitchen\n"
+          "C. Amber Catering\n\nYour information (other members may hold different information):\n")
+_ASK20 = ("Write your message to the team in at most 20 words. Share what you know and say which option you favour. "
+          "Write the message only.")
+
+
+def _talking_session(tasks, ablation="baseline"):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Message, Session, Vote
+    s = Session(tasks[0], 1, get_ablation(ablation), max_words=20)
+    s.votes[("A3", "initial")] = Vote("A3", "initial", "B", "r")
+    s.votes[("A1", "initial")] = Vote("A1", "initial", None, "")
+    s.messages += [Message(0, 1, "A1", "Amber failed.", "raw"), Message(1, 1, "A3", "Cedar chef.", "raw"),
+                   Message(2, 2, "A1", "Still Amber.", "raw")]
+    return s
+
+
+def test_a_message_request_shows_the_round_scope_the_agents_facts_and_its_initial_vote(tasks):
+    s = _talking_session(tasks)
+    r = s.message_request("A2", 2)
+    assert (r.purpose, r.prompt_file, r.max_tokens, r.stop, r.json_schema) == (
+        "hb-message-r2", "natural/message_baseline_v1.txt", 46, ("\n\n",), None)
+    assert r.messages[0] == {"role": "system", "content": (
+        "You are A2, one of 3 members of a team that must choose one answer together. Each member holds some "
+        "information that the others may not have. Be brief and stick to the information you were given.")}
+    # round 2: each OTHER member's latest message, in speaking order (A1, A3, A2); A2's vote could not be read
+    assert r.messages[1]["content"] == _TASK1 + (
+        f"1. {CEDAR_S3}\n2. {AMBER_S2}\n3. {AMBER_S1}\n4. {BIRCH_H}\n\n"
+        "Your private initial vote: none (your vote could not be read)\n\n"
+        "This is round 2 of 2 of the team discussion. The latest message of each other member:\n"
+        "A1: Still Amber.\nA3: Cedar chef.\n\n" + _ASK20)
+    # round 1: every message so far; A3's own vote with its answer
+    assert s.message_request("A3", 1).messages[1]["content"] == _TASK1 + (
+        f"1. {CEDAR_H}\n2. {AMBER_S1}\n3. {CEDAR_S3}\n4. {AMBER_S2}\n\n"
+        "Your private initial vote: B (Cedar Kitchen)\n\n"
+        "This is round 1 of 2 of the team discussion. Messages so far in this round:\n"
+        "A1: Amber failed.\nA3: Cedar chef.\nA1: Still Amber.\n\n" + _ASK20)
+    assert "A1: Still Amber." in s.message_request("A3", 2).messages[1]["content"]
+    assert "A3: Cedar chef." not in s.message_request("A3", 2).messages[1]["content"]
+    assert s.transcript_text() == "A1 (round 1): Amber failed.\nA3 (round 1): Cedar chef.\nA1 (round 2): Still Amber."
+
+
+def test_without_the_vote_reminder_and_before_any_message(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Session
+    s = _talking_session(tasks, "no-vote-reminder")
+    r = s.message_request("A3", 1)
+    assert r.prompt_file == "natural/message_no_vote_reminder_v1.txt" and "initial vote" not in r.messages[1]["content"]
+    fresh = Session(tasks[0], 1, get_ablation("baseline"))
+    body = fresh.message_request("A1", 1).messages[1]["content"]
+    assert "Messages so far in this round:\n(no messages yet)\n" in body and "in at most 60 words" in body
+    assert fresh.transcript_text() == "(no messages)"
+
+
+def test_the_vote_schema_names_the_letters_and_bounds_the_rationale():
+    from crossprofile_lib.hiddenbench.natural import vote_schema
+    assert vote_schema(("A", "B", "C")) == {
+        "type": "object",
+        "properties": {"vote": {"type": "string", "enum": ["A", "B", "C"]},
+                       "rationale": {"type": "string", "maxLength": 80}},
+        "required": ["vote", "rationale"], "additionalProperties": False}
