@@ -1446,3 +1446,33 @@ def test_contrast_table_whole_rows_for_a_model_and_for_the_reference():
     est = h2.pop("estimate (points)")
     assert est != est                                                                 # NaN: not estimated
     assert h2 == {"contrast": "H2: t", **blank, "paper: Qwen2.5-7B-Instruct": "", "paper: Llama-3.1-8B-Instruct": ""}
+
+
+def test_headroom_warning_whole_box_from_a_hand_set_check(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    checks = {"fail": SimpleNamespace(passes=False, difference=4.25, low=-2.0, high=10.5, n_tasks=14),
+              "pass": SimpleNamespace(passes=True, difference=40.0, low=20.0, high=60.0, n_tasks=14)}
+    monkeypatch.setattr(hb, "headroom", lambda d, rng: checks.get(d) if int(rng.integers(10 ** 6)) == 670790 else None)
+    smol = SimpleNamespace(label="smol <x>", decisions=lambda protocol: "fail" if protocol == "controlled" else "pass")
+    assert hb.headroom_warning(smol, 5).data == (
+        '<div class="admonition warning"><p class="admonition-title">Headroom check failed: exploratory results</p>'
+        "<p>ALL - EMPTY = 4.2 points [-2.0, 10.5] over 14 tasks for smol &lt;x&gt;; the lower bound must exceed 15 "
+        "points.</p></div>")
+    assert hb.headroom_warning(smol, 0) is None                          # another seed: no check here, no box
+    assert hb.headroom_warning(SimpleNamespace(label="big", decisions=lambda protocol: "pass"), 5) is None
+
+
+def test_hb_missing_names_each_model_without_a_hiddenbench_run_and_why():
+    from crossprofile_lib.book.hbtables import hb_missing
+    a = SimpleNamespace(backend="openai/a", label="A", path=Path("runs/a"))
+    b = SimpleNamespace(backend="openai/b", label="B", path=Path("runs/b"))
+    c = SimpleNamespace(backend="openai/c", label="C", path=Path("runs/c"))
+    runs = SimpleNamespace(skipped={"hiddenbench:openai/b": "no GPU"}, models=lambda: [c])
+    ch = SimpleNamespace(all_models=[a, b, c], runs=runs)
+    assert hb_missing(ch, [SimpleNamespace(backend="openai/a")]) == [
+        "B (run folder runs/b) has no HiddenBench run in this book: it could not run here (no GPU).",
+        "C (run folder runs/c) has no HiddenBench run in this book: it is an imported CrossProfile run folder; import "
+        "its HiddenBench folder too (RUNS=...) to show it here."]
+    assert hb_missing(SimpleNamespace(all_models=[], runs=runs), []) == [   # no models listed: the book's runs
+        "C (run folder runs/c) has no HiddenBench run in this book: it is an imported CrossProfile run folder; import "
+        "its HiddenBench folder too (RUNS=...) to show it here."]
