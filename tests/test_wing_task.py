@@ -1561,3 +1561,17 @@ def test_each_fact_length_warning_is_also_issued_as_a_template_warning(hospital)
                     "x.yaml: field 'facts[6].text': fact length 11 tokens (chars) is outside 12-30; the paper's R1 "
                     "composition in PSP at r=.6 may not hold"]
     assert [str(w.message) for w in rec if w.category is TemplateWarning] == msgs
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("We should choose Acme.", hints.Hint("should choose", "should choose", False)),   # the longest phrase first
+    ("Acme should be picked", hints.Hint("should", "should", False)),
+    ("Acme is the clear Choice", hints.Hint("clear choice", "clear choice", False)),
+    ("The board was misled by Acme.", hints.Hint("misled", "mislead", False)),          # an irregular form
+    ("The decoys were cheap.", hints.Hint("decoys", "decoy", False)),                   # an inflection
+    ("Acme optimised its routes.", None),                                               # innocent look-alike stems
+    ("Acme offers ideals", None),
+    ("Acme will bestow a grant.", None),
+])
+def test_a_hint_is_its_longest_phrase_any_inflection_and_never_an_innocent_word(fresh_hint_caches, text, expected):
+    assert hints.find_hint(text) == expected
