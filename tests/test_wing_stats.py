@@ -1345,3 +1345,15 @@ def test_the_composition_table_means_kept_facts_per_cell_then_over_all_cells_the
         ("kept_irrelevant", "classic (pooled)", 1, 0.0, 0.0, 0.0), ("retention", "classic (pooled)", 1, 0.4, 0.4, 0.4)]
     assert len(tables_composition(df, _boot())) == 12
     assert len(tables_composition(df.drop(columns=["pooled_cell"]), _boot(), pooled=True)) == 12
+
+
+def test_the_tables_list_policies_and_budgets_in_the_designs_order_then_unknown_ones_by_name():
+    pols = ["zeta", "ALL", "R1", "alpha", "B4", "EMPTY"]
+    buds = ["none", "128t", "0.4", "9.9"]
+    df = pd.DataFrame([dict(template_id="a", policy=p, budget_label=b, variant="PSP", correct=True)
+                       for p in pols for b in buds])
+    t = accuracy_table(df, _boot())
+    t = t[t.variant == "PSP"]
+    want_pols = ["R1", "B4", "ALL", "EMPTY", "alpha", "zeta"]
+    want_buds = ["0.4", "128t", "none", "9.9"]
+    assert list(zip(t.policy, t.budget_label)) == [(p, b) for p in want_pols for b in want_buds]
