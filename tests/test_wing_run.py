@@ -1279,3 +1279,24 @@ def test_the_rebuild_takes_loaded_templates_the_runs_option_count_and_its_tokeni
     assert (info["used"], info["memory_mismatch"]) == (20, 0)
     _, info = rb.rebuild_choice_data(qdf, dict(asdict(qcfg), tokenizer=None), "templates/dev")
     assert info["memory_mismatch"] > 0                      # the offline tokenizer's budgets keep other claims
+
+
+def test_a_rebuilt_row_whose_decision_is_not_among_its_options_is_left_out_as_not_rebuilt(ledger_rows):
+    df, cfg = ledger_rows
+    d = df.drop(columns=["option_features"]).copy()
+    d.loc[5, "decision"] = "zeta"
+    data, info = rb.rebuild_choice_data(d, asdict(cfg), "templates/dev")
+    assert (info["used"], info["not_rebuilt"], info["invalid"], info["memory_mismatch"]) == (39, 1, 0, 0)
+    assert info["left_out_by_policy"] == {d.loc[5, "policy"]: 1} and len(data) == 39
+
+
+def test_a_task_has_four_agents_by_default_and_its_total_is_given_or_priced_with_the_tokenizer(hospital):
+    u = build_task(hospital, "PSP", 0, tokenizer=default_tokenizer())
+    assert u.task.n_agents == 4 and u.t_all == 396 and u.merge is None and u.protocol.name == "scripted"
+    assert sorted({x.speaker for x in u.transcript.utterances}) == ["A1", "A2", "A3", "A4"]
+    assert build_task(hospital, "PSP", 0, 5, tokenizer=default_tokenizer()).t_all == 432    # five agents' labels
+    assert build_task(hospital, "PSP", 0, total=77).t_all == 77                              # no tokenizer needed
+    assert build_task(hospital, "PSP", 0, tokenizer=default_tokenizer(), total=77).t_all == 77
+    with pytest.raises(ValueError) as e:
+        build_task(hospital, "PSP", 0)
+    assert str(e.value) == "template dev-hospital-01: build_task needs a tokenizer (or T_all) to price the budgets"
