@@ -1357,3 +1357,23 @@ def test_the_tables_list_policies_and_budgets_in_the_designs_order_then_unknown_
     want_pols = ["R1", "B4", "ALL", "EMPTY", "alpha", "zeta"]
     want_buds = ["0.4", "128t", "none", "9.9"]
     assert list(zip(t.policy, t.budget_label)) == [(p, b) for p in want_pols for b in want_buds]
+
+
+def test_the_bootstrap_p_value_follows_its_formula_per_column_with_undefined_resamples_left_out():
+    from crossprofile_lib.stats.bootstrap import bootstrap_pvalue
+    draws = np.array([[1.0, -1.0, np.nan, 0.0], [2.0, 0.5, np.nan, 0.0], [-0.5, 3.0, np.nan, 0.0],
+                      [np.nan, 4.0, np.nan, 0.0]])
+    # column 0: defined 1, 2, -0.5 -> below 0: 1, above: 2 -> 2 (1 + 1) / 4 = 1.0
+    # column 1: four defined, below 1, above 3 -> 2 * 2 / 5 = 0.8; column 2: none defined -> NaN
+    # column 3: all at the null (both sides count them) -> min(1, 2 * 5 / 5) = 1
+    p = bootstrap_pvalue(draws)
+    assert p[:2].tolist() == pytest.approx([1.0, 0.8]) and np.isnan(p[2]) and p[3] == 1.0
+    # against a null per column: column 0 at 1.5 -> below 2 (1, -0.5), above 1 -> 2 * 2 / 4 = 1;
+    # column 1 at 3.5 -> below 3, above 1 -> 0.8; column 3 at -1 -> above 4, below 0 -> 2 / 5
+    q = bootstrap_pvalue(draws, np.array([1.5, 3.5, 0.0, -1.0]))
+    assert q[0] == 1.0 and q[1] == pytest.approx(0.8) and np.isnan(q[2]) and q[3] == pytest.approx(0.4)
+    rng = np.random.default_rng(5)
+    d = rng.normal(0.3, 1.0, size=(99, 3))
+    for j in range(3):
+        below, above = (d[:, j] <= 0).sum(), (d[:, j] >= 0).sum()
+        assert bootstrap_pvalue(d)[j] == pytest.approx(min(1.0, 2 * (min(below, above) + 1) / 100))
