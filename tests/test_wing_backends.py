@@ -2860,3 +2860,51 @@ def test_connection_faults_and_malformed_answers_are_retried():
               json.JSONDecodeError("x", "", 0), asyncio.TimeoutError(), UnicodeDecodeError("utf-8", b"", 0, 1, "x")):
         assert _retryable(e) is True
     assert _retryable(ValueError("x")) is False
+
+
+# http_faults.call_within and settle: the deadline's message and thread, the first failure of many workers
+
+def test_a_deadline_names_what_was_asked_and_its_seconds_and_runs_in_a_named_daemon_thread():
+    seen = {}
+
+    def where():
+        t = threading.current_thread()
+        seen.update(name=t.name, daemon=t.daemon)
+        return None
+    assert call_within(where, 30, "GET /v1/models") is None
+    assert seen == {"name": "deadline-GET /v1/models", "daemon": True}
+    hold = threading.Event()
+    with pytest.raises(DeadlineExceeded) as e:
+        call_within(hold.wait, 0.02, "POST /tokenize")
+    hold.set()
+    assert str(e.value) == ("POST /tokenize: no complete answer within the 0.02 s deadline for the whole request "
+                            "(--tokenize-timeout)")
+    with pytest.raises(DeadlineExceeded, match=r"^request: no complete answer within the 0\.01 s"):
+        call_within(threading.Event().wait, 0.01)
+
+
+def test_settle_raises_the_first_workers_failure_after_stopping_the_others():
+    from crossprofile_lib.backends.http_faults import settle
+    stopped = []
+
+    async def scenario():
+        async def fails():
+            await asyncio.sleep(0)
+            raise KeyError("first")
+
+        async def waits():
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                stopped.append(True)
+                raise
+
+        async def done():
+            return 1
+        tasks = [asyncio.create_task(c()) for c in (done, waits, fails, waits)]
+        with pytest.raises(KeyError, match="first"):
+            await settle(tasks)
+        assert all(t.done() for t in tasks)
+        await settle([asyncio.create_task(done())])  # none failed: nothing raised
+    asyncio.run(scenario())
+    assert stopped == [True, True]
