@@ -1225,3 +1225,32 @@ def test_the_vote_schema_names_the_letters_and_bounds_the_rationale():
         "properties": {"vote": {"type": "string", "enum": ["A", "B", "C"]},
                        "rationale": {"type": "string", "maxLength": 80}},
         "required": ["vote", "rationale"], "additionalProperties": False}
+
+
+def test_a_constrained_final_vote_request_by_hand(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Session, vote_schema
+    s = Session(tasks[0], 1, get_ablation("baseline"), constrained_votes=True)
+    r = s.vote_request("A2", "final")
+    assert (r.purpose, r.prompt_file, r.max_tokens, r.stop) == ("hb-vote-final", "natural/vote_final_v1.txt", 100, None)
+    assert r.json_schema == vote_schema(["A", "B", "C"]) and r.json_schema["properties"]["vote"]["enum"] == ["A", "B", "C"]
+    assert r.messages[0]["content"].startswith("You are A2, one of 3 members")
+    assert r.messages[1]["content"] == (
+        _TASK1.replace(" (other members may hold different information)", "")
+        + f"1. {CEDAR_S3}\n2. {AMBER_S2}\n3. {AMBER_S1}\n4. {BIRCH_H}\n\nThe team's discussion:\n(no messages)\n\n"
+        'The discussion is over. Cast your final vote. Reply with JSON only, in the form {"vote": "<letter>", '
+        '"rationale": "<one sentence>"}, where the letter is one of A, B or C.')
+    # unconstrained by default
+    assert Session(tasks[0], 1, get_ablation("baseline")).vote_request("A2", "final").json_schema is None
+
+
+def test_a_logged_call_keeps_its_error_and_an_unnamed_agent_is_empty(tasks):
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.natural import Session
+    s = Session(tasks[0], 1, get_ablation("baseline"))
+    req = s.vote_request("A1", "initial")
+    s.log(req, ChatResult("", error="HTTP 429: slow down", retries=3, cached=True, completion_tokens=5))
+    [c] = s.calls
+    assert {k: v for k, v in c.items() if k != "rendered_sha"} == dict(
+        purpose="hb-vote-initial", agent="", prompt_file="natural/vote_initial_v1.txt", cached=True,
+        error="HTTP 429: slow down", retries=3, completion_tokens=5)
