@@ -1300,3 +1300,19 @@ def test_a_task_has_four_agents_by_default_and_its_total_is_given_or_priced_with
     with pytest.raises(ValueError) as e:
         build_task(hospital, "PSP", 0)
     assert str(e.value) == "template dev-hospital-01: build_task needs a tokenizer (or T_all) to price the budgets"
+
+
+def test_the_plan_is_the_whole_record_of_the_grid_in_generate_mode_by_default():
+    cfg = RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0, 1], variants=["PSP", "PPS"],
+                    budgets=["0.6"], policies=["R1", "ALL"])
+    t0 = time.perf_counter()
+    plan = call_plan(cfg)
+    took = time.perf_counter() - t0
+    counted = plan.pop("counted_in_s")
+    assert 0 <= counted <= round(took, 2) + 0.01 and counted == round(counted, 2)
+    assert plan == {"calls": {"decision": 8, "total": 8}, "decisions": 8, "templates": 1, "variants": 2, "seeds": 2,
+                    "budgets": list(cfg.budgets), "policies": ["R1", "ALL"], "decision_mode": "generate",
+                    "tokenizer": "offline-bpe-approx-v1", "deduplicated_decisions": 0,
+                    "per_policy": {"R1": 4, "ALL": 4}, "distinct_decision_prompts": 8,
+                    "not_counted": "format-reminder retries of unparsable generate answers (at most one per decision "
+                                   "call) and transport retries of failed calls"}
