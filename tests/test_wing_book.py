@@ -1476,3 +1476,15 @@ def test_hb_missing_names_each_model_without_a_hiddenbench_run_and_why():
     assert hb_missing(SimpleNamespace(all_models=[], runs=runs), []) == [   # no models listed: the book's runs
         "C (run folder runs/c) has no HiddenBench run in this book: it is an imported CrossProfile run folder; import "
         "its HiddenBench folder too (RUNS=...) to show it here."]
+
+
+def test_accuracy_matrix_defaults_to_the_primary_budget_and_reads_the_outcome_asked():
+    from crossprofile_lib.book.tables import accuracy_matrix
+    df = pd.DataFrame({"policy": ["B4", "R1", "R1", "R1", "Zed"], "variant": ["PSP", "PSP", "PSP", "SPS", "PSP"],
+                       "budget_label": ["0.6", "0.6", "0.3", "0.6", "0.6"], "correct": [1, 1, 0, 0, 1],
+                       "chose_decoy": [0, 0, 1, 1, 0]})
+    m = accuracy_matrix(df)                               # r = 0.6; the heat map's policies in its order, no others
+    assert list(m.index) == ["R1", "B4"] and list(m.columns) == ["PSP", "SPS"]
+    assert m.fillna(-1).to_numpy().tolist() == [[100.0, 0.0], [100.0, -1]]           # no B4 row in SPS: NaN
+    d = accuracy_matrix(df, "0.3", outcome="chose_decoy")
+    assert d.to_dict("index") == {"R1": {"PSP": 100.0}}
