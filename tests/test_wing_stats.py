@@ -1377,3 +1377,28 @@ def test_the_bootstrap_p_value_follows_its_formula_per_column_with_undefined_res
     for j in range(3):
         below, above = (d[:, j] <= 0).sum(), (d[:, j] >= 0).sum()
         assert bootstrap_pvalue(d)[j] == pytest.approx(min(1.0, 2 * (min(below, above) + 1) / 100))
+
+
+def test_the_cached_social_proof_fit_says_why_it_was_skipped_and_rebuilds_choice_data_only_on_a_miss(tmp_path):
+    from crossprofile_lib.stats.analysis import social_proof_cached
+    from crossprofile_lib.stats.cache import FitCache
+    rows = pd.DataFrame(dict(template_id=["a", "b"], correct=[True, False]))
+    boot = _boot()
+    assert social_proof_cached(rows, boot, 5, None) == {"skipped": "no rebuilt choice data handed in"}
+    assert social_proof_cached(rows, boot, 5, "no templates") == {"skipped": "no templates"}
+    assert social_proof_cached(rows, boot, 5, lambda: "") == {"skipped": "no rebuilt choice data handed in"}
+    data, _ = _pattern_choices(40)
+    data = type(data)(data.X, data.choice, np.where(np.arange(len(data)) % 2, "a", "b"), data.count)
+    calls = []
+
+    def build():
+        calls.append(1)
+        return data, {"templates": 2}
+    cache = FitCache(tmp_path)
+    first = social_proof_cached(rows, boot, 3, build, cache, "inputs-1")
+    assert first["rebuild"] == {"templates": 2} and first["resamples"] == 3 and calls == [1]
+    again = social_proof_cached(rows, boot, 3, build, cache, "inputs-1")
+    assert calls == [1] and cache.hits == 1 and again["rebuild"] == {"templates": 2}
+    social_proof_cached(rows, boot, 2, build, cache, "inputs-1")      # other resamples: another entry
+    social_proof_cached(rows, boot, 3, build, cache, "inputs-2")      # other inputs: another entry
+    assert calls == [1, 1, 1] and len(list(tmp_path.glob("social_proof-*.json"))) == 3
