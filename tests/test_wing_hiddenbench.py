@@ -1254,3 +1254,26 @@ def test_a_logged_call_keeps_its_error_and_an_unnamed_agent_is_empty(tasks):
     assert {k: v for k, v in c.items() if k != "rendered_sha"} == dict(
         purpose="hb-vote-initial", agent="", prompt_file="natural/vote_initial_v1.txt", cached=True,
         error="HTTP 429: slow down", retries=3, completion_tokens=5)
+
+
+def test_the_configuration_hash_is_stable_and_follows_the_fixtures_content_not_a_secret():
+    import dataclasses
+
+    from crossprofile_lib.hiddenbench.run import HBConfig, _config_sha
+    be = SimpleNamespace(name="scripted", model="m", tokenizer=SimpleNamespace(name="t"), decision_mode="generate")
+    fx = SimpleNamespace(data_source="fixture", is_fixture=True, sha256="ab" * 32)
+    fx2 = SimpleNamespace(data_source="fixture", is_fixture=True, sha256="cd" * 32)
+    user = SimpleNamespace(data_source="/data/hb.json", is_fixture=False, sha256="ab" * 32)
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["natural"], seeds=[0], policies=["R1"],
+                   backend_options={"api_key": "sk-123456789012345678901234", "temperature": 0})
+    prompts = {"natural/x.txt": "00"}
+    # the literal hashes: sessions on file are resumed only under the same hash, so it must not drift between versions
+    assert [_config_sha(cfg, p, be, d, prompts) for d in (fx, fx2, user) for p in ("controlled", "natural")] == [
+        "8d70fc0e0f4d256b", "754453df107fb530", "8d146f7bc65028c7", "8c674009a356f902", "87d6855120b37c04",
+        "1021eef6f8d67262"]
+    on = dataclasses.replace(cfg, constrained_votes=True)
+    assert _config_sha(on, "natural", be, fx, prompts) == "26d25610d80c9378"
+    # constrained votes and prompts are natural settings; a key's value is redacted before hashing
+    assert _config_sha(on, "controlled", be, fx, prompts) == "8d70fc0e0f4d256b"
+    other_key = dataclasses.replace(cfg, backend_options={"api_key": "sk-999999999999999999999999", "temperature": 0})
+    assert _config_sha(other_key, "controlled", be, fx, {}) == "8d70fc0e0f4d256b"
