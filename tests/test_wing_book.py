@@ -1488,3 +1488,14 @@ def test_accuracy_matrix_defaults_to_the_primary_budget_and_reads_the_outcome_as
     assert m.fillna(-1).to_numpy().tolist() == [[100.0, 0.0], [100.0, -1]]           # no B4 row in SPS: NaN
     d = accuracy_matrix(df, "0.3", outcome="chose_decoy")
     assert d.to_dict("index") == {"R1": {"PSP": 100.0}}
+
+
+def test_paper_cell_every_model_for_the_reference_else_the_runs_own_or_why_not():
+    from crossprofile_lib.book.compare import _paper_cell
+    from crossprofile_lib.paper_figures import paper_item
+    it = paper_item("mirror-r1-b4/R1 - B4")                           # the paper reports Qwen only
+    h1 = paper_item("h1/H1")
+    assert _paper_cell(h1, run()) == "+64.6 (Qwen2.5-7B-Instruct) / +62.6 (Llama-3.1-8B-Instruct) / +62.6 (DeepSeek-V4.1-Flash)"
+    assert _paper_cell(h1, _model_run()) == "+64.6 (Qwen2.5-7B-Instruct)"
+    assert _paper_cell(it, _model_run("Llama-3.1-8B-Instruct")) == "– (not reported for Llama-3.1-8B-Instruct)"
+    assert _paper_cell(it, _model_run("smol")) == "– (not one of the paper's models)"
