@@ -1575,3 +1575,13 @@ def test_each_fact_length_warning_is_also_issued_as_a_template_warning(hospital)
 ])
 def test_a_hint_is_its_longest_phrase_any_inflection_and_never_an_innocent_word(fresh_hint_caches, text, expected):
     assert hints.find_hint(text) == expected
+
+
+def test_utterances_with_one_fact_id_merge_whatever_their_words_and_two_ids_never_do():
+    from crossprofile_lib.task.discussion import claim_list_from_utterances
+    utt = [Utterance(0, "A1", "Corvane is slow.", "f1"), Utterance(1, "A2", "Corvane was slow to come.", "f1"),
+           Utterance(2, "A3", "Corvane is slow.", "f2"), Utterance(3, "A2", "I agree.")]
+    cl = claim_list_from_utterances(utt, ("A1", "A2", "A3"))
+    assert cl.claims == (Claim("Corvane is slow.", ("A1", "A2"), 0, "f1", "A1"),
+                         Claim("Corvane is slow.", ("A3",), 2, "f2", "A3"), Claim("I agree.", ("A2",), 3, None, "A2"))
+    assert cl.by_speaker == (("A1", (0,)), ("A2", (0, 2)), ("A3", (1,))) and cl.agents == ()
