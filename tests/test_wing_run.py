@@ -1316,3 +1316,14 @@ def test_the_plan_is_the_whole_record_of_the_grid_in_generate_mode_by_default():
                     "per_policy": {"R1": 4, "ALL": 4}, "distinct_decision_prompts": 8,
                     "not_counted": "format-reminder retries of unparsable generate answers (at most one per decision "
                                    "call) and transport retries of failed calls"}
+
+
+def test_a_broken_template_file_beside_the_runs_file_is_passed_over(own_templates_run, tmp_path):
+    df, header, base = own_templates_run
+    (tmp_path / "a_broken.yaml").write_text("id: [not a template\n")
+    (tmp_path / "b.yaml").write_text((base / "made" / "hospital.yaml").read_text())
+    gone = dict(header, config=dict(header["config"], templates=[str(base / "gone")]))
+    hosp = df[df.template_id == "dev-hospital-01"].reset_index(drop=True)
+    verify_table(hosp, dict(gone, rows=len(hosp)), "r/results.parquet", templates=[str(tmp_path)])
+    with pytest.raises(EditedTable):                                   # without that folder: only the bundled file
+        verify_table(hosp, dict(gone, rows=len(hosp)), "r/results.parquet")
