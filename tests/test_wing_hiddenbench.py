@@ -1277,3 +1277,39 @@ def test_the_configuration_hash_is_stable_and_follows_the_fixtures_content_not_a
     assert _config_sha(on, "controlled", be, fx, prompts) == "8d70fc0e0f4d256b"
     other_key = dataclasses.replace(cfg, backend_options={"api_key": "sk-999999999999999999999999", "temperature": 0})
     assert _config_sha(other_key, "controlled", be, fx, {}) == "8d70fc0e0f4d256b"
+
+
+def _write_sessions(tmp_path, protocol, recs):
+    import json
+    (tmp_path / "artefacts").mkdir(exist_ok=True)
+    (tmp_path / "artefacts" / f"{protocol}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + "{torn")
+
+
+def test_collect_keeps_the_last_record_of_each_session_in_key_order_and_fills_missing_errors(tmp_path):
+    from crossprofile_lib.hiddenbench.run import _collect, read_tables
+
+    def rec(tid, seed, rows, sha="s1", errors=0):
+        return dict(task_id=tid, seed=seed, ablation="scripted", config_sha=sha, errors=errors,
+                    rows=dict(decisions=rows))
+    _write_sessions(tmp_path, "controlled", [
+        rec("2", 0, [dict(task_id="2", n=1, error=None, correct=True)]),
+        rec("1", 0, [dict(task_id="1", n=2, error="HTTP 500", correct=None)], errors=1),
+        rec("2", 0, [dict(task_id="2", n=3, error=None, correct=False)]),                 # the later record wins
+        rec("3", 0, [dict(task_id="3", n=4, error="", correct=True)], sha="other")])     # another configuration
+    frames, failed = _collect(tmp_path, "controlled", "s1")
+    d = frames["decisions"]
+    assert failed == 1 and list(d.task_id) == ["1", "2"] and list(d.n) == [2, 3]
+    assert list(d.error) == ["HTTP 500", ""] and str(d.correct.dtype) == "boolean"
+    assert d.correct.isna().tolist() == [True, False] and bool(d.correct[1]) is False
+    back = read_tables(tmp_path, "controlled")["decisions"]
+    assert list(back.error) == ["HTTP 500", ""] and list(back.n) == [2, 3]
+
+
+def test_collect_gives_rows_written_before_the_error_column_an_empty_error(tmp_path):
+    from crossprofile_lib.hiddenbench.run import _collect
+    _write_sessions(tmp_path, "natural", [dict(task_id="1", seed=0, ablation="baseline", config_sha="s", rows=dict(
+        votes=[dict(agent="A1", correct=True)], sessions=[dict(group_correct=True)], decisions=[]))])
+    frames, failed = _collect(tmp_path, "natural", "s")
+    assert failed == 0 and list(frames["votes"].error) == [""] and list(frames["sessions"].error) == [""]
+    assert len(frames["decisions"]) == 0 and "error" not in frames["decisions"]
+    assert list(frames["votes"].correct) == [True]                     # natural tables keep their own dtypes
