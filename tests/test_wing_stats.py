@@ -1402,3 +1402,36 @@ def test_the_cached_social_proof_fit_says_why_it_was_skipped_and_rebuilds_choice
     social_proof_cached(rows, boot, 2, build, cache, "inputs-1")      # other resamples: another entry
     social_proof_cached(rows, boot, 3, build, cache, "inputs-2")      # other inputs: another entry
     assert calls == [1, 1, 1] and len(list(tmp_path.glob("social_proof-*.json"))) == 3
+
+
+def test_analyse_runs_each_backend_and_model_in_order_with_its_own_choice_data_and_the_prepared_rows(monkeypatch):
+    import crossprofile_lib.stats.analysis as A
+    from crossprofile_lib.stats.analysis_set import FailedCallsError
+    seen = []
+
+    def fake(d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows, cache, choice_key):
+        seen.append(dict(models=sorted(set(zip(d.backend, d.model))), n=len(d), seed=seed, B=n_resamples,
+                         cd=cd() if callable(cd) else cd, regressions=regressions, fit=fit_resamples, rows=rows,
+                         key=choice_key, prereg=prereg))
+        return dict(model=d.model.iloc[0])
+    monkeypatch.setattr(A, "analyse_model", fake)
+    df = pd.DataFrame(dict(backend=["z", "a", "a", "a"], model=["m", "y", "x", "x"], template_id=["f1", "f1", "d1", "f1"],
+                           error=["", "", "", "boom"]))
+    pre = parse_prereg({"contrasts": [_contrast()]}, "p.yaml")
+    with pytest.raises(FailedCallsError):
+        A.analyse(df, pre)
+    out = A.analyse(df, pre, n_resamples=9, seed=4, choice_data={("a", "y"): "reason y"}, regressions=False,
+                    fit_resamples=6, allow_errors=True, analysis_set="all", choice_key="k")
+    assert out == [dict(model="x", seed=4), dict(model="y", seed=4), dict(model="m", seed=4)]
+    assert [s["models"] for s in seen] == [[("a", "x")], [("a", "y")], [("z", "m")]]
+    assert [s["n"] for s in seen] == [1, 1, 1] and [s["cd"] for s in seen] == [None, "reason y", None]
+    assert all(s["seed"] == 4 and s["B"] == 9 and s["regressions"] is False and s["fit"] == 6 and s["key"] == "k"
+               and s["prereg"] is pre for s in seen)
+    rec = seen[0]["rows"]
+    assert rec["failed_calls"] == ("the results table: 1 of 4 rows are failed model calls (column 'error' set); "
+                                   "they are not decisions: 1 dropped (--allow-errors)")
+    assert rec["analysis_set"]["name"] == "development templates only"
+    seen.clear()
+    A.analyse(df[df.error == ""], pre, choice_data=lambda b, m: f"{b}/{m}", rows={"given": 1})
+    assert [s["cd"] for s in seen] == ["a/x", "a/y", "z/m"] and [s["n"] for s in seen] == [1, 1, 1]
+    assert seen[0]["rows"] == {"given": 1} and seen[0]["seed"] == 0
