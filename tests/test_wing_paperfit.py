@@ -989,3 +989,39 @@ def test_reweighting_refits_at_the_last_fits_covariance_until_theta_settles(dev)
     Fk, seen = scripted([(0.0, -0.002, 1.0)] * R.REWEIGHT_STEPS)
     full, _, steps, _ = R._weighted_fit(Fk, S, design, None, used, 18.0)
     assert steps == R.REWEIGHT_STEPS == 6 and full["theta"][1] == pytest.approx(-0.012)
+
+
+def test_two_atoms_draw_each_at_its_own_proportions():
+    """Two atoms (figure a = 100 c of atom 0, b = 100 c of atom 1): atom 0 at (c, d) = (.2, .3) and atom 1 at
+    (.9, .05) average 20 and 90 - each atom's three probabilities are its own, summing to one; a negative P(correct)
+    is clipped to 0 (never drawn)."""
+    L = np.zeros((4, 2))
+    L[0, 0] = L[1, 1] = 100.0
+    S = _sampling_from(L, "ab")
+    Y = S.draw(np.array([0.2, 0.9]), np.array([0.3, 0.05]), 1.0, 3000, np.random.default_rng(4), rounding=None)
+    assert Y.shape == (3000, 2)
+    assert Y[:, 0].mean() == pytest.approx(20.0, abs=0.5) and Y[:, 1].mean() == pytest.approx(90.0, abs=0.5)
+    Y = S.draw(np.array([-0.1, 0.5]), np.array([0.3, 0.5]), 1.0, 50, np.random.default_rng(4), rounding=None)
+    assert np.all(Y[:, 0] == 0.0) and np.all(Y[:, 1] <= 100.0)
+
+
+def test_covariance_clips_decoy_at_one_less_half_a_decision():
+    """c = 0, d = 1 at m = 100: c = .005, d = .995, and Var(100 (c - d)) = 1e4 (2 x .005 x .995 + 2 x .005 x .995)
+    / 100 = 1.99 (with d left at 1 it would be 1.4975)."""
+    V = _one_atom("minus").covariance(np.array([0.0]), np.array([1.0]), 1.0)
+    assert V[1, 1] == pytest.approx(1.99)
+
+
+def test_linkage_counts_a_dependence_within_the_relative_tolerance_as_exact():
+    """b = 100 c0 + 1e-7 d0 is a's duplicate within 1e-8 of the largest singular value (~141): linked; so is it
+    when L is scaled down to entries of 1e-3 (the tolerance is then 1e-8 absolute, floor of the scale 1)."""
+    L = np.zeros((4, 3))
+    L[0, 0] = L[0, 1] = 100.0
+    L[2, 1] = 1e-7
+    L[3, 2] = 100.0
+    lk = _sampling_from(L, "abd").linkage([True] * 3)
+    assert lk["n_independent"] == 2 and lk["groups"] == [["a", "b"]]
+    small = L / 1e5
+    small[2, 1] = 1e-9                      # 1e-9 relative to entries of 1e-3, below the absolute 1e-8
+    lk = _sampling_from(small, "abd").linkage([True] * 3)
+    assert lk["n_independent"] == 2 and lk["groups"] == [["a", "b"]]
