@@ -1585,3 +1585,16 @@ def test_utterances_with_one_fact_id_merge_whatever_their_words_and_two_ids_neve
     assert cl.claims == (Claim("Corvane is slow.", ("A1", "A2"), 0, "f1", "A1"),
                          Claim("Corvane is slow.", ("A3",), 2, "f2", "A3"), Claim("I agree.", ("A2",), 3, None, "A2"))
     assert cl.by_speaker == (("A1", (0,)), ("A2", (0, 2)), ("A3", (1,))) and cl.agents == ()
+
+
+def test_a_paraphrase_set_takes_each_facts_kth_wording_or_keeps_its_text_and_drops_the_paraphrases(hospital):
+    from crossprofile_lib.task.templates import paraphrase_count, paraphrase_set
+    f3 = hospital.facts[2].text
+    t = _paraphrased(hospital, F03=("Medora one.", "Medora two.", "Medora three."))
+    assert paraphrase_count(t) == 2 and paraphrase_count(hospital) == 0
+    two = paraphrase_set(t, 2)
+    assert [f.text for f in two.facts] == [f.text if f.id != "F03" else "Medora three." for f in hospital.facts]
+    assert all(f.paraphrases == () for f in two.facts)
+    one = paraphrase_set(t, 1)
+    assert one.facts[2].text == "Medora two." and one.facts[0].text == f"{hospital.facts[0].text} Indeed."
+    assert paraphrase_set(t, 0).facts[2].text == "Medora one." and hospital.facts[2].text == f3
