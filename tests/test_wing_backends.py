@@ -2908,3 +2908,34 @@ def test_settle_raises_the_first_workers_failure_after_stopping_the_others():
         await settle([asyncio.create_task(done())])  # none failed: nothing raised
     asyncio.run(scenario())
     assert stopped == [True, True]
+
+
+# the requests a run sends: decision, relevance and stance calls' limits, purposes, prefill and constraints
+
+def test_the_decision_request_is_one_prompt_with_the_options_letters_and_a_prefill_in_score_mode(hospital, tmp_path):
+    req = _ledger_request(hospital, "PSP", 0, "ALL")
+    gen = _Scripted("m", cache=tmp_path / "c", max_tokens=300)._decision_request(req)
+    assert (len(gen.messages), gen.max_tokens, gen.purpose, gen.prompt_file, gen.choices) == (
+        1, 300, "decision", "decision_v1.txt", ("A", "B", "C"))
+    score = _Scripted("m", decision_mode="score", cache=tmp_path / "c")._decision_request(req)
+    assert score.messages[0] == gen.messages[0] and score.messages[1] == {"role": "assistant", "content": "Decision:"}
+    assert (len(score.messages), score.max_tokens, score.choices) == (2, 1, ("A", "B", "C"))
+    other = _Scripted("m", cache=tmp_path / "c", decision_prompt="labels-not-evidence")._decision_request(req)
+    assert other.prompt_file == "decision_labels_not_evidence_v1.txt"
+
+
+def test_relevance_and_stance_requests_scale_their_limits_with_the_claims_and_carry_their_schemas(hospital, tmp_path):
+    task = make_task(hospital, "PSP", 0)
+    cl = claim_list(scripted_discussion(task))
+    n = len(cl)
+    for mode, constrained in (("generate", False), ("grammar", True), ("score", True)):
+        rel = _Scripted("m", decision_mode=mode, cache=tmp_path / "c").relevance_request(task, cl)
+        assert (rel.max_tokens, rel.purpose, rel.prompt_file) == (16 + 4 * n, "relevance", "relevance_v1.txt")
+        from crossprofile_lib.backends.llm import relevance_schema
+        assert rel.json_schema == (relevance_schema(n) if constrained else None)
+        st = _Scripted("m", decision_mode=mode, cache=tmp_path / "c").stance_request(task, cl)
+        assert (st.max_tokens, st.purpose) == (24 + 28 * n, "stance")
+        # a stance call is constrained in grammar mode only
+        assert st.json_schema == (stance_schema(n, ("A", "B", "C")) if mode == "grammar" else None)
+    facts = "\n".join(f"{i + 1}. {c.text}" for i, c in enumerate(cl.claims))
+    assert facts in st.messages[0]["content"]  # the stance prompt numbers the claims from 1, one a line
