@@ -1327,3 +1327,16 @@ def test_a_broken_template_file_beside_the_runs_file_is_passed_over(own_template
     verify_table(hosp, dict(gone, rows=len(hosp)), "r/results.parquet", templates=[str(tmp_path)])
     with pytest.raises(EditedTable):                                   # without that folder: only the bundled file
         verify_table(hosp, dict(gone, rows=len(hosp)), "r/results.parquet")
+
+
+def test_the_rebuild_key_is_sorted_json_of_the_config_without_templates_and_the_given_files_digest():
+    from crossprofile_lib.config import Budget
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"     # sha256 of nothing
+    assert rb.rebuild_inputs_key({"z": 1, "budgets": [Budget("0.6")], "templates": ["nowhere/x"]}) == \
+        '{"config": {"budgets": ["0.6"], "z": 1}, "files": "' + empty + '"}'
+    assert rb.rebuild_inputs_key(None) == '{"config": {}, "files": "' + empty + '"}'
+    one = "templates/dev/dev-hospital-01.yaml"
+    key = rb.rebuild_inputs_key({"seeds": [0], "templates": ["nowhere/x"]}, templates=one)
+    assert key == rb.rebuild_inputs_key({"seeds": [0]}, templates=[one]) == \
+        rb.rebuild_inputs_key({"seeds": [0], "templates": [one]})
+    assert json.loads(key)["files"] != empty
