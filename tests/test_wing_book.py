@@ -1499,3 +1499,20 @@ def test_paper_cell_every_model_for_the_reference_else_the_runs_own_or_why_not()
     assert _paper_cell(h1, _model_run()) == "+64.6 (Qwen2.5-7B-Instruct)"
     assert _paper_cell(it, _model_run("Llama-3.1-8B-Instruct")) == "– (not reported for Llama-3.1-8B-Instruct)"
     assert _paper_cell(it, _model_run("smol")) == "– (not one of the paper's models)"
+
+
+def test_composition_paper_text_whole_for_the_reference_and_a_paper_model_the_paper_did_not_measure():
+    from crossprofile_lib.book.headline import composition_paper_text
+    q = "(Qwen2.5-7B-Instruct)"
+    whole = f"R1-rel: 4.43 {q} / 1.89 {q} / 2.16 {q}; R1: 4.98 {q} / 0.01 {q} / 4.00 {q}"
+    assert composition_paper_text(None) == whole == composition_paper_text(run()) == composition_paper_text(_model_run())
+    no = "– (not reported for Llama-3.1-8B-Instruct)"
+    assert composition_paper_text(_model_run("Llama-3.1-8B-Instruct")) == (
+        f"R1-rel: {no} / {no} / {no}; R1: {no} / {no} / {no}")
+
+
+def test_paper_filter_is_the_papers_r1_rel_composition_and_its_filters_quality_as_fractions():
+    from crossprofile_lib.book.headline import paper_filter
+    pf = paper_filter()
+    assert pf["composition"] == [4.43, 1.89, 2.16]
+    assert pf["precision"] == pytest.approx(0.994) and pf["recall"] == pytest.approx(0.989)
