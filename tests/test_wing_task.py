@@ -1591,7 +1591,8 @@ def test_a_paraphrase_set_takes_each_facts_kth_wording_or_keeps_its_text_and_dro
     from crossprofile_lib.task.templates import paraphrase_count, paraphrase_set
     f3 = hospital.facts[2].text
     t = _paraphrased(hospital, F03=("Medora one.", "Medora two.", "Medora three."))
-    assert paraphrase_count(t) == 2 and paraphrase_count(hospital) == 0
+    bare = _facts(hospital, **{f.id: {"paraphrases": ()} for f in hospital.facts})
+    assert paraphrase_count(t) == 2 and paraphrase_count(bare) == 0
     two = paraphrase_set(t, 2)
     assert [f.text for f in two.facts] == [f.text if f.id != "F03" else "Medora three." for f in hospital.facts]
     assert all(f.paraphrases == () for f in two.facts)
