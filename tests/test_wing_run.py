@@ -1340,3 +1340,23 @@ def test_the_rebuild_key_is_sorted_json_of_the_config_without_templates_and_the_
     assert key == rb.rebuild_inputs_key({"seeds": [0]}, templates=[one]) == \
         rb.rebuild_inputs_key({"seeds": [0], "templates": [one]})
     assert json.loads(key)["files"] != empty
+
+
+class _ListFilter(_InputsBackend):
+    relevance_kind = "model-json"
+
+    def relevance(self, task, claims):
+        self.asked.append(("relevance", task, tuple(claims)))
+        return [1, 0]                                           # a plain list, not a Relevance
+
+
+def test_the_model_relevance_is_asked_once_with_the_units_task_and_claims_and_a_plain_answer_becomes_tiers():
+    b = _ListFilter()
+    x = TaskInputs(SimpleNamespace(task="T", claims=("c1", "c2", "c3")), b, oracle_rel=lambda claims, task: {2})
+    rel, kind = x.relevance("model")
+    assert rel == frozenset({0, 1}) and isinstance(rel, Relevance) and kind == "model-json"
+    assert x.relevance("model") == (rel, "model-json")
+    assert b.asked == [("relevance", "T", ("c1", "c2", "c3"))]
+    rel, kind = x.relevance("oracle")
+    assert rel == frozenset({2}) and isinstance(rel, Relevance) and kind == "oracle" and x.truth == frozenset({2})
+    assert len(b.asked) == 1
