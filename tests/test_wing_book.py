@@ -1516,3 +1516,41 @@ def test_paper_filter_is_the_papers_r1_rel_composition_and_its_filters_quality_a
     pf = paper_filter()
     assert pf["composition"] == [4.43, 1.89, 2.16]
     assert pf["precision"] == pytest.approx(0.994) and pf["recall"] == pytest.approx(0.989)
+
+
+def test_thresholds_note_whole_box():
+    from crossprofile_lib.book.headline import thresholds_note
+    assert thresholds_note().data == (
+        '<div class="admonition note"><p class="admonition-title">Thresholds of this build</p><p>Headroom: ALL - EMPTY '
+        "accuracy must exceed 15 points at the lower 95% bound (prereg.yaml). Classic cell PSP, mirror cell SPS (<a "
+        "href='03-methods.html#spec-cells'>the specification, chapter 3</a>).</p></div>")
+
+
+def test_findings_one_table_per_finding_from_the_runs_of_its_data_kind(monkeypatch):
+    from crossprofile_lib.book import compare
+    monkeypatch.setattr(compare, "finding_table", lambda f, runs, n, seed: (f.key, list(runs), n, seed))
+    out = compare.findings({"crossprofile": ["A", "B"], "hiddenbench": ["H"]}, 300, 9)
+    assert [f for f, _ in out] == list(compare.FINDINGS)
+    assert [t for _, t in out] == [
+        ("r1-random", ["A", "B"], 300, 9), ("h1", ["A", "B"], 300, 9), ("swing", ["A", "B"], 300, 9),
+        ("relevance", ["A", "B"], 300, 9), ("labels", ["A", "B"], 300, 9), ("support-shared", ["A", "B"], 300, 9),
+        ("net-lead", ["A", "B"], 300, 9), ("hb-r1-b3", ["H"], 300, 9), ("hb-reference", ["H"], 300, 9)]
+    assert compare.findings({})[0][1] == ("r1-random", [], 2000, 0)        # no runs of a kind; defaults 2000, seed 0
+
+
+def test_model_controlled_table_joins_only_the_same_models_paper_column(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    paper = pd.DataFrame({"paper Qwen2.5-7B-Instruct": [1.0, 2.0], "paper Llama-3.1-8B-Instruct": [3.0, 4.0],
+                          "paper range over models": [5.0, 6.0]}, index=["R1", "B3"])
+    monkeypatch.setattr(hb, "paper_table", lambda kind: paper if kind == "controlled" else pytest.fail(kind))
+    monkeypatch.setattr(hb, "controlled_summary", lambda d, budget: pd.DataFrame(
+        {"accuracy": [50.0, 40.0]}, index=["R1", "ALL"]) if (d, budget) == ("D", "0.6") else pytest.fail("args"))
+    q = _model_run()
+    q.decisions = lambda protocol: "D" if protocol == "controlled" else "N"
+    t = hb.model_controlled_table(q)
+    assert t.fillna(-1).to_dict("index") == {
+        "ALL": {"accuracy": 40.0, "paper Qwen2.5-7B-Instruct": -1, "paper range over models": -1},
+        "B3": {"accuracy": -1, "paper Qwen2.5-7B-Instruct": 2.0, "paper range over models": 6.0},
+        "R1": {"accuracy": 50.0, "paper Qwen2.5-7B-Instruct": 1.0, "paper range over models": 5.0}}
+    monkeypatch.setattr(hb, "paper_table", lambda kind: paper[["paper Llama-3.1-8B-Instruct"]])
+    assert hb.model_controlled_table(q).to_dict("index") == {"R1": {"accuracy": 50.0}, "ALL": {"accuracy": 40.0}}
