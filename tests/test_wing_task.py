@@ -1599,3 +1599,17 @@ def test_a_paraphrase_set_takes_each_facts_kth_wording_or_keeps_its_text_and_dro
     one = paraphrase_set(t, 1)
     assert one.facts[2].text == "Medora two." and one.facts[0].text == f"{hospital.facts[0].text} Indeed."
     assert paraphrase_set(t, 0).facts[2].text == "Medora one." and hospital.facts[2].text == f3
+
+
+def test_an_unknown_domain_without_a_domains_file_lists_the_papers_twelve_and_how_to_add_one(tmp_path):
+    from crossprofile_lib.task.domains import DOMAINS
+    data = yaml.safe_load(HOSPITAL.read_text(encoding="utf-8"))
+    data.update(id="own-02", domain="ferry operator")
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(p)
+    assert len(DOMAINS) == 12 and ei.value.field == "domain"
+    assert ei.value.detail == (f"domain 'ferry operator' is not one of the 12 decision domains (templates/SCHEMA.md): "
+                               f"{', '.join(DOMAINS)}; to add a domain of your own, list it in a file domains.yaml "
+                               f"in the template's folder or a folder above it")
