@@ -1554,3 +1554,20 @@ def test_model_controlled_table_joins_only_the_same_models_paper_column(monkeypa
         "R1": {"accuracy": 50.0, "paper Qwen2.5-7B-Instruct": 1.0, "paper range over models": 5.0}}
     monkeypatch.setattr(hb, "paper_table", lambda kind: paper[["paper Llama-3.1-8B-Instruct"]])
     assert hb.model_controlled_table(q).to_dict("index") == {"R1": {"accuracy": 50.0}, "ALL": {"accuracy": 40.0}}
+
+
+def test_natural_table_reads_the_runs_natural_tables_at_the_primary_budget(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    monkeypatch.setattr(hb, "natural_summary", lambda s, v, d, budget: (s, v, d, budget))
+    h = SimpleNamespace(tables={"natural": {"sessions": "S", "votes": "V", "decisions": "D"},
+                                "controlled": {"sessions": "x", "votes": "y", "decisions": "z"}})
+    assert hb.natural_table(h) == ("S", "V", "D", "0.6")
+
+
+def test_kept_table_drops_accuracy_invalid_and_decisions_of_the_controlled_reference_run(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    monkeypatch.setattr(hb, "controlled_summary", lambda d, budget: pd.DataFrame(
+        {"accuracy": [1.0], "invalid": [0], "decisions": [3], "kept_hidden": [2.5], "kept_shared": [1.0]}, index=["R1"])
+        if (d, budget) == ("D", "0.6") else pytest.fail("args"))
+    t = hb.kept_table(SimpleNamespace(decisions=lambda protocol: "D" if protocol == "controlled" else "N"))
+    assert t.to_dict("index") == {"R1": {"kept_hidden": 2.5, "kept_shared": 1.0}}
