@@ -1360,3 +1360,33 @@ def test_the_model_relevance_is_asked_once_with_the_units_task_and_claims_and_a_
     rel, kind = x.relevance("oracle")
     assert rel == frozenset({2}) and isinstance(rel, Relevance) and kind == "oracle" and x.truth == frozenset({2})
     assert len(b.asked) == 1
+
+
+class _Prefetching:
+    capabilities = frozenset({"summarise", MODEL_RELEVANCE, MODEL_STANCES})
+
+    def __init__(self):
+        self.batches = []
+
+    def prefetch(self, relevance, summaries, stances):
+        self.batches.append((relevance, summaries, stances))
+
+
+def test_the_prefetch_batch_holds_each_units_filter_and_stance_inputs_and_a_summary_prompt_per_unit_and_budget(
+        hospital):
+    from crossprofile_lib.config import Budget
+    from crossprofile_lib.policies.b3 import summary_prompt
+    from crossprofile_lib.run.pipeline import prefetch, specs_of
+    units = [build_task(hospital, "PSP", s, tokenizer=default_tokenizer()) for s in (0, 1)]
+    pairs = [(u.task, u.claims) for u in units]
+    budgets = [Budget("0.4"), Budget("0.8")]
+    for policies, want in ((["R1", "ALL"], None), (["R1-rel"], (pairs, [], [])), (["BAL"], ([], [], pairs)),
+                           (["R1-rel-oracle", "BAL-oracle"], None)):
+        b = _Prefetching()
+        prefetch(units, specs_of(policies), budgets, b)
+        assert b.batches == ([] if want is None else [want]), policies
+    b = _Prefetching()
+    prefetch(units, specs_of(["B3", "R1-rel", "BAL"]), budgets, b)
+    (rel, summ, st), = b.batches
+    assert rel == pairs and st == pairs
+    assert summ == [summary_prompt(u.task, u.transcript, t) for u in units for t in (158, 316)]  # 0.4, 0.8 x 396, floored
