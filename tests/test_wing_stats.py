@@ -1435,3 +1435,24 @@ def test_analyse_runs_each_backend_and_model_in_order_with_its_own_choice_data_a
     A.analyse(df[df.error == ""], pre, choice_data=lambda b, m: f"{b}/{m}", rows={"given": 1})
     assert [s["cd"] for s in seen] == ["a/x", "a/y", "z/m"] and [s["n"] for s in seen] == [1, 1, 1]
     assert seen[0]["rows"] == {"given": 1} and seen[0]["seed"] == 0
+
+
+def test_a_social_proof_parameter_pushed_to_its_bound_is_flagged_and_the_fit_reports_n_and_its_likelihood():
+    from crossprofile_lib.stats.socialproof import BOUNDS, fit
+    rng = np.random.default_rng(0)
+    Xp = np.zeros((20, 3, 4))
+    Xp[:, :, 0] = rng.integers(-1, 2, size=(20, 3))
+    Xp[:, 0, 0] = Xp[:, 1:, 0].max(axis=1) + 1          # the chosen option has the best own evidence ...
+    Xp[:, :, 1] = rng.integers(0, 3, size=(20, 3))
+    Xp[:, 0, 1] = Xp[:, :, 1].min(axis=1) - 1           # ... and the least social support: s runs to its lower bound
+    r = fit(Xp, np.full(20, 2.0))
+    assert r["theta"][0] == pytest.approx(BOUNDS[0][0]) and r["at_bound"] == [True, False, False]
+    assert r["n"] == 40.0 and r["converged"] is True
+    assert r["log_likelihood"] == pytest.approx(_ll_oracle(r["theta"], Xp, np.full(20, 2.0)), abs=1e-9)
+    data, _ = _pattern_choices(60)
+    Xc, w = _chosen_first(data), np.ones(len(data))
+    free = fit(Xc, w)
+    assert free["at_bound"] == [False, False, False] and free["n"] == 120.0     # each decision twice
+    assert free["log_likelihood"] == pytest.approx(_ll_oracle(free["theta"], Xc, w), rel=1e-12)
+    one = fit(Xc, w, starts=((0.0, 0.0, 1.0),))
+    assert one["theta"] == pytest.approx(free["theta"], abs=1e-3)
