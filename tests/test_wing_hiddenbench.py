@@ -1316,3 +1316,40 @@ def test_collect_gives_rows_written_before_the_error_column_an_empty_error(tmp_p
     assert failed == 0 and list(frames["votes"].error) == [""] and list(frames["sessions"].error) == [""]
     assert len(frames["decisions"]) == 0 and "error" not in frames["decisions"]
     assert str(frames["votes"].correct.dtype) == "bool"                 # only the controlled table is cast
+
+
+def test_a_hiddenbench_file_keeps_its_valid_tasks_and_names_each_bad_record(tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    from crossprofile_lib.hiddenbench.importer import ENV_VAR, HiddenBenchError, load_hiddenbench
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    f = tmp_path / "hb.json"
+    recs = [_record(id=1), "not a task", _record(id=2, description="  Pick \n a caterer. "), _record(id=1),
+            _record(id=3, name="bell\x07")]
+    f.write_text(json.dumps(recs))
+    d = load_hiddenbench(f)
+    assert [t.id for t in d.tasks] == ["1", "2"] and d.tasks[1].description == "Pick a caterer."
+    assert [str(e) for e in d.errors] == [
+        f"{f}: task #1: field '<record>': must be a JSON object, found str",
+        f"{f}: task 1: field 'id': duplicate id (also record #0)",
+        f"{f}: task 3: field 'name': json (control characters): character U+0007 (unnamed, category Cc) in the value: "
+        "control, invisible and unassigned characters are not allowed"]
+    assert (d.path, d.is_fixture, d.n_records, d.notes) == (f, False, 5, ())
+    assert d.sha256 == hashlib.sha256(f.read_bytes()).hexdigest() and d.data_source == f"hb.json@{d.sha256[:12]}"
+    with pytest.raises(HiddenBenchError) as e:
+        load_hiddenbench(f, strict=True)
+    assert str(e.value) == f"{f}: task #1: field '<record>': must be a JSON object, found str"
+    f.write_text(json.dumps({"tasks": []}))
+    with pytest.raises(HiddenBenchError) as e:
+        load_hiddenbench(f)
+    assert str(e.value).startswith(f"{f}: task -: field '<file>': must be a JSON array of tasks, found ")
+    # a broken file found through the environment variable says so
+    f.write_text("[{")
+    monkeypatch.setenv(ENV_VAR, str(f))
+    with pytest.raises(HiddenBenchError) as e:
+        load_hiddenbench()
+    assert str(e.value).startswith(f"{f} (${ENV_VAR}): task -: field ") and e.value.task == "-"
+    with pytest.raises(HiddenBenchError) as e:
+        load_hiddenbench(f)
+    assert str(e.value).startswith(f"{f}: task -: field ")
