@@ -1390,3 +1390,16 @@ def test_the_prefetch_batch_holds_each_units_filter_and_stance_inputs_and_a_summ
     (rel, summ, st), = b.batches
     assert rel == pairs and st == pairs
     assert summ == [summary_prompt(u.task, u.transcript, t) for u in units for t in (158, 316)]  # 0.4, 0.8 x 396, floored
+
+
+def test_a_backend_without_a_capability_cannot_run_b3_and_without_roles_to_fall_back_on_model_sourced_inputs():
+    from crossprofile_lib.run.pipeline import unsupported
+    grid = ["B3", "R1", "R1-rel", "BAL", "R1-rel-oracle", "BAL-oracle"]
+    b3 = "B3 is a generated summary and needs a language-model backend (this one writes none)"
+    assert unsupported(grid, frozenset()) == {"B3": b3}
+    assert unsupported(grid, frozenset(), model_inputs=True) == {
+        "B3": b3, "R1-rel": "R1-rel needs a model relevance filter (the backend has none)",
+        "BAL": "BAL needs a model stance call (the backend has none)"}
+    assert unsupported(["R1-rel", "BAL"], frozenset({MODEL_RELEVANCE}), model_inputs=True) == {
+        "BAL": "BAL needs a model stance call (the backend has none)"}
+    assert unsupported(grid[1:], frozenset({MODEL_RELEVANCE, MODEL_STANCES}), model_inputs=True) == {}
