@@ -1353,3 +1353,40 @@ def test_a_hiddenbench_file_keeps_its_valid_tasks_and_names_each_bad_record(tmp_
     with pytest.raises(HiddenBenchError) as e:
         load_hiddenbench(f)
     assert str(e.value).startswith(f"{f}: task -: field ")
+
+
+_REFUSED = ("{what}: 1 of {n} rows are failed model calls (column 'error' set); they are not decisions. Rerun the command "
+            "that made the run (finished calls come from the cache) or pass --allow-errors to drop them")
+
+
+@pytest.mark.parametrize("failed, what, n", [
+    ("sessions", "the HiddenBench natural sessions table", 1),
+    ("votes", "the HiddenBench natural votes table", 2),
+    ("decisions", "the HiddenBench natural decisions table", 2),
+])
+def test_the_natural_summary_names_the_table_holding_a_failed_call(failed, what, n):
+    from crossprofile_lib.hiddenbench.measures import natural_summary
+    from crossprofile_lib.stats.analysis_set import FailedCallsError
+    t = dict(sessions=pd.DataFrame(dict(ablation=["baseline"], group_correct=[True], disclosure_rate=[1.0], error=[""])),
+             votes=pd.DataFrame(dict(ablation=["baseline"] * 2, phase=["initial", "final"], correct=[False, True],
+                                     invalid=[0, 0], error=["", ""])),
+             decisions=pd.DataFrame(dict(ablation=["baseline"] * 2, budget_label=["0.6"] * 2, policy=["R1"] * 2,
+                                         correct=[True, False], error=["", ""])))
+    t[failed].loc[len(t[failed]) - 1, "error"] = "HTTP 500"
+    with pytest.raises(FailedCallsError) as e:
+        natural_summary(t["sessions"], t["votes"], t["decisions"], "0.6")
+    assert str(e.value) == _REFUSED.format(what=what, n=n)
+
+
+def test_the_controlled_summary_names_its_table_and_headroom_its_own():
+    from crossprofile_lib.hiddenbench.measures import controlled_summary, headroom
+    from crossprofile_lib.stats.analysis_set import FailedCallsError
+    d = pd.DataFrame(dict(policy=["ALL", "EMPTY"], budget_label=["none"] * 2, decided=[True, True], correct=[True, None],
+                          invalid=[0, 0], kept_hidden=[3, 0], kept_shared=[3, 0], hidden_retention=[1.0, 0.0],
+                          profile_complete=[1, 0], task_id=["1", "1"], error=["", "HTTP 500"]))
+    with pytest.raises(FailedCallsError) as e:
+        controlled_summary(d, "none")
+    assert str(e.value) == _REFUSED.format(what="the HiddenBench controlled table", n=2)
+    with pytest.raises(FailedCallsError) as e:
+        headroom(d, None)
+    assert str(e.value) == _REFUSED.format(what="the HiddenBench decisions table", n=2)
