@@ -1456,3 +1456,30 @@ def test_a_social_proof_parameter_pushed_to_its_bound_is_flagged_and_the_fit_rep
     assert free["log_likelihood"] == pytest.approx(_ll_oracle(free["theta"], Xc, w), rel=1e-12)
     one = fit(Xc, w, starts=((0.0, 0.0, 1.0),))
     assert one["theta"] == pytest.approx(free["theta"], abs=1e-3)
+
+
+def test_the_mixed_fit_reports_its_terms_with_z_p_and_holm_adjusted_policy_p_values():
+    from scipy.stats import norm
+    from statsmodels.stats.multitest import multipletests
+    df = _synthetic(T=6, n=24)              # 6 templates x 4 policies x 6 rows
+    r = mixed_logit(df, "B4")
+    assert r["method"] == "BinomialBayesMixedGLM.fit_vb (random intercept per template)"
+    assert r["formula"] == "y ~ net_lead + irrelevant_tone + C(policy, Treatment('B4'))"
+    assert (r["reference_policy"], r["n"], r["n_templates"], r["warnings"]) == ("B4", 144, 6, [])
+    assert 0 < r["template_sd"] < 5
+    t = r["terms"]
+    assert list(t.columns) == ["term", "coef", "sd", "z", "p", "p_holm"]
+    assert t["term"].tolist() == ["Intercept", "policy[M1]", "policy[R1]", "policy[Random]", "net_lead",
+                                  "irrelevant_tone"]
+    assert np.allclose(t["z"], t["coef"] / t["sd"]) and np.allclose(t["p"], 2 * norm.sf(np.abs(t["z"])))
+    pol = t["term"].str.startswith("policy[")
+    assert t.loc[~pol, "p_holm"].isna().all()
+    assert np.allclose(t.loc[pol, "p_holm"], multipletests(t.loc[pol, "p"], method="holm")[1])
+    assert r["policy_significant"] is bool((t.loc[pol, "p_holm"] < 0.05).any())
+    one = mixed_logit(df.assign(policy="R1"))
+    assert one["policy_significant"] is None and one["terms"]["p_holm"].isna().all()
+    assert one["formula"] == "y ~ net_lead + irrelevant_tone"
+    strong = _synthetic(T=6, n=60, policy_effect=-3.0)
+    s = mixed_logit(strong)
+    assert s["policy_significant"] is True
+    assert s["terms"].set_index("term").loc["policy[B4]", "p_holm"] < 0.05
