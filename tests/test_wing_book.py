@@ -1571,3 +1571,17 @@ def test_kept_table_drops_accuracy_invalid_and_decisions_of_the_controlled_refer
         if (d, budget) == ("D", "0.6") else pytest.fail("args"))
     t = hb.kept_table(SimpleNamespace(decisions=lambda protocol: "D" if protocol == "controlled" else "N"))
     assert t.to_dict("index") == {"R1": {"kept_hidden": 2.5, "kept_shared": 1.0}}
+
+
+def test_relevance_filter_table_and_accuracy_by_variant_read_the_runs_rows_with_its_bootstrap(monkeypatch):
+    import crossprofile_lib.book.headline as h
+    r = run()
+    r.boot = "BOOT"
+    monkeypatch.setattr(h.st, "relevance_table", lambda df, boot: ("REL", len(df), boot))
+    assert h.relevance_filter_table(r) == ("REL", 1, "BOOT")
+    monkeypatch.setattr(h.st, "accuracy_table", lambda df, boot: pd.DataFrame(
+        {"policy": ["R1", "M1", "B4"], "boot": [boot] * 3}))
+    ch = SimpleNamespace(at=lambda x, t: t.assign(at=x.label) if isinstance(x, Run) else pytest.fail("run"))
+    t = h.accuracy_by_variant(ch, r)
+    assert t.to_dict("list") == {"policy": ["R1", "B4"], "boot": ["BOOT"] * 2, "at": [r.label] * 2}   # REL's only
+    assert list(h.accuracy_by_variant(ch, r, ["M1"]).policy) == ["M1"]
