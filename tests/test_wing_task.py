@@ -1613,3 +1613,12 @@ def test_an_unknown_domain_without_a_domains_file_lists_the_papers_twelve_and_ho
     assert ei.value.detail == (f"domain 'ferry operator' is not one of the 12 decision domains (templates/SCHEMA.md): "
                                f"{', '.join(DOMAINS)}; to add a domain of your own, list it in a file domains.yaml "
                                f"in the template's folder or a folder above it")
+
+
+def test_a_name_of_ones_own_is_a_renamed_copy_and_the_tokenizer_it_names_keeps_its_name(monkeypatch):
+    from crossprofile_lib.task import vocabs
+    monkeypatch.setattr(vocabs, "user_names", lambda folder=None: {"mine": "offline"})
+    mine = get_tokenizer("mine")
+    assert mine.name == "vocab:mine (offline-bpe-approx-v1)" and get_tokenizer("vocab:mine").name == mine.name
+    assert get_tokenizer("offline").name == "offline-bpe-approx-v1"          # the shared default is not renamed
+    assert mine.count("three short words") == get_tokenizer("offline").count("three short words")

@@ -13,6 +13,7 @@ string once and that offset subtracted).
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import math
@@ -362,8 +363,8 @@ def _get_tokenizer(spec: str) -> Tokenizer:
         return GGUFTokenizer(vocabs.packaged_path(spec))
     own = vocabs.user_names()
     name = spec[len(vocabs.PREFIX):] if spec.startswith(vocabs.PREFIX) else spec
-    if name in own:
-        tok = get_tokenizer(own[name])
+    if name in own:  # a copy: the tokenizer it names may be shared (the offline default), and keeps its own name
+        tok = copy.copy(get_tokenizer(own[name]))
         tok.name = f"{vocabs.PREFIX}{name} ({tok.name})"
         return tok
     kind, _, arg = spec.partition(":")
