@@ -1403,3 +1403,10 @@ def test_a_backend_without_a_capability_cannot_run_b3_and_without_roles_to_fall_
     assert unsupported(["R1-rel", "BAL"], frozenset({MODEL_RELEVANCE}), model_inputs=True) == {
         "BAL": "BAL needs a model stance call (the backend has none)"}
     assert unsupported(grid[1:], frozenset({MODEL_RELEVANCE, MODEL_STANCES}), model_inputs=True) == {}
+
+
+def test_a_grid_the_backend_cannot_run_is_refused_before_any_work_naming_each_policy_and_why():
+    why = "B3 is a generated summary and needs a language-model backend (this one writes none)"
+    with pytest.raises(ValueError) as e:
+        run_grid(RunConfig(policies=["R1", "B3", "B3:unlabeled"], **SMALL))
+    assert str(e.value) == f"backend 'ledger' cannot run B3, B3:unlabeled: {why}; {why}"
