@@ -1390,3 +1390,15 @@ def test_the_controlled_summary_names_its_table_and_headroom_its_own():
     with pytest.raises(FailedCallsError) as e:
         headroom(d, None)
     assert str(e.value) == _REFUSED.format(what="the HiddenBench decisions table", n=2)
+
+
+def test_a_retried_vote_may_name_the_answer_instead_of_the_letter(tasks):
+    # A1's retry names Cedar Kitchen (letter B at seed 1) in other case and spacing; A3's first vote names Birch Foods
+    rec = _natural_record(tasks, answers={("hb-vote-initial-retry", "A1"): '{"vote": "cedar  KITCHEN", "rationale": "ok"}',
+                                          ("hb-vote-initial", "A3"): '{"vote": "Birch Foods"}'})
+    v = {(x["agent"], x["phase"]): x for x in rec["artefacts"]["votes"]}
+    assert (v[("A1", "initial")]["letter"], v[("A1", "initial")]["rationale"], v[("A1", "initial")]["retried"]) == (
+        "B", "ok", True)
+    assert (v[("A3", "initial")]["letter"], v[("A3", "initial")]["retried"]) == ("A", False)
+    s = rec["rows"]["sessions"][0]
+    assert (s["initial_invalid"], s["initial_accuracy"]) == (0, 1 / 3)
