@@ -864,7 +864,8 @@ def test_sampling_map_reproduces_the_figures_from_atom_proportions(dev):
     any theta (an aliased term predicts as the term it is aliased to); the atoms partition the rows in any term
     (each pattern count row sums to its atom's size); n_term is the first term's row count."""
     from crossprofile_lib.paperfit.fit import term_masks
-    dec, design, fm, F, S = dev
+    dec, design, fm, F, _ = dev
+    S = build_sampling(design, dec)
     assert S.refs == tuple(f.ref for f in dec)
     est = fm.estimable
     for th in ([0.4, -0.3, 3.0], [1.5, 0.8, 0.7], [0.0, 0.0, 10.0]):
@@ -886,6 +887,13 @@ def test_sampling_map_reproduces_the_figures_from_atom_proportions(dev):
     assert S.aliases and all(" predicts as " in a and a.endswith("(same choice patterns in every template)")
                              for a in S.aliases)
     assert "classic-labels/ALL unlabeled - ALL term 0" in " ".join(S.aliases)
+    # the atoms cover exactly the rows of the terms that are not aliased (an alias's own rows are left out)
+    aliased = {a.split(" predicts as ")[0] for a in S.aliases}
+    kept = [m for i, k, m, *_ in masks if f"{dec[i].ref} term {k}" not in aliased]
+    assert len(aliased) == len(S.aliases) and S.n.sum() == np.any(kept, axis=0).sum() < inany.sum()
+    # no figures: no atoms, an empty map
+    E = build_sampling(design, [])
+    assert (E.n_atoms, E.L.shape, E.Pc.shape[0], E.aliases, E.refs) == (0, (0, 0), 0, (), ())
 
 
 def _capture_starts(monkeypatch):
