@@ -1410,3 +1410,10 @@ def test_a_grid_the_backend_cannot_run_is_refused_before_any_work_naming_each_po
     with pytest.raises(ValueError) as e:
         run_grid(RunConfig(policies=["R1", "B3", "B3:unlabeled"], **SMALL))
     assert str(e.value) == f"backend 'ledger' cannot run B3, B3:unlabeled: {why}; {why}"
+
+
+def test_the_stamps_seconds_are_the_time_since_t0_to_the_millisecond(monkeypatch):
+    from crossprofile_lib.run import results as rs
+    monkeypatch.setattr(rs.time, "perf_counter", lambda: 1000.123456)
+    h = rs.stamp({}, 990.0)
+    assert h["seconds"] == 10.123 and set(h) == {"seconds", "created"}
