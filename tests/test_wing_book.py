@@ -1585,3 +1585,23 @@ def test_relevance_filter_table_and_accuracy_by_variant_read_the_runs_rows_with_
     t = h.accuracy_by_variant(ch, r)
     assert t.to_dict("list") == {"policy": ["R1", "B4"], "boot": ["BOOT"] * 2, "at": [r.label] * 2}   # REL's only
     assert list(h.accuracy_by_variant(ch, r, ["M1"]).policy) == ["M1"]
+
+
+def test_noisy_filter_takeaways_whole_lines():
+    from crossprofile_lib.book.headline import noisy_filter_takeaways
+    first = ("With the paper's filter quality (precision 99.4%, recall 98.9%) strict tiering keeps 4.10 / 0.20 / 3.70 "
+             "support / decoy / irrelevant facts in PSP at r = {}; the paper reports 4.43 / 1.89 / 2.16 (paper, "
+             "Qwen2.5-7B-Instruct).")
+    assert noisy_filter_takeaways(_noisy([2.5, 3.0, 0.4]), "0.6") == [
+        first.format("0.6"),
+        "On this grid the composition nearest the paper's needs a filter of about 80% precision and 70% recall "
+        "(4.40 / 1.90 / 2.20).",
+        "On this grid a filter worse than the paper's reported one comes nearer to its composition (distance 0.40 facts "
+        "against 2.50 at the paper's filter quality): strict tiering with the filter the paper measured does not give "
+        "the composition it reports."]
+    assert noisy_filter_takeaways(_noisy([0.4, 3.0, 0.4]), "0.3") == [   # a tie keeps the paper's own quality
+        first.format("0.3"),
+        "On this grid the composition nearest the paper's needs a filter of about 99% precision and 99% recall "
+        "(4.10 / 0.20 / 3.70).",
+        "On this grid no filter comes nearer to the paper's composition than the paper's own filter quality (distance "
+        "0.40 facts)."]
