@@ -1483,3 +1483,21 @@ def test_the_mixed_fit_reports_its_terms_with_z_p_and_holm_adjusted_policy_p_val
     s = mixed_logit(strong)
     assert s["policy_significant"] is True
     assert s["terms"].set_index("term").loc["policy[B4]", "p_holm"] < 0.05
+
+
+def test_the_likelihood_ratio_test_is_twice_the_fixed_effects_log_likelihood_gain_of_the_policy_terms():
+    from scipy.stats import chi2
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    df = _synthetic(T=10, n=32, policy_effect=-1.0)       # 10 templates x 4 policies x 8 rows, none flat
+    r = lr_test(df, "M1")
+    d = df.assign(y=df["correct"].astype(float))
+    full = "y ~ net_lead + irrelevant_tone + C(policy, Treatment('M1')) + C(template_id)"
+    reduced = "y ~ net_lead + irrelevant_tone + C(template_id)"
+    gain = GLM.from_formula(full, data=d, family=Binomial()).fit().llf - \
+        GLM.from_formula(reduced, data=d, family=Binomial()).fit().llf
+    assert r["method"] == LR_METHOD and r["formula"] == f"{full} against {reduced}"
+    assert (r["reference_policy"], r["n"], r["n_templates"], r["flat_templates"]) == ("M1", 320, 10, 0)
+    assert r["lr"]["df"] == 3 and r["lr"]["chi2"] == pytest.approx(2 * gain, rel=1e-9)
+    assert r["lr"]["p"] == pytest.approx(chi2.sf(2 * gain, 3), rel=1e-9)
+    assert r["policy_significant"] is bool(r["lr"]["p"] < 0.05) and r["terms"].empty and r["warnings"] == []
