@@ -1622,3 +1622,15 @@ def test_a_name_of_ones_own_is_a_renamed_copy_and_the_tokenizer_it_names_keeps_i
     assert mine.name == "vocab:mine (offline-bpe-approx-v1)" and get_tokenizer("vocab:mine").name == mine.name
     assert get_tokenizer("offline").name == "offline-bpe-approx-v1"          # the shared default is not renamed
     assert mine.count("three short words") == get_tokenizer("offline").count("three short words")
+
+
+def test_the_classic_cell_stops_at_the_first_tokenizer_under_which_it_fails(hospital):
+    from crossprofile_lib.task.design_check import check_classic_cell, classic_fit
+    t = _sized(hospital, 16, 9)
+    words = SimpleNamespace(name="words", count=lambda s: len(s.split()) + (1 if s == "\n" else 0))
+    held = classic_fit(t, _CHARS)
+    assert held.holds and not classic_fit(t, words).holds
+    with pytest.raises(TemplateError) as ei:
+        check_classic_cell(t, [_CHARS, words, _CHARS], "h.yaml")
+    assert ei.value.detail.startswith("template dev-hospital-01: under tokenizer words the ")
+    assert check_classic_cell(t, [_CHARS, _CHARS]) == [held, held]
