@@ -1417,3 +1417,24 @@ def test_the_stamps_seconds_are_the_time_since_t0_to_the_millisecond(monkeypatch
     monkeypatch.setattr(rs.time, "perf_counter", lambda: 1000.123456)
     h = rs.stamp({}, 990.0)
     assert h["seconds"] == 10.123 and set(h) == {"seconds", "created"}
+
+
+def test_the_commit_is_none_outside_a_repository_or_before_its_first_commit_and_untracked_files_are_not_dirt(
+        tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "x").write_text("x")
+    (plain / ".git").write_text("gitdir: /nowhere/at/all\n")      # git refuses it: not a repository
+    assert git_commit(plain) is None
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    assert git_commit(repo) is None                               # no HEAD yet
+    (repo / "a.txt").write_text("a\n")
+    _git(repo, "add", "a.txt")
+    _git(repo, "commit", "-q", "-m", "a")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    (repo / "new.txt").write_text("untracked\n")
+    assert git_commit(repo) == head and len(head) == 40
+    (repo / "a.txt").write_text("b\n")
+    assert git_commit(repo) == head + "-dirty"
