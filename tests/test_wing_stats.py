@@ -1501,3 +1501,29 @@ def test_the_likelihood_ratio_test_is_twice_the_fixed_effects_log_likelihood_gai
     assert r["lr"]["df"] == 3 and r["lr"]["chi2"] == pytest.approx(2 * gain, rel=1e-9)
     assert r["lr"]["p"] == pytest.approx(chi2.sf(2 * gain, 3), rel=1e-9)
     assert r["policy_significant"] is bool(r["lr"]["p"] < 0.05) and r["terms"].empty and r["warnings"] == []
+
+
+def test_the_fixed_effects_fit_reports_statsmodels_cluster_robust_terms_and_the_joint_wald_test_of_policy():
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    df = _synthetic(T=10, n=32, policy_effect=-1.0)
+    r = fixed_effects_logit(df, "M1")
+    d = df.assign(y=df["correct"].astype(float))
+    formula = "y ~ net_lead + irrelevant_tone + C(policy, Treatment('M1')) + C(template_id)"
+    want = GLM.from_formula(formula, data=d, family=Binomial()).fit(
+        cov_type="cluster", cov_kwds={"groups": pd.factorize(d["template_id"], sort=True)[0]})
+    assert r["method"] == FIXED_METHOD and r["formula"] == formula and r["reference_policy"] == "M1"
+    assert (r["n"], r["n_templates"], r["flat_templates"], r["warnings"]) == (320, 10, 0, [])
+    t = r["terms"].set_index("term")
+    assert list(t.index) == ["Intercept", "policy[B4]", "policy[R1]", "policy[Random]", "net_lead", "irrelevant_tone"]
+    names = {"policy[B4]": "C(policy, Treatment('M1'))[T.B4]", "net_lead": "net_lead", "Intercept": "Intercept"}
+    for term, raw in names.items():
+        assert t.loc[term, "coef"] == pytest.approx(want.params[raw], rel=1e-6)
+        assert t.loc[term, "sd"] == pytest.approx(want.bse[raw], rel=1e-6)
+        assert t.loc[term, "p"] == pytest.approx(want.pvalues[raw], rel=1e-6)
+    pol = [i for i, n in enumerate(want.params.index) if n.startswith("C(policy")]
+    R = np.eye(len(want.params))[pol]
+    w = want.wald_test(R, scalar=True)
+    assert r["wald"]["df"] == 3 and r["wald"]["chi2"] == pytest.approx(float(np.squeeze(w.statistic)), rel=1e-6)
+    assert r["wald"]["p"] == pytest.approx(float(np.squeeze(w.pvalue)), rel=1e-6)
+    assert r["policy_significant"] is bool(r["wald"]["p"] < 0.05)
