@@ -647,8 +647,8 @@ def _marked_backend(tasks, fail=None, answers=None, mode="generate"):
                     o = ChatResult("")
                 if (r.purpose, agent) in (answers or {}):
                     o = ChatResult(answers[(r.purpose, agent)])
-                if r.purpose == fail and agent == "A3":
-                    o = ChatResult("", error="HTTP 503: busy")
+                if r.purpose in (fail or ()) and agent == "A3":     # a failed call's partial text is not read
+                    o = ChatResult('Sure. {"vote": "A"} I know that', error="HTTP 503: busy")
                 out.append(dataclasses.replace(o, cached=r.purpose == "hb-extract",
                                                retries=2 if r.purpose.startswith("hb-message") else 0,
                                                completion_tokens=len(o.text.split())))
@@ -729,7 +729,7 @@ def test_a_natural_sessions_rows_count_its_votes_messages_claims_and_calls(tasks
 
 
 def test_a_failed_call_makes_a_natural_sessions_results_missing_not_wrong(tasks):
-    rec = _natural_record(tasks, fail="hb-vote-final")
+    rec = _natural_record(tasks, fail=("hb-vote-final",))
     err = "1 of 21 calls of the session failed: HTTP 503: busy"
     # 6 vote rows, the session row and 2 decision rows carry the error
     assert rec["errors"] == 9
@@ -1402,3 +1402,15 @@ def test_a_retried_vote_may_name_the_answer_instead_of_the_letter(tasks):
     assert (v[("A3", "initial")]["letter"], v[("A3", "initial")]["retried"]) == ("A", False)
     s = rec["rows"]["sessions"][0]
     assert (s["initial_invalid"], s["initial_accuracy"]) == (0, 1 / 3)
+
+
+def test_a_failed_calls_partial_text_is_neither_a_vote_nor_a_message(tasks):
+    # A3's first vote and round-1 message fail with some text in the result: read as empty (the vote is retried)
+    rec = _natural_record(tasks, fail=("hb-vote-initial", "hb-message-r1"))
+    a = rec["artefacts"]
+    v = next(x for x in a["votes"] if (x["agent"], x["phase"]) == ("A3", "initial"))
+    assert v["raw"] == ["", 'Sure. {"vote": "A", "rationale": "Based on what I know."}'] and v["retried"] is True
+    assert a["messages"][1] == dict(index=1, round=1, speaker="A3", text="", raw="")
+    assert [e["message_index"] for e in a["extraction"]] == [0, 2, 3, 4]          # empty messages are not extracted
+    assert rec["rows"]["sessions"][0]["error"] == "2 of 20 calls of the session failed: HTTP 503: busy"
+    assert rec["rows"]["sessions"][0]["empty_messages"] == 2
