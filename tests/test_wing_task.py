@@ -1634,3 +1634,17 @@ def test_the_classic_cell_stops_at_the_first_tokenizer_under_which_it_fails(hosp
         check_classic_cell(t, [_CHARS, words, _CHARS], "h.yaml")
     assert ei.value.detail.startswith("template dev-hospital-01: under tokenizer words the ")
     assert check_classic_cell(t, [_CHARS, _CHARS]) == [held, held]
+
+
+def test_domains_files_are_read_nearest_first_from_the_templates_folder_up_and_again_when_edited(tmp_path):
+    from crossprofile_lib.task.domains import DOMAINS, domain_files, domains_for
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "domains.yaml").write_text("domains: [ferry operator]\n", encoding="utf-8")
+    near = tmp_path / "a" / "b" / "domains.yaml"
+    near.write_text("domains: [airport catering]\n", encoding="utf-8")
+    t = tmp_path / "a" / "b" / "t.yaml"
+    assert domain_files(t)[:2] == (near, tmp_path / "a" / "domains.yaml")
+    assert domain_files(tmp_path / "a" / "t.yaml")[:1] == (tmp_path / "a" / "domains.yaml",)    # not the one below
+    assert domains_for(t) >= {"ferry operator", "airport catering", *DOMAINS}
+    near.write_text("domains: [airport catering, river barge line]\n", encoding="utf-8")     # a new stamp
+    assert "river barge line" in domains_for(t) and "river barge line" not in domains_for(tmp_path / "a" / "t.yaml")
