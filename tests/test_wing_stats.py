@@ -1527,3 +1527,27 @@ def test_the_fixed_effects_fit_reports_statsmodels_cluster_robust_terms_and_the_
     assert r["wald"]["df"] == 3 and r["wald"]["chi2"] == pytest.approx(float(np.squeeze(w.statistic)), rel=1e-6)
     assert r["wald"]["p"] == pytest.approx(float(np.squeeze(w.pvalue)), rel=1e-6)
     assert r["policy_significant"] is bool(r["wald"]["p"] < 0.05)
+
+
+def test_the_gee_fit_reports_statsmodels_exchangeable_gee_terms_and_the_joint_wald_test_of_policy():
+    from statsmodels.genmod.cov_struct import Exchangeable
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+
+    from crossprofile_lib.stats.netlead import gee_logit
+    df = _synthetic(T=10, n=32, policy_effect=-1.0)
+    r = gee_logit(df, "Random")
+    d = df.assign(y=df["correct"].astype(float))
+    formula = "y ~ net_lead + irrelevant_tone + C(policy, Treatment('Random'))"
+    want = GEE.from_formula(formula, groups="template_id", data=d, family=Binomial(), cov_struct=Exchangeable()).fit()
+    assert r["formula"] == formula and r["n"] == 320 and r["reference_policy"] == "Random"
+    t = r["terms"].set_index("term")
+    assert list(t.index) == ["Intercept", "policy[B4]", "policy[M1]", "policy[R1]", "net_lead", "irrelevant_tone"]
+    raw = "C(policy, Treatment('Random'))[T.B4]"
+    assert t.loc["policy[B4]", "coef"] == pytest.approx(want.params[raw], rel=1e-6)
+    assert t.loc["policy[B4]", "sd"] == pytest.approx(want.bse[raw], rel=1e-6)
+    assert t.loc["net_lead", "z"] == pytest.approx(want.tvalues["net_lead"], rel=1e-6)
+    pol = [i for i, n in enumerate(want.params.index) if n.startswith("C(policy")]
+    w = want.wald_test(np.eye(len(want.params))[pol], scalar=True)
+    assert r["wald"]["df"] == 3 and r["wald"]["chi2"] == pytest.approx(float(np.squeeze(w.statistic)), rel=1e-6)
+    assert r["policy_significant"] is bool(r["wald"]["p"] < 0.05)
