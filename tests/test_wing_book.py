@@ -1605,3 +1605,15 @@ def test_noisy_filter_takeaways_whole_lines():
         "(4.10 / 0.20 / 3.70).",
         "On this grid no filter comes nearer to the paper's composition than the paper's own filter quality (distance "
         "0.40 facts)."]
+
+
+def test_finding_table_defaults_a_full_runs_names_and_an_estimate_without_an_interval(monkeypatch):
+    from crossprofile_lib.book.compare import FINDINGS, finding_table
+    q = _model_run()                                                   # no variant column: all eight variants
+    nan = float("nan")
+    calls = _stub_finding_inputs(monkeypatch, {(q.label, "h3/H3: R1-rel - R1"): (5.0, nan, nan)})
+    rel = next(f for f in FINDINGS if f.key == "relevance")
+    t = finding_table(rel, [q])
+    assert calls[0] == ("boot", q.label, 2000, 0)                      # 2000 resamples, seed 0 by default
+    assert list(t["quantity"]) == ["H3: R1-rel - R1, 8 variants", "classic cell (PSP): R1-rel - R1"]
+    assert list(t["this run"]) == ["5.0 ‹LM: Qwen2.5-7B-Instruct›", "not in this run"]
