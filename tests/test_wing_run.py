@@ -1445,9 +1445,9 @@ def test_the_tiering_summary_is_the_mean_composition_and_filter_quality_per_prec
                        "kept_support": [4, 2, 1], "kept_decoy": [1, 2, 3], "kept_irrelevant": [0, 1, 5],
                        "realised_precision": [1.0, 0.5, np.nan], "realised_recall": [0.5, 0.25, 0.0]})
     s = rf.tiering_summary(df)
-    assert s.to_dict("records") == [
+    assert s.fillna(-1.0).to_dict("records") == [
         {"precision": 0.5, "recall": 0.8, "kept_support": 1.0, "kept_decoy": 3.0, "kept_irrelevant": 5.0,
-         "realised_precision": s.realised_precision[0], "realised_recall": 0.0},
+         "realised_precision": -1.0, "realised_recall": 0.0},
         {"precision": 0.9, "recall": 0.8, "kept_support": 3.0, "kept_decoy": 1.5, "kept_irrelevant": 0.5,
          "realised_precision": 0.75, "realised_recall": 0.375}]
     assert np.isnan(s.realised_precision[0])                  # no filter answer of that pair let anything in
