@@ -34,10 +34,11 @@ class _Session:
         self.extraction = [dict(speaker=f"A{k + 1}", message_index=k, claims=[c]) for k, c in enumerate(claims)]
         self.speaking_order = [f"A{k + 1}" for k in range(len(claims))]
         self.agents = list(self.speaking_order)
-        self.logged = []
+        self.logged, self.log_agents = [], []
 
     def log(self, req, res, agent):
         self.logged.append((req.purpose, res.text))
+        self.log_agents.append(agent)
 
 
 class _Answers:
@@ -1414,3 +1415,15 @@ def test_a_failed_calls_partial_text_is_neither_a_vote_nor_a_message(tasks):
     assert [e["message_index"] for e in a["extraction"]] == [0, 2, 3, 4]          # empty messages are not extracted
     assert rec["rows"]["sessions"][0]["error"] == "2 of 20 calls of the session failed: HTTP 503: busy"
     assert rec["rows"]["sessions"][0]["empty_messages"] == 2
+
+
+def test_the_duplicate_question_is_a_short_yes_no_request_naming_both_claims():
+    s = _Session([OVEN, GREY])
+    backend = _Answers("yes")
+    _merge(backend, [s], confirm=True)
+    [r] = backend.requests
+    assert (r.purpose, r.prompt_file, r.max_tokens, r.choices) == (
+        "hb-confirm-duplicate", "natural/confirm_duplicate_v1.txt", 4, ("yes", "no"))
+    [m] = r.messages
+    assert m["role"] == "user" and m["content"].index(OVEN) < m["content"].index(GREY)
+    assert s.logged == [("hb-confirm-duplicate", "yes")] and s.log_agents == [""]      # no agent asks it
