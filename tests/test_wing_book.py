@@ -1617,3 +1617,20 @@ def test_finding_table_defaults_a_full_runs_names_and_an_estimate_without_an_int
     assert calls[0] == ("boot", q.label, 2000, 0)                      # 2000 resamples, seed 0 by default
     assert list(t["quantity"]) == ["H3: R1-rel - R1, 8 variants", "classic cell (PSP): R1-rel - R1"]
     assert list(t["this run"]) == ["5.0 ‹LM: Qwen2.5-7B-Instruct›", "not in this run"]
+
+
+def test_cells_by_run_per_run_with_its_bootstrap_outcomes_and_pooling(monkeypatch):
+    monkeypatch.setattr(tables, "cell_rows", lambda r, boot, outcomes, pooled: (boot, tuple(outcomes), pooled))
+    a, b = run(), run(label_model="reference, social proof")
+    b.tag = "sp"
+    a.boot, b.boot = "BA", "BB"
+    assert tables.cells_by_run([a, None, b]) == {a.label: ("BA", ("correct",), True), b.label: ("BB", ("correct",), True)}
+    assert tables.cells_by_run([a], ["chose_decoy"], pooled=False) == {a.label: ("BA", ("chose_decoy",), False)}
+
+
+def test_cell_entry_first_matching_row_and_tables_without_an_outcome_column():
+    t = pd.DataFrame({"policy": ["R1", "R1", "R1"], "cell": [CELL_LABELS["classic"]] * 3, "estimate": [1.0, 2.0, 3.0]})
+    assert cell_entry(t, "R1", "classic").estimate == 1.0 and cell_value(t, "R1", "classic", "chose_decoy") == 1.0
+    assert cell_entry(t, "R1", "mirror") is None
+    o = t.assign(outcome=["chose_decoy", "correct", "correct"])
+    assert cell_value(o, "R1", "classic") == 2.0 and cell_value(o, "R1", "classic", "chose_decoy") == 1.0
