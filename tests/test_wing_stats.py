@@ -1551,3 +1551,34 @@ def test_the_gee_fit_reports_statsmodels_exchangeable_gee_terms_and_the_joint_wa
     w = want.wald_test(np.eye(len(want.params))[pol], scalar=True)
     assert r["wald"]["df"] == 3 and r["wald"]["chi2"] == pytest.approx(float(np.squeeze(w.statistic)), rel=1e-6)
     assert r["policy_significant"] is bool(r["wald"]["p"] < 0.05)
+
+
+def test_the_regressions_share_the_primary_fits_when_nothing_beyond_the_copy_family_is_left_to_test(monkeypatch):
+    import crossprofile_lib.stats.netlead as NL
+    calls = []
+
+    def stub(name, sig):
+        def f(rows, ref, *a):
+            calls.append((name, ref, sorted(set(rows["policy"]))))
+            return dict(method=name, policy_significant=sig, reference_policy=ref, wald=dict(chi2=1.0, df=1, p=0.5))
+        return f
+    for name, sig in (("fixed_effects_logit", True), ("lr_test", False), ("ml_logit", None), ("mixed_logit", True),
+                      ("gee_logit", True)):
+        monkeypatch.setattr(NL, name, stub(name, sig))
+    df = _synthetic(T=2, n=8)
+    bal = df.iloc[:3].assign(policy="BAL", correct=True)
+    fits = regressions_fit(pd.concat([df, bal], ignore_index=True), "Random")
+    copy = ["B4", "M1", "R1", "Random"]
+    assert calls == [(n, "Random", copy) for n in ("fixed_effects_logit", "lr_test", "ml_logit", "mixed_logit",
+                                                    "gee_logit")]
+    assert fits["secondary"]["fixed"] is fits["fixed"] and fits["secondary"]["lr"] is fits["lr"]
+    fam = fits["families"]
+    assert set(fam["primary"]) == {"family", "policies", "reference", "n", "separated", "duplicates", "note"}
+    assert fam["primary"]["policies"] == ["R1", "B4", "Random", "M1"] and fam["primary"]["reference"] == "Random"
+    assert fam["primary"]["n"] == 16 and fam["secondary"]["n"] == 16
+    assert fam["secondary"]["note"] == (
+        "no duplicates dropped: the table has no variant, seed, budget_label, memory_sha, decision column; "
+        "BAL separated (all correct, 3 of 3): reported apart, not tested; the rows left to test are the primary family's")
+    assert fits["policy_significant"] is True
+    assert fits["verdict"]["fit"].tolist() == ["fixed", "lr", "ml", "mixed", "gee", "fixed", "lr"]
+    assert fits["verdict"]["agrees_with_primary"].tolist() == [True, False, None, True, True, True, False]
