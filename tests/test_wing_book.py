@@ -1634,3 +1634,12 @@ def test_cell_entry_first_matching_row_and_tables_without_an_outcome_column():
     assert cell_entry(t, "R1", "mirror") is None
     o = t.assign(outcome=["chose_decoy", "correct", "correct"])
     assert cell_value(o, "R1", "classic") == 2.0 and cell_value(o, "R1", "classic", "chose_decoy") == 1.0
+
+
+def test_hb_takeaways_no_memory_line_without_both_r1_and_b4(monkeypatch):
+    import crossprofile_lib.book.hbtables as hb
+    seen = []
+    monkeypatch.setattr(hb, "controlled_summary", lambda d, budget: seen.append((d, budget)) or pd.DataFrame(
+        {"profile_complete": [40.0]}, index=["R1"]))
+    lines = hb.hb_takeaways(SimpleNamespace(decisions=lambda protocol: f"D[{protocol}]"), None, 100, 0)
+    assert seen == [("D[controlled]", "0.6")] and len(lines) == 1 and lines[0].startswith("No model decided")
