@@ -937,3 +937,47 @@ def test_the_umask_is_read_from_proc_without_setting_it_and_else_set_to_022_for_
         assert outputs.current_umask() == 0o027 and calls == [0o022, 0o027]
     finally:
         real_umask(old)
+
+
+def test_an_output_file_refusal_names_the_option_the_path_and_why(tmp_path, monkeypatch):
+    import os
+
+    from crossprofile_lib.safety import outputs
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_file
+
+    def refused(dest, **k):
+        with pytest.raises(WouldDestroy) as e:
+            check_output_file(dest, **k)
+        return str(e.value)
+    assert refused(tmp_path) == f"OUT {tmp_path}: is a folder; name a file (e.g. {tmp_path}/calls.jsonl)"
+    assert refused(tmp_path / "x\x00y") == f"OUT {tmp_path / 'x'}\x00y: the name holds a NUL character"
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert refused(loop, option="--out") == f"--out {loop}: a symbolic-link loop (the link points back at itself)"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert refused(fifo, option="--out") == f"--out {fifo}: exists and is not a regular file"
+    missing = tmp_path / "no" / "out.csv"
+    assert refused(missing, option="--out") == f"--out {missing}: its folder {tmp_path / 'no'} does not exist"
+    probed = []
+    monkeypatch.setattr(outputs, "_probe", lambda folder: probed.append(folder))
+    monkeypatch.chdir(tmp_path)
+    check_output_file("out.csv")
+    assert [str(p) for p in probed] == [str(tmp_path)]
+
+
+def test_a_markup_note_quotes_at_most_40_characters_of_the_markup():
+    from crossprofile_lib.safety.markup import HOW_SHOWN, markup_notes
+    tag = '<a href="' + "h" * 50 + '">'
+    assert markup_notes([("title", tag)]) == [f"title holds an HTML tag ({tag[:40]!r}): {HOW_SHOWN}"]
+    assert tag[:40] == '<a href="' + "h" * 31
+
+
+def test_a_secret_of_exactly_four_characters_is_registered():
+    from crossprofile_lib.safety import redact
+    try:
+        redact.register_secret("wq8z", " zq7 ")
+        assert "wq8z" in redact._REGISTERED and "zq7" not in redact._REGISTERED
+        assert redact.mask_known("a wq8z b zq7") == f"a {MASK} b zq7"
+    finally:
+        redact._REGISTERED.discard("wq8z")
