@@ -1582,3 +1582,21 @@ def test_the_regressions_share_the_primary_fits_when_nothing_beyond_the_copy_fam
     assert fits["policy_significant"] is True
     assert fits["verdict"]["fit"].tolist() == ["fixed", "lr", "ml", "mixed", "gee", "fixed", "lr"]
     assert fits["verdict"]["agrees_with_primary"].tolist() == [True, False, None, True, True, True, False]
+
+
+def test_newton_from_a_near_start_settles_every_resample_at_its_own_lbfgs_optimum_and_no_iteration_moves_nothing():
+    from crossprofile_lib.stats.socialproof import batched_newton, fit, patterns
+    data = _choices(n=120, seed=1)
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 4, np.random.default_rng(2))
+    Xp, C = patterns(data, boot.units)
+    Wp = boot.weights @ C
+    start = fit(Xp, C.sum(axis=0))["theta"]
+    th, ok = batched_newton(Xp, Wp, start)
+    assert ok.tolist() == [True, True, True, True]
+    for b in range(4):
+        assert th[b] == pytest.approx(fit(Xp, Wp[b])["theta"], abs=1e-4)
+    assert len({tuple(np.round(t, 6)) for t in th}) == 4          # each resample its own optimum
+    th0, ok0 = batched_newton(Xp, Wp, start, max_iter=0)
+    assert np.array_equal(th0, np.tile(start, (4, 1))) and not ok0.any()
+    th1, ok1 = batched_newton(Xp, Wp, (0.0, 0.0, 1.0), max_iter=1)
+    assert not ok1.any() and not np.array_equal(th1, np.tile((0.0, 0.0, 1.0), (4, 1)))
