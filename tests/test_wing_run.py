@@ -1451,3 +1451,13 @@ def test_the_tiering_summary_is_the_mean_composition_and_filter_quality_per_prec
         {"precision": 0.9, "recall": 0.8, "kept_support": 3.0, "kept_decoy": 1.5, "kept_irrelevant": 0.5,
          "realised_precision": 0.75, "realised_recall": 0.375}]
     assert np.isnan(s.realised_precision[0])                  # no filter answer of that pair let anything in
+
+
+def test_a_missing_results_file_is_refused_naming_the_run_to_make(written_run, tmp_path):
+    from crossprofile_lib.run.results import read_results
+    with pytest.raises(ResultsError) as e:
+        read_results(tmp_path)
+    assert str(e.value) == f"{tmp_path / 'results.parquet'}: no results file (run 'crossprofile run --out {tmp_path}' " \
+                           f"first)"
+    _, _, out = written_run
+    assert len(read_results(out)) == len(read_results(out / "results.parquet")) == 30
