@@ -1427,3 +1427,23 @@ def test_the_duplicate_question_is_a_short_yes_no_request_naming_both_claims():
     [m] = r.messages
     assert m["role"] == "user" and m["content"].index(OVEN) < m["content"].index(GREY)
     assert s.logged == [("hb-confirm-duplicate", "yes")] and s.log_agents == [""]      # no agent asks it
+
+
+def test_the_task_view_by_hand_ids_holders_and_template(tasks):
+    from crossprofile_lib.hiddenbench.common import HiddenBenchVariant, task_view
+    t = tasks[0]
+    v = task_view(t, 5)
+    assert (v.task_id, v.seed, v.n_agents, v.source, v.variant) == ("hb-1/s5", 5, 3, t, HiddenBenchVariant())
+    assert v.variant.support_attr == "private" and v.variant.decoy_attr == "shared"
+    # each shared fact is held by every agent, each hidden fact by its one agent
+    assert v.holders == {"S1": ("A1", "A2", "A3"), "S2": ("A1", "A2", "A3"), "S3": ("A1", "A2", "A3"),
+                         "H1": ("A1",), "H2": ("A2",), "H3": ("A3",)}
+    tpl = v.template
+    assert (tpl.id, tpl.version, tpl.domain, tpl.title, tpl.description, tuple(tpl.criteria)) == (
+        "hb-1", 1, "hiddenbench", "FIXTURE picnic caterer", t.description, ())
+    assert [(o.id, o.name) for o in tpl.options] == [("O1", "Amber Catering"), ("O2", "Birch Foods"), ("O3", "Cedar Kitchen")]
+    assert tpl.correct_option == "O3"
+    assert [(f.id, f.role, f.about, f.polarity, f.criterion) for f in tpl.facts] == [
+        ("S1", "shared", "", 0, None), ("S2", "shared", "", 0, None), ("S3", "shared", "", 0, None),
+        ("H1", "hidden", "O3", 1, None), ("H2", "hidden", "O3", 1, None), ("H3", "hidden", "O3", 1, None)]
+    assert [f.text for f in tpl.facts] == [AMBER_S1, AMBER_S2, CEDAR_S3, AMBER_H, BIRCH_H, CEDAR_H]
