@@ -1033,3 +1033,23 @@ def test_linkage_counts_a_dependence_within_the_relative_tolerance_as_exact():
     small[2, 1] = 1e-9                      # 1e-9 relative to entries of 1e-3, below the absolute 1e-8
     lk = _sampling_from(small, "abd").linkage([True] * 3)
     assert lk["n_independent"] == 2 and lk["groups"] == [["a", "b"]]
+
+
+def test_recovery_defaults_to_twenty_draws_rounded_to_one_decimal(dev):
+    """Without draws and rounding: 20 redrawn figure sets per truth, each figure rounded to 0.1 as published (not
+    to a coarser step: the values are not all multiples of 1.1)."""
+    from types import SimpleNamespace
+
+    from crossprofile_lib.paperfit.fit import recovery
+    dec, design, fm, F, S = dev
+    used = fm.estimable.copy()
+    seen = []
+
+    def fit(y, u, H=None):
+        seen.append(np.array(y)[u])
+        return dict(theta=np.array([0.5, 0.0, 2.0]), rmse=1.0)
+    r = recovery(SimpleNamespace(design=design, fit=fit), used, [(0.5, 0.0, 2.0)], np.random.default_rng(0), S, 18.0)
+    assert len(seen) == 20 and r[0]["estimates"].shape == (20, 3) and r[0]["rmse"] == 1.0
+    Y = np.concatenate(seen)
+    assert np.allclose(Y * 10, np.round(Y * 10), atol=1e-6)
+    assert not np.allclose(Y / 1.1, np.round(Y / 1.1), atol=1e-6)
