@@ -1643,3 +1643,12 @@ def test_hb_takeaways_no_memory_line_without_both_r1_and_b4(monkeypatch):
         {"profile_complete": [40.0]}, index=["R1"]))
     lines = hb.hb_takeaways(SimpleNamespace(decisions=lambda protocol: f"D[{protocol}]"), None, 100, 0)
     assert seen == [("D[controlled]", "0.6")] and len(lines) == 1 and lines[0].startswith("No model decided")
+
+
+def test_headline_items_are_the_papers_measurable_headline_numbers_in_percent_or_points():
+    from crossprofile_lib.book.headline import headline_items
+    assert [it.ref for it in headline_items()] == [
+        "cp-mean/R1", "cp-mean/Random", "cp-mean/H2: R1 - Random", "h1/H1", "h3/R1-rel", "h3/H3: R1-rel - R1",
+        "classic-r1-b4/R1", "classic-r1-b4/B4", "classic-r1-b4/R1 - B4", "mirror-r1-b4/R1", "mirror-r1-b4/B4",
+        "mirror-r1-b4/R1 - B4"]
+    assert {it.unit for it in headline_items()} == {"%", "points"}
