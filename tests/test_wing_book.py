@@ -1652,3 +1652,14 @@ def test_headline_items_are_the_papers_measurable_headline_numbers_in_percent_or
         "classic-r1-b4/R1", "classic-r1-b4/B4", "classic-r1-b4/R1 - B4", "mirror-r1-b4/R1", "mirror-r1-b4/B4",
         "mirror-r1-b4/R1 - B4"]
     assert {it.unit for it in headline_items()} == {"%", "points"}
+
+
+def test_marked_kept_a_models_call_policies_with_suffixes_and_fixed_k_take_its_mark():
+    from crossprofile_lib.book.display import mark_kind, mark_text
+    from crossprofile_lib.book.headline import marked_kept
+    m = _model_run()
+    lm, exact = mark_text(mark_kind(m), m), mark_text("exact", m)
+    t = pd.DataFrame({"support": ["1.0", "2.0", "3.0", "4.0", "5.0", "6.0"]},
+                     index=["REF", "BAL:shuffled", "R1-rel-k7", "BAL-oracle", "B4-k7", "M1"])
+    assert marked_kept(t, m)["support"].tolist() == ["1.0" + lm, "2.0" + lm, "3.0" + lm, "4.0" + exact, "5.0" + exact,
+                                                    "6.0" + exact]
