@@ -1447,3 +1447,29 @@ def test_the_task_view_by_hand_ids_holders_and_template(tasks):
         ("S1", "shared", "", 0, None), ("S2", "shared", "", 0, None), ("S3", "shared", "", 0, None),
         ("H1", "hidden", "O3", 1, None), ("H2", "hidden", "O3", 1, None), ("H3", "hidden", "O3", 1, None)]
     assert [f.text for f in tpl.facts] == [AMBER_S1, AMBER_S2, CEDAR_S3, AMBER_H, BIRCH_H, CEDAR_H]
+
+
+def test_natural_memories_summarise_the_sessions_own_transcript_and_a_chatless_backend_is_refused(tasks):
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.ablations import get_ablation
+    from crossprofile_lib.hiddenbench.common import PolicyPlan
+    from crossprofile_lib.hiddenbench.natural import run_natural_chunk
+    fake = ScriptedBackend(tasks)
+    plan = PolicyPlan.for_backend(["B3", "Random"], fake, "natural")
+    [rec] = run_natural_chunk([(tasks[0], 1, get_ablation("baseline"))], plan, ["0.3"], fake, {})
+    # B3: the fake summary is the first words of the transcript it is shown (the messages in speaking order, by
+    # speaker); Random: the seeded pick of the session's claims that fits 48 tokens
+    assert [(m["policy"], m["text"], m["tokens"]) for m in rec["artefacts"]["memories"]] == [
+        ("B3", "A1: I know that Amber Catering had its food safety licence suspended last week after a failed "
+               "inspection. I favour A. A3: I know", 33),
+        ("Random", f"[A1] {AMBER_H}\n[A3] {CEDAR_H}", 48)]
+    assert all(r.json_schema is None for r in fake.requests)          # votes are unconstrained by default
+
+    class NoChat(ScriptedBackend):
+        capabilities = frozenset()
+    with pytest.raises(ValueError) as e:
+        list(run_natural_chunk([(tasks[0], 1, get_ablation("baseline"))], plan, ["0.3"], NoChat(tasks), {}))
+    assert str(e.value) == ("the natural protocol needs a model backend with chat; 'scripted/fake-v1' has none "
+                            "(use e.g. --backend llamacpp/smollm2-135m)")
+    assert list(run_natural_chunk([], plan, ["0.3"], fake, {})) == []
