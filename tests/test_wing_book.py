@@ -1659,7 +1659,8 @@ def test_marked_kept_a_models_call_policies_with_suffixes_and_fixed_k_take_its_m
     from crossprofile_lib.book.headline import marked_kept
     m = _model_run()
     lm, exact = mark_text(mark_kind(m), m), mark_text("exact", m)
-    t = pd.DataFrame({"support": ["1.0", "2.0", "3.0", "4.0", "5.0", "6.0"]},
-                     index=["REF", "BAL:shuffled", "R1-rel-k7", "BAL-oracle", "B4-k7", "M1"])
+    idx = pd.MultiIndex.from_tuples([(p, "classic") for p in ("REF", "BAL:shuffled", "R1-rel-k7", "BAL-oracle", "B4-k7",
+                                                              "M1")])
+    t = pd.DataFrame({"support": ["1.0", "2.0", "3.0", "4.0", "5.0", "6.0"], "decoy": ["0.5"] * 6}, index=idx)
     assert marked_kept(t, m)["support"].tolist() == ["1.0" + lm, "2.0" + lm, "3.0" + lm, "4.0" + exact, "5.0" + exact,
                                                     "6.0" + exact]
