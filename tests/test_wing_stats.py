@@ -1600,3 +1600,22 @@ def test_newton_from_a_near_start_settles_every_resample_at_its_own_lbfgs_optimu
     assert np.array_equal(th0, np.tile(start, (4, 1))) and not ok0.any()
     th1, ok1 = batched_newton(Xp, Wp, (0.0, 0.0, 1.0), max_iter=1)
     assert not ok1.any() and not np.array_equal(th1, np.tile((0.0, 0.0, 1.0), (4, 1)))
+
+
+def test_task_headroom_averages_each_tasks_rows_first_and_skips_tasks_missing_all_or_empty():
+    from crossprofile_lib.stats.headroom import task_headroom
+    rows = [("t1", "ALL", True, True), ("t1", "ALL", True, False), ("t1", "EMPTY", True, False),   # 50 - 0
+            ("t2", "ALL", True, True), ("t2", "EMPTY", True, True),                                # 100 - 100
+            ("t3", "ALL", True, True), ("t3", "EMPTY", True, False), ("t3", "EMPTY", True, False),  # 100 - 0
+            ("t4", "ALL", True, True)]                                                              # no EMPTY
+    h = task_headroom(_decisions(rows), np.random.default_rng(0), 400, level=0.5, min_points=10)
+    assert h.estimate == pytest.approx(50.0) and h.n_units == 3 and h.min_points == 10.0
+    # resampled task means lie between 0 and 100; the 50% interval is inside the range of the three differences
+    assert 0.0 <= h.lo <= h.estimate <= h.hi <= 100.0 and h.hi - h.lo < 100.0
+    assert h.passed is _bound_exceeds(h.lo, 10)
+    assert task_headroom(_decisions([r for r in rows if r[1] == "ALL"]), np.random.default_rng(0), 10) is None
+    assert task_headroom(_decisions(rows).iloc[:0], np.random.default_rng(0), 10) is None
+
+
+def _bound_exceeds(lo, min_points):
+    return round(float(lo), 9) > min_points
