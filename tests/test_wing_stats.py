@@ -1619,3 +1619,15 @@ def test_task_headroom_averages_each_tasks_rows_first_and_skips_tasks_missing_al
 
 def _bound_exceeds(lo, min_points):
     return round(float(lo), 9) > min_points
+
+
+def test_the_descriptive_composition_table_defaults_to_the_primary_budget_and_sorts_policies_and_variants_by_name():
+    df = pd.DataFrame(dict(policy=["R1", "B4", "R1", "R1"], variant=["SPS", "PSP", "PSP", "PSP"],
+                           budget_label=["0.6", "0.6", "0.6", "0.4"], kept_support=[1, 2, 3, 8],
+                           kept_decoy=[0, 1, 2, 8], kept_irrelevant=[1, 1, 1, 8], n_kept=[2, 4, 6, 24]))
+    t = composition_table(df)
+    assert list(t.index) == [("B4", "PSP"), ("R1", "PSP"), ("R1", "SPS")]
+    assert t.to_numpy().tolist() == [[2.0, 1.0, 1.0, 4.0], [3.0, 2.0, 1.0, 6.0], [1.0, 0.0, 1.0, 2.0]]
+    w = composition_wide(df)
+    assert list(w.index) == ["B4", "R1"] and list(w.columns) == ["PSP", "SPS"]
+    assert w.loc["B4", "PSP"] == "2.00/1.00/1.00" and w.loc["R1", "SPS"] == "1.00/0.00/1.00" and pd.isna(w.loc["B4", "SPS"])
