@@ -962,41 +962,47 @@ def test_used_may_be_given_as_zeros_and_ones(dev):
 def test_reweighting_refits_at_the_last_fits_covariance_until_theta_settles(dev):
     """Each step refines from the current fit, whitened by the covariance at the current theta; it stops at the first
     step that moves (s, w, log beta) by less than 1e-3 (max norm), else after REWEIGHT_STEPS; V and (pc, pd) are at
-    the final theta. Scripted fits: +0.1 in s, +0.0005 in w (settles: 2 steps); a beta step of x1.002 (log 0.002)
-    does not settle, x1.0005 does."""
+    the final theta. Scripted fits from (0.5, 0.2, 2): +0.1 in s, +0.0005 in w (settles: 2 steps); a beta step of
+    x1.002 (log 0.002) does not settle, x1.0005 does."""
     from types import SimpleNamespace
 
     import crossprofile_lib.paperfit.report as R
     dec, design, fm, F, S = dev
     used = fm.estimable.copy()
+    used[:3] = False                              # the covariance is of the used figures only
+    y = np.arange(len(used), dtype=float)
 
     def scripted(moves):
         seen = []
         it = iter(moves)
 
-        def refine(y, u, start, H):
+        def refine(yy, u, start, H):
+            assert yy is y and u is used
             seen.append((np.array(start, dtype=float), H))
             d = next(it)
             return dict(theta=np.array([start[0] + d[0], start[1] + d[1], start[2] * d[2]]))
-        return SimpleNamespace(fit=lambda y, u: dict(theta=np.array([0.5, 0.0, 2.0])), refine=refine), seen
+        def fit(yy, u):
+            assert yy is y and u is used
+            return dict(theta=np.array([0.5, 0.2, 2.0]))
+        return SimpleNamespace(fit=fit, refine=refine), seen
 
     Fk, seen = scripted([(0.1, 0.0, 1.0), (0.0, 0.0005, 1.0)])
-    full, V, steps, (pc, pd_) = R._weighted_fit(Fk, S, design, None, used, 18.0)
-    assert steps == 2 and np.allclose(full["theta"], [0.6, 0.0005, 2.0])
-    assert [s.tolist() for s, _ in seen] == [[0.5, 0.0, 2.0], [0.6, 0.0, 2.0]]
+    full, V, steps, (pc, pd_) = R._weighted_fit(Fk, S, design, y, used, 18.0)
+    assert steps == 2 and np.allclose(full["theta"], [0.6, 0.2005, 2.0])
+    assert [s.tolist() for s, _ in seen] == [[0.5, 0.2, 2.0], [0.6, 0.2, 2.0]]
     for start, H in seen:
         c, d = S.proportions(design.probability(start))
         Vs = S.covariance(c, d, 18.0)[np.ix_(used, used)]
         assert np.allclose(H.T @ H, np.linalg.pinv(Vs, rcond=1e-8, hermitian=True), rtol=1e-6, atol=1e-9)
-    c, d = S.proportions(design.probability(np.array([0.6, 0.0005, 2.0])))
+    c, d = S.proportions(design.probability(np.array([0.6, 0.2005, 2.0])))
     assert np.allclose(pc, c) and np.allclose(pd_, d) and np.allclose(V, S.covariance(c, d, 18.0))
     Fk, seen = scripted([(0.0, 0.0, 1.002), (0.0, 0.0, 1.0005)])
-    assert R._weighted_fit(Fk, S, design, None, used, 18.0)[2] == 2
+    assert R._weighted_fit(Fk, S, design, y, used, 18.0)[2] == 2
     Fk, seen = scripted([(0.0, 0.0, 1.0005)])
-    assert R._weighted_fit(Fk, S, design, None, used, 18.0)[2] == 1
+    assert R._weighted_fit(Fk, S, design, y, used, 18.0)[2] == 1
     Fk, seen = scripted([(0.0, -0.002, 1.0)] * R.REWEIGHT_STEPS)
-    full, _, steps, _ = R._weighted_fit(Fk, S, design, None, used, 18.0)
-    assert steps == R.REWEIGHT_STEPS == 6 and full["theta"][1] == pytest.approx(-0.012)
+    full, _, steps, _ = R._weighted_fit(Fk, S, design, y, used, 18.0)
+    assert steps == R.REWEIGHT_STEPS == 6 and full["theta"][1] == pytest.approx(0.2 - 0.012)
 
 
 def test_two_atoms_draw_each_at_its_own_proportions():
