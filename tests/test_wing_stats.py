@@ -1631,3 +1631,15 @@ def test_the_descriptive_composition_table_defaults_to_the_primary_budget_and_so
     w = composition_wide(df)
     assert list(w.index) == ["B4", "R1"] and list(w.columns) == ["PSP", "SPS"]
     assert w.loc["B4", "PSP"] == "2.00/1.00/1.00" and w.loc["R1", "SPS"] == "1.00/0.00/1.00" and pd.isna(w.loc["B4", "SPS"])
+
+
+def test_to_jsonable_turns_frames_into_records_non_finite_numbers_into_none_and_numpy_values_into_python():
+    from pathlib import Path
+
+    from crossprofile_lib.stats.analysis import to_jsonable
+    x = {1: pd.DataFrame(dict(a=[1, 2], b=[np.nan, 0.5])), "t": (np.int64(3), np.bool_(False), np.float32(1.5)),
+         "arr": np.array([[1.0, np.inf]]), "p": Path("d/f.json"), "s": "keep", "none": None, "neg": -np.inf}
+    assert to_jsonable(x) == {"1": [{"a": 1, "b": None}, {"a": 2, "b": 0.5}], "t": [3, False, 1.5],
+                              "arr": [[1.0, None]], "p": "d/f.json", "s": "keep", "none": None, "neg": None}
+    out = to_jsonable({"n": np.int64(3), "f": np.float64(2.0), "b": np.bool_(True)})
+    assert [type(v) for v in out.values()] == [int, float, bool]
