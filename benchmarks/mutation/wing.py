@@ -369,7 +369,10 @@ def main(argv=None) -> int:
         work = Path(args.explore[0])
         copy = work / "project"
         import hashlib
-        digest = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "tests").rglob("*.py")))).hexdigest()
+        # the wing's own test files and the shared helpers (conftest, fixtures modules), not other wings' tests
+        read = [f for f in sorted((ROOT / "tests").rglob("*.py"))
+                if f.relative_to(ROOT).as_posix() in wing["tests"] or not f.name.startswith("test_")]
+        digest = hashlib.sha256(b"".join(f.read_bytes() for f in read)).hexdigest()
         if (work / "explore-tests.sha256").exists() and (work / "explore-tests.sha256").read_text() == digest:
             print("tests unchanged since the last --explore: mutmut's test map kept", flush=True)
         else:   # new tests: copy them in; mutmut maps tests to functions again (the wing's tests run once)
