@@ -981,3 +981,28 @@ def test_a_secret_of_exactly_four_characters_is_registered():
         assert redact.mask_known("a wq8z b zq7") == f"a {MASK} b zq7"
     finally:
         redact._REGISTERED.discard("wq8z")
+
+
+def test_secret_values_inside_harmless_options_lists_urls_and_json():
+    from crossprofile_lib.safety.redact import _secret_values
+    key = "sk-abcdefgh12"
+    assert _secret_values("extra", ["token=zq9wv8", "x", "model=smol"]) == ["zq9wv8"]
+    assert _secret_values("extra", "https://u:pw1x@a.example/,https://v:pw2y@b.example/") == ["pw1x", "pw2y"]
+    assert _secret_values("extra", f"token={key}") == [key, key]              # key-like, then the pair's value
+    assert _secret_values("extra", f'{{"a": "{key}"}}') == [key, key]         # key-like, then the JSON entry
+    assert _secret_values("extra", '{"token": "zq9wv8", "u": "https://x:pw9q@h.example/"}') == ["zq9wv8", "pw9q"]
+    assert _secret_values("extra", "plain words") == []
+
+
+def test_load_json_refuses_bad_characters_by_field_and_may_leave_duplicates_to_the_caller(tmp_path):
+    from crossprofile_lib.safety.text_input import load_json
+    p = tmp_path / "f.json"
+    p.write_text('{"x": "a\u200b"}')
+    e = _refusal(load_json, p, 100)
+    assert (e.path, e.field, e.rule) == (str(p), "x", "json (control characters)")
+    assert e.detail == ("character U+200B (ZERO WIDTH SPACE, category Cf) in the value: control, invisible and "
+                        "unassigned characters are not allowed")
+    d = tmp_path / "d.json"
+    d.write_text('{"k": 1, "k": 2}')
+    assert load_json(d, 100, check=False) == {"k": 2}
+    assert _refusal(load_json, d, 100).rule == "json (duplicate key)"
