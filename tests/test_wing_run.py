@@ -1461,3 +1461,18 @@ def test_a_missing_results_file_is_refused_naming_the_run_to_make(written_run, t
                            f"first)"
     _, _, out = written_run
     assert len(read_results(out)) == len(read_results(out / "results.parquet")) == 30
+
+
+def test_a_random_policys_numbers_are_drawn_from_the_seeds_stream_keyed_by_task_policy_and_budget(hospital):
+    import hashlib
+
+    from crossprofile_lib.policies import select_memory
+    df = run_grid(RunConfig(templates=["templates/dev/dev-hospital-01.yaml"], seeds=[3], budgets=["0.6"],
+                            variants=["PSP"], policies=["Random"]))
+    u = build_task(hospital, "PSP", 3, tokenizer=default_tokenizer())
+    want = select_memory(parse_policy("Random"), u.claims, 237, default_tokenizer(),      # 0.6 x 396, floored
+                         stream(3, "policy", f"{u.task.task_id}/Random/0.6"), transcript=u.transcript, task=u.task)
+    assert df.memory_sha.iloc[0] == hashlib.sha256(want.text.encode()).hexdigest()[:16]
+    other = select_memory(parse_policy("Random"), u.claims, 237, default_tokenizer(),
+                          stream(3, "policy", "None/Random/0.6"), transcript=u.transcript, task=u.task)
+    assert other.text != want.text                              # the key matters
