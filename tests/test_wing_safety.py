@@ -1006,3 +1006,16 @@ def test_load_json_refuses_bad_characters_by_field_and_may_leave_duplicates_to_t
     d.write_text('{"k": 1, "k": 2}')
     assert load_json(d, 100, check=False) == {"k": 2}
     assert _refusal(load_json, d, 100).rule == "json (duplicate key)"
+
+
+def test_json_depth_and_number_refusals_are_for_the_whole_file_and_a_caller_s_error_class_is_kept():
+    from crossprofile_lib.safety.text_input import TemplateError, parse_json
+    d = _refusal(parse_json, "f.json", '{"a": [[1]]}', max_depth=2)
+    assert (d.path, d.field, d.rule, d.detail) == ("f.json", "<file>", "json (nesting depth)",
+                                                   "nested 3 levels deep (at most 2)")
+    n = _refusal(parse_json, "f.json", '{"x": NaN}')
+    assert (n.field, n.rule, n.detail) == ("<file>", "json (number)",
+                                           "'NaN' is not a JSON number (NaN and Infinity are not allowed)")
+    with pytest.raises(TemplateError) as e:
+        parse_json("t.json", '{"k": 1, "k": 2}', TemplateError)
+    assert e.value.rule == "json (duplicate key)"
