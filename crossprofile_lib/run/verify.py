@@ -133,7 +133,7 @@ def verify_table(df: pd.DataFrame, header, where: str = "results.parquet", templ
             i = _row(df, ~df[col].astype(str).isin(ok))
             if i is not None:
                 what = "templates_sha256" if col == "template_id" else f"config's {col} list"
-                refuse(f"{_describe(df, i)}: rule run grid: {col} {df[col].iloc[i]!r} is not in the run "
+                refuse(f"{_describe(df, i)}: rule run grid: {col} {df[col].astype(object).iloc[i]!r} is not in the run "
                        f"(run.json's {what})")
 
     # template hashes: the answer key comes from the files the run used
