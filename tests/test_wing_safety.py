@@ -1019,3 +1019,25 @@ def test_json_depth_and_number_refusals_are_for_the_whole_file_and_a_caller_s_er
     with pytest.raises(TemplateError) as e:
         parse_json("t.json", '{"k": 1, "k": 2}', TemplateError)
     assert e.value.rule == "json (duplicate key)"
+
+
+def test_read_bytes_refusals_name_the_path_the_whole_file_the_rule_and_why(tmp_path):
+    from pathlib import Path
+
+    from crossprofile_lib.safety.text_input import read_bytes
+
+    def whole(e):
+        return (e.path, e.field, e.rule, e.detail)
+    big = tmp_path / "big.json"
+    big.write_text("x" * 12)
+    assert whole(_refusal(read_bytes, big, 10)) == (str(big), "<file>", "file (size limit)",
+                                                     "12 bytes; a file holds at most 10 bytes")
+    assert whole(_refusal(read_bytes, tmp_path, 10)) == (str(tmp_path), "<file>", "file (not a regular file)",
+                                                          "a folder; a file must be a regular file")
+    # a regular file whose stat says 0 bytes but which reads longer (it grew): refused on what was read
+    assert whole(_refusal(read_bytes, Path("/proc/self/status"), 10)) == (
+        "/proc/self/status", "<file>", "file (size limit)", "more than 10 bytes")
+    assert whole(_refusal(read_bytes, tmp_path / "none", 10)) == (str(tmp_path / "none"), "<file>",
+                                                                   "file (unreadable)", "cannot read: no such file")
+    assert whole(_refusal(read_bytes, str(tmp_path / "a\x00b"), 10))[2:] == (
+        "file (unreadable)", "cannot read: embedded null byte")
