@@ -1064,7 +1064,7 @@ def test_hb_status_sentence_confirmatory_only_with_headroom_enough_tasks_and_sig
         return None if passes is None else SimpleNamespace(passes=passes, n_tasks=n_tasks, difference=21.5, low=16.0,
                                                            high=27.0)
     monkeypatch.setattr(hb, "headroom", headroom)
-    monkeypatch.setattr(hb, "hb_as_run", lambda h, protocol: "RUN" if protocol == "controlled" else None)
+    monkeypatch.setattr(hb, "hb_as_run", lambda h, protocol: "RUN" if protocol == "controlled" and h is smol else None)
     monkeypatch.setattr(hb, "near_chance", lambda r: flagged if r == "RUN" else pytest.fail("run"))
     smol = SimpleNamespace(label="smol", decisions=lambda protocol: f"D[{protocol}]")
     assert hb.hb_status(smol, 5) == expected
@@ -1642,7 +1642,9 @@ def test_hb_takeaways_no_memory_line_without_both_r1_and_b4(monkeypatch):
     monkeypatch.setattr(hb, "controlled_summary", lambda d, budget: seen.append((d, budget)) or pd.DataFrame(
         {"profile_complete": [40.0]}, index=["R1"]))
     lines = hb.hb_takeaways(SimpleNamespace(decisions=lambda protocol: f"D[{protocol}]"), None, 100, 0)
-    assert seen == [("D[controlled]", "0.6")] and len(lines) == 1 and lines[0].startswith("No model decided")
+    assert seen == [("D[controlled]", "0.6")] and lines == [
+        "No model decided HiddenBench tasks on this page (the reference decider reports what the memories keep only); "
+        "accuracy needs a model backend (parameter <code>backend</code>)."]
 
 
 def test_headline_items_are_the_papers_measurable_headline_numbers_in_percent_or_points():
