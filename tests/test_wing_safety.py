@@ -640,7 +640,8 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_without_blocking(tmp_path,
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    assert (e.field, e.rule, e.detail) == ("<file>", "file (not a regular file)", "a file must be a regular file")
+    assert (e.path, e.field, e.rule, e.detail) == (str(fifo), "<file>", "file (not a regular file)",
+                                                   "a file must be a regular file")
 
 
 # --- two bugs the seed-56 sample's survivors showed (fixed in the wing's modules) ----------------------------
