@@ -1042,3 +1042,30 @@ def test_read_bytes_refusals_name_the_path_the_whole_file_the_rule_and_why(tmp_p
                                                                    "file (unreadable)", "cannot read: no such file")
     assert whole(_refusal(read_bytes, str(tmp_path / "a\x00b"), 10))[2:] == (
         "file (unreadable)", "cannot read: embedded null byte")
+
+
+# --- seed-59 sample: its survivors' rules, pinned whole ------------------------------------------------------
+def test_a_given_secret_of_four_characters_is_masked_and_of_three_is_not():
+    assert redact_text("id abcd x", secrets=("abcd",)) == f"id {MASK} x"
+    assert redact_text("id abc x", secrets=("abc",)) == "id abc x"
+
+
+def test_a_secret_named_pair_as_an_option_value_is_masked_whole_to_its_end():
+    """redact_value masks all after ``token=`` (spaces too); free text stops the value at a space."""
+    assert redact_value("opt", "token=abc def") == f"token={MASK}"
+    assert redact_value("opt", "api_key=a,b c") == f"api_key={MASK}"
+    assert redact_value("opt", "model=abc def") == "model=abc def"
+
+
+def test_a_fragment_of_pairs_gives_its_values_not_the_whole_fragment():
+    assert url_secrets("http://h/p#state=abc") == ["abc"]
+    assert url_secrets("http://h/p?key=abc#code=xyz&v=1") == ["abc", "xyz"]
+    assert url_secrets("http://h/p#tok9tok9") == ["tok9tok9"]
+
+
+def test_a_bom_refusal_names_the_files_path():
+    from crossprofile_lib.safety.text_input import decode_text
+    for data, name in ((b"\xff\xfe\x00\x00a\x00\x00\x00", "UTF-32"), (b"\xfe\xff\x00a", "UTF-16")):
+        e = _refusal(decode_text, "dir/f.yaml", data)
+        assert (e.path, e.field, e.rule, e.detail) == ("dir/f.yaml", "<file>", "file (encoding)",
+                                                       f"the file is {name}; save it as UTF-8")
