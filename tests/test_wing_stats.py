@@ -305,6 +305,7 @@ def test_a_model_analysed_without_prepared_rows_has_no_analysis_set_and_is_explo
     m = analyse_model(df, load_prereg(), n_resamples=50, regressions=False, fit_resamples=0)
     assert m["analysis_set"] == {} and m["failed_calls"] == ""
     assert m["status"] == "exploratory" and "analysis set: None" in m["status_reasons"]
+    assert m["status_label"] == "exploratory: too few templates (3 < 10); analysis set: None"
     assert m["social_proof"] == {"skipped": "not requested (--fit-resamples 0)"}
     from crossprofile_lib.stats.analysis import analyse
     (a,) = analyse(df, n_resamples=50, seed=7, regressions=False, fit_resamples=0)
@@ -1643,3 +1644,37 @@ def test_to_jsonable_turns_frames_into_records_non_finite_numbers_into_none_and_
                               "arr": [[1.0, None]], "p": "d/f.json", "s": "keep", "none": None, "neg": None}
     out = to_jsonable({"n": np.int64(3), "f": np.float64(2.0), "b": np.bool_(True)})
     assert [type(v) for v in out.values()] == [int, float, bool]
+
+
+# --- issue 55, fresh sample 59: a filter's values as the user wrote them, alpha's range, a file's digest -------------
+
+def test_an_empty_filter_names_its_values_as_written_a_bool_column_keeps_ints_a_number_column_keeps_bools():
+    from crossprofile_lib.stats.contrasts import row_mask
+    df = pd.DataFrame(dict(correct=[False, False], n=[2, 3], policy=["R1", "B4"]))
+    assert row_mask(df, {"correct": 1})[1] == "no rows with correct in [1] (present: False)"
+    assert row_mask(df, {"n": True})[1] == "no rows with n in [True] (present: 2, 3)"
+    assert row_mask(df, {"n": "7"})[1] == "no rows with n in [7.0] (present: 2, 3)"
+    assert row_mask(df, {"policy": 5})[1] == "no rows with policy in ['5'] (present: B4, R1)"
+    mask, why = row_mask(df, {"policy": "R1", "n": [2.0]})
+    assert mask.tolist() == [True, False] and why == ""
+
+
+@pytest.mark.parametrize("alpha", [0, 1, 1.5, -0.1])
+def test_an_alpha_outside_the_open_unit_interval_is_refused_under_the_range_rule(alpha):
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"families": {"main": {"alpha": alpha}}, "contrasts": [_contrast()]}, "p.yaml")
+    assert e.value.field == "families.main.alpha" and e.value.rule == "range"
+    assert str(e.value) == "p.yaml: field 'families.main.alpha': range: must lie in (0, 1)"
+
+
+def test_a_single_files_digest_covers_its_name_and_its_content(tmp_path):
+    from crossprofile_lib.stats.cache import files_digest
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, same, other = tmp_path / "a" / "x.txt", tmp_path / "b" / "x.txt", tmp_path / "a" / "y.txt"
+    for f in (one, same, other):
+        f.write_text("same bytes")
+    assert files_digest([one]) == files_digest([same])          # the folder it lies in is not part of it
+    assert files_digest([one]) != files_digest([other])         # its name is
+    same.write_text("other bytes")
+    assert files_digest([one]) != files_digest([same])
