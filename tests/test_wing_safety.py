@@ -1069,3 +1069,18 @@ def test_a_bom_refusal_names_the_files_path():
         e = _refusal(decode_text, "dir/f.yaml", data)
         assert (e.path, e.field, e.rule, e.detail) == ("dir/f.yaml", "<file>", "file (encoding)",
                                                        f"the file is {name}; save it as UTF-8")
+
+
+def test_an_unparsable_url_with_a_second_double_slash_still_hides_its_userinfo():
+    assert redact_url("http://user:pw9secret@host:bad/a//b") == f"http://{MASK}@host:bad/a//b"
+    assert redact_url("http://user:pw9secret@host:bad/a//b?k=1#f") == f"http://{MASK}@host:bad/a//b?{MASK}"
+
+
+def test_a_userinfo_holding_at_signs_is_masked_up_to_the_last_one():
+    assert redact_url("http://us@er:pw9@host/v1") == f"http://{MASK}@host/v1"
+    assert redact_url("http://a@b@c:pw@host:8000/v1") == f"http://{MASK}@host:8000/v1"
+
+
+@pytest.mark.parametrize("frag", ["v", "model", "tokenvalue"])
+def test_a_fragment_without_pairs_is_masked_whole_even_a_harmless_word(frag):
+    assert redact_url(f"http://h/p#{frag}") == f"http://h/p#{MASK}"
