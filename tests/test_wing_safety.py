@@ -1084,3 +1084,51 @@ def test_a_userinfo_holding_at_signs_is_masked_up_to_the_last_one():
 @pytest.mark.parametrize("frag", ["v", "model", "tokenvalue"])
 def test_a_fragment_without_pairs_is_masked_whole_even_a_harmless_word(frag):
     assert redact_url(f"http://h/p#{frag}") == f"http://h/p#{MASK}"
+
+
+def _yaml_refusal(text):
+    from crossprofile_lib.safety.inputs import parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", text, InputError)
+    return e.value.path, e.value.field, e.value.rule, e.value.detail
+
+
+def test_a_refused_mapping_key_is_named_by_the_mapping_it_sits_in():
+    assert _yaml_refusal("a:\n  !!binary x: 1") == (
+        "t.yaml", "a", "yaml (tag)",
+        "tag 'tag:yaml.org,2002:binary' is not allowed (only plain YAML values) (line 2, column 3)")
+    assert _yaml_refusal("a:\n  - !!set {b: 1}: 2") == (
+        "t.yaml", "a[0]", "yaml (tag)",
+        "tag 'tag:yaml.org,2002:set' is not allowed (only plain YAML values) (line 2, column 5)")
+    assert _yaml_refusal("a:\n  &k b: 1") == (
+        "t.yaml", "a", "yaml (anchor or alias)", "anchors (&) and aliases (*) are not allowed (line 2, column 3)")
+
+
+def test_a_yaml_value_that_cannot_be_read_is_refused_for_the_whole_file():
+    path, field, rule, detail = _yaml_refusal("n: " + "1" * 5000)
+    assert (path, field, rule) == ("t.yaml", "<file>", "schema (YAML value)")
+    assert detail.startswith("a value cannot be read: ") and "5000 digits" in detail
+
+
+@pytest.mark.parametrize("p, shown", [("", "'': empty path"), ("   ", "'   ': empty path"),
+                                      ("a\x00b", "'a\x00b': the name holds a NUL character")])
+def test_a_template_path_that_can_name_no_file_is_refused_with_why(p, shown):
+    from crossprofile_lib.safety.inputs import template_paths
+    with pytest.raises(FileNotFoundError) as e:
+        template_paths(p)
+    assert str(e.value) == shown
+
+
+def test_an_os_error_is_explained_with_its_errno_name_only_when_it_has_one():
+    import errno
+
+    from crossprofile_lib.safety.outputs import _why
+    assert _why(OSError(9999, "weird")) == "weird"
+    assert _why(OSError("plain")) == "plain"
+    assert _why(OSError(errno.ENOSPC, "No space")) == "No space (ENOSPC); the disk is full: free some space and rerun"
+
+
+def test_an_empty_folder_is_described_as_files(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    assert describe_folder(tmp_path) == "files"
