@@ -1678,3 +1678,60 @@ def test_a_single_files_digest_covers_its_name_and_its_content(tmp_path):
     assert files_digest([one]) != files_digest([other])         # its name is
     same.write_text("other bytes")
     assert files_digest([one]) != files_digest([same])
+
+
+def test_the_social_proof_cache_tells_fits_on_different_resample_draws_of_the_same_templates_apart(tmp_path):
+    # the same templates, resample count and level, other draws: a fit on one draw is no answer for the other
+    from crossprofile_lib.stats.analysis import social_proof_cached
+    from crossprofile_lib.stats.cache import FitCache
+    rows = pd.DataFrame(dict(template_id=["a", "b"], correct=[True, False]))
+    calls = []
+
+    def data():
+        calls.append(1)
+        return f"reason {len(calls)}"
+    cache = FitCache(tmp_path)
+    first = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="k")
+    other = social_proof_cached(rows, TemplateBootstrap(("a", "b"), np.array([[1, 1], [0, 1], [0, 0]])), 10, data,
+                                cache, choice_key="k")
+    again = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="k")
+    assert first == again == dict(skipped="reason 1") and other == dict(skipped="reason 2") and len(calls) == 2
+
+
+def test_the_bootstrap_sums_leave_out_a_missing_value_given_as_none_and_rows_of_a_negative_cell():
+    boot = _boot()
+    unit, cell = np.array([0, 0, 1, 1, 1]), np.array([0, 1, 0, 0, -1])
+    S, N = boot.sums(unit, cell, [1.0, None, 0.5, 2, 7.0], 2)
+    assert S.tolist() == [[1.0, 0.0], [2.5, 0.0]] and N.tolist() == [[1.0, 0.0], [2.0, 0.0]]
+    assert S.dtype == float and N.dtype == float
+
+
+def test_the_regressions_report_each_familys_policies_reference_count_duplicates_and_note(monkeypatch):
+    # the fits stubbed: what the family set apart (the duplicates dropped, where they came from) is the rule
+    import crossprofile_lib.stats.netlead as NL
+    for name in ("fixed_effects_logit", "lr_test", "ml_logit", "mixed_logit", "gee_logit"):
+        monkeypatch.setattr(NL, name, lambda r, ref, *a, _n=name: dict(
+            method=_n, reference_policy=ref, policy_significant=None, warnings=[], error="stub"))
+    rows = [dict(template_id="t1", variant="PSP", seed=0, budget_label="0.6", memory_sha=mem, decision="A",
+                 policy=pol, correct=c)
+            for pol, mem, c in (("R1", "a", True), ("B4", "a", True), ("R1", "b", False), ("B4", "c", False),
+                                ("Random", "d", True), ("Random", "e", False))]
+    fam = NL.regressions_fit(pd.DataFrame(rows), "R1")["families"]
+    assert set(fam) == {"primary"}
+    p = fam["primary"]
+    assert (p["family"], p["policies"], p["reference"], p["n"]) == (
+        "copy policies (R1, B4, Random, M1)", ["R1", "Random"], "R1", 4)
+    assert p["duplicates"] == dict(rule=DUP_RULE, dropped=1, by_policy={"B4": 1}, kept_as={"B4": {"R1": 1}}, note="")
+    assert _rows(p["separated"]) == [("B4", 1, 0, 0.0, "all wrong")]
+    assert p["note"] == ("1 duplicate decisions dropped (B4: 1); "
+                         "B4 separated (all wrong, 0 of 1): reported apart, not tested")
+
+
+def test_a_refused_fit_without_the_reference_policy_names_the_alphabetically_first_policy_in_its_formula():
+    df = _synthetic(pols=("Random", "M1", "B4"), T=3, n=12)
+    fe = fixed_effects_logit(df, "R1")
+    assert fe["reference_policy"] == "B4"
+    assert fe["formula"] == "y ~ net_lead + irrelevant_tone + C(policy, Treatment('B4'))"
+    assert fe["error"].startswith("not fitted: 3 template(s); this fit needs at least ")
+    one = fixed_effects_logit(_synthetic(pols=("M1",), T=3, n=12), "R1")
+    assert one["reference_policy"] == "M1" and one["formula"] == "y ~ net_lead + irrelevant_tone"
