@@ -1735,3 +1735,22 @@ def test_a_refused_fit_without_the_reference_policy_names_the_alphabetically_fir
     assert fe["error"].startswith("not fitted: 3 template(s); this fit needs at least ")
     one = fixed_effects_logit(_synthetic(pols=("M1",), T=3, n=12), "R1")
     assert one["reference_policy"] == "M1" and one["formula"] == "y ~ net_lead + irrelevant_tone"
+
+
+def test_the_duplicates_note_lists_policies_in_family_order_not_by_their_counts():
+    rows = [dict(template_id="t1", variant="PSP", seed=0, budget_label="0.6", memory_sha=mem, decision="A",
+                 policy=pol, correct=c)
+            for pol, mem, c in (("R1", "a", True), ("R1", "b", False), ("B4", "a", True), ("B4", "b", False),
+                                ("Random", "a", True), ("M1", "c", True), ("M1", "d", False))]
+    f = prepare_family(pd.DataFrame(rows), "copy")
+    assert f["duplicates"]["by_policy"] == {"B4": 2, "Random": 1}
+    assert f["note"] == "3 duplicate decisions dropped (B4: 2, Random: 1)"
+    assert f["policies"] == ["R1", "M1"] and f["reference"] == "R1"
+
+
+def test_the_default_reference_is_r1_exactly_a_policy_spelt_otherwise_is_not_it():
+    rows = [dict(template_id="t1", policy=p, correct=c)
+            for p in ("r1", "XXR1XX", "B4") for c in (True, False)]
+    f = prepare_family(pd.DataFrame(rows), "all")
+    assert f["policies"] == ["B4", "XXR1XX", "r1"] and f["reference"] == "B4"
+    assert prepare_family(pd.DataFrame(rows), "all", "r1")["reference"] == "r1"
