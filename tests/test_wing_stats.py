@@ -1754,3 +1754,10 @@ def test_the_default_reference_is_r1_exactly_a_policy_spelt_otherwise_is_not_it(
     f = prepare_family(pd.DataFrame(rows), "all")
     assert f["policies"] == ["B4", "XXR1XX", "r1"] and f["reference"] == "B4"
     assert prepare_family(pd.DataFrame(rows), "all", "r1")["reference"] == "r1"
+
+
+def test_a_fitted_ml_logit_names_its_template_random_intercept_in_the_formula():
+    from crossprofile_lib.stats.netlead import ml_logit
+    r = ml_logit(_synthetic(T=5, n=4, pols=("R1",)), "R1", n_points=1)
+    assert r.get("error") is None and r["n_templates"] == 5 and r["n"] == 20
+    assert r["formula"] == "y ~ net_lead + irrelevant_tone + (1 | template)"
