@@ -1132,3 +1132,21 @@ def test_an_os_error_is_explained_with_its_errno_name_only_when_it_has_one():
 def test_an_empty_folder_is_described_as_files(tmp_path):
     from crossprofile_lib.safety.outputs import describe_folder
     assert describe_folder(tmp_path) == "files"
+
+
+def test_a_folder_is_described_by_its_files_in_kind_order_and_the_first_json_header(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    (tmp_path / "results.parquet").write_bytes(b"abc")
+    (tmp_path / "run.json").write_text('{"rows": 5, "backend": "b", "model": "m", "created": "2024-01-01"}')
+    assert describe_folder(tmp_path) == ("results.parquet (3 bytes), run.json (66 bytes): 5 decisions by b (m), "
+                                         "created 2024-01-01")
+    (tmp_path / "run.json").write_text("not json")                   # the next header that reads as JSON
+    (tmp_path / "hiddenbench_run.json").write_text('{"backend": "hb"}')
+    (tmp_path / "artefacts").mkdir()
+    (tmp_path / "artefacts" / "natural.jsonl").write_text("x" * 12000)
+    assert describe_folder(str(tmp_path)) == (
+        "results.parquet (3 bytes), run.json (8 bytes), hiddenbench_run.json (17 bytes), "
+        "artefacts/natural.jsonl (12 kB): ? decisions by hb (?), created ?")
+    (tmp_path / "hiddenbench_run.json").write_text("[1]")            # JSON, but not a header: no run words
+    assert describe_folder(tmp_path) == ("results.parquet (3 bytes), run.json (8 bytes), hiddenbench_run.json "
+                                         "(3 bytes), artefacts/natural.jsonl (12 kB)")
