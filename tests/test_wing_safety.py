@@ -1150,3 +1150,24 @@ def test_a_folder_is_described_by_its_files_in_kind_order_and_the_first_json_hea
     (tmp_path / "hiddenbench_run.json").write_text("[1]")            # JSON, but not a header: no run words
     assert describe_folder(tmp_path) == ("results.parquet (3 bytes), run.json (8 bytes), hiddenbench_run.json "
                                          "(3 bytes), artefacts/natural.jsonl (12 kB)")
+
+
+_NUL_WORDS = ("NUL bytes between the characters: UTF-16 or UTF-32 without a byte-order mark (or a binary file); "
+              "save it as UTF-8")
+_CONTROL = "control, invisible and unassigned characters are not allowed"
+
+
+@pytest.mark.parametrize("data, rule, detail", [
+    (b"\xff\xfea\x00", "file (encoding)", "the file is UTF-16; save it as UTF-8"),          # UTF-16 LE, its BOM
+    (b"a\x00b\x00c\x00", "file (encoding)", _NUL_WORDS),                                    # half the bytes NUL
+    (b"abc\x00", "file (control characters)",                                               # a quarter: not yet
+     f"character U+0000 (unnamed, category Cc) at line 1, column 4: {_CONTROL}"),
+    (b"ab\ncd\n\xffx", "file (encoding)", "not UTF-8: byte 0xff at line 3 (offset 6); save the file as UTF-8"),
+    (b"\xe9", "file (encoding)", "not UTF-8: byte 0xe9 at line 1 (offset 0); save the file as UTF-8"),
+    (b"a\n\x07", "file (control characters)",
+     f"character U+0007 (unnamed, category Cc) at line 2, column 1: {_CONTROL}"),
+])
+def test_a_file_that_is_not_clean_utf8_is_refused_whole_naming_its_path(data, rule, detail):
+    from crossprofile_lib.safety.text_input import decode_text
+    e = _refusal(decode_text, "d/f.txt", data)
+    assert (e.path, e.field, e.rule, e.detail) == ("d/f.txt", "<file>", rule, detail)
