@@ -1171,3 +1171,21 @@ def test_a_file_that_is_not_clean_utf8_is_refused_whole_naming_its_path(data, ru
     from crossprofile_lib.safety.text_input import decode_text
     e = _refusal(decode_text, "d/f.txt", data)
     assert (e.path, e.field, e.rule, e.detail) == ("d/f.txt", "<file>", rule, detail)
+
+
+def test_parse_yaml_refusals_whole_syntax_with_and_without_context_depth_and_duplicates():
+    from crossprofile_lib.safety.inputs import parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+    assert _yaml_refusal("a: [1, 2") == ("t.yaml", "<file>", "schema (YAML syntax)",
+                                         "not valid YAML: while parsing a flow sequence: expected ',' or ']', but "
+                                         "got '<stream end>' (line 1, column 9)")
+    assert _yaml_refusal("a: b: c") == ("t.yaml", "<file>", "schema (YAML syntax)",
+                                        "not valid YAML: mapping values are not allowed here (line 1, column 5)")
+    assert _yaml_refusal("a: 1\na: 2") == (
+        "t.yaml", "a", "yaml (duplicate key)", "key 'a' appears twice in one mapping (first (line 1, column 1), "
+        "again (line 2, column 1)); YAML would silently keep the last")
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", "[[[[1]]]]", InputError, max_depth=2)
+    assert (e.value.path, e.value.field, e.value.rule, e.value.detail) == (
+        "t.yaml", "[0][0]", "yaml (nesting depth)", "nested more than 2 levels deep (line 1, column 3)")
+    assert parse_yaml("t.yaml", "[[1]]", InputError, max_depth=2) == [[1]]
