@@ -1189,3 +1189,36 @@ def test_parse_yaml_refusals_whole_syntax_with_and_without_context_depth_and_dup
     assert (e.value.path, e.value.field, e.value.rule, e.value.detail) == (
         "t.yaml", "[0][0]", "yaml (nesting depth)", "nested more than 2 levels deep (line 1, column 3)")
     assert parse_yaml("t.yaml", "[[1]]", InputError, max_depth=2) == [[1]]
+
+
+def test_check_output_folder_refusals_whole_and_what_it_allows(tmp_path):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_folder
+
+    def refusal(*a, **k):
+        with pytest.raises(WouldDestroy) as e:
+            check_output_folder(*a, **k)
+        return str(e.value).replace(str(tmp_path), "T")
+    src = tmp_path / "in"
+    src.mkdir()
+    rule = ("write the output to a folder of its own (rule: an output folder is never an input folder, nor the folder "
+            "of an input file)")
+    assert refusal(src / "sub", "run", inputs=[src], option="--x") == (
+        f"--x T/in/sub: is inside the folder T/in that this command reads (T/in); {rule}")
+    assert refusal(src, "run", inputs=[src]) == f"--out T/in: is the folder T/in that this command reads (T/in); {rule}"
+    runs = tmp_path / "r"
+    runs.mkdir()
+    (runs / "results.parquet").write_bytes(b"ab")
+    assert refusal(runs, "hiddenbench run") == (
+        "--out T/r: holds a run (results.parquet (2 bytes)); a hiddenbench run would mix with it in one folder "
+        "(rule: one kind of run per folder; choose another --out)")
+    replace = ("Choose another --out, or add --overwrite to replace it (rule: no command destroys existing work "
+               "without an explicit flag)")
+    assert refusal(runs, "run", same_work=lambda f: ["seed 1 vs 2", "model a vs b"]) == (
+        f"--out T/r: holds a finished run (results.parquet (2 bytes)) that this command would replace: seed 1 vs 2; "
+        f"model a vs b. {replace}")
+    assert refusal(runs, "run", same_work=lambda f: ["x" * 700]) == (
+        f"--out T/r: holds a finished run (results.parquet (2 bytes)) that this command would replace: {'x' * 600}. "
+        f"{replace}")
+    check_output_folder(runs, "run", same_work=lambda f: ["d"], overwrite=True)     # allowed with --overwrite
+    check_output_folder(runs, "run", same_work=lambda f: [])                        # the same work: no refusal
+    check_output_folder(runs, "run")                                                # no comparison asked
