@@ -1222,3 +1222,50 @@ def test_check_output_folder_refusals_whole_and_what_it_allows(tmp_path):
     check_output_folder(runs, "run", same_work=lambda f: ["d"], overwrite=True)     # allowed with --overwrite
     check_output_folder(runs, "run", same_work=lambda f: [])                        # the same work: no refusal
     check_output_folder(runs, "run")                                                # no comparison asked
+
+
+def test_a_lock_names_the_command_by_its_first_eight_words_with_secrets_masked(tmp_path, monkeypatch):
+    import json
+    import sys
+
+    from crossprofile_lib.safety.outputs import acquire, release
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/crossprofile", "run", "--api-key", "sekrit123", "--out", "x", "a",
+                                      "b", "c", "d"])
+    lock = acquire(tmp_path)
+    try:
+        assert json.loads(lock.read_text())["command"] == f"crossprofile run --api-key {MASK} --out x a b"
+    finally:
+        release(lock)
+
+
+def test_a_lock_refusal_is_whole_for_garbage_and_for_another_host(tmp_path):
+    import json
+
+    from crossprofile_lib.safety.outputs import LOCK_NAME, FolderLocked, acquire
+    lock = tmp_path / LOCK_NAME
+    lock.write_text("garbage")
+    with pytest.raises(FolderLocked) as e:
+        acquire(tmp_path)
+    assert str(e.value) == (f"{tmp_path}: output folder is locked by {lock} (unreadable lock file); if no run is "
+                            f"using this folder, delete {lock}")
+    lock.write_text(json.dumps(_lock_info(2 ** 22 + 12345, host="elsewhere.invalid",
+                                          command="crossprofile run --token abc")))
+    with pytest.raises(FolderLocked) as e:
+        acquire(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path}: output folder is in use by another run: pid 4206649 on host elsewhere.invalid since "
+        f"2099-01-01T00:00:00Z (crossprofile run --token {MASK}) (rule: one run per output folder; wait for it or "
+        f"choose another --out); it is on another host, so it cannot be checked here: if that run is over, delete "
+        f"{lock}")
+    assert lock.exists()
+
+
+def test_a_dead_holders_lock_taken_over_says_so_whole(tmp_path, capsys):
+    import json
+    import socket
+
+    from crossprofile_lib.safety.outputs import LOCK_NAME, acquire, release
+    (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": 2 ** 22 + 12345, "host": socket.gethostname()}))
+    release(acquire(tmp_path))
+    assert capsys.readouterr().err == (f"notice: {tmp_path}: took over a stale lock left by pid 4206649 on host "
+                                       f"{socket.gethostname()} since ? (that process no longer holds it)\n")
