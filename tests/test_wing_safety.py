@@ -1269,3 +1269,31 @@ def test_a_dead_holders_lock_taken_over_says_so_whole(tmp_path, capsys):
     release(acquire(tmp_path))
     assert capsys.readouterr().err == (f"notice: {tmp_path}: took over a stale lock left by pid 4206649 on host "
                                        f"{socket.gethostname()} since ? (that process no longer holds it)\n")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("http://h/p?V=1&key=2", f"http://h/p?V=1&key={MASK}"),                  # a harmless name in any case, kept as is
+    ("http://h/p?model=a b&c=", f"http://h/p?model=a%20b&{MASK}"),           # kept values re-quoted; a blank: all masked
+    ("http://h/p?Model=a/b&token=t", f"http://h/p?Model=a%2Fb&token={MASK}"),
+    ("http://h/p?sk-abcdefghij12=1&v=2", f"http://h/p?{MASK}&v=2"),          # a key-looking name: nothing of it kept
+    ("http://h/p?&&", f"http://h/p?{MASK}"),                                # no pairs at all
+    ("http://h/p?=", f"http://h/p?{MASK}"),
+    ("http://h/p?key", f"http://h/p?{MASK}"),
+    ("http://h/p?v=1&model=x#region=eu", "http://h/p?v=1&model=x#region=eu"),  # all harmless: byte for byte
+])
+def test_query_pairs_keep_only_harmless_settings(url, shown):
+    assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize("url, secrets", [
+    (None, []),
+    ("http://[::1", []),                                                     # unparsable: nothing to take
+    (["http://a:pw1@h/", ("http://h/?key=k1&v=2",)], ["pw1", "k1"]),         # nested lists and tuples, in order
+    ("http://us@h/", ["us"]),
+    ("http://:pw2@h/", ["pw2"]),
+    ("http://u:p@h:bad/", ["p"]),                                            # a bad port still gives the password
+    ("http://h/?model=sk-abcdefghij12&region=eu&x=", ["sk-abcdefghij12"]),
+    ("http://h/?a=1#model=m&token=t", ["1", "t"]),
+])
+def test_url_secrets_are_the_password_user_key_and_unharmless_values(url, secrets):
+    assert url_secrets(url) == secrets
