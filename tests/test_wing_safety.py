@@ -1297,3 +1297,25 @@ def test_query_pairs_keep_only_harmless_settings(url, shown):
 ])
 def test_url_secrets_are_the_password_user_key_and_unharmless_values(url, secrets):
     assert url_secrets(url) == secrets
+
+
+def test_a_command_line_is_redacted_word_by_word_whole():
+    argv = ["run", "--api-key", "k1k1k1k1", "--model", "m", "--token=abcd", "api_key=zz9", "--base-url",
+            "http://u:pw@h/v1?key=x", "note=see sk-abcdefghij12", "--key"]
+    assert redact_argv(argv) == ["run", "--api-key", MASK, "--model", "m", f"--token={MASK}", f"api_key={MASK}",
+                                 "--base-url", f"http://{MASK}@h/v1?key={MASK}", f"note=see {MASK}", "--key"]
+
+
+def test_the_secrets_a_command_line_hands_over_in_order_four_characters_or_more():
+    from crossprofile_lib.safety.redact import argv_secrets
+    argv = ["run", "--api-key", "k1k1k1k1", "--model", "m", "--token=abcd", "api_key=zz9zz", "--base-url",
+            "http://u:pw99@h/v1?key=xyzw", "--request-field", '{"token": "tttt1"}', "x=ab", "--password"]
+    assert argv_secrets(argv) == ["k1k1k1k1", "abcd", "zz9zz", "pw99", "xyzw", "tttt1"]
+
+
+def test_option_values_are_redacted_by_name_then_by_shape():
+    from crossprofile_lib.safety.redact import redact_options
+    assert redact_value("opts", {"api_key": "a", "model": "m", "nested": ["Bearer abcdefgh", None]}) == {
+        "api_key": MASK, "model": "m", "nested": [f"Bearer {MASK}", None]}
+    assert (redact_value("token", ""), redact_value("token", None), redact_value("token", 0)) == ("", None, MASK)
+    assert redact_options(None) == {} and redact_options({"url": "http://u:p@h/"}) == {"url": f"http://{MASK}@h/"}
