@@ -1761,3 +1761,24 @@ def test_a_fitted_ml_logit_names_its_template_random_intercept_in_the_formula():
     r = ml_logit(_synthetic(T=5, n=4, pols=("R1",)), "R1", n_points=1)
     assert r.get("error") is None and r["n_templates"] == 5 and r["n"] == 20
     assert r["formula"] == "y ~ net_lead + irrelevant_tone + (1 | template)"
+
+
+def test_of_many_identical_decisions_the_first_row_of_the_earliest_policy_in_table_order_is_kept():
+    # 20 rows of one task and memory text: R1 at rows 1, 4, ..., 19 and B4 elsewhere; family order puts R1 first and,
+    # within R1, table order decides (a sort that is not stable would keep another R1 row)
+    rows = [dict(template_id="t1", variant="PSP", seed=0, budget_label="0.6", memory_sha="a", decision="A",
+                 policy="R1" if i % 3 == 1 else "B4", correct=bool(i % 2)) for i in range(20)]
+    kept, info = drop_duplicates_of(pd.DataFrame(rows))
+    assert list(kept.index) == [1] and kept["correct"].tolist() == [True]
+    assert info["dropped"] == 19 and info["kept_as"] == {"R1": {"R1": 6}, "B4": {"R1": 13}}
+
+
+def test_an_empty_table_with_every_key_column_drops_nothing_and_has_no_note():
+    cols = ["template_id", "variant", "seed", "budget_label", "memory_sha", "decision", "policy", "correct"]
+    kept, info = drop_duplicates_of(pd.DataFrame(columns=cols))
+    assert kept.empty and info == dict(rule=DUP_RULE, dropped=0, by_policy={}, kept_as={}, note="")
+
+
+def drop_duplicates_of(df):
+    from crossprofile_lib.stats.separation import drop_duplicates
+    return drop_duplicates(df)
