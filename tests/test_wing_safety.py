@@ -1319,3 +1319,13 @@ def test_option_values_are_redacted_by_name_then_by_shape():
         "api_key": MASK, "model": "m", "nested": [f"Bearer {MASK}", None]}
     assert (redact_value("token", ""), redact_value("token", None), redact_value("token", 0)) == ("", None, MASK)
     assert redact_options(None) == {} and redact_options({"url": "http://u:p@h/"}) == {"url": f"http://{MASK}@h/"}
+
+
+def test_free_text_loses_urls_secret_words_keys_and_given_secrets_whole():
+    text = ("see http://u:pw'q9@h/v1?key=abc and token=xyz, password=***x; --api-key=kk and "
+            "hf_abcdefghijklmnop12")
+    assert redact_text(text, secrets=("pw'q9",)) == (
+        f"see http://{MASK}@h/v1?key={MASK} and token={MASK}, password=***x; --api-key={MASK} and {MASK}")
+    assert redact_text("model=gpt temperature=1 --seed=3") == "model=gpt temperature=1 --seed=3"
+    assert redact_text("abcd abc", secrets=("abcd", "abc", "")) == f"{MASK} abc"
+    assert redact_text("key=") == "key="
