@@ -1782,3 +1782,14 @@ def test_an_empty_table_with_every_key_column_drops_nothing_and_has_no_note():
 def drop_duplicates_of(df):
     from crossprofile_lib.stats.separation import drop_duplicates
     return drop_duplicates(df)
+
+
+def test_a_family_declared_empty_in_one_file_and_null_in_the_other_is_declared_alike():
+    from crossprofile_lib.stats.prereg import merge_extra
+    for main_spec, extra_spec in ((None, {}), ({}, None)):
+        main_doc = {"families": {"main": main_spec}, "contrasts": [_contrast(id="m1")]}
+        out = merge_extra(parse_prereg(main_doc, "main.yaml"), main_doc,
+                          {"families": {"main": extra_spec}, "contrasts": [_contrast(id="e1", family="main")]},
+                          "e.yaml")
+        assert [(c.id, c.family) for c in out.contrasts] == [("m1", None), ("e1", "main")]
+        assert (out.families["main"].correction, out.families["main"].alpha) == ("holm", 0.05)
