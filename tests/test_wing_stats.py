@@ -1793,3 +1793,16 @@ def test_a_family_declared_empty_in_one_file_and_null_in_the_other_is_declared_a
                           "e.yaml")
         assert [(c.id, c.family) for c in out.contrasts] == [("m1", None), ("e1", "main")]
         assert (out.families["main"].correction, out.families["main"].alpha) == ("holm", 0.05)
+
+
+def test_a_social_proof_weight_pushed_to_its_upper_bound_is_flagged_too():
+    from crossprofile_lib.stats.socialproof import BOUNDS, fit
+    rng = np.random.default_rng(0)
+    Xp = np.zeros((20, 3, 4))
+    Xp[:, :, 0] = rng.integers(-1, 2, size=(20, 3))
+    Xp[:, 0, 0] = Xp[:, 1:, 0].min(axis=1) - 1          # the chosen option has the worst own evidence ...
+    Xp[:, :, 1] = rng.integers(0, 3, size=(20, 3))
+    Xp[:, 0, 1] = Xp[:, :, 1].max(axis=1) + 1           # ... and the most social support: s runs to its upper bound
+    r = fit(Xp, np.full(20, 2.0))
+    assert r["theta"][0] == pytest.approx(BOUNDS[0][1]) == 20.0 and r["at_bound"] == [True, False, False]
+    assert r["n"] == 40.0 and r["log_likelihood"] == pytest.approx(0.0, abs=1e-6)
