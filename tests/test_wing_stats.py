@@ -1806,3 +1806,17 @@ def test_a_social_proof_weight_pushed_to_its_upper_bound_is_flagged_too():
     r = fit(Xp, np.full(20, 2.0))
     assert r["theta"][0] == pytest.approx(BOUNDS[0][1]) == 20.0 and r["at_bound"] == [True, False, False]
     assert r["n"] == 40.0 and r["log_likelihood"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_group_draws_pools_a_column_into_all_and_with_no_outcome_gives_an_empty_table_of_its_columns():
+    from crossprofile_lib.stats.tables import group_draws
+    df = pd.DataFrame(dict(template_id=["a", "a", "b", "b"], policy=["R1", "B4", "R1", "B4"],
+                           correct=[True, False, True, True]))
+    keys, point, draws = group_draws(df, ["policy"], ["correct"], _boot(), pool=["policy"])
+    assert keys.to_dict("list") == dict(policy=["B4", "R1", "all"], outcome=["correct"] * 3, n=[2, 2, 4])
+    assert point.tolist() == [50.0, 100.0, 75.0]
+    # the resamples (a, b), (a, a), (b, b)
+    assert draws.tolist() == [[50.0, 100.0, 75.0], [0.0, 100.0, 50.0], [100.0, 100.0, 100.0]]
+    keys, point, draws = group_draws(df, ["policy"], [], _boot())
+    assert list(keys.columns) == ["policy", "outcome", "n"] and keys.empty
+    assert point.shape == (0,) and draws.shape == (3, 0)
