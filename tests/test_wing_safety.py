@@ -1329,3 +1329,8 @@ def test_free_text_loses_urls_secret_words_keys_and_given_secrets_whole():
     assert redact_text("model=gpt temperature=1 --seed=3") == "model=gpt temperature=1 --seed=3"
     assert redact_text("abcd abc", secrets=("abcd", "abc", "")) == f"{MASK} abc"
     assert redact_text("key=") == "key="
+
+
+def test_an_empty_user_name_before_the_at_sign_is_no_secret():
+    assert url_secrets("http://@h/") == [] and url_secrets("http://:@h/") == []
+    assert url_secrets("http://us@h/?k") == ["us"]
