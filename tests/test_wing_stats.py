@@ -1820,3 +1820,11 @@ def test_group_draws_pools_a_column_into_all_and_with_no_outcome_gives_an_empty_
     keys, point, draws = group_draws(df, ["policy"], [], _boot())
     assert list(keys.columns) == ["policy", "outcome", "n"] and keys.empty
     assert point.shape == (0,) and draws.shape == (3, 0)
+
+
+def test_a_null_in_a_filter_list_on_a_number_column_matches_nothing_and_is_named_as_written():
+    from crossprofile_lib.stats.contrasts import row_mask
+    df = pd.DataFrame(dict(n=[2, 3]))
+    mask, why = row_mask(df, {"n": [2, None]})
+    assert mask.tolist() == [True, False] and why == ""
+    assert row_mask(df, {"n": [None]})[1] == "no rows with n in [None] (present: 2, 3)"
