@@ -1334,3 +1334,16 @@ def test_free_text_loses_urls_secret_words_keys_and_given_secrets_whole():
 def test_an_empty_user_name_before_the_at_sign_is_no_secret():
     assert url_secrets("http://@h/") == [] and url_secrets("http://:@h/") == []
     assert url_secrets("http://us@h/?k") == ["us"]
+
+
+@pytest.mark.parametrize("kind", ["run", "book"])
+def test_an_output_folder_with_other_files_is_refused_naming_the_option_and_kind(tmp_path, kind):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_output_folder
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(WouldDestroy) as e:
+        check_output_folder(tmp_path, kind, option="--x")
+    assert str(e.value) == (
+        f"--x {tmp_path}: holds 1 file(s) or folder(s) that are not a {kind}'s (notes.txt); a {kind} would mix with "
+        f"them. Choose a new or empty folder, or add --allow-other-files to write there anyway (rule: an output "
+        f"folder holds one output and nothing else)")
+    check_output_folder(tmp_path, kind, option="--x", allow_other_files=True)
