@@ -1828,3 +1828,22 @@ def test_a_null_in_a_filter_list_on_a_number_column_matches_nothing_and_is_named
     mask, why = row_mask(df, {"n": [2, None]})
     assert mask.tolist() == [True, False] and why == ""
     assert row_mask(df, {"n": [None]})[1] == "no rows with n in [None] (present: 2, 3)"
+
+
+def test_a_folders_digest_covers_each_files_path_under_it_and_its_content(tmp_path):
+    from crossprofile_lib.stats.cache import files_digest
+    one, two = tmp_path / "one", tmp_path / "two"
+    (one / "sub1").mkdir(parents=True)
+    (two / "sub2").mkdir(parents=True)
+    (one / "sub1" / "x.txt").write_text("A")
+    (two / "sub2" / "x.txt").write_text("A")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert files_digest([one]) != files_digest([two])          # the same name and bytes under another sub-folder
+    assert files_digest([one]) != files_digest([empty])
+    before = files_digest([one])
+    (one / "sub1" / "x.txt").write_text("B")
+    assert files_digest([one]) != before
+    (two / "sub2" / "x.txt").write_text("B")
+    (two / "sub2").rename(two / "sub1")
+    assert files_digest([one]) == files_digest([two])          # the folder's own name is not part of it
