@@ -1347,3 +1347,13 @@ def test_an_output_folder_with_other_files_is_refused_naming_the_option_and_kind
         f"them. Choose a new or empty folder, or add --allow-other-files to write there anyway (rule: an output "
         f"folder holds one output and nothing else)")
     check_output_folder(tmp_path, kind, option="--x", allow_other_files=True)
+
+
+def test_redact_text_masks_an_unknown_url_password_holding_a_quote():
+    # RFC 3986 allows ' in userinfo; the URL match stops at the quote, so the userinfo is masked up to its @ first
+    from crossprofile_lib.safety.redact import redact_text
+    assert redact_text("see http://u:pw'q9@h/v1 now") == "see http://***@h/v1 now"
+    assert redact_text("GET https://bob:o'neil@api.example:8443/v1?x=1") == "GET https://***@api.example:8443/v1?x=***"
+    # near misses: an @ after the host's path, or after a space, is no userinfo
+    assert redact_text("http://host/path and a@b") == "http://host/path and a@b"
+    assert redact_text("ftp://h/x@y and http://host a@b.c") == "ftp://h/x@y and http://host a@b.c"

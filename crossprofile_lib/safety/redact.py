@@ -37,6 +37,8 @@ SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passw
                           "sig", "signature", "auth", "authorization", "credential", "credentials", "session",
                           "sessionid", "bearer", "cookie", "jwt", "private", "code", "sas", "otp"})
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+#: a URL's userinfo in text, up to its ``@``: it may hold quotes (RFC 3986 allows ``'`` there), which end a URL match
+_USERINFO_IN_TEXT = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@<>]+@")
 #: Tokens that look like keys wherever they appear (OpenAI/DeepSeek ``sk-``, Hugging Face ``hf_``,
 #: GitHub, AWS access keys, ``Bearer`` headers, JWTs).
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{16,}"
@@ -186,6 +188,7 @@ def redact_text(text: str, secrets=()) -> str:
     out = str(text)
     for s in known:  # first: a secret holding a quote (RFC 3986 allows ' in userinfo) ends the URL match early
         out = out.replace(s, MASK)
+    out = _USERINFO_IN_TEXT.sub(lambda m: m.group(1) + MASK + "@", out)   # an unknown password holding a quote
     out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
     for s in known:
         out = out.replace(s, MASK)
