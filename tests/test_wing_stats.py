@@ -496,15 +496,20 @@ def test_without_a_copy_policy_the_regressions_keep_the_reference_asked_for(monk
     assert seen and {ref for _, ref in seen} == {"B3"}
 
 
-def test_the_social_proof_cache_tells_fits_of_different_choice_inputs_apart(tmp_path):
-    from crossprofile_lib.stats.analysis import social_proof_cached
-    from crossprofile_lib.stats.cache import FitCache
-    rows = pd.DataFrame(dict(template_id=["a", "b"], correct=[True, False]))
+def _two_rows_and_counted_reasons():
+    """Two templates' rows and a choice-data source that counts its calls and answers each with a new skip reason."""
     calls = []
 
     def data():
         calls.append(1)
         return f"reason {len(calls)}"
+    return pd.DataFrame(dict(template_id=["a", "b"], correct=[True, False])), calls, data
+
+
+def test_the_social_proof_cache_tells_fits_of_different_choice_inputs_apart(tmp_path):
+    from crossprofile_lib.stats.analysis import social_proof_cached
+    from crossprofile_lib.stats.cache import FitCache
+    rows, calls, data = _two_rows_and_counted_reasons()
     cache = FitCache(tmp_path)
     first = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="inputs-1")
     again = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="inputs-1")
@@ -1684,12 +1689,7 @@ def test_the_social_proof_cache_tells_fits_on_different_resample_draws_of_the_sa
     # the same templates, resample count and level, other draws: a fit on one draw is no answer for the other
     from crossprofile_lib.stats.analysis import social_proof_cached
     from crossprofile_lib.stats.cache import FitCache
-    rows = pd.DataFrame(dict(template_id=["a", "b"], correct=[True, False]))
-    calls = []
-
-    def data():
-        calls.append(1)
-        return f"reason {len(calls)}"
+    rows, calls, data = _two_rows_and_counted_reasons()
     cache = FitCache(tmp_path)
     first = social_proof_cached(rows, _boot(), 10, data, cache, choice_key="k")
     other = social_proof_cached(rows, TemplateBootstrap(("a", "b"), np.array([[1, 1], [0, 1], [0, 0]])), 10, data,

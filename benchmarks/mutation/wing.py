@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import hashlib
 import json
 import os
 import random
@@ -368,7 +369,6 @@ def main(argv=None) -> int:
     elif args.explore:
         work = Path(args.explore[0])
         copy = work / "project"
-        import hashlib
         # the wing's own test files and the shared helpers (conftest, fixtures modules), not other wings' tests
         read = [f for f in sorted((ROOT / "tests").rglob("*.py"))
                 if f.relative_to(ROOT).as_posix() in wing["tests"] or not f.name.startswith("test_")]
