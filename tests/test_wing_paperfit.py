@@ -50,6 +50,12 @@ def _one_atom(kind: str) -> Sampling:
     return Sampling(("c", "c+d"), np.array([100.0]), z, z, L, np.array([100.0, 100.0]), ())
 
 
+def _paper_targets(dec, fm):
+    """The paper's figures in the design's order (NaN where it printed none) and which of them the fit uses."""
+    y = np.array([f.paper.get(Q, np.nan) for f in dec])
+    return y, ~np.isnan(y) & fm.estimable
+
+
 def test_correct_plus_decoy_is_one_binomial_by_hand():
     """P(correct) + P(decoy) of one multinomial draw is the binomial of 'not the third option': 1e4 * .8 * .2 / 100
     = 16 for c = .5, d = .3. With the covariance's sign flipped it would be 25 + 21 + 30 = 76; dropped, 46."""
@@ -86,8 +92,7 @@ def test_fit_loss_is_the_whole_sum_of_squared_whitened_residuals(dev):
     """``loss`` = |H (figure(theta) - y)|^2 at the returned theta (scipy's cost is half of it); ``rmse`` is of the
     raw residuals."""
     dec, design, fm, F, S = dev
-    y = np.array([f.paper.get(Q, np.nan) for f in dec])
-    used = ~np.isnan(y) & fm.estimable
+    y, used = _paper_targets(dec, fm)
     th = np.array([0.2, -0.3, 2.0])
     pc, pd_ = S.proportions(design.probability(th))
     H = whitener(S.covariance(pc, pd_, 18.0)[np.ix_(used, used)])
@@ -162,8 +167,7 @@ def test_linkage_of_no_figures_is_empty():
 
 def test_refine_tries_the_grid_and_the_given_start_and_keeps_the_lower_loss(dev, monkeypatch):
     dec, design, fm, F, S = dev
-    y = np.array([f.paper.get(Q, np.nan) for f in dec])
-    used = ~np.isnan(y) & fm.estimable
+    y, used = _paper_targets(dec, fm)
     starts, real = [], Fitter.fit
 
     def spy(self, y, used, W=None, start=None, fixed=None, H=None):
@@ -265,8 +269,7 @@ def test_a_fit_with_no_degrees_of_freedom_left_keeps_sigma_one_and_no_p_value(ca
 
 def test_a_held_parameter_starts_from_the_grid_points_nearest_it(dev):
     dec, design, fm, F, S = dev
-    y = np.array([f.paper.get(Q, np.nan) for f in dec])
-    used = ~np.isnan(y) & fm.estimable
+    y, used = _paper_targets(dec, fm)
     free = F.fit(y, used)
     held = F.fit(y, used, fixed=(0, 0.5))
     assert held["theta"][0] == pytest.approx(0.5) and held["loss"] >= free["loss"] - 1e-9
@@ -372,8 +375,7 @@ def test_recovery_refits_draws_weighted_by_the_truths_covariance_and_rounded_as_
     rounded to 0.1 (the published rounding); estimate is the median of the refits and rmse the median rmse."""
     from crossprofile_lib.paperfit.fit import recovery
     dec, design, fm, F, S = dev
-    y = np.array([f.paper.get(Q, np.nan) for f in dec])
-    used = ~np.isnan(y) & fm.estimable
+    y, used = _paper_targets(dec, fm)
     seen, real = [], Fitter.fit
 
     def spy(self, y, used, W=None, start=None, fixed=None, H=None):
@@ -770,8 +772,7 @@ def test_profile_holds_each_value_starting_from_its_neighbours_optimum(dev, monk
     held at its value and started where the previous one ended (the first of each sweep at the estimate, with the
     held parameter set to the value even when theta is given as integers); the answers land in the values' order."""
     dec, design, fm, F, S = dev
-    y = np.array([f.paper.get(Q, np.nan) for f in dec])
-    used = ~np.isnan(y) & fm.estimable
+    y, used = _paper_targets(dec, fm)
     calls, real = [], Fitter.fit
 
     def spy(self, y, used, W=None, start=None, fixed=None, H=None):
