@@ -1666,3 +1666,28 @@ def test_marked_kept_a_models_call_policies_with_suffixes_and_fixed_k_take_its_m
     t = pd.DataFrame({"support": ["1.0", "2.0", "3.0", "4.0", "5.0", "6.0"], "decoy": ["0.5"] * 6}, index=idx)
     assert marked_kept(t, m)["support"].tolist() == ["1.0" + lm, "2.0" + lm, "3.0" + lm, "4.0" + exact, "5.0" + exact,
                                                     "6.0" + exact]
+
+
+def test_rarest_takeaway_reads_the_model_runs_own_signal_not_an_absent_run(monkeypatch):
+    # 300 of 400 correct: a Wilson interval far above chance, so the model run has signal; with the run left out of
+    # the check the line would read "no signal to read (no run)"
+    monkeypatch.setattr("crossprofile_lib.book.headline.why", lambda mech, ref, estimate: "WHY")
+    monkeypatch.setattr("crossprofile_lib.book.headline.mechanism", lambda p: None)
+    ref, m = run(), _model_run("Qwen2.5-7B-Instruct", 400)
+    m.boot = None
+    lines = rarest_takeaways(SimpleNamespace(**{**vars(_chapter(ref)), "model": m}), {ref.label: cells()},
+                             {ref.label: _holm()})
+    assert lines[-1] == f"{m.label}: its results have signal (headroom check passed)."
+
+
+def test_marked_kept_strips_only_a_numeric_fixed_k_and_a_format_from_the_policy_name():
+    from crossprofile_lib.book.display import mark_kind, mark_text
+    from crossprofile_lib.book.headline import marked_kept
+    from crossprofile_lib.book.style import policy_base
+    assert [policy_base(p) for p in ("BAL-k7:unlabeled", "R1-rel-k12", "BAL-kind", "B3:shuffled", "R1-rel-oracle")] == [
+        "BAL", "R1-rel", "BAL-kind", "B3", "R1-rel-oracle"]
+    m = _model_run()
+    lm, exact = mark_text(mark_kind(m), m), mark_text("exact", m)
+    idx = pd.MultiIndex.from_tuples([(p, "classic") for p in ("BAL-k7:unlabeled", "BAL-kind", "R1-rel-oracle-k7")])
+    t = pd.DataFrame({"support": ["1.0", "2.0", "3.0"], "decoy": ["0.5"] * 3}, index=idx)
+    assert marked_kept(t, m)["support"].tolist() == ["1.0" + lm, "2.0" + exact, "3.0" + exact]

@@ -16,7 +16,7 @@ from crossprofile_lib.book.explain import mechanism, why
 from crossprofile_lib.book.models import run_paper_model, status_line
 from crossprofile_lib.book.paper import load_paper_figures, paper_text, same_model_values, suite_values
 from crossprofile_lib.book.runs import REFERENCE, Run
-from crossprofile_lib.book.style import model_signal
+from crossprofile_lib.book.style import model_signal, policy_base
 from crossprofile_lib.book.tables import CELL_LABELS, KEPT, cell_entry, cell_rows, cell_value, contrast_row, select
 from crossprofile_lib.design import CLASSIC, FIXED_K_DEFAULT, HEADROOM_MIN_POINTS, MIRROR
 from crossprofile_lib.paper_figures import paper_item
@@ -305,10 +305,9 @@ MODEL_MEMORY = ("R1-rel", "BAL", "B3", "REF")
 def marked_kept(t: pd.DataFrame, run) -> pd.DataFrame:
     """A kept-facts table (rows ``(policy, cell)``, cells ``"est [lo, hi]"``) with each number's mark: ``exact`` where
     no model call made the memory (every policy of the reference decider; a model's copy policies and oracle
-    controls), else the run's."""
+    controls, whose bases ``R1-rel-oracle`` and ``BAL-oracle`` are not in :data:`MODEL_MEMORY`), else the run's."""
     def kind(policy: str) -> str:
-        model_call = (not run.is_reference and policy.split(":")[0].split("-k")[0] in MODEL_MEMORY
-                      and "oracle" not in policy)
+        model_call = not run.is_reference and policy_base(policy) in MODEL_MEMORY
         return mark_kind(run) if model_call else "exact"
     out = t.copy()
     for idx in out.index:

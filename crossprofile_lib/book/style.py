@@ -53,6 +53,11 @@ def _split(policy: str) -> tuple[str, bool, str]:
     return base, k, fmt or "full"
 
 
+def policy_base(policy: str) -> str:
+    """A policy's base name, without its fixed-k (``-k7``) and format (``:unlabeled``) suffixes."""
+    return _split(policy)[0]
+
+
 #: The ALL memory's label formats, each a hue of its own (lightening its near-black gives three greys).
 ALL_FORMAT_COLORS = {"unlabeled": "#6A3D9A", "shuffled": "#B8860B", "first-speaker": "#1F78B4", "claim-id": "#33A02C"}
 
