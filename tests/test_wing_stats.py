@@ -1847,3 +1847,82 @@ def test_a_folders_digest_covers_each_files_path_under_it_and_its_content(tmp_pa
     (two / "sub2" / "x.txt").write_text("B")
     (two / "sub2").rename(two / "sub1")
     assert files_digest([one]) == files_digest([two])          # the folder's own name is not part of it
+
+
+# --- issue 55, fresh sample 60: a refusal's message, the prereg's nesting limit, the tables' order, empty reports ---
+
+def test_resample_indices_refuses_a_seed_in_place_of_a_generator_and_says_what_to_pass():
+    from crossprofile_lib.stats.bootstrap import resample_indices
+    with pytest.raises(TypeError) as e:
+        resample_indices(5, 10, 0)
+    assert str(e.value) == "rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed))"
+    with pytest.raises(ValueError) as e:
+        resample_indices(0, 10, np.random.default_rng(0))
+    assert str(e.value) == "need at least one unit and one resample (got 0, 10)"
+    with pytest.raises(ValueError) as e:
+        resample_indices(3, 0, np.random.default_rng(0))
+    assert str(e.value) == "need at least one unit and one resample (got 3, 0)"
+    idx = resample_indices(3, 4, np.random.default_rng(0))
+    assert idx.shape == (4, 3) and idx.min() >= 0 and idx.max() <= 2
+
+
+def _nested(k):
+    v = 1.5
+    for i in range(k):
+        v = {f"k{i}": v}
+    return v
+
+
+def test_a_prereg_file_may_nest_twelve_levels_deep_and_the_thirteenth_is_refused_naming_the_field(tmp_path):
+    # root -> contrasts -> contrast -> paper: 3 levels, then 9 mappings in the paper's values make 12
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(yaml.safe_dump({"contrasts": [{"id": "H", "terms": [{"weight": 1}], "paper": _nested(9)}]}))
+    assert load_prereg(ok).contrasts[0].paper == _nested(9)
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(yaml.safe_dump({"contrasts": [{"id": "H", "terms": [{"weight": 1}], "paper": _nested(10)}]}))
+    with pytest.raises(PreregError) as e:
+        load_prereg(deep)
+    assert str(e.value) == (f"{deep}: field 'contrasts[0].paper.k9.k8.k7.k6.k5.k4.k3.k2.k1': yaml (nesting depth): "
+                            "nested more than 12 levels deep (line 13, column 23)")
+
+
+def test_a_pooled_variant_and_cell_sort_after_their_levels_whatever_their_spelling():
+    from crossprofile_lib.stats.tables import means_table
+    # 'PSP' < 'all' < 'classic' as strings: the pooled level 'all' still comes last
+    df = pd.DataFrame(dict(template_id=["a", "b", "a", "b"], variant=["classic", "classic", "PSP", "PSP"],
+                           cell=["mirror", "mirror", "Base", "Base"], correct=[True, True, False, True]))
+    t = means_table(df, ["variant"], ["correct"], _boot(), pool=["variant"])
+    assert t[["variant", "n", "estimate"]].values.tolist() == [["PSP", 2, 50.0], ["classic", 2, 100.0],
+                                                               ["all", 4, 75.0]]
+    t = means_table(df, ["cell"], ["correct"], _boot(), pool=["cell"])
+    assert t[["cell", "n", "estimate"]].values.tolist() == [["Base", 2, 50.0], ["mirror", 2, 100.0],
+                                                            ["all", 4, 75.0]]
+
+
+def test_a_fixed_effects_fits_terms_table_has_only_its_five_columns_numbered_from_zero():
+    fe = fixed_effects_logit(_synthetic(T=12, seed=3))
+    t = fe["terms"]
+    assert list(t.columns) == ["term", "coef", "sd", "z", "p"]
+    assert t.index.tolist() == list(range(len(t)))
+    assert t["term"].tolist() == ["Intercept", "policy[B4]", "policy[M1]", "policy[Random]", "net_lead",
+                                  "irrelevant_tone"]
+
+
+def test_a_verdict_with_no_separated_level_shows_an_empty_separated_table():
+    verdict = pd.DataFrame(dict(family=["copy"], fit=["fixed"], role=["primary"], test=["w"], statistic=[2.0],
+                                df=[3.0], p=[0.2], policy_significant=[False]))
+    analysis = dict(verdict=verdict, families=dict(primary=dict(family="copy", separated=pd.DataFrame(), note=""),
+                                                   secondary=dict(family="all", note="few rows")))
+    t, s, notes = verdict_display(analysis)
+    assert _rows(t) == [("copy", "fixed", "primary", "w", 2.0, 3.0, "0.200", "not significant")]
+    assert s.empty and list(s.columns) == [] and notes == ["all: few rows"]
+
+
+def test_a_social_proof_fit_of_no_decisions_reports_zero_decisions_and_zero_resamples():
+    from crossprofile_lib.stats.socialproof import ChoiceData, fit_social_proof
+    boot = TemplateBootstrap.draw(["t0", "t1"], 5, np.random.default_rng(0))
+    empty = fit_social_proof(ChoiceData(np.zeros((0, 3, 4)), np.zeros(0, int), np.array([], dtype=str), np.ones(0)),
+                             boot, 5)
+    assert {k: v for k, v in empty.items() if k != "table"} == dict(n_decisions=0, resamples=0, deterministic=False,
+                                                                    note="no decisions to fit")
+    assert empty["table"].empty
