@@ -1926,3 +1926,68 @@ def test_a_social_proof_fit_of_no_decisions_reports_zero_decisions_and_zero_resa
     assert {k: v for k, v in empty.items() if k != "table"} == dict(n_decisions=0, resamples=0, deterministic=False,
                                                                     note="no decisions to fit")
     assert empty["table"].empty
+
+
+# --- issue 55: a model's statistics, whole ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def _ledger_rows(dev_templates):
+    from crossprofile_lib.backends.ledger import ReferenceDecider
+    from crossprofile_lib.run.runner import RunConfig, run_grid
+    cfg = RunConfig(templates=["templates/dev"], seeds=(0,), budgets=("0.6",), policies=("R1", "ALL", "EMPTY"))
+    return run_grid(cfg, backend=ReferenceDecider(), templates=dev_templates[:3])
+
+
+def test_a_models_statistics_name_the_run_its_resamples_and_the_reference_deciders_note(_ledger_rows):
+    from crossprofile_lib.stats.analysis import analyse_model
+    m = analyse_model(_ledger_rows, load_prereg(), n_resamples=50, regressions=False, fit_resamples=0)
+    assert list(m) == ["backend", "model", "decision_mode", "tokenizer", "n_decisions", "n_templates", "resamples",
+                       "level", "prereg", "note", "headroom", "analysis_set", "failed_calls", "status",
+                       "status_reasons", "status_label", "min_templates_confirmatory", "contrasts", "accuracy", "cells",
+                       "composition", "relevance", "label_effects", "support_shared_minus_private", "net_lead",
+                       "social_proof"]
+    # 3 templates x 3 policies x 8 rows each (one seed, one budget)
+    assert {k: m[k] for k in ("backend", "model", "decision_mode", "tokenizer", "n_decisions", "n_templates",
+                              "resamples", "level", "prereg", "note", "min_templates_confirmatory")} == dict(
+        backend="ledger", model="reference-decider(sp=0,irr=0,beta=inf)", decision_mode="ledger",
+        tokenizer="offline-bpe-approx-v1", n_decisions=72, n_templates=3, resamples=50, level=0.95,
+        prereg=str(DEFAULT_PREREG_PATH),
+        note="reference decider (a normative evidence counter), not a language model", min_templates_confirmatory=10)
+    h = m["headroom"]
+    assert h["min_points"] == 15.0 and h["n_units"] == 3 and h["passed"] is True
+    assert h["estimate"] == pytest.approx(100 - 500 / 24)     # ALL always right, EMPTY right in 5 of its 24 rows
+    # the cell and composition tables carry their pooled rows
+    assert "classic (pooled)" in set(m["cells"]["cell"]) and "all" in set(m["composition"]["cell"])
+    assert m["contrasts"]["id"].tolist()[:1] == [load_prereg().contrasts[0].id] and len(m["contrasts"]) == 9
+    assert m["net_lead"]["where"] == {"selection": "budget", "label_format": "full", "budget_label": "0.6"}
+    assert m["net_lead"]["n"] == 24
+
+
+def test_a_models_statistics_follow_the_prereg_settings_the_seed_and_another_backend(_ledger_rows):
+    from crossprofile_lib.stats.analysis import analyse_model
+    doc = {"settings": {"headroom_min_points": 90}, "contrasts": [{"id": "H", "terms": [{"weight": 1}]}]}
+    m = analyse_model(_ledger_rows, parse_prereg(doc, "p.yaml"), n_resamples=20, regressions=False,
+                      fit_resamples=0)
+    assert m["headroom"]["min_points"] == 90.0 and m["headroom"]["passed"] is False and m["prereg"] == "p.yaml"
+    assert m["status"] == "exploratory" and m["resamples"] == 20 and m["contrasts"]["id"].tolist() == ["H"]
+    other = _ledger_rows.assign(backend="openai").drop(columns=["decision_mode"])
+    o = analyse_model(other, load_prereg(), n_resamples=20, regressions=False, fit_resamples=0)
+    assert o["backend"] == "openai" and o["decision_mode"] == "" and "note" not in o
+    # the resamples are drawn from the seed: the same seed, the same intervals; another seed, others
+    a, b, c = (analyse_model(_ledger_rows, load_prereg(), seed=s, n_resamples=30, regressions=False, fit_resamples=0)
+               for s in (4, 4, 5))
+    assert (a["headroom"]["lo"], a["headroom"]["hi"]) == (b["headroom"]["lo"], b["headroom"]["hi"])
+    assert a["accuracy"]["lo"].tolist() != c["accuracy"]["lo"].tolist()
+
+
+def test_a_social_proof_fit_is_skipped_only_at_zero_requested_resamples_and_otherwise_reports_why_no_data(
+        _ledger_rows):
+    from crossprofile_lib.stats.analysis import analyse_model
+    for n in (None, 1, 5):
+        m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=n,
+                          choice_data="no choice data: a test")
+        assert m["social_proof"] == {"skipped": "no choice data: a test"}
+    m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=1)
+    assert m["social_proof"] == {"skipped": "no rebuilt choice data handed in"}
+    m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=-1)
+    assert m["social_proof"] == {"skipped": "not requested (--fit-resamples 0)"}
