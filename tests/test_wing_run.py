@@ -1475,3 +1475,40 @@ def test_a_random_policys_numbers_are_drawn_from_the_seeds_stream_keyed_by_task_
     other = select_memory(parse_policy("Random"), u.claims, 237, default_tokenizer(),
                           stream(3, "policy", "None/Random/0.6"), transcript=u.transcript, task=u.task)
     assert other.text != want.text                              # the key matters
+
+
+def test_a_score_mode_row_carries_the_letters_log_probabilities_and_the_missing_letters():
+    # the scripted provider scores A and B only: B wins, C has no log-probability (it counts as -inf)
+    df = run_grid(RunConfig(**_ONE), backend=Scripted(
+        lambda r: ChatResult("", choice_logprobs={"A": -2.0, "B": -0.5}), mode="score"))
+    got = df[["policy", "decision", "decision_letter", "decision_mode", "letter_logprobs", "letters_missing",
+              "invalid"]].to_dict("records")
+    common = {"decision": "helix", "decision_letter": "B", "decision_mode": "score",
+              "letter_logprobs": '{"A": -2.0, "B": -0.5}', "letters_missing": "C", "invalid": False}
+    assert got == [dict(common, policy="R1"), dict(common, policy="ALL")]
+
+
+def test_the_git_commit_lookup_gives_up_on_a_git_that_hangs_instead_of_waiting_forever(monkeypatch):
+    from crossprofile_lib.run import results
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append((cmd[1], kw.get("timeout")))
+        if kw.get("timeout") is None:
+            raise AssertionError(f"git {cmd[1]} called without a timeout: a hung git would hang the run")
+        if cmd[1] == "rev-parse":
+            return subprocess.CompletedProcess(cmd, 0, stdout="ab" * 20 + "\n", stderr="")
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])      # `git status` hangs: the limit ends it
+
+    monkeypatch.setattr(results.subprocess, "run", fake_run)
+    assert git_commit("/nowhere") is None
+    assert calls == [("rev-parse", 10), ("status", 10)]
+
+
+def test_a_run_header_that_is_a_folder_is_refused_as_a_run_header(tmp_path):
+    from crossprofile_lib.run.results import read_header
+    (tmp_path / "run.json").mkdir()
+    with pytest.raises(ResultsError) as e:
+        read_header(tmp_path)
+    assert str(e.value) == (f"{tmp_path / 'run.json'}: field '<file>': file (not a regular file): a folder; a run header "
+                            f"must be a regular file")

@@ -1648,3 +1648,52 @@ def test_domains_files_are_read_nearest_first_from_the_templates_folder_up_and_a
     assert domains_for(t) >= {"ferry operator", "airport catering", *DOMAINS}
     near.write_text("domains: [airport catering, river barge line]\n", encoding="utf-8")     # a new stamp
     assert "river barge line" in domains_for(t) and "river barge line" not in domains_for(tmp_path / "a" / "t.yaml")
+
+
+def test_the_tone_sums_every_kept_irrelevant_fact_not_only_the_last():
+    from crossprofile_lib.task.evidence import Composition, composition
+    facts = {"i1": SimpleNamespace(role="irrelevant", about="A", relevant=False, polarity=1),    # +1: praises correct
+             "i2": SimpleNamespace(role="irrelevant", about="A", relevant=False, polarity=1),    # +1
+             "i3": SimpleNamespace(role="irrelevant", about="B", relevant=False, polarity=1),    # -1: praises the decoy
+             "s1": SimpleNamespace(role="support", about="A", relevant=True, polarity=1),
+             "s2": SimpleNamespace(role="support", about="A", relevant=True, polarity=1)}
+    task = SimpleNamespace(template=SimpleNamespace(fact=facts.__getitem__, correct_option="A", decoy_option="B"))
+    memory = SimpleNamespace(kept_facts=lambda: tuple((f, 1) for f in facts))
+    assert composition(task, memory) == Composition(2, 0, 3, 2, 1)      # tone +1 +1 -1; the last alone is -1
+
+
+def test_the_template_tone_is_an_integer_count(hospital):
+    from crossprofile_lib.task.evidence import template_tone
+    assert repr(template_tone(hospital)) == "-2"                          # not -2.0: it is printed as a count
+    assert repr(template_tone(_facts(hospital, F10={"polarity": 1}, F07={"polarity": -1}, F03={"about": "helix"}))) == "3"
+
+
+def test_a_bare_path_to_a_gguf_file_is_read_as_a_gguf_tokenizer(tmp_path, monkeypatch):
+    from crossprofile_lib.task import llama_engine
+    from crossprofile_lib.task.tokenizer import GGUFTokenizer
+    engine = SimpleNamespace(tokenize=lambda text, special, add_special: text.split())
+    opened = []
+    monkeypatch.setattr(llama_engine, "open_vocab", lambda path: opened.append(path) or engine)
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    tok = get_tokenizer(str(f))
+    assert isinstance(tok, GGUFTokenizer) and tok.name == "gguf:m.gguf" and opened == [f]
+    assert tok.count("two words") == 2
+
+
+def test_without_a_llama_cpp_engine_a_gguf_vocabulary_is_rebuilt_from_that_file(tmp_path, monkeypatch):
+    from crossprofile_lib.task import gguf_bpe, llama_engine
+    from crossprofile_lib.task.tokenizer import GGUFTokenizer
+
+    def no_engine(path):
+        raise ImportError("no llama.cpp engine")
+
+    read = []
+    monkeypatch.setattr(llama_engine, "open_vocab", no_engine)
+    monkeypatch.setattr(gguf_bpe, "read_vocab", lambda path: read.append(path) or "VOCAB")
+    monkeypatch.setattr(gguf_bpe, "build_tokenizer", lambda vocab: SimpleNamespace(
+        encode=lambda text, add_special_tokens: SimpleNamespace(ids=list(text) if vocab == "VOCAB" else [])))
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    tok = GGUFTokenizer(f)
+    assert read == [f] and tok.count("abc") == 3
