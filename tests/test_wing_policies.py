@@ -618,3 +618,48 @@ def test_a_policy_name_registered_twice_is_refused_naming_it():
     from crossprofile_lib.policies.registry import Policy, register
     with pytest.raises(ValueError, match="policy 'R1' is registered twice"):
         register(Policy("R1", "copy", order=lambda cl, ctx: []))
+
+
+def _build_guard(build, policy="Str"):
+    return Guard(build, "/x/p.py", "/x/p.py", policy, "build", "unbudgeted")
+
+
+def test_a_build_returning_no_memory_is_refused_by_rule_type_naming_what_it_returned():
+    from crossprofile_lib.task.memory import Memory
+    with pytest.raises(PolicyFileError) as e:
+        _build_guard(lambda spec, inputs: "all of it")(None, None)
+    assert (str(e.value), e.value.rule) == (
+        "/x/p.py: type: policy 'Str': build() returned a str, not a crossprofile_lib.task.memory.Memory", "type")
+    with pytest.raises(PolicyFileError) as e:
+        _build_guard(lambda spec, inputs: Memory("Str", "claims", (), (), b"x", 1))(None, None)
+    assert (str(e.value), e.value.rule) == (
+        "/x/p.py: type: policy 'Str': build() returned a memory whose text is a bytes, not a str", "type")
+
+
+def test_a_build_called_with_keywords_is_checked_against_the_claim_list_like_one_called_by_position():
+    from crossprofile_lib.task.memory import Memory
+    c1, c2 = Claim("Helix is fast.", ("A1",), 0), Claim("Medora is cheap.", ("A2",), 1)
+    stray = Claim("Corvane was fined.", ("A3",), 2)
+    guard = _build_guard(lambda spec, inputs: Memory("R1", "claims", (stray,), (1,), "x", 1), "R1")
+    inputs = SimpleNamespace(claims=ClaimList((c1, c2), ("A1", "A2")))
+    for call in (lambda: guard(parse_policy("R1"), inputs), lambda: guard(spec=parse_policy("R1"), inputs=inputs)):
+        with pytest.raises(PolicyFileError) as e:
+            call()
+        assert str(e.value).startswith("R1: memory: policy 'R1' kept a claim that is not in the claim list: "
+                                        "Claim(text='Corvane was fined.'")
+
+
+def test_a_refusal_for_a_policy_no_file_declared_names_its_base():
+    from crossprofile_lib.policies.guard import refusal
+    e = refusal(parse_policy("R1-k7"), "boom")
+    assert (str(e), e.source, e.rule) == ("R1: memory: boom", "R1", "memory")
+
+
+@pytest.mark.parametrize("name", ["1bad", "has space", ""])
+def test_a_declared_policy_name_must_start_with_a_letter_rule_name(name):
+    from crossprofile_lib.policies import Policy
+    with pytest.raises(PolicyFileError) as e:
+        plugins._check_declaration(Policy(name, "unbudgeted", build=lambda s, x: None), "/x/p.py")
+    assert (str(e.value), e.value.rule) == (
+        f"/x/p.py: name: policy name '{name}' must start with a letter and hold only letters, digits, '_', '.' or '-'",
+        "name")
