@@ -1864,6 +1864,8 @@ def test_resample_indices_refuses_a_seed_in_place_of_a_generator_and_says_what_t
     assert str(e.value) == "need at least one unit and one resample (got 3, 0)"
     idx = resample_indices(3, 4, np.random.default_rng(0))
     assert idx.shape == (4, 3) and idx.min() >= 0 and idx.max() <= 2
+    assert resample_indices(1, 1, np.random.default_rng(0)).tolist() == [[0]]      # one unit, one resample: enough
+    assert resample_indices(1, 3, np.random.default_rng(0)).tolist() == [[0], [0], [0]]
 
 
 def _nested(k):
