@@ -1993,3 +1993,25 @@ def test_a_social_proof_fit_is_skipped_only_at_zero_requested_resamples_and_othe
     assert m["social_proof"] == {"skipped": "no rebuilt choice data handed in"}
     m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=-1)
     assert m["social_proof"] == {"skipped": "not requested (--fit-resamples 0)"}
+
+
+def test_an_extra_file_may_name_a_family_only_the_main_file_declares_and_redeclare_one_alike():
+    from crossprofile_lib.stats.prereg import merge_extra
+    main_doc = {"families": {"main": {"alpha": 0.1}, "bare": None}, "contrasts": [_contrast(id="m1")]}
+    base = parse_prereg(main_doc, "main.yaml")
+    out = merge_extra(base, main_doc, {"contrasts": [_contrast(id="e1", family="main")]}, "x.yaml")
+    assert [(c.id, c.family) for c in out.contrasts] == [("m1", None), ("e1", "main")]
+    assert sorted(out.families) == ["bare", "main"] and out.families["main"].alpha == 0.1
+    # a family declared empty (null) in one file and {} in the other is declared alike; so is an equal mapping
+    alike = merge_extra(base, main_doc, {"families": {"bare": {}, "main": {"alpha": 0.1}},
+                                         "contrasts": [_contrast(id="e2", family="bare")]}, "y.yaml")
+    assert (alike.families["bare"].correction, alike.families["bare"].alpha) == ("holm", 0.05)
+    assert alike.source == "main.yaml + y.yaml" and alike.contrasts[1].family == "bare"
+    with pytest.raises(PreregError) as e:
+        merge_extra(base, main_doc, {"families": {"bare": {"correction": "none"}},
+                                     "contrasts": [_contrast(id="e3")]}, "z.yaml")
+    assert str(e.value) == "z.yaml: field 'families.bare': unique: family 'bare' is declared differently in main.yaml"
+    # a family new in the extra file is added to the families corrected together
+    new = merge_extra(base, main_doc, {"families": {"own": {"correction": "none"}},
+                                       "contrasts": [_contrast(id="e4", family="own")]}, "w.yaml")
+    assert sorted(new.families) == ["bare", "main", "own"] and new.families["own"].correction == "none"
