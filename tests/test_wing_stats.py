@@ -2012,6 +2012,9 @@ def test_an_extra_file_may_name_a_family_only_the_main_file_declares_and_redecla
                                      "contrasts": [_contrast(id="e3")]}, "z.yaml")
     assert str(e.value) == "z.yaml: field 'families.bare': unique: family 'bare' is declared differently in main.yaml"
     # a family new in the extra file is added to the families corrected together
+    # (and its contrasts may still name the main file's families)
     new = merge_extra(base, main_doc, {"families": {"own": {"correction": "none"}},
-                                       "contrasts": [_contrast(id="e4", family="own")]}, "w.yaml")
+                                       "contrasts": [_contrast(id="e4", family="own"),
+                                                     _contrast(id="e5", family="main")]}, "w.yaml")
     assert sorted(new.families) == ["bare", "main", "own"] and new.families["own"].correction == "none"
+    assert [(c.id, c.family) for c in new.contrasts] == [("m1", None), ("e4", "own"), ("e5", "main")]
