@@ -1357,3 +1357,143 @@ def test_redact_text_masks_an_unknown_url_password_holding_a_quote():
     # near misses: an @ after the host's path, or after a space, is no userinfo
     assert redact_text("http://host/path and a@b") == "http://host/path and a@b"
     assert redact_text("ftp://h/x@y and http://host a@b.c") == "ftp://h/x@y and http://host a@b.c"
+
+
+# --- acquire, explored whole (issue 55: 109 of 123 mutants killed before) ---------------------------------------
+
+def test_a_lock_shortens_only_the_program_name_and_dates_itself_in_utc(tmp_path, monkeypatch):
+    import json
+    import sys
+    import time
+
+    from crossprofile_lib.safety.outputs import acquire, release
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/crossprofile", "run", "--out", "/srv/runs/a", "t/x.yaml"])
+    fixed = time.struct_time((2031, 2, 3, 4, 5, 6, 0, 34, 0))
+    monkeypatch.setattr(time, "gmtime", lambda *a: fixed)                   # UTC, whatever the local zone
+    lock = acquire(tmp_path)
+    try:
+        info = json.loads(lock.read_text())
+        assert info["command"] == "crossprofile run --out /srv/runs/a t/x.yaml"   # later paths kept whole
+        assert info["started"] == "2031-02-03T04:05:06Z"
+    finally:
+        release(lock)
+
+
+def test_a_lock_that_keeps_changing_hands_is_refused_after_three_tries(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from crossprofile_lib.safety import outputs
+    lock = tmp_path / outputs.LOCK_NAME
+    lock.write_text(json.dumps(_lock_info(2 ** 22 + 12345)))                # a dead holder's lock ...
+    tries = []
+    monkeypatch.setattr(outputs, "_try_create", lambda lk, info: tries.append(lk) and False)
+
+    def taken_first(src, dst):                                              # ... that another run takes over first
+        raise FileNotFoundError(2, "gone", str(src))
+    monkeypatch.setattr(os, "replace", taken_first)
+    with pytest.raises(outputs.FolderLocked) as e:
+        outputs.acquire(tmp_path)
+    assert str(e.value) == f"{tmp_path}: could not take the lock {lock} (it kept changing hands)"
+    assert tries == [lock, lock, lock]
+
+
+def test_a_lock_being_written_is_read_again_after_a_short_wait_and_a_readable_one_at_once(tmp_path, monkeypatch):
+    import json
+    import os
+    import time
+
+    from crossprofile_lib.safety import outputs
+    lock = tmp_path / outputs.LOCK_NAME
+    lock.write_text("")                                                     # created, not yet written
+    holder = _lock_info(os.getppid())
+    slept = []
+
+    def sleep(s):                                                           # the other run writes while we wait
+        slept.append(s)
+        lock.write_text(json.dumps(holder))
+    monkeypatch.setattr(time, "sleep", sleep)
+    with pytest.raises(outputs.FolderLocked, match=f"in use by another run: pid {os.getppid()} on host "):
+        outputs.acquire(tmp_path)
+    assert len(slept) == 1 and 0 < slept[0] <= 0.1, slept                   # one short wait
+    slept.clear()
+    with pytest.raises(outputs.FolderLocked, match=f"in use by another run: pid {os.getppid()} on host "):
+        outputs.acquire(tmp_path)
+    assert slept == []                                                      # a readable lock: no wait
+
+
+def test_a_lock_this_process_holds_is_not_taken_over_by_a_second_acquire(tmp_path, capsys):
+    import json
+    import os
+
+    from crossprofile_lib.safety import outputs
+    lock = outputs.acquire(tmp_path)
+    key = str(lock.resolve())
+    outputs._HELD.add(key)
+    try:
+        with pytest.raises(outputs.FolderLocked, match=f"in use by another run: pid {os.getpid()} on host "):
+            outputs.acquire(tmp_path)
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+        assert "took over" not in capsys.readouterr().err
+    finally:
+        outputs._HELD.discard(key)
+        outputs.release(lock)
+    assert not lock.exists()
+
+
+def test_a_third_runs_lock_in_place_of_the_one_moved_away_by_mistake_wins(tmp_path, monkeypatch):
+    """A dead holder's lock is renamed away, but another run had taken it over (so the fresh lock moved) and a third
+    run has created a new lock meanwhile: the fresh one cannot go back (no error), and the third run holds the
+    folder."""
+    import json
+    import os
+
+    from crossprofile_lib.safety import outputs
+    lock = tmp_path / outputs.LOCK_NAME
+    dead = 2 ** 22 + 12345
+    lock.write_text(json.dumps(_lock_info(dead)))
+    third = _lock_info(os.getppid(), command="crossprofile run --out third")
+    real_alive, real_read = outputs._pid_alive, outputs._read_lock
+
+    def alive(pid):
+        if pid == dead:
+            lock.write_text(json.dumps(_lock_info(dead + 1)))               # another run's takeover
+            return False
+        return real_alive(pid)
+
+    def read(p):
+        info = real_read(p)
+        if p.name.startswith(f"{outputs.LOCK_NAME}.stale-") and not lock.exists():
+            lock.write_text(json.dumps(third))                              # the third run's new lock
+        return info
+    monkeypatch.setattr(outputs, "_pid_alive", alive)
+    monkeypatch.setattr(outputs, "_read_lock", read)
+    with pytest.raises(outputs.FolderLocked, match=r"in use by another run: .*\(crossprofile run --out third\)"):
+        outputs.acquire(tmp_path)
+    assert json.loads(lock.read_text()) == third
+    assert [p.name for p in tmp_path.iterdir()] == [outputs.LOCK_NAME]      # the moved copy removed
+
+
+@pytest.mark.parametrize("moved_fresh", [False, True])
+def test_a_moved_away_lock_copy_already_gone_is_no_error(tmp_path, monkeypatch, capsys, moved_fresh):
+    import json
+
+    from crossprofile_lib.safety import outputs
+    lock = tmp_path / outputs.LOCK_NAME
+    dead = 2 ** 22 + 12345
+    lock.write_text(json.dumps(_lock_info(dead)))
+    real_read = outputs._read_lock
+
+    def read(p):
+        info = real_read(p)
+        if p.name.startswith(f"{outputs.LOCK_NAME}.stale-"):
+            p.unlink()                                                      # removed by someone else meanwhile
+            return {"pid": dead + 1} if moved_fresh else info
+        return info
+    monkeypatch.setattr(outputs, "_read_lock", read)
+    got = outputs.acquire(tmp_path)
+    try:
+        assert got == lock and json.loads(lock.read_text())["pid"] != dead
+        assert ("took over a stale lock" in capsys.readouterr().err) is not moved_fresh
+    finally:
+        outputs.release(got)
