@@ -183,11 +183,25 @@ def tiny_run(tmp_path_factory):
     return out
 
 
+def _selected_cids(request) -> set:
+    """The case ids this session runs of the module's corpus tests (a selection that deselects some pays no
+    process for them)."""
+    wanted = set()
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "module", None) is request.module and "cid" in params:
+            wanted.add(params["cid"])
+    return wanted
+
+
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory, tiny_run):
-    """Every case in its own process, run concurrently (each one pays the interpreter's start-up)."""
+def outcomes(request, tmp_path_factory, tiny_run):
+    """Every selected case in its own process, run concurrently (each one pays the interpreter's start-up)."""
     jobs = {}
+    wanted = _selected_cids(request)
     for cid, argv, _, _ in CASES:
+        if cid not in wanted:
+            continue
         case_dir = tmp_path_factory.mktemp(cid.replace("^", ""))
         _prepare(case_dir, tiny_run)
         use_module = argv[0] == "-m"
@@ -197,14 +211,30 @@ def outcomes(tmp_path_factory, tiny_run):
         return {cid: (jobs[cid][0], f.result()) for cid, f in futures.items()}
 
 
-@pytest.mark.parametrize("cid, option, rule", [(c[0], c[2], c[3]) for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_command_line(outcomes, tiny_run, cid, option, rule):
+#: the cases test_wing_cli.py also runs in process, through ``main`` (the cli wing's mutation selection deselects
+#: test_bad_command_line and keeps those: a process per case took minutes per mutant); not ``python -m``
+IN_PROCESS = [c for c in CASES if c[1][0] != "-m"]
+ONLY_A_PROCESS = [c for c in CASES if c[1][0] == "-m"]
+
+
+def _check_refused(outcomes, tiny_run, cid, option, rule):
     case_dir, p = outcomes[cid]
     _refused(p, option, _fill(rule, case_dir, tiny_run))
     assert not (case_dir / "out").exists(), "a refused command line wrote its output folder"
     assert (case_dir / "file").read_text() == "keep me"
     assert list((case_dir / "existing").iterdir()) == [], "the --out probe left a file behind"
     assert list((case_dir / "empty").iterdir()) == []
+
+
+@pytest.mark.parametrize("cid, option, rule", [(c[0], c[2], c[3]) for c in IN_PROCESS], ids=[c[0] for c in IN_PROCESS])
+def test_bad_command_line(outcomes, tiny_run, cid, option, rule):
+    _check_refused(outcomes, tiny_run, cid, option, rule)
+
+
+@pytest.mark.parametrize("cid, option, rule", [(c[0], c[2], c[3]) for c in ONLY_A_PROCESS],
+                         ids=[c[0] for c in ONLY_A_PROCESS])
+def test_python_m_refuses_a_bad_command_line(outcomes, tiny_run, cid, option, rule):
+    _check_refused(outcomes, tiny_run, cid, option, rule)
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import test_reliability_cli as REL
-from test_cli_errors import CASES, _fill, _prepare
+from test_cli_errors import IN_PROCESS, _fill, _prepare
 
 import crossprofile_lib.backends.cache as cache_mod
 from crossprofile_lib.cli import args as A
@@ -596,8 +596,7 @@ def tiny_run_here(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("argv, option, rule", [(c[1], c[2], c[3]) for c in CASES if c[1][0] != "-m"],
-                         ids=[c[0] for c in CASES if c[1][0] != "-m"])
+@pytest.mark.parametrize("argv, option, rule", [(c[1], c[2], c[3]) for c in IN_PROCESS], ids=[c[0] for c in IN_PROCESS])
 def test_a_bad_command_line_is_refused_in_process_naming_the_option_and_rule(tiny_run_here, tmp_path, capsys,
                                                                               monkeypatch, argv, option, rule):
     import os
@@ -617,7 +616,7 @@ def test_a_bad_command_line_is_refused_in_process_naming_the_option_and_rule(tin
 # ``book`` (another wing), and not the cases that load a policy file (a policy file's code, its time limit read once
 # per process and a looping thread it leaves are the policies wing's, and a subprocess's business)
 
-REL_CASES = [c for c in REL.CASES if c[1][0] != "book" and "--policy-file" not in c[1]]
+REL_CASES = REL.IN_PROCESS
 
 
 @pytest.fixture(scope="module")
