@@ -2018,3 +2018,23 @@ def test_an_extra_file_may_name_a_family_only_the_main_file_declares_and_redecla
                                                      _contrast(id="e5", family="main")]}, "w.yaml")
     assert sorted(new.families) == ["bare", "main", "own"] and new.families["own"].correction == "none"
     assert [(c.id, c.family) for c in new.contrasts] == [("m1", None), ("e4", "own"), ("e5", "main")]
+
+
+def test_a_contrast_lists_every_term_without_rows_and_an_uncorrected_p_equal_to_alpha_is_not_rejected():
+    from crossprofile_lib.stats.contrasts import evaluate_contrasts
+    df = pd.DataFrame(dict(tpl=["a", "a", "b", "b"], policy=["R1", "B4", "R1", "B4"],
+                           correct=[True, False, True, True]))
+    pre = parse_prereg({"families": {"side": {"correction": "none", "alpha": 0.5}}, "contrasts": [
+        {"id": "two", "terms": [{"weight": 1, "where": {"policy": "M1"}}, {"weight": -1, "where": {"policy": "X"}}]},
+        {"id": "half", "terms": [{"weight": 1, "where": {"policy": "R1"}}, {"weight": 1, "where": {"policy": "Y"}}]},
+        # R1 is right in every resample: p = 2 (0 + 1) / (3 + 1) = 0.5, exactly the family's alpha: not rejected
+        {"id": "edge", "family": "side", "terms": [{"weight": 1, "where": {"policy": "R1"}}]}]}, "p.yaml")
+    out = evaluate_contrasts(df, pre, _boot(), template_col="tpl").set_index("id")
+    assert out.loc["two", "reason"] == ("term 0: no rows with policy in ['M1'] (present: B4, R1); "
+                                        "term 1: no rows with policy in ['X'] (present: B4, R1)")
+    assert out.loc["half", "reason"] == "term 1: no rows with policy in ['Y'] (present: B4, R1)"
+    assert out.loc["two", "n_rows"] == 0 and out.loc["half", "n_rows"] == 0 and out.loc["edge", "n_rows"] == 2
+    assert not out.loc["two", "estimable"] and not out.loc["half", "estimable"] and np.isnan(out.loc["half", "p"])
+    e = out.loc["edge"]
+    assert (e["estimate"], e["p"], e["p_adjusted"], e["reject"], e["correction"], e["alpha"]) == \
+        (100.0, 0.5, 0.5, False, "none", 0.5)
