@@ -2038,3 +2038,16 @@ def test_a_contrast_lists_every_term_without_rows_and_an_uncorrected_p_equal_to_
     e = out.loc["edge"]
     assert (e["estimate"], e["p"], e["p_adjusted"], e["reject"], e["correction"], e["alpha"]) == \
         (100.0, 0.5, 0.5, False, "none", 0.5)
+
+
+def test_a_prereg_without_a_path_is_named_prereg_and_a_bad_paper_reference_carries_the_figures_files_message():
+    from crossprofile_lib.paper_figures import PAPER_FIGURES_PATH
+    assert parse_prereg({"contrasts": [_contrast()]}).source == "<prereg>"
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"contrasts": [_contrast(id="a"), _contrast(id="a")]})
+    assert str(e.value) == "<prereg>: field 'contrasts[1].id': unique: id 'a' is used twice"
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"contrasts": [_contrast(paper="no-such-figure/item")]}, "p.yaml")
+    assert str(e.value) == (f"p.yaml: field 'contrasts[0].paper': paper reference: {PAPER_FIGURES_PATH}: no paper "
+                            "figure 'no-such-figure/item' (a reference is '<figure id>/<item label>')")
+    assert (e.value.path, e.value.field, e.value.rule) == ("p.yaml", "contrasts[0].paper", "paper reference")
