@@ -647,3 +647,95 @@ def test_bad_input_is_refused_in_process_naming_its_rule(rel_tiny, capsys, monke
     for f in fragments:
         assert REL._fill(f, tmp_path, run, cache) in text, (f, text[-2000:])
     assert not (tmp_path / "out").exists() and (tmp_path / "file").read_text() == "keep me"
+
+
+# --- the cli wing's seed-59 sample (issue 55): its survivors' rules, in process ----------------------------------
+
+def test_an_ablation_list_names_ablations_in_its_refusals():
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.ablations(",")
+    assert str(e.value) == "empty list: give at least one ablation, comma-separated (e.g. all)"
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.ablations("all,,x")
+    assert str(e.value) == ("'all,,x' has an empty item after 'all' (two commas in a row, or a comma at an end): "
+                            "name every ablation, e.g. all")
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.ablations("all,all")
+    assert str(e.value) == "ablation all given twice: each ablation may appear once"
+
+
+def test_a_time_limit_of_exactly_a_day_is_allowed_and_a_moment_more_refused():
+    assert A.seconds("86400") == 86400.0
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.seconds("86400.5")
+    assert str(e.value) == "86400.5 seconds is more than a day (at most 86400)"
+
+
+def test_composition_of_an_edited_table_is_refused_or_marked_unverified_on_both_streams(ledger_run, tmp_path, capsys):
+    d = _copy_run(ledger_run, tmp_path / "run")
+    df = pd.read_parquet(d / "results.parquet")
+    n = len(df)
+    df.iloc[1:].to_parquet(d / "results.parquet")
+    problem = f"rule row count: it holds {n - 1} rows, run.json records {n} (rows deleted or added)"
+    rc, out, err = _run(capsys, "composition", d)
+    assert rc == 2 and out == "" and f"error: {d}/results.parquet: {problem}" in err
+    rc, out, err = _run(capsys, "composition", d, "--trust-edited")
+    assert rc == 0
+    assert err == f"warning: UNVERIFIED: analysed with --trust-edited ({problem})\n"
+    assert out.startswith(f"!! UNVERIFIED: analysed with --trust-edited ({problem})\nkept support/decoy/irrelevant")
+
+
+def _fit_paper_memory():
+    return pd.DataFrame({"figure": ["M1"], "unit": ["tokens"], "paper_model": ["claude-3"], "paper": [12.345],
+                         "ledger": [11.5], "lo": [10.25], "hi": [12.75]})
+
+
+def test_fit_paper_hands_every_option_to_the_fit_and_prints_its_memory_figures(monkeypatch, tmp_path, capsys):
+    import crossprofile_lib.paperfit as P
+    got = {}
+
+    def fake(**kw):
+        got.update(kw)
+        return SimpleNamespace(**{**vars(_paper_fit(0)), "memory": _fit_paper_memory()})
+    monkeypatch.setattr(P, "fit_paper", fake)
+    rc, out, err = _run(capsys, "fit-paper", "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "3,4",
+                        "--resamples", 7, "--boot-seed", 9, "--cache", tmp_path / "c", "--no-cache",
+                        "--template-resamples", 2, "--recovery-draws", 5, "--tokenizer", "offline")
+    assert rc == 0, err
+    assert got == {"templates": ["templates/dev/dev-hospital-01.yaml"], "seeds": [3, 4], "resamples": 7,
+                   "boot_seed": 9, "cache_dir": str(tmp_path / "c"), "use_cache": False, "tokenizer": "offline",
+                   "template_resamples": 2, "recovery_draws": 5}
+    lines = out.splitlines()
+    i = lines.index("Parameter-free figures (the paper's figures): what the reference decider's memories keep "
+                    "(oracle relevance filter); s, w and beta do not enter")
+    assert lines[i + 1].split() == ["figure", "unit", "paper_model", "paper", "ledger"]
+    assert lines[i + 2].split() == ["M1", "tokens", "claude-3", "12.35", "11.50", "[10.25,", "12.75]"]
+
+
+def test_fit_paper_with_an_unknown_tokenizer_exits_2_naming_the_option_and_the_spec(capsys):
+    rc, out, err = _run(capsys, "fit-paper", "--tokenizer", "nope-xx", "--resamples", 0, "--no-cache")
+    assert rc == 2 and out == ""
+    assert "error: --tokenizer nope-xx: unknown tokenizer 'nope-xx' (use qwen2.5 or llama-3.1" in err
+
+
+def test_the_stats_report_names_its_analysis_set_and_the_development_rows_it_dropped(stats_res, capsys):
+    res, primary = stats_res
+    a = {"name": "formal", "n_templates": 4, "rule": "the formal templates only", "rows_dropped": 12,
+         "development_templates": 3}
+    out = _report(capsys, dict(res, analysis_set=a), primary)
+    assert ("\n   analysis set: formal (4 templates; the formal templates only; 12 rows of 3 development templates "
+            "dropped)\n") in out
+    out = _report(capsys, dict(res, analysis_set=dict(a, rows_dropped=0)), primary)
+    assert "\n   analysis set: formal (4 templates; the formal templates only)\n" in out
+
+
+def test_the_stats_report_says_why_no_social_proof_fit_was_made(stats_res, capsys):
+    res, primary = stats_res
+    head = ("Fitted decider parameters (conditional logit; beyond the paper): score = sum polarity * w_f * "
+            "(1 + s*(n-1)), P = softmax(beta * score)\n")
+    out = _report(capsys, dict(res, social_proof={"n_decisions": 0, "note": "no model decisions to fit"}), primary)
+    assert out.endswith(head + "   no model decisions to fit\n\n")
+    out = _report(capsys, dict(res, social_proof={"n_decisions": 0}), primary)
+    assert out.endswith(head + "   no decisions\n\n")
+    out = _report(capsys, dict(res, social_proof={"skipped": "--fit-resamples 0"}), primary)
+    assert out.endswith(head + "   skipped: --fit-resamples 0\n\n")
