@@ -1918,6 +1918,10 @@ def test_a_verdict_with_no_separated_level_shows_an_empty_separated_table():
     t, s, notes = verdict_display(analysis)
     assert _rows(t) == [("copy", "fixed", "primary", "w", 2.0, 3.0, "0.200", "not significant")]
     assert s.empty and list(s.columns) == [] and notes == ["all: few rows"]
+    # an analysis without families (no regressions' families ran) shows the verdicts alone
+    t, s, notes = verdict_display(dict(verdict=verdict))
+    assert _rows(t) == [("copy", "fixed", "primary", "w", 2.0, 3.0, "0.200", "not significant")]
+    assert s.empty and notes == []
 
 
 def test_a_social_proof_fit_of_no_decisions_reports_zero_decisions_and_zero_resamples():
