@@ -739,3 +739,234 @@ def test_the_stats_report_says_why_no_social_proof_fit_was_made(stats_res, capsy
     assert out.endswith(head + "   no decisions\n\n")
     out = _report(capsys, dict(res, social_proof={"skipped": "--fit-resamples 0"}), primary)
     assert out.endswith(head + "   skipped: --fit-resamples 0\n\n")
+
+
+# every command's --help, whole (white space folded; a wide terminal, so no option name is broken at its hyphen):
+# what a user reads about each command and option, hand-checked against the options' rules
+
+HELP = {
+    '': (
+        'usage: crossprofile [-h] '
+        '{validate,run,composition,hiddenbench,stats,cache,fit-paper,book,tokenizers,hf-folder} ... The '
+        'crossprofile command line. positional arguments: '
+        '{validate,run,composition,hiddenbench,stats,cache,fit-paper,book,tokenizers,hf-folder} validate '
+        'validate template files (rules 1-5 of SPEC section 2) run run a grid and write DIR/results.parquet '
+        'and DIR/run.json composition kept support/decoy/irrelevant per policy x variant hiddenbench '
+        'HiddenBench: validate a file, run the controlled/natural protocols stats template-bootstrap '
+        'inference: preregistered contrasts (Holm), tables, net-lead regressions, fitted social-proof weight '
+        "cache check, vacuum or export a call-cache file fit-paper fit the reference decider to the paper's "
+        'published figures (not a model run) book build the Jupyter Book (make book) tokenizers list, fetch '
+        'or check the named tokenizers (qwen2.5, llama-3.1) hf-folder convert a GGUF model (default: the '
+        'embedded SmolLM2) to a Hugging Face folder for vLLM, once options: -h, --help show this help message '
+        'and exit'
+    ),
+    'cache': (
+        'usage: crossprofile cache [-h] {check,vacuum,export} ... positional arguments: {check,vacuum,export} '
+        'check full integrity check; exit 1 naming the problem (exit 0 when there is no cache yet) vacuum '
+        'checkpoint and compact a healthy cache export write every readable entry as JSON lines options: -h, '
+        '--help show this help message and exit'
+    ),
+    'hiddenbench': (
+        'usage: crossprofile hiddenbench [-h] {validate,run} ... positional arguments: {validate,run} '
+        'validate check a HiddenBench JSON file; print task count and histograms run run HiddenBench and '
+        'write the tables and artefacts to --out options: -h, --help show this help message and exit'
+    ),
+    'cache check': (
+        'usage: crossprofile cache check [-h] path positional arguments: path cache file, or the folder '
+        'holding calls.sqlite options: -h, --help show this help message and exit'
+    ),
+    'cache export': (
+        'usage: crossprofile cache export [-h] [--overwrite] path out positional arguments: path cache file, '
+        'or the folder holding calls.sqlite out output .jsonl file (never the cache itself; an existing file '
+        'only with --overwrite) options: -h, --help show this help message and exit --overwrite replace an '
+        'existing OUT file'
+    ),
+    'cache vacuum': (
+        'usage: crossprofile cache vacuum [-h] path positional arguments: path cache file, or the folder '
+        'holding calls.sqlite options: -h, --help show this help message and exit'
+    ),
+    'validate': (
+        'usage: crossprofile validate [-h] [--options OPTIONS] [-v] [--tokenizer NAME] [--no-design] '
+        '[--table] [paths ...] positional arguments: paths files, folders or globs (default: the bundled '
+        'templates, formal and dev) options: -h, --help show this help message and exit --options OPTIONS '
+        'option count (default 3) -v, --verbose list domains --tokenizer NAME a pricing for the design check '
+        '(repeatable; default: qwen2.5, llama-3.1, smollm2 and offline, those available here) --no-design '
+        'skip the design check (templates of another design) --table print per template and tokenizer the '
+        "budget, the nine private lines' cost and what R1 keeps"
+    ),
+    'composition': (
+        'usage: crossprofile composition [-h] [--budget BUDGET] [--long] [--trust-edited] [--policy-file '
+        'FILE] [--policy-timeout SECONDS] dir positional arguments: dir a run folder (results.parquet) or a '
+        'parquet file options: -h, --help show this help message and exit --budget BUDGET budget label '
+        '(default 0.6; 128t, none, all) --long one row per policy x variant --trust-edited tabulate a table '
+        'that does not match its run.json (otherwise refused naming the first bad row and the rule), marked '
+        'UNVERIFIED in the output --policy-file FILE a Python file (or module:object) defining POLICY or '
+        'POLICIES, memory policies of your own (book/reference-policies.md); repeatable; loaded and checked '
+        "before anything else --policy-timeout SECONDS time limit of each call into a policy file's code (its "
+        'import, order, packer, build); default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none'
+    ),
+    'hiddenbench validate': (
+        'usage: crossprofile hiddenbench validate [-h] path positional arguments: path a file in the public '
+        'HiddenBench format (never copied into the project) options: -h, --help show this help message and '
+        'exit'
+    ),
+    'fit-paper': (
+        'usage: crossprofile fit-paper [-h] [--templates TEMPLATES [TEMPLATES ...]] [--seeds SEEDS] '
+        '[--resamples RESAMPLES] [--template-resamples TEMPLATE_RESAMPLES] [--recovery-draws RECOVERY_DRAWS] '
+        '[--tokenizer TOKENIZER] [--boot-seed BOOT_SEED] [--cache CACHE] [--no-cache] [--recovery] [--json] '
+        "Fit the reference decider to the paper's published figures (not a model run). options: -h, --help "
+        'show this help message and exit --templates TEMPLATES [TEMPLATES ...] template files or folders '
+        '(default templates/formal, the 60 formal templates) --seeds SEEDS distinct seeds (default 0,1,2) '
+        "--resamples RESAMPLES parametric-bootstrap refits per model: the paper's figures redrawn at the "
+        "paper's sample sizes (default 1000; 0: no intervals) --template-resamples TEMPLATE_RESAMPLES also "
+        "template-bootstrap refits per model (the paper's values held fixed: how much the fit depends on this "
+        "suite's templates; default 0, none) --recovery-draws RECOVERY_DRAWS redrawn figure sets per known "
+        "parameter point in the recovery check (default 20) --tokenizer TOKENIZER how the design's memories "
+        "are priced, as for 'crossprofile run': offline (default, the file-free approximation), gguf:PATH, "
+        "hf:FOLDER, PATH/tokenizer.json, or a tokenizer name 'crossprofile run --tokenizer' accepts (the "
+        "paper's models price with their own) --boot-seed BOOT_SEED bootstrap seed (default 0) --cache CACHE "
+        'cache folder (default: paperfit/ in the call-cache folder: $CROSSPROFILE_CACHE, else '
+        './.crossprofile_cache if it exists, else the user cache folder) --no-cache recompute the fit (the '
+        'ledger grid is still read from the cache) --recovery also print the recovery check --json print '
+        'every table as JSON'
+    ),
+    'stats': (
+        'usage: crossprofile stats [-h] [--json] [--prereg PREREG] [--prereg-extra FILE] [--resamples '
+        'RESAMPLES] [--seed SEED] [--fit-resamples FIT_RESAMPLES] [--no-regressions] [--allow-errors] '
+        '[--analysis-set {formal,all}] [--no-cache] [--templates TEMPLATES [TEMPLATES ...]] [--trust-edited] '
+        '[--policy-file FILE] [--policy-timeout SECONDS] dir positional arguments: dir a run folder '
+        '(results.parquet + run.json), or its results.parquet options: -h, --help show this help message and '
+        'exit --json print everything as JSON (all budgets) --prereg PREREG contrast file (default: the '
+        "repository's prereg.yaml) --prereg-extra FILE an extra contrast file merged into --prereg "
+        "(repeatable): contrasts of your own, e.g. 'Mine - R1', in a family of either file (Holm-corrected "
+        'with it) --resamples RESAMPLES bootstrap resamples (default 10000; at most 1000000) --seed SEED seed '
+        'of the resample index matrix (default 0) --fit-resamples FIT_RESAMPLES bootstrap fits for the '
+        'social-proof weight (first N resamples; default 1000; 0 skips) --no-regressions skip the net-lead '
+        'regressions (fixed effects, ML and Bayesian random intercept, GEE) --allow-errors drop rows whose '
+        "model call failed (column 'error' set) instead of refusing the run --analysis-set {formal,all} "
+        'formal (default): confirmatory statistics on the formal templates only (ids of the files under '
+        'templates/formal/), development templates dropped; all: every template (exploratory) --no-cache '
+        'refit the regressions and the social-proof weight instead of reading them from DIR/.stats_cache/ '
+        "(keyed by the table's hash, options and code) --templates TEMPLATES [TEMPLATES ...] template paths "
+        'to rebuild memories from (default: those in run.json) --trust-edited analyse a table that does not '
+        'match its run.json (rows, template hashes, answer key, value ranges; otherwise refused naming the '
+        'first bad row), marked UNVERIFIED in every output --policy-file FILE a Python file (or '
+        'module:object) defining POLICY or POLICIES, memory policies of your own '
+        '(book/reference-policies.md); repeatable; loaded and checked before anything else --policy-timeout '
+        "SECONDS time limit of each call into a policy file's code (its import, order, packer, build); "
+        'default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none'
+    ),
+    'run': (
+        'usage: crossprofile run [-h] [--backend BACKEND] [--out OUT] [--preset {paper}] [--dry-run] [--rate '
+        'CALLS_PER_S] [--templates TEMPLATES [TEMPLATES ...]] [--seeds SEEDS] [--budgets BUDGETS] [--policies '
+        'POLICIES] [--variants VARIANTS] [--agents AGENTS] [--options OPTIONS] [--tokenizer TOKENIZER] '
+        '[--backend-option KEY=VALUE] [--allow-other-files] [--overwrite] [--protocol {scripted,messy}] '
+        '[--extraction {oracle,exact,fuzzy,model}] [--opinion-rate R] [--decision-mode '
+        '{generate,grammar,score}] [--base-url BASE_URL] [--concurrency CONCURRENCY] [--cache CACHE] '
+        '[--max-retries MAX_RETRIES] [--timeout TIMEOUT] [--chat-template CHAT_TEMPLATE] [--max-tokens '
+        'MAX_TOKENS] [--sampling {paper,server}] [--request-field KEY=VALUE] [--tokenizer-fallback '
+        '{error,offline}] [--tokenize-timeout TOKENIZE_TIMEOUT] [--progress] [--no-progress] [--policy-file '
+        'FILE] [--policy-timeout SECONDS] options: -h, --help show this help message and exit --backend '
+        'BACKEND ledger (reference decider) or provider/model --out OUT output folder (checked for writing '
+        "first; required unless --dry-run) --preset {paper} paper: the paper's design (60 formal templates, 3 "
+        'seeds, 8 variants, every policy and control including B3, budgets 0.4,0.6,0.8,128t); options given '
+        'beside it override it --dry-run print the calls per policy and an estimate from a measured rate; run '
+        'nothing --rate CALLS_PER_S --dry-run: the rate to estimate with (default: measured from the call '
+        'cache) --templates TEMPLATES [TEMPLATES ...] template files, folders or globs (default: templates, '
+        'all 70) --seeds SEEDS distinct seeds in 0..2^32-1 (default 0,1,2) --budgets BUDGETS ratios in (0, 1] '
+        'and fixed budgets (128t) (default 0.4,0.6,0.8,128t) --policies POLICIES comma-separated policy specs '
+        '(default: '
+        'R1,B4,Random,M1,R1-rel,R1-rel-oracle,R1-k7,B4-k7,Random-k7,M1-k7,R1-rel-k7,'
+        'ALL:unlabeled,ALL:shuffled,R1:unlabeled,B4:unlabeled,EMPTY,ALL,REF,private-only,shared-only) '
+        '--variants VARIANTS comma-separated variants (default: all 8) --agents AGENTS agents per group '
+        '(2..64; default 4) --options OPTIONS options per template (2..10; default 3) --tokenizer TOKENIZER '
+        "the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's models' own, fetched once from PyPI), "
+        "smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; HTTP backends default to the server's "
+        'tokenize endpoint where it has one (server: require it) --backend-option KEY=VALUE backend option, '
+        'e.g. social_proof=0.5 for the ledger (typed: int, float, true/false, else string) '
+        '--allow-other-files write into an --out folder that already holds files of something else (otherwise '
+        'refused, naming them) --overwrite replace a finished run of another grid in --out (otherwise '
+        'refused, naming it) --protocol {scripted,messy} controlled discussion: scripted (every fact '
+        'verbatim; default) or messy (paraphrases, restatements and opinion lines; task/messy.py) '
+        '--extraction {oracle,exact,fuzzy,model} --protocol messy: claim extraction level (default oracle; '
+        'task/extraction.py); model needs a model backend --opinion-rate R --protocol messy: share of fact '
+        'lines followed by an opinion, agreement or hedge line, in [0, 1] (default 0.25) --policy-file FILE a '
+        'Python file (or module:object) defining POLICY or POLICIES, memory policies of your own '
+        '(book/reference-policies.md); repeatable; loaded and checked before anything else --policy-timeout '
+        "SECONDS time limit of each call into a policy file's code (its import, order, packer, build); "
+        'default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none model backends (llamacpp/..., openai/..., '
+        "deepseek/..., vllm/...): --decision-mode {generate,grammar,score} generate (the paper's), grammar "
+        "(constrained to end in 'Decision: X') or score (log-probabilities of the option letters); default: "
+        "the backend's --base-url BASE_URL OpenAI-compatible server URL(s), comma-separated (default: "
+        'CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment --concurrency '
+        'CONCURRENCY requests in flight to OpenAI-compatible servers: auto (default: found per base URL from '
+        'latency, 429s and timeouts) or a fixed number over all URLs (at most 1024) --cache CACHE call-cache '
+        'folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache '
+        'folder, e.g. ~/.cache/crossprofile) --max-retries MAX_RETRIES retries on 429/5xx/timeouts (default '
+        '6; at most 100) --timeout TIMEOUT seconds for each whole request: connect, headers and body together '
+        '(default 120; at most 86400) --chat-template CHAT_TEMPLATE score mode over HTTP: chatml, gguf:PATH, '
+        'hf:FOLDER or a .jinja file --max-tokens MAX_TOKENS generation limit per decision (default 512) '
+        '--sampling {paper,server} paper (default: temperature 0, top_p 1, no repetition/frequency/presence '
+        "penalty, sent with every request) or server (temperature only: the server's defaults, as earlier "
+        'versions; reuses their cache entries) --request-field KEY=VALUE an extra field for every request '
+        '(JSON or typed value), e.g. top_k=1; recorded in run.json --tokenizer-fallback {error,offline} when '
+        "the server's tokenize endpoint cannot be had and no counts are stored: error (default) or offline "
+        '(price budgets with the offline approximation, recorded) --tokenize-timeout TOKENIZE_TIMEOUT seconds '
+        'for each whole tokenize and /v1/models request (default 60; at most 86400) --progress progress bars '
+        '(default: when stderr is a terminal) --no-progress'
+    ),
+    'hiddenbench run': (
+        'usage: crossprofile hiddenbench run [-h] [--backend BACKEND] --out OUT [--allow-other-files] '
+        '[--hiddenbench PATH] [--protocol {controlled,natural,both}] [--ablations ABLATIONS] [--seeds SEEDS] '
+        '[--policies POLICIES] [--budgets BUDGETS] [--tasks TASKS] [--limit LIMIT] [--batch-tasks '
+        'BATCH_TASKS] [--max-words MAX_WORDS] [--confirm-duplicates] [--constrained-votes] [--tokenizer '
+        'TOKENIZER] [--backend-option KEY=VALUE] [--fresh] [--decision-mode {generate,grammar,score}] '
+        '[--base-url BASE_URL] [--concurrency CONCURRENCY] [--cache CACHE] [--max-retries MAX_RETRIES] '
+        '[--timeout TIMEOUT] [--chat-template CHAT_TEMPLATE] [--max-tokens MAX_TOKENS] [--sampling '
+        '{paper,server}] [--request-field KEY=VALUE] [--tokenizer-fallback {error,offline}] '
+        '[--tokenize-timeout TOKENIZE_TIMEOUT] [--progress] [--no-progress] options: -h, --help show this '
+        'help message and exit --backend BACKEND ledger (composition only) or provider/model --out OUT output '
+        'folder (checked for writing first) --allow-other-files write into an --out folder that already holds '
+        'files of something else (otherwise refused) --hiddenbench PATH HiddenBench file (default: '
+        "$HIDDENBENCH_PATH, else the project's FIXTURE) --protocol {controlled,natural,both} --ablations "
+        'ABLATIONS natural prompt ablations --seeds SEEDS distinct seeds in 0..2^32-1 (default 0,1,2) '
+        '--policies POLICIES comma-separated policy specs (default: '
+        'R1,B4,Random,M1,R1-rel,B3,EMPTY,ALL,REF,private-only,shared-only) --budgets BUDGETS ratios in (0, 1] '
+        'and fixed budgets (128t) --tasks TASKS comma-separated task ids (default: all) --limit LIMIT first N '
+        'tasks only --batch-tasks BATCH_TASKS tasks per lockstep chunk (default 4) --max-words MAX_WORDS word '
+        'limit asked for in round messages --confirm-duplicates ask the model to confirm near-duplicate '
+        "claims in the grey zone --constrained-votes send the vote's JSON schema (constrained decoding where "
+        "the backend has it) --tokenizer TOKENIZER the budgets' tokenizer: qwen2.5 or llama-3.1 (the paper's "
+        "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
+        "HTTP backends default to the server's tokenize endpoint where it has one (server: require it) "
+        '--backend-option KEY=VALUE backend option (typed: int, float, true/false, else string) --fresh '
+        'discard earlier artefacts instead of resuming model backends (llamacpp/..., openai/..., '
+        "deepseek/..., vllm/...): --decision-mode {generate,grammar,score} generate (the paper's), grammar "
+        "(constrained to end in 'Decision: X') or score (log-probabilities of the option letters); default: "
+        "the backend's --base-url BASE_URL OpenAI-compatible server URL(s), comma-separated (default: "
+        'CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment --concurrency '
+        'CONCURRENCY requests in flight to OpenAI-compatible servers: auto (default: found per base URL from '
+        'latency, 429s and timeouts) or a fixed number over all URLs (at most 1024) --cache CACHE call-cache '
+        'folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache '
+        'folder, e.g. ~/.cache/crossprofile) --max-retries MAX_RETRIES retries on 429/5xx/timeouts (default '
+        '6; at most 100) --timeout TIMEOUT seconds for each whole request: connect, headers and body together '
+        '(default 120; at most 86400) --chat-template CHAT_TEMPLATE score mode over HTTP: chatml, gguf:PATH, '
+        'hf:FOLDER or a .jinja file --max-tokens MAX_TOKENS generation limit per decision (default 512) '
+        '--sampling {paper,server} paper (default: temperature 0, top_p 1, no repetition/frequency/presence '
+        "penalty, sent with every request) or server (temperature only: the server's defaults, as earlier "
+        'versions; reuses their cache entries) --request-field KEY=VALUE an extra field for every request '
+        '(JSON or typed value), e.g. top_k=1; recorded in run.json --tokenizer-fallback {error,offline} when '
+        "the server's tokenize endpoint cannot be had and no counts are stored: error (default) or offline "
+        '(price budgets with the offline approximation, recorded) --tokenize-timeout TOKENIZE_TIMEOUT seconds '
+        'for each whole tokenize and /v1/models request (default 60; at most 86400) --progress progress bars '
+        '(default: when stderr is a terminal) --no-progress'
+    ),
+}
+
+
+@pytest.mark.parametrize("command", list(HELP), ids=[c or "crossprofile" for c in HELP])
+def test_each_commands_help_says_what_it_and_each_option_does(capsys, monkeypatch, command):
+    monkeypatch.setenv("COLUMNS", "1000")
+    rc, out, err = _run(capsys, *command.split(), "--help")
+    assert rc == 0 and err == ""
+    assert " ".join(out.split()) == HELP[command]
