@@ -2055,3 +2055,23 @@ def test_a_prereg_without_a_path_is_named_prereg_and_a_bad_paper_reference_carri
     assert str(e.value) == (f"p.yaml: field 'contrasts[0].paper': paper reference: {PAPER_FIGURES_PATH}: no paper "
                             "figure 'no-such-figure/item' (a reference is '<figure id>/<item label>')")
     assert (e.value.path, e.value.field, e.value.rule) == ("p.yaml", "contrasts[0].paper", "paper reference")
+
+
+def test_the_social_proof_table_takes_each_parameters_interval_p_and_bound_count_from_its_own_resamples(monkeypatch):
+    import crossprofile_lib.stats.socialproof as SP
+    # four resamples whose refits are set by hand: s at its upper (20) and lower (-0.3) bound once each, w at its
+    # upper bound (5) once, beta never at a bound
+    th = np.array([[20.0, -1.0, 2.0], [-0.3, -0.5, 2.0], [1.0, 2.0, 3.0], [2.0, 5.0, 4.0]])
+    monkeypatch.setattr(SP, "batched_newton", lambda Xp, Wp, theta0: (th[:len(Wp)].copy(), np.ones(len(Wp), bool)))
+    data, _ = _pattern_choices()
+    boot = TemplateBootstrap.draw(sorted(set(data.template)), 4, np.random.default_rng(0))
+    r = SP.fit_social_proof(data, boot, 4)
+    t = r["table"]
+    assert r["resamples"] == 4 and r["refit_resamples"] == 0
+    assert t["resamples_at_bound"].tolist() == [2, 1, 0]
+    # 95% linear percentiles of four values: 7.5% and 92.5% of the way between the outer pairs
+    assert t["lo"].tolist() == pytest.approx([-0.3 + 0.075 * 1.3, -1.0 + 0.075 * 0.5, 2.0])
+    assert t["hi"].tolist() == pytest.approx([2.0 + 0.925 * 18.0, 2.0 + 0.925 * 3.0, 3.0 + 0.925 * 1.0])
+    # p of s: one of four at or below 0 -> 2 (1 + 1) / 5; of w: two on each side -> 2 (2 + 1) / 5, capped at 1;
+    # beta is not tested (its p would be 2 / 5)
+    assert t["p"].iloc[:2].tolist() == pytest.approx([0.8, 1.0]) and np.isnan(t["p"].iloc[2])
