@@ -2075,3 +2075,18 @@ def test_the_social_proof_table_takes_each_parameters_interval_p_and_bound_count
     # p of s: one of four at or below 0 -> 2 (1 + 1) / 5; of w: two on each side -> 2 (2 + 1) / 5, capped at 1;
     # beta is not tested (its p would be 2 / 5)
     assert t["p"].iloc[:2].tolist() == pytest.approx([0.8, 1.0]) and np.isnan(t["p"].iloc[2])
+
+
+def test_the_likelihood_ratio_test_of_two_policies_has_one_degree_of_freedom_and_reports_a_gain_below_one():
+    from scipy.stats import chi2
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    df = _synthetic(seed=1, T=10, n=32, pols=("R1", "B4"))    # no policy effect: a small gain
+    r = lr_test(df)
+    d = df.assign(y=df["correct"].astype(float))
+    gain = GLM.from_formula("y ~ net_lead + irrelevant_tone + C(policy, Treatment('R1')) + C(template_id)", data=d,
+                            family=Binomial()).fit().llf - \
+        GLM.from_formula("y ~ net_lead + irrelevant_tone + C(template_id)", data=d, family=Binomial()).fit().llf
+    assert 0 < 2 * gain < 1
+    assert r["lr"]["df"] == 1 and r["lr"]["chi2"] == pytest.approx(2 * gain, rel=1e-9)
+    assert r["lr"]["p"] == pytest.approx(chi2.sf(2 * gain, 1), rel=1e-9) and r["policy_significant"] is False
