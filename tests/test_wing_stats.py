@@ -2090,3 +2090,21 @@ def test_the_likelihood_ratio_test_of_two_policies_has_one_degree_of_freedom_and
     assert 0 < 2 * gain < 1
     assert r["lr"]["df"] == 1 and r["lr"]["chi2"] == pytest.approx(2 * gain, rel=1e-9)
     assert r["lr"]["p"] == pytest.approx(chi2.sf(2 * gain, 1), rel=1e-9) and r["policy_significant"] is False
+
+
+def test_a_cached_regression_fit_is_keyed_by_its_rows_and_its_reference(_ledger_rows, tmp_path, monkeypatch):
+    import crossprofile_lib.stats.analysis as A
+    from crossprofile_lib.stats.cache import FitCache
+    fits = []
+    monkeypatch.setattr(A, "regressions_fit", lambda d, ref: fits.append((len(d), ref)) or dict(fit=[len(d), ref]))
+
+    def three_fits(d, boot, where, regressions, fit):
+        half = d.iloc[: len(d) // 2]
+        return [fit(d, "R1"), fit(half, "R1"), fit(d, "B4")]
+    monkeypatch.setattr(A, "net_lead_analysis", three_fits)
+    cache = FitCache(tmp_path)
+    m = A.analyse_model(_ledger_rows, load_prereg(), n_resamples=10, fit_resamples=0, cache=cache)
+    assert m["net_lead"] == [{"fit": [72, "R1"]}, {"fit": [36, "R1"]}, {"fit": [72, "B4"]}]
+    assert fits == [(72, "R1"), (36, "R1"), (72, "B4")]
+    again = A.analyse_model(_ledger_rows, load_prereg(), n_resamples=10, fit_resamples=0, cache=cache)
+    assert again["net_lead"] == m["net_lead"] and len(fits) == 3        # all three read back, none refitted
