@@ -970,3 +970,23 @@ def test_each_commands_help_says_what_it_and_each_option_does(capsys, monkeypatc
     rc, out, err = _run(capsys, *command.split(), "--help")
     assert rc == 0 and err == ""
     assert " ".join(out.split()) == HELP[command]
+
+
+def test_an_option_given_twice_is_refused_showing_both_values_joined_redacted_and_cut_at_60(capsys):
+    rc, _, err = _run(capsys, "run", "--dry-run", "--templates", "templates/dev", "templates/formal",
+                      "--templates", "templates/dev")
+    assert rc == 2 and err.endswith("error: argument --templates: given twice (--templates templates/dev "
+                                    "templates/formal and --templates templates/dev); give it once\n")
+    rc, _, err = _run(capsys, "run", "--dry-run", "--base-url", "http://u:secretpw@127.0.0.1:9/v1",
+                      "--base-url", "http://x")
+    assert rc == 2 and err.endswith("error: argument --base-url: given twice (--base-url http://***@127.0.0.1:9/v1 "
+                                    "and --base-url http://x); give it once\n")
+    rc, _, err = _run(capsys, "run", "--dry-run", "--cache", "/tmp/" + "a" * 80, "--cache", "b")
+    assert rc == 2 and err.endswith(f"error: argument --cache: given twice (--cache /tmp/{'a' * 52}... and "
+                                    "--cache b); give it once\n")
+
+
+def test_an_empty_budget_list_is_refused_with_an_example_of_both_kinds():
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.budgets(",")
+    assert str(e.value) == "empty list: give at least one budget, comma-separated (e.g. 0.6,128t)"
