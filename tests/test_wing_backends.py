@@ -2939,3 +2939,119 @@ def test_relevance_and_stance_requests_scale_their_limits_with_the_claims_and_ca
         assert st.json_schema == (stance_schema(n, ("A", "B", "C")) if mode == "grammar" else None)
     facts = "\n".join(f"{i + 1}. {c.text}" for i, c in enumerate(cl.claims))
     assert facts in st.messages[0]["content"]  # the stance prompt numbers the claims from 1, one a line
+
+
+# --- the seed-59 mutmut sample's survivors (issue 55), function by function -------------------------------------
+
+def test_a_cache_check_runs_sqlites_full_integrity_check_read_only_waiting_five_seconds(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_file_mod._connect
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(real(*a, **kw), "PRAGMA integrity_check",
+                                                                             rows=[("row 3 missing",)]))
+    assert check_cache(tmp_path) == {"file": str(f), "ok": False, "problem": "damaged (SQLite integrity_check: row 3 "
+                                     "missing)", "entries": None, "bad_rows": []}
+    monkeypatch.setattr(cache_file_mod, "_connect", lambda *a, **kw: _Answers(
+        real(*a, **kw), "PRAGMA integrity_check", sqlite3.OperationalError("database is locked")))
+    assert check_cache(f)["problem"] == ("locked by another process for more than 5 s (another run may be writing it: "
+                                         "wait for it, or give this run its own --cache)")
+    monkeypatch.undo()
+    opened = []
+
+    def spy(path, timeout, readonly=False):
+        opened.append((Path(path), timeout, readonly))
+        return real(path, timeout, readonly=readonly)
+    monkeypatch.setattr(cache_file_mod, "_connect", spy)
+    monkeypatch.setattr(cache_mod, "_connect", spy)
+    assert check_cache(f) == {"file": str(f), "ok": True, "problem": None, "entries": 0, "bad_rows": []}
+    assert opened == [(f, 5.0, True), (f, 5.0, True)]  # the check's own connection, then the one reading each row
+
+
+class _RefusesInserts:
+    def __init__(self, db):
+        self.db = db
+
+    def execute(self, sql, *args):
+        if sql.startswith("INSERT"):
+            raise sqlite3.OperationalError("stand-in write failure")
+        return self.db.execute(sql, *args)
+
+
+def test_a_call_or_token_count_that_cannot_be_stored_names_the_file_and_the_step(tmp_path):
+    c = CallCache(tmp_path)
+    c._db = _RefusesInserts(c._db)
+    f = tmp_path / "calls.sqlite"
+    with pytest.raises(cache_mod.CacheError) as e:
+        c.put("k", ChatRequest((USER,)), ChatResult(text="Decision: B"), {"provider": "openai", "model": "m"}, "generate")
+    assert str(e.value).startswith(f"call cache {f}: storing a call failed (OperationalError: stand-in write failure); ")
+    with pytest.raises(cache_mod.CacheError) as e:
+        c.token_store("server:vllm:m").put("one two", 2)
+    assert str(e.value).startswith(f"call cache {f}: storing a token count failed (OperationalError: stand-in write "
+                                   f"failure); ")
+
+
+def test_a_new_cache_file_is_built_under_a_hidden_name_beside_it_then_linked(tmp_path, monkeypatch):
+    built = []
+    real = sqlite3.connect
+
+    def spy(path, *a, **kw):
+        built.append(Path(path))
+        return real(path, *a, **kw)
+    monkeypatch.setattr(cache_file_mod.sqlite3, "connect", spy)
+    cache_file_mod._create(tmp_path / "calls.sqlite")
+    monkeypatch.undo()
+    assert len(built) == 1 and built[0].parent == tmp_path
+    assert built[0].name.startswith(".calls.sqlite.") and built[0].name.endswith(".new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calls.sqlite"]  # the temporary name is gone
+
+
+def test_a_file_stays_held_in_this_process_until_its_last_cache_object_closes(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    read = []
+    real = cache_file_mod._header_problem
+    monkeypatch.setattr(cache_file_mod, "_header_problem", lambda p, n: read.append(p) or real(p, n))
+    a, b = CallCache(tmp_path), CallCache(tmp_path)
+    read.clear()
+    a.close()
+    assert cache_file_mod.open_problem(f) is None and read == []  # b still holds it: its header is not read by hand
+    b.close()
+    assert cache_file_mod.open_problem(f) is None and read == [f]
+
+
+def test_counts_stored_from_an_endpoint_that_adds_a_bos_keep_subtracting_it_when_it_answers_again(server, tmp_path,
+                                                                                                 capsys):
+    _, url = server(tokenize="llama-cpp-python")  # adds a BOS token to every text
+    up = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01)
+    assert (up.tokenizer.offset, up.tokenizer.count("one two, three")) == (1, 4)
+    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", retry_wait=0.01, tokenize_timeout=5)
+    assert b.tokenizer.name == "server:llama-cpp-python:fake" and b.tokenizer.offset == 1
+    b.tokenizer.urls = up.tokenizer.urls  # the endpoint answers again later in the run
+    assert b.tokenizer.count("four five") == 2 and b.tokenizer.sources == {"store": 0, "server": 1}
+
+
+def test_an_openai_backend_without_a_model_name_says_how_to_name_it(tmp_path):
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("", base_url=LOCAL, cache=tmp_path / "c", tokenizer="offline")
+    assert str(e.value) == "backend 'openai/': name the served model, e.g. openai/my-model"
+    with pytest.raises(ValueError) as e:
+        DeepSeekBackend("", cache=tmp_path / "c", tokenizer="offline")
+    assert str(e.value) == "backend 'deepseek/': name the served model, e.g. deepseek/my-model"
+
+
+class _ListForB(_LetterIds):
+    """:class:`_LetterIds`, but the answer for ``B`` is a JSON list, not an object."""
+
+    def _tokenize(self, path, raw):
+        if json.loads(raw or b"{}").get("prompt") == "B":
+            return 200, b"[66]", 0.0
+        return super()._tokenize(path, raw)
+
+
+def test_score_mode_skips_a_letter_whose_tokenize_answer_is_no_object(server, monkeypatch, tmp_path):
+    monkeypatch.setattr(F, "FakeServer", type("Ids", (_ListForB,), {"asked": []}))
+    try:
+        _, url = server(tokenize="vllm")
+    finally:
+        monkeypatch.undo()
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
+    assert b._letter_token_ids() == {65: "A", 1065: "A", 1066: "B", 67: "C", 68: "D", 1068: "D", 1069: "E",
+                                     **{ord(x) + d: x for x in "FGHIJ" for d in (0, 1000)}}
