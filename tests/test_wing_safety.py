@@ -5,6 +5,8 @@ line and a URL keep their harmless parts and lose their credentials. Property te
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -1497,3 +1499,80 @@ def test_a_moved_away_lock_copy_already_gone_is_no_error(tmp_path, monkeypatch, 
         assert ("took over a stale lock" in capsys.readouterr().err) is not moved_fresh
     finally:
         outputs.release(got)
+
+
+# --- describe_folder, explored whole (issue 55: 61 of 70 mutants killed before) ---------------------------------
+
+def test_a_header_too_deep_to_parse_is_skipped_for_the_next_one(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    (tmp_path / "run.json").write_text("[" * 100_000 + "]" * 100_000)   # JSON, but past the recursion limit
+    (tmp_path / "hiddenbench_run.json").write_text('{"rows": 7, "backend": "hb", "model": "m", "created": "c"}')
+    assert describe_folder(tmp_path) == ("run.json (200 kB), hiddenbench_run.json (58 bytes): 7 decisions by hb (m), "
+                                         "created c")
+
+
+def test_only_a_headers_first_four_mebibytes_are_read(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    tail = b'{"rows": 2, "backend": "b", "model": "m", "created": "c"}'
+    (tmp_path / "run.json").write_bytes(b" " * (4 << 20) + tail)        # the header begins past 4 MiB: not read
+    assert describe_folder(tmp_path) == "run.json (4.2 MB)"
+    (tmp_path / "run.json").write_bytes(b" " * ((4 << 20) - len(tail)) + tail)   # ends at 4 MiB: read
+    assert describe_folder(tmp_path) == "run.json (4.2 MB): 2 decisions by b (m), created c"
+
+
+def test_a_header_without_a_backend_shows_a_question_mark_for_it(tmp_path):
+    from crossprofile_lib.safety.outputs import describe_folder
+    (tmp_path / "run.json").write_text('{"rows": 3}')
+    assert describe_folder(tmp_path) == "run.json (11 bytes): 3 decisions by ? (?), created ?"
+
+
+# --- option_number, explored whole (issue 55: three of the seed-60 survivors) ------------------------------------
+
+@pytest.mark.parametrize("value, kw, message", [
+    ("1", {}, "b: option o='1': must be a number, not str"),
+    (True, {}, "b: option o=True: must be a number, not bool"),
+    (None, {"integer": True}, "b: option o=None: must be an integer, not NoneType"),
+    (8.5, {"integer": True}, "b: option o=8.5: must be an integer, not float"),
+    (float("nan"), {}, "b: option o=nan: must be a finite number"),
+    (float("inf"), {}, "b: option o=inf: must be a finite number"),
+    (float("nan"), {"allow_inf": True}, "b: option o=nan: must be a finite number or inf"),
+    (-0.5, {"low": 0}, "b: option o=-0.5: must be at least 0"),
+    (0, {"low": 0, "above": True}, "b: option o=0: must be above 0"),
+    (0, {"integer": True, "low": 1}, "b: option o=0: must be at least 1"),
+    (2.5, {"low": 0.25, "high": 1.5}, "b: option o=2.5: must be at most 1.5"),
+    (2000, {"integer": True, "high": 1024}, "b: option o=2000: must be at most 1024"),
+])
+def test_an_option_number_refusal_names_the_owner_option_value_and_rule(value, kw, message):
+    from crossprofile_lib.safety.inputs import option_number
+    with pytest.raises(ValueError) as e:
+        option_number("b", "o", value, **kw)
+    assert str(e.value) == message
+
+
+def test_an_option_number_is_an_int_when_integral_and_a_float_otherwise():
+    from crossprofile_lib.safety.inputs import option_number
+    for value, kw, want in [(8.0, {"integer": True, "low": 1}, 8), (3, {}, 3.0), (0.25, {"low": 0.25}, 0.25),
+                            (1.5, {"high": 1.5}, 1.5), (float("inf"), {"allow_inf": True, "low": 0}, float("inf")),
+                            (1e-9, {"low": 0, "above": True}, 1e-9)]:
+        got = option_number("b", "o", value, **kw)
+        assert got == want and type(got) is type(want), (value, kw, got)
+
+
+# --- _why, explored whole (issue 55: three of the seed-60 survivors) ---------------------------------------------
+
+@pytest.mark.parametrize("err, why", [
+    (OSError(errno.ENOSPC, "No space left on device"), "No space left on device (ENOSPC); the disk is full: free some space "
+                                             "and rerun"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded"), "Disk quota exceeded (EDQUOT); the disk quota is exhausted: free some "
+                                          "space and rerun"),
+    (OSError(errno.EFBIG, "File too large"), "File too large (EFBIG); the file is larger than this process may write "
+                                    "(file-size limit)"),
+    (OSError(errno.EROFS, "Read-only file system"), "Read-only file system (EROFS); the file system is read-only"),
+    (OSError(errno.EACCES, "Permission denied"), "Permission denied (EACCES); permission denied"),
+    (OSError(errno.EPERM, "Operation not permitted"), "Operation not permitted (EPERM); permission denied"),
+    (OSError(errno.ENOENT, "No such file or directory"), "No such file or directory (ENOENT)"),
+    (OSError("no errno at all"), "no errno at all"),
+])
+def test_a_write_failure_is_named_by_its_errno_with_what_to_do(err, why):
+    from crossprofile_lib.safety.outputs import _why
+    assert _why(err) == why
