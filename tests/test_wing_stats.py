@@ -2108,3 +2108,21 @@ def test_a_cached_regression_fit_is_keyed_by_its_rows_and_its_reference(_ledger_
     assert fits == [(72, "R1"), (36, "R1"), (72, "B4")]
     again = A.analyse_model(_ledger_rows, load_prereg(), n_resamples=10, fit_resamples=0, cache=cache)
     assert again["net_lead"] == m["net_lead"] and len(fits) == 3        # all three read back, none refitted
+
+
+def test_the_social_proof_cache_tells_fits_of_other_rows_template_names_or_interval_level_apart(tmp_path):
+    from crossprofile_lib.stats.analysis import social_proof_cached
+    from crossprofile_lib.stats.cache import FitCache
+    rows, calls, data = _two_rows_and_counted_reasons()
+    cache = FitCache(tmp_path)
+    idx = np.array([[0, 1], [0, 0], [1, 1]])
+    first = social_proof_cached(rows, TemplateBootstrap(("a", "b"), idx), 10, data, cache, choice_key="k")
+    other_rows = social_proof_cached(rows.assign(correct=[True, True]), TemplateBootstrap(("a", "b"), idx), 10, data,
+                                     cache, choice_key="k")
+    other_names = social_proof_cached(rows, TemplateBootstrap(("a", "c"), idx), 10, data, cache, choice_key="k")
+    other_level = social_proof_cached(rows, TemplateBootstrap(("a", "b"), idx, 0.9), 10, data, cache, choice_key="k")
+    again = social_proof_cached(rows, TemplateBootstrap(("a", "b"), idx), 10, data, cache, choice_key="k")
+    assert [first, other_rows, other_names, other_level, again] == [
+        dict(skipped="reason 1"), dict(skipped="reason 2"), dict(skipped="reason 3"), dict(skipped="reason 4"),
+        dict(skipped="reason 1")]
+    assert len(calls) == 4
