@@ -1473,3 +1473,40 @@ def test_natural_memories_summarise_the_sessions_own_transcript_and_a_chatless_b
     assert str(e.value) == ("the natural protocol needs a model backend with chat; 'scripted/fake-v1' has none "
                             "(use e.g. --backend llamacpp/smollm2-135m)")
     assert list(run_natural_chunk([], plan, ["0.3"], fake, {})) == []
+
+
+@pytest.mark.parametrize("n, dots", [(20, False), (21, True), (22, True)])
+def test_the_ids_named_in_an_unknown_id_refusal_stop_at_20_with_dots_only_when_more_are_there(tasks, n, dots):
+    from dataclasses import replace
+
+    from crossprofile_lib.hiddenbench.importer import select_tasks
+    many = [replace(tasks[0], id=f"t{i:02d}") for i in range(n)]
+    with pytest.raises(ValueError) as e:
+        select_tasks(SimpleNamespace(tasks=many, path="hb.json"), ["nope"])
+    first20 = ", ".join(f"t{i:02d}" for i in range(20))
+    assert str(e.value).endswith(f"ids there: {first20}{', ...' if dots else ''})")
+
+
+def test_every_fact_of_a_hiddenbench_view_is_relevant_to_the_oracle(tasks):
+    from crossprofile_lib.hiddenbench.common import task_view
+    from crossprofile_lib.task.discussion import Claim, ClaimList
+    from crossprofile_lib.task.evidence import oracle_relevance
+    view = task_view(tasks[0], 0)
+    ids = [f.id for f in view.template.facts]
+    assert ids[:2] == ["S1", "S2"] and "H1" in ids
+    cl = ClaimList(tuple(Claim(f"claim {i}", ("A1",), k, fact_id=i) for k, i in enumerate(ids)) +
+                   (Claim("an opinion", ("A2",), len(ids)),), ("A1", "A2"))
+    assert oracle_relevance(cl, view) == frozenset(range(len(ids)))      # the opinion (no fact) is not relevant
+
+
+def test_the_hiddenbench_run_header_is_written_indented_for_reading(tasks, tmp_path):
+    import json
+
+    from hiddenbench_fake import ScriptedBackend
+
+    from crossprofile_lib.hiddenbench.run import HBConfig, run_hiddenbench
+    cfg = HBConfig(backend="scripted/fake-v1", protocols=["controlled"], seeds=[0], ablations=["baseline"],
+                   policies=["EMPTY"], tasks=[tasks[0].id], batch_tasks=1)
+    h = run_hiddenbench(cfg, tmp_path, backend=ScriptedBackend(tasks))
+    text = (tmp_path / "hiddenbench_run.json").read_text()
+    assert text == json.dumps(h, indent=2, sort_keys=True, default=str) + "\n"

@@ -22,7 +22,7 @@ from crossprofile_lib.hiddenbench.disclosure import facts_restated
 from crossprofile_lib.hiddenbench.importer import HiddenBenchTask
 from crossprofile_lib.policies import HB_POLICIES, PolicySpec, parse_policy  # noqa: F401  (HB_POLICIES re-exported)
 from crossprofile_lib.rng import stream
-from crossprofile_lib.run.pipeline import TaskInputs, TaskUnit, capabilities_of, memories, policy_rng, unsupported
+from crossprofile_lib.run.pipeline import TaskUnit, capabilities_of, memories, policy_rng, unsupported
 from crossprofile_lib.task.budgets import Budget, line_cost
 from crossprofile_lib.task.decision import DecisionRequest, option_order
 from crossprofile_lib.task.discussion import ClaimList, Task, Transcript, Utterance, claim_list_from_utterances, label
@@ -146,20 +146,15 @@ def protocol_unsupported(protocol: str, backend, name: str) -> Optional[str]:
     return None
 
 
-def _every_fact(cl: ClaimList, view) -> frozenset[int]:
-    """HiddenBench's oracle relevance: every HiddenBench fact is relevant."""
-    return frozenset(i for i, c in enumerate(cl.claims) if c.fact_id)
-
-
 def build_memories(view: HiddenBenchView, cl: ClaimList, transcript: Transcript, plan: PolicyPlan,
                    budgets: Sequence[str], backend, key_prefix: str, by_ids: bool):
     """``(DecisionRequest, row of the memory's columns)`` for every policy x budget of one discussion."""
     task = view.source
     order = option_order(view)
     unit = TaskUnit(view, transcript, cl, order, t_all(task, backend.tokenizer))
-    inputs = TaskInputs(unit, backend, oracle_rel=_every_fact)
+    # the oracle's relevance reads the view's roles: shared and hidden facts are all relevant (task_view)
     for m in memories(unit, plan.specs, [Budget(b) for b in budgets], backend, key_prefix,
-                      policy_rng(view.seed, "hb-policy", always=True), inputs):
+                      policy_rng(view.seed, "hb-policy", always=True)):
         spec, b, btok, mem = m.spec, m.budget, m.budget_tokens, m.memory
         comp = composition(task, mem, by_ids)
         row = dict(policy=spec.name, base_policy=spec.base, selection=spec.selection, label_format=spec.fmt,
