@@ -2126,3 +2126,27 @@ def test_the_social_proof_cache_tells_fits_of_other_rows_template_names_or_inter
         dict(skipped="reason 1"), dict(skipped="reason 2"), dict(skipped="reason 3"), dict(skipped="reason 4"),
         dict(skipped="reason 1")]
     assert len(calls) == 4
+
+
+def test_a_models_statistics_hand_the_prereg_rows_and_the_callers_options_to_the_regressions_and_the_fit(
+        _ledger_rows, monkeypatch):
+    import crossprofile_lib.stats.analysis as A
+    from crossprofile_lib.stats.cache import FitCache
+    seen = {}
+    monkeypatch.setattr(A, "net_lead_analysis", lambda d, boot, where, regressions, fit: seen.update(
+        net=(len(d), boot.n_resamples, where, regressions)) or "net")
+    monkeypatch.setattr(A, "social_proof_cached", lambda rows, boot, n, cd, cache, key: seen.update(
+        sp=(len(rows), sorted(set(rows["policy"])), boot.n_resamples, n, cd, cache, key)) or "sp")
+    doc = {"settings": {"net_lead_where": {"policy": "ALL"}, "social_proof_where": {"policy": ["R1", "EMPTY"]}},
+           "contrasts": [{"id": "H", "terms": [{"weight": 1}]}]}
+    pre = parse_prereg(doc, "p.yaml")
+    m = A.analyse_model(_ledger_rows, pre, n_resamples=7)          # the defaults: regressions, 1000 fit resamples
+    assert (m["net_lead"], m["social_proof"]) == ("net", "sp")
+    assert seen["net"] == (72, 7, {"policy": "ALL"}, True)
+    assert seen["sp"][:5] == (48, ["EMPTY", "R1"], 7, 1000, None) and seen["sp"][6] == ""
+    assert isinstance(seen["sp"][5], FitCache)
+    cache = FitCache(None)
+    A.analyse_model(_ledger_rows, pre, n_resamples=5, regressions=False, fit_resamples=3, choice_data="why",
+                    cache=cache, choice_key="inputs")
+    assert seen["net"] == (72, 5, {"policy": "ALL"}, False)
+    assert seen["sp"] == (48, ["EMPTY", "R1"], 5, 3, "why", cache, "inputs")
