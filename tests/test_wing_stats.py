@@ -2150,3 +2150,15 @@ def test_a_models_statistics_hand_the_prereg_rows_and_the_callers_options_to_the
                     cache=cache, choice_key="inputs")
     assert seen["net"] == (72, 5, {"policy": "ALL"}, False)
     assert seen["sp"] == (48, ["EMPTY", "R1"], 5, 3, "why", cache, "inputs")
+
+
+def test_analyse_with_its_defaults_reads_the_bundled_prereg_and_asks_for_regressions_and_1000_fit_resamples(
+        monkeypatch):
+    import crossprofile_lib.stats.analysis as A
+    seen = []
+    monkeypatch.setattr(A, "analyse_model", lambda d, prereg, seed, n_resamples, cd, regressions, fit_resamples, rows,
+                        cache, choice_key: seen.append((prereg.source, seed, n_resamples, cd, regressions,
+                                                        fit_resamples, cache, choice_key)) or {})
+    df = pd.DataFrame(dict(backend=["a"], model=["m"], template_id=["f1"], error=[""]))
+    assert A.analyse(df, rows={"given": 1}) == [dict(seed=0)]
+    assert seen == [(str(DEFAULT_PREREG_PATH), 0, 10_000, None, True, 1000, None, "")]
