@@ -2162,3 +2162,16 @@ def test_analyse_with_its_defaults_reads_the_bundled_prereg_and_asks_for_regress
     df = pd.DataFrame(dict(backend=["a"], model=["m"], template_id=["f1"], error=[""]))
     assert A.analyse(df, rows={"given": 1}) == [dict(seed=0)]
     assert seen == [(str(DEFAULT_PREREG_PATH), 0, 10_000, None, True, 1000, None, "")]
+
+
+def test_a_confirmatory_model_is_labelled_without_reasons_and_the_resamples_are_drawn_from_seed_0_by_default(
+        _ledger_rows, monkeypatch):
+    import crossprofile_lib.stats.analysis as A
+    monkeypatch.setattr(A, "run_status", lambda headroom, analysis, n: ("confirmatory", []))
+    boots = []
+    monkeypatch.setattr(A, "net_lead_analysis", lambda d, boot, where, regressions, fit: boots.append(boot.idx))
+    m = A.analyse_model(_ledger_rows, load_prereg(), n_resamples=6, fit_resamples=0)
+    assert (m["status"], m["status_reasons"], m["status_label"]) == ("confirmatory", [], "confirmatory")
+    A.analyse_model(_ledger_rows, load_prereg(), seed=0, n_resamples=6, fit_resamples=0)
+    A.analyse_model(_ledger_rows, load_prereg(), seed=1, n_resamples=6, fit_resamples=0)
+    assert boots[0].tolist() == boots[1].tolist() and boots[0].tolist() != boots[2].tolist()
