@@ -129,6 +129,7 @@ def test_profile_variance_factor_is_floored_at_one(cache):
     sample: chi2 / df < 1) keeps 1; Qwen's (chi2 / df > 1) takes chi2 / df."""
     small = _fit(cache, seeds=[0], models=[FLASH], sampling={FLASH: {"templates": 15, "seeds": 1}})
     f = small.info["fits"][FLASH]
+    assert f["paper_sample"] == {"templates": 15, "seeds": 1} and f["kappa"] == pytest.approx(1.5)   # 15 x 1 / 10
     assert f["df"] > 0 and f["loss"] / f["df"] < 1
     assert f["profile_sigma2"] == 1.0
     q = _fit(cache, seeds=[0], models=[Q]).info["fits"][Q]
@@ -185,7 +186,7 @@ def test_the_design_drops_the_columns_no_figure_reads(dev):
     assert not {"option_order", "memory_sha", "error", "stance_source", "stance_agreement"} & set(design.rows.columns)
 
 
-def test_fit_skips_a_model_without_figures_seeds_each_model_apart_and_reweights(cache, monkeypatch):
+def test_fit_skips_a_model_without_figures_seeds_each_model_apart_and_reweights(dev, cache, monkeypatch):
     """A model the paper gives no figures is skipped (the next is still fitted); the parametric stream is named for
     its model and the template stream for the templates; the template-bootstrap refits use the fitted figures; the
     reweighting converges before its limit and stops at the limit."""
@@ -193,15 +194,26 @@ def test_fit_skips_a_model_without_figures_seeds_each_model_apart_and_reweights(
     names, real = [], R.stream
 
     def spy(seed, *parts):
-        names.append(parts)
+        names.append((seed, parts))
         return real(seed, *parts)
     monkeypatch.setattr(R, "stream", spy)
-    res = _fit(cache, seeds=[0], models=["No-Such-Model", Q], resamples=4, template_resamples=4)
+    res = _fit(cache, seeds=[0], models=["No-Such-Model", Q], resamples=4, template_resamples=4, boot_seed=5)
     assert list(res.info["fits"]) == [Q]
-    assert ("paperfit", "parametric", Q) in names and ("paperfit", "templates") in names
+    assert sorted(names) == [(5, ("paperfit", "memory")), (5, ("paperfit", "parametric", Q)),
+                             (5, ("paperfit", "templates"))]
     p = res.params.set_index("parameter")
     assert np.isfinite(p[["template_lo", "template_hi"]].to_numpy()).all()
     assert (p.template_lo <= p.template_hi).all()
+    # the template interval: the paper values refitted under each of the 4 template resamples' weights
+    from crossprofile_lib.paperfit.fit import whitener
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap, percentile_interval
+    dec, design, fm, F, S = dev
+    y, used = _paper_targets(dec, fm)
+    full, V, _, _ = R._weighted_fit(F, S, design, y, used, 18.0)
+    tb = TemplateBootstrap.draw(design.units, 4, real(5, "paperfit", "templates"))
+    th_t, _, _ = F.refit_many([y] * 4, used, full["theta"], whitener(V[np.ix_(used, used)]), tb.weights)
+    tlo, thi = percentile_interval(th_t)
+    assert np.allclose(p.template_lo, tlo) and np.allclose(p.template_hi, thi) and (tlo < thi).all()
     assert 1 <= res.info["fits"][Q]["reweight_steps"] < R.REWEIGHT_STEPS
     monkeypatch.setattr(R, "REWEIGHT_STEPS", 1)
     assert _fit(cache, seeds=[0], models=[Q]).info["fits"][Q]["reweight_steps"] == 1
@@ -230,6 +242,7 @@ def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
     import dataclasses
 
     import crossprofile_lib.paperfit.report as R
+    from crossprofile_lib.rng import stream
     real_fm = R.figure_matrix
     made = {}
 
@@ -241,14 +254,34 @@ def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
         return dataclasses.replace(fm, reasons=tuple("no rows" if k == i else r for k, r in enumerate(fm.reasons)))
     monkeypatch.setattr(R, "figure_matrix", one_not_estimable)
     est = np.repeat(np.arange(201.0)[:, None], 3, axis=1)
-    monkeypatch.setattr(R, "recovery", lambda F, used, truths, rng, S, kappa, draws: [
-        dict(truth=np.asarray(t, dtype=float), estimates=est, estimate=np.median(est, axis=0), rmse=0.5) for t in truths])
+    seen = {}
+
+    def fake_recovery(F, used, truths, rng, S, kappa, draws):
+        seen.update(n_used=int(np.sum(used)), rng=rng.random(), kappa=kappa, draws=draws, atoms=S.n_atoms)
+        return [dict(truth=np.asarray(t, dtype=float), estimates=est, estimate=np.median(est, axis=0), rmse=0.5)
+                for t in truths]
+    monkeypatch.setattr(R, "recovery", fake_recovery)
     res = fit_paper(templates=DEV, seeds=[0], cache_dir=cache, models=[Q], resamples=0, use_cache=False,
                     with_profiles=True, with_recovery=True)
     prof = res.profiles
     assert set(prof.parameter) == {"social_proof", "irrelevant_weight", "inverse_temperature"}
+    assert list(prof.columns) == ["model", "parameter", "value", "loss", "delta"] and set(prof.model) == {"Qwen"}
     f = res.info["fits"][Q]
     assert np.allclose(prof.delta, (prof.loss - f["loss"]) / f["profile_sigma2"])
+    # each parameter's profile runs over its profile values; its interval is where the loss stays within
+    # sigma^2 x chi2_1(0.95) = sigma^2 x 3.8415 of the minimum, read off the profile table
+    thr = f["loss"] + f["profile_sigma2"] * 3.841458820694124
+    for k, name in enumerate(["social_proof", "irrelevant_weight", "inverse_temperature"]):
+        rows = prof[prof.parameter == name]
+        assert np.allclose(rows.value, R._profile_values(k, f["theta"][k]))
+        assert (rows.loss >= f["loss"] - 1e-6).all() and rows.loss.min() == pytest.approx(f["loss"], rel=1e-3)
+        p = res.params[res.params.parameter == name].iloc[0]
+        want = R._profile_interval(rows.value.to_numpy(), rows.loss.to_numpy(), thr)
+        assert (p.profile_lo, p.profile_hi) == pytest.approx(want)
+        assert p.profile_lo < f["theta"][k] < p.profile_hi
+    # the recovery check runs on the used figures at this fit's kappa, 20 draws, from the stream named for the model
+    assert seen == dict(n_used=f["n_figures"], rng=stream(0, "paperfit", "recovery", Q).random(), kappa=18.0,
+                        draws=20, atoms=res.info["n_atoms"])
     roles = res.figures.set_index("figure").role
     assert roles[made["ref"]] == "not estimable" and (roles == "prediction only").any()
     rec = res.recovery
@@ -565,6 +598,10 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
 
     from scipy.stats import chi2
 
+    import crossprofile_lib.paperfit.report as R
+    from crossprofile_lib.rng import stream
+    from crossprofile_lib.stats.bootstrap import percentile_interval
+
     dec, design, fm, F, S = dev
     res = fit_paper(templates=DEV, seeds=[0], cache_dir=cache, models=[Q], resamples=3, use_cache=False,
                     with_profiles=False, with_recovery=True, recovery_draws=0)
@@ -585,6 +622,22 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
     assert f["n_figures"] == int(used.sum()) and f["unconverged_template_refits"] == 0
     assert f["model"] == f"reference-decider(sp={th[0]:.3g},irr={th[1]:.3g},beta={th[2]:.3g})"
     assert f["linked_groups"] == S.linkage(used)["groups"]
+    assert f["paper_sample"] == {"templates": 60, "seeds": 3} and f["unconverged_refits"] == 0
+    # inconsistency: the norm of the used paper values' projection on the linkage's null vectors
+    assert f["inconsistency"] == pytest.approx(float(np.linalg.norm(S.linkage(used)["null"] @ y[used])))
+    assert f["inconsistency"] > 0.1
+    # rmse: the root mean square of the used figures' residuals (unweighted)
+    assert f["rmse"] == pytest.approx(float(np.sqrt(np.mean((F.predict(th)[used] - y[used]) ** 2))))
+    # the reweighted fit at kappa 18 is the one reported; sd is its covariance's diagonal, loo its leave-one-out,
+    # and the bootstrap intervals are the refits of three figure sets drawn from the stream named for the model
+    full, V, steps, (pc, pd_) = R._weighted_fit(F, S, design, y, used, 18.0)
+    assert np.allclose(th, full["theta"]) and f["reweight_steps"] == steps and f["loss"] == pytest.approx(full["loss"])
+    assert f["profile_sigma2"] == pytest.approx(full["loss"] / f["df"])
+    Y = S.draw(pc, pd_, 18.0, 3, stream(0, "paperfit", "parametric", Q))
+    th_b, pr_b, _ = F.refit_many(Y, used, full["theta"], whitener(V[np.ix_(used, used)]))
+    lo, hi = percentile_interval(th_b)
+    assert np.allclose(res.params.lo, lo) and np.allclose(res.params.hi, hi) and (res.params.lo < res.params.hi).all()
+    assert res.params.at_bound.tolist() == [False, False, False]
     # figures
     fig = res.figures.set_index("figure")
     assert list(res.figures.columns) == ["model", "figure", "unit", "paper", "n", "n_source", "sd", "fit", "lo", "hi",
@@ -596,6 +649,11 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
     assert ok.sum() == used.sum() and np.allclose(fig.paper[ok], y[used])
     assert np.allclose(fig.residual[ok], (fig.fit - fig.paper)[ok])
     assert np.allclose(fig.z[ok], ((fig.fit - fig.paper) / fig.sd)[ok])
+    assert np.allclose(fig.sd, np.sqrt(np.diag(V))) and (fig.sd > 0).all()
+    assert np.allclose(fig.loo, F.leave_one_out(y, used, full, V), equal_nan=True) and fig.loo[ok].notna().all()
+    flo, fhi = percentile_interval(pr_b)
+    assert np.allclose(fig.lo, flo, equal_nan=True) and np.allclose(fig.hi, fhi, equal_nan=True)
+    assert (fig.lo[ok] < fig.hi[ok]).any()
     for i, g in enumerate(dec):
         if g.n is not None:
             assert fig.n_source[g.ref] == "paper" and fig.n[g.ref] == pytest.approx(g.n)
@@ -618,6 +676,11 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
                                                                                   rec.social_proof_fit)
     # info
     assert info["backend"] == "ledger" and info["templates"] == DEV and info["seeds"] == [0]
+    assert info["title"] == "the reference decider fitted to the paper's published numbers; not a model run"
+    assert (info["policies"], info["budgets"]) == needed_policies(select_figures(), DEFAULT_POLICIES)
+    assert info["tokenizer"] == "offline-bpe-approx-v1"
+    sec = info["seconds"]
+    assert 0 <= sec["design"] <= sec["total"] and 0 <= sec["fit"] <= sec["total"]
     assert info["n_templates"] == len(design.units) and info["n_decisions"] == len(design.rows)
     assert info["n_patterns"] == design.Xp.shape[0] and info["n_atoms"] == S.n_atoms
     assert info["aliases"] == list(S.aliases) and info["tokenizer_spec"] is None
