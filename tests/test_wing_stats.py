@@ -2175,3 +2175,12 @@ def test_a_confirmatory_model_is_labelled_without_reasons_and_the_resamples_are_
     A.analyse_model(_ledger_rows, load_prereg(), seed=0, n_resamples=6, fit_resamples=0)
     A.analyse_model(_ledger_rows, load_prereg(), seed=1, n_resamples=6, fit_resamples=0)
     assert boots[0].tolist() == boots[1].tolist() and boots[0].tolist() != boots[2].tolist()
+
+
+def test_a_model_with_a_single_decision_is_analysed_and_labelled_exploratory_with_every_reason(_ledger_rows):
+    from crossprofile_lib.stats.analysis import analyse_model
+    m = analyse_model(_ledger_rows.iloc[:1], load_prereg(), n_resamples=5, regressions=False, fit_resamples=0)
+    assert (m["backend"], m["n_decisions"], m["n_templates"]) == ("ledger", 1, 1)
+    assert m["status_label"] == ("exploratory: the run has no ALL and EMPTY rows to check headroom; "
+                                 "too few templates (1 < 10); analysis set: None")
+    assert m["headroom"]["n_units"] == 0 and m["headroom"]["passed"] is False
