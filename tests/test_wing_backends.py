@@ -3055,3 +3055,103 @@ def test_score_mode_skips_a_letter_whose_tokenize_answer_is_no_object(server, mo
     b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", **FAST)
     assert b._letter_token_ids() == {65: "A", 1065: "A", 1066: "B", 67: "C", 68: "D", 1068: "D", 1069: "E",
                                      **{ord(x) + d: x for x in "FGHIJ" for d in (0, 1000)}}
+
+
+def test_the_hosted_deepseek_api_prices_budgets_offline_without_asking_it(tmp_path, monkeypatch, capsys):
+    for var in ("CROSSPROFILE_BASE_URL", "DEEPSEEK_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    b = DeepSeekBackend("deepseek-flash", cache=tmp_path / "c", api_key="k")
+    assert (b.tokenizer.name, b.tokenizer_source) == (
+        "offline-bpe-approx-v1", "offline approximation (the hosted DeepSeek API has no tokenize endpoint)")
+    assert capsys.readouterr().err == (
+        "notice: deepseek/deepseek-flash: budgets use the offline approximation offline-bpe-approx-v1 (the hosted "
+        "DeepSeek API has no tokenize endpoint); pass --tokenizer PATH/tokenizer.json for the model's own\n")
+    with pytest.raises(ServerUnreachable, match="^backend deepseek/deepseek-flash: budgets are priced with the served "
+                                                "model's tokenizer, but the servers cannot be reached"):
+        DeepSeekBackend("deepseek-flash", base_url=LOCAL, cache=tmp_path / "c", api_key="k", tokenize_timeout=5)
+
+
+def test_a_tokenize_endpoint_refusing_the_key_stops_naming_the_model_and_the_key_variables(server, tmp_path):
+    _, url = server(api_key="right-key", tokenize="vllm")
+    with pytest.raises(ServerRefused) as e:
+        OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", api_key="wrong-key", retry_wait=0.01)
+    msg = str(e.value)
+    assert msg.startswith(f"backend openai/fake: the server at {url} refused the key for model 'fake' (")
+    assert msg.endswith("); check CROSSPROFILE_API_KEY / OPENAI_API_KEY") and "wrong-key" not in msg
+
+
+def test_a_gguf_template_is_read_by_the_llama_cpp_engine_and_its_failures_are_named(tmp_path, monkeypatch):
+    from crossprofile_lib.task import llama_engine
+    g = tmp_path / "m.gguf"
+    g.write_bytes(b"GGUF" + bytes(20))
+    outcomes = {"missing": ImportError("No module named 'llama_cpp'"), "odd": ValueError("bad magic"),
+                "crash": RuntimeError("failed to load model"), "io": OSError("read error")}
+    for name, exc in outcomes.items():
+        f = tmp_path / f"{name}.gguf"
+        f.write_bytes(b"GGUF" + bytes(20))
+
+        def fails(path, exc=exc):
+            raise exc
+        monkeypatch.setattr(llama_engine, "open_vocab", fails)
+        with pytest.raises(ValueError) as e:
+            ChatTemplate.from_spec(f"gguf:{f}")
+        why = ("reading a GGUF file needs a llama.cpp engine (No module named 'llama_cpp')" if name == "missing" else
+               f"llama.cpp cannot read it ({exc})")
+        assert str(e.value) == f"chat_template 'gguf:{f}': {why}"
+    opened = []
+    monkeypatch.setattr(llama_engine, "open_vocab", lambda path: opened.append(path) or _Engine("<{{ bos_token }}>"))
+    t = ChatTemplate.from_spec(f"gguf:{g}")
+    assert opened == [str(g)] and (t.name, t.bos_token, t.eos_token) == (f"gguf:{g}", "<s>", "</s>")
+    assert t.render([USER]) == "<<s>>"
+
+
+def test_a_cache_file_that_cannot_be_created_names_the_file_the_error_and_its_environment(tmp_path, monkeypatch):
+    import errno
+    f = tmp_path / "calls.sqlite"
+    for exc, why in ((OSError(errno.ENOSPC, "No space left on device"),
+                      "OSError: [Errno 28] No space left on device: No space left on device (ENOSPC)"),
+                     (sqlite3.OperationalError("stand-in refusal"), "OperationalError: stand-in refusal")):
+        def fails(path, exc=exc):
+            raise exc
+        monkeypatch.setattr(cache_mod, "_create", fails)
+        with pytest.raises(cache_mod.CacheError) as e:
+            CallCache(tmp_path)
+        assert str(e.value) == f"call cache {f}: cannot be created ({why}); choose another --cache"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_cache_that_sqlite_will_not_open_names_the_step(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    f.chmod(0o444)
+    real = cache_mod._connect
+
+    def refuses(path, timeout, readonly=False):
+        if readonly:
+            raise sqlite3.OperationalError("stand-in refusal")
+        return real(path, timeout, readonly=readonly)
+    monkeypatch.setattr(cache_mod, "_connect", refuses)
+    try:
+        with pytest.raises(CacheStorageError) as e:
+            CallCache(tmp_path)
+        assert str(e.value) == (f"call cache {f}: opening read-only failed: SQLite refused it (OperationalError: "
+                                f"stand-in refusal)" + KEPT)
+    finally:
+        f.chmod(0o644)
+
+
+def test_an_older_read_only_cache_has_empty_token_count_and_served_model_tables(tmp_path, capsys):
+    CallCache(tmp_path).close()
+    _side_tables_dropped(tmp_path)
+    f = tmp_path / "calls.sqlite"
+    f.chmod(0o444)
+    try:
+        ro = CallCache(tmp_path)
+        store = ro.token_store("server:vllm:m")
+        assert (len(store), store.get("one two"), store.offset, ro.stored_tokenizers(":m")) == (0, None, None, [])
+        store.put("one two", 2)  # kept in memory only: nothing is written
+        assert store.get("one two") is None and ro.served_model("openai", "m") is None
+        ro.close()
+    finally:
+        f.chmod(0o644)
+    assert sorted(r[0] for r in sqlite3.connect(f).execute("SELECT name FROM sqlite_master WHERE type='table'")) == [
+        "calls"]  # the stand-ins were temporary
