@@ -1576,3 +1576,37 @@ def test_an_option_number_is_an_int_when_integral_and_a_float_otherwise():
 def test_a_write_failure_is_named_by_its_errno_with_what_to_do(err, why):
     from crossprofile_lib.safety.outputs import _why
     assert _why(err) == why
+
+
+# --- clean_leftovers and check_writable, explored whole (issue 55: two of the seed-60 survivors) ----------------
+
+def test_a_leftover_notice_lists_up_to_three_names_and_marks_more_with_dots(tmp_path, capsys):
+    from crossprofile_lib.safety.outputs import clean_leftovers
+    for k in "cab":
+        (tmp_path / f".run.json.{k}.tmp").write_text("x")
+    (tmp_path / ".results.parquet.z.tmp").write_text("x")
+    assert sorted(clean_leftovers(tmp_path, ["run.json"])) == [".run.json.a.tmp", ".run.json.b.tmp", ".run.json.c.tmp"]
+    assert capsys.readouterr().err == (f"notice: {tmp_path}: removed 3 temporary file(s) an interrupted write left "
+                                       f"behind (.run.json.a.tmp, .run.json.b.tmp, .run.json.c.tmp)\n")
+    for k in "dcab":
+        (tmp_path / f".run.json.{k}.tmp").write_text("x")
+    assert len(clean_leftovers(tmp_path, ["run.json"])) == 4
+    assert capsys.readouterr().err == (f"notice: {tmp_path}: removed 4 temporary file(s) an interrupted write left "
+                                       f"behind (.run.json.a.tmp, .run.json.b.tmp, .run.json.c.tmp, ...)\n")
+    assert clean_leftovers(tmp_path, ["results.parquet"]) == [".results.parquet.z.tmp"]
+    assert capsys.readouterr().err.endswith("removed 1 temporary file(s) an interrupted write left behind "
+                                            "(.results.parquet.z.tmp)\n")
+
+
+def test_a_writable_check_creates_missing_parent_folders_and_refuses_a_file(tmp_path):
+    from crossprofile_lib.safety.outputs import check_writable
+    deep = tmp_path / "a" / "b" / "c"
+    check_writable(deep)
+    assert deep.is_dir() and list(deep.iterdir()) == []                    # the probe file is gone
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError) as e:
+        check_writable(tmp_path / "f")
+    assert str(e.value) == f"--out {tmp_path / 'f'}: exists and is not a folder"
+    with pytest.raises(ValueError) as e:
+        check_writable(tmp_path / "f" / "sub")
+    assert str(e.value) == f"--out {tmp_path / 'f' / 'sub'}: cannot write there (ENOTDIR: Not a directory)"
