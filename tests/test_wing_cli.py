@@ -1056,3 +1056,42 @@ def test_fit_paper_report_whole_each_fits_verdict_linked_groups_aliases_and_ever
         ('claude-3             0.400 0.410 [0.350, 0.470]                  0.100  0.110 [0.050, 0.170]   '
          '                 3.000    3.010 [2.950, 3.070]'),
     ]
+
+
+def test_the_stats_report_prints_each_sections_heading_in_order_and_says_when_a_table_is_empty(stats_res, capsys):
+    res, primary = stats_res
+    h = dict(res["headroom"], estimate=10.0, lo=4.0, hi=16.0, min_points=15, passed=False)
+    nl = dict(res["net_lead"], nondecreasing=True)
+    ss = res["support_shared_minus_private"]
+    out = _report(capsys, dict(res, headroom=h, status_label="exploratory: test", net_lead=nl,
+                               support_shared_minus_private=ss.iloc[0:0]), primary)
+    lines = out.splitlines()
+    want = [
+        "   headroom: ALL - EMPTY = 10.0 [4.0, 16.0] points (lower bound must exceed 15): FAILED",
+        "   results are exploratory: test",
+        f"Preregistered contrasts ({res['prereg']}; p adjusted within family)",
+        "   not estimable:",
+        "   paper = the paper's reported values (SPEC sections 8, 10), not results of this run",
+        "Accuracy (%) per policy x budget x variant",
+        "Classic (PSP) and mirror (SPS) cells at budget 0.6 and unbudgeted: accuracy and decoy choice (%); "
+        "'pooled' = PS* / SP* (both irrelevant levels), secondary",
+        "   mirror = SPS is our reading (the paper does not state the mirror cell's irrelevant level; SPS swaps "
+        "every holder of the classic cell)",
+        "Kept composition (mean facts kept; retention = kept support / 5) at budget 0.6 and unbudgeted",
+        "Relevance filter precision / recall (%) against the roles",
+        "   (no relevance-filter rows)",
+        "Label effects: label control minus labelled policy (points)",
+        "   (no label-control policies in this run)",
+        "ALL memory: accuracy with support shared minus support private (points)",
+        "   (no ALL rows)",
+        f"Accuracy (%) by net evidence lead (rows: {nl['where']}; {nl['n']} decisions); never falls as net lead "
+        "rises: yes",
+        "Fitted decider parameters (conditional logit; beyond the paper): score = sum polarity * w_f * "
+        "(1 + s*(n-1)), P = softmax(beta * score)",
+    ]
+    idx = [lines.index(w) for w in want]
+    assert idx == sorted(idx)
+    for w in want[2:]:      # every section starts after an empty line
+        if not w.startswith(" "):
+            assert lines[lines.index(w) - 1] == "", w
+    assert "   [1] H3: term 0: no rows with policy in ['R1-rel'] (present: B4, R1, Random)" in lines
