@@ -1095,3 +1095,36 @@ def test_the_stats_report_prints_each_sections_heading_in_order_and_says_when_a_
         if not w.startswith(" "):
             assert lines[lines.index(w) - 1] == "", w
     assert "   [1] H3: term 0: no rows with policy in ['R1-rel'] (present: B4, R1, Random)" in lines
+
+
+def test_a_score_mode_dry_run_prints_its_whole_plan_and_asks_for_a_rate_without_a_cache(capsys, tmp_path):
+    """R1 at budgets 0.6 and 128t: two decision calls; ALL keeps the same memory at both: one call; total 3."""
+    rc, out, err = _run(capsys, "run", "--dry-run", "--backend", "openai/m", "--templates",
+                        "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--budgets", "0.6,128t", "--policies",
+                        "R1,ALL", "--variants", "PSP", "--decision-mode", "score", "--chat-template", "chatml",
+                        "--tokenizer", "offline", "--cache", tmp_path / "no-cache")
+    assert rc == 0
+    assert err == "counting the calls of openai/m with the runner's own request builders ...\n"
+    assert out.splitlines() == [
+        "dry run: openai/m (score mode); 1 templates x 1 variants x 1 seeds; budgets 0.6,128t; 2 policies; "
+        "1 task units, 3 decisions",
+        "  policy            decision calls",
+        "  R1                         2",
+        "  ALL                        1",
+        "total: 3 model calls; a fresh cache (calls already cached are not sent); budgets priced with "
+        "offline-bpe-approx-v1",
+        "estimate: no measured rate (no burst of calls of this model in the call cache); pass --rate CALLS_PER_S, "
+        "or run a small grid first",
+    ]
+    assert not (tmp_path / "no-cache").exists()
+
+
+def test_a_preset_dry_run_names_the_preset_and_its_budgets(capsys):
+    rc, out, err = _run(capsys, "run", "--dry-run", "--preset", "paper", "--templates",
+                        "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--variants", "PSP", "--policies", "R1")
+    assert rc == 0 and err == "counting the calls of ledger with the runner's own request builders ...\n"
+    assert out.splitlines() == [
+        "dry run: ledger (ledger mode); preset paper: 1 templates x 1 variants x 1 seeds; budgets 0.4,0.6,0.8,128t; "
+        "1 policies; 1 task units, 4 decisions",
+        "total: 4 decisions; the reference decider makes no model calls",
+    ]
