@@ -155,6 +155,8 @@ def test_profile_interval_interpolates_each_crossing_by_hand():
     assert _profile_interval(values, loss, 5.0) == pytest.approx((2 / 3, 11 / 3))
     # within the threshold at an end: that end is the bound
     assert _profile_interval(values, np.array([1.0, 0.0, 2.0, 8.0, 9.0]), 5.0) == pytest.approx((0.0, 2.5))
+    # within it at the upper end: 1 + (5 - 9) / (3 - 9) = 1 2/3 and the last value, 4
+    assert _profile_interval(values, np.array([9.0, 9.0, 3.0, 0.0, 1.0]), 5.0) == pytest.approx((5 / 3, 4.0))
     # one point inside: 1 + (4 - 5) / (0 - 5) = 1.2 and 2 + (4 - 0) / (5 - 0) = 2.8
     assert _profile_interval(values, np.array([5.0, 5.0, 0.0, 5.0, 5.0]), 4.0) == pytest.approx((1.2, 2.8))
 
@@ -1123,3 +1125,81 @@ def test_recovery_defaults_to_twenty_draws_rounded_to_one_decimal(dev):
     Y = np.concatenate(seen)
     assert np.allclose(Y * 10, np.round(Y * 10), atol=1e-6)
     assert not np.allclose(Y / 1.1, np.round(Y / 1.1), atol=1e-6)
+
+
+def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_path, monkeypatch):
+    """The fit's cache folder is named for the first 20 hex digits of sha256 over the JSON (sorted keys) of: the
+    design's key (the one the design is stored under: 4 agents, this tokenizer, the grid), each figure's ref, unit,
+    paper values, n and contrast, the resamples, boot seed, models, recovery, profiles, template resamples,
+    recovery draws, the paper sampling with the override, and FIT_VERSION 5; _fit gets those inputs."""
+    import hashlib
+    import json
+
+    import pandas as pd
+
+    import crossprofile_lib.paperfit.report as R
+    from crossprofile_lib.paper_figures import paper_sampling
+    dec, design, fm, F, S = dev
+    got = []
+
+    def fake_fit(*args):
+        got.append(args)
+        t = pd.DataFrame({"x": [1.0]})
+        return R.PaperFit(t, t, t, t, t, info={})
+    monkeypatch.setattr(R, "_fit", fake_fit)
+    over = {FLASH: {"templates": 15, "seeds": 1}}
+    out = fit_paper(templates=DEV, seeds=[0], cache_dir=tmp_path, models=[Q], resamples=10, boot_seed=3,
+                    with_recovery=False, with_profiles=True, template_resamples=2, recovery_draws=7, sampling=over)
+    figs = select_figures()
+    samp = dict(paper_sampling(), **over)
+    want = hashlib.sha256(json.dumps(dict(
+        design=design.key, figures=[(f.ref, f.unit, f.paper, f.n, repr(f.contrast)) for f in figs], resamples=10,
+        boot_seed=3, models=[Q], recovery=False, profiles=True, template_resamples=2, recovery_draws=7,
+        sampling=samp, version=5), sort_keys=True, default=str).encode()).hexdigest()[:20]
+    assert out.info["fit_key"] == want and (tmp_path / f"fit-{want}" / "info.json").exists()
+    pols, buds = needed_policies(figs, DEFAULT_POLICIES)
+    (a,) = got
+    assert [f.ref for f in a[0]] == [f.ref for f in figs] and (a[1], a[2]) == (pols, buds)
+    assert a[3:11] == (DEV, [0], 10, 3, tmp_path, [Q], False, True) and a[12:] == (None, 2, 7, samp)
+
+
+def test_the_fit_asks_least_squares_for_trf_within_the_bounds_at_tight_tolerances(dev, monkeypatch):
+    """Each fit is scipy's trust-region-reflective least squares in (s, w, log beta) within the parameters' bounds,
+    unit x_scale, xtol = ftol = gtol = 1e-10 and at most 400 evaluations; a held parameter leaves the other two
+    free, within their bounds."""
+    import crossprofile_lib.paperfit.fit as FT
+    dec, design, fm, F, S = dev
+    y, used = _paper_targets(dec, fm)
+    seen, real = [], FT.least_squares
+
+    def spy(fun, x0, **kw):
+        seen.append((len(x0), kw))
+        return real(fun, x0, **kw)
+    monkeypatch.setattr(FT, "least_squares", spy)
+    F.fit(y, used, start=(0.5, 0.0, 2.0))
+    F.fit(y, used, start=(0.5, 0.0, 2.0), fixed=(1, 0.25))
+    (n0, kw0), (n1, kw1) = seen
+    assert (n0, n1) == (3, 2)
+    for kw in (kw0, kw1):
+        assert {k: kw[k] for k in ("method", "x_scale", "xtol", "ftol", "gtol", "max_nfev")} == dict(
+            method="trf", x_scale=1.0, xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=400)
+    lo, hi = kw0["bounds"]
+    assert np.allclose(lo, [-0.3, -3.0, np.log(0.02)]) and np.allclose(hi, [5.0, 3.0, np.log(50.0)])
+    assert np.allclose(kw1["bounds"][0], [-0.3, np.log(0.02)]) and np.allclose(kw1["bounds"][1], [5.0, np.log(50.0)])
+
+
+def test_a_figure_whose_term_has_no_rows_predicts_nan_without_a_warning():
+    """A figure whose one term matches no rows (sum 0 over count 0): 0 / 0, NaN, and no RuntimeWarning (the
+    division ignores invalid and divide); the same matrix with 2 rows summing to 1.5 gives 0.75."""
+    import warnings
+
+    from crossprofile_lib.paperfit.fit import FigureMatrix
+
+    def one(total, count):
+        return FigureMatrix(("a",), ("t",), sparse.csr_matrix(np.array([[total]])), np.array([[count]]),
+                            np.eye(1), ("" if count else "no rows",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        empty = one(0.0, 0.0).predict(np.array([1.0]))
+    assert empty.shape == (1,) and np.isnan(empty[0])
+    assert one(1.5, 2.0).predict(np.array([1.0]))[0] == pytest.approx(0.75)
