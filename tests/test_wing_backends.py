@@ -3155,3 +3155,43 @@ def test_an_older_read_only_cache_has_empty_token_count_and_served_model_tables(
         f.chmod(0o644)
     assert sorted(r[0] for r in sqlite3.connect(f).execute("SELECT name FROM sqlite_master WHERE type='table'")) == [
         "calls"]  # the stand-ins were temporary
+
+
+class _FailsOnKey:
+    """A real connection whose read of the entry ``key`` (by key) raises a SQLite error."""
+
+    def __init__(self, db, key):
+        self.db, self.key = db, key
+
+    def execute(self, sql, *args):
+        if "WHERE key = ?" in sql and args and args[0] == (self.key,):
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return self.db.execute(sql, *args)
+
+    def close(self):
+        self.db.close()
+
+
+def test_an_export_skips_and_counts_the_entries_sqlite_cannot_read_and_keeps_non_ascii_text(tmp_path, monkeypatch):
+    c = CallCache(tmp_path)
+    for k, text in (("k1", "Entscheidung: Ä"), ("k2", "Decision: B"), ("k3", "Décision : C")):
+        c.put(k, ChatRequest((USER,)), ChatResult(text=text), {"provider": "openai", "model": "m"}, "generate")
+    c.close()
+    real = cache_mod._connect
+    monkeypatch.setattr(cache_mod, "_connect", lambda *a, **kw: _FailsOnKey(real(*a, **kw), "k2"))
+    assert cache_mod.export_cache(tmp_path, tmp_path / "out.jsonl") == (2, 1)
+    raw = (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+    assert [json.loads(line)["text"] for line in raw.splitlines()] == ["Entscheidung: Ä", "Décision : C"]
+    assert "Entscheidung: Ä" in raw  # written as it is, not as \u escapes
+
+
+def test_a_vacuum_sqlite_stops_names_the_file_the_step_and_the_cause(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_mod._connect
+    for exc, why in ((sqlite3.OperationalError("stand-in stop"), "SQLite stopped (OperationalError: stand-in stop)"),
+                     (sqlite3.OperationalError("database or disk is full"), "the disk holding it is full: free some "
+                      "space and rerun (OperationalError: database or disk is full)")):
+        monkeypatch.setattr(cache_mod, "_connect", lambda *a, exc=exc, **kw: _Answers(real(*a, **kw), "VACUUM", exc))
+        with pytest.raises(CacheStorageError) as e:
+            vacuum_cache(tmp_path)
+        assert str(e.value) == f"call cache {f}: vacuum failed: {why}" + KEPT
