@@ -1128,3 +1128,20 @@ def test_a_preset_dry_run_names_the_preset_and_its_budgets(capsys):
         "1 policies; 1 task units, 4 decisions",
         "total: 4 decisions; the reference decider makes no model calls",
     ]
+
+
+def test_validate_prints_ok_on_stdout_fail_on_stderr_names_its_pricing_and_exits_1(capsys, tmp_path):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("id: broken\noptions: 3\n", encoding="utf-8")
+    rc, out, err = _run(capsys, "validate", "--tokenizer", "offline", "templates/dev/dev-hospital-01.yaml", bad)
+    assert rc == 1
+    assert out == ("ok   templates/dev/dev-hospital-01.yaml (dev-hospital-01)\n"
+                   "1 templates valid, 1 invalid (1 domains)\n")
+    assert err == ("design check (classic cell, R1 in PSP at r = 0.6 keeps 5 / 0 / 4) priced with: "
+                   f"offline-bpe-approx-v1\nFAIL {bad}: field 'version': schema: Field required\n")
+
+
+def test_validate_with_an_unknown_tokenizer_named_is_a_usage_error(capsys):
+    rc, out, err = _run(capsys, "validate", "--tokenizer", "nope-xx", "templates/dev/dev-hospital-01.yaml")
+    assert rc == 2 and out == ""
+    assert err.startswith("error: argument --tokenizer: nope-xx: unknown tokenizer 'nope-xx' (use qwen2.5")
