@@ -1145,3 +1145,26 @@ def test_validate_with_an_unknown_tokenizer_named_is_a_usage_error(capsys):
     rc, out, err = _run(capsys, "validate", "--tokenizer", "nope-xx", "templates/dev/dev-hospital-01.yaml")
     assert rc == 2 and out == ""
     assert err.startswith("error: argument --tokenizer: nope-xx: unknown tokenizer 'nope-xx' (use qwen2.5")
+
+
+def test_hiddenbench_validate_counts_tasks_agents_and_options_notes_markup_and_fails_a_malformed_record(
+        two_tasks, tmp_path, capsys):
+    """The fixture's first two tasks (3 and 4 agents, 3 and 4 options), the second's name with an HTML tag, and a
+    record with only an id: exit 1, the note and the failure on stderr, the counts on stdout."""
+    recs = json.loads(two_tasks.read_text(encoding="utf-8"))
+    recs[1]["name"] = "<b>bold</b> task"
+    f = tmp_path / "three.json"
+    f.write_text(json.dumps(recs + [{"id": 99}]), encoding="utf-8")
+    rc, out, err = _run(capsys, "hiddenbench", "validate", f)
+    assert rc == 1
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{f}: 2 valid task(s), 1 malformed, 3 record(s); data_source=three.json@")
+    assert lines[1:] == ["agents:  3: 1, 4: 1", "options: 3: 1, 4: 1"]
+    assert err == ("note: task 2: name holds an HTML tag ('<b>'): the book shows it as plain text, exactly as "
+                   "written: HTML-escaped on every page, never read as Markdown or MyST, '$' literal in figure "
+                   f"titles\nFAIL {f}: task 99: field 'description': missing\n")
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]", encoding="utf-8")
+    rc, out, err = _run(capsys, "hiddenbench", "validate", empty)
+    assert rc == 2 and out == ""
+    assert err.endswith(f"error: argument path: {empty} holds an empty list (no HiddenBench tasks to check)\n")
