@@ -1168,3 +1168,46 @@ def test_hiddenbench_validate_counts_tasks_agents_and_options_notes_markup_and_f
     rc, out, err = _run(capsys, "hiddenbench", "validate", empty)
     assert rc == 2 and out == ""
     assert err.endswith(f"error: argument path: {empty} holds an empty list (no HiddenBench tasks to check)\n")
+
+
+def test_cache_check_without_a_cache_says_whole_where_runs_started_here_keep_theirs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CROSSPROFILE_CACHE", str(tmp_path / "mine"))
+    rc, out, err = _run(capsys, "cache", "check", tmp_path / "nowhere")
+    assert rc == 0 and err == ""
+    assert out == (f"no call cache yet: {tmp_path}/nowhere does not exist. Nothing to check: the cache is created by "
+                   "the first model call (runs of the reference decider, backend ledger, make none). Runs started "
+                   f"here use {tmp_path}/mine ($CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the "
+                   "user cache folder; --cache overrides).\n")
+    (tmp_path / "empty").mkdir()
+    rc, out, _ = _run(capsys, "cache", "check", tmp_path / "empty")
+    assert rc == 0 and out.startswith(f"no call cache yet: {tmp_path}/empty holds no calls.sqlite. Nothing to check")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")           # a dangling link is checked, not 'no cache yet'
+    monkeypatch.setattr(cache_mod, "check_cache", lambda p: {"file": str(p), "ok": True, "problem": None,
+                                                             "entries": 0, "bad_rows": []})
+    rc, out, _ = _run(capsys, "cache", "check", tmp_path / "link")
+    assert rc == 0 and out == f"{tmp_path}/link: ok, 0 entries\n"
+
+
+def test_a_damaged_cache_lists_ten_bad_entries_and_the_whole_recovery(cache_file, monkeypatch, capsys):
+    f = str(cache_file)
+    monkeypatch.setattr(cache_mod, "check_cache", lambda p: {"file": f, "ok": False, "problem": "truncated",
+                                                             "entries": None,
+                                                             "bad_rows": [f"k{i}" for i in range(12)]})
+    rc, out, err = _run(capsys, "cache", "check", cache_file)
+    assert rc == 1 and out == ""
+    assert err.splitlines() == [f"{f}: truncated"] + [f"  entry k{i} does not decode" for i in range(10)] + [
+        f"recover: move the file aside (mv {f} {f}.broken); the next run makes a new cache and sends only the calls "
+        f"it lacks; 'crossprofile cache export {f} calls.jsonl' saves what is still readable"]
+
+
+def test_a_cache_whose_surroundings_fail_exits_1_naming_the_problem(cache_file, tmp_path, monkeypatch, capsys):
+    def broken(*a):
+        raise cache_mod.CacheError("disk full")
+    for name, argv in (("check_cache", ["check", cache_file]), ("vacuum_cache", ["vacuum", cache_file]),
+                       ("export_cache", ["export", cache_file, tmp_path / "o.jsonl"])):
+        monkeypatch.setattr(cache_mod, name, broken)
+        rc, out, err = _run(capsys, "cache", *argv)
+        assert (rc, out, err) == (1, "", "error: disk full\n"), name
+    monkeypatch.setattr(cache_mod, "vacuum_cache", lambda p: (4096, 1024))
+    rc, out, _ = _run(capsys, "cache", "vacuum", cache_file)
+    assert rc == 0 and out == f"{cache_file}: 4096 -> 1024 bytes\n"
