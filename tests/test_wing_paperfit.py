@@ -1203,3 +1203,42 @@ def test_a_figure_whose_term_has_no_rows_predicts_nan_without_a_warning():
         empty = one(0.0, 0.0).predict(np.array([1.0]))
     assert empty.shape == (1,) and np.isnan(empty[0])
     assert one(1.5, 2.0).predict(np.array([1.0]))[0] == pytest.approx(0.75)
+
+
+def test_a_fit_on_no_figures_stays_at_its_start_with_zero_loss_and_rmse(dev):
+    """With no used figure there is nothing to fit: theta is the start (0.5, 0, 2), loss 0 and rmse 0 (not the NaN
+    mean of no residuals), no parameter at a bound, and one evaluation."""
+    import warnings
+    dec, design, fm, F, S = dev
+    y, _ = _paper_targets(dec, fm)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = F.fit(y, np.zeros(len(y), dtype=bool), start=(0.5, 0.0, 2.0))
+    assert np.allclose(f["theta"], [0.5, 0.0, 2.0]) and f["loss"] == 0.0 and f["rmse"] == 0.0
+    assert f["at_bound"] == [False, False, False] and f["success"] and f["nfev"] == 1
+
+
+def test_design_cache_key_is_the_hash_of_its_inputs_as_plain_json():
+    """The design's key: the first 20 hex digits of sha256 over the sorted-key JSON of the templates' file hashes
+    (16 digits each, sorted), the seeds as ints, policies, budgets as strings, n_agents as an int, the tokenizer
+    ('default' for None), the grid as float lists, the package version and the formula; cfg is that dict."""
+    import hashlib
+    import json
+
+    from crossprofile_lib import __version__
+    from crossprofile_lib.paperfit.ledger import FORMULA, GRID, cache_key
+    from crossprofile_lib.paths import file_sha256
+    from crossprofile_lib.task.templates import template_paths
+    grid = {"social_proof": (0.0, 1.0), "irrelevant_weight": (-1.0,), "inverse_temperature": (2.0, 4.0)}
+    key, cfg = cache_key(DEV, [np.int64(1), 0], ("R1", "ALL"), [0.6, "1.0"], np.int64(4), None, grid)
+    want = dict(templates=sorted(file_sha256(p)[:16] for p in template_paths(DEV)), seeds=[1, 0],
+                policies=["R1", "ALL"], budgets=["0.6", "1.0"], n_agents=4, tokenizer="default",
+                grid={"inverse_temperature": [2.0, 4.0], "irrelevant_weight": [-1.0], "social_proof": [0.0, 1.0]},
+                version=__version__, formula=FORMULA)
+    assert cfg == want and len(cfg["templates"]) == 10 and all(len(t) == 16 for t in cfg["templates"])
+    assert json.dumps(cfg, sort_keys=True) == json.dumps(want, sort_keys=True)
+    assert key == hashlib.sha256(json.dumps(want, sort_keys=True).encode()).hexdigest()[:20]
+    assert FORMULA == "softmax(beta*(x0 + s*x1 + w*(x2 + s*x3))) v1"
+    # a named tokenizer is keyed by its spec; the default grid keys as its float lists
+    assert cache_key(DEV, [0], ["R1"], ["0.6"], 4, "hf:gpt2", grid)[1]["tokenizer"] == "hf:gpt2"
+    assert cache_key(DEV, [0], ["R1"], ["0.6"], 4, None, GRID)[1]["grid"]["social_proof"][:2] == [-0.3, 0.0]
