@@ -1211,3 +1211,15 @@ def test_a_cache_whose_surroundings_fail_exits_1_naming_the_problem(cache_file, 
     monkeypatch.setattr(cache_mod, "vacuum_cache", lambda p: (4096, 1024))
     rc, out, _ = _run(capsys, "cache", "vacuum", cache_file)
     assert rc == 0 and out == f"{cache_file}: 4096 -> 1024 bytes\n"
+
+
+def test_composition_refuses_an_unreadable_or_empty_table_naming_it(ledger_run, tmp_path, capsys):
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("nope", encoding="utf-8")
+    rc, out, err = _run(capsys, "composition", junk)
+    assert rc == 2 and out == "" and err.startswith(f"error: {junk}: cannot read as parquet (")
+    empty = tmp_path / "empty.parquet"
+    pd.read_parquet(ledger_run / "results.parquet").iloc[0:0].to_parquet(empty)
+    rc, out, err = _run(capsys, "composition", empty)
+    assert rc == 2 and out == ""
+    assert err.endswith(f"error: argument dir: {empty}: the results table has no rows (nothing to tabulate)\n")
