@@ -1242,3 +1242,12 @@ def test_design_cache_key_is_the_hash_of_its_inputs_as_plain_json():
     # a named tokenizer is keyed by its spec; the default grid keys as its float lists
     assert cache_key(DEV, [0], ["R1"], ["0.6"], 4, "hf:gpt2", grid)[1]["tokenizer"] == "hf:gpt2"
     assert cache_key(DEV, [0], ["R1"], ["0.6"], 4, None, GRID)[1]["grid"]["social_proof"][:2] == [-0.3, 0.0]
+
+
+def test_a_design_grid_without_decisions_is_refused_saying_why():
+    """No seeds: no decision to build, a ValueError that names the three ways a grid can be empty."""
+    from crossprofile_lib.paperfit.ledger import build_design
+    from crossprofile_lib.task.templates import load_templates
+    with pytest.raises(ValueError) as e:
+        build_design(load_templates(DEV)[:1], [], ["R1"], ["0.6"])
+    assert str(e.value) == "the grid has no decisions (no templates, seeds or policies)"
