@@ -6,6 +6,7 @@ line and a URL keep their harmless parts and lose their credentials. Property te
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -1610,3 +1611,49 @@ def test_a_writable_check_creates_missing_parent_folders_and_refuses_a_file(tmp_
     with pytest.raises(ValueError) as e:
         check_writable(tmp_path / "f" / "sub")
     assert str(e.value) == f"--out {tmp_path / 'f' / 'sub'}: cannot write there (ENOTDIR: Not a directory)"
+
+
+def test_a_folder_where_no_file_can_be_created_is_refused_naming_the_errno(tmp_path, monkeypatch):
+    import tempfile
+
+    from crossprofile_lib.safety.outputs import check_writable
+    real = tempfile.mkstemp
+    failing = {tmp_path / "ro": OSError(errno.EROFS, "Read-only file system"), tmp_path / "odd": OSError(9999, "odd")}
+
+    def mkstemp(*a, dir=None, **k):                                         # noqa: A002 (mkstemp's own name)
+        if dir is not None and Path(dir) in failing:                       # root passes os.access checks; this fails
+            raise failing[Path(dir)]
+        return real(*a, dir=dir, **k)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    with pytest.raises(ValueError) as e:
+        check_writable(tmp_path / "ro")
+    assert str(e.value) == f"--out {tmp_path / 'ro'}: cannot write there (EROFS: Read-only file system)"
+    with pytest.raises(ValueError) as e:
+        check_writable(tmp_path / "odd")
+    assert str(e.value) == f"--out {tmp_path / 'odd'}: cannot write there (9999: odd)"   # an errno without a name
+    check_writable(tmp_path / "fine")
+
+
+def test_a_leftover_of_a_long_name_is_found_by_its_first_200_characters_and_one_not_removable_is_kept(
+        tmp_path, monkeypatch, capsys):
+    import pathlib
+
+    from crossprofile_lib.safety.outputs import clean_leftovers
+    long = "r" * 230 + ".parquet"                                          # atomic_write cuts the prefix at 200
+    left = f".{'r' * 200}.k1.tmp"
+    (tmp_path / left).write_text("x")
+    assert clean_leftovers(tmp_path, [long]) == [left]
+    capsys.readouterr()
+    for k in "ab":
+        (tmp_path / f".run.json.{k}.tmp").write_text("x")
+    real_unlink = pathlib.Path.unlink
+
+    def unlink(self, *a, **k):
+        if self.name == ".run.json.a.tmp":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_unlink(self, *a, **k)
+    monkeypatch.setattr(pathlib.Path, "unlink", unlink)
+    assert clean_leftovers(tmp_path, ["run.json"]) == [".run.json.b.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".run.json.a.tmp"]
+    assert capsys.readouterr().err.endswith("removed 1 temporary file(s) an interrupted write left behind "
+                                            "(.run.json.b.tmp)\n")
