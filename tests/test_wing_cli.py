@@ -1223,3 +1223,39 @@ def test_composition_refuses_an_unreadable_or_empty_table_naming_it(ledger_run, 
     rc, out, err = _run(capsys, "composition", empty)
     assert rc == 2 and out == ""
     assert err.endswith(f"error: argument dir: {empty}: the results table has no rows (nothing to tabulate)\n")
+
+
+def test_fit_paper_refuses_a_cache_file_and_names_an_unwritable_cache_folder(monkeypatch, tmp_path, capsys):
+    import crossprofile_lib.paperfit as P
+    from crossprofile_lib.safety.outputs import WriteError
+    f = tmp_path / "a-file"
+    f.write_text("x", encoding="utf-8")
+    monkeypatch.setattr(P, "fit_paper", lambda **kw: pytest.fail("fitted despite a bad --cache"))
+    rc, out, err = _run(capsys, "fit-paper", "--cache", f, "--resamples", 0)
+    assert rc == 2 and out == ""
+    assert err.endswith(f"error: argument --cache: '{f}' is a file, not a folder (the fit is cached in a folder)\n")
+
+    def unwritable(**kw):
+        raise WriteError(30, "read-only file system")
+    monkeypatch.setattr(P, "fit_paper", unwritable)
+    rc, out, err = _run(capsys, "fit-paper", "--cache", tmp_path / "c", "--resamples", 0)
+    assert rc == 1 and out == ""
+    assert err == (f"error: the fit cache {tmp_path}/c cannot be written (read-only file system); use --no-cache or "
+                   "another --cache\n")
+    rc, out, err = _run(capsys, "fit-paper", "--resamples", 0)
+    assert rc == 1 and err.startswith("error: the fit cache folder cannot be written (read-only file system)")
+
+
+def test_fit_paper_json_holds_the_title_info_and_every_table(monkeypatch, capsys):
+    import crossprofile_lib.paperfit as P
+    res = _paper_fit(0)
+    res.memory, res.profiles = _fit_paper_memory(), pd.DataFrame({"model": ["claude-3"], "point": [1]})
+    monkeypatch.setattr(P, "fit_paper", lambda **kw: res)
+    rc, out, err = _run(capsys, "fit-paper", "--json", "--resamples", 0)
+    assert rc == 0 and out.endswith("}\n")
+    doc = json.loads(out)
+    assert list(doc) == ["title", "info", "params", "figures", "memory", "profiles", "recovery"]
+    assert doc["title"] == "the paper's figures" and doc["info"]["boot_seed"] == 7
+    assert doc["memory"] == [{"figure": "M1", "unit": "tokens", "paper_model": "claude-3", "paper": 12.345,
+                              "ledger": 11.5, "lo": 10.25, "hi": 12.75}]
+    assert doc["profiles"] == [{"model": "claude-3", "point": 1}] and doc["figures"][0]["unit"] == "%"
