@@ -1259,3 +1259,29 @@ def test_fit_paper_json_holds_the_title_info_and_every_table(monkeypatch, capsys
     assert doc["memory"] == [{"figure": "M1", "unit": "tokens", "paper_model": "claude-3", "paper": 12.345,
                               "ledger": 11.5, "lo": 10.25, "hi": 12.75}]
     assert doc["profiles"] == [{"model": "claude-3", "point": 1}] and doc["figures"][0]["unit"] == "%"
+
+
+def test_stats_hands_its_options_to_the_analysis_and_json_holds_the_run_and_the_unverified_note(ledger_run, tmp_path,
+                                                                                             monkeypatch, capsys):
+    import crossprofile_lib.stats.analysis as AN
+    got = []
+    monkeypatch.setattr(AN, "analyse", lambda df, prereg, **kw: got.append(kw) or [])
+    rc, out, err = _run(capsys, "stats", ledger_run, "--analysis-set", "all", "--resamples", 33, "--seed", 5,
+                        "--fit-resamples", 4, "--no-regressions", "--no-cache")
+    assert (rc, out, err) == (0, "", "")
+    kw = got[-1]
+    assert (kw["n_resamples"], kw["seed"], kw["regressions"], kw["fit_resamples"]) == (33, 5, False, 4)
+    assert kw["cache"].folder is None and json.loads(kw["choice_key"])["config"]["policies"] == ["R1", "ALL", "EMPTY"]
+    rc, out, err = _run(capsys, "stats", ledger_run / "results.parquet", "--json", "--analysis-set", "all")
+    assert rc == 0 and json.loads(out) == {"run": str(ledger_run), "models": [], "relevance_fallback": {}}
+    kw = got[-1]
+    assert (kw["n_resamples"], kw["seed"], kw["regressions"], kw["fit_resamples"]) == (10_000, 0, True, 1000)
+    assert kw["cache"].folder == ledger_run / ".stats_cache"
+    d = _copy_run(ledger_run, tmp_path / "run")
+    pd.read_parquet(d / "results.parquet").iloc[1:].to_parquet(d / "results.parquet")
+    rc, out, err = _run(capsys, "stats", d, "--json", "--analysis-set", "all", "--trust-edited", "--no-cache")
+    doc = json.loads(out)
+    assert rc == 0 and list(doc) == ["verified", "unverified", "run", "models", "relevance_fallback"]
+    assert doc["verified"] is False and doc["unverified"].startswith("UNVERIFIED: analysed with --trust-edited (rule "
+                                                                     "row count:")
+    assert err == f"warning: {doc['unverified']}\n"
