@@ -226,7 +226,7 @@ def test_predictions_at_a_point_and_over_a_grid_are_the_fitters(dev, cache):
     dec, design, fm, F, S = dev
     a, b = (0.0, 0.5, 2.0), (0.3, -0.2, 4.0)
     pa = predict_at(a, templates=DEV, seeds=[0], cache_dir=cache)
-    assert list(pa.index) == [f.ref for f in dec]
+    assert list(pa.index) == [f.ref for f in dec] and pa.name == "reference-decider(sp=0,irr=0.5,beta=2)"
     assert np.allclose(pa.to_numpy(), F.predict(np.array(a)), equal_nan=True) and np.isfinite(pa).sum() > 10
     g = predict_grid([a, b], templates=DEV, seeds=[0], cache_dir=cache)
     assert list(g.columns) == [0, 1] and list(g.index) == list(pa.index)
@@ -235,6 +235,11 @@ def test_predictions_at_a_point_and_over_a_grid_are_the_fitters(dev, cache):
     # the design's seeds are the ones asked: two seeds give another design (other rows behind the figures)
     two = predict_at(a, templates=DEV, seeds=[0, 1], cache_dir=cache)
     assert list(two.index) == list(pa.index) and not np.allclose(two, pa, equal_nan=True)
+    # both default to the formal templates at seeds 0, 1, 2, every figure and the offline tokenizer
+    import inspect
+    for fn in (predict_at, predict_grid):
+        d = {k: v.default for k, v in list(inspect.signature(fn).parameters.items())[1:]}
+        assert d == dict(templates=("templates/formal",), seeds=(0, 1, 2), cache_dir=None, items=None, tokenizer=None)
 
 
 def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
@@ -1161,6 +1166,20 @@ def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_pa
     (a,) = got
     assert [f.ref for f in a[0]] == [f.ref for f in figs] and (a[1], a[2]) == (pols, buds)
     assert a[3:11] == (DEV, [0], 10, 3, tmp_path, [Q], False, True) and a[12:] == (None, 2, 7, samp)
+    # a sampling given in numpy integers still keys (written as text): no TypeError from the JSON
+    npk = fit_paper(templates=DEV, seeds=[0], cache_dir=tmp_path, models=[Q], use_cache=False,
+                    sampling={FLASH: {"templates": np.int64(15), "seeds": np.int64(1)}}).info["fit_key"]
+    assert len(npk) == 20 and npk != want
+
+
+def test_fit_paper_defaults_are_the_papers_full_run():
+    """By default: the formal templates at seeds 0, 1, 2, 1000 parametric resamples from boot seed 0, recovery and
+    profiles on, the cache used, no template resamples, 20 recovery draws, the offline tokenizer, every model."""
+    import inspect
+    d = {k: v.default for k, v in inspect.signature(fit_paper).parameters.items()}
+    assert d == dict(templates=("templates/formal",), seeds=(0, 1, 2), resamples=1000, boot_seed=0, cache_dir=None,
+                     models=None, with_recovery=True, with_profiles=True, items=None, use_cache=True, tokenizer=None,
+                     template_resamples=0, recovery_draws=20, sampling=None)
 
 
 def test_the_fit_asks_least_squares_for_trf_within_the_bounds_at_tight_tolerances(dev, monkeypatch):
