@@ -1285,3 +1285,23 @@ def test_stats_hands_its_options_to_the_analysis_and_json_holds_the_run_and_the_
     assert doc["verified"] is False and doc["unverified"].startswith("UNVERIFIED: analysed with --trust-edited (rule "
                                                                      "row count:")
     assert err == f"warning: {doc['unverified']}\n"
+
+
+def test_every_option_of_how_calls_are_sent_is_not_the_grid_and_a_long_value_is_cut_at_80(tmp_path):
+    from crossprofile_lib.cli.run import grid_differences
+    from crossprofile_lib.run.config import RunConfig
+    from crossprofile_lib.run.results import config_record
+    base = RunConfig(templates=("templates/dev",), seeds=(0,), backend_options={"temperature": 0})
+    (tmp_path / "run.json").write_text(json.dumps({"config": config_record(base)}, default=str), encoding="utf-8")
+    sending = {"concurrency": 8, "max_retries": 2, "timeout": 5, "cache": "/c", "retry_wait": 1, "retry_wait_max": 9,
+               "circuit_breaker": 3, "progress": True, "base_url": "http://h/v1", "api_key": "k", "n_threads": 4,
+               "n_batch": 64, "n_ctx": 4096, "tokenize_timeout": 7, "max_concurrency": 16, "stop_on_refusal": True,
+               "retry_after_max": 30}
+    for k, v in sending.items():
+        cfg = RunConfig(templates=("templates/dev",), seeds=(0,), backend_options={"temperature": 0, k: v})
+        assert grid_differences(cfg, tmp_path) == [], k
+    long = "x" * 100
+    cfg = RunConfig(templates=("templates/dev",), seeds=(0,), backend_options={"temperature": 0, "system": long})
+    assert grid_differences(cfg, tmp_path) == [f"--backend-option system (unset) there, {'x' * 77}... now"]
+    cfg = RunConfig(templates=("templates/dev",), seeds=(0,), backend_options={"temperature": 0, "system": "x" * 80})
+    assert grid_differences(cfg, tmp_path) == [f"--backend-option system (unset) there, {'x' * 80} now"]
