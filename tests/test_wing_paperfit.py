@@ -436,6 +436,9 @@ def test_recovery_refits_draws_weighted_by_the_truths_covariance_and_rounded_as_
         yu = yb[used]
         assert np.allclose(yu * 10, np.round(yu * 10), atol=1e-6)
     assert np.allclose(r["estimates"], [o["theta"] for _, _, o in seen])
+    # the refitted figures are the draws at kappa 18 from the given stream, in order
+    Y = S.draw(pc, pd_, 18.0, 3, np.random.default_rng(5), 0.1)
+    assert np.allclose([yb for yb, _, _ in seen], Y, equal_nan=True)
     assert np.allclose(r["estimate"], np.median(r["estimates"], axis=0))
     assert r["rmse"] == pytest.approx(float(np.median([o["rmse"] for _, _, o in seen])))
 
