@@ -1657,3 +1657,16 @@ def test_a_leftover_of_a_long_name_is_found_by_its_first_200_characters_and_one_
     assert sorted(p.name for p in tmp_path.iterdir()) == [".run.json.a.tmp"]
     assert capsys.readouterr().err.endswith("removed 1 temporary file(s) an interrupted write left behind "
                                             "(.run.json.b.tmp)\n")
+
+
+def test_a_yaml_value_error_is_shown_on_one_line_cut_at_200_characters(monkeypatch):
+    from crossprofile_lib.safety.inputs import StrictLoader, parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+
+    def fail(self):
+        raise ValueError("ab  cd\n" * 100)                                 # a long reason over many lines
+    monkeypatch.setattr(StrictLoader, "get_single_data", fail)
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", "a: 1\n", InputError)
+    assert (e.value.path, e.value.field, e.value.rule) == ("t.yaml", "<file>", "schema (YAML value)")
+    assert e.value.detail == "a value cannot be read: " + "ab cd " * 33 + "ab"
