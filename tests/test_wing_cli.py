@@ -1305,3 +1305,23 @@ def test_every_option_of_how_calls_are_sent_is_not_the_grid_and_a_long_value_is_
     assert grid_differences(cfg, tmp_path) == [f"--backend-option system (unset) there, {'x' * 77}... now"]
     cfg = RunConfig(templates=("templates/dev",), seeds=(0,), backend_options={"temperature": 0, "system": "x" * 80})
     assert grid_differences(cfg, tmp_path) == [f"--backend-option system (unset) there, {'x' * 80} now"]
+
+
+def test_the_model_flags_given_become_backend_options_and_request_fields_merge_into_extra_body():
+    from crossprofile_lib.cli.model_options import collect
+    given = dict(decision_mode="score", base_url="http://h/v1", concurrency=4, cache="/c", max_retries=2, timeout=5.0,
+                 chat_template="chatml", max_tokens=64, sampling="server", tokenizer_fallback="offline",
+                 tokenize_timeout=7.0)
+    opts = {"social_proof": 0.5, "extra_body": {"top_k": 1, "seed": 3}}
+    flags = collect(SimpleNamespace(**given, request_field=[("seed", 9), ("min_p", 0.1)]), opts)
+    assert opts == {"social_proof": 0.5, **given, "extra_body": {"top_k": 1, "seed": 9, "min_p": 0.1}}
+    assert flags == {"decision_mode": "--decision-mode", "base_url": "--base-url", "concurrency": "--concurrency",
+                     "cache": "--cache", "max_retries": "--max-retries", "timeout": "--timeout",
+                     "chat_template": "--chat-template", "max_tokens": "--max-tokens", "sampling": "--sampling",
+                     "tokenizer_fallback": "--tokenizer-fallback", "tokenize_timeout": "--tokenize-timeout",
+                     "extra_body": "--request-field"}
+    opts = {}
+    assert collect(SimpleNamespace(timeout=None, request_field=[]), opts) == {} and opts == {}
+    opts = {}
+    assert collect(SimpleNamespace(request_field=[("a", 1)]), opts) == {"extra_body": "--request-field"}
+    assert opts == {"extra_body": {"a": 1}}
