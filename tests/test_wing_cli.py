@@ -1325,3 +1325,36 @@ def test_the_model_flags_given_become_backend_options_and_request_fields_merge_i
     opts = {}
     assert collect(SimpleNamespace(request_field=[("a", 1)]), opts) == {"extra_body": "--request-field"}
     assert opts == {"extra_body": {"a": 1}}
+
+
+def test_hiddenbench_run_hands_its_options_to_the_config_and_lists_20_skipped_records_then_counts_them(
+        two_tasks, tmp_path, capsys, monkeypatch):
+    import crossprofile_lib.hiddenbench.run as hb
+    got = []
+    header = {"data_notes": ["n1"], "malformed_records": [f"r{i}" for i in range(22)], "n_tasks_in_file": 2,
+              "backend": "ledger", "model": "ref", "data_source": "two.json", "errors": 0,
+              "protocols": {"controlled": {"sessions_run": 1, "sessions_resumed": 0, "rows": 3,
+                                           "skipped_policies": {}}}}
+    monkeypatch.setattr(hb, "run_hiddenbench", lambda cfg, out, progress=False: got.append((cfg, progress)) or header)
+    o = tmp_path / "o"
+    rc, out, err = _run(capsys, "hiddenbench", "run", "--out", o, "--hiddenbench", two_tasks, "--protocol", "controlled",
+                        "--seeds", "4,5", "--policies", "R1,ALL", "--budgets", "0.6,128t", "--tasks", "1,2",
+                        "--limit", 2, "--batch-tasks", 3, "--max-words", 40, "--confirm-duplicates",
+                        "--ablations", "all", "--tokenizer", "offline", "--fresh", "--progress")
+    assert rc == 0
+    cfg, progress = got[0]
+    assert progress is True and cfg.resume is False and list(cfg.protocols) == ["controlled"]
+    assert (list(cfg.seeds), list(cfg.policies), list(cfg.budgets)) == ([4, 5], ["R1", "ALL"], ["0.6", "128t"])
+    assert (cfg.limit, cfg.batch_tasks, cfg.max_words, cfg.confirm_duplicates, cfg.constrained_votes) == \
+        (2, 3, 40, True, False)
+    assert cfg.tokenizer == "offline" and cfg.hiddenbench == str(two_tasks)
+    assert out == ("controlled: 1 session(s) run, 0 resumed, rows 3 by ledger (ref) on two.json\n"
+                   f"-> {o}/hiddenbench_run.json\n")
+    assert err.splitlines() == ["note: n1"] + [f"skipped malformed record: r{i}" for i in range(20)] + [
+        f"note: 22 malformed record(s) skipped (the first 20 shown; all are in {o}/hiddenbench_run.json); 2 valid "
+        "task(s) in the file"]
+    header["malformed_records"] = ["r0"]
+    rc, out, err = _run(capsys, "hiddenbench", "run", "--out", tmp_path / "p", "--hiddenbench", two_tasks)
+    assert rc == 0 and got[-1][1] is False and got[-1][0].resume is True
+    assert list(got[-1][0].protocols) == ["controlled"] and list(got[-1][0].seeds) == [0, 1, 2]
+    assert err.splitlines()[-1] == "note: 1 malformed record(s) skipped; 2 valid task(s) in the file"
