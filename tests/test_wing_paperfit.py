@@ -659,6 +659,16 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
     assert ok.sum() == used.sum() and np.allclose(fig.paper[ok], y[used])
     assert np.allclose(fig.residual[ok], (fig.fit - fig.paper)[ok])
     assert np.allclose(fig.z[ok], ((fig.fit - fig.paper) / fig.sd)[ok])
+    # a figure the paper gives only as 'models not separated' / 'range over models' is held out at that value
+    assert fig.role.value_counts().to_dict() == {"fitted": 19, "held out (paper names no model)": 3,
+                                                 "prediction only": 2}
+    for g in dec:
+        other = [g.paper[k] for k in ("models not separated", "range over models") if k in g.paper]
+        if Q not in g.paper and other:
+            assert fig.role[g.ref] == "held out (paper names no model)" and fig.paper[g.ref] == other[0]
+    assert np.allclose(fig.residual, fig.fit - fig.paper, equal_nan=True)
+    assert np.allclose(fig.z, (fig.fit - fig.paper) / fig.sd, equal_nan=True)
+    assert fig.residual[fig.role == "held out (paper names no model)"].notna().all()
     assert np.allclose(fig.sd, np.sqrt(np.diag(V))) and (fig.sd > 0).all()
     assert np.allclose(fig.loo, F.leave_one_out(y, used, full, V), equal_nan=True) and fig.loo[ok].notna().all()
     flo, fhi = percentile_interval(pr_b)
