@@ -1358,3 +1358,41 @@ def test_hiddenbench_run_hands_its_options_to_the_config_and_lists_20_skipped_re
     assert rc == 0 and got[-1][1] is False and got[-1][0].resume is True
     assert list(got[-1][0].protocols) == ["controlled"] and list(got[-1][0].seeds) == [0, 1, 2]
     assert err.splitlines()[-1] == "note: 1 malformed record(s) skipped; 2 valid task(s) in the file"
+
+
+def test_run_hands_its_grid_options_to_the_runner_and_says_whole_what_failed(fake_model_run, capsys, tmp_path):
+    from crossprofile_lib.safety.outputs import WriteError
+    seen, state = fake_model_run
+    argv = ["run", "--backend", "openai/m", "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "3",
+            "--budgets", "0.6,128t", "--policies", "R1,ALL", "--variants", "PSP,SPS", "--agents", 5, "--options", 3,
+            "--protocol", "messy", "--extraction", "fuzzy", "--opinion-rate", "0.5", "--tokenizer", "offline",
+            "--backend-option", "max_tokens=64"]
+    rc, out, err = _run(capsys, *argv, "--out", tmp_path / "a")
+    assert rc == 0 and out == f"12 decisions by openai (m) in 3 s -> {tmp_path}/a/results.parquet\n"
+    cfg = seen["cfg"]
+    assert (cfg.backend, list(cfg.seeds), [str(b) for b in cfg.budgets], list(cfg.policies), list(cfg.variants)) == \
+        ("openai/m", [3], ["0.6", "128t"], ["R1", "ALL"], ["PSP", "SPS"])
+    assert (cfg.n_agents, cfg.n_options, cfg.protocol, cfg.extraction, cfg.opinion_rate, cfg.tokenizer) == \
+        (5, 3, "messy", "fuzzy", 0.5, "offline")
+    assert cfg.backend_options == {"max_tokens": 64}
+    rc, _, _ = _run(capsys, *argv[:argv.index("--extraction")], "--out", tmp_path / "b")
+    assert rc == 0 and seen["cfg"].extraction == "oracle" and seen["cfg"].opinion_rate == 0.25
+    state["errors"] = 3
+    rc, out, err = _run(capsys, *argv, "--out", tmp_path / "c")
+    assert rc == 1 and err == ("error: 3 decisions failed after their retries (rows with 'error' set); rerun the same "
+                               "command to retry only those\n")
+    state["errors"], state["raise"] = 0, WriteError(28, "No space left on device")
+    rc, out, err = _run(capsys, *argv, "--out", tmp_path / "d")
+    assert rc == 1 and out == ""
+    assert err == ("error: No space left on device; model calls already made are in the call cache, so the same "
+                   "command reruns without making them again\n")
+
+
+def test_a_scripted_run_refuses_an_extraction_level_or_opinion_rate_whole(capsys, tmp_path):
+    for extra in (["--extraction", "fuzzy"], ["--opinion-rate", "0.1"]):
+        rc, out, err = _run(capsys, "run", "--out", tmp_path / "o", *ONE, *extra)
+        assert rc == 2 and out == "" and not (tmp_path / "o").exists()
+        assert err.endswith("error: argument --extraction/--opinion-rate: needs --protocol messy (the scripted "
+                            "discussion says every fact verbatim; its claims are the facts)\n"), extra
+    rc, _, _ = _run(capsys, "run", "--dry-run", *ONE, "--extraction", "oracle")
+    assert rc == 0
