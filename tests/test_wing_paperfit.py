@@ -260,6 +260,15 @@ def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
         made["ref"] = dec[i].ref
         return dataclasses.replace(fm, reasons=tuple("no rows" if k == i else r for k, r in enumerate(fm.reasons)))
     monkeypatch.setattr(R, "figure_matrix", one_not_estimable)
+    real_wf = R._weighted_fit
+
+    def first_without_variance(F, S, design, y, used, kappa):     # a figure whose sampling sd is 0: z is NaN
+        full, V, steps, props = real_wf(F, S, design, y, used, kappa)
+        i = made["zero"] = int(np.flatnonzero(used)[0])
+        V = V.copy()
+        V[i, :] = V[:, i] = 0.0
+        return full, V, steps, props
+    monkeypatch.setattr(R, "_weighted_fit", first_without_variance)
     est = np.repeat(np.arange(201.0)[:, None], 3, axis=1)
     seen = {}
 
@@ -291,6 +300,9 @@ def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
                         draws=20, atoms=res.info["n_atoms"])
     roles = res.figures.set_index("figure").role
     assert roles[made["ref"]] == "not estimable" and (roles == "prediction only").any()
+    zero = res.figures.iloc[made["zero"]]
+    assert zero.sd == 0.0 and np.isfinite(zero.residual) and np.isnan(zero.z)
+    assert res.figures.z.drop(index=made["zero"])[res.figures.role == "fitted"].notna().all()
     rec = res.recovery
     assert len(rec) == len(R.RECOVERY_TRUTHS) + 1
     assert (rec.social_proof_lo == 5.0).all() and (rec.social_proof_hi == 195.0).all()
