@@ -1396,3 +1396,18 @@ def test_a_scripted_run_refuses_an_extraction_level_or_opinion_rate_whole(capsys
                             "discussion says every fact verbatim; its claims are the facts)\n"), extra
     rc, _, _ = _run(capsys, "run", "--dry-run", *ONE, "--extraction", "oracle")
     assert rc == 0
+
+
+def test_a_preset_on_the_ledger_leaves_out_b3_with_a_notice_and_keeps_its_other_twenty_policies(capsys):
+    """The paper preset's 21 policies less B3 (a generated summary) are 20; a policy named with --policies is not
+    left out but refused."""
+    rc, out, err = _run(capsys, "run", "--dry-run", "--preset", "paper", "--templates",
+                        "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--variants", "PSP")
+    assert rc == 0
+    assert err.splitlines()[0] == ("notice: --preset paper: B3 left out on ledger: B3 is a generated summary and needs "
+                                   "a language-model backend (this one writes none)")
+    assert out.splitlines()[0] == ("dry run: ledger (ledger mode); preset paper: 1 templates x 1 variants x 1 seeds; "
+                                   "budgets 0.4,0.6,0.8,128t; 20 policies; 1 task units, 44 decisions")
+    rc, out, err = _run(capsys, "run", "--dry-run", "--preset", "paper", "--policies", "R1,B3", "--templates",
+                        "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--variants", "PSP")
+    assert rc == 2 and "notice:" not in err and "argument --policies: backend 'ledger' cannot run B3" in err
