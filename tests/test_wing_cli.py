@@ -1411,3 +1411,16 @@ def test_a_preset_on_the_ledger_leaves_out_b3_with_a_notice_and_keeps_its_other_
     rc, out, err = _run(capsys, "run", "--dry-run", "--preset", "paper", "--policies", "R1,B3", "--templates",
                         "templates/dev/dev-hospital-01.yaml", "--seeds", "0", "--variants", "PSP")
     assert rc == 2 and "notice:" not in err and "argument --policies: backend 'ledger' cannot run B3" in err
+
+
+def test_fit_paper_defaults_are_the_ones_its_help_names(monkeypatch, capsys):
+    """--help: templates/formal, seeds 0,1,2, 1000 resamples, no template resamples, 20 recovery draws, boot seed 0,
+    the default cache folder, the offline pricing."""
+    import crossprofile_lib.paperfit as P
+    got = {}
+    monkeypatch.setattr(P, "fit_paper", lambda **kw: got.update(kw) or _paper_fit(0))
+    rc, _, err = _run(capsys, "fit-paper")
+    assert rc == 0, err
+    assert got == {"templates": ["templates/formal"], "seeds": [0, 1, 2], "resamples": 1000, "boot_seed": 0,
+                   "cache_dir": None, "use_cache": True, "tokenizer": None, "template_resamples": 0,
+                   "recovery_draws": 20}
