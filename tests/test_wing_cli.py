@@ -1357,6 +1357,13 @@ def test_hiddenbench_run_hands_its_options_to_the_config_and_lists_20_skipped_re
     rc, out, err = _run(capsys, "hiddenbench", "run", "--out", tmp_path / "p", "--hiddenbench", two_tasks)
     assert rc == 0 and got[-1][1] is False and got[-1][0].resume is True
     assert list(got[-1][0].protocols) == ["controlled"] and list(got[-1][0].seeds) == [0, 1, 2]
+    d = got[-1][0]
+    assert list(d.ablations) == ["baseline", "evidence-first", "unique-first", "no-vote-reminder"]
+    assert list(d.policies) == ["R1", "B4", "Random", "M1", "R1-rel", "B3", "EMPTY", "ALL", "REF", "private-only",
+                                "shared-only"]
+    assert ([str(b) for b in d.budgets], d.tasks, d.limit, d.batch_tasks, d.max_words, d.tokenizer) == \
+        (["0.6"], None, None, 4, 60, None)
+    assert (d.backend, d.confirm_duplicates, d.constrained_votes, d.backend_options) == ("ledger", False, False, {})
     assert err.splitlines()[-1] == "note: 1 malformed record(s) skipped; 2 valid task(s) in the file"
 
 
