@@ -1431,3 +1431,16 @@ def test_fit_paper_defaults_are_the_ones_its_help_names(monkeypatch, capsys):
     assert got == {"templates": ["templates/formal"], "seeds": [0, 1, 2], "resamples": 1000, "boot_seed": 0,
                    "cache_dir": None, "use_cache": True, "tokenizer": None, "template_resamples": 0,
                    "recovery_draws": 20}
+
+
+def test_run_defaults_are_the_ones_its_help_names(fake_model_run, capsys, tmp_path):
+    seen, _ = fake_model_run
+    rc, _, err = _run(capsys, "run", "--backend", "openai/m", "--out", tmp_path / "a", "--templates",
+                      "templates/dev/dev-hospital-01.yaml")
+    assert rc == 0, err
+    cfg = seen["cfg"]
+    assert (list(cfg.seeds), [str(b) for b in cfg.budgets], len(cfg.variants)) == ([0, 1, 2], ["0.4", "0.6", "0.8",
+                                                                                              "128t"], 8)
+    assert (cfg.n_agents, cfg.n_options, cfg.protocol, cfg.extraction, cfg.tokenizer, cfg.backend_options) == \
+        (4, 3, "scripted", "oracle", None, {})
+    assert list(cfg.policies)[:4] == ["R1", "B4", "Random", "M1"] and "B3" not in cfg.policies
