@@ -3019,12 +3019,13 @@ def test_a_file_stays_held_in_this_process_until_its_last_cache_object_closes(tm
 
 def test_counts_stored_from_an_endpoint_that_adds_a_bos_keep_subtracting_it_when_it_answers_again(server, tmp_path,
                                                                                                  capsys):
-    _, url = server(tokenize="llama-cpp-python")  # adds a BOS token to every text
-    up = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01)
-    assert (up.tokenizer.offset, up.tokenizer.count("one two, three")) == (1, 4)
-    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", retry_wait=0.01, tokenize_timeout=5)
-    assert b.tokenizer.name == "server:llama-cpp-python:fake" and b.tokenizer.offset == 1
-    b.tokenizer.urls = up.tokenizer.urls  # the endpoint answers again later in the run
+    _, url = server(tokenize="llama-cpp-python", api_key="k5")  # adds a BOS token to every text
+    up = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", api_key="k5", retry_wait=0.01)
+    assert (up.tokenizer.offset, up.tokenizer.count("one two, three"), up.tokenizer.timeout) == (1, 4, 60.0)
+    b = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", api_key="k5", retry_wait=0.01,
+                            tokenize_timeout=5)
+    assert (b.tokenizer.name, b.tokenizer.offset, b.tokenizer.timeout) == ("server:llama-cpp-python:fake", 1, 5.0)
+    b.tokenizer.urls = up.tokenizer.urls  # the endpoint answers again later in the run (asked with the run's key)
     assert b.tokenizer.count("four five") == 2 and b.tokenizer.sources == {"store": 0, "server": 1}
 
 
@@ -3195,3 +3196,18 @@ def test_a_vacuum_sqlite_stops_names_the_file_the_step_and_the_cause(tmp_path, m
         with pytest.raises(CacheStorageError) as e:
             vacuum_cache(tmp_path)
         assert str(e.value) == f"call cache {f}: vacuum failed: {why}" + KEPT
+
+
+def test_token_counts_are_kept_per_served_model_under_a_fixed_name_and_found_again_when_unreachable(server, tmp_path,
+                                                                                                    capsys):
+    """The stored name is part of the cache file: a changed spelling would lose every earlier run's counts."""
+    _, url = server(tokenize="vllm", served_model="/models/fake", root="/weights/Qwen2.5-7B")
+    up = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01)
+    name = 'server:vllm:fake@{"id":"fake","root":"Qwen2.5-7B"}'
+    assert up.tokenizer.store.name == name and up.tokenizer.count("one two, three") == 4
+    assert CallCache(tmp_path / "c").stored_tokenizers(":fake") == []  # no counts under the bare model name
+    down = OpenAICompatBackend("fake", base_url=LOCAL, cache=tmp_path / "c", retry_wait=0.01, tokenize_timeout=5)
+    assert down.tokenizer.store.name == name and down.tokenizer.count("one two, three") == 4
+    assert down.tokenizer.sources == {"store": 1, "server": 0}
+    down.tokenizer.urls = up.tokenizer.urls  # the endpoint answers again: vLLM's offset, 0, is kept too
+    assert down.tokenizer.count("four five") == 2
