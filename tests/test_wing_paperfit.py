@@ -1295,3 +1295,25 @@ def test_a_design_grid_without_decisions_is_refused_saying_why():
     with pytest.raises(ValueError) as e:
         build_design(load_templates(DEV)[:1], [], ["R1"], ["0.6"])
     assert str(e.value) == "the grid has no decisions (no templates, seeds or policies)"
+
+
+def test_figure_matrix_names_each_term_without_rows_and_weights_terms_by_scale(dev):
+    """A made-up figure of three terms (R1 at 0.6, minus a policy 'Nope', plus budget 9.9) beside cp-mean/R1: one
+    column per term, coefficient scale x weight (100, -100, 100), rows counted per template (80 over the dev
+    design's 10 templates for the R1 terms, none for the others), and the reason names each empty term by index,
+    joined by '; '; that figure is not estimable."""
+    import dataclasses
+
+    from crossprofile_lib.stats.prereg import Term
+    dec, design, fm0, F, S = dev
+    f = next(g for g in dec if g.ref == "cp-mean/R1")
+    t0 = f.contrast.terms[0]
+    c = dataclasses.replace(f.contrast, terms=(t0, Term(weight=-1.0, where={"budget_label": "0.6", "policy": "Nope"}),
+                                               Term(weight=1.0, where={"budget_label": "9.9", "policy": "R1"})))
+    fm = figure_matrix(design, [f, dataclasses.replace(f, contrast=c, ref="made-up")])
+    assert fm.reasons == ("", "term 1: no rows with policy in ['Nope'] (present: B4, M1, R1, R1-rel, R1-rel-oracle, "
+                              "Random); term 2: no rows with budget_label in ['9.9'] (present: 0.6, none)")
+    assert fm.estimable.tolist() == [True, False] and fm.refs == ("cp-mean/R1", "made-up")
+    assert fm.C.tolist() == [[100.0, 0.0], [0.0, 100.0], [0.0, -100.0], [0.0, 100.0]]
+    assert fm.N.sum(axis=0).tolist() == [80.0, 80.0, 0.0, 0.0] and fm.N.shape == (10, 4)
+    assert fm.N[:, 0].tolist() == [8.0] * 10
