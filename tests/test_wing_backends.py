@@ -3211,3 +3211,44 @@ def test_token_counts_are_kept_per_served_model_under_a_fixed_name_and_found_aga
     assert down.tokenizer.sources == {"store": 1, "server": 0}
     down.tokenizer.urls = up.tokenizer.urls  # the endpoint answers again: vLLM's offset, 0, is kept too
     assert down.tokenizer.count("four five") == 2
+
+
+def test_base_urls_come_from_the_option_else_the_environment_each_trimmed_and_none_is_refused(tmp_path, monkeypatch):
+    for var in ("CROSSPROFILE_BASE_URL", "OPENAI_BASE_URL", "CROSSPROFILE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    kw = dict(cache=tmp_path / "c", tokenizer="offline")
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", **kw)
+    assert str(e.value) == ("backend openai/fake: no base URL (set CROSSPROFILE_BASE_URL or OPENAI_BASE_URL, or "
+                            "--base-url)")
+    with pytest.raises(ValueError) as e:
+        OpenAICompatBackend("fake", base_url=" , ,", **kw)
+    assert str(e.value) == ("backend openai/fake: --base-url names no URL (give http://HOST:PORT/v1, comma-separated "
+                            "for several servers)")
+    b = OpenAICompatBackend("fake", base_url=" http://a.example/v1/ ,, http://b.example/v1", **kw)
+    assert b.base_urls == ["http://a.example/v1", "http://b.example/v1"]
+    assert OpenAICompatBackend("fake", base_url=["http://c.example/v1/", " "], **kw).base_urls == ["http://c.example/v1"]
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://service.example/v1")
+    assert OpenAICompatBackend("fake", **kw).base_urls == ["http://service.example/v1"]
+    monkeypatch.setenv("CROSSPROFILE_BASE_URL", "http://suite.example/v1")  # the suite's own variable first
+    assert OpenAICompatBackend("fake", **kw).base_urls == ["http://suite.example/v1"]
+    monkeypatch.setenv("CROSSPROFILE_BASE_URL", "")  # set but empty: as if unset
+    assert OpenAICompatBackend("fake", **kw).base_urls == ["http://service.example/v1"]
+
+
+def test_the_api_key_comes_from_the_option_else_the_environment_and_never_shows_in_the_backends_repr(tmp_path,
+                                                                                                   monkeypatch):
+    for var in ("CROSSPROFILE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    kw = dict(base_url=LOCAL, cache=tmp_path / "c", tokenizer="offline")
+    assert OpenAICompatBackend("fake", **kw)._api_key == "EMPTY"
+    monkeypatch.setenv("OPENAI_API_KEY", "svc-key-1234")
+    assert OpenAICompatBackend("fake", **kw)._api_key == "svc-key-1234"
+    monkeypatch.setenv("CROSSPROFILE_API_KEY", "suite-key-5678")
+    b = OpenAICompatBackend("fake", **kw)
+    assert b._api_key == "suite-key-5678" and b._secrets == ["suite-key-5678"]
+    assert OpenAICompatBackend("fake", api_key="given-key-9", **kw)._api_key == "given-key-9"
+    assert repr(b) == f"<OpenAICompatBackend openai/fake {LOCAL} mode=generate>"
+    u = OpenAICompatBackend("fake", base_url="https://user:pw5678@llm.example/v1", cache=tmp_path / "c",
+                            tokenizer="offline", api_key="k9")
+    assert repr(u) == "<OpenAICompatBackend openai/fake https://***@llm.example/v1 mode=generate>"
