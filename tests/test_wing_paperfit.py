@@ -873,16 +873,19 @@ def test_profile_holds_each_value_starting_from_its_neighbours_optimum(dev, monk
     def spy(self, y, used, W=None, start=None, fixed=None, H=None):
         out = real(self, y, used, W, start, fixed, H)
         calls.append((None if start is None else np.array(start, dtype=float), fixed, out["theta"].copy(),
-                      out["loss"]))
+                      out["loss"], H))
         return out
     monkeypatch.setattr(Fitter, "fit", spy)
     full = dict(theta=[0, 0, 2])                     # integers: the held value must not be truncated
-    values = [0.75, -0.25, 0.25, 0.5]
-    out = F.profile(y, used, full, 0, values)
-    assert [c[1] for c in calls] == [(0, 0.25), (0, 0.5), (0, 0.75), (0, -0.25)]
-    assert calls[0][0].tolist() == [0.25, 0.0, 2.0] and calls[3][0].tolist() == [-0.25, 0.0, 2.0]
-    assert calls[1][0].tolist() == [0.5, *calls[0][2][1:]] and calls[2][0].tolist() == [0.75, *calls[1][2][1:]]
-    assert out.tolist() == [calls[2][3], calls[3][3], calls[0][3], calls[1][3]]
+    values = [0.75, -0.25, 0.25, 0.5, 0.0]           # 0.0: the estimate itself belongs to the upward sweep
+    Hm = 2.0 * np.eye(int(used.sum()))
+    out = F.profile(y, used, full, 0, values, Hm)
+    assert [c[1] for c in calls] == [(0, 0.0), (0, 0.25), (0, 0.5), (0, 0.75), (0, -0.25)]
+    assert calls[0][0].tolist() == [0.0, 0.0, 2.0] and calls[4][0].tolist() == [-0.25, 0.0, 2.0]
+    assert calls[1][0].tolist() == [0.25, *calls[0][2][1:]] and calls[2][0].tolist() == [0.5, *calls[1][2][1:]]
+    assert calls[3][0].tolist() == [0.75, *calls[2][2][1:]]
+    assert out.tolist() == [calls[3][3], calls[4][3], calls[1][3], calls[2][3], calls[0][3]]
+    assert all(c[4] is Hm for c in calls)
 
 
 def test_whitener_is_the_square_root_of_the_pseudo_inverse_by_hand():
