@@ -1189,7 +1189,10 @@ def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_pa
         design=design.key, figures=[(f.ref, f.unit, f.paper, f.n, repr(f.contrast)) for f in figs], resamples=10,
         boot_seed=3, models=[Q], recovery=False, profiles=True, template_resamples=2, recovery_draws=7,
         sampling=samp, version=5), sort_keys=True, default=str).encode()).hexdigest()[:20]
-    assert out.info["fit_key"] == want and (tmp_path / f"fit-{want}" / "info.json").exists()
+    assert out.info["fit_key"] == want
+    # info.json is the info as JSON indented by one space
+    assert (tmp_path / f"fit-{want}" / "info.json").read_text() == (
+        '{\n "fit_key": "' + want + '",\n "fit_cache_hit": false\n}')
     pols, buds = needed_policies(figs, DEFAULT_POLICIES)
     (a,) = got
     assert [f.ref for f in a[0]] == [f.ref for f in figs] and (a[1], a[2]) == (pols, buds)
