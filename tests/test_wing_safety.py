@@ -1670,3 +1670,15 @@ def test_a_yaml_value_error_is_shown_on_one_line_cut_at_200_characters(monkeypat
         parse_yaml("t.yaml", "a: 1\n", InputError)
     assert (e.value.path, e.value.field, e.value.rule) == ("t.yaml", "<file>", "schema (YAML value)")
     assert e.value.detail == "a value cannot be read: " + "ab cd " * 33 + "ab"
+
+
+def test_a_json_value_error_is_shown_on_one_line_cut_at_200_characters(monkeypatch):
+    from crossprofile_lib.safety import text_input
+
+    def fail(s):
+        raise ValueError("ab  cd\n" * 100)                                 # a long reason over many lines
+    monkeypatch.setattr(text_input, "_parse_float", fail)
+    with pytest.raises(text_input.InputError) as e:
+        text_input.parse_json("f.json", "[1.5]")
+    assert (e.value.path, e.value.field, e.value.rule) == ("f.json", "<file>", "json (syntax)")
+    assert e.value.detail == "not valid JSON: " + "ab cd " * 33 + "ab"
