@@ -343,6 +343,9 @@ def test_jacobian_stays_finite_where_the_choice_odds_overflow(dev):
         warnings.simplefilter("error", RuntimeWarning)
         pred, jac = F.predict_batch_jac(z, W)
         F.predict_batch_jac(z, np.vstack([np.zeros(len(fm.units)), W[1]]))     # an empty count row: 0 / 0
+        # an infinite beta: inf x 0 in the utilities gives NaN figures, quietly
+        inf_pred, _ = F.predict_batch_jac(np.array([[0.5, 0.5, np.inf]]), W[:1])
+    assert np.isnan(inf_pred).all()
     est = fm.estimable
     assert np.isfinite(jac[:, est]).all() and np.isfinite(pred[:, est]).all()
     assert np.allclose(pred[1], F.predict(np.array([0.1, 0.2, 2.0])), equal_nan=True)
