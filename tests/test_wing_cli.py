@@ -1444,3 +1444,48 @@ def test_run_defaults_are_the_ones_its_help_names(fake_model_run, capsys, tmp_pa
     assert (cfg.n_agents, cfg.n_options, cfg.protocol, cfg.extraction, cfg.tokenizer, cfg.backend_options) == \
         (4, 3, "scripted", "oracle", None, {})
     assert list(cfg.policies)[:4] == ["R1", "B4", "Random", "M1"] and "B3" not in cfg.policies
+
+
+def test_composition_refuses_a_budget_the_table_lacks_even_none_naming_those_it_has(tmp_path, capsys):
+    """A run of R1 alone at 0.6 has no unbudgeted rows: ``--budget none`` is refused like any absent budget (it
+    printed an empty table), ``--budget 0.6`` tabulates."""
+    d = tmp_path / "run"
+    assert main(["run", "--out", str(d), "--templates", "templates/dev/dev-hospital-01.yaml", "--seeds", "0",
+                 "--budgets", "0.6,0.4", "--policies", "R1", "--variants", "PSP"]) == 0
+    rc, out, err = _run(capsys, "composition", d, "--budget", "none")
+    assert rc == 2 and out == ""
+    assert err.endswith(f"error: argument --budget: no rows at budget 'none' in {d} (budgets there: 0.6, 0.4; or "
+                        "'all')\n")
+    rc, out, _ = _run(capsys, "composition", d, "--budget", "0.6")
+    assert rc == 0 and "R1" in out
+
+
+def test_composition_tabulates_the_budget_asked_for_with_the_unbudgeted_rows(ledger_run, capsys):
+    """The ledger run: R1 at 0.6, ALL and EMPTY unbudgeted (label none)."""
+    rc, out, _ = _run(capsys, "composition", ledger_run, "--long")
+    rows = {ln.split()[0] for ln in out.splitlines()[2:]}
+    assert rc == 0 and {"R1", "ALL", "EMPTY"} <= rows
+    for argv in (["--long", "--budget", "none"], ["--budget", "none"]):
+        rc, out, _ = _run(capsys, "composition", ledger_run, *argv)
+        rows = {ln.split()[0] for ln in out.splitlines()[2:] if ln.strip()}
+        assert rc == 0 and "R1" not in rows and {"ALL", "EMPTY"} <= rows, argv
+    rc, _, err = _run(capsys, "composition", ledger_run, "--budget", "0.8")
+    assert rc == 2 and err.endswith("(budgets there: 0.6, none; or 'all')\n")
+
+
+def test_composition_of_a_table_without_its_run_json_or_of_one_row(ledger_run, tmp_path, capsys):
+    lone = tmp_path / "lone.parquet"
+    shutil.copy(ledger_run / "results.parquet", lone)
+    rc, out, err = _run(capsys, "composition", lone)
+    assert rc == 2 and out == ""
+    assert ("rule run header: there is no run.json beside it (the run's record: its rows, templates and grid)"
+            in err)
+    d = _copy_run(ledger_run, tmp_path / "one")
+    pd.read_parquet(d / "results.parquet").iloc[:1].to_parquet(d / "results.parquet")
+    rc, out, _ = _run(capsys, "composition", d, "--trust-edited", "--budget", "all")
+    assert rc == 0 and "budget all; backend ledger, model reference-decider" in out
+
+
+def test_composition_refuses_a_path_with_a_nul_naming_the_argument(capsys):
+    rc, out, err = _run(capsys, "composition", "run\x00dir")
+    assert rc == 2 and out == "" and "error: argument dir: 'run\x00dir'" in err and "NUL" in err

@@ -17,7 +17,7 @@ def _cmd_composition(args) -> int:
     if df.empty:
         args.parser.error(f"argument dir: {args.dir}: the results table has no rows (nothing to tabulate)")
     labels = list(dict.fromkeys(df["budget_label"]))
-    if args.budget not in set(labels) | {"none", "all"}:
+    if args.budget not in set(labels) | {"all"}:   # "none" only where the table has unbudgeted rows
         args.parser.error(f"argument --budget: no rows at budget '{args.budget}' in {args.dir} "
                           f"(budgets there: {', '.join(labels)}; or 'all')")
     from crossprofile_lib.run.results import read_header, run_folder
