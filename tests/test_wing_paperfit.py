@@ -988,7 +988,12 @@ def test_sampling_map_reproduces_the_figures_from_atom_proportions(dev):
             assert np.isnan(S.n_term[i])
     assert S.aliases and all(" predicts as " in a and a.endswith("(same choice patterns in every template)")
                              for a in S.aliases)
-    assert "classic-labels/ALL unlabeled - ALL term 0" in " ".join(S.aliases)
+    assert S.aliases == (
+        "classic-rel/oracle relevance - R1 term 0 predicts as classic-rel/R1-rel - R1 term 0 (same choice patterns "
+        "in every template)",
+        "classic-labels/ALL unlabeled - ALL, support shared / decoy private term 0 predicts as classic-labels/ALL "
+        "unlabeled - ALL term 0 (same choice patterns in every template)")
+    assert (S.n_atoms, S.n.sum()) == (36, 490.0)
     # the atoms cover exactly the rows of the terms that are not aliased (an alias's own rows are left out)
     aliased = {a.split(" predicts as ")[0] for a in S.aliases}
     kept = [m for i, k, m, *_ in masks if f"{dec[i].ref} term {k}" not in aliased]
