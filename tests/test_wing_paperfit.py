@@ -1331,3 +1331,26 @@ def test_figure_matrix_names_each_term_without_rows_and_weights_terms_by_scale(d
     assert fm.C.tolist() == [[100.0, 0.0], [0.0, 100.0], [0.0, -100.0], [0.0, 100.0]]
     assert fm.N.sum(axis=0).tolist() == [80.0, 80.0, 0.0, 0.0] and fm.N.shape == (10, 4)
     assert fm.N[:, 0].tolist() == [8.0] * 10
+
+
+def test_select_figures_keeps_crossprofile_items_with_a_measure_and_numeric_paper_values():
+    """From variants of cp-mean/R1: another data source, no measure, an outcome neither decision nor memory, or no
+    numeric paper value (True and text do not count) are skipped; ints become floats, bools and text are dropped;
+    a memory outcome is kind 'memory'; the parsed contrast takes the defaults (scale 100, budget 0.6, correct)."""
+    import dataclasses
+
+    from crossprofile_lib.paper_figures import load_paper_figures
+    it = next(i for i in load_paper_figures() if i.ref == "cp-mean/R1")
+    other = dataclasses.replace(it, data="natural")
+    bare = dataclasses.replace(it, measure={})
+    words = dataclasses.replace(it, paper={"A": True, "B": "about 60"})
+    mixed = dataclasses.replace(it, paper={"A": 61, "B": False, "C": "n/a", "D": 2.5})
+    mem = dataclasses.replace(it, measure={"outcome": "kept_decoy", "terms": [{"weight": 1, "where": {}}]})
+    odd = dataclasses.replace(it, measure={"outcome": "seconds", "terms": [{"weight": 1, "where": {}}]})
+    figs = select_figures([other, bare, words, mixed, mem, odd])
+    assert [(f.kind, f.paper) for f in figs] == [("decision", {"A": 61.0, "D": 2.5}),
+                                                 ("memory", {"Qwen2.5-7B-Instruct": 64.0,
+                                                             "Llama-3.1-8B-Instruct": 63.0})]
+    assert type(figs[0].paper["A"]) is float
+    c = figs[0].contrast
+    assert (c.outcome, c.scale, c.terms[0].where) == ("correct", 100.0, {"budget_label": "0.6", "policy": "R1"})
