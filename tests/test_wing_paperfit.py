@@ -317,6 +317,11 @@ def test_a_fit_with_no_degrees_of_freedom_left_keeps_sigma_one_and_no_p_value(ca
     f = _fit(cache, seeds=[0], models=[Q], items=items).info["fits"][Q]
     assert f["n_independent"] == 3 and f["df"] == 0
     assert f["profile_sigma2"] == 1.0 and f["p_fit"] != f["p_fit"]
+    # exactly three used figures (cp-mean's) are enough to fit; two (h3's) are not
+    three = _fit(cache, seeds=[0], models=[Q], items=[it for it in load_paper_figures() if it.figure_id == "cp-mean"])
+    assert three.info["fits"][Q]["n_figures"] == 3
+    two = _fit(cache, seeds=[0], models=[Q], items=[it for it in load_paper_figures() if it.figure_id == "h3"])
+    assert two.info["fits"] == {} and two.params.empty
 
 
 def test_a_held_parameter_starts_from_the_grid_points_nearest_it(dev):
