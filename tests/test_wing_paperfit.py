@@ -626,6 +626,7 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
     recovery rows (recovery_draws 0 still refits once per truth: three known points and the fit) and the info."""
     import math
 
+    import pandas as pd
     from scipy.stats import chi2
 
     import crossprofile_lib.paperfit.report as R
@@ -714,6 +715,12 @@ def test_a_fits_tables_and_info_by_rule(dev, cache):
                        .to_numpy(dtype=float), th)
     assert np.allclose(rec.social_proof_lo, rec.social_proof_fit) and np.allclose(rec.social_proof_hi,
                                                                                   rec.social_proof_fit)
+    # memory: every memory figure beside the ledger's, intervals from 1000 template resamples of the memory stream
+    from crossprofile_lib.stats.bootstrap import TemplateBootstrap
+    mem = [g for g in select_figures() if g.kind == "memory"]
+    want = R._memory_table(design, mem, TemplateBootstrap.draw(design.units, 1000, stream(0, "paperfit", "memory")))
+    assert len(res.memory) == sum(len(g.paper) for g in mem) > 0
+    pd.testing.assert_frame_equal(res.memory, want)
     # info
     assert info["backend"] == "ledger" and info["templates"] == DEV and info["seeds"] == [0]
     assert info["title"] == "the reference decider fitted to the paper's published numbers; not a model run"
