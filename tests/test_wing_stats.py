@@ -2185,3 +2185,14 @@ def test_a_model_with_a_single_decision_is_analysed_and_labelled_exploratory_wit
     assert m["status_label"] == ("exploratory: the run has no ALL and EMPTY rows to check headroom; "
                                  "too few templates (1 < 10); analysis set: None")
     assert m["headroom"]["n_units"] == 0 and m["headroom"]["passed"] is False
+
+
+def test_a_term_filtering_on_a_missing_column_is_refused_naming_the_prereg_file_and_the_terms_field():
+    from crossprofile_lib.stats.contrasts import evaluate_contrasts
+    df = pd.DataFrame(dict(template_id=["a", "b"], policy=["R1", "R1"], correct=[True, False]))
+    pre = parse_prereg({"contrasts": [_contrast(id="ok"), {"id": "bad", "terms": [
+        {"weight": 1, "where": {"policy": "R1"}}, {"weight": -1, "where": {"colour": "red"}}]}]}, "my.yaml")
+    with pytest.raises(PreregError) as e:
+        evaluate_contrasts(df, pre, _boot())
+    assert str(e.value) == ("my.yaml: field 'contrasts[1].terms[1].where.colour': column: "
+                            "the results table has no column 'colour'")
