@@ -1682,3 +1682,21 @@ def test_a_json_value_error_is_shown_on_one_line_cut_at_200_characters(monkeypat
         text_input.parse_json("f.json", "[1.5]")
     assert (e.value.path, e.value.field, e.value.rule) == ("f.json", "<file>", "json (syntax)")
     assert e.value.detail == "not valid JSON: " + "ab cd " * 33 + "ab"
+
+
+# --- StrictLoader's key checks, explored whole (issue 55: 97 of 105 mutants of _check_event/_check_keys killed) --
+
+@pytest.mark.parametrize("text, field, rule, detail", [
+    ("facts:\n  - {<<: {x: 1}, y: 2}\n", "facts[0].<<", "yaml (merge key)",
+     "merge keys (<<) are not allowed (line 2, column 6)"),
+    ("a:\n  ? [1, 2]\n  : x\n", "a.a sequence", "yaml (key type)",
+     "mapping key 'a sequence' is not a plain string (line 2, column 5)"),
+    ("? {k: v}\n: x\n", "a mapping", "yaml (key type)", "mapping key 'a mapping' is not a plain string (line 1, column 3)"),
+    ("a: {1: b}\n", "a.1", "yaml (key type)", "mapping key '1' is not a plain string (line 1, column 5)"),
+])
+def test_a_merge_key_or_a_key_that_is_no_plain_string_is_refused_by_field_and_place(text, field, rule, detail):
+    from crossprofile_lib.safety.inputs import parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", text, InputError)
+    assert (e.value.path, e.value.field, e.value.rule, e.value.detail) == ("t.yaml", field, rule, detail)
