@@ -2196,3 +2196,29 @@ def test_a_term_filtering_on_a_missing_column_is_refused_naming_the_prereg_file_
         evaluate_contrasts(df, pre, _boot())
     assert str(e.value) == ("my.yaml: field 'contrasts[1].terms[1].where.colour': column: "
                             "the results table has no column 'colour'")
+
+
+def test_of_several_prereg_errors_the_first_in_the_files_field_order_is_reported_not_the_alphabetical_first():
+    # pydantic checks defaults before contrasts; alphabetically 'contrasts' would come first
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"defaults": {"scale": "x"}, "contrasts": []}, "p.yaml")
+    assert str(e.value) == "p.yaml: field 'defaults.scale': type: Input should be a valid number"
+    # an unknown key still comes before every other error
+    with pytest.raises(PreregError) as e:
+        parse_prereg({"defaults": {"scale": "x"}, "zzz": 1, "contrasts": []}, "p.yaml")
+    assert (e.value.field, e.value.rule) == ("zzz", "unknown key")
+
+
+def test_a_family_with_no_estimable_contrast_leaves_the_families_after_it_corrected():
+    from crossprofile_lib.stats.contrasts import evaluate_contrasts
+    df = pd.DataFrame(dict(template_id=["a", "a", "b", "b"], policy=["R1", "B4", "R1", "B4"],
+                           correct=[True, False, True, True]))
+    pre = parse_prereg({"families": {"first": None, "second": {"correction": "none", "alpha": 0.6}}, "contrasts": [
+        {"id": "none", "family": "first", "terms": [{"weight": 1, "where": {"policy": "M1"}}]},
+        {"id": "r1", "family": "second", "terms": [{"weight": 1, "where": {"policy": "R1"}}]}]}, "p.yaml")
+    out = evaluate_contrasts(df, pre, _boot()).set_index("id")
+    assert (out.loc["none", "correction"], out.loc["none", "reject"]) == ("none", False)
+    assert np.isnan(out.loc["none", "p_adjusted"]) and np.isnan(out.loc["none", "alpha"])
+    # R1 right in every resample: p = 2 / 4 = 0.5 < 0.6, uncorrected
+    r = out.loc["r1"]
+    assert (r["p"], r["p_adjusted"], r["reject"], r["correction"], r["alpha"]) == (0.5, 0.5, True, "none", 0.6)
