@@ -235,11 +235,6 @@ def test_predictions_at_a_point_and_over_a_grid_are_the_fitters(dev, cache):
     # the design's seeds are the ones asked: two seeds give another design (other rows behind the figures)
     two = predict_at(a, templates=DEV, seeds=[0, 1], cache_dir=cache)
     assert list(two.index) == list(pa.index) and not np.allclose(two, pa, equal_nan=True)
-    # both default to the formal templates at seeds 0, 1, 2, every figure and the offline tokenizer
-    import inspect
-    for fn in (predict_at, predict_grid):
-        d = {k: v.default for k, v in list(inspect.signature(fn).parameters.items())[1:]}
-        assert d == dict(templates=("templates/formal",), seeds=(0, 1, 2), cache_dir=None, items=None, tokenizer=None)
 
 
 def test_profile_table_roles_and_recovery_quantiles(cache, monkeypatch):
@@ -1223,15 +1218,36 @@ def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_pa
     assert len(npk) == 20 and npk != want
 
 
-def test_fit_paper_defaults_are_the_papers_full_run():
+def test_fit_paper_defaults_are_the_papers_full_run(tmp_path, monkeypatch):
     """By default: the formal templates at seeds 0, 1, 2, 1000 parametric resamples from boot seed 0, recovery and
-    profiles on, the cache used, no template resamples, 20 recovery draws, the offline tokenizer, every model."""
-    import inspect
-    d = {k: v.default for k, v in inspect.signature(fit_paper).parameters.items()}
-    assert d == dict(templates=("templates/formal",), seeds=(0, 1, 2), resamples=1000, boot_seed=0, cache_dir=None,
-                     models=None, with_recovery=True, with_profiles=True, items=None, use_cache=True, tokenizer=None,
-                     template_resamples=0, recovery_draws=20, sampling=None)
+    profiles on, the cache used (the entry written), no template resamples, 20 recovery draws, the offline
+    tokenizer, every model."""
+    import pandas as pd
 
+    import crossprofile_lib.paperfit.report as R
+    got = []
+
+    def fake_fit(*args):
+        got.append(args)
+        t = pd.DataFrame({"x": [1.0]})
+        return R.PaperFit(t, t, t, t, t, info={})
+    monkeypatch.setattr(R, "_fit", fake_fit)
+    out = fit_paper(cache_dir=tmp_path)
+    (a,) = got
+    assert a[3:11] == (("templates/formal",), (0, 1, 2), 1000, 0, tmp_path, None, True, True)
+    assert a[12:15] == (None, 0, 20)
+    assert (tmp_path / f"fit-{out.info['fit_key']}" / "info.json").exists()
+    # predict_at and predict_grid load the formal templates' design at seeds 0, 1, 2 by default
+    seen = []
+
+    def no_design(templates, seeds, pols, buds, cache_dir, tokenizer=None):
+        seen.append((templates, seeds, cache_dir, tokenizer))
+        raise LookupError("stop here")
+    monkeypatch.setattr(R, "load_or_build", no_design)
+    for fn in (R.predict_at, R.predict_grid):
+        with pytest.raises(LookupError):
+            fn((0.0, 0.5, 2.0))
+    assert seen == [(("templates/formal",), (0, 1, 2), None, None)] * 2
 
 def test_the_fit_asks_least_squares_for_trf_within_the_bounds_at_tight_tolerances(dev, monkeypatch):
     """Each fit is scipy's trust-region-reflective least squares in (s, w, log beta) within the parameters' bounds,
