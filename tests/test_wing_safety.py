@@ -1700,3 +1700,14 @@ def test_a_merge_key_or_a_key_that_is_no_plain_string_is_refused_by_field_and_pl
     with pytest.raises(InputError) as e:
         parse_yaml("t.yaml", text, InputError)
     assert (e.value.path, e.value.field, e.value.rule, e.value.detail) == ("t.yaml", field, rule, detail)
+
+
+def test_a_plain_dict_from_elsewhere_is_checked_for_characters_and_has_no_duplicates():
+    from crossprofile_lib.safety.text_input import InputError, check_json_value
+    assert check_json_value({"k": ["ok", {"n": 1}]}, "p.json") is None   # a dict not decoded by parse_json
+    with pytest.raises(InputError) as e:
+        check_json_value({"k": [{"n": "a\x07b"}]}, "p.json", where=("rows", 3))
+    assert (e.value.path, e.value.field, e.value.rule, e.value.detail) == (
+        "p.json", "rows[3].k[0].n", "json (control characters)",
+        "character U+0007 (unnamed, category Cc) in the value: control, invisible and unassigned characters are not "
+        "allowed")
