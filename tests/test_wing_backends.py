@@ -3252,3 +3252,26 @@ def test_the_api_key_comes_from_the_option_else_the_environment_and_never_shows_
     u = OpenAICompatBackend("fake", base_url="https://user:pw5678@llm.example/v1", cache=tmp_path / "c",
                             tokenizer="offline", api_key="k9")
     assert repr(u) == "<OpenAICompatBackend openai/fake https://***@llm.example/v1 mode=generate>"
+
+
+class _NoModels(F.FakeServer):
+    """A server without ``GET /v1/models`` (404): its served model is unknown."""
+
+    def respond(self, path, headers, raw):
+        if path.endswith("/models"):
+            self.received += 1
+            return 404, b'{"error": {"message": "not found"}}', 0.0
+        return super().respond(path, headers, raw)
+
+
+def test_token_counts_of_a_server_that_names_no_served_model_are_kept_under_the_bare_tokenizer_name(server, tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setattr(F, "FakeServer", _NoModels)
+    try:
+        _, url = server(tokenize="vllm")
+    finally:
+        monkeypatch.undo()
+    b = OpenAICompatBackend("fake", base_url=url, cache=tmp_path / "c", retry_wait=0.01)
+    assert b.served_model() is None and b.tokenizer.count("one two") == 2
+    assert b.tokenizer.store.name == "server:vllm:fake"
+    assert CallCache(tmp_path / "c").stored_tokenizers(":fake") == ["server:vllm:fake"]
