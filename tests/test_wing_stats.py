@@ -1977,8 +1977,8 @@ def test_a_models_statistics_follow_the_prereg_settings_the_seed_and_another_bac
                       fit_resamples=0)
     assert m["headroom"]["min_points"] == 90.0 and m["headroom"]["passed"] is False and m["prereg"] == "p.yaml"
     assert m["status"] == "exploratory" and m["resamples"] == 20 and m["contrasts"]["id"].tolist() == ["H"]
-    other = _ledger_rows.assign(backend="openai").drop(columns=["decision_mode"])
-    o = analyse_model(other, load_prereg(), n_resamples=20, regressions=False, fit_resamples=0)
+    other = _ledger_rows.iloc[:24].assign(backend="openai").drop(columns=["decision_mode"])
+    o = analyse_model(other, load_prereg(), n_resamples=5, regressions=False, fit_resamples=0)
     assert o["backend"] == "openai" and o["decision_mode"] == "" and "note" not in o
     # the resamples are drawn from the seed: the same seed, the same intervals; another seed, others
     a, b, c = (analyse_model(_ledger_rows, load_prereg(), seed=s, n_resamples=30, regressions=False, fit_resamples=0)
@@ -1990,13 +1990,14 @@ def test_a_models_statistics_follow_the_prereg_settings_the_seed_and_another_bac
 def test_a_social_proof_fit_is_skipped_only_at_zero_requested_resamples_and_otherwise_reports_why_no_data(
         _ledger_rows):
     from crossprofile_lib.stats.analysis import analyse_model
+    one = _ledger_rows[_ledger_rows.template_id == _ledger_rows.template_id.iloc[0]]     # one template: quicker
     for n in (None, 1, 5):
-        m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=n,
+        m = analyse_model(one, load_prereg(), n_resamples=5, regressions=False, fit_resamples=n,
                           choice_data="no choice data: a test")
         assert m["social_proof"] == {"skipped": "no choice data: a test"}
-    m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=1)
+    m = analyse_model(one, load_prereg(), n_resamples=5, regressions=False, fit_resamples=1)
     assert m["social_proof"] == {"skipped": "no rebuilt choice data handed in"}
-    m = analyse_model(_ledger_rows, load_prereg(), n_resamples=10, regressions=False, fit_resamples=-1)
+    m = analyse_model(one, load_prereg(), n_resamples=5, regressions=False, fit_resamples=-1)
     assert m["social_proof"] == {"skipped": "not requested (--fit-resamples 0)"}
 
 
