@@ -1220,8 +1220,8 @@ def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_pa
 
 def test_fit_paper_defaults_are_the_papers_full_run(tmp_path, monkeypatch):
     """By default: the formal templates at seeds 0, 1, 2, 1000 parametric resamples from boot seed 0, recovery and
-    profiles on, the cache used (the entry written), no template resamples, 20 recovery draws, the offline
-    tokenizer, every model."""
+    profiles on, the default cache folder used (the entry written there), no template resamples, 20 recovery draws,
+    the offline tokenizer, every model."""
     import pandas as pd
 
     import crossprofile_lib.paperfit.report as R
@@ -1232,7 +1232,8 @@ def test_fit_paper_defaults_are_the_papers_full_run(tmp_path, monkeypatch):
         t = pd.DataFrame({"x": [1.0]})
         return R.PaperFit(t, t, t, t, t, info={})
     monkeypatch.setattr(R, "_fit", fake_fit)
-    out = fit_paper(cache_dir=tmp_path)
+    monkeypatch.setattr(R, "default_cache_dir", lambda: tmp_path)      # no cache_dir: the default one
+    out = fit_paper()
     (a,) = got
     assert a[3:11] == (("templates/formal",), (0, 1, 2), 1000, 0, tmp_path, None, True, True)
     assert a[12:15] == (None, 0, 20)
