@@ -3275,3 +3275,46 @@ def test_token_counts_of_a_server_that_names_no_served_model_are_kept_under_the_
     assert b.served_model() is None and b.tokenizer.count("one two") == 2
     assert b.tokenizer.store.name == "server:vllm:fake"
     assert CallCache(tmp_path / "c").stored_tokenizers(":fake") == ["server:vllm:fake"]
+
+
+def test_a_memory_cache_serves_calls_stored_from_another_thread(tmp_path):
+    m = CallCache(":memory:")
+    done = []
+    t = threading.Thread(target=lambda: done.append(m.put("k", ChatRequest((USER,)), ChatResult(text="Decision: C"),
+                                                          {"provider": "p", "model": "m"}, "generate")))
+    t.start()
+    t.join(10)
+    assert done == [None] and m.get_many(["k"])["k"].text == "Decision: C" and m.path == ":memory:"
+
+
+def test_a_cache_waits_its_own_timeout_for_a_writer_holding_the_file(tmp_path):
+    f = _sound(tmp_path)
+    writer = sqlite3.connect(f, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(cache_mod.CacheError) as e:
+            CallCache(tmp_path, timeout=0.1)
+        assert str(e.value).startswith(f"call cache {f}: locked by another process for more than 0.1 s (another run "
+                                       f"may be writing it: wait for it, or give this run its own --cache); ")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_side_tables_that_cannot_be_added_name_the_file_and_the_step(tmp_path, monkeypatch):
+    f = _sound(tmp_path)
+    real = cache_mod._connect
+    monkeypatch.setattr(cache_mod, "_connect", lambda *a, **kw: _Answers(
+        real(*a, **kw), cache_file_mod._SIDE_TABLES[0], sqlite3.OperationalError("stand-in refusal")))
+    with pytest.raises(cache_mod.CacheError) as e:
+        CallCache(tmp_path)
+    assert str(e.value) == (f"call cache {f}: adding the token-count tables failed (OperationalError: stand-in "
+                            f"refusal)" + _recover(f))
+
+
+def test_an_existing_cache_file_is_opened_never_built_again(tmp_path, monkeypatch):
+    _sound(tmp_path)
+    built = []
+    monkeypatch.setattr(cache_mod, "_create", lambda path: built.append(path))
+    CallCache(tmp_path).close()
+    assert built == []
