@@ -1711,3 +1711,11 @@ def test_a_plain_dict_from_elsewhere_is_checked_for_characters_and_has_no_duplic
         "p.json", "rows[3].k[0].n", "json (control characters)",
         "character U+0007 (unnamed, category Cc) in the value: control, invisible and unassigned characters are not "
         "allowed")
+
+
+def test_a_query_of_only_harmless_settings_is_kept_byte_for_byte_in_any_case():
+    # re-quoted, 'a+b' would read 'a%20b': a clean URL (a cache key) must not change at all
+    assert redact_url("https://h/p?model=a+b&version=1") == "https://h/p?model=a+b&version=1"
+    assert redact_url("https://h/p?Model=a+b&VERSION=2") == "https://h/p?Model=a+b&VERSION=2"
+    # one secret: every pair is rebuilt, the harmless ones re-quoted
+    assert redact_url("https://h/p?Model=a+b&token=zz") == "https://h/p?Model=a%20b&token=***"
