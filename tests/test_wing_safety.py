@@ -1719,3 +1719,10 @@ def test_a_query_of_only_harmless_settings_is_kept_byte_for_byte_in_any_case():
     assert redact_url("https://h/p?Model=a+b&VERSION=2") == "https://h/p?Model=a+b&VERSION=2"
     # one secret: every pair is rebuilt, the harmless ones re-quoted
     assert redact_url("https://h/p?Model=a+b&token=zz") == "https://h/p?Model=a%20b&token=***"
+
+
+def test_a_lock_holders_command_is_shown_cut_at_300_characters():
+    from crossprofile_lib.safety.outputs import _describe
+    info = {"pid": 7, "host": "box", "started": "s", "command": "run " + "abcd " * 100}
+    assert _describe(info) == "pid 7 on host box since s (run " + "abcd " * 59 + "a)"   # 4 + 295 + 1 = 300
+    assert _describe({"command": ""}) == "pid ? on host ? since ?"
