@@ -2223,3 +2223,34 @@ def test_a_family_with_no_estimable_contrast_leaves_the_families_after_it_correc
     # R1 right in every resample: p = 2 / 4 = 0.5 < 0.6, uncorrected
     r = out.loc["r1"]
     assert (r["p"], r["p_adjusted"], r["reject"], r["correction"], r["alpha"]) == (0.5, 0.5, True, "none", 0.6)
+
+
+def test_a_prereg_path_that_is_a_folder_or_too_big_is_refused_naming_it_a_prereg_file(tmp_path):
+    from crossprofile_lib.safety.inputs import PREREG_MAX_BYTES
+    with pytest.raises(PreregError) as e:
+        load_prereg(tmp_path)
+    assert str(e.value) == (f"{tmp_path}: field '<file>': file (not a regular file): a folder; "
+                            "a prereg file must be a regular file")
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * (PREREG_MAX_BYTES + 1))
+    with pytest.raises(PreregError) as e:
+        load_prereg(big)
+    assert str(e.value) == (f"{big}: field '<file>': file (size limit): {PREREG_MAX_BYTES + 1} bytes; "
+                            f"a prereg file holds at most {PREREG_MAX_BYTES} bytes")
+
+
+def test_a_policy_outside_the_tables_order_sorts_after_every_known_policy():
+    from crossprofile_lib.stats.tables import means_table
+    df = pd.DataFrame(dict(template_id=["a", "b", "a", "b"], policy=["Aaa-custom", "B4", "R1", "Aaa-custom"],
+                           correct=[True, False, True, False]))
+    t = means_table(df, ["policy"], ["correct"], _boot())
+    assert t[["policy", "n", "estimate"]].values.tolist() == [["R1", 1, 100.0], ["B4", 1, 0.0],
+                                                              ["Aaa-custom", 2, 50.0]]
+
+
+def test_support_shared_minus_private_lists_an_all_policy_outside_the_tables_order_after_the_known_ones():
+    rows = [("ALL-custom", "a", "shared", True), ("ALL-custom", "a", "private", False),
+            ("ALL", "a", "shared", True), ("ALL", "b", "private", True)]
+    df = pd.DataFrame(rows, columns=["policy", "template_id", "support_attr", "correct"])
+    t = support_shared_minus_private(df, _boot())
+    assert t[["policy", "n", "estimate"]].values.tolist() == [["ALL", 1, 0.0], ["ALL-custom", 1, 100.0]]
