@@ -1383,3 +1383,31 @@ def test_select_figures_keeps_crossprofile_items_with_a_measure_and_numeric_pape
     assert type(figs[0].paper["A"]) is float
     c = figs[0].contrast
     assert (c.outcome, c.scale, c.terms[0].where) == ("correct", 100.0, {"budget_label": "0.6", "policy": "R1"})
+
+
+def test_a_term_without_rows_leaves_the_other_figures_and_their_jacobian_as_they_were(dev):
+    """A made-up figure whose term matches no rows (policy 'Nope') beside cp-mean/R1: the made-up figure is NaN and
+    cp-mean/R1 is what it is alone, in every prediction path (not NaN through NaN x 0 in the term-to-figure map)."""
+    import dataclasses
+
+    from crossprofile_lib.paperfit.fit import combine
+    from crossprofile_lib.stats.prereg import Term
+    # by hand: terms (1, NaN) -> figures (2*1, NaN*1); NaN only where the figure reads the NaN term
+    got = combine(np.array([[1.0, np.nan]]), np.array([[2.0, 0.0], [0.0, 1.0]]))
+    assert got[0, 0] == 2.0 and np.isnan(got[0, 1])
+    dec, design, fm0, F0, S = dev
+    f = next(g for g in dec if g.ref == "cp-mean/R1")
+    c = dataclasses.replace(f.contrast, terms=(Term(weight=1.0, where={"budget_label": "0.6", "policy": "Nope"}),))
+    fm = figure_matrix(design, [f, dataclasses.replace(f, contrast=c, ref="made-up")])
+    alone, both = Fitter(design, figure_matrix(design, [f])), Fitter(design, fm)
+    th = np.array([0.5, 0.2, 2.0])
+    z = np.array([[0.5, 0.2, np.log(2.0)]])
+    W = np.ones((1, len(fm.units)))
+    pa, pb = alone.predict(th), both.predict(th)
+    assert np.isfinite(pa[0]) and pb[0] == pytest.approx(pa[0]) and np.isnan(pb[1])
+    assert both.predict_batch(th[None], W)[0, 0] == pytest.approx(pa[0])
+    (pr_a, jac_a), (pr_b, jac_b) = alone.predict_batch_jac(z, W), both.predict_batch_jac(z, W)
+    assert pr_b[0, 0] == pytest.approx(pr_a[0, 0]) and np.allclose(jac_b[0, 0], jac_a[0, 0])
+    assert np.isfinite(jac_a).all() and np.isnan(jac_b[0, 1]).all()
+    assert both.pred_grid[:, 0] == pytest.approx(alone.pred_grid[:, 0]) and np.isnan(both.pred_grid[:, 1]).all()
+    assert fm.predict(design.p_grid[0])[0] == pytest.approx(figure_matrix(design, [f]).predict(design.p_grid[0])[0])

@@ -29,6 +29,13 @@ _LO = np.array([BOUNDS[0][0], BOUNDS[1][0], math.log(BOUNDS[2][0])])
 _HI = np.array([BOUNDS[0][1], BOUNDS[1][1], math.log(BOUNDS[2][1])])
 
 
+def combine(means: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``means @ C`` (term means ``(..., J)`` to figures ``(..., I)``), a figure NaN only where a term it reads
+    (``C != 0``) is NaN: a term with no rows must not spread to every figure through ``NaN x 0``."""
+    bad = np.isnan(means) @ (C != 0)
+    return np.where(bad, np.nan, np.where(np.isnan(means), 0.0, means) @ C)
+
+
 @dataclass
 class FigureMatrix:
     refs: tuple[str, ...]
@@ -50,7 +57,7 @@ class FigureMatrix:
         """Figures ``(I,)`` for pattern probabilities ``p`` ``(P,)``."""
         w = np.ones((1, len(self.units)))
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (((w @ self.sums(p)) / (w @ self.N)) @ self.C)[0]
+            return combine((w @ self.sums(p)) / (w @ self.N), self.C)[0]
 
 
 def term_masks(design: LedgerDesign, figures: Sequence[Figure]) -> list[tuple[int, int, np.ndarray, str, float, str]]:
@@ -110,7 +117,7 @@ class Fitter:
         w = np.ones((1, len(self.fm.units))) if W is None else np.atleast_2d(W)
         with np.errstate(invalid="ignore", divide="ignore"):
             num = np.einsum("bt,tjg->bgj", w, self.S_grid)
-            out = (num / (w @ self.fm.N)[:, None, :]) @ self.fm.C
+            out = combine(num / (w @ self.fm.N)[:, None, :], self.fm.C)
         return out[0] if W is None else out
 
     def predict(self, theta, W: Optional[np.ndarray] = None) -> np.ndarray:
@@ -119,7 +126,7 @@ class Fitter:
         S = (self._A @ p).reshape(self.fm.N.shape)
         w = np.ones(len(self.fm.units)) if W is None else np.asarray(W, dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return ((w @ S) / (w @ self.fm.N)) @ self.fm.C
+            return combine((w @ S) / (w @ self.fm.N), self.fm.C)
 
     def fit(self, y: np.ndarray, used: np.ndarray, W: Optional[np.ndarray] = None,
             start: Optional[Sequence[float]] = None, fixed: Optional[tuple[int, float]] = None,
@@ -174,7 +181,7 @@ class Fitter:
         p = target_probability_diff(self._D, theta)                              # (B, P')
         S = (self._A @ p.T).reshape(*self.fm.N.shape, len(p))                   # (T, J, B)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (np.einsum("bt,tjb->bj", W, S) / (W @ self.fm.N)) @ self.fm.C
+            return combine(np.einsum("bt,tjb->bj", W, S) / (W @ self.fm.N), self.fm.C)
 
     def predict_batch_jac(self, z: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Figures ``(B, I)`` at ``z[b]`` = (s, w, log beta) with count row ``W[b]`` and their exact Jacobian
@@ -198,9 +205,9 @@ class Fitter:
         dS = (self._A @ dp.transpose(1, 0, 2).reshape(P, -1)).reshape(T, J, len(z), 3)
         with np.errstate(invalid="ignore", divide="ignore"):
             den = W @ self.fm.N                                                  # (B, J)
-            pred = (np.einsum("bt,tjb->bj", W, S) / den) @ self.fm.C
+            pred = combine(np.einsum("bt,tjb->bj", W, S) / den, self.fm.C)
             dnum = np.einsum("bt,tjbk->bjk", W, dS) / den[:, :, None]
-            jac = np.einsum("bjk,ji->bik", dnum, self.fm.C)
+            jac = np.moveaxis(combine(np.moveaxis(dnum, 2, 1), self.fm.C), 1, 2)      # (B, I, 3)
         return pred, jac
 
     def refit_many(self, Y: np.ndarray, used, start, H=None, W: Optional[np.ndarray] = None
