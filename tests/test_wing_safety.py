@@ -1726,3 +1726,33 @@ def test_a_lock_holders_command_is_shown_cut_at_300_characters():
     info = {"pid": 7, "host": "box", "started": "s", "command": "run " + "abcd " * 100}
     assert _describe(info) == "pid 7 on host box since s (run " + "abcd " * 59 + "a)"   # 4 + 295 + 1 = 300
     assert _describe({"command": ""}) == "pid ? on host ? since ?"
+
+
+# --- template_paths, explored whole (issue 55: 31 of 37 mutants killed before) ----------------------------------
+
+def test_template_paths_take_a_file_as_named_and_walk_a_folder_a_glob_matches(tmp_path, monkeypatch):
+    from crossprofile_lib.safety.inputs import template_paths
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t" / "sub").mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
+    for n in ("t/b.yaml", "t/a.yaml", "t/domains.yaml", "t/sub/c.yaml", "t[1].yaml"):
+        (tmp_path / n).write_text("x: 1\n")
+    assert template_paths("t[1].yaml") == [Path("t[1].yaml")]               # an existing name is no glob
+    assert template_paths("t*") == [Path("t/a.yaml"), Path("t/b.yaml"), Path("t/sub/c.yaml"), Path("t[1].yaml")]
+    with pytest.raises(FileNotFoundError) as e:
+        template_paths("empty")
+    assert str(e.value) == "folder 'empty' holds no template file (*.yaml)"
+
+
+def test_a_glob_that_cannot_be_searched_is_refused_with_why(tmp_path, monkeypatch):
+    import pathlib
+
+    from crossprofile_lib.safety.inputs import template_paths
+    monkeypatch.chdir(tmp_path)
+
+    def glob(self, pattern):
+        raise PermissionError(errno.EACCES, "Permission denied", "x")
+    monkeypatch.setattr(pathlib.Path, "glob", glob)
+    with pytest.raises(FileNotFoundError) as e:
+        template_paths("x/*.yaml")
+    assert str(e.value) == "no template file matches 'x/*.yaml' ([Errno 13] Permission denied: 'x')"
