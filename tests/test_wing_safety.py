@@ -1756,3 +1756,38 @@ def test_a_glob_that_cannot_be_searched_is_refused_with_why(tmp_path, monkeypatc
     with pytest.raises(FileNotFoundError) as e:
         template_paths("x/*.yaml")
     assert str(e.value) == "no template file matches 'x/*.yaml' ([Errno 13] Permission denied: 'x')"
+
+
+# --- other_files / check_other_files, explored whole (issue 55: 47 of 53 mutants killed before) -----------------
+
+def test_other_files_are_what_a_kind_would_not_have_written(tmp_path):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_other_files, other_files
+    for n in ("hiddenbench_run.json", "hiddenbench_x.parquet", "hiddenbench_x.json", "notes.parquet", "results.parquet",
+              ".lock"):
+        (tmp_path / n).write_text("x")
+    assert other_files(tmp_path, "hiddenbench run") == ["hiddenbench_x.json", "notes.parquet", "results.parquet"]
+    assert other_files(tmp_path, "run") == ["hiddenbench_run.json", "hiddenbench_x.json", "hiddenbench_x.parquet",
+                                            "notes.parquet"]
+    assert other_files(tmp_path, "something else") == ["hiddenbench_run.json", "hiddenbench_x.json",
+                                                       "hiddenbench_x.parquet", "notes.parquet", "results.parquet"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.parquet").write_text("x")
+    (run / "run.json").write_text("{}")
+    check_other_files(run, "run", allowed=False)                            # a run's own files: no refusal
+    for k in range(4):
+        (run / f"n{k}.txt").write_text("x")
+    with pytest.raises(WouldDestroy, match=r"holds 4 file\(s\) or folder\(s\) that are not a run's \(n0.txt, n1.txt, "
+                                           r"n2.txt, n3.txt\); a run"):
+        check_other_files(run, "run", allowed=False)
+
+
+@pytest.mark.parametrize("n, shown", [(5, "a0, a1, a2, a3, a4"), (6, "a0, a1, a2, a3, a4 and 1 more"),
+                                      (7, "a0, a1, a2, a3, a4 and 2 more")])
+def test_a_refusal_names_five_other_files_and_counts_the_rest(tmp_path, n, shown):
+    from crossprofile_lib.safety.outputs import WouldDestroy, check_other_files
+    for k in range(n):
+        (tmp_path / f"a{k}").write_text("x")
+    with pytest.raises(WouldDestroy) as e:
+        check_other_files(tmp_path, "run", allowed=False)
+    assert f": holds {n} file(s) or folder(s) that are not a run's ({shown}); a run would mix" in str(e.value)
