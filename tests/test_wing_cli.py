@@ -1489,3 +1489,24 @@ def test_composition_of_a_table_without_its_run_json_or_of_one_row(ledger_run, t
 def test_composition_refuses_a_path_with_a_nul_naming_the_argument(capsys):
     rc, out, err = _run(capsys, "composition", "run\x00dir")
     assert rc == 2 and out == "" and "error: argument dir: 'run\x00dir'" in err and "NUL" in err
+
+
+def test_cache_export_never_over_the_caches_journal_files_and_over_an_export_only_with_overwrite(
+        cache_file, tmp_path, monkeypatch, capsys):
+    got = []
+    monkeypatch.setattr(cache_mod, "export_cache", lambda path, out: got.append((path, out)) or (7, 0))
+    for x in ("-wal", "-shm", "-journal"):
+        o = f"{cache_file}{x}"
+        rc, out, err = _run(capsys, "cache", "export", cache_file.parent, o)
+        assert rc == 2 and out == "" and got == []
+        assert err.endswith(f"error: argument out: {o}: is the file this command reads ({o}); writing there would "
+                            "destroy it (rule: an output never replaces the command's input)\n"), x
+    old = tmp_path / "old.jsonl"
+    old.write_text("y\n", encoding="utf-8")
+    rc, out, err = _run(capsys, "cache", "export", cache_file.parent, old)
+    assert rc == 2 and got == [] and err.endswith(f"error: argument out: {old}: exists (2 bytes); add --overwrite to "
+                                                  "replace it (rule: no command destroys existing work without an "
+                                                  "explicit flag)\n")
+    rc, out, err = _run(capsys, "cache", "export", cache_file.parent, old, "--overwrite")
+    assert (rc, out, err) == (0, f"7 entries -> {old}\n", "")
+    assert got == [(str(cache_file.parent), str(old))]
