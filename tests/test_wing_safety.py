@@ -1791,3 +1791,45 @@ def test_a_refusal_names_five_other_files_and_counts_the_rest(tmp_path, n, shown
     with pytest.raises(WouldDestroy) as e:
         check_other_files(tmp_path, "run", allowed=False)
     assert f": holds {n} file(s) or folder(s) that are not a run's ({shown}); a run would mix" in str(e.value)
+
+
+# --- _try_create, explored whole (issue 55: 21 of 29 mutants killed before) --------------------------------------
+
+def test_a_lock_file_is_readable_by_all_and_writable_by_its_owner(tmp_path):
+    import os
+
+    from crossprofile_lib.safety.outputs import _try_create
+    old = os.umask(0o022)
+    try:
+        assert _try_create(tmp_path / "l", {"pid": 1}) is True
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "l").st_mode & 0o777 == 0o644
+    assert (tmp_path / "l").read_text() == '{"pid": 1}\n'
+    assert _try_create(tmp_path / "l", {"pid": 2}) is False                # there already: not ours
+
+
+def test_a_lock_that_cannot_be_created_or_written_is_refused_naming_it_and_why(tmp_path, monkeypatch):
+    import os
+
+    from crossprofile_lib.safety.outputs import _try_create
+    lock = tmp_path / "missing" / "l"
+    with pytest.raises(ValueError) as e:
+        _try_create(lock, {})
+    assert str(e.value) == (f"--out {lock.parent}: cannot create the lock file {lock} (No such file or directory "
+                            f"(ENOENT))")
+    lock = tmp_path / "l"
+    removed = []
+
+    def fsync(fd):
+        if removed:
+            lock.unlink()                                                   # and someone removed it meanwhile
+        removed.append(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", fsync)
+    for _ in range(2):
+        with pytest.raises(ValueError) as e:
+            _try_create(lock, {"pid": 1})
+        assert str(e.value) == (f"--out {tmp_path}: cannot write the lock file {lock} (No space left on device "
+                                f"(ENOSPC); the disk is full: free some space and rerun)")
+        assert not lock.exists()                                            # no empty lock left to block a rerun
