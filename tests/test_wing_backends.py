@@ -3318,3 +3318,9 @@ def test_an_existing_cache_file_is_opened_never_built_again(tmp_path, monkeypatc
     monkeypatch.setattr(cache_mod, "_create", lambda path: built.append(path))
     CallCache(tmp_path).close()
     assert built == []
+
+
+def test_a_cache_path_ending_in_db_that_is_no_file_yet_is_a_folder_for_calls_sqlite(tmp_path):
+    c = CallCache(tmp_path / "runs.db")
+    assert c.path == str(tmp_path / "runs.db" / "calls.sqlite") and (tmp_path / "runs.db").is_dir()
+    c.close()
