@@ -1833,3 +1833,25 @@ def test_a_lock_that_cannot_be_created_or_written_is_refused_naming_it_and_why(t
         assert str(e.value) == (f"--out {tmp_path}: cannot write the lock file {lock} (No space left on device "
                                 f"(ENOSPC); the disk is full: free some space and rerun)")
         assert not lock.exists()                                            # no empty lock left to block a rerun
+
+
+# --- path_problem and json_depth, explored whole (issue 55: 48 of 58 mutants killed before) ---------------------
+
+def test_a_path_problem_names_each_kind_of_name_no_file_can_have():
+    from crossprofile_lib.safety.text_input import path_problem
+    assert path_problem("a\ud800b") == "the name cannot be encoded for this file system"   # a lone surrogate
+    exact = "/" + ("a" * 99 + "/") * 40
+    exact += "b" * (4096 - len(exact))                                     # 4096 bytes: not over PATH_MAX ...
+    assert path_problem(exact) == "the name is too long for this file system"   # ... but the kernel's limit
+    assert path_problem(exact + "c") == "the path is 4097 bytes long (at most 4096)"
+    assert path_problem("x/" + "0123456789" * 30) == (
+        "a name in the path is 300 bytes long (file systems allow at most 255 bytes per name): "
+        "'0123456789012345678901234567890123456789...'")
+
+
+def test_json_depth_counts_the_deepest_nesting_and_ignores_brackets_in_strings():
+    from crossprofile_lib.safety.text_input import json_depth
+    assert json_depth("[[],[[]]]") == 3                                     # deeper after a closed one
+    assert json_depth('{"a": [], "b": [[1]], "s": "]]"}') == 3
+    assert json_depth('["[[[[", {"k": "}}"}]') == 2
+    assert json_depth("1") == 0
