@@ -210,7 +210,7 @@ def field_path(loc: Iterable) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not re.fullmatch(r"[a-z]+\[.*\]|function-.*|[a-z-]+-union.*", str(part)):  # pydantic's schema tags
+        elif not re.fullmatch(r"[a-z]+(?:-[a-z]+)*\[.*\]", str(part)):  # pydantic's schema tags: list[int], function-after[...]
             out += ("." if out else "") + str(part)
     return out
 

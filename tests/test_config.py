@@ -277,3 +277,12 @@ def test_the_cache_folder_is_the_variable_then_an_existing_legacy_folder_then_th
     assert paths.cache_dir() == tmp_path / "mine"
     monkeypatch.setenv(paths.CACHE_ENV, "")       # empty: as if unset
     assert paths.cache_dir() == tmp_path / ".crossprofile_cache"
+
+
+def test_a_field_path_drops_pydantic_schema_tags_but_keeps_a_key_that_only_looks_like_one():
+    from crossprofile_lib.config import field_path
+    assert field_path(("contrasts", 0, "function-after[_check(), str]", "terms", 1, "list[int]", "weight")) == \
+        "contrasts[0].terms[1].weight"
+    # a user's key named like a tag but without brackets is a key: an unknown key is named, not reported as '<top>'
+    assert field_path(("function-x",)) == "function-x"
+    assert field_path(("families", "my-union-key", "alpha")) == "families.my-union-key.alpha"
