@@ -1855,3 +1855,14 @@ def test_json_depth_counts_the_deepest_nesting_and_ignores_brackets_in_strings()
     assert json_depth('{"a": [], "b": [[1]], "s": "]]"}') == 3
     assert json_depth('["[[[[", {"k": "}}"}]') == 2
     assert json_depth("1") == 0
+
+
+def test_a_yaml_value_with_a_control_character_is_refused_by_field_place_and_rule():
+    from crossprofile_lib.safety.inputs import parse_yaml
+    from crossprofile_lib.safety.text_input import InputError
+    with pytest.raises(InputError) as e:
+        parse_yaml("t.yaml", 'facts:\n  - text: "a\\x07b"\n', InputError)
+    assert (e.value.field, e.value.rule, e.value.detail) == (
+        "facts[0].text", "yaml (control characters)",
+        "character U+0007 (unnamed, category Cc) in the value (line 2, column 11): control, invisible and unassigned "
+        "characters are not allowed")
