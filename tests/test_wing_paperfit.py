@@ -1411,3 +1411,11 @@ def test_a_term_without_rows_leaves_the_other_figures_and_their_jacobian_as_they
     assert np.isfinite(jac_a).all() and np.isnan(jac_b[0, 1]).all()
     assert both.pred_grid[:, 0] == pytest.approx(alone.pred_grid[:, 0]) and np.isnan(both.pred_grid[:, 1]).all()
     assert fm.predict(design.p_grid[0])[0] == pytest.approx(figure_matrix(design, [f]).predict(design.p_grid[0])[0])
+
+
+def test_the_ledger_design_cache_folder_is_made_with_its_missing_parents(tmp_path):
+    from crossprofile_lib.paperfit.ledger import load_or_build
+    folder = tmp_path / "not" / "yet" / "there"
+    d = load_or_build(["templates/dev/dev-hospital-01.yaml"], [0], ["R1"], ["0.6"], folder)
+    assert sorted(p.name for p in folder.iterdir()) == [f"ledger-{d.key}.npz", f"ledger-{d.key}.parquet"]
+    assert load_or_build(["templates/dev/dev-hospital-01.yaml"], [0], ["R1"], ["0.6"], folder).key == d.key
