@@ -2254,3 +2254,46 @@ def test_support_shared_minus_private_lists_an_all_policy_outside_the_tables_ord
     df = pd.DataFrame(rows, columns=["policy", "template_id", "support_attr", "correct"])
     t = support_shared_minus_private(df, _boot())
     assert t[["policy", "n", "estimate"]].values.tolist() == [["ALL", 1, 0.0], ["ALL-custom", 1, 100.0]]
+
+
+def test_a_fit_cache_key_does_not_depend_on_the_order_its_parts_were_given_in(tmp_path):
+    from crossprofile_lib.stats.cache import FitCache
+    c = FitCache(tmp_path)
+    a = c.key("fit", {"rows": "abc", "reference": "R1", "level": 0.95})
+    assert a == c.key("fit", {"level": 0.95, "reference": "R1", "rows": "abc"})
+    assert a != c.key("fit", {"rows": "abc", "reference": "B4", "level": 0.95}) and len(a) == 64
+
+
+def test_the_ml_fits_full_and_reduced_take_the_same_quadrature_points(monkeypatch):
+    from crossprofile_lib.stats import netlead
+    seen = []
+    real = netlead.ml_fit
+
+    def spy(X, y, groups, n_points=netlead.N_POINTS):
+        seen.append((X.shape[1], n_points))
+        return real(X, y, groups, n_points)
+    monkeypatch.setattr(netlead, "ml_fit", spy)
+    r = netlead.ml_logit(_synthetic(T=6), "B4", n_points=7)
+    assert r["method"] == "ML random intercept per template, adaptive Gauss-Hermite (7 points)"
+    assert [n for _, n in seen] == [7, 7] and seen[0][0] > seen[1][0]       # the reduced fit lacks the policy terms
+
+
+def test_the_net_lead_analysis_asks_its_regressions_with_r1_as_the_reference_by_default():
+    from crossprofile_lib.stats.netlead import net_lead_analysis
+    df = _synthetic(T=6)
+    asked = []
+    out = net_lead_analysis(df, TemplateBootstrap.draw(sorted(set(df.template_id)), 20, np.random.default_rng(0)),
+                            fit=lambda rows, reference: asked.append(reference) or {"fitted": True})
+    assert asked == ["R1"] and out["fitted"] is True
+
+
+def test_an_empty_list_in_a_prereg_filter_is_refused_as_matching_nothing():
+    import copy
+    from pathlib import Path
+
+    from crossprofile_lib.stats.prereg import PreregError, parse_prereg
+    doc = copy.deepcopy(yaml.safe_load((Path(__file__).resolve().parents[1] / "prereg.yaml").read_text()))
+    doc["contrasts"][0]["terms"][0]["where"] = {"policy": []}
+    with pytest.raises(PreregError) as e:
+        parse_prereg(doc, "p.yaml")
+    assert str(e.value) == "p.yaml: field 'contrasts[0].terms[0].where.policy': value: an empty list matches nothing"
