@@ -1866,3 +1866,16 @@ def test_a_yaml_value_with_a_control_character_is_refused_by_field_place_and_rul
         "facts[0].text", "yaml (control characters)",
         "character U+0007 (unnamed, category Cc) in the value (line 2, column 11): control, invisible and unassigned "
         "characters are not allowed")
+
+
+def test_secrets_on_a_command_line_shorter_than_four_characters_are_not_collected():
+    from crossprofile_lib.safety.redact import argv_secrets
+    assert argv_secrets(["run", "--api-key", "abc"]) == [] and argv_secrets(["run", "--api-key=xy"]) == []
+    assert argv_secrets(["run", "--api-key", "abcd"]) == ["abcd"] and argv_secrets(["--api-key", ""]) == []
+
+
+def test_a_yaml_file_that_is_a_folder_is_refused_as_a_file_by_default(tmp_path):
+    from crossprofile_lib.safety.inputs import InputError, load_yaml
+    with pytest.raises(InputError) as e:
+        load_yaml(tmp_path, 1000)
+    assert str(e.value) == f"{tmp_path}: field '<file>': file (not a regular file): a folder; a file must be a regular file"
