@@ -1510,3 +1510,86 @@ def test_cache_export_never_over_the_caches_journal_files_and_over_an_export_onl
     rc, out, err = _run(capsys, "cache", "export", cache_file.parent, old, "--overwrite")
     assert (rc, out, err) == (0, f"7 entries -> {old}\n", "")
     assert got == [(str(cache_file.parent), str(old))]
+
+
+# --- the cli wing's mutmut survivors of /work/mm/cli61_small.txt (issue 55) ----------------------------------------
+
+def test_a_names_list_names_its_item_word_name_in_its_refusals():
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.names(" ")
+    assert str(e.value) == "empty list: give at least one name, comma-separated (e.g. a,b)"
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        A.names("a,,b")
+    assert str(e.value) == ("'a,,b' has an empty item after 'a' (two commas in a row, or a comma at an end): "
+                            "name every name, e.g. a,b")
+
+
+def test_concurrency_auto_is_accepted_in_any_letter_case():
+    from crossprofile_lib.cli import model_options as M
+    for s in ("auto", "Auto", " AUTO ", "aUtO"):
+        assert M.concurrency(s) == "auto", s
+    assert M.concurrency("8") == 8
+
+
+def test_hiddenbench_run_names_fresh_when_the_config_refuses_its_resume_field(two_tasks, tmp_path, capsys,
+                                                                              monkeypatch):
+    """``resume`` is set by ``--fresh`` (``resume = not --fresh``): a refusal of that field names ``--fresh``, not a
+    ``--resume`` the command line does not have. HBConfig refuses no bool today, so a stricter stand-in does."""
+    from typing import Literal
+
+    from pydantic.dataclasses import dataclass
+
+    import crossprofile_lib.hiddenbench.run as hb
+    from crossprofile_lib.config import MODEL_CONFIG
+    only_resume = type("OnlyResume", (hb.HBConfig,), {"__annotations__": {"resume": Literal[True]}, "resume": True})
+    monkeypatch.setattr(hb, "HBConfig", dataclass(config=MODEL_CONFIG, frozen=True)(only_resume))
+    out_dir = tmp_path / "out"
+    rc, out, err = _run(capsys, "hiddenbench", "run", "--out", out_dir, "--hiddenbench", two_tasks, "--seeds", "0",
+                        "--policies", "R1", "--budgets", "0.6", "--fresh")
+    assert rc == 2 and out == ""
+    assert err.splitlines()[-1] == "crossprofile hiddenbench run: error: argument --fresh: Input should be True"
+    assert not out_dir.exists()
+
+
+def test_run_refuses_several_policies_the_backend_cannot_run_each_reason_joined_by_semicolons(capsys):
+    rc, out, err = _run(capsys, "run", "--dry-run", *ONE, "--policies", "B3,R1,B3:unlabeled")
+    why = "B3 is a generated summary and needs a language-model backend (this one writes none)"
+    assert rc == 2 and out == ""
+    assert err.splitlines()[-1] == (f"crossprofile run: error: argument --policies: backend 'ledger' cannot run "
+                                    f"B3, B3:unlabeled: {why}; {why}")
+
+
+def test_the_dry_runs_measured_rate_is_the_one_of_the_model_asked(capsys, tmp_path):
+    """The cache holds a burst of 25 calls of openai/m (one a second) and of openai/fast (two a second): the plan's
+    estimate uses the rate of the model given with --backend."""
+    from crossprofile_lib.backends.base import ChatRequest, ChatResult
+    folder = tmp_path / "cache"
+    cache = cache_mod.CallCache(folder)
+    t0 = 1_700_000_000.0                                     # 2023-11-14 22:13:20 UTC
+    when = {}
+    for model, gap in (("m", 1.0), ("fast", 0.5)):
+        for i in range(25):
+            key = f"{model}-{i}"
+            cache.put(key, ChatRequest(messages=({"role": "user", "content": key},)), ChatResult(text="A"),
+                      {"provider": "openai", "model": model}, "generate")
+            when[key] = t0 + gap * i
+    import sqlite3
+    from contextlib import closing
+    with closing(sqlite3.connect(cache.path)) as db, db:
+        db.executemany("UPDATE calls SET created = ? WHERE key = ?", [(t, k) for k, t in when.items()])
+    cache.close()
+    for model, rate, secs in (("m", "1.00", "4 s"), ("fast", "2.00", "2 s")):
+        rc, out, err = _run(capsys, "run", "--dry-run", "--backend", f"openai/{model}", *ONE, "--policies", "R1,ALL",
+                            "--variants", "PSP,SPS", "--cache", folder)
+        assert rc == 0, err
+        assert out.splitlines()[-1] == (f"estimate: 4 calls at {rate} calls/s = {secs} (rate: measured on 25 calls of "
+                                        f"openai/{model} stored in {cache.path}, ending 2023-11-14 22:13 UTC)")
+
+
+def test_stats_json_is_printed_with_indent_1(stats_run, capsys):
+    rc, out, err = _run(capsys, "stats", stats_run, "--json", "--analysis-set", "all", "--resamples", "200",
+                        "--fit-resamples", "10", "--no-cache")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert out == json.dumps(doc, indent=1) + "\n"
+    assert out.startswith('{\n "run": ' + json.dumps(str(stats_run)) + ',\n "models": ')
