@@ -3324,3 +3324,29 @@ def test_a_cache_path_ending_in_db_that_is_no_file_yet_is_a_folder_for_calls_sql
     c = CallCache(tmp_path / "runs.db")
     assert c.path == str(tmp_path / "runs.db" / "calls.sqlite") and (tmp_path / "runs.db").is_dir()
     c.close()
+
+
+def test_a_file_that_grew_after_the_callers_stat_is_measured_after_its_header_is_read(tmp_path):
+    # a connection the garbage collector closes between the caller's stat and the header read checkpoints its pages
+    # into the file: a 3-page header over 12288 bytes is whole, whatever size the caller saw before (8100)
+    f = tmp_path / "c.sqlite"
+    f.write_bytes(_header(4096, 3) + bytes(12188))
+    assert cache_file_mod._header_problem(f, 8100) is None
+    f.write_bytes(_header(4096, 3) + bytes(8000))
+    assert cache_file_mod._header_problem(f, 8100) == "truncated (8100 bytes; its header says 3 pages of 4096 bytes = 12288)"
+
+
+def test_a_cache_dropped_without_close_closes_its_connection_before_letting_the_file_go(tmp_path, monkeypatch):
+    c = CallCache(tmp_path)
+    db, seen = c._db, []
+
+    def hold(path, step):
+        try:
+            db.execute("SELECT 1")
+            open_now = True
+        except sqlite3.ProgrammingError:           # a closed connection
+            open_now = False
+        seen.append((step, open_now))
+    monkeypatch.setattr(cache_mod, "_hold", hold)
+    del c
+    assert seen == [(-1, False)]

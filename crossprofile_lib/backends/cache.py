@@ -298,7 +298,13 @@ class CallCache:
             self._db.close()
             self._release()
 
-    def __del__(self):  # a cache dropped without close(): its connection closes with it
+    def __del__(self):  # a cache dropped without close(): its connection closes before the file is let go
+        db = getattr(self, "_db", None)
+        if db is not None:
+            try:
+                db.close()
+            except sqlite3.Error:
+                pass
         self._release()
 
     def _release(self) -> None:

@@ -112,6 +112,9 @@ def _header_problem(path: Path, size: int) -> Optional[str]:
     while this process holds the file open (:data:`_OPEN`)."""
     with open(path, "rb") as fh:
         head = fh.read(100)
+        # the size after the header was read: a connection dropped by the cyclic garbage collector in between (this
+        # thread, so a whole checkpoint) may have grown the file and its header's page count since the caller's stat
+        size = max(size, os.fstat(fh.fileno()).st_size)
     if not head.startswith(b"SQLite format 3\x00"):
         return "not a SQLite database (its first bytes are not the SQLite header)"
     if len(head) < 100:
