@@ -3350,3 +3350,53 @@ def test_a_cache_dropped_without_close_closes_its_connection_before_letting_the_
     monkeypatch.setattr(cache_mod, "_hold", hold)
     del c
     assert seen == [(-1, False)]
+
+
+def test_a_failed_entry_count_names_its_step(tmp_path):
+    c = CallCache(tmp_path)
+    c._db.close()
+    with pytest.raises(cache_file_mod.CacheError) as e:
+        len(c)
+    f = tmp_path / "calls.sqlite"
+    assert str(e.value).startswith(f"call cache {f}: counting entries failed (ProgrammingError: Cannot operate on a "
+                                   f"closed database.); recover: move the file aside")
+
+
+def test_only_a_read_only_error_on_a_read_only_file_system_is_blamed_on_the_file_system(monkeypatch):
+    monkeypatch.setattr(cache_file_mod, "read_only_fs", lambda path: True)
+    ro = ("it lies on a read-only file system (no permission change can help): copy it to a writable place and point "
+          "--cache at the copy")
+    assert cache_file_mod.environment_problem(sqlite3.OperationalError("attempt to write a readonly database"), "/c") == ro
+    assert cache_file_mod.environment_problem(sqlite3.OperationalError("no such table: calls"), "/c") is None
+    assert cache_file_mod.environment_problem(sqlite3.OperationalError("attempt to write a readonly database")) != ro
+
+
+@pytest.mark.parametrize("given, name", [("org/Model-XX", "Model-XX"), ("/models/Qwen2.5-7B/", "Qwen2.5-7B"),
+                                         ("X", "X"), ("", None), (None, None)])
+def test_a_served_models_name_is_its_last_path_part(given, name):
+    from crossprofile_lib.backends.http_faults import _basename
+    assert _basename(given) == name
+
+
+def test_a_format_retry_asks_for_as_many_tokens_as_the_decision(tmp_path):
+    from scripted_llm import Scripted
+
+    from crossprofile_lib.run.runner import RunConfig, run_grid
+    b = Scripted(lambda r: "Decision: A" if r.purpose == "decision-retry" else "I cannot decide.", max_tokens=77)
+    df = run_grid(RunConfig(backend="scripted/s1", templates=["templates/dev/dev-hospital-01.yaml"], seeds=[0],
+                            budgets=["0.6"], policies=["R1"], variants=["PSP"]), backend=b)
+    assert [(r.purpose, r.max_tokens) for r in b.sent] == [("decision", 77), ("decision-retry", 77)]
+    assert df.decision_letter.tolist() == ["A"] and df.format_retry.tolist() == [True]
+
+
+def test_an_earlier_versions_entry_is_copied_under_its_new_key_once_found(server, tmp_path):
+    fake, url = server()
+    cache = CallCache(tmp_path / "c")
+    r = ChatRequest((USER,), purpose="decision", choices=("A", "B", "C"))
+    old = {"provider": "openai", "model": "fake", "base_url": url, "chat_template": None, "grammar_style": None,
+           "reason_chars": None, "extra_body": None}
+    cache.put(call_key(old, r, "generate"), r, ChatResult(text="Decision: C"), old, "generate")
+    first = OpenAICompatBackend("fake", base_url=url, cache=cache, sampling="server", **FAST)
+    assert first.chat([r])[0].text == "Decision: C" and first.stats["legacy"] == 1 and len(cache) == 2
+    again = OpenAICompatBackend("fake", base_url=url, cache=cache, sampling="server", **FAST)
+    assert again.chat([r])[0].text == "Decision: C" and again.stats["legacy"] == 0 and fake.answered == 0
