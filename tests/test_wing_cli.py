@@ -1593,3 +1593,53 @@ def test_stats_json_is_printed_with_indent_1(stats_run, capsys):
     doc = json.loads(out)
     assert out == json.dumps(doc, indent=1) + "\n"
     assert out.startswith('{\n "run": ' + json.dumps(str(stats_run)) + ',\n "models": ')
+
+
+def test_fit_paper_report_says_whether_the_fit_was_read_from_the_cache_or_computed(capsys):
+    from crossprofile_lib.cli.fit_paper import print_report
+    head = ("backend ledger (the reference decider, not a language model) on 2 templates (a, b), seeds 0,1: 96 "
+            "decisions, expected outcomes computed analytically, memories priced with tokenizer offline; ")
+    res = _paper_fit(template_resamples=0)
+    capsys.readouterr()
+    print_report(res)
+    assert capsys.readouterr().out.splitlines()[1] == head + "read from the cache"
+    res.info.update(fit_cache_hit=False, seconds={"total": 12.34}, cache_hit=True)
+    print_report(res)
+    assert capsys.readouterr().out.splitlines()[1] == head + "computed in 12.3 s (ledger grid from the cache)"
+
+
+def test_a_dry_run_of_a_backend_without_a_decision_mode_counts_generate_mode_calls(capsys, tmp_path):
+    """deepseek's class takes no decision_mode: the plan is counted in generate mode."""
+    rc, out, err = _run(capsys, "run", "--dry-run", "--backend", "deepseek/x", *ONE, "--policies", "R1",
+                        "--variants", "PSP", "--cache", tmp_path / "cache")
+    assert rc == 0, err
+    assert err == "counting the calls of deepseek/x with the runner's own request builders ...\n"
+    assert out.splitlines()[:4] == [
+        "dry run: deepseek/x (generate mode); 1 templates x 1 variants x 1 seeds; budgets 0.6; 1 policies; "
+        "1 task units, 1 decisions",
+        "  policy            decision calls",
+        "  R1                         1",
+        "total: 1 model calls (+ at most 1 format-reminder retries in generate mode); a fresh cache (calls already "
+        "cached are not sent); budgets priced with offline-bpe-approx-v1"]
+
+
+def test_a_preset_leaving_out_several_policies_joins_their_reasons_by_semicolons(capsys, monkeypatch):
+    from crossprofile_lib.design import PRESETS
+    monkeypatch.setitem(PRESETS["paper"], "policies", ["R1", "B3", "B3:unlabeled"])
+    rc, out, err = _run(capsys, "run", "--dry-run", "--preset", "paper", *ONE, "--variants", "PSP")
+    why = "B3 is a generated summary and needs a language-model backend (this one writes none)"
+    assert rc == 0, err
+    assert err.splitlines()[0] == f"notice: --preset paper: B3, B3:unlabeled left out on ledger: {why}; {why}"
+    assert out.splitlines()[0] == ("dry run: ledger (ledger mode); preset paper: 1 templates x 1 variants x 1 seeds; "
+                                   "budgets 0.6; 1 policies; 1 task units, 1 decisions")
+
+
+def test_stats_reads_the_prereg_extra_file_and_refuses_one_that_sets_settings(stats_run, tmp_path, capsys):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("settings: {}\ncontrasts: []\n")
+    rc, out, err = _run(capsys, "stats", stats_run, "--prereg-extra", extra, "--json", "--resamples", "200",
+                        "--fit-resamples", "10", "--no-cache")
+    from crossprofile_lib.stats.prereg import DEFAULT_PREREG_PATH
+    assert rc == 2 and out == ""
+    assert err == (f"error: {extra}: field 'settings': extra file: the analysis settings come from the main "
+                   f"preregistration file ({DEFAULT_PREREG_PATH}); an extra file adds contrasts (and families)\n")
