@@ -1512,7 +1512,7 @@ def test_cache_export_never_over_the_caches_journal_files_and_over_an_export_onl
     assert got == [(str(cache_file.parent), str(old))]
 
 
-# --- the cli wing's mutmut survivors of /work/mm/cli61_small.txt (issue 55) ----------------------------------------
+# --- the cli wing's mutmut survivors of its seed-61 sample (issue 55) ----------------------------------------------
 
 def test_a_names_list_names_its_item_word_name_in_its_refusals():
     with pytest.raises(argparse.ArgumentTypeError) as e:
