@@ -670,19 +670,24 @@ def test_a_cache_counts_the_calls_still_in_its_write_ahead_log(tmp_path):
     c.close()
 
 
-class _RefusesUpdates:
-    def __init__(self, db):
-        self.db = db
+class _Refuses:
+    """A cache's connection that fails every statement starting with ``verb`` (a stand-in write failure)."""
+
+    def __init__(self, db, verb: str):
+        self.db, self.verb = db, verb
 
     def execute(self, sql, *args):
-        if sql.startswith("UPDATE"):
+        if sql.startswith(self.verb):
             raise sqlite3.OperationalError("stand-in write failure")
         return self.db.execute(sql, *args)
+
+    def __getattr__(self, name):        # everything else (close, ...) is the real connection's
+        return getattr(self.db, name)
 
 
 def test_a_parsed_answer_that_cannot_be_recorded_names_the_file_and_the_step(tmp_path):
     c = CallCache(tmp_path)
-    c._db = _RefusesUpdates(c._db)
+    c._db = _Refuses(c._db, "UPDATE")
     with pytest.raises(cache_mod.CacheError) as e:
         c.set_parsed("k", "B")
     assert str(tmp_path / "calls.sqlite") in str(e.value) and "recording a parsed answer failed" in str(e.value)
@@ -2966,19 +2971,9 @@ def test_a_cache_check_runs_sqlites_full_integrity_check_read_only_waiting_five_
     assert opened == [(f, 5.0, True), (f, 5.0, True)]  # the check's own connection, then the one reading each row
 
 
-class _RefusesInserts:
-    def __init__(self, db):
-        self.db = db
-
-    def execute(self, sql, *args):
-        if sql.startswith("INSERT"):
-            raise sqlite3.OperationalError("stand-in write failure")
-        return self.db.execute(sql, *args)
-
-
 def test_a_call_or_token_count_that_cannot_be_stored_names_the_file_and_the_step(tmp_path):
     c = CallCache(tmp_path)
-    c._db = _RefusesInserts(c._db)
+    c._db = _Refuses(c._db, "INSERT")
     f = tmp_path / "calls.sqlite"
     with pytest.raises(cache_mod.CacheError) as e:
         c.put("k", ChatRequest((USER,)), ChatResult(text="Decision: B"), {"provider": "openai", "model": "m"}, "generate")
