@@ -1175,6 +1175,21 @@ def test_recovery_defaults_to_twenty_draws_rounded_to_one_decimal(dev):
     assert not np.allclose(Y / 1.1, np.round(Y / 1.1), atol=1e-6)
 
 
+def _record_fits(monkeypatch) -> list:
+    """``report._fit`` replaced by a recorder: the arguments of each call, a one-cell fit returned."""
+    import pandas as pd
+
+    import crossprofile_lib.paperfit.report as R
+    got = []
+
+    def fake_fit(*args):
+        got.append(args)
+        t = pd.DataFrame({"x": [1.0]})
+        return R.PaperFit(t, t, t, t, t, info={})
+    monkeypatch.setattr(R, "_fit", fake_fit)
+    return got
+
+
 def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_path, monkeypatch):
     """The fit's cache folder is named for the first 20 hex digits of sha256 over the JSON (sorted keys) of: the
     design's key (the one the design is stored under: 4 agents, this tokenizer, the grid), each figure's ref, unit,
@@ -1183,18 +1198,9 @@ def test_fit_key_is_the_hash_of_every_input_with_the_designs_own_key(dev, tmp_pa
     import hashlib
     import json
 
-    import pandas as pd
-
-    import crossprofile_lib.paperfit.report as R
     from crossprofile_lib.paper_figures import paper_sampling
     dec, design, fm, F, S = dev
-    got = []
-
-    def fake_fit(*args):
-        got.append(args)
-        t = pd.DataFrame({"x": [1.0]})
-        return R.PaperFit(t, t, t, t, t, info={})
-    monkeypatch.setattr(R, "_fit", fake_fit)
+    got = _record_fits(monkeypatch)
     over = {FLASH: {"templates": 15, "seeds": 1}}
     out = fit_paper(templates=DEV, seeds=[0], cache_dir=tmp_path, models=[Q], resamples=10, boot_seed=3,
                     with_recovery=False, with_profiles=True, template_resamples=2, recovery_draws=7, sampling=over)
@@ -1222,16 +1228,9 @@ def test_fit_paper_defaults_are_the_papers_full_run(tmp_path, monkeypatch):
     """By default: the formal templates at seeds 0, 1, 2, 1000 parametric resamples from boot seed 0, recovery and
     profiles on, the default cache folder used (the entry written there), no template resamples, 20 recovery draws,
     the offline tokenizer, every model."""
-    import pandas as pd
 
     import crossprofile_lib.paperfit.report as R
-    got = []
-
-    def fake_fit(*args):
-        got.append(args)
-        t = pd.DataFrame({"x": [1.0]})
-        return R.PaperFit(t, t, t, t, t, info={})
-    monkeypatch.setattr(R, "_fit", fake_fit)
+    got = _record_fits(monkeypatch)
     monkeypatch.setattr(R, "default_cache_dir", lambda: tmp_path)      # no cache_dir: the default one
     out = fit_paper()
     (a,) = got
