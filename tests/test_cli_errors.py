@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from selected_cases import selected_cids
 
 from crossprofile_lib.cli import main
 from crossprofile_lib.cli.args import backend_option, option_value
@@ -183,22 +184,11 @@ def tiny_run(tmp_path_factory):
     return out
 
 
-def _selected_cids(request) -> set:
-    """The case ids this session runs of the module's corpus tests (a selection that deselects some pays no
-    process for them)."""
-    wanted = set()
-    for item in request.session.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if getattr(item, "module", None) is request.module and "cid" in params:
-            wanted.add(params["cid"])
-    return wanted
-
-
 @pytest.fixture(scope="module")
 def outcomes(request, tmp_path_factory, tiny_run):
     """Every selected case in its own process, run concurrently (each one pays the interpreter's start-up)."""
     jobs = {}
-    wanted = _selected_cids(request)
+    wanted = selected_cids(request)
     for cid, argv, _, _ in CASES:
         if cid not in wanted:
             continue

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from selected_cases import selected_cids
 
 from crossprofile_lib.cli import main
 
@@ -255,22 +256,11 @@ def _cli(args, env_extra) -> subprocess.CompletedProcess:
     return subprocess.run(base + list(args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def _selected_cids(request) -> set:
-    """The case ids this session runs of the module's corpus tests (a selection that deselects some pays no
-    process for them)."""
-    wanted = set()
-    for item in request.session.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if getattr(item, "module", None) is request.module and "cid" in params:
-            wanted.add(params["cid"])
-    return wanted
-
-
 @pytest.fixture(scope="module")
 def outcomes(request, tmp_path_factory, tiny):
     run, cache = tiny
     jobs = {}
-    wanted = _selected_cids(request)
+    wanted = selected_cids(request)
     for cid, argv, env, _ in CASES:
         if cid not in wanted:
             continue
